@@ -1,0 +1,118 @@
+/* error.c - status names, the per-context and per-thread last-error message,
+ * the log callback, OpenCL error names, and small checked-arithmetic and
+ * allocation helpers every file uses. */
+#include "internal.h"
+#include <stdio.h>
+
+static NNCL_THREAD_LOCAL char thread_message[NNCL_MSG_MAX];
+
+const char *nncl_status_str(nncl_status status) {
+    switch (status) {
+    case NNCL_OK: return "ok";
+    case NNCL_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case NNCL_ERR_SHAPE: return "shape mismatch";
+    case NNCL_ERR_OUT_OF_MEMORY: return "out of memory";
+    case NNCL_ERR_DEVICE: return "device error";
+    case NNCL_ERR_BUILD: return "kernel build failed";
+    case NNCL_ERR_NO_DEVICE: return "no matching device";
+    case NNCL_ERR_IO: return "input/output error";
+    case NNCL_ERR_FORMAT: return "malformed input";
+    case NNCL_ERR_UNSUPPORTED: return "unsupported";
+    case NNCL_ERR_BLAS: return "CLBlast error";
+    case NNCL_ERR_NUMERIC: return "NaN or Inf";
+    case NNCL_ERR_STATE: return "invalid state";
+    }
+    return "unknown status";
+}
+
+const char *nncl_last_error(const nncl_context *ctx) {
+    return ctx ? ctx->message : thread_message;
+}
+
+void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    if (!ctx || !ctx->config.log || level > ctx->config.log_level) return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ctx->config.log(ctx->config.log_user, level, buf);
+}
+
+nncl_status nncl__vfail(nncl_context *ctx, nncl_status status, const char *fmt, va_list ap) {
+    char *msg = ctx ? ctx->message : thread_message;
+    vsnprintf(msg, NNCL_MSG_MAX, fmt, ap);
+    if (ctx && ctx->config.log && ctx->config.log_level >= NNCL_LOG_ERROR)
+        ctx->config.log(ctx->config.log_user, NNCL_LOG_ERROR, msg);
+    return status;
+}
+
+nncl_status nncl__fail(nncl_context *ctx, nncl_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    nncl__vfail(ctx, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *nncl__cl_error_name(cl_int err) {
+    switch (err) {
+#define E(x) case x: return #x;
+    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH)
+    E(CL_IMAGE_FORMAT_NOT_SUPPORTED) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
+    E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    E(CL_COMPILE_PROGRAM_FAILURE) E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE)
+    E(CL_DEVICE_PARTITION_FAILED) E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) E(CL_INVALID_VALUE)
+    E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
+    E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
+    E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) E(CL_INVALID_IMAGE_SIZE)
+    E(CL_INVALID_SAMPLER) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM)
+    E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL_DEFINITION)
+    E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
+    E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE)
+    E(CL_INVALID_WORK_ITEM_SIZE) E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
+    E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_GL_OBJECT) E(CL_INVALID_BUFFER_SIZE)
+    E(CL_INVALID_MIP_LEVEL) E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_INVALID_PROPERTY)
+#undef E
+    }
+    return "unknown OpenCL error";
+}
+
+nncl_status nncl__cl_fail(nncl_context *ctx, cl_int err, const char *call, const char *file, int line) {
+    nncl_status st = NNCL_ERR_DEVICE;
+    if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+        err == CL_OUT_OF_HOST_MEMORY || err == CL_INVALID_BUFFER_SIZE)
+        st = NNCL_ERR_OUT_OF_MEMORY;
+    return nncl__fail(ctx, st, "%s failed: %s (%d) at %s:%d", call, nncl__cl_error_name(err),
+                      (int)err, file, line);
+}
+
+int nncl__mul_overflow(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > (size_t)-1 / a) return 1;
+    *out = a * b;
+    return 0;
+}
+
+int nncl__add_overflow(size_t a, size_t b, size_t *out) {
+    if (b > (size_t)-1 - a) return 1;
+    *out = a + b;
+    return 0;
+}
+
+void *nncl__calloc(size_t n, size_t sz) {
+    size_t bytes;
+    void *p;
+    if (nncl__mul_overflow(n, sz, &bytes)) return NULL;
+    p = NNCL_MALLOC(bytes ? bytes : 1);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+char *nncl__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = (char *)NNCL_MALLOC(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}

@@ -1,0 +1,199 @@
+/* internal.h - what the implementation files share and the user never sees:
+ * allocation overrides, error recording, the OpenCL check macro, and the
+ * context, device and tensor structures. */
+#ifndef NNCL_INTERNAL_H
+#define NNCL_INTERNAL_H
+
+#ifndef NNCL_BUILD
+#define NNCL_BUILD
+#endif
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#ifndef CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#endif
+
+#include "nncl.h"
+#include <CL/cl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* All or none: define both to route every host allocation elsewhere. */
+#if defined(NNCL_MALLOC) != defined(NNCL_FREE)
+#error "define both NNCL_MALLOC and NNCL_FREE, or neither"
+#endif
+#ifndef NNCL_MALLOC
+#define NNCL_MALLOC(n) malloc(n)
+#define NNCL_FREE(p) free(p)
+#endif
+
+#if defined(__GNUC__)
+#define NNCL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define NNCL_THREAD_LOCAL __thread
+#elif defined(_MSC_VER)
+#define NNCL_PRINTF(f, a)
+#define NNCL_THREAD_LOCAL __declspec(thread)
+#else
+#define NNCL_PRINTF(f, a)
+#define NNCL_THREAD_LOCAL _Thread_local
+#endif
+
+#define NNCL_MSG_MAX 8192
+
+/* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
+void *nncl__calloc(size_t n, size_t sz);
+char *nncl__strdup(const char *s);
+/* a * b and a + b into *out; nonzero when they overflow size_t. */
+int nncl__mul_overflow(size_t a, size_t b, size_t *out);
+int nncl__add_overflow(size_t a, size_t b, size_t *out);
+
+/* Records status and a formatted message on ctx (or, with ctx NULL, on this
+ * thread), sends it to the log callback, and returns status. */
+nncl_status nncl__fail(nncl_context *ctx, nncl_status status, const char *fmt, ...) NNCL_PRINTF(3, 4);
+nncl_status nncl__vfail(nncl_context *ctx, nncl_status status, const char *fmt, va_list ap);
+void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) NNCL_PRINTF(3, 4);
+
+/* Maps an OpenCL error code to a status and records "call failed: NAME (code)
+ * at file:line". Allocation failures and CL_OUT_OF_RESOURCES become
+ * NNCL_ERR_OUT_OF_MEMORY. */
+nncl_status nncl__cl_fail(nncl_context *ctx, cl_int err, const char *call, const char *file, int line);
+const char *nncl__cl_error_name(cl_int err);
+
+/* Every OpenCL call goes through this: on failure it records the call,
+ * file:line and code on ctx and returns the status from the function. */
+#define NNCL_CL(ctx, call)                                                      \
+    do {                                                                        \
+        cl_int nncl_err_ = (call);                                              \
+        if (nncl_err_ != CL_SUCCESS)                                            \
+            return nncl__cl_fail((ctx), nncl_err_, #call, __FILE__, __LINE__);  \
+    } while (0)
+
+/* The same, for calls that hand back the code through their last argument. */
+#define NNCL_CL_CHECK(ctx, err, what)                                           \
+    do {                                                                        \
+        if ((err) != CL_SUCCESS)                                                \
+            return nncl__cl_fail((ctx), (err), (what), __FILE__, __LINE__);     \
+    } while (0)
+
+/* Propagates a non-OK status. */
+#define NNCL_TRY(expr)                                                          \
+    do {                                                                        \
+        nncl_status nncl_st_ = (expr);                                          \
+        if (nncl_st_ != NNCL_OK) return nncl_st_;                               \
+    } while (0)
+
+/* ------------------------------------------------------------- devices */
+
+typedef struct nncl_program nncl_program;
+
+typedef struct nncl_device {
+    nncl_device_info info;
+    cl_platform_id platform;
+    cl_device_id id;
+    cl_context cl_ctx;
+    cl_command_queue queue;
+    size_t max_work_group;
+    unsigned mem_base_align;  /* bytes a sub-buffer origin must be a multiple of */
+    nncl_program *programs;   /* built programs, one per kernel family */
+    uint64_t mem_in_use, mem_peak;
+} nncl_device;
+
+struct nncl_context {
+    nncl_device *devices;
+    int n_devices;
+    nncl_config config;
+    char *kernel_dir;         /* owned copy of the folder to load kernels from */
+    char message[NNCL_MSG_MAX];
+};
+
+/* Device d of ctx, or NULL after recording an error. */
+nncl_device *nncl__device(nncl_context *ctx, int d);
+
+/* Device buffers are allocated through these, so that memory use is known. */
+nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out);
+void nncl__buffer_release(nncl_device *dev, cl_mem mem, size_t bytes);
+
+/* ------------------------------------------------------------- tensors */
+
+struct nncl_tensor {
+    nncl_context *ctx;
+    int device;
+    int ndim;
+    int shape[NNCL_MAX_DIMS];
+    size_t numel;
+    cl_mem mem;
+};
+
+struct nncl_event {
+    nncl_context *ctx;
+    cl_event ev;
+};
+
+/* Checks that t is a tensor of ctx; names the argument in the message. */
+nncl_status nncl__check_tensor(nncl_context *ctx, const nncl_tensor *t, const char *arg);
+
+/* ------------------------------------------------------------- kernels */
+
+/* The program of cl/<family>.cl on dev, built on first use. */
+nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out);
+/* Kernel `name` of cl/<family>.cl on dev, created once and cached on the
+ * device: a device's kernels are used by one thread at a time. */
+nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out);
+
+/* Sets kernel arguments in order; the first failure is reported by launch. */
+typedef struct nncl__args {
+    nncl_context *ctx;
+    cl_kernel kernel;
+    cl_uint index, bad_index;
+    cl_int err;
+} nncl__args;
+void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k);
+void nncl__arg_mem(nncl__args *a, cl_mem m);
+void nncl__arg_int(nncl__args *a, int v);
+void nncl__arg_float(nncl__args *a, float v);
+void nncl__arg_local(nncl__args *a, size_t bytes);
+/* Enqueues without waiting; global sizes are rounded up to the local ones
+ * (kernels check their bounds); a zero global size launches nothing. */
+nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);
+/* n work items in groups of 64 (or the device's maximum when smaller). */
+nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n);
+
+/* ------------------------------------------------------------- gemm */
+
+/* C = alpha op(A) op(B) + beta C, row-major, offsets and leading dimensions in
+ * elements. temp: a buffer of nncl__sgemm_temp_size() bytes, or NULL to let
+ * CLBlast allocate (plans pass one so a step allocates nothing). */
+typedef struct nncl__gemm_args {
+    int trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a, b, c, temp;
+    size_t a_off, b_off, c_off;
+    size_t lda, ldb, ldc;
+} nncl__gemm_args;
+nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
+nncl_status nncl__blas_fail(nncl_context *ctx, int code, const char *call);
+
+/* ------------------------------------------------------------- atomic files */
+#include <stdio.h>
+
+/* A file written under a temporary name in the target's folder and renamed
+ * over the target only when complete, so a crash or a failed write never
+ * leaves a half-written file (atomic_file.c). Open, write to f, then commit
+ * (or abort); both release everything, also on failure. */
+typedef struct nncl__afile {
+    FILE *f;
+    char *path;  /* the target */
+    char *tmp;   /* the temporary name, removed unless renamed */
+} nncl__afile;
+nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what);
+nncl_status nncl__afile_commit(nncl__afile *af, const char *what);
+void nncl__afile_abort(nncl__afile *af);
+/* Writes x with printf format fmt ("%.6g", ...) using '.' as the decimal
+ * point whatever the C locale, "nan"/"inf"/"-inf" for non-finite values. */
+void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);
+
+#endif /* NNCL_INTERNAL_H */

@@ -1,0 +1,206 @@
+/* program.c - building the kernel programs of cl/ once per device (from the
+ * sources embedded at build time, or from $NNCL_KERNEL_DIR while developing),
+ * a per-device cache of kernel objects, and the checked launch helpers. */
+#include "internal.h"
+#include <stdio.h>
+
+struct nncl__embedded { const char *name; const char *source; size_t size; };
+extern const struct nncl__embedded nncl__kernels[];
+
+typedef struct prog_kernel {
+    struct prog_kernel *next;
+    char name[64];
+    cl_kernel kernel;
+} prog_kernel;
+
+struct nncl_program {
+    nncl_program *next;
+    char family[32];
+    cl_program program;
+    prog_kernel *kernels;
+    double build_ms;
+};
+
+void nncl__programs_release(nncl_device *dev) {
+    nncl_program *p = dev->programs;
+    while (p) {
+        nncl_program *pn = p->next;
+        prog_kernel *k = p->kernels;
+        while (k) {
+            prog_kernel *kn = k->next;
+            clReleaseKernel(k->kernel);
+            NNCL_FREE(k);
+            k = kn;
+        }
+        if (p->program) clReleaseProgram(p->program);
+        NNCL_FREE(p);
+        p = pn;
+    }
+    dev->programs = NULL;
+}
+
+/* The source of cl/<family>.cl: from the kernel folder when one is set (the
+ * caller frees *owned), else the embedded copy. */
+static nncl_status prog_source(nncl_context *ctx, const char *family, const char **src, size_t *len, char **owned) {
+    int i;
+    char file[48];
+    *owned = NULL;
+    snprintf(file, sizeof file, "%s.cl", family);
+    if (ctx->kernel_dir) {
+        char path[4096];
+        FILE *f;
+        long n;
+        snprintf(path, sizeof path, "%s/%s", ctx->kernel_dir, file);
+        f = fopen(path, "rb");
+        if (!f) return nncl__fail(ctx, NNCL_ERR_IO, "cannot open kernel source %s (NNCL_KERNEL_DIR)", path);
+        if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+            fclose(f);
+            return nncl__fail(ctx, NNCL_ERR_IO, "cannot read kernel source %s", path);
+        }
+        *owned = (char *)NNCL_MALLOC((size_t)n + 1);
+        if (!*owned) {
+            fclose(f);
+            return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+        }
+        if (fread(*owned, 1, (size_t)n, f) != (size_t)n) {
+            fclose(f);
+            NNCL_FREE(*owned);
+            *owned = NULL;
+            return nncl__fail(ctx, NNCL_ERR_IO, "short read of kernel source %s", path);
+        }
+        fclose(f);
+        (*owned)[n] = 0;
+        *src = *owned;
+        *len = (size_t)n;
+        return NNCL_OK;
+    }
+    for (i = 0; nncl__kernels[i].name; i++)
+        if (strcmp(nncl__kernels[i].name, file) == 0) {
+            *src = nncl__kernels[i].source;
+            *len = nncl__kernels[i].size;
+            return NNCL_OK;
+        }
+    return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "no kernel family \"%s\" is built into the library", family);
+}
+
+static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+    const char *src;
+    size_t len;
+    char *owned;
+    cl_int err;
+    nncl_program *p;
+    char options[256];
+    NNCL_TRY(prog_source(ctx, family, &src, &len, &owned));
+    p = (nncl_program *)nncl__calloc(1, sizeof *p);
+    if (!p) {
+        NNCL_FREE(owned);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    snprintf(p->family, sizeof p->family, "%s", family);
+    p->program = clCreateProgramWithSource(dev->cl_ctx, 1, &src, &len, &err);
+    NNCL_FREE(owned);
+    if (err != CL_SUCCESS) {
+        NNCL_FREE(p);
+        return nncl__cl_fail(ctx, err, "clCreateProgramWithSource", __FILE__, __LINE__);
+    }
+    snprintf(options, sizeof options, "-cl-std=CL1.2%s", dev->info.fp64 ? " -DNNCL_FP64=1" : "");
+    err = clBuildProgram(p->program, 1, &dev->id, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[6000];
+        size_t got = 0;
+        log[0] = 0;
+        clGetProgramBuildInfo(p->program, dev->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &got);
+        log[sizeof log - 1] = 0;
+        clReleaseProgram(p->program);
+        NNCL_FREE(p);
+        return nncl__fail(ctx, err == CL_BUILD_PROGRAM_FAILURE ? NNCL_ERR_BUILD : NNCL_ERR_DEVICE,
+                          "building cl/%s.cl for device %d (%s) failed: %s (%d); build log:\n%s", family,
+                          dev->info.index, dev->info.name, nncl__cl_error_name(err), (int)err, log);
+    }
+    p->next = dev->programs;
+    dev->programs = p;
+    *out = p;
+    return NNCL_OK;
+}
+
+nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+    nncl_program *p;
+    for (p = dev->programs; p; p = p->next)
+        if (strcmp(p->family, family) == 0) {
+            *out = p;
+            return NNCL_OK;
+        }
+    return prog_build(ctx, dev, family, out);
+}
+
+nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out) {
+    nncl_program *p;
+    prog_kernel *k;
+    cl_int err;
+    NNCL_TRY(nncl__program(ctx, dev, family, &p));
+    for (k = p->kernels; k; k = k->next)
+        if (strcmp(k->name, name) == 0) {
+            *out = k->kernel;
+            return NNCL_OK;
+        }
+    k = (prog_kernel *)nncl__calloc(1, sizeof *k);
+    if (!k) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->kernel = clCreateKernel(p->program, name, &err);
+    if (err != CL_SUCCESS) {
+        NNCL_FREE(k);
+        return nncl__fail(ctx, NNCL_ERR_DEVICE, "kernel %s not found in cl/%s.cl: %s (%d)", name, family,
+                          nncl__cl_error_name(err), (int)err);
+    }
+    k->next = p->kernels;
+    p->kernels = k;
+    *out = k->kernel;
+    return NNCL_OK;
+}
+
+void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
+    a->ctx = ctx;
+    a->kernel = k;
+    a->index = 0;
+    a->err = CL_SUCCESS;
+}
+
+static void prog_arg(nncl__args *a, size_t size, const void *value) {
+    cl_int err = clSetKernelArg(a->kernel, a->index, size, value);
+    if (err != CL_SUCCESS && a->err == CL_SUCCESS) {
+        a->err = err;
+        a->bad_index = a->index;
+    }
+    a->index++;
+}
+
+void nncl__arg_mem(nncl__args *a, cl_mem m) { prog_arg(a, sizeof m, &m); }
+void nncl__arg_int(nncl__args *a, int v) { prog_arg(a, sizeof v, &v); }
+void nncl__arg_float(nncl__args *a, float v) { prog_arg(a, sizeof v, &v); }
+void nncl__arg_local(nncl__args *a, size_t bytes) { prog_arg(a, bytes, NULL); }
+
+static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
+
+nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {
+    size_t g[3];
+    cl_uint i;
+    cl_int err;
+    if (a->err != CL_SUCCESS) {
+        char what[64];
+        snprintf(what, sizeof what, "clSetKernelArg(arg %u)", a->bad_index);
+        return nncl__cl_fail(a->ctx, a->err, what, __FILE__, __LINE__);
+    }
+    for (i = 0; i < dims; i++) {
+        g[i] = local ? prog_round_up(global[i], local[i]) : global[i];
+        if (g[i] == 0) return NNCL_OK; /* nothing to do */
+    }
+    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return nncl__cl_fail(a->ctx, err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
+    return NNCL_OK;
+}
+
+nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n) {
+    size_t local = 64, global = n;
+    if (local > dev->max_work_group) local = dev->max_work_group;
+    return nncl__launch(a, dev, 1, &global, &local);
+}

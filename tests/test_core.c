@@ -1,0 +1,156 @@
+/* test_core.c - devices, selection, tensors and transfers on every device
+ * present, and the GEMM through CLBlast against a double reference. */
+#include "harness.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_list(void) {
+    nncl_device_info infos[64];
+    int n = 0, i;
+    TH_OK("devices_list", NULL, nncl_devices_list(infos, 64, &n));
+    TH_CHECK("devices_list", n >= 1);
+    for (i = 0; i < n && i < 64; i++) {
+        TH_CHECK("devices_list", infos[i].name[0] && infos[i].platform[0]);
+        TH_CHECK("devices_list", infos[i].compute_units > 0 && infos[i].max_alloc > 0);
+        TH_CHECK("devices_list", infos[i].index == i);
+    }
+    th_pass("devices_list");
+    return 0;
+}
+
+static int test_select(void) {
+    nncl_config cfg = nncl_config_default();
+    nncl_context *ctx = NULL;
+    nncl_device_info all[64];
+    int n = 0;
+    TH_OK("select", NULL, nncl_devices_list(all, 64, &n));
+    cfg.devices = "0";
+    TH_OK("select", NULL, nncl_init(&cfg, &ctx));
+    TH_CHECK("select", nncl_device_count(ctx) == 1);
+    nncl_free(ctx);
+    ctx = NULL;
+    cfg.devices = "no-such-device-anywhere";
+    TH_CHECK("select", nncl_init(&cfg, &ctx) == NNCL_ERR_NO_DEVICE && ctx == NULL);
+    TH_CHECK("select", strstr(nncl_last_error(NULL), "no-such-device-anywhere") != NULL);
+    cfg.devices = "999";
+    TH_CHECK("select", nncl_init(&cfg, &ctx) == NNCL_ERR_NO_DEVICE);
+    cfg.devices = "all";
+    TH_OK("select", NULL, nncl_init(&cfg, &ctx));
+    TH_CHECK("select", nncl_device_count(ctx) == n);
+    nncl_free(ctx);
+    cfg.devices = NULL; /* the default: all GPUs, else one CPU device */
+    TH_OK("select", NULL, nncl_init(&cfg, &ctx));
+    TH_CHECK("select", nncl_device_count(ctx) >= 1);
+    nncl_free(ctx);
+    th_pass("select");
+    return 0;
+}
+
+static int test_transfer(nncl_context *ctx, int d) {
+    const char *name = th_device_label(ctx, d);
+    int shape[3] = {3, 5, 7};
+    size_t n = 105, i;
+    float src[105], dst[105];
+    nncl_tensor *t = NULL, *u = NULL;
+    nncl_event *ev = NULL;
+    unsigned seed = 1;
+    th_fill_uniform(src, n, -1, 1, &seed);
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 3, shape, &t));
+    TH_CHECK(name, nncl_tensor_numel(t) == n && nncl_tensor_dim(t, 2) == 7);
+    TH_OK(name, ctx, nncl_tensor_write(t, src, n));
+    th_poison(dst, n);
+    TH_OK(name, ctx, nncl_tensor_read(t, dst, n));
+    TH_CHECK(name, memcmp(src, dst, sizeof src) == 0);
+    th_poison(dst, n);
+    TH_OK(name, ctx, nncl_tensor_read_async(t, dst, n, &ev));
+    TH_OK(name, ctx, nncl_event_wait(ev));
+    nncl_event_free(ev);
+    TH_CHECK(name, memcmp(src, dst, sizeof src) == 0);
+    /* copy to every device, itself included */
+    for (i = 0; i < (size_t)nncl_device_count(ctx); i++) {
+        TH_OK(name, ctx, nncl_tensor_create(ctx, (int)i, 3, shape, &u));
+        TH_OK(name, ctx, nncl_tensor_copy(u, t));
+        th_poison(dst, n);
+        TH_OK(name, ctx, nncl_tensor_read(u, dst, n));
+        TH_CHECK(name, memcmp(src, dst, sizeof src) == 0);
+        nncl_tensor_free(u);
+    }
+    nncl_tensor_free(t);
+    th_pass("transfer %s", name);
+    return 0;
+}
+
+static void ref_gemm(int ta, int tb, int m, int n, int k, double alpha, const float *a, const float *b, double beta,
+                     const float *c0, double *c) {
+    int i, j, p;
+    for (i = 0; i < m; i++)
+        for (j = 0; j < n; j++) {
+            double s = 0;
+            for (p = 0; p < k; p++) {
+                double x = ta ? a[p * m + i] : a[i * k + p];
+                double y = tb ? b[j * k + p] : b[p * n + j];
+                s += x * y;
+            }
+            c[i * n + j] = alpha * s + beta * c0[i * n + j];
+        }
+}
+
+static int test_gemm(nncl_context *ctx, int d, int m, int n, int k, int ta, int tb) {
+    char name[200];
+    int sa[2], sb[2], sc[2];
+    float *a, *b, *c0, *c;
+    double *want;
+    nncl_tensor *ta_t = NULL, *tb_t = NULL, *tc_t = NULL;
+    unsigned seed = 7;
+    int ok;
+    snprintf(name, sizeof name, "gemm %s m%d n%d k%d ta%d tb%d", th_device_label(ctx, d), m, n, k, ta, tb);
+    a = (float *)malloc(sizeof(float) * m * k);
+    b = (float *)malloc(sizeof(float) * k * n);
+    c0 = (float *)malloc(sizeof(float) * m * n);
+    c = (float *)malloc(sizeof(float) * m * n);
+    want = (double *)malloc(sizeof(double) * m * n);
+    th_fill_uniform(a, (size_t)m * k, -1, 1, &seed);
+    th_fill_uniform(b, (size_t)k * n, -1, 1, &seed);
+    th_fill_uniform(c0, (size_t)m * n, -1, 1, &seed);
+    ref_gemm(ta, tb, m, n, k, 0.75, a, b, 0.5, c0, want);
+    sa[0] = ta ? k : m; sa[1] = ta ? m : k;
+    sb[0] = tb ? n : k; sb[1] = tb ? k : n;
+    sc[0] = m; sc[1] = n;
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 2, sa, &ta_t));
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 2, sb, &tb_t));
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 2, sc, &tc_t));
+    TH_OK(name, ctx, nncl_tensor_write(ta_t, a, (size_t)m * k));
+    TH_OK(name, ctx, nncl_tensor_write(tb_t, b, (size_t)k * n));
+    TH_OK(name, ctx, nncl_tensor_write(tc_t, c0, (size_t)m * n));
+    TH_OK(name, ctx, nncl_gemm(ctx, ta, tb, 0.75f, ta_t, tb_t, 0.5f, tc_t));
+    th_poison(c, (size_t)m * n);
+    TH_OK(name, ctx, nncl_tensor_read(tc_t, c, (size_t)m * n));
+    ok = th_close(name, c, want, (size_t)m * n, 1e-10);
+    nncl_tensor_free(ta_t);
+    nncl_tensor_free(tb_t);
+    nncl_tensor_free(tc_t);
+    free(a); free(b); free(c0); free(c); free(want);
+    if (ok) th_pass("%s", name);
+    return !ok;
+}
+
+int main(void) {
+    nncl_context *ctx;
+    int d, nd;
+    test_list();
+    test_select();
+    if (!(ctx = th_context())) return th_exit_code();
+    nd = nncl_device_count(ctx);
+    for (d = 0; d < nd; d++) {
+        static const int sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {128, 128, 784}, {100, 10, 128}};
+        size_t s;
+        test_transfer(ctx, d);
+        for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            int t;
+            for (t = 0; t < 4; t++) test_gemm(ctx, d, sizes[s][0], sizes[s][1], sizes[s][2], t & 1, t >> 1);
+        }
+    }
+    nncl_free(ctx);
+    return th_exit_code();
+}
