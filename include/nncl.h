@@ -180,9 +180,286 @@ NNCL_API nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, floa
                                const nncl_tensor *a, const nncl_tensor *b, float beta, nncl_tensor *c);
 
 /* ---------------------------------------------------------------- graph */
+/* A model is built once as a graph of inputs, parameters and ops, then
+ * compiled into a plan per device (see the trainer). Builders return NULL on
+ * error (a wrong shape names the node and both shapes) and leave the message
+ * on the graph's context; passing a NULL input makes a builder return NULL
+ * too, so a chain of calls can be checked once at the end. Batched nodes
+ * have the batch as their first dimension; shapes given to nncl_input()
+ * exclude it. Labels and indices travel as floats holding whole numbers. */
+typedef struct nncl_graph nncl_graph;
+typedef struct nncl_node nncl_node;
+
+typedef enum nncl_init_kind {
+    NNCL_INIT_ZEROS = 0,
+    NNCL_INIT_ONES,
+    NNCL_INIT_UNIFORM,        /* U(-scale, scale) */
+    NNCL_INIT_NORMAL,         /* N(0, scale^2) */
+    NNCL_INIT_FAN_IN_UNIFORM  /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default */
+} nncl_init_kind;
+
+/* ctx receives error messages (it may be NULL); seed drives initialisation. */
+NNCL_API nncl_graph *nncl_graph_create(nncl_context *ctx, uint64_t seed);
+NNCL_API void nncl_graph_free(nncl_graph *g);
+
+/* An input fed every step, of per-sample shape (ndim 0 for one number per
+ * sample, such as a class label). */
+NNCL_API nncl_node *nncl_input(nncl_graph *g, const char *name, int ndim, const int *sample_shape);
+/* A parameter named as PyTorch would name it ("fc1.weight"). */
+NNCL_API nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const int *shape, nncl_init_kind init,
+                               float scale);
+/* Frozen parameters get no update and no gradient work. Before any plan. */
+NNCL_API nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen);
+
+/* Elementwise: b of a's shape, or a vector of a's last dimension. */
+NNCL_API nncl_node *nncl_op_add(nncl_graph *g, nncl_node *a, nncl_node *b);
+NNCL_API nncl_node *nncl_op_sub(nncl_graph *g, nncl_node *a, nncl_node *b);
+NNCL_API nncl_node *nncl_op_mul(nncl_graph *g, nncl_node *a, nncl_node *b);
+NNCL_API nncl_node *nncl_op_scale(nncl_graph *g, nncl_node *x, float alpha);
+NNCL_API nncl_node *nncl_op_relu(nncl_graph *g, nncl_node *x);
+NNCL_API nncl_node *nncl_op_leaky_relu(nncl_graph *g, nncl_node *x, float slope);
+NNCL_API nncl_node *nncl_op_sigmoid(nncl_graph *g, nncl_node *x);
+NNCL_API nncl_node *nncl_op_tanh(nncl_graph *g, nncl_node *x);
+NNCL_API nncl_node *nncl_op_gelu(nncl_graph *g, nncl_node *x);
+/* Over the last dimension. */
+NNCL_API nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x);
+NNCL_API nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x);
+
+/* Activation fused into a layer's output (applied after the bias). */
+typedef enum nncl_act { NNCL_ACT_NONE = 0, NNCL_ACT_RELU, NNCL_ACT_SIGMOID, NNCL_ACT_TANH } nncl_act;
+
+/* y = act(x W^T + b) over the last dimension of x, W [out, in] as in
+ * PyTorch; creates NAME.weight and (with bias) NAME.bias. */
+NNCL_API nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, nncl_act act,
+                                const char *name);
+/* NCHW convolution, square kernel; creates NAME.weight [out, in, k, k] and
+ * NAME.bias. */
+NNCL_API nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding,
+                                int bias, nncl_act act, const char *name);
+NNCL_API nncl_node *nncl_maxpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
+/* Padding counts in the divisor (PyTorch's count_include_pad=True). */
+NNCL_API nncl_node *nncl_avgpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
+/* [B, C, H, W] -> [B, C] */
+NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
+/* Over the batch (and H, W for 4-D input) per channel: batch statistics in
+ * training, running statistics in evaluation. Creates NAME.weight,
+ * NAME.bias, NAME.running_mean, NAME.running_var. */
+NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
+/* Over the last dimension, with NAME.weight and NAME.bias. */
+NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
+/* Zeroes each element with probability p and scales the rest by 1/(1-p) in
+ * training; the identity in evaluation. Seeded by the graph's seed. */
+NNCL_API nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p);
+/* Rows of NAME.weight [num, dim] picked by the whole-number indices in x. */
+NNCL_API nncl_node *nncl_embedding(nncl_graph *g, nncl_node *indices, int num, int dim, const char *name);
+/* New per-sample shape of the same element count; flatten keeps the batch. */
+NNCL_API nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const int *sample_shape);
+NNCL_API nncl_node *nncl_flatten(nncl_graph *g, nncl_node *x);
+/* Joins along a per-sample axis (0 is the first dimension after the batch). */
+NNCL_API nncl_node *nncl_concat(nncl_graph *g, nncl_node *a, nncl_node *b, int axis);
+
+/* Losses: scalar means over the batch. labels hold class indices. */
+NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
+NNCL_API nncl_node *nncl_bce_with_logits(nncl_graph *g, nncl_node *logits, nncl_node *targets);
+NNCL_API nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target);
+
+/* Looks a node up by name (parameters, inputs). */
+NNCL_API nncl_node *nncl_graph_find(const nncl_graph *g, const char *name);
+/* Per-sample (batched) or full shape of a node; returns ndim. */
+NNCL_API int nncl_node_shape(const nncl_node *n, int *shape);
+
 /* @@GRAPH@@ */
 
 /* ---------------------------------------------------------------- data */
+/* Host-side data: IDX and CSV readers, an in-memory dataset, and a loader
+ * that prepares shuffled batches in a background thread. None of these
+ * need a context; errors are read with nncl_last_error(NULL). */
+
+/* --- IDX files (the MNIST / Fashion-MNIST format), plain or gzip. */
+#define NNCL_IDX_MAX_DIMS 8
+enum {
+    NNCL_IDX_U8 = 0x08,  /* unsigned byte */
+    NNCL_IDX_I8 = 0x09,  /* signed byte */
+    NNCL_IDX_I16 = 0x0B, /* big-endian signed 16-bit */
+    NNCL_IDX_I32 = 0x0C, /* big-endian signed 32-bit */
+    NNCL_IDX_F32 = 0x0D, /* big-endian IEEE float */
+    NNCL_IDX_F64 = 0x0E  /* big-endian IEEE double */
+};
+/* A parsed IDX array. data holds count floats, the stored values converted
+ * to float (doubles beyond float range become +-Inf); it is owned by the
+ * struct and released by nncl_idx_free(). */
+typedef struct nncl_idx {
+    int type;                         /* NNCL_IDX_U8 ... NNCL_IDX_F64 */
+    int ndim;                         /* 1 .. NNCL_IDX_MAX_DIMS */
+    uint32_t dims[NNCL_IDX_MAX_DIMS]; /* dims[0] is usually the sample count */
+    size_t count;                     /* product of dims */
+    float *data;
+} nncl_idx;
+
+/* Parses IDX bytes held in memory: magic 00 00 type ndim, ndim big-endian
+ * u32 dims, then exactly the data the dims call for. Bytes starting with the
+ * gzip magic 1f 8b are decompressed first (needs zlib at build time, else
+ * NNCL_ERR_UNSUPPORTED; decompressed size capped at 4 GiB). name is used in
+ * messages (NULL: "<memory>"). Malformed, truncated or oversized input gives
+ * NNCL_ERR_FORMAT and leaves *out zeroed; sizes are checked before anything
+ * is allocated. The bytes are only read during the call. */
+NNCL_API nncl_status nncl_idx_parse(const void *bytes, size_t size, const char *name, nncl_idx *out);
+/* Reads the file at path (plain or .gz, detected by content) and parses it
+ * as nncl_idx_parse() does. NNCL_ERR_IO when it cannot be read. */
+NNCL_API nncl_status nncl_idx_load(const char *path, nncl_idx *out);
+/* Releases idx->data and zeroes the struct; NULL and zeroed structs are fine. */
+NNCL_API void nncl_idx_free(nncl_idx *idx);
+
+/* --- CSV tables: a header row, numeric feature columns, one label column. */
+enum {
+    /* Labels that are all non-negative integers are class indices as they
+     * stand; otherwise every label is a class name. */
+    NNCL_CSV_LABELS_AUTO = 0,
+    /* Every label is a class name, also "0" or "1". */
+    NNCL_CSV_LABELS_CLASSES = 1,
+    /* Every label is a number, stored as it is (regression targets too). */
+    NNCL_CSV_LABELS_NUMERIC = 2
+};
+typedef struct nncl_csv_options {
+    const char *label;   /* label column by header name; NULL: by label_index */
+    int label_index;     /* 0-based column; -1 (default): the last column */
+    char delimiter;      /* default ',' */
+    int label_mode;      /* NNCL_CSV_LABELS_*, default AUTO */
+    /* Class names fixing the mapping (name classes[k] -> k), e.g. those of
+     * the training table when reading the test table; a name not in the list
+     * is an error. NULL (default): the distinct names found, sorted by byte
+     * value (strcmp), so two files with the same classes agree. */
+    const char *const *classes;
+    int n_classes;       /* entries in classes */
+} nncl_csv_options;
+
+NNCL_API nncl_csv_options nncl_csv_options_default(void);
+
+/* A parsed table. All arrays are owned by the struct (nncl_csv_free). */
+typedef struct nncl_csv {
+    size_t rows;           /* data rows (the header not counted) */
+    size_t cols;           /* feature columns (the label column not counted) */
+    float *features;       /* [rows, cols], row-major, in file column order */
+    float *labels;         /* [rows]: class index (or the number, NUMERIC mode) */
+    char **feature_names;  /* [cols] header names */
+    char *label_name;      /* header name of the label column */
+    int label_column;      /* its 0-based position in the file */
+    /* Classes: max index + 1 for numeric class labels; 0 for NUMERIC labels
+     * that are not all non-negative integers. class_names[k] names class k
+     * when the labels were names, else class_names is NULL. */
+    int n_classes;
+    char **class_names;
+} nncl_csv;
+
+/* Parses CSV text of size bytes (RFC 4180: fields may be quoted with ",
+ * "" is a quote inside quotes, quoted fields may hold delimiters and line
+ * breaks; LF or CRLF line ends; a UTF-8 BOM, blank lines and spaces around
+ * unquoted fields are ignored). Feature fields must be finite decimal
+ * numbers. opt NULL: defaults. name is used in messages (NULL: "<memory>").
+ * Errors (NNCL_ERR_FORMAT) say "name:line L, column C (header): what"; an
+ * empty table, a table without data rows or feature columns, a row with a
+ * different field count than the header and a missing label column are
+ * errors. *out is zeroed on failure. */
+NNCL_API nncl_status nncl_csv_parse(const char *text, size_t size, const char *name,
+                                    const nncl_csv_options *opt, nncl_csv *out);
+/* Reads the file at path and parses it as nncl_csv_parse() does. */
+NNCL_API nncl_status nncl_csv_load(const char *path, const nncl_csv_options *opt, nncl_csv *out);
+/* Releases everything the table holds and zeroes it; NULL is fine. */
+NNCL_API void nncl_csv_free(nncl_csv *t);
+
+/* --- Datasets: n samples of d float features and one float label each. */
+typedef struct nncl_dataset nncl_dataset;
+
+/* Copies n samples: features x [n, d] with d the product of the sample
+ * shape (ndim 1..3, e.g. {d} or {channels, height, width}), labels y [n]
+ * (class indices in 0..n_classes-1 when n_classes > 0; any finite value
+ * when n_classes is 0, for regression; y NULL: all zero). Features must be
+ * finite (NNCL_ERR_NUMERIC names the first that is not). */
+NNCL_API nncl_status nncl_dataset_create(size_t n, int ndim, const int *sample_shape, const float *x,
+                                         const float *y, int n_classes, nncl_dataset **out);
+/* From an IDX image array [n, ...] and a 1-D label array [n] of integer
+ * class indices. Bytes (NNCL_IDX_U8) are scaled to [0, 1] by 1/255, other
+ * types are kept as stored. Images [n, h, w] get sample shape [1, h, w];
+ * [n, d] gets [d]; [n, c, h, w] keeps [c, h, w]. n_classes is the largest
+ * label + 1. */
+NNCL_API nncl_status nncl_dataset_from_idx(const nncl_idx *images, const nncl_idx *labels,
+                                           nncl_dataset **out);
+/* Loads an IDX image file and label file (plain or .gz) into a dataset. */
+NNCL_API nncl_status nncl_dataset_load_idx(const char *images_path, const char *labels_path,
+                                           nncl_dataset **out);
+/* From a CSV table: sample shape [cols]; class names are copied. */
+NNCL_API nncl_status nncl_dataset_from_csv(const nncl_csv *table, nncl_dataset **out);
+NNCL_API nncl_status nncl_dataset_load_csv(const char *path, const nncl_csv_options *opt,
+                                           nncl_dataset **out);
+NNCL_API void nncl_dataset_free(nncl_dataset *ds);
+
+NNCL_API size_t nncl_dataset_size(const nncl_dataset *ds);     /* n */
+NNCL_API size_t nncl_dataset_features(const nncl_dataset *ds); /* d */
+NNCL_API int nncl_dataset_classes(const nncl_dataset *ds);     /* 0: regression */
+/* Writes the sample shape (up to 3 ints) to shape when not NULL; returns ndim. */
+NNCL_API int nncl_dataset_shape(const nncl_dataset *ds, int *shape);
+/* Name of class k, or NULL when the classes have no names. */
+NNCL_API const char *nncl_dataset_class_name(const nncl_dataset *ds, int k);
+/* The dataset's own arrays, [n, d] and [n]; valid until it is changed or freed. */
+NNCL_API const float *nncl_dataset_x(const nncl_dataset *ds);
+NNCL_API const float *nncl_dataset_y(const nncl_dataset *ds);
+/* Pointers to samples start .. start+count-1 inside the dataset (no copy). */
+NNCL_API nncl_status nncl_dataset_batch(const nncl_dataset *ds, size_t start, size_t count,
+                                        const float **x, const float **y);
+/* Copies the samples idx[0..count-1] into x [count, d] and y [count] (y may
+ * be NULL). */
+NNCL_API nncl_status nncl_dataset_gather(const nncl_dataset *ds, const size_t *idx, size_t count,
+                                         float *x, float *y);
+
+/* Fills perm with a permutation of 0..n-1 that depends only on seed (own
+ * 64-bit generator and Fisher-Yates, identical on every platform). */
+NNCL_API nncl_status nncl_dataset_permutation(size_t n, uint64_t seed, size_t *perm);
+/* Reorders the samples by nncl_dataset_permutation(n, seed). */
+NNCL_API nncl_status nncl_dataset_shuffle(nncl_dataset *ds, uint64_t seed);
+/* New dataset of the samples idx[0..count-1] (indices may repeat). */
+NNCL_API nncl_status nncl_dataset_subset(const nncl_dataset *ds, const size_t *idx, size_t count,
+                                         nncl_dataset **out);
+/* Splits into a random validation part of round(val_fraction * n) samples
+ * and the rest, both non-empty, chosen by seed; ds is left as it is. */
+NNCL_API nncl_status nncl_dataset_split(const nncl_dataset *ds, double val_fraction, uint64_t seed,
+                                        nncl_dataset **train, nncl_dataset **val);
+/* Per-feature mean and standard deviation (divided by n) into mean[d] and
+ * std[d]; a feature with std below 1e-7 gets std 1 so that standardising
+ * maps it to 0 rather than dividing by zero. */
+NNCL_API nncl_status nncl_dataset_stats(const nncl_dataset *ds, float *mean, float *std);
+/* x[i][j] = (x[i][j] - mean[j]) / std[j], with statistics usually taken from
+ * the training set by nncl_dataset_stats(); std[j] must be > 0. */
+NNCL_API nncl_status nncl_dataset_standardize(nncl_dataset *ds, const float *mean, const float *std);
+/* x = x * scale + shift for every feature. */
+NNCL_API nncl_status nncl_dataset_scale(nncl_dataset *ds, float scale, float shift);
+
+/* --- Loader: batches gathered ahead in a background thread. */
+typedef struct nncl_loader nncl_loader;
+enum {
+    NNCL_LOADER_SHUFFLE = 1,  /* new order every epoch, from seed and epoch */
+    NNCL_LOADER_DROP_LAST = 2 /* leave out the last batch when it is short */
+};
+/* A loader over ds handing out batches of batch_size samples (the last of
+ * an epoch shorter unless NNCL_LOADER_DROP_LAST). With NNCL_LOADER_SHUFFLE
+ * epoch e visits the samples in the order nncl_dataset_permutation(n, s_e)
+ * with s_e derived from seed and e, so a run is reproducible. A thread
+ * gathers the next batches into a ring of buffers while the caller works.
+ * ds must outlive the loader and stay unchanged while it exists. */
+NNCL_API nncl_status nncl_loader_create(const nncl_dataset *ds, size_t batch_size, uint64_t seed,
+                                        int flags, nncl_loader **out);
+/* The next batch of the current epoch: *x [*batch_n, d] and *y [*batch_n],
+ * valid until the next call on the loader. At the end of an epoch it
+ * returns NNCL_OK with *batch_n 0 (and x, y NULL); the call after that
+ * starts the next epoch. */
+NNCL_API nncl_status nncl_loader_next(nncl_loader *ld, const float **x, const float **y, int *batch_n);
+/* Drops the batches prepared so far and starts epoch `epoch` from its first
+ * batch. */
+NNCL_API nncl_status nncl_loader_reset(nncl_loader *ld, int epoch);
+/* Batches per epoch, and the epoch the next batch belongs to. */
+NNCL_API size_t nncl_loader_batches(const nncl_loader *ld);
+NNCL_API int nncl_loader_epoch(const nncl_loader *ld);
+/* Stops the thread (at any point of an epoch) and releases everything. */
+NNCL_API void nncl_loader_free(nncl_loader *ld);
 /* @@DATA@@ */
 
 /* ---------------------------------------------------------------- files */

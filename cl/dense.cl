@@ -1,0 +1,58 @@
+/* dense.cl - what a linear or convolution layer adds around its GEMM: bias
+ * plus a fused activation in place, the activation's backward in place on
+ * the incoming gradient, and the bias gradient as column sums. act: 0 none,
+ * 1 relu, 2 sigmoid, 3 tanh (nncl_act). */
+
+float nncl_dense_act(float v, int act) {
+    if (act == 1) return v > 0.0f ? v : 0.0f;
+    if (act == 2) return 1.0f / (1.0f + exp(-v));
+    if (act == 3) return tanh(v);
+    return v;
+}
+
+/* The derivative from the activation's output y. */
+float nncl_dense_act_grad(float y, int act) {
+    if (act == 1) return y > 0.0f ? 1.0f : 0.0f;
+    if (act == 2) return y * (1.0f - y);
+    if (act == 3) return 1.0f - y * y;
+    return 1.0f;
+}
+
+/* y[r, c] = act(y[r, c] + b[c]) for a [rows, cols] block; with inner > 1 the
+ * layout is [rows, cols, inner] (NCHW: bias per channel). */
+__kernel void nncl_bias_act_f32(__global float *y, int y_off, __global const float *b, int b_off, int has_bias,
+                                int cols, int inner, int n, int act) {
+    int i = get_global_id(0);
+    if (i < n) {
+        float v = y[y_off + i];
+        if (has_bias) v += b[b_off + (i / inner) % cols];
+        y[y_off + i] = nncl_dense_act(v, act);
+    }
+}
+
+/* dy[i] *= act'(y[i]), in place: the layer's gradient is not read again. */
+__kernel void nncl_act_backward_inplace_f32(__global float *dy, int dy_off, __global const float *y, int y_off, int n,
+                                            int act) {
+    int i = get_global_id(0);
+    if (i < n) dy[dy_off + i] *= nncl_dense_act_grad(y[y_off + i], act);
+}
+
+/* db[c] (+)= sum over r and inner of dy[r, c, inner]: one work-group per
+ * column, a tree in local memory. */
+__kernel void nncl_bias_grad_f32(__global const float *dy, int dy_off, int rows, int cols, int inner,
+                                 __global float *db, int db_off, int acc, __local float *part) {
+    int c = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
+    int total = rows * inner, k, s;
+    float sum = 0.0f;
+    for (k = lid; k < total; k += ls) {
+        int r = k / inner, j = k % inner;
+        sum += dy[dy_off + (r * cols + c) * inner + j];
+    }
+    part[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = ls / 2; s > 0; s >>= 1) {
+        if (lid < s) part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + part[0];
+}

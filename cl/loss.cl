@@ -1,0 +1,102 @@
+/* loss.cl - losses as per-row or per-element terms written to scratch, then
+ * one work-group summing them into the scalar mean; and the backward rules,
+ * scaled by the loss's incoming gradient g[0] read on the device (no host
+ * round trip). */
+
+/* Softmax cross-entropy over rows of C logits with class-index labels:
+ * probs[r, :] = softmax(x[r, :]); term[r] = logsumexp - x[r, label]. */
+__kernel void nncl_softmax_ce_rows_f32(__global const float *x, int x_off, __global const float *lab, int lab_off,
+                                       __global float *probs, int p_off, __global float *term, int t_off,
+                                       int rows, int C) {
+    int r = get_global_id(0), c, y;
+    float m, s = 0.0f;
+    if (r >= rows) return;
+    x += x_off + r * C;
+    probs += p_off + r * C;
+    m = x[0];
+    for (c = 1; c < C; c++) m = fmax(m, x[c]);
+    for (c = 0; c < C; c++) {
+        float e = exp(x[c] - m);
+        probs[c] = e;
+        s += e;
+    }
+    for (c = 0; c < C; c++) probs[c] /= s;
+    y = (int)lab[lab_off + r];
+    term[t_off + r] = (y >= 0 && y < C) ? log(s) + m - x[y] : NAN;
+}
+
+/* dx[r, c] (+)= g * (probs[r, c] - [c == label]) / rows */
+__kernel void nncl_softmax_ce_backward_f32(__global const float *probs, int p_off, __global const float *lab,
+                                           int lab_off, __global const float *g, int g_off, __global float *dx,
+                                           int dx_off, int rows, int C, int acc) {
+    int i = get_global_id(0);
+    if (i < rows * C) {
+        int r = i / C, c = i % C;
+        float d = (probs[p_off + i] - (c == (int)lab[lab_off + r] ? 1.0f : 0.0f)) * g[g_off] / rows;
+        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+    }
+}
+
+/* Binary cross-entropy with logits, elementwise terms. */
+__kernel void nncl_bce_terms_f32(__global const float *x, int x_off, __global const float *t, int t_off,
+                                 __global float *term, int term_off, int n) {
+    int i = get_global_id(0);
+    if (i < n) {
+        float v = x[x_off + i];
+        term[term_off + i] = fmax(v, 0.0f) - v * t[t_off + i] + log1p(exp(-fabs(v)));
+    }
+}
+
+/* dx (+)= g (sigmoid(x) - t) / n; dt (+)= -g x / n */
+__kernel void nncl_bce_backward_f32(__global const float *x, int x_off, __global const float *t, int t_off,
+                                    __global const float *g, int g_off, __global float *dx, int dx_off, int acc_x,
+                                    __global float *dt, int dt_off, int acc_t, int want_x, int want_t, int n) {
+    int i = get_global_id(0);
+    if (i < n) {
+        float v = x[x_off + i], s = g[g_off] / n;
+        if (want_x) {
+            float d = (1.0f / (1.0f + exp(-v)) - t[t_off + i]) * s;
+            dx[dx_off + i] = acc_x ? dx[dx_off + i] + d : d;
+        }
+        if (want_t) {
+            float d = -v * s;
+            dt[dt_off + i] = acc_t ? dt[dt_off + i] + d : d;
+        }
+    }
+}
+
+__kernel void nncl_mse_terms_f32(__global const float *p, int p_off, __global const float *t, int t_off,
+                                 __global float *term, int term_off, int n) {
+    int i = get_global_id(0);
+    if (i < n) {
+        float d = p[p_off + i] - t[t_off + i];
+        term[term_off + i] = d * d;
+    }
+}
+
+/* dp (+)= 2 g (p - t) / n; dt (+)= -2 g (p - t) / n */
+__kernel void nncl_mse_backward_f32(__global const float *p, int p_off, __global const float *t, int t_off,
+                                    __global const float *g, int g_off, __global float *dp, int dp_off, int acc_p,
+                                    __global float *dt, int dt_off, int acc_t, int want_p, int want_t, int n) {
+    int i = get_global_id(0);
+    if (i < n) {
+        float d = 2.0f * (p[p_off + i] - t[t_off + i]) * g[g_off] / n;
+        if (want_p) dp[dp_off + i] = acc_p ? dp[dp_off + i] + d : d;
+        if (want_t) dt[dt_off + i] = acc_t ? dt[dt_off + i] - d : -d;
+    }
+}
+
+/* out[0] = scale * sum(term[0..n)), one work-group; pairwise in local memory. */
+__kernel void nncl_sum_scalar_f32(__global const float *term, int t_off, int n, float scale, __global float *out,
+                                  int out_off, __local float *part) {
+    int lid = get_local_id(0), ls = get_local_size(0), k, s;
+    float sum = 0.0f;
+    for (k = lid; k < n; k += ls) sum += term[t_off + k];
+    part[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = ls / 2; s > 0; s >>= 1) {
+        if (lid < s) part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) out[out_off] = part[0] * scale;
+}

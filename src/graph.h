@@ -1,0 +1,167 @@
+/* graph.h - the device-independent graph (nodes with op, shape, inputs and
+ * attributes), the table of op definitions each op family fills in (shape
+ * rule, device forward/backward, double-precision host reference), and the
+ * per-device execution state the op launchers see. */
+#ifndef NNCL_GRAPH_H
+#define NNCL_GRAPH_H
+#include "internal.h"
+
+#define NNCL_MAX_INPUTS 4
+#define NNCL_NAME_MAX 64
+
+typedef enum nncl__op {
+    NNCL_OP_INPUT = 0,
+    NNCL_OP_PARAM,
+    /* elementwise and activations */
+    NNCL_OP_ADD, NNCL_OP_SUB, NNCL_OP_MUL, NNCL_OP_SCALE,
+    NNCL_OP_RELU, NNCL_OP_LEAKY_RELU, NNCL_OP_SIGMOID, NNCL_OP_TANH, NNCL_OP_GELU,
+    NNCL_OP_SOFTMAX, NNCL_OP_LOG_SOFTMAX,
+    /* dense */
+    NNCL_OP_LINEAR,
+    /* losses (scalar output: mean over the batch) */
+    NNCL_OP_SOFTMAX_CE, NNCL_OP_BCE_LOGITS, NNCL_OP_MSE,
+    /* shape */
+    NNCL_OP_RESHAPE, NNCL_OP_CONCAT,
+    /* spatial and normalisation */
+    NNCL_OP_CONV2D, NNCL_OP_MAXPOOL2D, NNCL_OP_AVGPOOL2D, NNCL_OP_GLOBAL_AVGPOOL,
+    NNCL_OP_BATCHNORM, NNCL_OP_LAYERNORM, NNCL_OP_DROPOUT, NNCL_OP_EMBEDDING,
+    NNCL_OP_COUNT
+} nncl__op;
+
+/* A node. Batched nodes have shape[0] == the batch size, which is only known
+ * at step time: shape[0] holds 1 and sample_numel counts one sample. */
+struct nncl_node {
+    int id;                       /* position in graph->nodes: topological */
+    nncl__op op;
+    char name[NNCL_NAME_MAX];
+    int ndim;
+    int shape[NNCL_MAX_DIMS];
+    int batched;
+    size_t sample_numel;          /* elements per sample (all of them if not batched) */
+    int n_in;
+    nncl_node *in[NNCL_MAX_INPUTS];
+    int iattr[8];                 /* op attributes: kernel, stride, pad, axis, flags */
+    float fattr[4];               /* slope, probability, epsilon, momentum, scale */
+    /* parameters */
+    int trainable;                /* a PARAM that the optimizer updates */
+    int init;                     /* nncl_init kind */
+    float init_scale;
+    size_t param_off;             /* element offset in the flat parameter buffer */
+    /* running statistics (batch norm): floats in the flat state buffer */
+    size_t state_size, state_off;
+    /* derived when the graph is finalised */
+    int needs_grad;               /* a trainable parameter lies upstream */
+    int n_consumers;
+};
+
+/* What a backward rule reads, so the plan keeps only those values alive. */
+enum {
+    NNCL_BW_INPUTS = 1,   /* the values of the inputs (all of them) */
+    NNCL_BW_OUTPUT = 2    /* the node's own value */
+};
+
+typedef struct nncl__exec nncl__exec;
+
+/* What the host reference of an op sees besides its arrays. */
+typedef struct nncl__refctx {
+    int batch;                 /* samples */
+    int training;
+    uint64_t step_seed;        /* as nncl__exec.step_seed */
+    int batch_offset;          /* as nncl__exec.batch_offset */
+    double *state;             /* the graph's running statistics (n_state) */
+} nncl__refctx;
+
+/* One op's definition. Device functions queue kernels and never wait. */
+typedef struct nncl__opdef {
+    const char *name;
+    /* Sets n->ndim/shape/batched (and state_size) from the inputs and
+     * attributes; a mismatch returns NNCL_ERR_SHAPE with a message naming the
+     * node and both shapes (nncl__graph_fail). */
+    nncl_status (*shape)(nncl_graph *g, nncl_node *n);
+    /* Extra floats the node keeps from forward to backward (masks, saved
+     * statistics, argmax) for a batch of that many samples. NULL: none. */
+    size_t (*aux_size)(const nncl_node *n, int batch);
+    /* At plan creation (x->batch is the largest batch): build programs,
+     * create kernels, and report the CLBlast workspace the op's GEMMs need.
+     * NULL: nothing to prepare. */
+    nncl_status (*prepare)(nncl__exec *x, nncl_node *n, size_t *gemm_temp_bytes);
+    nncl_status (*forward)(nncl__exec *x, nncl_node *n);
+    /* Adds this node's contribution to the gradients of its inputs that
+     * need one (nncl__need_grad); nncl__grad_accumulate() says whether to
+     * add to (1) or overwrite (0) input i's gradient. Reads the node's own
+     * gradient at nncl__grd(x, n). */
+    nncl_status (*backward)(nncl__exec *x, nncl_node *n);
+    int bw_reads;              /* NNCL_BW_* flags */
+    int alias;                 /* output shares input 0's memory (reshape) */
+    /* Host reference in double: in[i] are the input values, out the
+     * output, aux scratch of aux_size floats. */
+    void (*ref_forward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux);
+    /* Adds to gin[i] (NULL where not needed) given gout. */
+    void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                         const double *gout, double *const *gin, double *aux);
+} nncl__opdef;
+
+/* The table, indexed by nncl__op; each family registers its entries. */
+const nncl__opdef *nncl__opdef_get(nncl__op op);
+
+struct nncl_graph {
+    nncl_context *ctx;            /* for messages; may be NULL */
+    nncl_node **nodes;
+    int n_nodes, cap_nodes;
+    size_t n_params;              /* floats in the flat parameter buffer */
+    size_t n_trainable;           /* the first n_trainable of them are trainable */
+    size_t n_state;               /* floats of running statistics */
+    uint64_t seed;
+    int frozen;                   /* parameter layout fixed (a plan exists) */
+};
+
+/* Shape errors and other build-time failures: message on the graph's context. */
+nncl_node *nncl__graph_fail(nncl_graph *g, nncl_status st, const char *fmt, ...) NNCL_PRINTF(3, 4);
+/* The same for shape rules, returning the status. */
+nncl_status nncl__graph_error(nncl_graph *g, nncl_status st, const char *fmt, ...) NNCL_PRINTF(3, 4);
+/* Adds a node of op with inputs; runs the op's shape rule; NULL on error. */
+nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in, nncl_node *const *in,
+                          const int *iattr, int n_iattr, const float *fattr, int n_fattr);
+/* "[B,3,28,28]" style text of a node's shape for messages. */
+const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
+size_t nncl__numel(const nncl_node *n, int batch);
+
+/* ------------------------------------------------------------- execution */
+
+/* A place in a device buffer: the buffer and an element offset. */
+typedef struct nncl__view {
+    cl_mem mem;
+    size_t off;
+} nncl__view;
+
+/* Per-device state a launcher uses: where every node's value, gradient and
+ * aux space live, the current batch and mode, and the step's random seed. */
+struct nncl__exec {
+    nncl_context *ctx;
+    nncl_device *dev;
+    nncl_graph *graph;
+    int batch;                 /* samples in this device's shard */
+    int batch_offset;          /* index of the shard's first sample in the global batch */
+    int global_batch;          /* samples in the global batch */
+    int training;
+    uint64_t step_seed;        /* differs every step; the same on every device */
+    nncl__view *value, *grad, *aux; /* indexed by node id; mem NULL where absent */
+    unsigned char *grad_acc;   /* per node: 1 once its gradient has been written this step */
+    cl_mem params, grads, state;
+    cl_mem gemm_temp;          /* CLBlast temporary buffer, or NULL */
+};
+
+nncl__view nncl__val(nncl__exec *x, const nncl_node *n);
+nncl__view nncl__grd(nncl__exec *x, const nncl_node *n);
+nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n);
+/* Whether input i of n needs a gradient. */
+int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i);
+/* 1 when input i's gradient already holds a contribution this step (add to
+ * it), 0 when this is the first (overwrite it). Marks it written: call once
+ * per input per backward, just before the launch that writes it. */
+int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
+/* Kernel `name` of cl/<family>.cl on the exec's device, with arguments begun. */
+nncl_status nncl__kbegin(nncl__exec *x, const char *family, const char *name, nncl__args *a);
+void nncl__arg_view(nncl__args *a, nncl__view v);  /* the buffer, then the offset as int */
+
+#endif /* NNCL_GRAPH_H */

@@ -1,0 +1,222 @@
+/* op_loss.c - losses, each a scalar mean over the batch: softmax
+ * cross-entropy from logits with class-index labels (softmax fused in, the
+ * probabilities kept for backward), binary cross-entropy with logits, and
+ * mean squared error. Terms go to aux space, one work-group sums them. */
+#include "graph.h"
+#include <math.h>
+#include <stdio.h>
+
+static nncl_status loss_sum(nncl__exec *x, nncl__view terms, size_t n, double scale, nncl__view out) {
+    nncl__args a;
+    size_t local = 64;
+    while (local > x->dev->max_work_group) local /= 2;
+    NNCL_TRY(nncl__kbegin(x, "loss", "nncl_sum_scalar_f32", &a));
+    nncl__arg_view(&a, terms);
+    nncl__arg_int(&a, (int)n);
+    nncl__arg_float(&a, (float)scale);
+    nncl__arg_view(&a, out);
+    nncl__arg_local(&a, local * sizeof(float));
+    return nncl__launch(&a, x->dev, 1, &local, &local);
+}
+
+static void loss_scalar(nncl_node *n) {
+    n->batched = 0;
+    n->ndim = 1;
+    n->shape[0] = 1;
+}
+
+static nncl_status loss_same_shape(nncl_graph *g, nncl_node *n) {
+    char s1[64], s2[64];
+    if (n->in[0]->sample_numel != n->in[1]->sample_numel || n->in[0]->batched != n->in[1]->batched)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": prediction %s and target %s differ",
+                                 nncl__opdef_get(n->op)->name, n->name, nncl__shape_str(n->in[0], s1, sizeof s1),
+                                 nncl__shape_str(n->in[1], s2, sizeof s2));
+    loss_scalar(n);
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- softmax CE */
+
+static nncl_status ce_shape(nncl_graph *g, nncl_node *n) {
+    const nncl_node *z = n->in[0], *y = n->in[1];
+    char s1[64], s2[64];
+    if (!z->batched || z->ndim != 2 || !y->batched || y->sample_numel != 1)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE,
+                                 "softmax_cross_entropy \"%s\": logits must be [B,C] and labels [B], got %s and %s",
+                                 n->name, nncl__shape_str(z, s1, sizeof s1), nncl__shape_str(y, s2, sizeof s2));
+    loss_scalar(n);
+    return NNCL_OK;
+}
+
+/* probabilities [B, C] then per-row terms [B] */
+static size_t ce_aux(const nncl_node *n, int batch) { return (n->in[0]->sample_numel + 1) * (size_t)batch; }
+
+static nncl_status ce_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    int C = n->in[0]->shape[1], B = x->batch;
+    nncl__view probs = nncl__auxv(x, n), terms = probs;
+    terms.off += (size_t)B * (size_t)C;
+    NNCL_TRY(nncl__kbegin(x, "loss", "nncl_softmax_ce_rows_f32", &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, probs);
+    nncl__arg_view(&a, terms);
+    nncl__arg_int(&a, B);
+    nncl__arg_int(&a, C);
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)B));
+    return loss_sum(x, terms, (size_t)B, 1.0 / B, nncl__val(x, n));
+}
+
+static nncl_status ce_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    int C = n->in[0]->shape[1], B = x->batch;
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, "loss", "nncl_softmax_ce_backward_f32", &a));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    nncl__arg_int(&a, B);
+    nncl__arg_int(&a, C);
+    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    return nncl__launch_1d(&a, x->dev, (size_t)B * (size_t)C);
+}
+
+static void ce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
+    int C = n->in[0]->shape[1], b, c;
+    double total = 0;
+    for (b = 0; b < r->batch; b++) {
+        const double *z = in[0] + (size_t)b * C;
+        double m = z[0], s = 0;
+        int y = (int)in[1][b];
+        for (c = 1; c < C; c++) m = z[c] > m ? z[c] : m;
+        for (c = 0; c < C; c++) s += exp(z[c] - m);
+        for (c = 0; c < C; c++) aux[(size_t)b * C + c] = exp(z[c] - m) / s;
+        total += (y >= 0 && y < C) ? log(s) + m - z[y] : NAN;
+    }
+    out[0] = total / r->batch;
+}
+
+static void ce_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                            const double *gout, double *const *gin, double *aux) {
+    int C = n->in[0]->shape[1], b, c;
+    (void)out;
+    if (!gin[0]) return;
+    for (b = 0; b < r->batch; b++)
+        for (c = 0; c < C; c++)
+            gin[0][(size_t)b * C + c] += gout[0] * (aux[(size_t)b * C + c] - (c == (int)in[1][b])) / r->batch;
+}
+
+const nncl__opdef nncl__opdef_softmax_ce = {
+    "softmax_cross_entropy", ce_shape, ce_aux, NULL, ce_forward, ce_backward, NNCL_BW_INPUTS, 0,
+    ce_ref_forward, ce_ref_backward};
+
+/* ------------------------------------------------------------- BCE and MSE */
+
+static size_t pair_aux(const nncl_node *n, int batch) { return nncl__numel(n->in[0], batch); }
+
+static nncl_status pair_forward(nncl__exec *x, nncl_node *n, const char *kernel) {
+    nncl__args a;
+    size_t count = nncl__numel(n->in[0], x->batch);
+    NNCL_TRY(nncl__kbegin(x, "loss", kernel, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_int(&a, (int)count);
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, count));
+    return loss_sum(x, nncl__auxv(x, n), count, 1.0 / (double)count, nncl__val(x, n));
+}
+
+static nncl_status pair_backward(nncl__exec *x, nncl_node *n, const char *kernel) {
+    nncl__args a;
+    size_t count = nncl__numel(n->in[0], x->batch);
+    int want0 = nncl__need_grad(x, n, 0), want1 = nncl__need_grad(x, n, 1);
+    nncl__view g0 = want0 ? nncl__grd(x, n->in[0]) : nncl__grd(x, n);
+    nncl__view g1 = want1 ? nncl__grd(x, n->in[1]) : nncl__grd(x, n);
+    if (!want0 && !want1) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, "loss", kernel, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, g0);
+    nncl__arg_int(&a, want0 ? nncl__grad_accumulate(x, n, 0) : 0);
+    nncl__arg_view(&a, g1);
+    nncl__arg_int(&a, want1 ? nncl__grad_accumulate(x, n, 1) : 0);
+    nncl__arg_int(&a, want0);
+    nncl__arg_int(&a, want1);
+    nncl__arg_int(&a, (int)count);
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+static nncl_status bce_forward(nncl__exec *x, nncl_node *n) { return pair_forward(x, n, "nncl_bce_terms_f32"); }
+static nncl_status bce_backward(nncl__exec *x, nncl_node *n) { return pair_backward(x, n, "nncl_bce_backward_f32"); }
+static nncl_status mse_forward(nncl__exec *x, nncl_node *n) { return pair_forward(x, n, "nncl_mse_terms_f32"); }
+static nncl_status mse_backward(nncl__exec *x, nncl_node *n) { return pair_backward(x, n, "nncl_mse_backward_f32"); }
+
+static void bce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
+    size_t count = nncl__numel(n->in[0], r->batch), i;
+    double s = 0;
+    (void)aux;
+    for (i = 0; i < count; i++) {
+        double v = in[0][i];
+        s += (v > 0 ? v : 0) - v * in[1][i] + log1p(exp(-fabs(v)));
+    }
+    out[0] = s / (double)count;
+}
+
+static void bce_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                             const double *gout, double *const *gin, double *aux) {
+    size_t count = nncl__numel(n->in[0], r->batch), i;
+    (void)out; (void)aux;
+    for (i = 0; i < count; i++) {
+        if (gin[0]) gin[0][i] += gout[0] * (1 / (1 + exp(-in[0][i])) - in[1][i]) / (double)count;
+        if (gin[1]) gin[1][i] += -gout[0] * in[0][i] / (double)count;
+    }
+}
+
+static void mse_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
+    size_t count = nncl__numel(n->in[0], r->batch), i;
+    double s = 0;
+    (void)aux;
+    for (i = 0; i < count; i++) s += (in[0][i] - in[1][i]) * (in[0][i] - in[1][i]);
+    out[0] = s / (double)count;
+}
+
+static void mse_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                             const double *gout, double *const *gin, double *aux) {
+    size_t count = nncl__numel(n->in[0], r->batch), i;
+    (void)out; (void)aux;
+    for (i = 0; i < count; i++) {
+        double d = 2 * gout[0] * (in[0][i] - in[1][i]) / (double)count;
+        if (gin[0]) gin[0][i] += d;
+        if (gin[1]) gin[1][i] -= d;
+    }
+}
+
+const nncl__opdef nncl__opdef_bce_logits = {
+    "bce_with_logits", loss_same_shape, pair_aux, NULL, bce_forward, bce_backward, NNCL_BW_INPUTS, 0,
+    bce_ref_forward, bce_ref_backward};
+const nncl__opdef nncl__opdef_mse = {
+    "mse", loss_same_shape, pair_aux, NULL, mse_forward, mse_backward, NNCL_BW_INPUTS, 0,
+    mse_ref_forward, mse_ref_backward};
+
+nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
+    nncl_node *in[2];
+    in[0] = logits;
+    in[1] = labels;
+    return nncl__node_add(g, NNCL_OP_SOFTMAX_CE, NULL, 2, in, NULL, 0, NULL, 0);
+}
+
+nncl_node *nncl_bce_with_logits(nncl_graph *g, nncl_node *logits, nncl_node *targets) {
+    nncl_node *in[2];
+    in[0] = logits;
+    in[1] = targets;
+    return nncl__node_add(g, NNCL_OP_BCE_LOGITS, NULL, 2, in, NULL, 0, NULL, 0);
+}
+
+nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target) {
+    nncl_node *in[2];
+    in[0] = pred;
+    in[1] = target;
+    return nncl__node_add(g, NNCL_OP_MSE, NULL, 2, in, NULL, 0, NULL, 0);
+}

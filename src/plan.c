@@ -1,0 +1,448 @@
+/* plan.c - compiling a graph for one device: the schedules, the lifetime of
+ * every value, gradient and aux block, a first-fit packing of those blocks
+ * into one arena, and the replay of forward and backward on that memory. */
+#include "plan.h"
+#include <math.h>
+
+#define PLAN_ALIGN 16 /* floats: 64-byte block alignment */
+
+/* ------------------------------------------------------------- layout */
+
+nncl_status nncl__graph_layout(nncl_graph *g) {
+    size_t off = 0, st = 0;
+    int pass, i;
+    if (g->frozen) return NNCL_OK;
+    for (pass = 0; pass < 2; pass++) /* trainable first, so the optimizer runs over one prefix */
+        for (i = 0; i < g->n_nodes; i++) {
+            nncl_node *n = g->nodes[i];
+            if (n->op != NNCL_OP_PARAM || n->trainable != (pass == 0)) continue;
+            n->param_off = off;
+            if (nncl__add_overflow(off, n->sample_numel, &off))
+                return nncl__fail(g->ctx, NNCL_ERR_OUT_OF_MEMORY, "parameters overflow the address space");
+            if (pass == 0) g->n_trainable = off;
+        }
+    g->n_params = off;
+    for (i = 0; i < g->n_nodes; i++) {
+        nncl_node *n = g->nodes[i];
+        if (!n->state_size) continue;
+        n->state_off = st;
+        st += n->state_size;
+    }
+    g->n_state = st;
+    g->frozen = 1;
+    return NNCL_OK;
+}
+
+static uint64_t plan_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double plan_unit(uint64_t *s) { return (double)(plan_splitmix(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void nncl__graph_init_values(const nncl_graph *g, float *params, float *state) {
+    int i;
+    size_t k;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        uint64_t s = g->seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);
+        double bound = n->init_scale;
+        if (n->op != NNCL_OP_PARAM) continue;
+        if (n->init == NNCL_INIT_FAN_IN_UNIFORM) bound = 1.0 / sqrt((double)(n->sample_numel / (size_t)n->shape[0]));
+        for (k = 0; k < n->sample_numel; k++) {
+            double v = 0;
+            switch (n->init) {
+            case NNCL_INIT_ZEROS: v = 0; break;
+            case NNCL_INIT_ONES: v = 1; break;
+            case NNCL_INIT_UNIFORM:
+            case NNCL_INIT_FAN_IN_UNIFORM: v = (2 * plan_unit(&s) - 1) * bound; break;
+            case NNCL_INIT_NORMAL: { /* Box-Muller */
+                double u1 = plan_unit(&s), u2 = plan_unit(&s);
+                v = sqrt(-2 * log(u1 + 1e-300)) * cos(6.283185307179586 * u2) * bound;
+                break;
+            }
+            }
+            params[n->param_off + k] = (float)v;
+        }
+    }
+    /* Running statistics start as mean 0, variance 1: pairs of [C] blocks. */
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        size_t half = n->state_size / 2;
+        for (k = 0; k < n->state_size; k++) state[n->state_off + k] = k < half ? 0.0f : 1.0f;
+    }
+}
+
+/* ------------------------------------------------------------- lifetimes */
+
+typedef struct plan_block {
+    int first, last;      /* steps during which the block is live */
+    size_t size, off;     /* floats */
+    int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
+} plan_block;
+
+/* Storage owner of a node's value: reshapes share their input's memory. */
+static const nncl_node *plan_root(const nncl_node *n) {
+    while (nncl__opdef_get(n->op)->alias) n = n->in[0];
+    return n;
+}
+
+static size_t plan_round(size_t f) { return (f + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
+
+/* First-fit: biggest blocks first, each at the lowest offset clear of every
+ * placed block whose lifetime overlaps. */
+static size_t plan_pack(plan_block *b, int n) {
+    int i, j, k;
+    size_t top = 0;
+    int *order = (int *)nncl__calloc((size_t)n + 1, sizeof *order);
+    if (!order) return (size_t)-1;
+    for (i = 0; i < n; i++) order[i] = i;
+    for (i = 1; i < n; i++) /* insertion sort by size, descending */
+        for (j = i; j > 0 && b[order[j]].size > b[order[j - 1]].size; j--) {
+            k = order[j]; order[j] = order[j - 1]; order[j - 1] = k;
+        }
+    for (i = 0; i < n; i++) {
+        plan_block *a = &b[order[i]];
+        size_t off = 0;
+        int moved = 1;
+        while (moved) {
+            moved = 0;
+            for (j = 0; j < i; j++) {
+                plan_block *p = &b[order[j]];
+                if (p->last < a->first || a->last < p->first) continue;
+                if (off < p->off + p->size && p->off < off + a->size) {
+                    off = p->off + p->size;
+                    moved = 1;
+                }
+            }
+        }
+        a->off = off;
+        if (off + a->size > top) top = off + a->size;
+    }
+    NNCL_FREE(order);
+    return top;
+}
+
+/* Which nodes run backward: those needing a gradient on a path to the loss. */
+static void plan_mark_backward(const nncl_graph *g, const nncl_node *loss, unsigned char *on_path) {
+    int i, k;
+    memset(on_path, 0, (size_t)g->n_nodes);
+    if (!loss) return;
+    on_path[loss->id] = 1;
+    for (i = loss->id; i >= 0; i--) {
+        const nncl_node *n = g->nodes[i];
+        if (!on_path[i]) continue;
+        for (k = 0; k < n->n_in; k++)
+            if (n->in[k]->needs_grad) on_path[n->in[k]->id] = 1;
+    }
+    for (i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->needs_grad) on_path[i] = 0;
+}
+
+static nncl_status plan_schedule(nncl__plan *p, plan_block **blocks_out, int *n_blocks_out) {
+    nncl_graph *g = p->graph;
+    int N = g->n_nodes, i, k, nb = 0;
+    unsigned char *on_path = (unsigned char *)nncl__calloc((size_t)N, 1);
+    int *fstep = (int *)nncl__calloc((size_t)N, sizeof(int));
+    int *bstep = (int *)nncl__calloc((size_t)N, sizeof(int));
+    plan_block *b = (plan_block *)nncl__calloc((size_t)N * 3, sizeof *b);
+    int last_step;
+    p->fwd = (int *)nncl__calloc((size_t)N, sizeof(int));
+    p->bwd = (int *)nncl__calloc((size_t)N, sizeof(int));
+    if (!on_path || !fstep || !bstep || !b || !p->fwd || !p->bwd) {
+        NNCL_FREE(on_path); NNCL_FREE(fstep); NNCL_FREE(bstep); NNCL_FREE(b);
+        return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory planning the graph");
+    }
+    plan_mark_backward(g, p->loss, on_path);
+    /* Forward: every op node up to the loss (or all, without one); inputs
+     * are written at step 0 by the feed. */
+    for (i = 0; i < N; i++) {
+        nncl_node *n = g->nodes[i];
+        fstep[i] = 0;
+        bstep[i] = -1;
+        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
+        if (p->loss && i > p->loss->id) continue;
+        fstep[i] = p->n_fwd;
+        p->fwd[p->n_fwd++] = i;
+    }
+    for (i = N - 1; i >= 0; i--) {
+        nncl_node *n = g->nodes[i];
+        if (!on_path[i] || n->op == NNCL_OP_PARAM || n->op == NNCL_OP_INPUT) continue;
+        bstep[i] = p->n_fwd + p->n_bwd;
+        p->bwd[p->n_bwd++] = i;
+    }
+    last_step = p->n_fwd + p->n_bwd;
+    /* Values: from their forward step to their last reader. */
+    for (i = 0; i < N; i++) {
+        nncl_node *n = g->nodes[i];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        if (n->op == NNCL_OP_PARAM || d->alias) continue;
+        b[nb].node = i; b[nb].kind = 0; b[nb].first = fstep[i]; b[nb].last = fstep[i];
+        b[nb].size = plan_round(nncl__numel(n, p->max_batch));
+        if (n == p->loss || (!p->loss && n->n_consumers == 0)) b[nb].last = last_step;
+        nb++;
+    }
+    for (i = 0; i < N; i++) { /* extend values by every reader, through aliases */
+        nncl_node *n = g->nodes[i];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        int j;
+        for (k = 0; k < n->n_in; k++) {
+            const nncl_node *r = plan_root(n->in[k]);
+            for (j = 0; j < nb; j++) {
+                if (b[j].kind != 0 || b[j].node != r->id) continue;
+                if (fstep[i] > b[j].last) b[j].last = fstep[i];
+                if (bstep[i] >= 0 && (d->bw_reads & NNCL_BW_INPUTS) && bstep[i] > b[j].last) b[j].last = bstep[i];
+            }
+        }
+        if (bstep[i] >= 0 && (d->bw_reads & NNCL_BW_OUTPUT)) {
+            const nncl_node *r = plan_root(n);
+            for (j = 0; j < nb; j++)
+                if (b[j].kind == 0 && b[j].node == r->id && bstep[i] > b[j].last) b[j].last = bstep[i];
+        }
+    }
+    /* Gradients of activations: from the first writer to the node's own
+     * backward (an alias's reader counts for its root). */
+    for (i = 0; i < N; i++) {
+        nncl_node *n = g->nodes[i];
+        int first = -1, lastb = -1, j;
+        if (!on_path[i] || n->op == NNCL_OP_PARAM || nncl__opdef_get(n->op)->alias) continue;
+        for (j = i + 1; j < N; j++) { /* consumers of i or of aliases of i */
+            nncl_node *c = g->nodes[j];
+            for (k = 0; k < c->n_in; k++)
+                if (plan_root(c->in[k]) == n && bstep[j] >= 0 && (first < 0 || bstep[j] < first)) first = bstep[j];
+            if (plan_root(c) == n && bstep[j] > lastb) lastb = bstep[j];
+        }
+        if (bstep[i] > lastb) lastb = bstep[i];
+        if (n == p->loss) first = p->n_fwd; /* the seed is written before backward */
+        if (n->op == NNCL_OP_INPUT) lastb = last_step; /* a leaf's gradient is kept for the caller */
+        if (first < 0) continue;
+        b[nb].node = i; b[nb].kind = 1; b[nb].first = first; b[nb].last = lastb < first ? first : lastb;
+        b[nb].size = plan_round(nncl__numel(n, p->max_batch));
+        nb++;
+    }
+    /* Aux: from the node's forward to its backward. */
+    for (i = 0; i < N; i++) {
+        nncl_node *n = g->nodes[i];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        size_t a = d->aux_size ? d->aux_size(n, p->max_batch) : 0;
+        if (!a) continue;
+        b[nb].node = i; b[nb].kind = 2; b[nb].first = fstep[i];
+        b[nb].last = bstep[i] >= 0 ? bstep[i] : fstep[i];
+        b[nb].size = plan_round(a);
+        nb++;
+    }
+    NNCL_FREE(on_path); NNCL_FREE(fstep); NNCL_FREE(bstep);
+    *blocks_out = b;
+    *n_blocks_out = nb;
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- creation */
+
+void nncl__plan_free(nncl__plan *p) {
+    nncl_device *dev;
+    if (!p) return;
+    dev = p->x.dev;
+    if (dev) {
+        clFinish(dev->queue);
+        nncl__buffer_release(dev, p->arena, p->arena_floats * 4);
+        nncl__buffer_release(dev, p->x.params, p->graph->n_params * 4);
+        nncl__buffer_release(dev, p->x.grads, p->graph->n_trainable * 4);
+        nncl__buffer_release(dev, p->x.state, p->graph->n_state * 4);
+        nncl__buffer_release(dev, p->x.gemm_temp, p->gemm_temp_bytes);
+    }
+    NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
+    NNCL_FREE(p->fwd); NNCL_FREE(p->bwd);
+    NNCL_FREE(p);
+}
+
+static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
+    nncl_graph *g = p->graph;
+    nncl_context *ctx = p->ctx;
+    nncl_device *dev = p->x.dev;
+    int i;
+    NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena_floats * 4, &p->arena));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 4, &p->x.params));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_trainable * 4, &p->x.grads));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_state * 4, &p->x.state));
+    p->bytes = (p->arena_floats + g->n_params + g->n_trainable + g->n_state) * 4;
+    for (i = 0; i < nb; i++) {
+        nncl__view v;
+        v.mem = p->arena;
+        v.off = b[i].off;
+        if (b[i].kind == 0) p->x.value[b[i].node] = v;
+        else if (b[i].kind == 1) p->x.grad[b[i].node] = v;
+        else p->x.aux[b[i].node] = v;
+    }
+    for (i = 0; i < g->n_nodes; i++) {
+        nncl_node *n = g->nodes[i];
+        if (n->op == NNCL_OP_PARAM) {
+            p->x.value[i].mem = p->x.params;
+            p->x.value[i].off = n->param_off;
+            if (n->trainable) {
+                p->x.grad[i].mem = p->x.grads;
+                p->x.grad[i].off = n->param_off;
+            }
+        } else if (nncl__opdef_get(n->op)->alias) {
+            const nncl_node *r = plan_root(n);
+            p->x.value[i] = p->x.value[r->id];
+            p->x.grad[i] = p->x.grad[r->id];
+        }
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
+                              nncl__plan **out) {
+    nncl__plan *p;
+    plan_block *blocks = NULL;
+    int nb = 0, i;
+    nncl_status st;
+    nncl_device *dev = nncl__device(ctx, device);
+    *out = NULL;
+    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
+    if (!g || max_batch <= 0) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: graph is NULL or batch %d <= 0", max_batch);
+    if (loss && (loss->id >= g->n_nodes || g->nodes[loss->id] != loss))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: the loss is not a node of this graph");
+    if (loss && (loss->batched || loss->sample_numel != 1))
+        return nncl__fail(ctx, NNCL_ERR_SHAPE, "plan: the loss \"%s\" must be a scalar, not per-sample or of %zu elements",
+                          loss->name, loss->sample_numel);
+    NNCL_TRY(nncl__graph_layout(g));
+    p = (nncl__plan *)nncl__calloc(1, sizeof *p);
+    if (!p) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    p->ctx = ctx;
+    p->graph = g;
+    p->loss = loss;
+    p->device = device;
+    p->max_batch = max_batch;
+    p->x.ctx = ctx;
+    p->x.dev = dev;
+    p->x.graph = g;
+    p->x.batch = max_batch;
+    p->x.global_batch = max_batch;
+    p->x.value = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
+    p->x.grad = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
+    p->x.aux = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
+    p->x.grad_acc = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1);
+    if (!p->x.value || !p->x.grad || !p->x.aux || !p->x.grad_acc) {
+        nncl__plan_free(p);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    st = plan_schedule(p, &blocks, &nb);
+    if (st == NNCL_OK) {
+        p->arena_floats = plan_pack(blocks, nb);
+        if (p->arena_floats == (size_t)-1) st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
+    NNCL_FREE(blocks);
+    /* Ops build their programs and size their GEMM workspace now, so that
+     * a step neither compiles nor allocates. */
+    for (i = 0; st == NNCL_OK && i < p->n_fwd; i++) {
+        nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        size_t bytes = 0;
+        if (d->prepare) st = d->prepare(&p->x, n, &bytes);
+        if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
+    }
+    if (st == NNCL_OK && p->gemm_temp_bytes) {
+        st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->x.gemm_temp);
+        p->bytes += p->gemm_temp_bytes;
+    }
+    if (st != NNCL_OK) {
+        nncl__plan_free(p);
+        return st;
+    }
+    *out = p;
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- replay */
+
+nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *data, int batch) {
+    nncl__view v;
+    size_t n;
+    if (!input || input->op != NNCL_OP_INPUT || input->id >= p->graph->n_nodes || p->graph->nodes[input->id] != input)
+        return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "feed: not an input node of this graph");
+    if (!data) return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "feed \"%s\": data is NULL", input->name);
+    if (batch <= 0 || batch > p->max_batch)
+        return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "feed \"%s\": batch %d is not in 1..%d", input->name, batch,
+                          p->max_batch);
+    v = p->x.value[input->id];
+    if (!v.mem) return NNCL_OK; /* an input nothing reads */
+    n = nncl__numel(input, batch);
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, v.mem, CL_FALSE, v.off * 4, n * 4, data, 0, NULL, NULL));
+    return NNCL_OK;
+}
+
+nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training) {
+    int i;
+    if (batch <= 0 || batch > p->max_batch)
+        return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "batch %d is not in 1..%d", batch, p->max_batch);
+    p->x.batch = batch;
+    p->x.training = training;
+    for (i = 0; i < p->n_fwd; i++) {
+        nncl_node *n = p->graph->nodes[p->fwd[i]];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        if (d->forward) NNCL_TRY(d->forward(&p->x, n));
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__plan_backward(nncl__plan *p) {
+    static const float one = 1.0f; /* static: the write below does not block */
+    nncl__view seed;
+    int i;
+    if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
+    memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
+    seed = p->x.grad[p->loss->id];
+    if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &one, 0, NULL, NULL));
+    for (i = 0; i < p->n_bwd; i++) {
+        nncl_node *n = p->graph->nodes[p->bwd[i]];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        if (d->backward) NNCL_TRY(d->backward(&p->x, n));
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {
+    nncl__view v = p->x.value[n->id];
+    size_t count = nncl__numel(n, batch);
+    if (!v.mem) return nncl__fail(p->ctx, NNCL_ERR_STATE, "node \"%s\" has no value in this plan", n->name);
+    NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, done ? CL_FALSE : CL_TRUE, v.off * 4, count * 4, dst, 0,
+                                        NULL, done));
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- exec helpers */
+
+nncl__view nncl__val(nncl__exec *x, const nncl_node *n) { return x->value[n->id]; }
+nncl__view nncl__grd(nncl__exec *x, const nncl_node *n) { return x->grad[n->id]; }
+nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n) { return x->aux[n->id]; }
+
+int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i) {
+    return n->in[i]->needs_grad && x->grad[n->in[i]->id].mem != NULL;
+}
+
+int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
+    int r = plan_root(n->in[i])->id;
+    int acc = x->grad_acc[r];
+    x->grad_acc[r] = 1;
+    return acc;
+}
+
+nncl_status nncl__kbegin(nncl__exec *x, const char *family, const char *name, nncl__args *a) {
+    cl_kernel k;
+    NNCL_TRY(nncl__kernel(x->ctx, x->dev, family, name, &k));
+    nncl__args_begin(a, x->ctx, k);
+    return NNCL_OK;
+}
+
+void nncl__arg_view(nncl__args *a, nncl__view v) {
+    nncl__arg_mem(a, v.mem);
+    nncl__arg_int(a, (int)v.off);
+}
+
+#undef PLAN_ALIGN

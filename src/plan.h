@@ -1,0 +1,42 @@
+/* plan.h - a graph compiled for one device: flat parameter, gradient and
+ * running-statistics buffers, one activation arena whose blocks are reused
+ * where lifetimes allow, and the forward/backward schedules. The trainer
+ * holds one plan per device; nothing here assumes one device per process. */
+#ifndef NNCL_PLAN_H
+#define NNCL_PLAN_H
+#include "graph.h"
+
+typedef struct nncl__plan {
+    nncl_context *ctx;
+    nncl_graph *graph;
+    nncl_node *loss;             /* may be NULL: an inference-only plan */
+    int device;
+    int max_batch;
+    nncl__exec x;
+    int *fwd, n_fwd;             /* node ids run forward, in order */
+    int *bwd, n_bwd;             /* node ids run backward, in order */
+    size_t arena_floats, gemm_temp_bytes;
+    cl_mem arena;
+    uint64_t bytes;              /* device memory the plan holds */
+} nncl__plan;
+
+/* Lays out the graph's parameters (trainable first, then frozen) and
+ * running statistics on first use; later calls keep the layout. */
+nncl_status nncl__graph_layout(nncl_graph *g);
+/* Initial parameter values (n_params floats) and running statistics
+ * (n_state floats), the same for a given seed on every machine. */
+void nncl__graph_init_values(const nncl_graph *g, float *params, float *state);
+
+nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
+                              nncl__plan **out);
+void nncl__plan_free(nncl__plan *p);
+/* Non-blocking upload of batch samples of an input node; the host array must
+ * stay valid until the device's queue has passed it (the step's sync). */
+nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *data, int batch);
+/* Queues the forward pass (and with training, the backward pass) on batch
+ * samples; waits for nothing. */
+nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
+nncl_status nncl__plan_backward(nncl__plan *p);
+/* Non-blocking read of a node's value (batch samples) into host memory. */
+nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done);
+#endif

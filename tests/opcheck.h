@@ -1,0 +1,163 @@
+/* opcheck.h - the generic op check, in the manner of a backend-ops test:
+ * runs a small graph through the double-precision host reference, checks
+ * every reference gradient against central finite differences, then runs
+ * the graph on every device and compares each node's value (read right after
+ * its forward), each gradient (read before its backward), the parameter
+ * gradients and the loss. The arena is poisoned first so that an element an
+ * op forgot to write fails. Include once per test program. */
+#ifndef NNCL_OPCHECK_H
+#define NNCL_OPCHECK_H
+#include "harness.h"
+#include "plan.h"
+#include "ref.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct oc_feed {
+    nncl_node *node;
+    const float *data;
+} oc_feed;
+
+/* Reference gradients against central differences of the reference loss,
+ * for up to 24 elements of every parameter and every input needing a
+ * gradient. */
+static int oc_fd(const char *name, nncl__ref *r, const nncl_node *loss) {
+    const nncl_graph *g = r->graph;
+    int i;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        size_t count = nncl__numel(n, r->r.batch), k, stride;
+        if (!n->needs_grad || (n->op != NNCL_OP_PARAM && n->op != NNCL_OP_INPUT)) continue;
+        stride = count > 24 ? count / 24 : 1;
+        for (k = 0; k < count; k += stride) {
+            double keep = r->val[i][k], h = 1e-6 * (fabs(keep) > 1 ? fabs(keep) : 1), lp, lm, num, ana;
+            r->val[i][k] = keep + h;
+            nncl__ref_forward(r, 1);
+            lp = r->val[loss->id][0];
+            r->val[i][k] = keep - h;
+            nncl__ref_forward(r, 1);
+            lm = r->val[loss->id][0];
+            r->val[i][k] = keep;
+            num = (lp - lm) / (2 * h);
+            ana = r->grad[i][k];
+            if (!(fabs(num - ana) <= 1e-6 + 1e-5 * fabs(ana))) {
+                th_fail(name, "finite difference of %s[%zu]: %.10g, backward rule: %.10g", n->name, k, num, ana);
+                return 1;
+            }
+        }
+    }
+    nncl__ref_forward(r, 1); /* restore the values of the unperturbed point */
+    nncl__ref_backward(r, loss);
+    return 0;
+}
+
+static int oc_read(nncl__plan *p, nncl__view v, float *dst, size_t count) {
+    return clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL) != CL_SUCCESS;
+}
+
+static int oc_compare(const char *name, const char *what, const nncl_node *n, const float *got, const double *want,
+                      size_t count, double tol) {
+    char label[512];
+    snprintf(label, sizeof label, "%s: %s of %s", name, what, n->name);
+    return !th_close(label, got, want, count, tol);
+}
+
+static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, nncl_node *loss, const oc_feed *feeds,
+                     int nf, int batch, nncl__ref *r, double tol) {
+    nncl__plan *p = NULL;
+    float *host = NULL, *pbuf, *sbuf;
+    size_t most = g->n_params + g->n_state + 1, k;
+    int i, bad = 0;
+    nncl_device *dev;
+    for (i = 0; i < g->n_nodes; i++)
+        if (nncl__numel(g->nodes[i], batch) > most) most = nncl__numel(g->nodes[i], batch);
+    TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, d, batch, &p));
+    dev = p->x.dev;
+    host = (float *)malloc((most + p->arena_floats + g->n_params + g->n_state + 2) * sizeof(float));
+    pbuf = host + most;
+    sbuf = pbuf + g->n_params + 1;
+    th_poison(host, most);
+    for (k = 0; k < p->arena_floats; k += most < p->arena_floats - k ? most : p->arena_floats - k) {
+        size_t c = most < p->arena_floats - k ? most : p->arena_floats - k;
+        clEnqueueWriteBuffer(dev->queue, p->arena, CL_TRUE, k * 4, c * 4, host, 0, NULL, NULL);
+    }
+    if (g->n_trainable)
+        clEnqueueWriteBuffer(dev->queue, p->x.grads, CL_TRUE, 0, g->n_trainable * 4, host, 0, NULL, NULL);
+    nncl__graph_init_values(g, pbuf, sbuf);
+    if (g->n_params) clEnqueueWriteBuffer(dev->queue, p->x.params, CL_TRUE, 0, g->n_params * 4, pbuf, 0, NULL, NULL);
+    if (g->n_state) clEnqueueWriteBuffer(dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, sbuf, 0, NULL, NULL);
+    for (i = 0; i < nf; i++) TH_OK(name, ctx, nncl__plan_feed(p, feeds[i].node, feeds[i].data, batch));
+    p->x.batch = batch;
+    p->x.training = 1;
+    p->x.step_seed = r->r.step_seed;
+    for (i = 0; i < p->n_fwd && !bad; i++) {
+        nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl__opdef *def = nncl__opdef_get(n->op);
+        size_t count = nncl__numel(n, batch);
+        if (def->forward) TH_OK(name, ctx, def->forward(&p->x, n));
+        th_poison(host, count);
+        bad |= oc_read(p, nncl__val(&p->x, n), host, count);
+        bad |= oc_compare(name, "value", n, host, r->val[n->id], count, tol);
+    }
+    if (!bad && loss) {
+        static const float one = 1.0f;
+        nncl__view seed = nncl__grd(&p->x, loss);
+        memset(p->x.grad_acc, 0, (size_t)g->n_nodes);
+        if (seed.mem) clEnqueueWriteBuffer(dev->queue, seed.mem, CL_TRUE, seed.off * 4, 4, &one, 0, NULL, NULL);
+        for (i = 0; i < p->n_bwd && !bad; i++) {
+            nncl_node *n = g->nodes[p->bwd[i]];
+            const nncl__opdef *def = nncl__opdef_get(n->op);
+            size_t count = nncl__numel(n, batch);
+            if (!def->alias) {
+                th_poison(host, count);
+                bad |= oc_read(p, nncl__grd(&p->x, n), host, count);
+                bad |= oc_compare(name, "gradient", n, host, r->grad[n->id], count, tol);
+            }
+            if (!bad && def->backward) TH_OK(name, ctx, def->backward(&p->x, n));
+        }
+        for (i = 0; i < g->n_nodes && !bad; i++) { /* parameters and inputs */
+            nncl_node *n = g->nodes[i];
+            size_t count = nncl__numel(n, batch);
+            if (!n->needs_grad || (n->op != NNCL_OP_PARAM && n->op != NNCL_OP_INPUT)) continue;
+            th_poison(host, count);
+            bad |= oc_read(p, nncl__grd(&p->x, n), host, count);
+            bad |= oc_compare(name, "gradient", n, host, r->grad[i], count, tol);
+        }
+    }
+    free(host);
+    nncl__plan_free(p);
+    return bad;
+}
+
+/* The whole check. tol: normalised squared error allowed on the devices.
+ * Prints PASS or FAIL lines; returns nonzero on failure. */
+static int oc_check(const char *name, nncl_context *ctx, nncl_graph *g, nncl_node *loss, const oc_feed *feeds, int nf,
+                    int batch, double tol) {
+    nncl__ref *r = NULL;
+    int i, d, bad = 0;
+    char label[300];
+    if (!loss) {
+        th_fail(name, "building the graph failed: %s", nncl_last_error(ctx));
+        return 1;
+    }
+    TH_OK(name, ctx, nncl__ref_create(g, batch, &r));
+    for (i = 0; i < nf; i++) {
+        size_t k, count = nncl__numel(feeds[i].node, batch);
+        for (k = 0; k < count; k++) r->val[feeds[i].node->id][k] = feeds[i].data[k];
+    }
+    r->r.step_seed = 12345;
+    nncl__ref_forward(r, 1);
+    nncl__ref_backward(r, loss);
+    snprintf(label, sizeof label, "%s: reference gradients vs finite differences", name);
+    if (oc_fd(label, r, loss)) bad = 1;
+    else th_pass("%s", label);
+    for (d = 0; ctx && d < nncl_device_count(ctx); d++) {
+        snprintf(label, sizeof label, "%s on %s", name, th_device_label(ctx, d));
+        if (oc_device(label, ctx, d, g, loss, feeds, nf, batch, r, tol)) bad = 1;
+        else th_pass("%s", label);
+    }
+    nncl__ref_free(r);
+    return bad;
+}
+#endif

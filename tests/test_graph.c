@@ -1,0 +1,142 @@
+/* test_graph.c - graph building and its errors, the plan's memory reuse,
+ * and the dense layer and losses through the generic op check (reference vs
+ * finite differences, every device vs reference). */
+#include "opcheck.h"
+
+static float *oc_random(size_t n, float lo, float hi, unsigned seed) {
+    float *x = (float *)malloc(n * sizeof(float));
+    th_fill_uniform(x, n, lo, hi, &seed);
+    return x;
+}
+
+static float *oc_labels(size_t n, int classes, unsigned seed) {
+    float *y = (float *)malloc(n * sizeof(float));
+    size_t i;
+    for (i = 0; i < n; i++) y[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16) ;
+    for (i = 0; i < n; i++) y[i] = (float)((unsigned)y[i] % (unsigned)classes);
+    return y;
+}
+
+static void check_linear_ce(nncl_context *ctx, int batch, int in_f, int out_f, int bias, nncl_act act) {
+    char name[128];
+    nncl_graph *g = nncl_graph_create(ctx, 42);
+    int xs[1], none[1];
+    nncl_node *x, *y, *h, *loss;
+    oc_feed f[2];
+    float *xd, *yd;
+    xs[0] = in_f;
+    (void)none;
+    x = nncl_input(g, "x", 1, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    x->needs_grad = 1; /* check the input gradient too */
+    h = nncl_linear(g, x, 9, 1, NNCL_ACT_TANH, "fc1");
+    h = nncl_linear(g, h, out_f, bias, act, "fc2");
+    loss = nncl_softmax_cross_entropy(g, h, y);
+    xd = oc_random((size_t)batch * in_f, -1, 1, 3);
+    yd = oc_labels((size_t)batch, out_f, 5);
+    f[0].node = x; f[0].data = xd;
+    f[1].node = y; f[1].data = yd;
+    snprintf(name, sizeof name, "linear+ce b%d in%d out%d bias%d act%d", batch, in_f, out_f, bias, (int)act);
+    oc_check(name, ctx, g, loss, f, 2, batch, 1e-9);
+    free(xd); free(yd);
+    nncl_graph_free(g);
+}
+
+static void check_pair_loss(nncl_context *ctx, int mse) {
+    nncl_graph *g = nncl_graph_create(ctx, 7);
+    int xs[2] = {3, 5};
+    nncl_node *x = nncl_input(g, "x", 2, xs), *t = nncl_input(g, "t", 2, xs), *h, *loss;
+    oc_feed f[2];
+    float *xd = oc_random(7 * 15, -2, 2, 11), *td = oc_random(7 * 15, 0, 1, 13);
+    x->needs_grad = 1;
+    t->needs_grad = 1;
+    h = nncl_linear(g, x, 5, 1, NNCL_ACT_NONE, "proj");
+    loss = mse ? nncl_mse(g, h, t) : nncl_bce_with_logits(g, h, t);
+    f[0].node = x; f[0].data = xd;
+    f[1].node = t; f[1].data = td;
+    oc_check(mse ? "linear(3-D)+mse" : "linear(3-D)+bce_with_logits", ctx, g, loss, f, 2, 7, 1e-9);
+    free(xd); free(td);
+    nncl_graph_free(g);
+}
+
+static int check_errors(nncl_context *ctx) {
+    const char *name = "graph errors";
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    int xs[1] = {10};
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL), *h, *bad;
+    nncl__plan *p = NULL;
+    int ws[2] = {4, 11};
+    h = nncl_linear(g, x, 4, 1, NNCL_ACT_RELU, "fc");
+    TH_CHECK(name, h != NULL);
+    /* a weight that does not fit: the message names the node and both shapes */
+    bad = nncl_param(g, "w_bad", 2, ws, NNCL_INIT_ZEROS, 0);
+    {
+        nncl_node *in[2];
+        in[0] = x; in[1] = bad;
+        TH_CHECK(name, nncl__node_add(g, NNCL_OP_LINEAR, "wrong", 2, in, NULL, 0, NULL, 0) == NULL);
+    }
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "wrong") && strstr(nncl_last_error(ctx), "[B,10]") &&
+                       strstr(nncl_last_error(ctx), "[4,11]"));
+    /* cross-entropy wants [B,C] logits and [B] labels */
+    TH_CHECK(name, nncl_softmax_cross_entropy(g, y, x) == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "softmax_cross_entropy") != NULL);
+    /* NULL inputs propagate */
+    TH_CHECK(name, nncl_linear(g, NULL, 3, 1, NNCL_ACT_NONE, "z") == NULL);
+    TH_CHECK(name, nncl_mse(g, h, NULL) == NULL);
+    /* duplicate names */
+    TH_CHECK(name, nncl_input(g, "x", 1, xs) == NULL && strstr(nncl_last_error(ctx), "taken"));
+    /* a loss that is not a scalar */
+    TH_CHECK(name, nncl__plan_create(ctx, g, h, 0, 8, &p) == NNCL_ERR_SHAPE && p == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "scalar") != NULL);
+    /* a node of another graph: cycles cannot be built, since inputs must exist first */
+    {
+        nncl_graph *g2 = nncl_graph_create(ctx, 1);
+        nncl_node *x2 = nncl_input(g2, "x", 1, xs);
+        TH_CHECK(name, nncl_linear(g, x2, 3, 1, NNCL_ACT_NONE, "other") == NULL);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), "another graph") != NULL);
+        nncl_graph_free(g2);
+    }
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* A deep MLP's arena must reuse memory: smaller than all blocks together. */
+static int check_reuse(nncl_context *ctx) {
+    const char *name = "arena reuse";
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    int xs[1] = {64}, i;
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL), *h = x, *loss;
+    nncl__plan *p = NULL;
+    size_t all = 0;
+    for (i = 0; i < 8; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "fc%d", i);
+        h = nncl_linear(g, h, 64, 1, NNCL_ACT_RELU, nm);
+    }
+    loss = nncl_softmax_cross_entropy(g, nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "out"), y);
+    TH_CHECK(name, loss != NULL);
+    TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, 0, 100, &p));
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op != NNCL_OP_PARAM) all += 2 * nncl__numel(g->nodes[i], 100);
+    TH_CHECK(name, p->arena_floats < all);
+    th_pass("%s (arena %zu floats, unshared %zu)", name, p->arena_floats, all);
+    nncl__plan_free(p);
+    nncl_graph_free(g);
+    return 0;
+}
+
+int main(void) {
+    nncl_context *ctx = th_context();
+    if (!ctx) return th_exit_code();
+    check_errors(ctx);
+    check_reuse(ctx);
+    check_linear_ce(ctx, 1, 1, 2, 1, NNCL_ACT_NONE);
+    check_linear_ce(ctx, 7, 13, 10, 1, NNCL_ACT_NONE);
+    check_linear_ce(ctx, 33, 5, 3, 0, NNCL_ACT_NONE);
+    check_linear_ce(ctx, 5, 6, 4, 1, NNCL_ACT_SIGMOID);
+    check_pair_loss(ctx, 1);
+    check_pair_loss(ctx, 0);
+    nncl_free(ctx);
+    return th_exit_code();
+}
