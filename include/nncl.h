@@ -268,6 +268,102 @@ NNCL_API nncl_node *nncl_graph_find(const nncl_graph *g, const char *name);
 /* Per-sample (batched) or full shape of a node; returns ndim. */
 NNCL_API int nncl_node_shape(const nncl_node *n, int *shape);
 
+/* ---------------------------------------------------------------- training */
+
+typedef enum nncl_optimizer { NNCL_OPT_SGD = 0, NNCL_OPT_ADAM, NNCL_OPT_ADAMW, NNCL_OPT_RMSPROP } nncl_optimizer;
+typedef enum nncl_schedule { NNCL_SCHED_CONSTANT = 0, NNCL_SCHED_STEP, NNCL_SCHED_COSINE } nncl_schedule;
+
+/* Optimizer and learning-rate schedule; the meaning of every field follows
+ * PyTorch's optimizer of the same name. nncl_optim_default() gives
+ * PyTorch's defaults for each kind. */
+typedef struct nncl_optim_config {
+    nncl_optimizer kind;
+    float lr;
+    float momentum;        /* SGD momentum; RMSprop momentum */
+    int nesterov;          /* SGD */
+    float dampening;       /* SGD */
+    float weight_decay;    /* L2 added to the gradient (AdamW: decoupled) */
+    float beta1, beta2;    /* Adam, AdamW */
+    float eps;             /* Adam, AdamW, RMSprop */
+    float alpha;           /* RMSprop smoothing */
+    /* Schedule, evaluated per step on the host: lr(t) = lr * factor(t). */
+    nncl_schedule schedule;
+    int step_size;         /* STEP: multiply by gamma every step_size steps */
+    float gamma;
+    int total_steps;       /* COSINE: steps to anneal from lr to min_lr */
+    float min_lr;
+    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule) */
+    float clip_norm;       /* clip gradients to this global L2 norm; 0: off */
+} nncl_optim_config;
+
+NNCL_API nncl_optim_config nncl_optim_default(nncl_optimizer kind);
+/* The learning rate the schedule gives at step t (0-based). */
+NNCL_API float nncl_optim_lr(const nncl_optim_config *o, int64_t t);
+
+/* Options for a trainer. Take nncl_train_default() and change fields. */
+typedef struct nncl_train_config {
+    int max_batch;             /* largest global batch a step gets */
+    nncl_optim_config optim;
+    /* Devices of the context to train on (indices), NULL: all of them. */
+    const int *devices;
+    int n_devices;
+    /* Fixed relative shard weights (one per device), NULL: measure each
+     * device's throughput and keep re-measuring while training. */
+    const float *shares;
+    int rebalance_every;       /* steps between re-measurements; 0: never */
+    int overlap;               /* read gradients back layer by layer during backward */
+} nncl_train_config;
+
+NNCL_API nncl_train_config nncl_train_default(void);
+
+typedef struct nncl_trainer nncl_trainer;
+
+/* One host array per input node, of batch samples. */
+typedef struct nncl_feed {
+    nncl_node *node;
+    const float *data;
+} nncl_feed;
+
+typedef struct nncl_step_info {
+    float loss;                /* batch mean */
+    int skipped;               /* 1: NaN/Inf in the gradient, no update was made */
+    int n_devices;             /* devices that took part */
+    int failed_device;         /* context index of a device that failed and left, else -1 */
+    double exchange_seconds;   /* time in the gradient exchange */
+    double seconds;            /* the whole step */
+} nncl_step_info;
+
+/* Compiles the graph for every chosen device, initialises the parameters
+ * from the graph's seed (the same on every device) and the optimizer. */
+NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
+                                         const nncl_train_config *cfg, nncl_trainer **out);
+NNCL_API void nncl_trainer_free(nncl_trainer *t);
+/* One optimisation step on a global batch, split over the devices. */
+NNCL_API nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch,
+                                       nncl_step_info *info);
+/* Evaluation-mode forward on batch samples; copies node out's values
+ * (batch x per-sample size floats) to dst. */
+NNCL_API nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch,
+                                          nncl_node *out, float *dst);
+/* Mean loss and accuracy (argmax of logits == label) over n samples in
+ * evaluation mode, in batches of at most max_batch. */
+NNCL_API nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
+                                           const float *xdata, const float *ydata, int n, float *loss,
+                                           float *accuracy);
+/* Current shard sizes (global batch of max_batch) per device; returns the
+ * number of devices. */
+NNCL_API int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max);
+NNCL_API int64_t nncl_trainer_step_count(const nncl_trainer *t);
+/* Reads or replaces one parameter (or running statistic) by name. */
+NNCL_API nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count);
+NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count);
+/* Parameters and running statistics as safetensors, under PyTorch's names. */
+NNCL_API nncl_status nncl_trainer_save(nncl_trainer *t, const char *path);
+NNCL_API nncl_status nncl_trainer_load(nncl_trainer *t, const char *path);
+/* A checkpoint adds the optimizer state and the step count, for exact resume. */
+NNCL_API nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path);
+NNCL_API nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path);
+
 /* @@GRAPH@@ */
 
 /* ---------------------------------------------------------------- data */
@@ -530,7 +626,103 @@ NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetens
 /* @@FILES@@ */
 
 /* ---------------------------------------------------------------- progress */
+/* Progress output, training curves and plots. nncl never prints on its own:
+ * these write only to the stream or file the caller names. */
+#include <stdio.h>
+
+typedef struct nncl_progress nncl_progress;
+
+enum {
+    NNCL_PROGRESS_AUTO = 0,  /* a bar when the stream is a terminal, else lines */
+    NNCL_PROGRESS_BAR = 1,   /* one line redrawn in place with '\r' */
+    NNCL_PROGRESS_LINES = 2, /* plain lines: each epoch's end, and at most one line every interval seconds */
+    NNCL_PROGRESS_QUIET = 3  /* nothing */
+};
+
+/* A progress reporter writing to out (e.g. stderr) for a run of epochs
+ * epochs of steps_per_epoch steps each (0 when unknown). Mode AUTO; lines
+ * every 10 seconds at most. Not thread-safe: call from one thread. */
+NNCL_API nncl_status nncl_progress_create(FILE *out, int epochs, int steps_per_epoch, nncl_progress **p);
+/* Ends an unfinished bar line with a newline, then frees; NULL is fine. */
+NNCL_API void nncl_progress_free(nncl_progress *p);
+NNCL_API void nncl_progress_set_mode(nncl_progress *p, int mode);
+/* LINES mode: the least seconds between two step lines (<= 0: a line every
+ * step); epoch lines are always written. */
+NNCL_API void nncl_progress_set_interval(nncl_progress *p, double seconds);
+/* A short text shown at the end of the line, e.g. "shards 60/40" (copied,
+ * at most 63 bytes kept; NULL clears). */
+NNCL_API void nncl_progress_set_extra(nncl_progress *p, const char *text);
+/* After step `step` (0-based) of epoch `epoch` (0-based) trained on
+ * `samples` samples with batch loss `loss` and accuracy `acc` (a fraction;
+ * negative when not known). Shows the epoch's sample-weighted mean loss and
+ * accuracy so far, samples per second and the time left. NaN shows as nan. */
+NNCL_API void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, double acc, long samples);
+/* Ends epoch `epoch` with its final train loss/accuracy and the validation
+ * loss/accuracy (NaN or negative accuracy when there was no validation):
+ * writes one line in every mode but QUIET. */
+NNCL_API void nncl_progress_epoch_end(nncl_progress *p, int epoch, double train_loss, double train_acc,
+                                      double val_loss, double val_acc);
+/* A line of text (no newline needed) that does not break the bar. */
+NNCL_API void nncl_progress_message(nncl_progress *p, const char *text);
+
+/* A training curve: one row per epoch, kept in memory, written as CSV and
+ * drawn as an SVG plot. Accuracies are fractions in [0, 1]; NaN marks a
+ * value not measured (e.g. no validation set). */
+typedef struct nncl_curve_row {
+    int epoch;                /* 1-based, as shown */
+    double train_loss, train_acc;
+    double val_loss, val_acc;
+    double seconds;           /* wall time of the epoch */
+    double samples_per_s;
+} nncl_curve_row;
+
+typedef struct nncl_curve nncl_curve;
+
+NNCL_API nncl_status nncl_curve_create(nncl_curve **out);
+NNCL_API void nncl_curve_free(nncl_curve *c);
+/* Appends a copy of *row. */
+NNCL_API nncl_status nncl_curve_add(nncl_curve *c, const nncl_curve_row *row);
+NNCL_API int nncl_curve_count(const nncl_curve *c);
+/* Row i, 0 <= i < count, copied into *out. */
+NNCL_API nncl_status nncl_curve_get(const nncl_curve *c, int i, nncl_curve_row *out);
+/* CSV with the header line
+ *   epoch,train_loss,train_acc,val_loss,val_acc,seconds,samples_per_s
+ * and one line per row ("nan" for NaN), written atomically. */
+NNCL_API nncl_status nncl_curve_write_csv(const nncl_curve *c, const char *path);
+/* A standalone SVG: loss per epoch (left panel) and accuracy in % (right
+ * panel), train and validation series, axes, ticks, legend and title (NULL:
+ * "Training curve"). Written atomically. */
+NNCL_API nncl_status nncl_curve_write_svg(const nncl_curve *c, const char *path, const char *title);
+
+/* A standalone SVG bar chart of n values (>= 0) with their labels, e.g.
+ * throughput per device: horizontal bars, each labelled with its value and
+ * unit ("samples/s"); title on top. Written atomically. */
+NNCL_API nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *unit,
+                                        const char *const *labels, const double *values, int n);
 /* @@PROGRESS@@ */
+
+/* ---------------------------------------------------------------- fit */
+
+/* The usual epoch loop of a classifier, for nncl_trainer_fit(). */
+typedef struct nncl_fit_config {
+    int epochs;
+    int batch;                 /* global batch, <= the trainer's max_batch */
+    uint64_t seed;             /* shuffling order */
+    nncl_node *x, *labels;     /* the graph's inputs the datasets feed */
+    nncl_node *logits;         /* for accuracy: argmax against the label */
+    const nncl_dataset *val;   /* evaluated after every epoch; NULL: none */
+    nncl_progress *progress;   /* NULL: silent */
+    nncl_curve *curve;         /* one row per epoch appended; NULL: none */
+} nncl_fit_config;
+
+NNCL_API nncl_fit_config nncl_fit_default(void);
+/* Trains for cfg->epochs over train, shuffled each epoch, with batches
+ * gathered ahead by a background thread; the progress line shows loss,
+ * accuracy, samples/s and the current device split. */
+NNCL_API nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const nncl_fit_config *cfg);
+/* Loss and accuracy of the whole dataset, in evaluation mode. */
+NNCL_API nncl_status nncl_trainer_evaluate_dataset(nncl_trainer *t, const nncl_fit_config *cfg,
+                                                   const nncl_dataset *ds, float *loss, float *accuracy);
 
 #ifdef __cplusplus
 }

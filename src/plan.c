@@ -377,12 +377,16 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
 }
 
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training) {
+    return nncl__plan_forward_to(p, batch, training, NULL);
+}
+
+nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last) {
     int i;
     if (batch <= 0 || batch > p->max_batch)
         return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "batch %d is not in 1..%d", batch, p->max_batch);
     p->x.batch = batch;
     p->x.training = training;
-    for (i = 0; i < p->n_fwd; i++) {
+    for (i = 0; i < p->n_fwd && (!last || p->fwd[i] <= last->id); i++) {
         nncl_node *n = p->graph->nodes[p->fwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);
         if (d->forward) NNCL_TRY(d->forward(&p->x, n));

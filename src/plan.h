@@ -37,6 +37,9 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
  * samples; waits for nothing. */
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
 nncl_status nncl__plan_backward(nncl__plan *p);
+/* Forward up to and including node last: its value is then intact (no
+ * later op has reused its memory). */
+nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);
 /* Non-blocking read of a node's value (batch samples) into host memory. */
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done);
 #endif

@@ -8,12 +8,19 @@
 
 static int n_failed;
 
+static void th_log(void *user, int level, const char *msg) {
+    (void)user;
+    printf("# nncl %s: %s\n", level == NNCL_LOG_ERROR ? "error" : "warning", msg);
+}
+
 nncl_context *th_context(void) {
     nncl_config cfg = nncl_config_default();
     nncl_context *ctx = NULL;
     nncl_status st;
     const char *sel = getenv("NNCL_TEST_DEVICES");
     cfg.devices = sel && *sel ? sel : "all";
+    cfg.log = th_log;
+    cfg.log_level = NNCL_LOG_WARN;
     st = nncl_init(&cfg, &ctx);
     if (st != NNCL_OK) {
         printf("SKIP devices: no OpenCL device (%s: %s)\n", nncl_status_str(st), nncl_last_error(NULL));

@@ -1,0 +1,546 @@
+/* trainer.c - training one model on one device or several by data
+ * parallelism: the global batch is split into shards sized by each device's
+ * measured throughput; every device runs forward and backward on its shard
+ * at once (one host thread each); the host averages the gradients weighted
+ * by shard size (g = sum b_i/B g_i, fixed device order, OpenMP over the
+ * buffer) and writes them back; every device applies the same update. A
+ * device that fails leaves, and its step is redone on the others. */
+#include "trainer.h"
+#include "optim.h"
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef NNCL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static double trainer_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+nncl_train_config nncl_train_default(void) {
+    nncl_train_config c;
+    memset(&c, 0, sizeof c);
+    c.max_batch = 100;
+    c.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    c.rebalance_every = 50;
+    return c;
+}
+
+int nncl__trainer_first_alive(const nncl_trainer *t) {
+    int i;
+    for (i = 0; i < t->nd; i++)
+        if (t->alive[i]) return i;
+    return -1;
+}
+
+static int trainer_n_alive(const nncl_trainer *t) {
+    int i, n = 0;
+    for (i = 0; i < t->nd; i++) n += t->alive[i] != 0;
+    return n;
+}
+
+/* ------------------------------------------------------------- shards */
+
+/* Whole samples adding up to batch, proportional to the measured rates by
+ * largest remainder; every live device gets one sample at least while the
+ * batch allows, so its rate keeps being measured. */
+static void trainer_split(nncl_trainer *t, int batch) {
+    double total = 0;
+    int i, given = 0, live = trainer_n_alive(t);
+    for (i = 0; i < t->nd; i++)
+        if (t->alive[i]) total += t->rate[i] > 0 ? t->rate[i] : 1;
+    for (i = 0; i < t->nd; i++) {
+        double r = t->rate[i] > 0 ? t->rate[i] : 1;
+        t->shard[i] = t->alive[i] ? (int)floor(batch * r / total) : 0;
+        if (t->alive[i] && t->shard[i] == 0 && batch >= live) t->shard[i] = 1;
+        given += t->shard[i];
+    }
+    while (given > batch) { /* the minimum of one overshot: take from the largest */
+        int big = 0;
+        for (i = 1; i < t->nd; i++)
+            if (t->shard[i] > t->shard[big]) big = i;
+        t->shard[big]--;
+        given--;
+    }
+    while (given < batch) { /* the remainder goes to the largest shortfall */
+        int best = -1;
+        double most = -1;
+        for (i = 0; i < t->nd; i++) {
+            double r = t->rate[i] > 0 ? t->rate[i] : 1, want;
+            if (!t->alive[i]) continue;
+            want = batch * r / total - t->shard[i];
+            if (want > most) {
+                most = want;
+                best = i;
+            }
+        }
+        t->shard[best]++;
+        given++;
+    }
+}
+
+/* ------------------------------------------------------------- creation */
+
+void nncl_trainer_free(nncl_trainer *t) {
+    int i;
+    if (!t) return;
+    for (i = 0; i < t->nd; i++) {
+        nncl__plan *p = t->plan ? t->plan[i] : NULL;
+        if (p) {
+            nncl__buffer_release(p->x.dev, t->opt_state[i], t->opt_floats * 4);
+            nncl__buffer_release(p->x.dev, t->scratch[i], 256 * 4);
+        }
+        nncl__plan_free(p);
+        if (t->gbuf) NNCL_FREE(t->gbuf[i]);
+        if (t->sbuf) NNCL_FREE(t->sbuf[i]);
+    }
+    NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
+    NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->rate); NNCL_FREE(t->shard);
+    NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg);
+    NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->dev_status);
+    NNCL_FREE(t);
+}
+
+nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const float *state) {
+    int i;
+    nncl_graph *g = t->graph;
+    for (i = 0; i < t->nd; i++) {
+        nncl__plan *p = t->plan[i];
+        cl_command_queue q = p->x.dev->queue;
+        if (!t->alive[i]) continue;
+        if (params && g->n_params)
+            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.params, CL_TRUE, 0, g->n_params * 4, params, 0, NULL, NULL));
+        if (state && g->n_state)
+            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_TRUE, 0, g->n_state * 4, state, 0, NULL, NULL));
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state) {
+    int i = nncl__trainer_first_alive(t);
+    nncl_graph *g = t->graph;
+    nncl__plan *p;
+    if (i < 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
+    p = t->plan[i];
+    if (params && g->n_params)
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, p->x.params, CL_TRUE, 0, g->n_params * 4, params, 0, NULL,
+                                            NULL));
+    if (state && g->n_state)
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, state, 0, NULL,
+                                            NULL));
+    return NNCL_OK;
+}
+
+/* Zeroes a device buffer of n floats from a host array of zeros. */
+static nncl_status trainer_zero(nncl_trainer *t, nncl_device *dev, cl_mem m, size_t n, const float *zeros, size_t nz) {
+    size_t k;
+    for (k = 0; k < n; k += nz) {
+        size_t c = n - k < nz ? n - k : nz;
+        NNCL_CL(t->ctx, clEnqueueWriteBuffer(dev->queue, m, CL_TRUE, k * 4, c * 4, zeros, 0, NULL, NULL));
+    }
+    return NNCL_OK;
+}
+
+static nncl_status trainer_calibrate(nncl_trainer *t);
+
+static nncl_status trainer_alloc(nncl_trainer *t) {
+    nncl_graph *g = t->graph;
+    size_t nd = (size_t)t->nd;
+    int i;
+    t->alive = (int *)nncl__calloc(nd, sizeof(int));
+    t->plan = (nncl__plan **)nncl__calloc(nd, sizeof(nncl__plan *));
+    t->opt_state = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
+    t->scratch = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
+    t->rate = (double *)nncl__calloc(nd, sizeof(double));
+    t->shard = (int *)nncl__calloc(nd, sizeof(int));
+    t->gbuf = (float **)nncl__calloc(nd, sizeof(float *));
+    t->sbuf = (float **)nncl__calloc(nd, sizeof(float *));
+    t->lossv = (float *)nncl__calloc(nd, sizeof(float));
+    t->busy = (double *)nncl__calloc(nd, sizeof(double));
+    t->dev_status = (nncl_status *)nncl__calloc(nd, sizeof(nncl_status));
+    t->gavg = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
+    t->savg = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+    if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->rate || !t->shard || !t->gbuf || !t->sbuf ||
+        !t->lossv || !t->busy || !t->dev_status || !t->gavg || !t->savg)
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    for (i = 0; i < t->nd; i++) {
+        t->alive[i] = 1;
+        t->rate[i] = t->cfg.shares ? t->cfg.shares[i] : 1;
+        if (t->nd > 1) {
+            t->gbuf[i] = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
+            t->sbuf[i] = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+            if (!t->gbuf[i] || !t->sbuf[i])
+                return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+        }
+    }
+    return NNCL_OK;
+}
+
+static nncl_status trainer_devices(nncl_trainer *t) {
+    nncl_graph *g = t->graph;
+    float *init = NULL, *state = NULL;
+    static const float zeros[4096];
+    nncl_status st = NNCL_OK;
+    int i;
+    t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
+    for (i = 0; st == NNCL_OK && i < t->nd; i++) {
+        nncl__plan *p;
+        st = nncl__plan_create(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, &t->plan[i]);
+        if (st != NNCL_OK) break;
+        p = t->plan[i];
+        st = nncl__buffer_create(t->ctx, p->x.dev, t->opt_floats * 4, &t->opt_state[i]);
+        if (st == NNCL_OK) st = nncl__buffer_create(t->ctx, p->x.dev, 256 * 4, &t->scratch[i]);
+        if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, t->opt_state[i], t->opt_floats, zeros, 4096);
+        if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, p->x.grads, g->n_trainable, zeros, 4096);
+        if (st == NNCL_OK) st = nncl__optim_prepare(t->ctx, p->x.dev, &t->cfg.optim);
+    }
+    if (st != NNCL_OK) return st;
+    init = (float *)nncl__calloc(g->n_params + 1, sizeof(float));
+    state = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+    if (!init || !state) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    if (st == NNCL_OK) {
+        nncl__graph_init_values(g, init, state);
+        st = nncl__trainer_upload(t, init, state);
+    }
+    /* Calibration runs batch norm in training mode: restore the statistics. */
+    if (st == NNCL_OK && t->nd > 1 && !t->cfg.shares) st = trainer_calibrate(t);
+    if (st == NNCL_OK && g->n_state) st = nncl__trainer_upload(t, NULL, state);
+    NNCL_FREE(init);
+    NNCL_FREE(state);
+    return st;
+}
+
+nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                nncl_trainer **out) {
+    nncl_trainer *t;
+    nncl_status st;
+    int i, j;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: out is NULL");
+    *out = NULL;
+    if (!ctx || !g || !loss || !cfg)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: context, graph, loss and config are needed");
+    if (cfg->max_batch <= 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: max_batch %d must be > 0", cfg->max_batch);
+    if (cfg->devices && cfg->n_devices <= 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
+                          cfg->n_devices);
+    NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
+    t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
+    if (!t) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    t->ctx = ctx;
+    t->graph = g;
+    t->loss = loss;
+    t->cfg = *cfg;
+    t->cfg.devices = NULL;
+    t->cfg.shares = NULL;
+    t->fail_device = t->fail_step = -1;
+    t->nd = cfg->devices ? cfg->n_devices : nncl_device_count(ctx);
+    t->device = (int *)nncl__calloc((size_t)t->nd, sizeof(int));
+    if (!t->device) {
+        nncl_trainer_free(t);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    }
+    for (i = 0; i < t->nd; i++) {
+        t->device[i] = cfg->devices ? cfg->devices[i] : i;
+        for (j = 0; j < i; j++)
+            if (t->device[j] == t->device[i]) break;
+        if (t->device[i] < 0 || t->device[i] >= nncl_device_count(ctx) || j < i) {
+            nncl_trainer_free(t);
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: device %d is absent or given twice",
+                              cfg->devices[i]);
+        }
+        if (cfg->shares && !(cfg->shares[i] > 0)) {
+            nncl_trainer_free(t);
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: share %d must be > 0", i);
+        }
+    }
+    st = nncl__graph_layout(g); /* sizes the flat buffers */
+    if (st == NNCL_OK) st = trainer_alloc(t);
+    if (st == NNCL_OK && cfg->shares)
+        for (i = 0; i < t->nd; i++) t->rate[i] = cfg->shares[i];
+    if (st == NNCL_OK) st = trainer_devices(t);
+    if (st != NNCL_OK) {
+        nncl_trainer_free(t);
+        return st;
+    }
+    trainer_split(t, t->cfg.max_batch);
+    *out = t;
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- a step */
+
+/* Checks the feeds cover the graph's inputs and that class labels of the
+ * cross-entropy are whole numbers in range, so a bad batch is refused
+ * before any device work. */
+static nncl_status trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch) {
+    nncl_graph *g = t->graph;
+    int i, k;
+    if (batch <= 0 || batch > t->cfg.max_batch)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "batch %d is not in 1..%d (max_batch)", batch, t->cfg.max_batch);
+    if (n_feeds < 0 || (n_feeds > 0 && !feeds))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "feeds are NULL or n_feeds %d < 0", n_feeds);
+    for (i = 0; i < g->n_nodes; i++) {
+        nncl_node *n = g->nodes[i];
+        if (n->op != NNCL_OP_INPUT || n->n_consumers == 0) continue;
+        for (k = 0; k < n_feeds; k++)
+            if (feeds[k].node == n) break;
+        if (k == n_feeds) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "input \"%s\" is not fed", n->name);
+        if (!feeds[k].data) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "input \"%s\": data is NULL", n->name);
+    }
+    for (i = 0; i < g->n_nodes; i++) {
+        nncl_node *n = g->nodes[i];
+        int C, b;
+        if (n->op != NNCL_OP_SOFTMAX_CE) continue;
+        C = n->in[0]->shape[1];
+        for (k = 0; k < n_feeds; k++)
+            if (feeds[k].node == n->in[1]) break;
+        if (k == n_feeds) continue;
+        for (b = 0; b < batch; b++) {
+            float y = feeds[k].data[b];
+            if (!(y >= 0 && y < C && y == floorf(y)))
+                return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "labels \"%s\"[%d] = %g is not a class index in 0..%d",
+                                  n->in[1]->name, b, (double)y, C - 1);
+        }
+    }
+    return NNCL_OK;
+}
+
+static nncl_status trainer_feed(nncl_trainer *t, int i, const nncl_feed *feeds, int n_feeds, int offset) {
+    int k;
+    for (k = 0; k < n_feeds; k++) {
+        const nncl_node *n = feeds[k].node;
+        NNCL_TRY(nncl__plan_feed(t->plan[i], n, feeds[k].data + (size_t)offset * n->sample_numel, t->shard[i]));
+    }
+    return NNCL_OK;
+}
+
+/* Device i's part of a step: forward and backward on its shard, then the
+ * read-back of its gradients, statistics and loss (several devices) or of
+ * its loss alone (one). */
+static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *feeds, int n_feeds, int offset,
+                                       int batch, int solo) {
+    nncl__plan *p = t->plan[i];
+    nncl_graph *g = t->graph;
+    cl_command_queue q = p->x.dev->queue;
+    double t0 = trainer_now();
+    if (t->step == t->fail_step && i == t->fail_device)
+        return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "injected failure on device %d", t->device[i]);
+    p->x.batch_offset = offset;
+    p->x.global_batch = batch;
+    p->x.step_seed = g->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked;
+    NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
+    NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
+    NNCL_TRY(nncl__plan_backward(p));
+    NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
+    t->busy[i] = trainer_now() - t0;
+    if (solo) return NNCL_OK;
+    if (g->n_trainable)
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gbuf[i], 0, NULL, NULL));
+    if (g->n_state)
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->sbuf[i], 0, NULL, NULL));
+    NNCL_CL(t->ctx, clFinish(q));
+    return NNCL_OK;
+}
+
+/* avg = sum over devices with a shard of (b_i / B) buf_i, in device order;
+ * returns nonzero when the result holds a NaN or Inf. */
+static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
+    long k;
+    int bad = 0;
+#pragma omp parallel for reduction(| : bad) schedule(static)
+    for (k = 0; k < (long)n; k++) {
+        double s = 0;
+        int i;
+        for (i = 0; i < t->nd; i++)
+            if (t->alive[i] && t->shard[i]) s += (double)t->shard[i] / batch * bufs[i][k];
+        avg[k] = (float)s;
+        bad |= !isfinite(s);
+    }
+    return bad;
+}
+
+#ifdef NNCL_HAVE_MPI
+/* Across ranks: every rank's average weighted by its batch; all ranks agree
+ * on the total and on whether to skip. */
+static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
+    int init = 0, size = 1, any_bad = bad;
+    long k;
+    double local = batch, total = batch;
+    nncl_graph *g = t->graph;
+    MPI_Initialized(&init);
+    if (!init) return bad;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size == 1) return bad;
+    MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_bad) return 1;
+    for (k = 0; k < (long)g->n_trainable; k++) t->gavg[k] *= (float)(local / total);
+    MPI_Allreduce(MPI_IN_PLACE, t->gavg, (int)g->n_trainable, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (k = 0; k < (long)g->n_state; k++) t->savg[k] *= (float)(local / total);
+    if (g->n_state) MPI_Allreduce(MPI_IN_PLACE, t->savg, (int)g->n_state, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return 0;
+}
+#endif
+
+static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
+    nncl__plan *p = t->plan[i];
+    nncl_graph *g = t->graph;
+    cl_command_queue q = p->x.dev->queue;
+    nncl__view pv, gv, sv;
+    if (!solo) {
+        if (g->n_trainable)
+            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gavg, 0, NULL, NULL));
+        if (g->n_state)
+            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->savg, 0, NULL, NULL));
+    }
+    if (!g->n_trainable) return NNCL_OK;
+    pv.mem = p->x.params; pv.off = 0;
+    gv.mem = p->x.grads; gv.off = 0;
+    sv.mem = t->opt_state[i]; sv.off = 0;
+    return nncl__optim_step(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i], g->n_trainable);
+}
+
+static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
+    t->alive[i] = 0;
+    nncl__log(t->ctx, NNCL_LOG_WARN, "device %d (%s) failed and left the training: %s", t->device[i],
+              t->plan[i]->x.dev->info.name, nncl_last_error(t->ctx));
+    if (info) info->failed_device = t->device[i];
+}
+
+/* Re-measures the split from the last step's compute times. */
+static void trainer_rebalance(nncl_trainer *t) {
+    int i;
+    for (i = 0; i < t->nd; i++) {
+        double r;
+        if (!t->alive[i] || !t->shard[i] || t->busy[i] <= 0) continue;
+        r = t->shard[i] / t->busy[i];
+        t->rate[i] = t->rate[i] > 0 ? 0.7 * t->rate[i] + 0.3 * r : r;
+    }
+}
+
+nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+    nncl_graph *g;
+    double t0 = trainer_now(), tx;
+    int i, bad, solo;
+    nncl_step_info local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    info->failed_device = -1;
+    if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
+    g = t->graph;
+    NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
+    for (;;) { /* until a pass succeeds on every device that is left */
+        int failed = 0;
+        if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
+        trainer_split(t, batch);
+        solo = trainer_n_alive(t) == 1;
+        for (i = 0; i < t->nd; i++) t->dev_status[i] = NNCL_OK;
+#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+        for (i = 0; i < t->nd; i++) {
+            int k, off = 0;
+            for (k = 0; k < i; k++) off += t->shard[k];
+            if (t->alive[i] && t->shard[i])
+                t->dev_status[i] = trainer_device_pass(t, i, feeds, n_feeds, off, batch, solo);
+        }
+        for (i = 0; i < t->nd; i++)
+            if (t->dev_status[i] != NNCL_OK) {
+                trainer_lose(t, i, info);
+                failed = 1;
+            }
+        if (!failed) break;
+    }
+    tx = trainer_now();
+    info->loss = 0;
+    for (i = 0; i < t->nd; i++)
+        if (t->alive[i] && t->shard[i]) info->loss += (float)((double)t->shard[i] / batch * t->lossv[i]);
+    if (solo) {
+        bad = !isfinite(info->loss);
+    } else {
+        bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch);
+        if (g->n_state) trainer_average(t, t->sbuf, t->savg, g->n_state, batch);
+#ifdef NNCL_HAVE_MPI
+        bad = trainer_allreduce(t, batch, bad);
+#endif
+    }
+    t->tracked++;
+    info->n_devices = trainer_n_alive(t);
+    if (bad) {
+        info->skipped = 1;
+        nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
+                  (long long)t->step);
+    } else {
+#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+        for (i = 0; i < t->nd; i++)
+            if (t->alive[i]) t->dev_status[i] = trainer_update(t, i, solo);
+        for (i = 0; i < t->nd; i++)
+            if (t->alive[i] && t->dev_status[i] != NNCL_OK) trainer_lose(t, i, info);
+        if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
+        t->step++;
+    }
+    info->exchange_seconds = solo ? 0 : trainer_now() - tx;
+    if (t->cfg.rebalance_every > 0 && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
+        trainer_rebalance(t);
+        t->steps_since_balance = 0;
+    }
+    info->seconds = trainer_now() - t0;
+    return NNCL_OK;
+}
+
+/* A few forward+backward passes on zeros at an even split, timed, give the
+ * first split; the gradients are discarded and the caller restores the
+ * running statistics. */
+static nncl_status trainer_calibrate(nncl_trainer *t) {
+    nncl_graph *g = t->graph;
+    int i, k, n_feeds = 0, rounds;
+    size_t most = 1;
+    float *zeros;
+    nncl_feed *feeds;
+    nncl_status st = NNCL_OK;
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) {
+            n_feeds++;
+            if (g->nodes[i]->sample_numel > most) most = g->nodes[i]->sample_numel;
+        }
+    zeros = (float *)nncl__calloc(most * (size_t)t->cfg.max_batch, sizeof(float));
+    feeds = (nncl_feed *)nncl__calloc((size_t)n_feeds + 1, sizeof *feeds);
+    if (!zeros || !feeds) {
+        NNCL_FREE(zeros);
+        NNCL_FREE(feeds);
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (i = 0, k = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) {
+            feeds[k].node = g->nodes[i];
+            feeds[k++].data = zeros;
+        }
+    for (i = 0; i < t->nd; i++) t->rate[i] = 1;
+    trainer_split(t, t->cfg.max_batch);
+    for (rounds = 0; rounds < 3 && st == NNCL_OK; rounds++) { /* the first round also compiles */
+#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+        for (i = 0; i < t->nd; i++)
+            t->dev_status[i] = trainer_device_pass(t, i, feeds, n_feeds, 0, t->cfg.max_batch, 1);
+        for (i = 0; i < t->nd; i++)
+            if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
+    }
+    for (i = 0; i < t->nd; i++)
+        t->rate[i] = t->busy[i] > 0 ? t->shard[i] / t->busy[i] : 1;
+    NNCL_FREE(zeros);
+    NNCL_FREE(feeds);
+    return st;
+}
+
+int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max) {
+    int i;
+    if (!t) return 0;
+    for (i = 0; i < t->nd && i < max && sizes; i++) sizes[i] = t->shard[i];
+    return t->nd;
+}
+
+int64_t nncl_trainer_step_count(const nncl_trainer *t) { return t ? t->step : 0; }

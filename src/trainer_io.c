@@ -1,0 +1,312 @@
+/* trainer_io.c - what goes in and out of a trainer besides steps: inference
+ * and evaluation split over the devices, parameters by name, and
+ * safetensors files under PyTorch's names (models) plus the optimizer state
+ * and step count (checkpoints, for exact resume). */
+#include "trainer.h"
+#include <math.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------- inference */
+
+static nncl_status io_predict_device(nncl_trainer *t, int i, const nncl_feed *feeds, int n_feeds, int offset,
+                                     nncl_node *out, float *dst) {
+    nncl__plan *p = t->plan[i];
+    int k, b = t->shard[i];
+    for (k = 0; k < n_feeds; k++)
+        NNCL_TRY(nncl__plan_feed(p, feeds[k].node, feeds[k].data + (size_t)offset * feeds[k].node->sample_numel, b));
+    NNCL_TRY(nncl__plan_forward_to(p, b, 0, out));
+    return nncl__plan_read(p, out, dst + (size_t)offset * out->sample_numel, b, NULL);
+}
+
+nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
+                                 float *dst) {
+    int i, k, saved[64], failed = 0;
+    if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: trainer is NULL");
+    if (!out || !dst || (n_feeds > 0 && !feeds) || n_feeds < 0)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out, dst or feeds missing");
+    if (out->id >= t->graph->n_nodes || t->graph->nodes[out->id] != out || !out->batched)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out is not a per-sample node of the graph");
+    if (batch <= 0 || batch > t->cfg.max_batch)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: batch %d is not in 1..%d", batch,
+                          t->cfg.max_batch);
+    for (k = 0; k < n_feeds; k++)
+        if (!feeds[k].node || !feeds[k].data || feeds[k].node->op != NNCL_OP_INPUT)
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: feed %d is not an input with data", k);
+    for (i = 0; i < t->nd && i < 64; i++) saved[i] = t->shard[i];
+    /* The training split (sized for the training batch) scaled to this one. */
+    {
+        int total = 0, given = 0;
+        for (i = 0; i < t->nd; i++) total += t->alive[i] ? saved[i] : 0;
+        for (i = 0; i < t->nd; i++) {
+            t->shard[i] = t->alive[i] && total ? (int)((long)batch * saved[i] / total) : 0;
+            given += t->shard[i];
+        }
+        for (i = 0; given < batch; i = (i + 1) % t->nd)
+            if (t->alive[i]) {
+                t->shard[i]++;
+                given++;
+            }
+    }
+#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+    for (i = 0; i < t->nd; i++) {
+        int j, off = 0;
+        for (j = 0; j < i; j++) off += t->shard[j];
+        t->dev_status[i] = t->alive[i] && t->shard[i] ? io_predict_device(t, i, feeds, n_feeds, off, out, dst) : NNCL_OK;
+    }
+    for (i = 0; i < t->nd; i++) {
+        if (t->dev_status[i] != NNCL_OK) failed = 1;
+        if (i < 64) t->shard[i] = saved[i];
+    }
+    return failed ? nncl__fail(t->ctx, NNCL_ERR_DEVICE, "nncl_trainer_predict: %s", nncl_last_error(t->ctx)) : NNCL_OK;
+}
+
+nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
+                                  const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
+    float *out;
+    double total = 0;
+    long correct = 0;
+    int start, C;
+    if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_evaluate: trainer is NULL");
+    if (!x || !labels || !logits || !xdata || !ydata || n <= 0 || logits->ndim != 2)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_evaluate: x, labels, 2-D logits, data and n > 0 are needed");
+    C = logits->shape[1];
+    out = (float *)nncl__calloc((size_t)t->cfg.max_batch * (size_t)C, sizeof(float));
+    if (!out) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_evaluate: out of host memory");
+    for (start = 0; start < n; start += t->cfg.max_batch) {
+        int b = n - start < t->cfg.max_batch ? n - start : t->cfg.max_batch, r;
+        nncl_feed f[2];
+        nncl_status st;
+        f[0].node = x;
+        f[0].data = xdata + (size_t)start * x->sample_numel;
+        f[1].node = labels;
+        f[1].data = ydata + start;
+        st = nncl_trainer_predict(t, f, 2, b, logits, out);
+        if (st != NNCL_OK) {
+            NNCL_FREE(out);
+            return st;
+        }
+        for (r = 0; r < b; r++) { /* cross-entropy and argmax, in double */
+            const float *z = out + (size_t)r * C;
+            int c, arg = 0, y = (int)ydata[start + r];
+            double m = z[0], s = 0;
+            for (c = 1; c < C; c++)
+                if (z[c] > z[arg]) arg = c;
+            m = z[arg];
+            for (c = 0; c < C; c++) s += exp((double)z[c] - m);
+            total += (y >= 0 && y < C) ? log(s) + m - z[y] : NAN;
+            correct += arg == y;
+        }
+    }
+    NNCL_FREE(out);
+    if (loss) *loss = (float)(total / n);
+    if (accuracy) *accuracy = (float)((double)correct / n);
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- by name */
+
+/* Where a named tensor lives: a parameter, or half of a node's running
+ * statistics ("NAME.running_mean" / "NAME.running_var"). */
+static int io_locate(const nncl_trainer *t, const char *name, int *is_state, size_t *off, size_t *count) {
+    const nncl_graph *g = t->graph;
+    int i;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        size_t len = strlen(n->name);
+        if (n->op == NNCL_OP_PARAM && strcmp(n->name, name) == 0) {
+            *is_state = 0;
+            *off = n->param_off;
+            *count = n->sample_numel;
+            return 1;
+        }
+        if (n->state_size && strncmp(name, n->name, len) == 0 && name[len] == '.') {
+            size_t half = n->state_size / 2;
+            *is_state = 1;
+            *count = half;
+            if (strcmp(name + len + 1, "running_mean") == 0) *off = n->state_off;
+            else if (strcmp(name + len + 1, "running_var") == 0) *off = n->state_off + half;
+            else continue;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, const float *src, size_t count) {
+    int is_state, i;
+    size_t off, have;
+    if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer is NULL");
+    if (!name || !(dst || src)) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "parameter name or data is NULL");
+    if (!io_locate(t, name, &is_state, &off, &have))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "the model has no parameter \"%s\"", name);
+    if (count != have)
+        return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "parameter \"%s\" has %zu elements, not %zu", name, have, count);
+    for (i = 0; i < t->nd; i++) {
+        nncl__plan *p = t->plan[i];
+        cl_mem m = is_state ? p->x.state : p->x.params;
+        if (!t->alive[i]) continue;
+        if (dst) {
+            NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, dst, 0, NULL, NULL));
+            return NNCL_OK;
+        }
+        NNCL_CL(t->ctx, clEnqueueWriteBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, src, 0, NULL, NULL));
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count) {
+    return io_access(t, name, dst, NULL, count);
+}
+
+nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count) {
+    return io_access(t, name, NULL, src, count);
+}
+
+/* ------------------------------------------------------------- files */
+
+/* Every parameter, then each normalisation's running statistics and
+ * num_batches_tracked, as PyTorch's state_dict names them. */
+typedef struct io_tensors {
+    nncl_safetensors_entry *e;
+    char (*names)[NNCL_NAME_MAX + 32];
+    float *params, *state, *extra;
+    int n;
+} io_tensors;
+
+static void io_tensors_free(io_tensors *w) {
+    NNCL_FREE(w->e);
+    NNCL_FREE(w->names);
+    NNCL_FREE(w->params);
+    NNCL_FREE(w->state);
+    NNCL_FREE(w->extra);
+}
+
+static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_floats) {
+    const nncl_graph *g = t->graph;
+    int i, k, cap = 0;
+    memset(w, 0, sizeof *w);
+    for (i = 0; i < g->n_nodes; i++) cap += g->nodes[i]->op == NNCL_OP_PARAM ? 1 : g->nodes[i]->state_size ? 3 : 0;
+    w->e = (nncl_safetensors_entry *)nncl__calloc((size_t)cap + 2, sizeof *w->e);
+    w->names = (char(*)[NNCL_NAME_MAX + 32])nncl__calloc((size_t)cap + 2, sizeof *w->names);
+    w->params = (float *)nncl__calloc(g->n_params + 1, sizeof(float));
+    w->state = (float *)nncl__calloc(g->n_state + 2, sizeof(float));
+    w->extra = (float *)nncl__calloc(extra_floats + 1, sizeof(float));
+    if (!w->e || !w->names || !w->params || !w->state || !w->extra) {
+        io_tensors_free(w);
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        if (n->op == NNCL_OP_PARAM) {
+            nncl_safetensors_entry *e = &w->e[w->n++];
+            snprintf(w->names[w->n - 1], sizeof w->names[0], "%s", n->name);
+            e->name = w->names[w->n - 1];
+            e->ndim = n->ndim;
+            for (k = 0; k < n->ndim; k++) e->shape[k] = n->shape[k];
+            e->data = w->params + n->param_off;
+        } else if (n->state_size) {
+            static const char *suffix[3] = {"running_mean", "running_var", "num_batches_tracked"};
+            for (k = 0; k < 3; k++) {
+                nncl_safetensors_entry *e = &w->e[w->n++];
+                snprintf(w->names[w->n - 1], sizeof w->names[0], "%s.%s", n->name, suffix[k]);
+                e->name = w->names[w->n - 1];
+                e->ndim = k < 2 ? 1 : 0;
+                e->shape[0] = (int64_t)(n->state_size / 2);
+                e->data = k < 2 ? w->state + n->state_off + k * (n->state_size / 2) : w->state + g->n_state;
+            }
+        }
+    }
+    w->state[g->n_state] = (float)t->tracked;
+    return nncl__trainer_download(t, w->params, w->state);
+}
+
+static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
+    io_tensors w;
+    nncl_status st;
+    char step[32], tracked[32], kind[16];
+    const char *meta[9];
+    if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
+    NNCL_TRY(io_collect(t, &w, checkpoint ? t->opt_floats : 0));
+    snprintf(step, sizeof step, "%lld", (long long)t->step);
+    snprintf(tracked, sizeof tracked, "%lld", (long long)t->tracked);
+    snprintf(kind, sizeof kind, "%d", (int)t->cfg.optim.kind);
+    meta[0] = "nncl.step"; meta[1] = step;
+    meta[2] = "nncl.tracked"; meta[3] = tracked;
+    meta[4] = NULL;
+    st = NNCL_OK;
+    if (checkpoint && t->opt_floats) {
+        nncl_safetensors_entry *e = &w.e[w.n++];
+        int i = nncl__trainer_first_alive(t);
+        e->name = "nncl.optimizer_state";
+        e->ndim = 1;
+        e->shape[0] = (int64_t)t->opt_floats;
+        e->data = w.extra;
+        meta[4] = "nncl.optimizer"; meta[5] = kind; meta[6] = NULL;
+        if (clEnqueueReadBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4, w.extra, 0,
+                                NULL, NULL) != CL_SUCCESS)
+            st = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "reading the optimizer state failed");
+    }
+    if (st == NNCL_OK) {
+        st = nncl_safetensors_save(path, w.e, w.n, meta);
+        if (st != NNCL_OK) nncl__fail(t->ctx, st, "%s", nncl_last_error(NULL));
+    }
+    io_tensors_free(&w);
+    return st;
+}
+
+nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return io_save(t, path, 0); }
+nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) { return io_save(t, path, 1); }
+
+static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
+    nncl_safetensors *st = NULL;
+    io_tensors w;
+    nncl_status s;
+    int i, k;
+    if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
+    if ((s = nncl_safetensors_load(path, &st)) != NNCL_OK) return nncl__fail(t->ctx, s, "%s", nncl_last_error(NULL));
+    if ((s = io_collect(t, &w, t->opt_floats)) != NNCL_OK) {
+        nncl_safetensors_free(st);
+        return s;
+    }
+    /* Everything is checked into host copies first: a bad file changes nothing. */
+    for (i = 0; i < w.n && s == NNCL_OK; i++) {
+        const float *data;
+        int64_t shape[NNCL_ST_MAX_DIMS];
+        size_t count = 1;
+        int is_tracked = strstr(w.e[i].name, ".num_batches_tracked") != NULL;
+        for (k = 0; k < w.e[i].ndim; k++) {
+            shape[k] = w.e[i].shape[k];
+            count *= (size_t)shape[k];
+        }
+        if (is_tracked && nncl_safetensors_find(st, w.e[i].name) < 0) continue; /* optional */
+        s = nncl_safetensors_expect(st, w.e[i].name, w.e[i].ndim, shape, &data);
+        if (s != NNCL_OK) nncl__fail(t->ctx, s, "%s", nncl_last_error(NULL));
+        else memcpy((float *)w.e[i].data, data, count * sizeof(float));
+    }
+    if (s == NNCL_OK && checkpoint) {
+        const char *step = nncl_safetensors_meta(st, "nncl.step"), *tracked = nncl_safetensors_meta(st, "nncl.tracked");
+        const float *data;
+        int64_t shape[1];
+        shape[0] = (int64_t)t->opt_floats;
+        if (!step || !tracked) s = nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: not a checkpoint (no nncl.step)", path);
+        else if (t->opt_floats && (s = nncl_safetensors_expect(st, "nncl.optimizer_state", 1, shape, &data)) != NNCL_OK)
+            nncl__fail(t->ctx, s, "%s (a checkpoint of another optimizer?)", nncl_last_error(NULL));
+        if (s == NNCL_OK) {
+            if (t->opt_floats) memcpy(w.extra, data, t->opt_floats * sizeof(float));
+            t->step = strtoll(step, NULL, 10);
+            t->tracked = strtoll(tracked, NULL, 10);
+        }
+    }
+    if (s == NNCL_OK) s = nncl__trainer_upload(t, w.params, w.state);
+    for (i = 0; s == NNCL_OK && checkpoint && t->opt_floats && i < t->nd; i++)
+        if (t->alive[i] && clEnqueueWriteBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4,
+                                                w.extra, 0, NULL, NULL) != CL_SUCCESS)
+            s = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "writing the optimizer state failed");
+    io_tensors_free(&w);
+    nncl_safetensors_free(st);
+    return s;
+}
+
+nncl_status nncl_trainer_load(nncl_trainer *t, const char *path) { return io_load(t, path, 0); }
+nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path) { return io_load(t, path, 1); }

@@ -1,0 +1,278 @@
+/* test_trainer.c - training end to end: a separable problem learnt to 100%,
+ * bitwise-repeatable runs, exact resume from a checkpoint in a fresh
+ * process, N devices equal to one device with the same global batch (even
+ * and uneven splits), a NaN batch skipped, and an injected device failure
+ * survived without losing a batch. */
+#include "harness.h"
+#include "trainer.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TT_N 240
+#define TT_D 6
+#define TT_C 3
+
+static float tt_x[TT_N * TT_D], tt_y[TT_N];
+
+/* Three Gaussian blobs, well apart: linearly separable. */
+static void tt_data(void) {
+    unsigned seed = 99;
+    int i, k;
+    for (i = 0; i < TT_N; i++) {
+        int c = i % TT_C;
+        tt_y[i] = (float)c;
+        for (k = 0; k < TT_D; k++)
+            tt_x[i * TT_D + k] = (k % TT_C == c ? 3.0f : 0.0f) + (th_uniform(&seed) - 0.5f);
+    }
+}
+
+typedef struct tt_model {
+    nncl_graph *g;
+    nncl_node *x, *y, *logits, *loss;
+} tt_model;
+
+static int tt_build(nncl_context *ctx, tt_model *m, int dropout) {
+    int xs[1] = {TT_D};
+    nncl_node *h;
+    m->g = nncl_graph_create(ctx, 2024);
+    m->x = nncl_input(m->g, "x", 1, xs);
+    m->y = nncl_input(m->g, "y", 0, NULL);
+    h = nncl_linear(m->g, m->x, 16, 1, NNCL_ACT_RELU, "fc1");
+    if (dropout) h = nncl_dropout(m->g, h, 0.1f);
+    m->logits = nncl_linear(m->g, h, TT_C, 1, NNCL_ACT_NONE, "fc2");
+    m->loss = nncl_softmax_cross_entropy(m->g, m->logits, m->y);
+    return m->loss != NULL;
+}
+
+static nncl_status tt_train(nncl_trainer *t, tt_model *m, int from, int steps, int batch) {
+    int s;
+    for (s = from; s < from + steps; s++) {
+        nncl_feed f[2];
+        int start = (s * batch) % (TT_N - batch + 1);
+        nncl_status st;
+        f[0].node = m->x;
+        f[0].data = tt_x + (size_t)start * TT_D;
+        f[1].node = m->y;
+        f[1].data = tt_y + start;
+        if ((st = nncl_trainer_step(t, f, 2, batch, NULL)) != NNCL_OK) return st;
+    }
+    return NNCL_OK;
+}
+
+static nncl_trainer *tt_trainer(nncl_context *ctx, tt_model *m, const int *devs, int nd, const float *shares,
+                                nncl_optimizer opt) {
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    c.max_batch = 40;
+    c.optim = nncl_optim_default(opt);
+    c.optim.lr = opt == NNCL_OPT_SGD ? 0.1f : 0.01f;
+    c.devices = devs;
+    c.n_devices = nd;
+    c.shares = shares;
+    if (nncl_trainer_create(ctx, m->g, m->loss, &c, &t) != NNCL_OK) return NULL;
+    return t;
+}
+
+static int tt_params(nncl_trainer *t, float *out) {
+    return nncl__trainer_download(t, out, NULL) != NNCL_OK;
+}
+
+static int test_learns(nncl_context *ctx, int d) {
+    char name[128];
+    tt_model m;
+    nncl_trainer *t;
+    float loss, acc;
+    snprintf(name, sizeof name, "separable problem learnt to 100%% on %s", th_device_label(ctx, d));
+    TH_CHECK(name, tt_build(ctx, &m, 0));
+    TH_CHECK(name, (t = tt_trainer(ctx, &m, &d, 1, NULL, NNCL_OPT_ADAM)) != NULL);
+    TH_OK(name, ctx, tt_train(t, &m, 0, 150, 40));
+    TH_OK(name, ctx, nncl_trainer_evaluate(t, m.x, m.y, m.logits, tt_x, tt_y, TT_N, &loss, &acc));
+    TH_CHECK(name, acc == 1.0f && loss < 0.05f);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s (loss %.4f)", name, loss);
+    return 0;
+}
+
+static int test_repeatable(nncl_context *ctx) {
+    const char *name = "same seed, same device: bitwise identical parameters";
+    tt_model m1, m2;
+    nncl_trainer *t1, *t2;
+    float *p1, *p2;
+    int d = 0;
+    TH_CHECK(name, tt_build(ctx, &m1, 1) && tt_build(ctx, &m2, 1));
+    TH_CHECK(name, (t1 = tt_trainer(ctx, &m1, &d, 1, NULL, NNCL_OPT_ADAM)) != NULL);
+    TH_CHECK(name, (t2 = tt_trainer(ctx, &m2, &d, 1, NULL, NNCL_OPT_ADAM)) != NULL);
+    TH_OK(name, ctx, tt_train(t1, &m1, 0, 20, 40));
+    TH_OK(name, ctx, tt_train(t2, &m2, 0, 20, 40));
+    p1 = (float *)calloc(m1.g->n_params, sizeof(float));
+    p2 = (float *)calloc(m1.g->n_params, sizeof(float));
+    TH_CHECK(name, !tt_params(t1, p1) && !tt_params(t2, p2));
+    TH_CHECK(name, memcmp(p1, p2, m1.g->n_params * sizeof(float)) == 0);
+    free(p1); free(p2);
+    nncl_trainer_free(t1); nncl_trainer_free(t2);
+    nncl_graph_free(m1.g); nncl_graph_free(m2.g);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Child process of the resume test: loads the checkpoint, trains the rest,
+ * saves the parameters. */
+static int tt_resume_child(const char *ckpt, const char *out) {
+    nncl_context *ctx = th_context();
+    tt_model m;
+    nncl_trainer *t;
+    int d = 0;
+    if (!ctx || !tt_build(ctx, &m, 1) || !(t = tt_trainer(ctx, &m, &d, 1, NULL, NNCL_OPT_ADAM))) return 2;
+    if (nncl_trainer_load_checkpoint(t, ckpt) != NNCL_OK) return 3;
+    if (nncl_trainer_step_count(t) != 10) return 4;
+    if (tt_train(t, &m, 10, 10, 40) != NNCL_OK) return 5;
+    if (nncl_trainer_save(t, out) != NNCL_OK) return 6;
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    nncl_free(ctx);
+    return 0;
+}
+
+static int test_resume(nncl_context *ctx, const char *self) {
+    const char *name = "resume from checkpoint in a fresh process equals an uninterrupted run";
+    tt_model m;
+    nncl_trainer *t;
+    nncl_safetensors *st = NULL;
+    float *want;
+    char cmd[1024];
+    int d = 0, i, rc;
+    const char *ckpt = "/tmp/nncl-test-resume.ckpt", *out = "/tmp/nncl-test-resume.safetensors";
+    TH_CHECK(name, tt_build(ctx, &m, 1));
+    TH_CHECK(name, (t = tt_trainer(ctx, &m, &d, 1, NULL, NNCL_OPT_ADAM)) != NULL);
+    TH_OK(name, ctx, tt_train(t, &m, 0, 10, 40));
+    TH_OK(name, ctx, nncl_trainer_save_checkpoint(t, ckpt));
+    TH_OK(name, ctx, tt_train(t, &m, 10, 10, 40));
+    want = (float *)calloc(m.g->n_params, sizeof(float));
+    TH_CHECK(name, !tt_params(t, want));
+    snprintf(cmd, sizeof cmd, "NNCL_TEST_DEVICES=0 '%s' --resume-child %s %s", self, ckpt, out);
+    rc = system(cmd);
+    TH_CHECK(name, rc == 0);
+    TH_OK(name, NULL, nncl_safetensors_load(out, &st));
+    for (i = 0; i < m.g->n_nodes; i++) {
+        nncl_node *n = m.g->nodes[i];
+        nncl_safetensors_entry e;
+        int k = nncl_safetensors_find(st, n->name);
+        if (n->op != NNCL_OP_PARAM) continue;
+        TH_CHECK(name, k >= 0 && nncl_safetensors_get(st, k, &e) == NNCL_OK);
+        TH_CHECK(name, e.numel == n->sample_numel);
+        if (memcmp(e.data, want + n->param_off, e.numel * 4) != 0) {
+            th_fail(name, "%s differs: [0] resumed %.9g, uninterrupted %.9g", n->name, e.data[0], want[n->param_off]);
+            return 1;
+        }
+    }
+    nncl_safetensors_free(st);
+    free(want);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    remove(ckpt);
+    remove(out);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* All devices (optionally with fixed shares) against device 0 alone. */
+static int test_parallel(nncl_context *ctx, const float *shares, const char *what, int fail_at) {
+    char name[200];
+    tt_model m1, mn;
+    nncl_trainer *t1, *tn;
+    float *p1, *pn;
+    double num = 0, den = 0;
+    int d0 = 0, nd = nncl_device_count(ctx), i;
+    size_t k;
+    snprintf(name, sizeof name, "%d devices (%s) equal one device with the same global batch", nd, what);
+    if (nd < 2) {
+        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\" or RUSTICL_ENABLE=llvmpipe)");
+        return 0;
+    }
+    TH_CHECK(name, tt_build(ctx, &m1, 1) && tt_build(ctx, &mn, 1));
+    TH_CHECK(name, (t1 = tt_trainer(ctx, &m1, &d0, 1, NULL, NNCL_OPT_SGD)) != NULL);
+    TH_CHECK(name, (tn = tt_trainer(ctx, &mn, NULL, nd, shares, NNCL_OPT_SGD)) != NULL);
+    if (fail_at >= 0) {
+        tn->fail_device = 1;
+        tn->fail_step = fail_at;
+    }
+    for (i = 0; i < 12; i++) {
+        nncl_step_info info;
+        nncl_feed f[2];
+        int start = (i * 40) % (TT_N - 40 + 1);
+        f[0].node = mn.x; f[0].data = tt_x + (size_t)start * TT_D;
+        f[1].node = mn.y; f[1].data = tt_y + start;
+        TH_OK(name, ctx, nncl_trainer_step(tn, f, 2, 40, &info));
+        if (i == fail_at) TH_CHECK(name, info.failed_device == 1 && info.n_devices == nd - 1);
+        else TH_CHECK(name, info.failed_device == -1);
+    }
+    TH_OK(name, ctx, tt_train(t1, &m1, 0, 12, 40));
+    TH_CHECK(name, nncl_trainer_step_count(tn) == 12 && nncl_trainer_step_count(t1) == 12);
+    p1 = (float *)calloc(m1.g->n_params, sizeof(float));
+    pn = (float *)calloc(m1.g->n_params, sizeof(float));
+    TH_CHECK(name, !tt_params(t1, p1) && !tt_params(tn, pn));
+    for (k = 0; k < m1.g->n_params; k++) {
+        num += ((double)p1[k] - pn[k]) * ((double)p1[k] - pn[k]);
+        den += (double)p1[k] * p1[k];
+    }
+    TH_CHECK(name, num / den < 1e-10);
+    free(p1); free(pn);
+    nncl_trainer_free(t1); nncl_trainer_free(tn);
+    nncl_graph_free(m1.g); nncl_graph_free(mn.g);
+    th_pass("%s (normalised squared difference %.2g)", name, num / den);
+    return 0;
+}
+
+static int test_nan_skip(nncl_context *ctx) {
+    const char *name = "a NaN batch is skipped and leaves the parameters unchanged";
+    tt_model m;
+    nncl_trainer *t;
+    nncl_step_info info;
+    nncl_feed f[2];
+    float *before, *after, bad[40 * TT_D];
+    int d = 0;
+    TH_CHECK(name, tt_build(ctx, &m, 0));
+    TH_CHECK(name, (t = tt_trainer(ctx, &m, &d, 1, NULL, NNCL_OPT_ADAM)) != NULL);
+    before = (float *)calloc(m.g->n_params, sizeof(float));
+    after = (float *)calloc(m.g->n_params, sizeof(float));
+    memcpy(bad, tt_x, sizeof bad);
+    bad[5] = NAN;
+    f[0].node = m.x; f[0].data = bad;
+    f[1].node = m.y; f[1].data = tt_y;
+    TH_CHECK(name, !tt_params(t, before));
+    TH_OK(name, ctx, nncl_trainer_step(t, f, 2, 40, &info));
+    TH_CHECK(name, info.skipped == 1 && nncl_trainer_step_count(t) == 0);
+    TH_CHECK(name, !tt_params(t, after));
+    TH_CHECK(name, memcmp(before, after, m.g->n_params * sizeof(float)) == 0);
+    /* bad labels are refused before any device work */
+    bad[0] = 7;
+    f[0].data = tt_x;
+    f[1].data = bad;
+    TH_CHECK(name, nncl_trainer_step(t, f, 2, 40, &info) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "class index") != NULL);
+    free(before); free(after);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    nncl_context *ctx;
+    int d;
+    static const float uneven[8] = {3, 1, 1, 1, 1, 1, 1, 1};
+    tt_data();
+    if (argc == 4 && strcmp(argv[1], "--resume-child") == 0) return tt_resume_child(argv[2], argv[3]);
+    if (!(ctx = th_context())) return th_exit_code();
+    for (d = 0; d < nncl_device_count(ctx); d++) test_learns(ctx, d);
+    test_repeatable(ctx);
+    test_resume(ctx, argv[0]);
+    test_nan_skip(ctx);
+    test_parallel(ctx, NULL, "measured split", -1);
+    test_parallel(ctx, uneven, "uneven split 3:1", -1);
+    test_parallel(ctx, NULL, "device 1 fails at step 4", 4);
+    nncl_free(ctx);
+    return th_exit_code();
+}
