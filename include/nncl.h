@@ -121,6 +121,22 @@ NNCL_API nncl_status nncl_finish(nncl_context *ctx, int device);
 /* Bytes of device memory that nncl holds on the device now, and at most. */
 NNCL_API nncl_status nncl_device_memory(const nncl_context *ctx, int device, uint64_t *in_use, uint64_t *peak);
 
+/* Kernel time accounting, for contexts created with config.profiling: from
+ * start to stop, every kernel nncl queues on the device (GEMMs included) is
+ * timed by its OpenCL profiling events. Drivers whose timestamps are not
+ * plausible (zero, reversed, or more kernel time than wall time) are
+ * reported as such rather than trusted. */
+typedef struct nncl_profile_report {
+    int launches;           /* kernels timed */
+    double kernel_seconds;  /* sum of their execution times */
+    double span_seconds;    /* first start to last end on the device clock */
+    int plausible;          /* 0: the driver's timestamps cannot be trusted */
+} nncl_profile_report;
+
+NNCL_API nncl_status nncl_profile_start(nncl_context *ctx, int device);
+/* Waits for the device, then reports and stops. */
+NNCL_API nncl_status nncl_profile_stop(nncl_context *ctx, int device, nncl_profile_report *out);
+
 /* ---------------------------------------------------------------- tensors */
 
 /* A float32 tensor of 1 to 4 dimensions, row-major, on one device. */

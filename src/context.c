@@ -303,6 +303,7 @@ void nncl_free(nncl_context *ctx) {
     for (i = 0; i < ctx->n_devices; i++) {
         nncl_device *d = &ctx->devices[i];
         nncl__programs_release(d);
+        nncl__profile_release(d);
         if (d->queue) {
             clFinish(d->queue);
             clReleaseCommandQueue(d->queue);

@@ -23,10 +23,10 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
     if (g->temp)
         s = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                                        g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue,
-                                       NULL, g->temp);
+                                       nncl__profile_slot(dev), g->temp);
     else
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off, g->lda, g->b,
-                         g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue, NULL);
+                         g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue, nncl__profile_slot(dev));
     return s == CLBlastSuccess ? NNCL_OK : nncl__blas_fail(ctx, (int)s, "CLBlastSgemm");
 }
 
@@ -42,9 +42,10 @@ nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha, 
                       const nncl_tensor *b, float beta, nncl_tensor *c) {
     nncl__gemm_args g;
     int am, ak, bk, bn;
-    NNCL_TRY(nncl__check_tensor(ctx, a, "a"));
-    NNCL_TRY(nncl__check_tensor(ctx, b, "b"));
-    NNCL_TRY(nncl__check_tensor(ctx, c, "c"));
+    if (!ctx) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_gemm: ctx is NULL");
+    NNCL_TRY(nncl__check_tensor(ctx, a, "a of nncl_gemm"));
+    NNCL_TRY(nncl__check_tensor(ctx, b, "b of nncl_gemm"));
+    NNCL_TRY(nncl__check_tensor(ctx, c, "c of nncl_gemm"));
     if (a->ndim != 2 || b->ndim != 2 || c->ndim != 2)
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "nncl_gemm: a, b and c must be 2-D (got %d, %d, %d dimensions)", a->ndim,
                           b->ndim, c->ndim);

@@ -42,6 +42,13 @@
 
 #define NNCL_MSG_MAX 8192
 
+/* OpenMP pragmas that vanish, without a warning, in builds without it. */
+#ifdef _OPENMP
+#define NNCL_OMP(directive) _Pragma(#directive)
+#else
+#define NNCL_OMP(directive)
+#endif
+
 /* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
 void *nncl__calloc(size_t n, size_t sz);
 char *nncl__strdup(const char *s);
@@ -98,7 +105,15 @@ typedef struct nncl_device {
     unsigned mem_base_align;  /* bytes a sub-buffer origin must be a multiple of */
     nncl_program *programs;   /* built programs, one per kernel family */
     uint64_t mem_in_use, mem_peak;
+    /* Kernel timing between nncl_profile_start and _stop (profiling queues). */
+    int profiling;
+    cl_event *prof_events;
+    int prof_n, prof_cap, prof_dropped;
 } nncl_device;
+
+/* Where the next launch on dev stores its event: NULL unless profiling. */
+cl_event *nncl__profile_slot(nncl_device *dev);
+void nncl__profile_release(nncl_device *dev);
 
 struct nncl_context {
     nncl_device *devices;
@@ -159,6 +174,15 @@ void nncl__arg_local(nncl__args *a, size_t bytes);
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);
 /* n work items in groups of 64 (or the device's maximum when smaller). */
 nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n);
+/* Row kernels (cl/softmax.cl, cl/reduce.cl) reduce in local arrays of this
+ * many floats; their work-groups never exceed it. */
+#define NNCL_RED_WG 256
+/* One work-group per row of a [rows, cols] view: a power of two work-items,
+ * enough for cols, at most NNCL_RED_WG and the kernel's limit on dev. */
+nncl_status nncl__launch_rows(nncl__args *a, nncl_device *dev, size_t rows, size_t cols);
+/* Column sums (nncl_sum_f32_axis0): 2-D groups of up to 16 columns along
+ * dimension 0 and row lanes along dimension 1, one group high. */
+nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size_t cols);
 
 /* ------------------------------------------------------------- gemm */
 

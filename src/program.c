@@ -194,7 +194,7 @@ nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const si
         g[i] = local ? prog_round_up(global[i], local[i]) : global[i];
         if (g[i] == 0) return NNCL_OK; /* nothing to do */
     }
-    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, NULL);
+    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, nncl__profile_slot(dev));
     if (err != CL_SUCCESS) return nncl__cl_fail(a->ctx, err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
     return NNCL_OK;
 }
@@ -203,4 +203,31 @@ nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n) {
     size_t local = 64, global = n;
     if (local > dev->max_work_group) local = dev->max_work_group;
     return nncl__launch(a, dev, 1, &global, &local);
+}
+
+/* Work-items a group of the launching kernel may have on dev, capped at the
+ * size of the kernels' local arrays. */
+static size_t prog_group_cap(nncl__args *a, nncl_device *dev) {
+    size_t k = 0;
+    if (clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS ||
+        k == 0)
+        k = dev->max_work_group;
+    return k < NNCL_RED_WG ? k : NNCL_RED_WG;
+}
+
+nncl_status nncl__launch_rows(nncl__args *a, nncl_device *dev, size_t rows, size_t cols) {
+    size_t cap = prog_group_cap(a, dev), local = 1, global;
+    while (local < cols && local * 2 <= cap) local *= 2;
+    if (nncl__mul_overflow(rows, local, &global))
+        return nncl__fail(a->ctx, NNCL_ERR_INVALID_ARGUMENT, "launch of %zu rows: too many work-items", rows);
+    return nncl__launch(a, dev, 1, &global, &local);
+}
+
+nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size_t cols) {
+    size_t cap = prog_group_cap(a, dev), local[2] = {1, 1}, global[2];
+    while (local[0] < cols && local[0] < 16 && local[0] * 2 <= cap) local[0] *= 2;
+    while (local[1] < rows && local[0] * local[1] * 2 <= cap) local[1] *= 2;
+    global[0] = cols;
+    global[1] = local[1];
+    return nncl__launch(a, dev, 2, global, local);
 }

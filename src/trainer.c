@@ -94,7 +94,7 @@ void nncl_trainer_free(nncl_trainer *t) {
         nncl__plan *p = t->plan ? t->plan[i] : NULL;
         if (p) {
             nncl__buffer_release(p->x.dev, t->opt_state[i], t->opt_floats * 4);
-            nncl__buffer_release(p->x.dev, t->scratch[i], 256 * 4);
+            nncl__buffer_release(p->x.dev, t->scratch[i], nncl__optim_scratch_floats() * 4);
         }
         nncl__plan_free(p);
         if (t->gbuf) NNCL_FREE(t->gbuf[i]);
@@ -185,7 +185,7 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
 static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_graph *g = t->graph;
     float *init = NULL, *state = NULL;
-    static const float zeros[4096];
+    static const float zeros[4096] = {0};
     nncl_status st = NNCL_OK;
     int i;
     t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
@@ -195,7 +195,7 @@ static nncl_status trainer_devices(nncl_trainer *t) {
         if (st != NNCL_OK) break;
         p = t->plan[i];
         st = nncl__buffer_create(t->ctx, p->x.dev, t->opt_floats * 4, &t->opt_state[i]);
-        if (st == NNCL_OK) st = nncl__buffer_create(t->ctx, p->x.dev, 256 * 4, &t->scratch[i]);
+        if (st == NNCL_OK) st = nncl__buffer_create(t->ctx, p->x.dev, nncl__optim_scratch_floats() * 4, &t->scratch[i]);
         if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, t->opt_state[i], t->opt_floats, zeros, 4096);
         if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, p->x.grads, g->n_trainable, zeros, 4096);
         if (st == NNCL_OK) st = nncl__optim_prepare(t->ctx, p->x.dev, &t->cfg.optim);
@@ -338,6 +338,14 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
     NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
     NNCL_TRY(nncl__plan_backward(p));
+    if (solo && g->n_trainable) { /* no host average to see a NaN in: the device sums the squares */
+        nncl__view gv;
+        int at;
+        gv.mem = p->x.grads;
+        gv.off = 0;
+        NNCL_TRY(nncl__optim_sumsq(t->ctx, p->x.dev, gv, t->scratch[i], g->n_trainable, &at));
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, (size_t)at * 4, 4, &t->sumsq, 0, NULL, NULL));
+    }
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
     t->busy[i] = trainer_now() - t0;
     if (solo) return NNCL_OK;
@@ -354,7 +362,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
 static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
     long k;
     int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static)
+NNCL_OMP(omp parallel for reduction(| : bad) schedule(static))
     for (k = 0; k < (long)n; k++) {
         double s = 0;
         int i;
@@ -442,7 +450,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         trainer_split(t, batch);
         solo = trainer_n_alive(t) == 1;
         for (i = 0; i < t->nd; i++) t->dev_status[i] = NNCL_OK;
-#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
         for (i = 0; i < t->nd; i++) {
             int k, off = 0;
             for (k = 0; k < i; k++) off += t->shard[k];
@@ -461,7 +469,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     for (i = 0; i < t->nd; i++)
         if (t->alive[i] && t->shard[i]) info->loss += (float)((double)t->shard[i] / batch * t->lossv[i]);
     if (solo) {
-        bad = !isfinite(info->loss);
+        bad = !isfinite(info->loss) || !isfinite(t->sumsq);
     } else {
         bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch);
         if (g->n_state) trainer_average(t, t->sbuf, t->savg, g->n_state, batch);
@@ -476,7 +484,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
                   (long long)t->step);
     } else {
-#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
         for (i = 0; i < t->nd; i++)
             if (t->alive[i]) t->dev_status[i] = trainer_update(t, i, solo);
         for (i = 0; i < t->nd; i++)
@@ -523,7 +531,7 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
     for (i = 0; i < t->nd; i++) t->rate[i] = 1;
     trainer_split(t, t->cfg.max_batch);
     for (rounds = 0; rounds < 3 && st == NNCL_OK; rounds++) { /* the first round also compiles */
-#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
         for (i = 0; i < t->nd; i++)
             t->dev_status[i] = trainer_device_pass(t, i, feeds, n_feeds, 0, t->cfg.max_batch, 1);
         for (i = 0; i < t->nd; i++)

@@ -22,6 +22,7 @@ struct nncl_trainer {
     float **gbuf, **sbuf;      /* per device: gradients and running statistics read back */
     float *gavg, *savg;        /* their weighted averages */
     float *lossv;              /* per device: loss of its shard */
+    float sumsq;               /* one device: the gradient's sum of squares */
     double *busy;              /* per device: seconds of the last step's compute */
     nncl_status *dev_status;
     int64_t step;              /* optimizer steps applied */

@@ -47,7 +47,7 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
                 given++;
             }
     }
-#pragma omp parallel for num_threads(t->nd) schedule(static, 1)
+NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
     for (i = 0; i < t->nd; i++) {
         int j, off = 0;
         for (j = 0; j < i; j++) off += t->shard[j];

@@ -1,0 +1,141 @@
+/* optimizer.cl - one launch updates every trainable parameter of a plan's
+ * flat buffers: SGD, Adam/AdamW and RMSprop with PyTorch's semantics, and the
+ * two-stage sum of squares that gradient clipping by global L2 norm reads
+ * without a trip to the host. Arguments: buffers, each followed by its int
+ * element offset; then n; then float hyperparameters; then int flags.
+ * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i]. */
+
+#ifndef NNCL_RED_WG
+#define NNCL_RED_WG 256 /* NNCL_RED_WG in src/internal.h */
+#endif
+
+/* PyTorch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to at
+ * most 1. clip_norm <= 0: off, sumsq is not read. A NaN norm gives a NaN
+ * coefficient, as in PyTorch, so a broken gradient is never hidden. */
+float nncl_opt_clip_scale(__global const float *sumsq, int sumsq_off, float clip_norm) {
+    float c;
+    if (clip_norm <= 0.0f) return 1.0f;
+    c = clip_norm / (sqrt(sumsq[sumsq_off]) + 1e-6f);
+    return c >= 1.0f ? 1.0f : c;
+}
+
+void nncl_opt_kahan(float *sum, float *comp, float v) {
+    float yk = v - *comp, t = *sum + yk;
+    *comp = (t - *sum) - yk;
+    *sum = t;
+}
+
+/* Tree sum of one value per work-item of a 1-D group; every item calls it. */
+float nncl_opt_tree(__local float *buf, float v, int lid, int size) {
+    int s = size;
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    while (s > 1) {
+        int h = (s + 1) >> 1;
+        if (lid < s - h) buf[lid] += buf[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        s = h;
+    }
+    return buf[0];
+}
+
+/* Stage 1: group k writes the sum of x[i]^2 over its strided share to
+ * part[part_off + k]. Any number of groups of at most NNCL_RED_WG items. */
+__kernel void nncl_sumsq_f32_partial(__global const float *x, int x_off, __global float *part, int part_off,
+                                     int n) {
+    __local float buf[NNCL_RED_WG];
+    size_t i = get_global_id(0), stride = get_global_size(0);
+    int lid = (int)get_local_id(0);
+    float s = 0.0f, comp = 0.0f;
+    if (get_local_size(0) > NNCL_RED_WG) return; /* uniform: the host never does this */
+    for (; i < (size_t)n; i += stride) {
+        float v = x[x_off + i];
+        nncl_opt_kahan(&s, &comp, v * v);
+    }
+    s = nncl_opt_tree(buf, s, lid, (int)get_local_size(0));
+    if (lid == 0) part[part_off + get_group_id(0)] = s;
+}
+
+/* Stage 2, one group: s[s_off + count] = sum of s[s_off .. s_off + count). */
+__kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count) {
+    __local float buf[NNCL_RED_WG];
+    int lid = (int)get_local_id(0), step = (int)get_local_size(0), k;
+    float acc = 0.0f, comp = 0.0f;
+    if (get_local_size(0) > NNCL_RED_WG || get_group_id(0) != 0) return;
+    for (k = lid; k < count; k += step) nncl_opt_kahan(&acc, &comp, s[s_off + k]);
+    acc = nncl_opt_tree(buf, acc, lid, step);
+    if (lid == 0) s[s_off + count] = acc;
+}
+
+/* torch.optim.SGD. State (momentum != 0): the momentum buffer b.
+ *   g = clip*grad + wd*p
+ *   b = first ? g : momentum*b + (1-dampening)*g
+ *   g = nesterov ? g + momentum*b : b
+ *   p = p - lr*g */
+__kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
+                           int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float momentum,
+                           float dampening, float wd, float clip_norm, int nesterov, int first) {
+    size_t i = get_global_id(0);
+    float pi, gi;
+    if (i >= (size_t)n) return;
+    pi = p[p_off + i];
+    gi = g[g_off + i] * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    if (wd != 0.0f) gi += wd * pi;
+    if (momentum != 0.0f) {
+        float b = first ? gi : momentum * s[s_off + i] + (1.0f - dampening) * gi;
+        s[s_off + i] = b;
+        gi = nesterov ? gi + momentum * b : b;
+    }
+    p[p_off + i] = pi - lr * gi;
+}
+
+/* torch.optim.Adam (decoupled 0) and AdamW (decoupled 1). State: m at slot
+ * 0, v at slot 1. bc1 = 1 - beta1^step, bc2 = 1 - beta2^step (step 1-based),
+ * computed on the host in double.
+ *   AdamW: p = p*(1 - lr*wd);  Adam: g = g + wd*p
+ *   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
+ *   p = p - (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps) */
+__kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
+                            int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
+                            float beta2, float eps, float wd, float bc1, float bc2, float clip_norm, int decoupled) {
+    size_t i = get_global_id(0);
+    float pi, gi, m, v;
+    if (i >= (size_t)n) return;
+    pi = p[p_off + i];
+    gi = g[g_off + i] * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    if (wd != 0.0f) {
+        if (decoupled)
+            pi *= 1.0f - lr * wd;
+        else
+            gi += wd * pi;
+    }
+    m = beta1 * s[s_off + i] + (1.0f - beta1) * gi;
+    v = beta2 * s[s_off + (size_t)n + i] + (1.0f - beta2) * gi * gi;
+    s[s_off + i] = m;
+    s[s_off + (size_t)n + i] = v;
+    p[p_off + i] = pi - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps);
+}
+
+/* torch.optim.RMSprop, centered=False. State: the square average a at slot
+ * 0 and, with momentum > 0, the buffer b at slot 1.
+ *   g = clip*grad + wd*p;  a = alpha*a + (1-alpha)*g*g;  d = g/(sqrt(a) + eps)
+ *   momentum > 0: b = momentum*b + d, p = p - lr*b;  else p = p - lr*d */
+__kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
+                               int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float alpha,
+                               float eps, float momentum, float wd, float clip_norm) {
+    size_t i = get_global_id(0);
+    float pi, gi, a, d;
+    if (i >= (size_t)n) return;
+    pi = p[p_off + i];
+    gi = g[g_off + i] * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    if (wd != 0.0f) gi += wd * pi;
+    a = alpha * s[s_off + i] + (1.0f - alpha) * gi * gi;
+    s[s_off + i] = a;
+    d = gi / (sqrt(a) + eps);
+    if (momentum > 0.0f) {
+        float b = momentum * s[s_off + (size_t)n + i] + d;
+        s[s_off + (size_t)n + i] = b;
+        d = b;
+    }
+    p[p_off + i] = pi - lr * d;
+}

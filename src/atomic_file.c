@@ -1,0 +1,178 @@
+/* atomic_file.c - writing a file so that readers see either the old file or
+ * the complete new one: write under a temporary name in the same folder,
+ * flush, fsync, rename over the target, fsync the folder. Also a
+ * locale-independent number formatter for the text formats nncl writes. */
+#include "internal.h"
+#include <errno.h>
+#include <stdio.h>
+
+#if defined(_WIN32)
+#include <io.h>
+#include <process.h>
+#include <windows.h>
+#else
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+/* Distinguishes temporary names of several writes from one process. */
+static unsigned afile_counter;
+
+static void afile_release(nncl__afile *af) {
+    NNCL_FREE(af->path);
+    NNCL_FREE(af->tmp);
+    af->path = af->tmp = NULL;
+    af->f = NULL;
+}
+
+/* Opens a new file that must not exist yet (O_EXCL), so that two writers
+ * never share one temporary file. */
+static FILE *afile_create(const char *name) {
+#if defined(_WIN32)
+    FILE *f = fopen(name, "wbx");
+    return f;
+#else
+    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    FILE *f;
+    if (fd < 0) return NULL;
+    f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        remove(name);
+        errno = e;
+    }
+    return f;
+#endif
+}
+
+nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what) {
+    size_t n;
+    int tries;
+    af->f = NULL;
+    af->path = af->tmp = NULL;
+    if (!path || !*path) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "%s: empty file name", what);
+    n = strlen(path);
+    af->path = nncl__strdup(path);
+    af->tmp = (char *)NNCL_MALLOC(n + 48);
+    if (!af->path || !af->tmp) {
+        afile_release(af);
+        return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "%s %s: out of memory", what, path);
+    }
+    for (tries = 0; tries < 100; tries++) {
+        unsigned long pid;
+#if defined(_WIN32)
+        pid = (unsigned long)_getpid();
+#else
+        pid = (unsigned long)getpid();
+#endif
+        sprintf(af->tmp, "%s.tmp.%lu.%u", path, pid, afile_counter++);
+        af->f = afile_create(af->tmp);
+        if (af->f || errno != EEXIST) break;
+    }
+    if (!af->f) {
+        int e = errno;
+        nncl__fail(NULL, NNCL_ERR_IO, "%s %s: cannot create temporary file %s: %s", what, path, af->tmp,
+                   strerror(e));
+        afile_release(af);
+        return NNCL_ERR_IO;
+    }
+    return NNCL_OK;
+}
+
+void nncl__afile_abort(nncl__afile *af) {
+    if (!af) return;
+    if (af->f) fclose(af->f);
+    if (af->tmp) remove(af->tmp);
+    afile_release(af);
+}
+
+/* Makes the rename itself durable; not every system or file system can
+ * fsync a folder, and the data is safe either way, so errors are ignored. */
+static void afile_sync_folder(const char *path) {
+#if !defined(_WIN32)
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    size_t n;
+    int fd;
+    if (!slash) {
+        dir = nncl__strdup(".");
+    } else {
+        n = (size_t)(slash - path);
+        if (n == 0) n = 1; /* "/name": the root folder */
+        dir = (char *)NNCL_MALLOC(n + 1);
+        if (dir) {
+            memcpy(dir, path, n);
+            dir[n] = 0;
+        }
+    }
+    if (!dir) return;
+    fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    NNCL_FREE(dir);
+#else
+    (void)path;
+#endif
+}
+
+nncl_status nncl__afile_commit(nncl__afile *af, const char *what) {
+    int failed, e = 0;
+    const char *step = "write";
+    if (!af->f) {
+        afile_release(af);
+        return nncl__fail(NULL, NNCL_ERR_STATE, "%s: file not open", what);
+    }
+    failed = ferror(af->f) != 0;
+    if (failed) e = errno;
+    if (!failed && fflush(af->f) != 0) { failed = 1; e = errno; step = "flush"; }
+#if defined(_WIN32)
+    if (!failed && _commit(_fileno(af->f)) != 0) { failed = 1; e = errno; step = "sync"; }
+#else
+    if (!failed && fsync(fileno(af->f)) != 0) { failed = 1; e = errno; step = "fsync"; }
+#endif
+    if (fclose(af->f) != 0 && !failed) { failed = 1; e = errno; step = "close"; }
+    af->f = NULL;
+    if (!failed) {
+#if defined(_WIN32)
+        if (!MoveFileExA(af->tmp, af->path, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
+            failed = 1;
+            e = EIO;
+            step = "rename";
+        }
+#else
+        if (rename(af->tmp, af->path) != 0) { failed = 1; e = errno; step = "rename"; }
+#endif
+    }
+    if (failed) {
+        nncl__fail(NULL, NNCL_ERR_IO, "%s %s: %s of temporary file %s failed: %s; the old file is untouched",
+                   what, af->path, step, af->tmp, e ? strerror(e) : "unknown error");
+        remove(af->tmp);
+        afile_release(af);
+        return NNCL_ERR_IO;
+    }
+    afile_sync_folder(af->path);
+    afile_release(af);
+    return NNCL_OK;
+}
+
+void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x) {
+    char *p;
+    if (size == 0) return;
+    if (x != x) {
+        snprintf(buf, size, "nan");
+        return;
+    }
+    if (x > 1.7976931348623157e308 || x < -1.7976931348623157e308) {
+        snprintf(buf, size, x > 0 ? "inf" : "-inf");
+        return;
+    }
+    snprintf(buf, size, fmt, x);
+    /* A locale with a decimal comma changes only the decimal point of %f/%g
+     * output: put the '.' back so CSV, SVG and JSON stay valid. */
+    for (p = buf; *p; p++)
+        if (*p == ',') *p = '.';
+}

@@ -1,0 +1,676 @@
+/* test_safetensors.c - the safetensors reader and writer: round trips,
+ * the exact layout PyTorch's safetensors writes, reference files made by the
+ * Python safetensors package (tests/data), hostile inputs, atomic writes. */
+#include "harness.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#if !defined(_WIN32)
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+static char tmpdir[256];
+
+static void path_in_tmp(char *buf, size_t size, const char *name) { snprintf(buf, size, "%s/%s", tmpdir, name); }
+
+/* Whole file into a new buffer; NULL when unreadable. */
+static unsigned char *slurp(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf;
+    long n;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (unsigned char *)malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static int write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 1;
+    if (fwrite(p, 1, n, f) != n) {
+        fclose(f);
+        return 1;
+    }
+    return fclose(f) != 0;
+}
+
+/* ------------------------------------------------------------ round trip */
+
+static int test_round_trip(void) {
+    const char *name = "safetensors round trip: names, shapes, bits, metadata";
+    static float w[2 * 3] = {1.0f, -2.5f, 3.25f, 0.0f, 1e-3f, -7.0f};
+    static float odd[5];
+    static float scalar = 42.0f;
+    static float x4[1 * 2 * 1 * 3] = {1, 2, 3, 4, 5, 6};
+    nncl_safetensors_entry e[5];
+    const char *meta[] = {"step", "123", "optimizer", "adam \"w\" \\ with\nnewline, tab\t and \xc3\xbcnicode", NULL};
+    char path[512];
+    nncl_safetensors *st = NULL, *st2 = NULL;
+    nncl_safetensors_entry g;
+    unsigned char *bytes;
+    size_t size;
+    uint32_t nan_bits = 0x7fc01234u, denorm_bits = 0x00000001u;
+    int i, k;
+    float negzero = -0.0f;
+    float inf = (float)HUGE_VAL;
+
+    memcpy(&odd[0], &nan_bits, 4);
+    memcpy(&odd[1], &denorm_bits, 4);
+    odd[2] = negzero;
+    odd[3] = inf;
+    odd[4] = -inf;
+    memset(e, 0, sizeof e);
+    e[0].name = "layer1.weight"; e[0].ndim = 2; e[0].shape[0] = 2; e[0].shape[1] = 3; e[0].data = w;
+    e[1].name = "special \"bits\""; e[1].ndim = 1; e[1].shape[0] = 5; e[1].data = odd;
+    e[2].name = "scalar"; e[2].ndim = 0; e[2].data = &scalar;
+    e[3].name = "empty"; e[3].ndim = 2; e[3].shape[0] = 2; e[3].shape[1] = 0; e[3].data = NULL;
+    e[4].name = "x4"; e[4].ndim = 4; e[4].shape[0] = 1; e[4].shape[1] = 2; e[4].shape[2] = 1; e[4].shape[3] = 3;
+    e[4].data = x4;
+    path_in_tmp(path, sizeof path, "rt.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, e, 5, meta));
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    bytes = slurp(path, &size);
+    TH_CHECK(name, bytes != NULL);
+    TH_OK(name, NULL, nncl_safetensors_parse(bytes, size, path, &st2));
+    free(bytes);
+    for (k = 0; k < 2; k++) {
+        nncl_safetensors *s = k ? st2 : st;
+        TH_CHECK(name, nncl_safetensors_count(s) == 5);
+        for (i = 0; i < 5; i++) {
+            size_t numel = 1;
+            int d;
+            TH_OK(name, NULL, nncl_safetensors_get(s, i, &g));
+            TH_CHECK(name, strcmp(g.name, e[i].name) == 0); /* header order = order given */
+            TH_CHECK(name, strcmp(g.dtype, "F32") == 0);
+            TH_CHECK(name, g.ndim == e[i].ndim);
+            for (d = 0; d < g.ndim; d++) {
+                TH_CHECK(name, g.shape[d] == e[i].shape[d]);
+                numel *= (size_t)e[i].shape[d];
+            }
+            TH_CHECK(name, g.numel == numel);
+            TH_CHECK(name, numel == 0 || memcmp(g.data, e[i].data, numel * 4) == 0);
+            TH_CHECK(name, nncl_safetensors_find(s, e[i].name) == i);
+        }
+        TH_CHECK(name, nncl_safetensors_find(s, "missing") == -1);
+        TH_CHECK(name, strcmp(nncl_safetensors_meta(s, "format"), "pt") == 0);
+        TH_CHECK(name, strcmp(nncl_safetensors_meta(s, "step"), "123") == 0);
+        TH_CHECK(name, strcmp(nncl_safetensors_meta(s, "optimizer"), meta[3]) == 0);
+        TH_CHECK(name, nncl_safetensors_meta(s, "nope") == NULL);
+        TH_CHECK(name, nncl_safetensors_meta_count(s) == 3);
+    }
+    {
+        const char *key, *value;
+        TH_OK(name, NULL, nncl_safetensors_meta_at(st, 0, &key, &value));
+        TH_CHECK(name, strcmp(key, "format") == 0 && strcmp(value, "pt") == 0);
+        TH_CHECK(name, nncl_safetensors_meta_at(st, 3, &key, &value) == NNCL_ERR_INVALID_ARGUMENT);
+        TH_CHECK(name, nncl_safetensors_get(st, 5, &g) == NNCL_ERR_INVALID_ARGUMENT);
+        TH_CHECK(name, nncl_safetensors_get(st, -1, &g) == NNCL_ERR_INVALID_ARGUMENT);
+    }
+    nncl_safetensors_free(st);
+    nncl_safetensors_free(st2);
+    nncl_safetensors_free(NULL);
+    th_pass(name);
+    return 0;
+}
+
+static int test_layout(void) {
+    const char *name = "safetensors layout: header padded to 8, __metadata__ format pt, data contiguous";
+    float a[3] = {1, 2, 3}, b[1] = {4};
+    nncl_safetensors_entry e[2];
+    char path[512];
+    unsigned char *bytes;
+    size_t size, n, i;
+    const char *meta[] = {"epoch", "3", NULL};
+    memset(e, 0, sizeof e);
+    e[0].name = "abc"; e[0].ndim = 1; e[0].shape[0] = 3; e[0].data = a;
+    e[1].name = "b"; e[1].ndim = 1; e[1].shape[0] = 1; e[1].data = b;
+    path_in_tmp(path, sizeof path, "layout.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, e, 2, meta));
+    bytes = slurp(path, &size);
+    TH_CHECK(name, bytes != NULL && size > 8);
+    for (n = 0, i = 0; i < 8; i++) n |= (size_t)bytes[i] << (8 * i);
+    TH_CHECK(name, n % 8 == 0 && n + 8 + 16 == size);
+    TH_CHECK(name, memcmp(bytes + 8, "{\"__metadata__\":{\"format\":\"pt\",\"epoch\":\"3\"}", 43) == 0);
+    /* Closing brace, then only spaces up to the data. */
+    i = 8 + n;
+    while (bytes[i - 1] == ' ') i--;
+    TH_CHECK(name, bytes[i - 1] == '}' && 8 + n - i < 8);
+    TH_CHECK(name, strstr((const char *)bytes + 8, "\"abc\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}"));
+    TH_CHECK(name, bytes[8 + n + 12] == 0 && bytes[8 + n + 15] == 0x40); /* 4.0f little-endian: 00 00 80 40 */
+    TH_CHECK(name, bytes[8 + n + 14] == 0x80);
+    free(bytes);
+    th_pass(name);
+    return 0;
+}
+
+/* The exact bytes the Python safetensors package (the same writer behind
+ * safetensors.torch.save_file) makes for {"a": [1, -2.5], "b": [[0.25]]}
+ * with metadata {"format": "pt"}: checked by hand with safetensors 0.8. */
+static const char torch_bytes[] =
+    "\x90\0\0\0\0\0\0\0"
+    "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+    "\"b\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[8,12]}}   "
+    "\x00\x00\x80\x3f\x00\x00\x20\xc0\x00\x00\x80\x3e";
+
+static int test_torch_bytes(void) {
+    const char *name = "safetensors reads PyTorch's layout and writes it byte for byte";
+    nncl_safetensors *st = NULL;
+    const float *d;
+    int64_t s2[1] = {2}, s11[2] = {1, 1};
+    float a[2] = {1.0f, -2.5f}, b[1] = {0.25f};
+    nncl_safetensors_entry e[2];
+    char path[512];
+    unsigned char *bytes;
+    size_t size, n = sizeof torch_bytes - 1;
+    TH_CHECK(name, n == 8 + 0x90 + 12);
+    TH_OK(name, NULL, nncl_safetensors_parse(torch_bytes, n, "torch", &st));
+    TH_CHECK(name, nncl_safetensors_count(st) == 2);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "a", 1, s2, &d));
+    TH_CHECK(name, d[0] == 1.0f && d[1] == -2.5f);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "b", 2, s11, &d));
+    TH_CHECK(name, d[0] == 0.25f);
+    TH_CHECK(name, strcmp(nncl_safetensors_meta(st, "format"), "pt") == 0);
+    nncl_safetensors_free(st);
+    memset(e, 0, sizeof e);
+    e[0].name = "a"; e[0].ndim = 1; e[0].shape[0] = 2; e[0].data = a;
+    e[1].name = "b"; e[1].ndim = 2; e[1].shape[0] = 1; e[1].shape[1] = 1; e[1].data = b;
+    path_in_tmp(path, sizeof path, "torch.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, e, 2, NULL));
+    bytes = slurp(path, &size);
+    TH_CHECK(name, bytes && size == n && memcmp(bytes, torch_bytes, n) == 0);
+    free(bytes);
+    th_pass(name);
+    return 0;
+}
+
+static int test_expect(void) {
+    const char *name = "safetensors expect: shape checked, missing tensor named";
+    nncl_safetensors *st = NULL;
+    const float *d = NULL;
+    int64_t s21[2] = {2, 1}, s2[1] = {2};
+    TH_OK(name, NULL, nncl_safetensors_parse(torch_bytes, sizeof torch_bytes - 1, "torch.st", &st));
+    TH_CHECK(name, nncl_safetensors_expect(st, "a", 2, s21, &d) == NNCL_ERR_SHAPE && d == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "[2]") && strstr(nncl_last_error(NULL), "[2,1]") &&
+                       strstr(nncl_last_error(NULL), "torch.st") && strstr(nncl_last_error(NULL), "'a'"));
+    TH_CHECK(name, nncl_safetensors_expect(st, "zz", 1, s2, &d) == NNCL_ERR_FORMAT);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "'zz'") != NULL);
+    nncl_safetensors_free(st);
+    th_pass(name);
+    return 0;
+}
+
+/* Files written by the Python safetensors package (tests/data/make_safetensors_ref.py). */
+static int open_ref(const char *file, nncl_safetensors **st) {
+    char path[512];
+    const char *dirs[3] = {"tests/data", "../tests/data", "../../tests/data"};
+    const char *env = getenv("NNCL_TEST_DATA");
+    int i;
+    if (env) {
+        snprintf(path, sizeof path, "%s/%s", env, file);
+        return nncl_safetensors_load(path, st);
+    }
+    for (i = 0; i < 3; i++) {
+        FILE *f;
+        snprintf(path, sizeof path, "%s/%s", dirs[i], file);
+        f = fopen(path, "rb");
+        if (f) {
+            fclose(f);
+            return nncl_safetensors_load(path, st);
+        }
+    }
+    return nncl_safetensors_load(file, st);
+}
+
+static int test_reference_files(void) {
+    const char *name = "safetensors reads files of the Python safetensors package (F32, F16, F64)";
+    nncl_safetensors *st = NULL;
+    const float *d;
+    int64_t s23[2] = {2, 3}, s3[1] = {3}, s0[1] = {0}, s2[1] = {2}, s22[2] = {2, 2};
+    TH_OK(name, NULL, open_ref("ref_f32.safetensors", &st));
+    TH_CHECK(name, nncl_safetensors_count(st) == 4);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "weight", 2, s23, &d));
+    TH_CHECK(name, d[0] == 1.0f && d[1] == -2.5f && d[2] == 3.25f && d[3] == 0.0f && d[4] == 1e-3f && d[5] == -7.0f);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "bias", 1, s3, &d));
+    TH_CHECK(name, d[0] == 0.5f && d[1] == -0.5f && d[2] == 100.0f);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "scalar", 0, NULL, &d));
+    TH_CHECK(name, d[0] == 42.0f);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "empty", 1, s0, &d));
+    TH_CHECK(name, strcmp(nncl_safetensors_meta(st, "step"), "7") == 0);
+    TH_CHECK(name, strcmp(nncl_safetensors_meta(st, "optimizer"), "adam") == 0);
+    nncl_safetensors_free(st);
+    st = NULL;
+    TH_OK(name, NULL, open_ref("ref_mixed.safetensors", &st));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "w32", 1, s2, &d));
+    TH_CHECK(name, d[0] == 1.5f && d[1] == -2.0f);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "h16", 2, s22, &d));
+    TH_CHECK(name, d[0] == 1.0f && d[1] == -2.0f && d[2] == 0.5f && d[3] == 65504.0f);
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "tiny16", 1, s2, &d)); /* half subnormals */
+    TH_CHECK(name, d[0] == ldexpf(1.0f, -24) && d[1] == -ldexpf(1.0f, -20));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "d64", 1, s3, &d));
+    TH_CHECK(name, d[0] == 3.5f && d[1] == (float)-1e-10 && isinf(d[2]) && d[2] > 0);
+    {
+        nncl_safetensors_entry g;
+        TH_OK(name, NULL, nncl_safetensors_get(st, nncl_safetensors_find(st, "h16"), &g));
+        TH_CHECK(name, strcmp(g.dtype, "F16") == 0 && g.numel == 4);
+    }
+    nncl_safetensors_free(st);
+    th_pass(name);
+    return 0;
+}
+
+/* ------------------------------------------------------------ hostile input */
+
+/* A file of the given header (no padding needed) and data bytes. */
+static unsigned char *make_file(const char *json, size_t data_len, size_t *size) {
+    size_t n = strlen(json), i;
+    unsigned char *b = (unsigned char *)malloc(8 + n + data_len + 1);
+    for (i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(b + 8, json, n);
+    for (i = 0; i < data_len; i++) b[8 + n + i] = (unsigned char)(i * 7 + 1);
+    *size = 8 + n + data_len;
+    return b;
+}
+
+/* Parses json+data and expects status want with every needle in the message. */
+static int expect_bad(const char *what, const char *json, size_t data_len, nncl_status want, const char *needle) {
+    size_t size;
+    unsigned char *b = make_file(json, data_len, &size);
+    nncl_safetensors *st = NULL;
+    nncl_status s = nncl_safetensors_parse(b, size, "bad.safetensors", &st);
+    const char *msg = nncl_last_error(NULL);
+    free(b);
+    if (s != want || st != NULL || !strstr(msg, "bad.safetensors") || (needle && !strstr(msg, needle))) {
+        th_fail(what, "got %s (%s), want %s with \"%s\"", nncl_status_str(s), msg, nncl_status_str(want),
+                needle ? needle : "");
+        nncl_safetensors_free(st);
+        return 1;
+    }
+    return 0;
+}
+
+#define T1(x) "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" x "}}"
+
+static int test_hostile(void) {
+    const char *name = "safetensors hostile inputs give NNCL_ERR_FORMAT with a useful message";
+    int bad = 0;
+    char big[2200];
+    unsigned char raw[16];
+    nncl_safetensors *st = NULL;
+    size_t i;
+
+    /* Length prefix. */
+    memset(raw, 0, sizeof raw);
+    raw[0] = 0x00; raw[4] = 0x01; /* 2^32 */
+    TH_CHECK(name, nncl_safetensors_parse(raw, 16, "len", &st) == NNCL_ERR_FORMAT && st == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "exceeds the limit") != NULL);
+    raw[4] = 0;
+    raw[0] = 9;
+    TH_CHECK(name, nncl_safetensors_parse(raw, 16, "len", &st) == NNCL_ERR_FORMAT);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "truncated") != NULL);
+    TH_CHECK(name, nncl_safetensors_parse(raw, 5, "len", &st) == NNCL_ERR_FORMAT);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "too short") != NULL);
+    TH_CHECK(name, nncl_safetensors_parse(raw, 0, "len", &st) == NNCL_ERR_FORMAT);
+    raw[0] = 0xff; raw[7] = 0xff; /* near 2^64 */
+    TH_CHECK(name, nncl_safetensors_parse(raw, 16, "len", &st) == NNCL_ERR_FORMAT);
+
+    /* JSON syntax. */
+    bad |= expect_bad("bad json: not an object", "[1]", 0, NNCL_ERR_FORMAT, "start with '{'");
+    bad |= expect_bad("bad json: empty header", "", 0, NNCL_ERR_FORMAT, NULL);
+    bad |= expect_bad("bad json: unclosed object", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8,
+                      NNCL_ERR_FORMAT, "expected '}'");
+    bad |= expect_bad("bad json: trailing bytes", T1("[0,8]") "x", 8, NNCL_ERR_FORMAT, "after the closing");
+    bad |= expect_bad("bad json: unterminated string", "{\"t", 0, NNCL_ERR_FORMAT, "not closed");
+    bad |= expect_bad("bad json: bad escape", "{\"t\\q\":{}}", 0, NNCL_ERR_FORMAT, "escape");
+    bad |= expect_bad("bad json: control char", "{\"t\n\":{}}", 0, NNCL_ERR_FORMAT, "control character");
+    bad |= expect_bad("bad json: \\u0000", "{\"t\\u0000\":{}}", 0, NNCL_ERR_FORMAT, "u0000");
+    bad |= expect_bad("bad json: lone surrogate", "{\"t\\udc00\":{}}", 0, NNCL_ERR_FORMAT, "surrogate");
+    bad |= expect_bad("bad json: invalid utf-8", "{\"t\xc0\xaf\":{}}", 0, NNCL_ERR_FORMAT, "UTF-8");
+    bad |= expect_bad("bad json: missing colon", "{\"t\" {}}", 0, NNCL_ERR_FORMAT, "expected ':'");
+    bad |= expect_bad("bad json: fraction in shape", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}",
+                      8, NNCL_ERR_FORMAT, "fraction");
+    bad |= expect_bad("bad json: negative dim", "{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,
+                      NNCL_ERR_FORMAT, "non-negative integer");
+    bad |= expect_bad("bad json: leading zero", T1("[00,8]"), 8, NNCL_ERR_FORMAT, "leading zero");
+    bad |= expect_bad("bad json: huge integer", T1("[0,99999999999999999999]"), 8, NNCL_ERR_FORMAT, "too large");
+    bad |= expect_bad("bad json: three offsets", T1("[0,8,8]"), 8, NNCL_ERR_FORMAT, "exactly two");
+    bad |= expect_bad("bad json: metadata not string", "{\"__metadata__\":{\"step\":3}}", 0, NNCL_ERR_FORMAT,
+                      "not a string");
+    bad |= expect_bad("bad json: duplicate metadata key", "{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", 0,
+                      NNCL_ERR_FORMAT, "\"a\" appears twice");
+    bad |= expect_bad("bad json: two __metadata__", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, NNCL_ERR_FORMAT,
+                      "__metadata__ appears twice");
+    bad |= expect_bad("bad json: duplicate field", "{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],"
+                      "\"data_offsets\":[0,8]}}", 8, NNCL_ERR_FORMAT, "dtype given twice");
+    bad |= expect_bad("bad json: missing data_offsets", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, NNCL_ERR_FORMAT,
+                      "lacks data_offsets");
+    /* Unknown fields are skipped, but checked and bounded in depth. */
+    for (i = 0; i < 100; i++) big[i] = '[';
+    strcpy(big + 100, "]");
+    {
+        char json[2400];
+        snprintf(json, sizeof json, "{\"t\":{\"x\":%s,\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", big);
+        bad |= expect_bad("bad json: nesting too deep", json, 8, NNCL_ERR_FORMAT, "nested deeper");
+    }
+
+    /* Offsets and sizes. */
+    bad |= expect_bad("offsets out of range", T1("[0,8]"), 4, NNCL_ERR_FORMAT, "out of range");
+    bad |= expect_bad("offsets reversed", T1("[8,0]"), 8, NNCL_ERR_FORMAT, "end before");
+    bad |= expect_bad("size mismatch", T1("[0,12]"), 12, NNCL_ERR_FORMAT, "needs 8");
+    bad |= expect_bad("gap between tensors",
+                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, NNCL_ERR_FORMAT,
+                      "belong to no tensor (gap before tensor 'b')");
+    bad |= expect_bad("overlapping tensors",
+                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, NNCL_ERR_FORMAT,
+                      "overlaps");
+    bad |= expect_bad("bytes after the last tensor", T1("[0,8]"), 12, NNCL_ERR_FORMAT, "after the last tensor");
+    bad |= expect_bad("data but no tensor", "{}", 4, NNCL_ERR_FORMAT, "no tensor");
+    bad |= expect_bad("duplicate tensor name",
+                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                      "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, NNCL_ERR_FORMAT,
+                      "'a' appears twice");
+    bad |= expect_bad("shape product overflow",
+                      "{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
+                      NNCL_ERR_FORMAT, "overflows");
+    bad |= expect_bad("byte size overflow",
+                      "{\"t\":{\"dtype\":\"F32\",\"shape\":[4611686018427387905],\"data_offsets\":[0,8]}}", 8,
+                      NNCL_ERR_FORMAT, "overflows");
+    bad |= expect_bad("rank 9", "{\"t\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+                      NNCL_ERR_FORMAT, "more than 8 dimensions");
+    bad |= expect_bad("unknown dtype", "{\"t\":{\"dtype\":\"F99\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+                      NNCL_ERR_FORMAT, "unknown dtype \"F99\"");
+    bad |= expect_bad("unsupported dtype", "{\"t\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+                      NNCL_ERR_UNSUPPORTED, "'t' has dtype I32");
+    memset(big, 'n', 1025);
+    big[1025] = 0;
+    {
+        char json[2400];
+        snprintf(json, sizeof json, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", big);
+        bad |= expect_bad("name too long", json, 4, NNCL_ERR_FORMAT, "more than 1024");
+        /* 1024 bytes is fine. */
+        snprintf(json, sizeof json, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", big + 1);
+        {
+            size_t size;
+            unsigned char *b = make_file(json, 4, &size);
+            nncl_status s = nncl_safetensors_parse(b, size, "ok", &st);
+            free(b);
+            TH_OK(name, NULL, s);
+            nncl_safetensors_free(st);
+            st = NULL;
+        }
+    }
+    if (bad) return 1;
+    th_pass(name);
+    return 0;
+}
+
+/* Valid but unusual: tensors listed out of offset order, unknown fields,
+ * escapes in names, whitespace, BF16 and F16 specials, an empty file. */
+static int test_unusual_valid(void) {
+    const char *name = "safetensors accepts valid unusual headers (order, unknown fields, escapes, BF16)";
+    const char *json =
+        " {\"b\" : {\"shape\":[1], \"data_offsets\":[4,8], \"dtype\":\"F32\", \"extra\":{\"x\":[1,-2.5e3,true,null]}},"
+        "\n\t\"a\\u00e9\\ud83d\\ude00\\\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"z\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[8,8]},"
+        "\"bf\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+        "\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[12,18]}}  ";
+    size_t size, n = strlen(json) - 1; /* skip the leading blank: the header must start with '{' */
+    unsigned char *b = (unsigned char *)malloc(8 + n + 18);
+    nncl_safetensors *st = NULL;
+    nncl_safetensors_entry g;
+    float one = 1.0f, two = 2.0f;
+    int i;
+    for (i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(b + 8, json + 1, n);
+    memcpy(b + 8 + n, &one, 4); /* assumes a little-endian host for the fixture */
+    memcpy(b + 8 + n + 4, &two, 4);
+    b[8 + n + 8] = 0x80; b[8 + n + 9] = 0x3f;   /* bf16 1.0 */
+    b[8 + n + 10] = 0x40; b[8 + n + 11] = 0xc0; /* bf16 -3.0 */
+    b[8 + n + 12] = 0x00; b[8 + n + 13] = 0x7c; /* f16 +inf */
+    b[8 + n + 14] = 0x01; b[8 + n + 15] = 0x7e; /* f16 nan */
+    b[8 + n + 16] = 0x00; b[8 + n + 17] = 0x80; /* f16 -0 */
+    size = 8 + n + 18;
+    {
+        nncl_status s = nncl_safetensors_parse(b, size, NULL, &st);
+        free(b);
+        TH_OK(name, NULL, s);
+    }
+    TH_CHECK(name, nncl_safetensors_count(st) == 5);
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &g));
+    TH_CHECK(name, strcmp(g.name, "b") == 0 && g.data[0] == 2.0f);
+    TH_OK(name, NULL, nncl_safetensors_get(st, 1, &g));
+    TH_CHECK(name, strcmp(g.name, "a\xc3\xa9\xf0\x9f\x98\x80\"") == 0 && g.data[0] == 1.0f);
+    TH_OK(name, NULL, nncl_safetensors_get(st, 2, &g));
+    TH_CHECK(name, g.numel == 0 && g.ndim == 2 && g.shape[1] == 5);
+    TH_OK(name, NULL, nncl_safetensors_get(st, 3, &g));
+    TH_CHECK(name, g.data[0] == 1.0f && g.data[1] == -3.0f && strcmp(g.dtype, "BF16") == 0);
+    TH_OK(name, NULL, nncl_safetensors_get(st, 4, &g));
+    TH_CHECK(name, isinf(g.data[0]) && g.data[0] > 0 && isnan(g.data[1]) && g.data[2] == 0.0f && signbit(g.data[2]));
+    nncl_safetensors_free(st);
+    st = NULL;
+    {
+        /* No tensors, no metadata: valid and empty. */
+        unsigned char e[10] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+        TH_OK(name, NULL, nncl_safetensors_parse(e, 10, "empty", &st));
+        TH_CHECK(name, nncl_safetensors_count(st) == 0 && nncl_safetensors_find(st, "a") == -1);
+        nncl_safetensors_free(st);
+    }
+    th_pass(name);
+    return 0;
+}
+
+static int test_file_errors(void) {
+    const char *name = "safetensors load: missing, truncated and directory files";
+    nncl_safetensors *st = NULL;
+    char path[512];
+    size_t n = sizeof torch_bytes - 1;
+    path_in_tmp(path, sizeof path, "does-not-exist.safetensors");
+    TH_CHECK(name, nncl_safetensors_load(path, &st) == NNCL_ERR_IO && st == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "does-not-exist") != NULL);
+    TH_CHECK(name, nncl_safetensors_load(tmpdir, &st) == NNCL_ERR_IO);
+    path_in_tmp(path, sizeof path, "cut.safetensors");
+    TH_CHECK(name, write_bytes(path, torch_bytes, n - 3) == 0);
+    TH_CHECK(name, nncl_safetensors_load(path, &st) == NNCL_ERR_FORMAT && st == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "cut.safetensors") && strstr(nncl_last_error(NULL), "'b'"));
+    TH_CHECK(name, write_bytes(path, torch_bytes, 20) == 0);
+    TH_CHECK(name, nncl_safetensors_load(path, &st) == NNCL_ERR_FORMAT);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "truncated") != NULL);
+    TH_CHECK(name, write_bytes(path, torch_bytes, 3) == 0);
+    TH_CHECK(name, nncl_safetensors_load(path, &st) == NNCL_ERR_FORMAT);
+    TH_CHECK(name, nncl_safetensors_load(NULL, &st) == NNCL_ERR_INVALID_ARGUMENT);
+    th_pass(name);
+    return 0;
+}
+
+static int test_save_arguments(void) {
+    const char *name = "safetensors save rejects bad tensors and metadata";
+    float x[2] = {1, 2};
+    nncl_safetensors_entry e[2];
+    char path[512];
+    const char *meta_odd[] = {"key", NULL};
+    const char *meta_dup[] = {"k", "1", "k", "2", NULL};
+    const char *meta_fmt[] = {"format", "np", NULL};
+    nncl_safetensors *st = NULL;
+    path_in_tmp(path, sizeof path, "args.safetensors");
+    memset(e, 0, sizeof e);
+    e[0].name = "x"; e[0].ndim = 1; e[0].shape[0] = 2; e[0].data = x;
+    e[1] = e[0];
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "'x' given twice") != NULL);
+    e[1].name = "__metadata__";
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    e[1].name = "";
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    e[1].name = "bad\xff";
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    e[1].name = "y";
+    e[1].ndim = 9;
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    e[1].ndim = 1;
+    e[1].shape[0] = -1;
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    e[1].shape[0] = 2;
+    e[1].data = NULL;
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "'y'") != NULL);
+    e[1].data = x;
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, meta_odd) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, nncl_safetensors_save(path, e, 2, meta_dup) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, nncl_safetensors_save(path, e, -1, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, nncl_safetensors_save(NULL, e, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    {
+        FILE *f = fopen(path, "rb");
+        TH_CHECK(name, f == NULL); /* nothing was written */
+    }
+    TH_OK(name, NULL, nncl_safetensors_save(path, e, 2, meta_fmt));
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    TH_CHECK(name, strcmp(nncl_safetensors_meta(st, "format"), "np") == 0 && nncl_safetensors_meta_count(st) == 1);
+    nncl_safetensors_free(st);
+    /* No tensors at all is a valid file. */
+    TH_OK(name, NULL, nncl_safetensors_save(path, NULL, 0, NULL));
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    TH_CHECK(name, nncl_safetensors_count(st) == 0);
+    nncl_safetensors_free(st);
+    th_pass(name);
+    return 0;
+}
+
+/* ------------------------------------------------------------ atomic write */
+
+#if !defined(_WIN32)
+/* Number of entries of tmpdir whose name holds ".tmp.". */
+static int count_temp_files(void) {
+    DIR *d = opendir(tmpdir);
+    struct dirent *de;
+    int n = 0;
+    if (!d) return -1;
+    while ((de = readdir(d)) != NULL)
+        if (strstr(de->d_name, ".tmp.")) n++;
+    closedir(d);
+    return n;
+}
+#endif
+
+static int test_atomic(void) {
+    const char *name = "safetensors atomic write: failures leave the old file untouched";
+    float x[2] = {1, 2};
+    nncl_safetensors_entry e;
+    char path[512];
+    unsigned char *before, *after;
+    size_t nb, na;
+    memset(&e, 0, sizeof e);
+    e.name = "x"; e.ndim = 1; e.shape[0] = 2; e.data = x;
+    path_in_tmp(path, sizeof path, "no/such/folder/x.safetensors");
+    TH_CHECK(name, nncl_safetensors_save(path, &e, 1, NULL) == NNCL_ERR_IO);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "no/such/folder") != NULL);
+
+    path_in_tmp(path, sizeof path, "keep.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, NULL));
+    before = slurp(path, &nb);
+    TH_CHECK(name, before != NULL);
+#if !defined(_WIN32)
+    {
+        /* A write that fails half way (file size limit) must leave the old
+         * file as it was and no temporary file behind. */
+        static float big[1 << 18];
+        struct rlimit old, lim;
+        nncl_status s;
+        e.shape[0] = 1 << 18;
+        e.data = big;
+        signal(SIGXFSZ, SIG_IGN);
+        getrlimit(RLIMIT_FSIZE, &old);
+        lim = old;
+        lim.rlim_cur = 65536;
+        if (setrlimit(RLIMIT_FSIZE, &lim) == 0) {
+            s = nncl_safetensors_save(path, &e, 1, NULL);
+            setrlimit(RLIMIT_FSIZE, &old);
+            TH_CHECK(name, s == NNCL_ERR_IO);
+            TH_CHECK(name, strstr(nncl_last_error(NULL), "untouched") != NULL);
+            after = slurp(path, &na);
+            TH_CHECK(name, after && na == nb && memcmp(before, after, nb) == 0);
+            free(after);
+            TH_CHECK(name, count_temp_files() == 0);
+        } else {
+            th_skip("safetensors atomic write under a file size limit", "setrlimit failed");
+        }
+        /* Renaming onto a folder fails at the last step: cleaned up too. */
+        {
+            char dir[512];
+            path_in_tmp(dir, sizeof dir, "a_folder");
+            TH_CHECK(name, mkdir(dir, 0755) == 0);
+            e.shape[0] = 2;
+            e.data = x;
+            TH_CHECK(name, nncl_safetensors_save(dir, &e, 1, NULL) == NNCL_ERR_IO);
+            TH_CHECK(name, strstr(nncl_last_error(NULL), "rename") != NULL);
+            TH_CHECK(name, count_temp_files() == 0);
+            rmdir(dir);
+        }
+    }
+#endif
+    /* A good write replaces the file whole. */
+    {
+        float y[3] = {7, 8, 9};
+        nncl_safetensors *st = NULL;
+        e.shape[0] = 3;
+        e.data = y;
+        TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, NULL));
+        TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+        TH_CHECK(name, nncl_safetensors_count(st) == 1);
+        nncl_safetensors_free(st);
+    }
+    free(before);
+    th_pass(name);
+    return 0;
+}
+
+/* ------------------------------------------------------------ main */
+
+static void remove_tmpdir(void) {
+#if !defined(_WIN32)
+    DIR *d = opendir(tmpdir);
+    struct dirent *de;
+    char p[1024];
+    if (!d) return;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", tmpdir, de->d_name);
+        remove(p);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+#endif
+}
+
+int main(void) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/nncl-st-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        th_fail("safetensors setup", "mkdtemp %s failed", tmpdir);
+        return 1;
+    }
+    test_round_trip();
+    test_layout();
+    test_torch_bytes();
+    test_expect();
+    test_reference_files();
+    test_hostile();
+    test_unusual_valid();
+    test_file_errors();
+    test_save_arguments();
+    test_atomic();
+    remove_tmpdir();
+    return th_exit_code();
+}
