@@ -172,12 +172,10 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
         t->rate[i] = t->cfg.shares ? t->cfg.shares[i] : 1;
-        if (t->nd > 1) {
-            t->gbuf[i] = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
-            t->sbuf[i] = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
-            if (!t->gbuf[i] || !t->sbuf[i])
-                return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
-        }
+        t->gbuf[i] = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
+        t->sbuf[i] = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+        if (!t->gbuf[i] || !t->sbuf[i])
+            return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     }
     return NNCL_OK;
 }
@@ -374,6 +372,17 @@ NNCL_OMP(omp parallel for reduction(| : bad) schedule(static))
     return bad;
 }
 
+/* Processes training together: the MPI ranks when MPI is in use, else 1. */
+static int trainer_ranks(void) {
+    int size = 1;
+#ifdef NNCL_HAVE_MPI
+    int init = 0;
+    MPI_Initialized(&init);
+    if (init) MPI_Comm_size(MPI_COMM_WORLD, &size);
+#endif
+    return size;
+}
+
 #ifdef NNCL_HAVE_MPI
 /* Across ranks: every rank's average weighted by its batch; all ranks agree
  * on the total and on whether to skip. */
@@ -448,7 +457,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         int failed = 0;
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
         trainer_split(t, batch);
-        solo = trainer_n_alive(t) == 1;
+        solo = trainer_n_alive(t) == 1 && trainer_ranks() == 1; /* nothing to exchange */
         for (i = 0; i < t->nd; i++) t->dev_status[i] = NNCL_OK;
 NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
         for (i = 0; i < t->nd; i++) {
