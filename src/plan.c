@@ -407,6 +407,7 @@ nncl_status nncl__plan_backward(nncl__plan *p) {
         nncl_node *n = p->graph->nodes[p->bwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);
         if (d->backward) NNCL_TRY(d->backward(&p->x, n));
+        if (p->after_backward) NNCL_TRY(p->after_backward(p->after_user, i));
     }
     return NNCL_OK;
 }

@@ -18,6 +18,10 @@ typedef struct nncl__plan {
     size_t arena_floats, gemm_temp_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory the plan holds */
+    /* Called after the i-th backward op is queued (the trainer starts
+     * reading finished gradients from there); NULL: none. */
+    nncl_status (*after_backward)(void *user, int i);
+    void *after_user;
 } nncl__plan;
 
 /* Lays out the graph's parameters (trainable first, then frozen) and

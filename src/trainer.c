@@ -90,6 +90,7 @@ static void trainer_split(nncl_trainer *t, int batch) {
 void nncl_trainer_free(nncl_trainer *t) {
     int i;
     if (!t) return;
+    nncl__overlap_free(t);
     for (i = 0; i < t->nd; i++) {
         nncl__plan *p = t->plan ? t->plan[i] : NULL;
         if (p) {
@@ -263,6 +264,7 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     if (st == NNCL_OK && cfg->shares)
         for (i = 0; i < t->nd; i++) t->rate[i] = cfg->shares[i];
     if (st == NNCL_OK) st = trainer_devices(t);
+    if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
     if (st != NNCL_OK) {
         nncl_trainer_free(t);
         return st;
@@ -347,7 +349,9 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
     t->busy[i] = trainer_now() - t0;
     if (solo) return NNCL_OK;
-    if (g->n_trainable)
+    if (t->xfer) /* the gradients are on their way already */
+        NNCL_CL(t->ctx, clFinish(t->xfer[i]));
+    else if (g->n_trainable)
         NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gbuf[i], 0, NULL, NULL));
     if (g->n_state)
         NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->sbuf[i], 0, NULL, NULL));
@@ -458,6 +462,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
         trainer_split(t, batch);
         solo = trainer_n_alive(t) == 1 && trainer_ranks() == 1; /* nothing to exchange */
+        nncl__overlap_enable(t, !solo);
         for (i = 0; i < t->nd; i++) t->dev_status[i] = NNCL_OK;
 NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
         for (i = 0; i < t->nd; i++) {

@@ -29,7 +29,19 @@ struct nncl_trainer {
     int64_t tracked;           /* training batches seen (batch norm's num_batches_tracked) */
     int steps_since_balance;
     int fail_device, fail_step; /* tests: inject a failure (device index, step), -1: none */
+    /* Overlap: per device a transfer queue, and for every backward position
+     * the ranges of the gradient buffer that are final after it. */
+    cl_command_queue *xfer;
+    struct nncl__bucket *buckets;
+    int n_buckets;
+    struct nncl__overlap_ctx *octx;
 };
+
+/* Overlapped gradient read-back (overlap.c): set up once, switched on for
+ * exchange steps and off for solo and calibration passes. */
+nncl_status nncl__overlap_setup(nncl_trainer *t);
+void nncl__overlap_enable(nncl_trainer *t, int on);
+void nncl__overlap_free(nncl_trainer *t);
 
 /* Writes host parameters (n_params floats) and running statistics to every
  * live device. */

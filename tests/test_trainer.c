@@ -60,6 +60,8 @@ static nncl_status tt_train(nncl_trainer *t, tt_model *m, int from, int steps, i
     return NNCL_OK;
 }
 
+static int tt_overlap; /* trainers created with overlapped read-back */
+
 static nncl_trainer *tt_trainer(nncl_context *ctx, tt_model *m, const int *devs, int nd, const float *shares,
                                 nncl_optimizer opt) {
     nncl_train_config c = nncl_train_default();
@@ -70,6 +72,7 @@ static nncl_trainer *tt_trainer(nncl_context *ctx, tt_model *m, const int *devs,
     c.devices = devs;
     c.n_devices = nd;
     c.shares = shares;
+    c.overlap = tt_overlap;
     if (nncl_trainer_create(ctx, m->g, m->loss, &c, &t) != NNCL_OK) return NULL;
     return t;
 }
@@ -273,6 +276,10 @@ int main(int argc, char **argv) {
     test_parallel(ctx, NULL, "measured split", -1);
     test_parallel(ctx, uneven, "uneven split 3:1", -1);
     test_parallel(ctx, NULL, "device 1 fails at step 4", 4);
+    tt_overlap = 1;
+    test_parallel(ctx, uneven, "uneven split, gradients read back during backward", -1);
+    test_parallel(ctx, NULL, "overlapped read-back, device 1 fails at step 4", 4);
+    tt_overlap = 0;
     nncl_free(ctx);
     return th_exit_code();
 }

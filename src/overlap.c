@@ -1,0 +1,107 @@
+/* overlap.c - reading gradients back while backward still runs (the idea
+ * of bucketed all-reduce): a parameter's gradient is final once the last
+ * backward op that writes it is queued; from then on a second queue of the
+ * device copies it to the host, waiting only on that op, while earlier
+ * layers keep computing on the first queue. */
+#include "trainer.h"
+
+/* Gradient floats [off, off+count) are final after backward position pos. */
+struct nncl__bucket {
+    int pos;
+    size_t off, count;
+};
+
+struct nncl__overlap_ctx {
+    nncl_trainer *t;
+    int device;
+};
+
+/* Buckets from the plan's backward order: every trainable parameter goes to
+ * the position of its last writer; neighbours in the buffer that finish at
+ * the same position are merged into one read. */
+static nncl_status overlap_buckets(nncl_trainer *t) {
+    nncl__plan *p = t->plan[0];
+    nncl_graph *g = t->graph;
+    int i, k, j, n = 0;
+    t->buckets = (struct nncl__bucket *)nncl__calloc((size_t)g->n_nodes + 1, sizeof *t->buckets);
+    if (!t->buckets) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; i < g->n_nodes; i++) {
+        nncl_node *w = g->nodes[i];
+        int pos = -1;
+        if (w->op != NNCL_OP_PARAM || !w->trainable) continue;
+        for (j = 0; j < p->n_bwd; j++) {
+            nncl_node *c = g->nodes[p->bwd[j]];
+            for (k = 0; k < c->n_in; k++)
+                if (c->in[k] == w) pos = j;
+        }
+        if (pos < 0) continue; /* no gradient reaches it: nothing to read */
+        if (n && t->buckets[n - 1].pos == pos && t->buckets[n - 1].off + t->buckets[n - 1].count == w->param_off) {
+            t->buckets[n - 1].count += w->sample_numel;
+            continue;
+        }
+        t->buckets[n].pos = pos;
+        t->buckets[n].off = w->param_off;
+        t->buckets[n].count = w->sample_numel;
+        n++;
+    }
+    t->n_buckets = n;
+    return NNCL_OK;
+}
+
+static nncl_status overlap_after(void *user, int pos) {
+    struct nncl__overlap_ctx *o = (struct nncl__overlap_ctx *)user;
+    nncl_trainer *t = o->t;
+    nncl__plan *p = t->plan[o->device];
+    int b;
+    for (b = 0; b < t->n_buckets; b++) {
+        struct nncl__bucket *k = &t->buckets[b];
+        cl_event done;
+        cl_int err;
+        if (k->pos != pos) continue;
+        NNCL_CL(t->ctx, clEnqueueMarkerWithWaitList(p->x.dev->queue, 0, NULL, &done));
+        err = clEnqueueReadBuffer(t->xfer[o->device], p->x.grads, CL_FALSE, k->off * 4, k->count * 4,
+                                  t->gbuf[o->device] + k->off, 1, &done, NULL);
+        clReleaseEvent(done);
+        NNCL_CL_CHECK(t->ctx, err, "clEnqueueReadBuffer (gradient bucket)");
+        NNCL_CL(t->ctx, clFlush(t->xfer[o->device]));
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__overlap_setup(nncl_trainer *t) {
+    int i;
+    cl_int err;
+    t->xfer = (cl_command_queue *)nncl__calloc((size_t)t->nd, sizeof(cl_command_queue));
+    t->octx = (struct nncl__overlap_ctx *)nncl__calloc((size_t)t->nd, sizeof *t->octx);
+    if (!t->xfer || !t->octx) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    NNCL_TRY(overlap_buckets(t));
+    for (i = 0; i < t->nd; i++) {
+        nncl_device *dev = t->plan[i]->x.dev;
+        t->xfer[i] = clCreateCommandQueue(dev->cl_ctx, dev->id, 0, &err);
+        NNCL_CL_CHECK(t->ctx, err, "clCreateCommandQueue (transfer queue)");
+        t->octx[i].t = t;
+        t->octx[i].device = i;
+    }
+    return NNCL_OK;
+}
+
+void nncl__overlap_enable(nncl_trainer *t, int on) {
+    int i;
+    for (i = 0; i < t->nd && t->xfer; i++) {
+        t->plan[i]->after_backward = on ? overlap_after : NULL;
+        t->plan[i]->after_user = on ? &t->octx[i] : NULL;
+    }
+}
+
+void nncl__overlap_free(nncl_trainer *t) {
+    int i;
+    for (i = 0; t->xfer && i < t->nd; i++)
+        if (t->xfer[i]) {
+            clFinish(t->xfer[i]);
+            clReleaseCommandQueue(t->xfer[i]);
+        }
+    NNCL_FREE(t->xfer);
+    NNCL_FREE(t->octx);
+    NNCL_FREE(t->buckets);
+    t->xfer = NULL;
+}
