@@ -1,7 +1,22 @@
 /* elementwise.cl - binary ops with an optional row-vector broadcast, unary
- * activations and scaling. Every buffer argument comes with an element
- * offset, so the same kernels run on tensors and on slices of a plan's
- * arena. */
+ * activations, scaling and fill, the activations' backward rules and a
+ * generic accumulate (axpy).
+ * Argument order everywhere: buffers (each followed by its int element
+ * offset, so the kernels also run on slices of a plan's arena), inputs before
+ * the output; then sizes; then float parameters; then `acc` where present
+ * (1: add to the destination, 0: overwrite it without reading it). Global
+ * sizes are rounded up to the work-group size, so every kernel checks its
+ * bound (as size_t, so the padding never wraps to a negative index). */
+
+#define NNCL_SQRT1_2 0.70710678118654752f      /* 1/sqrt(2) */
+#define NNCL_INV_SQRT_2PI 0.39894228040143268f /* 1/sqrt(2 pi) */
+
+/* gelu through erfc rather than 1 + erf: no cancellation for negative x. */
+float nncl_gelu_fwd(float v) { return 0.5f * v * erfc(-v * NNCL_SQRT1_2); }
+/* d gelu / dx = Phi(x) + x phi(x) */
+float nncl_gelu_grad(float v) {
+    return 0.5f * erfc(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
+}
 
 /* out[i] = a[i] op b[i % bn]: bn == n for same-shape operands, bn == cols
  * for a row vector broadcast over rows. */
@@ -9,12 +24,111 @@
 __kernel void NAME(__global const float *a, int a_off,                       \
                    __global const float *b, int b_off, int bn,                \
                    __global float *out, int out_off, int n) {                 \
-    int i = get_global_id(0);                                                \
-    if (i < n) {                                                             \
-        float x = a[a_off + i], y = b[b_off + i % bn];                       \
+    size_t i = get_global_id(0);                                             \
+    if (i < (size_t)n) {                                                     \
+        float x = a[a_off + i], y = b[b_off + i % (size_t)bn];               \
         out[out_off + i] = EXPR;                                             \
     }                                                                        \
 }
 NNCL_BINARY(nncl_add_f32, x + y)
 NNCL_BINARY(nncl_sub_f32, x - y)
 NNCL_BINARY(nncl_mul_f32, x * y)
+
+/* y[i] = f(x[i]): (x, x_off, y, y_off, n). x and y may be the same. */
+#define NNCL_UNARY(NAME, EXPR)                                               \
+__kernel void NAME(__global const float *x, int x_off,                       \
+                   __global float *y, int y_off, int n) {                     \
+    size_t i = get_global_id(0);                                             \
+    if (i < (size_t)n) {                                                     \
+        float v = x[x_off + i];                                              \
+        y[y_off + i] = EXPR;                                                 \
+    }                                                                        \
+}
+/* The same with one float parameter p: (x, x_off, y, y_off, n, p). */
+#define NNCL_UNARY_P(NAME, EXPR)                                             \
+__kernel void NAME(__global const float *x, int x_off,                       \
+                   __global float *y, int y_off, int n, float p) {            \
+    size_t i = get_global_id(0);                                             \
+    if (i < (size_t)n) {                                                     \
+        float v = x[x_off + i];                                              \
+        y[y_off + i] = EXPR;                                                 \
+    }                                                                        \
+}
+/* v < 0 rather than max(v, 0): a NaN stays a NaN, as in PyTorch. */
+NNCL_UNARY(nncl_relu_f32, v < 0.0f ? 0.0f : v)
+NNCL_UNARY(nncl_sigmoid_f32, 1.0f / (1.0f + exp(-v)))
+NNCL_UNARY(nncl_tanh_f32, tanh(v))
+NNCL_UNARY(nncl_gelu_f32, nncl_gelu_fwd(v))
+NNCL_UNARY_P(nncl_scale_f32, p * v)          /* p: alpha */
+NNCL_UNARY_P(nncl_leaky_relu_f32, v < 0.0f ? p * v : v) /* p: slope */
+
+/* y[i] = value: (y, y_off, n, value) */
+__kernel void nncl_fill_f32(__global float *y, int y_off, int n, float value) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) y[y_off + i] = value;
+}
+
+/* y = acc * y + alpha * x: (x, x_off, y, y_off, n, alpha, acc). Gradient
+ * accumulation (acc 1) and scaled copies (acc 0). */
+__kernel void nncl_axpy_f32(__global const float *x, int x_off, __global float *y, int y_off, int n, float alpha,
+                            int acc) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) {
+        float d = alpha * x[x_off + i];
+        y[y_off + i] = acc ? y[y_off + i] + d : d;
+    }
+}
+
+/* dx = acc * dx + dy * f'(.) where f' is computed from v, the forward output
+ * y (relu, sigmoid, tanh) or input x (gelu, leaky relu):
+ * (dy, dy_off, v, v_off, dx, dx_off, n, acc). dx may be dy. */
+#define NNCL_BACKWARD(NAME, EXPR)                                            \
+__kernel void NAME(__global const float *dy, int dy_off,                     \
+                   __global const float *vbuf, int v_off,                    \
+                   __global float *dx, int dx_off, int n, int acc) {          \
+    size_t i = get_global_id(0);                                             \
+    if (i < (size_t)n) {                                                     \
+        float g = dy[dy_off + i], v = vbuf[v_off + i];                       \
+        float d = EXPR;                                                      \
+        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;                       \
+    }                                                                        \
+}
+NNCL_BACKWARD(nncl_relu_backward_f32, v > 0.0f ? g : 0.0f)       /* v = y */
+NNCL_BACKWARD(nncl_sigmoid_backward_f32, g * v * (1.0f - v))     /* v = y */
+NNCL_BACKWARD(nncl_tanh_backward_f32, g * (1.0f - v * v))        /* v = y */
+NNCL_BACKWARD(nncl_gelu_backward_f32, g * nncl_gelu_grad(v))     /* v = x */
+
+/* (dy, dy_off, x, x_off, dx, dx_off, n, slope, acc) */
+__kernel void nncl_leaky_relu_backward_f32(__global const float *dy, int dy_off, __global const float *x, int x_off,
+                                           __global float *dx, int dx_off, int n, float slope, int acc) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) {
+        float g = dy[dy_off + i];
+        float d = x[x_off + i] > 0.0f ? g : slope * g;
+        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+    }
+}
+
+/* Product rule for out = a * b[i % bn]: dx[i] (+)= dy[i] * other[i % on]
+ * (the gradient of a: other = b, on = bn; of a same-shape b: other = a). */
+__kernel void nncl_mul_backward_f32(__global const float *dy, int dy_off, __global const float *other, int o_off,
+                                    int on, __global float *dx, int dx_off, int n, int acc) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) {
+        float d = dy[dy_off + i] * other[o_off + i % (size_t)on];
+        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+    }
+}
+
+/* Gradient of a broadcast row vector b[cols] in out = a * b:
+ * db[c] (+)= sum over r of dy[r, c] a[r, c], one work-item per column. */
+__kernel void nncl_mul_bcast_grad_f32(__global const float *dy, int dy_off, __global const float *a, int a_off,
+                                      __global float *db, int db_off, int rows, int cols, int acc) {
+    size_t c = get_global_id(0);
+    if (c < (size_t)cols) {
+        float s = 0.0f;
+        int r;
+        for (r = 0; r < rows; r++) s += dy[dy_off + (size_t)r * cols + c] * a[a_off + (size_t)r * cols + c];
+        db[db_off + c] = acc ? db[db_off + c] + s : s;
+    }
+}

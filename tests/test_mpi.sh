@@ -13,7 +13,8 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
     exit 0
 fi
 b=$top/build-mpi
-${MAKE:-make} -s -C "$top" MPI=1 B="$b" lib >"$b.log" 2>&1 || { echo "FAIL mpi: MPI=1 build failed"; tail "$b.log"; exit 1; }
+mkdir -p "$b"
+${MAKE:-make} -s -C "$top" MPI=1 B="$b" lib >"$b/build.log" 2>&1 || { echo "FAIL mpi: MPI=1 build failed"; tail "$b/build.log"; exit 1; }
 mpicc -std=c99 -I"$top/include" -o "$b/mpi_train" "$top/tests/mpi/mpi_train.c" "$b/libnncl.a" \
     -fopenmp -lclblast -lOpenCL -lm -lpthread $(pkg-config --libs zlib 2>/dev/null || echo -lz) ||
     { echo "FAIL mpi: building mpi_train failed"; exit 1; }
