@@ -1,43 +1,127 @@
 /* eager.c - the public eager ops on tensors: argument and shape checks, then
- * one kernel launch on the tensors' device, without waiting. */
+ * one kernel launch on the tensors' device, without waiting. Kernels and
+ * their argument conventions: cl/elementwise.cl, cl/softmax.cl,
+ * cl/reduce.cl (offsets are 0: a tensor owns its buffer). */
 #include "internal.h"
 
-/* All of a call's tensors must be of ctx and on one device. */
-static nncl_status eager_same_device(nncl_context *ctx, const char *fn, const nncl_tensor *a, const nncl_tensor *b,
-                                     const nncl_tensor *out) {
-    if (a->device != out->device || (b && b->device != a->device))
-        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensors are on different devices", fn);
+static nncl_status eager_tensor(nncl_context *ctx, const char *fn, const nncl_tensor *t, const char *arg) {
+    if (!t) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensor argument %s is NULL", fn, arg);
+    if (t->ctx != ctx)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensor %s belongs to another context", fn, arg);
+    return NNCL_OK;
+}
+
+/* ctx given; x (named xname), b (when has_b) and out given, of ctx and on one
+ * device. */
+static nncl_status eager_check(nncl_context *ctx, const char *fn, const nncl_tensor *x, const char *xname,
+                               const nncl_tensor *b, int has_b, const nncl_tensor *out) {
+    if (!ctx) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    NNCL_TRY(eager_tensor(ctx, fn, x, xname));
+    if (has_b) NNCL_TRY(eager_tensor(ctx, fn, b, "b"));
+    NNCL_TRY(eager_tensor(ctx, fn, out, "out"));
+    if (has_b && b->device != x->device)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensors are on different devices (%s on %d, b on %d)", fn,
+                          xname, x->device, b->device);
+    if (out->device != x->device)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensors are on different devices (%s on %d, out on %d)",
+                          fn, xname, x->device, out->device);
+    return NNCL_OK;
+}
+
+/* Begins kernel `name` of cl/<family>.cl on x's device with x and offset 0
+ * as its first arguments. After the checks, so bad input builds nothing. */
+static nncl_status eager_kernel(nncl_context *ctx, const nncl_tensor *x, const char *family, const char *name,
+                                nncl__args *args) {
+    cl_kernel k;
+    NNCL_TRY(nncl__kernel(ctx, &ctx->devices[x->device], family, name, &k));
+    nncl__args_begin(args, ctx, k);
+    nncl__arg_mem(args, x->mem);
+    nncl__arg_int(args, 0);
+    return NNCL_OK;
+}
+
+static nncl_status eager_same_numel(nncl_context *ctx, const char *fn, const nncl_tensor *x, const char *xname,
+                                    const nncl_tensor *out) {
+    if (out->numel != x->numel)
+        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out has %zu elements, %s has %zu", fn, out->numel, xname, x->numel);
     return NNCL_OK;
 }
 
 static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *a,
                                 const nncl_tensor *b, nncl_tensor *out) {
-    nncl_device *dev;
-    cl_kernel k;
     nncl__args args;
     int cols;
-    NNCL_TRY(nncl__check_tensor(ctx, a, "a"));
-    NNCL_TRY(nncl__check_tensor(ctx, b, "b"));
-    NNCL_TRY(nncl__check_tensor(ctx, out, "out"));
-    NNCL_TRY(eager_same_device(ctx, fn, a, b, out));
+    NNCL_TRY(eager_check(ctx, fn, a, "a", b, 1, out));
+    NNCL_TRY(eager_same_numel(ctx, fn, a, "a", out));
     cols = a->shape[a->ndim - 1];
-    if (out->numel != a->numel)
-        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out has %zu elements, a has %zu", fn, out->numel, a->numel);
     if (b->numel != a->numel && !(b->ndim == 1 && b->shape[0] == cols))
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b has %zu elements; it must match a (%zu) or be a row vector [%d]", fn,
                           b->numel, a->numel, cols);
-    dev = &ctx->devices[a->device];
-    NNCL_TRY(nncl__kernel(ctx, dev, "elementwise", kernel, &k));
-    nncl__args_begin(&args, ctx, k);
-    nncl__arg_mem(&args, a->mem);
-    nncl__arg_int(&args, 0);
+    NNCL_TRY(eager_kernel(ctx, a, "elementwise", kernel, &args));
     nncl__arg_mem(&args, b->mem);
     nncl__arg_int(&args, 0);
     nncl__arg_int(&args, (int)b->numel);
     nncl__arg_mem(&args, out->mem);
     nncl__arg_int(&args, 0);
     nncl__arg_int(&args, (int)a->numel);
-    return nncl__launch_1d(&args, dev, a->numel);
+    return nncl__launch_1d(&args, &ctx->devices[a->device], a->numel);
+}
+
+/* out = f(x) elementwise; param, when given, is the kernel's float p. */
+static nncl_status eager_unary(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *x,
+                               const float *param, nncl_tensor *out) {
+    nncl__args args;
+    NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
+    NNCL_TRY(eager_same_numel(ctx, fn, x, "x", out));
+    NNCL_TRY(eager_kernel(ctx, x, "elementwise", kernel, &args));
+    nncl__arg_mem(&args, out->mem);
+    nncl__arg_int(&args, 0);
+    nncl__arg_int(&args, (int)x->numel);
+    if (param) nncl__arg_float(&args, *param);
+    return nncl__launch_1d(&args, &ctx->devices[x->device], x->numel);
+}
+
+/* Row-wise over the last dimension, x viewed as [numel/cols, cols]. */
+static nncl_status eager_softmax(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *x,
+                                 nncl_tensor *out) {
+    nncl__args args;
+    size_t cols;
+    NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
+    NNCL_TRY(eager_same_numel(ctx, fn, x, "x", out));
+    cols = (size_t)x->shape[x->ndim - 1];
+    NNCL_TRY(eager_kernel(ctx, x, "softmax", kernel, &args));
+    nncl__arg_mem(&args, out->mem);
+    nncl__arg_int(&args, 0);
+    nncl__arg_int(&args, (int)(x->numel / cols));
+    nncl__arg_int(&args, (int)cols);
+    return nncl__launch_rows(&args, &ctx->devices[x->device], x->numel / cols, cols);
+}
+
+static nncl_status eager_sum(nncl_context *ctx, const char *fn, const nncl_tensor *x, int axis, int mean,
+                             nncl_tensor *out) {
+    nncl__args args;
+    size_t rows, cols, want;
+    nncl_device *dev;
+    NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
+    if (axis != 0 && axis != 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: axis is %d; it must be 0 (over rows) or 1 (over columns)",
+                          fn, axis);
+    if (x->ndim != 2) return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: x has %d dimensions; it must be 2-D", fn, x->ndim);
+    rows = (size_t)x->shape[0];
+    cols = (size_t)x->shape[1];
+    want = axis ? rows : cols;
+    if (out->numel != want)
+        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out has %zu elements; axis %d of x [%zu,%zu] needs %zu", fn,
+                          out->numel, axis, rows, cols, want);
+    NNCL_TRY(eager_kernel(ctx, x, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &args));
+    nncl__arg_mem(&args, out->mem);
+    nncl__arg_int(&args, 0);
+    nncl__arg_int(&args, (int)rows);
+    nncl__arg_int(&args, (int)cols);
+    nncl__arg_float(&args, mean ? (float)(1.0 / (double)(axis ? cols : rows)) : 1.0f);
+    nncl__arg_int(&args, 0);
+    dev = &ctx->devices[x->device];
+    return axis ? nncl__launch_rows(&args, dev, rows, cols) : nncl__launch_cols(&args, dev, rows, cols);
 }
 
 nncl_status nncl_add(nncl_context *ctx, const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *out) {
@@ -48,4 +132,31 @@ nncl_status nncl_sub(nncl_context *ctx, const nncl_tensor *a, const nncl_tensor 
 }
 nncl_status nncl_mul(nncl_context *ctx, const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *out) {
     return eager_binary(ctx, "nncl_mul", "nncl_mul_f32", a, b, out);
+}
+nncl_status nncl_scale(nncl_context *ctx, const nncl_tensor *x, float alpha, nncl_tensor *out) {
+    return eager_unary(ctx, "nncl_scale", "nncl_scale_f32", x, &alpha, out);
+}
+nncl_status nncl_relu(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
+    return eager_unary(ctx, "nncl_relu", "nncl_relu_f32", x, NULL, out);
+}
+nncl_status nncl_sigmoid(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
+    return eager_unary(ctx, "nncl_sigmoid", "nncl_sigmoid_f32", x, NULL, out);
+}
+nncl_status nncl_tanh(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
+    return eager_unary(ctx, "nncl_tanh", "nncl_tanh_f32", x, NULL, out);
+}
+nncl_status nncl_gelu(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
+    return eager_unary(ctx, "nncl_gelu", "nncl_gelu_f32", x, NULL, out);
+}
+nncl_status nncl_softmax(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
+    return eager_softmax(ctx, "nncl_softmax", "nncl_softmax_f32", x, out);
+}
+nncl_status nncl_log_softmax(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
+    return eager_softmax(ctx, "nncl_log_softmax", "nncl_log_softmax_f32", x, out);
+}
+nncl_status nncl_sum(nncl_context *ctx, const nncl_tensor *x, int axis, nncl_tensor *out) {
+    return eager_sum(ctx, "nncl_sum", x, axis, 0, out);
+}
+nncl_status nncl_mean(nncl_context *ctx, const nncl_tensor *x, int axis, nncl_tensor *out) {
+    return eager_sum(ctx, "nncl_mean", x, axis, 1, out);
 }

@@ -106,10 +106,12 @@ nncl_status nncl_tensor_read(const nncl_tensor *t, float *dst, size_t count) {
 }
 nncl_status nncl_tensor_write_async(nncl_tensor *t, const float *src, size_t count, nncl_event **done) {
     if (!done) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_write_async: done is NULL");
+    *done = NULL; /* also on failure: the caller may free it unconditionally */
     return tensor_transfer(t, (void *)src, count, 1, done, "nncl_tensor_write_async");
 }
 nncl_status nncl_tensor_read_async(const nncl_tensor *t, float *dst, size_t count, nncl_event **done) {
     if (!done) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_read_async: done is NULL");
+    *done = NULL;
     return tensor_transfer(t, dst, count, 0, done, "nncl_tensor_read_async");
 }
 

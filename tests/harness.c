@@ -10,7 +10,7 @@ static int n_failed;
 
 static void th_log(void *user, int level, const char *msg) {
     (void)user;
-    printf("# nncl %s: %s\n", level == NNCL_LOG_ERROR ? "error" : "warning", msg);
+    if (level == NNCL_LOG_WARN) printf("# nncl warning: %s\n", msg); /* errors are checked by status */
 }
 
 nncl_context *th_context(void) {
