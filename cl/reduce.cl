@@ -16,8 +16,9 @@ void nncl_red_kahan(float *sum, float *comp, float v) {
     *sum = t;
 }
 
-/* Tree sum over dimension 1 of the group (lanes ly) for each column lx:
- * buf[lane * nx + col]. Every work-item calls it; any sizes. */
+/* Sums v over the ny lanes of each of the nx columns of a group, in a tree
+ * (buf[lane * nx + col]); returns the column's total. Every work-item must
+ * call it; any ny, also not a power of two. */
 float nncl_red_tree(__local float *buf, float v, int col, int lane, int nx, int ny) {
     int s = ny;
     buf[lane * nx + col] = v;

@@ -20,8 +20,8 @@ static nncl_status eager_check(nncl_context *ctx, const char *fn, const nncl_ten
     if (has_b) NNCL_TRY(eager_tensor(ctx, fn, b, "b"));
     NNCL_TRY(eager_tensor(ctx, fn, out, "out"));
     if (has_b && b->device != x->device)
-        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensors are on different devices (%s on %d, b on %d)", fn,
-                          xname, x->device, b->device);
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensors are on different devices (%s on %d, b on %d)",
+                          fn, xname, x->device, b->device);
     if (out->device != x->device)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensors are on different devices (%s on %d, out on %d)",
                           fn, xname, x->device, out->device);
@@ -55,8 +55,8 @@ static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *k
     NNCL_TRY(eager_same_numel(ctx, fn, a, "a", out));
     cols = a->shape[a->ndim - 1];
     if (b->numel != a->numel && !(b->ndim == 1 && b->shape[0] == cols))
-        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b has %zu elements; it must match a (%zu) or be a row vector [%d]", fn,
-                          b->numel, a->numel, cols);
+        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b has %zu elements; it must match a (%zu) or be a row vector [%d]",
+                          fn, b->numel, a->numel, cols);
     NNCL_TRY(eager_kernel(ctx, a, "elementwise", kernel, &args));
     nncl__arg_mem(&args, b->mem);
     nncl__arg_int(&args, 0);
@@ -104,8 +104,8 @@ static nncl_status eager_sum(nncl_context *ctx, const char *fn, const nncl_tenso
     nncl_device *dev;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     if (axis != 0 && axis != 1)
-        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: axis is %d; it must be 0 (over rows) or 1 (over columns)",
-                          fn, axis);
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "%s: axis is %d; it must be 0 (over rows) or 1 (over columns)", fn, axis);
     if (x->ndim != 2) return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: x has %d dimensions; it must be 2-D", fn, x->ndim);
     rows = (size_t)x->shape[0];
     cols = (size_t)x->shape[1];

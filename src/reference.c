@@ -82,7 +82,8 @@ void nncl__ref_gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, doub
     for (i = 0; i < m; i++)
         for (j = 0; j < n; j++) {
             double s = 0;
-            for (p = 0; p < k; p++) s += (trans_a ? a[p * m + i] : a[i * k + p]) * (trans_b ? b[j * k + p] : b[p * n + j]);
+            for (p = 0; p < k; p++)
+                s += (trans_a ? a[p * m + i] : a[i * k + p]) * (trans_b ? b[j * k + p] : b[p * n + j]);
             c[i * n + j] = alpha * s + beta * c0[i * n + j];
         }
 }

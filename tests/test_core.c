@@ -1,6 +1,7 @@
 /* test_core.c - devices, selection, tensors and transfers on every device
  * present, and the GEMM through CLBlast against a double reference. */
 #include "harness.h"
+#include "reference.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,21 +82,6 @@ static int test_transfer(nncl_context *ctx, int d) {
     return 0;
 }
 
-static void ref_gemm(int ta, int tb, int m, int n, int k, double alpha, const float *a, const float *b, double beta,
-                     const float *c0, double *c) {
-    int i, j, p;
-    for (i = 0; i < m; i++)
-        for (j = 0; j < n; j++) {
-            double s = 0;
-            for (p = 0; p < k; p++) {
-                double x = ta ? a[p * m + i] : a[i * k + p];
-                double y = tb ? b[j * k + p] : b[p * n + j];
-                s += x * y;
-            }
-            c[i * n + j] = alpha * s + beta * c0[i * n + j];
-        }
-}
-
 static int test_gemm(nncl_context *ctx, int d, int m, int n, int k, int ta, int tb) {
     char name[200];
     int sa[2], sb[2], sc[2];
@@ -113,7 +99,15 @@ static int test_gemm(nncl_context *ctx, int d, int m, int n, int k, int ta, int 
     th_fill_uniform(a, (size_t)m * k, -1, 1, &seed);
     th_fill_uniform(b, (size_t)k * n, -1, 1, &seed);
     th_fill_uniform(c0, (size_t)m * n, -1, 1, &seed);
-    ref_gemm(ta, tb, m, n, k, 0.75, a, b, 0.5, c0, want);
+    {
+        size_t i, na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+        double *ad = (double *)malloc(sizeof(double) * (na + nb + nc));
+        for (i = 0; i < na; i++) ad[i] = a[i];
+        for (i = 0; i < nb; i++) ad[na + i] = b[i];
+        for (i = 0; i < nc; i++) ad[na + nb + i] = c0[i];
+        nncl__ref_gemm(ta, tb, (size_t)m, (size_t)n, (size_t)k, 0.75, ad, ad + na, 0.5, ad + na + nb, want);
+        free(ad);
+    }
     sa[0] = ta ? k : m; sa[1] = ta ? m : k;
     sb[0] = tb ? n : k; sb[1] = tb ? k : n;
     sc[0] = m; sc[1] = n;

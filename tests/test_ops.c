@@ -183,8 +183,10 @@ static int test_softmax(nncl_context *ctx, int d, int log_sm, int ndim, const in
     int bad;
     snprintf(name, sizeof name, "%s %s %s %s", log_sm ? "log_softmax" : "softmax", th_device_label(ctx, d),
              ops_shape_str(ndim, shape), ranges[range]);
-    th_fill_uniform(x, n, range == 1 ? -100.0f : range == 2 ? -3.0f : -5.0f, range == 1 ? 100.0f : range == 2 ? 3.0f : 5.0f,
-                    &seed);
+    {
+        float half = range == 1 ? 100.0f : range == 2 ? 3.0f : 5.0f;
+        th_fill_uniform(x, n, -half, half, &seed);
+    }
     if (range == 2)
         for (i = 0; i < n; i++) x[i] += 1000.0f;
     xd = ops_dup(x, n);
@@ -212,7 +214,8 @@ static int test_sum(nncl_context *ctx, int d, int mean, int rows, int cols, int 
     int mm = (int)m, bad;
     shape[0] = rows;
     shape[1] = cols;
-    snprintf(name, sizeof name, "%s %s %dx%d axis %d", mean ? "mean" : "sum", th_device_label(ctx, d), rows, cols, axis);
+    snprintf(name, sizeof name, "%s %s %dx%d axis %d", mean ? "mean" : "sum", th_device_label(ctx, d), rows, cols,
+             axis);
     /* positive values: the sums grow with the count, so rounding accumulates */
     th_fill_uniform(x, n, 0.5f, 1.5f, &seed);
     xd = ops_dup(x, n);
@@ -595,7 +598,8 @@ static int test_sum_kernel(nncl_context *ctx, int d, size_t rows, size_t cols, i
     nncl__arg_float(&a, alpha);
     nncl__arg_int(&a, acc);
     TH_OK(name, ctx,
-          axis ? nncl__launch_rows(&a, &ctx->devices[d], rows, cols) : nncl__launch_cols(&a, &ctx->devices[d], rows, cols));
+          axis ? nncl__launch_rows(&a, &ctx->devices[d], rows, cols)
+               : nncl__launch_cols(&a, &ctx->devices[d], rows, cols));
     bad = ops_slice_check(name, ctx, &so, want, OPS_TOL);
     nncl_tensor_free(sx.t);
     nncl_tensor_free(so.t);
@@ -611,7 +615,9 @@ static void run_device(nncl_context *ctx, int d) {
         const char *name;
         ops_binary_fn fn;
         ops_binary_ref ref;
-    } binaries[] = {{"add", nncl_add, nncl__ref_add}, {"sub", nncl_sub, nncl__ref_sub}, {"mul", nncl_mul, nncl__ref_mul}};
+    } binaries[] = {{"add", nncl_add, nncl__ref_add},
+                    {"sub", nncl_sub, nncl__ref_sub},
+                    {"mul", nncl_mul, nncl__ref_mul}};
     static const int sums[][2] = {{1, 1}, {3, 1}, {1, 1000}, {17, 33}, {1000, 7}, {7, 1000}, {4000, 33}, {200000, 3},
                                   {3, 200000}};
     static const size_t sizes[] = {1, 7, 1000, 17 * 33};
@@ -625,7 +631,8 @@ static void run_device(nncl_context *ctx, int d) {
             test_binary(ctx, d, binaries[k].name, binaries[k].fn, binaries[k].ref, ndim, shape, 0);
             test_binary(ctx, d, binaries[k].name, binaries[k].fn, binaries[k].ref, ndim, shape, 1);
         }
-        for (k = 0; k < sizeof ops_unaries / sizeof ops_unaries[0]; k++) test_unary(ctx, d, &ops_unaries[k], ndim, shape);
+        for (k = 0; k < sizeof ops_unaries / sizeof ops_unaries[0]; k++)
+            test_unary(ctx, d, &ops_unaries[k], ndim, shape);
         for (k = 0; k < 3; k++) {
             test_softmax(ctx, d, 0, ndim, shape, (int)k);
             test_softmax(ctx, d, 1, ndim, shape, (int)k);
