@@ -164,4 +164,13 @@ int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
 nncl_status nncl__kbegin(nncl__exec *x, const char *family, const char *name, nncl__args *a);
 void nncl__arg_view(nncl__args *a, nncl__view v);  /* the buffer, then the offset as int */
 
+/* Launch helpers of op_dense.c that linear and conv2d share (cl/dense.cl).
+ * y viewed as [rows, cols, inner] (inner 1 for linear, H*W for NCHW):
+ * y = act(y + b[col]) in place over n elements (bias may be NULL). */
+nncl_status nncl__bias_act(nncl__exec *x, nncl__view y, const nncl_node *bias, int cols, int inner, size_t n, int act);
+/* dy *= act'(y) in place over n elements, from the activation's output y. */
+nncl_status nncl__act_backward_inplace(nncl__exec *x, nncl__view dy, nncl__view y, size_t n, int act);
+/* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
+nncl_status nncl__bias_grad(nncl__exec *x, nncl__view dy, int rows, int cols, int inner, nncl__view db, int acc);
+
 #endif /* NNCL_GRAPH_H */

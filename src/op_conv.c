@@ -1,0 +1,467 @@
+/* op_conv.c - 2-D convolution, NCHW, square kernel, as im2col + CLBlast GEMM
+ * over chunks of samples, with bias and fused activation by the dense
+ * helpers. Nothing is kept from forward to backward: backward recomputes
+ * the column matrix, so a conv layer costs no memory beyond x, y and dy.
+ *
+ * Node: in[0] x [B,C,H,W], in[1] NAME.weight [O,C,k,k], optional in[2]
+ * NAME.bias [O]. iattr: [0] kernel k, [1] stride, [2] padding, [3] nncl_act.
+ * y [B,O,OH,OW], OH = (H + 2 pad - k) / stride + 1 (floor, as PyTorch).
+ *
+ * Algorithm, per chunk of S samples (N = S*OH*OW columns, ckk = C*k*k):
+ *   forward   col[ckk,N] = im2col(x);  Y'[O,N] = W col;  y = reorder(Y')
+ *             then y = act(y + b) over the whole batch;
+ *   backward  dy *= act'(y) in place; db = sums of dy; dY' = reorder(dy);
+ *             dW (+)= dY' col^T (col recomputed); col = W^T dY';
+ *             dx (+)= col2im(col).
+ * With S == 1 the GEMM layout is NCHW already: the GEMMs read and write y,
+ * dy and (for a 1x1, stride 1, unpadded kernel) x in place, without Y' or
+ * the reorders, and a pointwise kernel needs no im2col at all.
+ *
+ * Workspace: col and Y' live at the END of the plan's CLBlast temporary
+ * buffer (x->gemm_temp), whose start CLBlast uses for its own padded copies
+ * during each GEMM; prepare reports CLBlast's bound plus ours. S is chosen
+ * so that both together, (ckk + O)*OH*OW floats per sample plus CLBlast's
+ * share, fit in 1/8 of the plan's activation arena (at least 64 Ki floats):
+ * the workspace stays a small fraction of the activations however large
+ * the batch, and the batch still goes through a few large GEMMs. */
+#include "graph.h"
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+#define CONV_WS_DIV 8         /* the workspace may take 1/8 of the arena... */
+#define CONV_WS_FLOOR 65536   /* ...or this many floats, whichever is more */
+#define CONV_ALIGN 16         /* floats: where the workspace starts */
+
+typedef struct conv_dims {
+    int B, C, H, W, O, k, st, pad, OH, OW, act;
+    size_t ckk, ohw;  /* rows of the column matrix; output pixels per plane */
+    int pointwise;    /* 1x1, stride 1, no padding: x is its own column matrix */
+} conv_dims;
+
+static void conv_dims_of(const nncl_node *n, int batch, conv_dims *d) {
+    const nncl_node *xin = n->in[0];
+    d->C = xin->shape[1];
+    d->H = xin->shape[2];
+    d->W = xin->shape[3];
+    d->O = n->shape[1];
+    d->OH = n->shape[2];
+    d->OW = n->shape[3];
+    d->k = n->iattr[0];
+    d->st = n->iattr[1];
+    d->pad = n->iattr[2];
+    d->act = n->iattr[3];
+    d->ckk = (size_t)d->C * (size_t)d->k * (size_t)d->k;
+    d->ohw = (size_t)d->OH * (size_t)d->OW;
+    d->pointwise = d->k == 1 && d->st == 1 && d->pad == 0;
+    d->B = (int)(nncl__numel(xin, batch) / ((size_t)d->C * (size_t)d->H * (size_t)d->W));
+}
+
+/* ------------------------------------------------------------- shape */
+
+static int conv_out_size(int in, int k, int st, int pad) { return (in + 2 * pad - k) / st + 1; }
+
+/* What the builder can check before creating parameters, and the shape rule
+ * again: a 4-D input, sane attributes, a kernel within the padded input. */
+static nncl_status conv_check_input(nncl_graph *g, const char *name, const nncl_node *xin, int out_ch, int k, int st,
+                                    int pad, int act) {
+    char s1[64];
+    size_t ckk, ohw, per;
+    if (xin->ndim != 4)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": input %s must be 4-D [B,C,H,W]", name,
+                                 nncl__shape_str(xin, s1, sizeof s1));
+    if (out_ch <= 0 || k <= 0 || st <= 0 || pad < 0 || act < (int)NNCL_ACT_NONE || act > (int)NNCL_ACT_TANH)
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT,
+                                 "conv2d \"%s\": needs out_channels, kernel, stride > 0, padding >= 0 and a known act; "
+                                 "got %d, %d, %d, %d, act %d",
+                                 name, out_ch, k, st, pad, act);
+    if (xin->shape[2] + 2 * pad < k || xin->shape[3] + 2 * pad < k)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": kernel %d is larger than input %s padded by %d",
+                                 name, k, nncl__shape_str(xin, s1, sizeof s1), pad);
+    /* the kernels index a chunk's columns with int */
+    ohw = (size_t)conv_out_size(xin->shape[2], k, st, pad) * (size_t)conv_out_size(xin->shape[3], k, st, pad);
+    if (nncl__mul_overflow((size_t)xin->shape[1], (size_t)k * (size_t)k, &ckk) || nncl__add_overflow(ckk, (size_t)out_ch, &per) ||
+        nncl__mul_overflow(per, ohw, &per) || per > (size_t)INT_MAX)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": input %s with kernel %d and %d outputs is too large",
+                                 name, nncl__shape_str(xin, s1, sizeof s1), k, out_ch);
+    return NNCL_OK;
+}
+
+static nncl_status conv_shape(nncl_graph *g, nncl_node *n) {
+    const nncl_node *xin = n->in[0], *w = n->n_in > 1 ? n->in[1] : NULL, *b = n->n_in > 2 ? n->in[2] : NULL;
+    char s1[64], s2[64], s3[64];
+    int k = n->iattr[0], O;
+    if (!w || n->n_in > 3)
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "conv2d \"%s\": needs x, weight and an optional bias",
+                                 n->name);
+    O = w->ndim >= 1 ? w->shape[0] : 0;
+    NNCL_TRY(conv_check_input(g, n->name, xin, O, k, n->iattr[1], n->iattr[2], n->iattr[3]));
+    if (w->batched || w->ndim != 4 || w->shape[1] != xin->shape[1] || w->shape[2] != k || w->shape[3] != k)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": input %s does not fit weight %s (want [O,%d,%d,%d])",
+                                 n->name, nncl__shape_str(xin, s1, sizeof s1), nncl__shape_str(w, s2, sizeof s2),
+                                 xin->shape[1], k, k);
+    if (b && (b->batched || b->ndim != 1 || b->shape[0] != O))
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": bias %s does not fit weight %s (want [%d])", n->name,
+                                 nncl__shape_str(b, s3, sizeof s3), nncl__shape_str(w, s2, sizeof s2), O);
+    n->batched = xin->batched;
+    n->ndim = 4;
+    n->shape[0] = xin->shape[0];
+    n->shape[1] = O;
+    n->shape[2] = conv_out_size(xin->shape[2], k, n->iattr[1], n->iattr[2]);
+    n->shape[3] = conv_out_size(xin->shape[3], k, n->iattr[1], n->iattr[2]);
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- workspace */
+
+static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a, size_t lda,
+                          nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta, cl_mem temp) {
+    memset(g, 0, sizeof *g);
+    g->trans_a = ta;
+    g->trans_b = tb;
+    g->m = m; g->n = nn; g->k = k;
+    g->alpha = 1.0f;
+    g->beta = beta;
+    g->a = a.mem; g->a_off = a.off; g->lda = lda;
+    g->b = b.mem; g->b_off = b.off; g->ldb = ldb;
+    g->c = c.mem; g->c_off = c.off; g->ldc = ldc;
+    g->temp = temp;
+}
+
+/* CLBlast's temporary floats for the GEMMs of chunks of S samples, with
+ * offsets of 1 so that every matrix counts as needing a padded copy: a
+ * bound for any offsets, and never smaller for a larger S. */
+static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const conv_dims *d, size_t S, size_t *floats) {
+    nncl__gemm_args g;
+    nncl__view one;
+    size_t N = S * d->ohw, t = 0, most = 0;
+    one.mem = NULL;
+    one.off = 1;
+    conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL);
+    NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &most));
+    if (nncl__need_grad(x, n, 1)) {
+        conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL);
+        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &t));
+        if (t > most) most = t;
+    }
+    if (nncl__need_grad(x, n, 0)) {
+        conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL);
+        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &t));
+        if (t > most) most = t;
+    }
+    *floats = (most + sizeof(float) - 1) / sizeof(float);
+    return NNCL_OK;
+}
+
+/* Samples per GEMM (S) for the exec's batch. The budget, our floats per
+ * sample and CLBlast's per sample (measured at the largest S the budget
+ * could hold, where its padding weighs least) depend on the node, the
+ * device and the arena only, not on the batch: S = min(batch, cap) never
+ * grows when the batch shrinks, so the workspace sized at prepare (largest
+ * batch) holds every later step. Where CLBlast switches to its direct GEMM
+ * (no temporary) below that largest S, S comes out smaller than needed,
+ * never larger. */
+static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const conv_dims *d, int *chunk) {
+    size_t arena = 0, budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap;
+    cl_mem m = nncl__val(x, n).mem;
+    if (m) NNCL_CL(x->ctx, clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof arena, &arena, NULL));
+    budget = arena / sizeof(float) / CONV_WS_DIV;
+    if (budget < CONV_WS_FLOOR) budget = CONV_WS_FLOOR;
+    if (budget > (size_t)INT_MAX) budget = (size_t)INT_MAX;
+    probe = budget / per;
+    if (probe < 1) probe = 1;
+    NNCL_TRY(conv_temp(x, n, d, probe, &tp));
+    cap = budget / (per + (tp + probe - 1) / probe);
+    if (cap < 1) cap = 1;
+    *chunk = cap < (size_t)d->B ? (int)cap : d->B;
+    if (*chunk < 1) *chunk = 1;
+    return NNCL_OK;
+}
+
+/* Floats of workspace for chunks of S samples: col and Y' (only col, or
+ * nothing for a pointwise kernel, when S is 1). */
+static size_t conv_ws_floats(const conv_dims *d, int S) {
+    if (S > 1) return (size_t)S * (d->ckk + (size_t)d->O) * d->ohw;
+    return d->pointwise ? 0 : d->ckk * d->ohw;
+}
+
+/* col at the end of the workspace buffer, Y' after its S*ckk*ohw floats. */
+static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const conv_dims *d, int S, nncl__view *col,
+                           nncl__view *gout) {
+    size_t bytes = 0, floats = conv_ws_floats(d, S), total;
+    col->mem = gout->mem = x->gemm_temp;
+    col->off = gout->off = 0;
+    if (!floats) return NNCL_OK;
+    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
+    total = bytes / sizeof(float);
+    if (total < floats + CONV_ALIGN)
+        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
+                          n->name, total, floats + CONV_ALIGN);
+    col->off = (total - floats) / CONV_ALIGN * CONV_ALIGN;
+    gout->off = col->off + (size_t)S * d->ckk * d->ohw;
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- launches */
+
+static nncl_status conv_gemm(nncl__exec *x, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a, size_t lda,
+                             nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta) {
+    nncl__gemm_args g;
+    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, x->gemm_temp);
+    return nncl__sgemm(x->ctx, x->dev, &g);
+}
+
+static nncl_status conv_im2col(nncl__exec *x, const conv_dims *d, nncl__view xs, int S, nncl__view col) {
+    nncl__args a;
+    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_im2col_f32", &a));
+    nncl__arg_view(&a, xs);
+    nncl__arg_view(&a, col);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
+    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, S);
+    return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
+}
+
+static nncl_status conv_col2im(nncl__exec *x, const conv_dims *d, nncl__view col, int S, nncl__view dxs, int acc) {
+    nncl__args a;
+    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_col2im_f32", &a));
+    nncl__arg_view(&a, col);
+    nncl__arg_view(&a, dxs);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
+    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, S);
+    nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
+}
+
+static nncl_status conv_reorder(nncl__exec *x, const conv_dims *d, nncl__view nchw, nncl__view gl, int S, int to_nchw) {
+    nncl__args a;
+    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_reorder_f32", &a));
+    nncl__arg_view(&a, nchw);
+    nncl__arg_view(&a, gl);
+    nncl__arg_int(&a, d->O);
+    nncl__arg_int(&a, (int)d->ohw);
+    nncl__arg_int(&a, S);
+    nncl__arg_int(&a, to_nchw);
+    return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->O * d->ohw);
+}
+
+static nncl__view conv_at(nncl__view v, size_t off) {
+    v.off += off;
+    return v;
+}
+
+/* ------------------------------------------------------------- device */
+
+static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    static const char *const kernels[3] = {"nncl_im2col_f32", "nncl_col2im_f32", "nncl_conv_reorder_f32"};
+    static const char *const dense[3] = {"nncl_bias_act_f32", "nncl_act_backward_inplace_f32", "nncl_bias_grad_f32"};
+    conv_dims d;
+    size_t temp, ws;
+    int S, i;
+    cl_kernel k;
+    conv_dims_of(n, x->batch, &d);
+    NNCL_TRY(conv_chunk(x, n, &d, &S));
+    NNCL_TRY(conv_temp(x, n, &d, (size_t)S, &temp));
+    ws = conv_ws_floats(&d, S);
+    *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
+    for (i = 0; i < 3; i++) {
+        NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", kernels[i], &k));
+        NNCL_TRY(nncl__kernel(x->ctx, x->dev, "dense", dense[i], &k));
+    }
+    return NNCL_OK;
+}
+
+static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
+    conv_dims d;
+    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n), col, gout;
+    size_t xs_n, ys_n;
+    int S, s0;
+    conv_dims_of(n, x->batch, &d);
+    NNCL_TRY(conv_chunk(x, n, &d, &S));
+    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
+    xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
+    ys_n = (size_t)d.O * d.ohw;
+    for (s0 = 0; s0 < d.B; s0 += S) {
+        int ns = d.B - s0 < S ? d.B - s0 : S;
+        nncl__view xs = conv_at(xv, (size_t)s0 * xs_n), ys = conv_at(y, (size_t)s0 * ys_n);
+        size_t N = (size_t)ns * d.ohw;
+        if (S == 1) { /* the GEMM writes the sample's NCHW planes directly */
+            nncl__view b = xs;
+            if (!d.pointwise) {
+                NNCL_TRY(conv_im2col(x, &d, xs, 1, col));
+                b = col;
+            }
+            NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f));
+        } else {
+            NNCL_TRY(conv_im2col(x, &d, xs, ns, col));
+            NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f));
+            NNCL_TRY(conv_reorder(x, &d, ys, gout, ns, 1));
+        }
+    }
+    return nncl__bias_act(x, y, n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw, (size_t)d.B * ys_n, d.act);
+}
+
+static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
+    conv_dims d;
+    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), dy = nncl__grd(x, n), col, gout, dx, dw;
+    size_t xs_n, ys_n;
+    int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
+    conv_dims_of(n, x->batch, &d);
+    xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
+    ys_n = (size_t)d.O * d.ohw;
+    NNCL_TRY(nncl__act_backward_inplace(x, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
+    if (n->n_in == 3 && nncl__need_grad(x, n, 2))
+        NNCL_TRY(nncl__bias_grad(x, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
+    if (!need_x && !need_w) return NNCL_OK;
+    NNCL_TRY(conv_chunk(x, n, &d, &S));
+    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
+    dx = need_x ? nncl__grd(x, n->in[0]) : xv;
+    dw = need_w ? nncl__grd(x, n->in[1]) : w;
+    if (need_w) acc_w = nncl__grad_accumulate(x, n, 1);
+    if (need_x) acc_x = nncl__grad_accumulate(x, n, 0);
+    for (s0 = 0; s0 < d.B; s0 += S) {
+        int ns = d.B - s0 < S ? d.B - s0 : S;
+        nncl__view xs = conv_at(xv, (size_t)s0 * xs_n), dxs = conv_at(dx, (size_t)s0 * xs_n);
+        nncl__view g = conv_at(dy, (size_t)s0 * ys_n); /* dY': the sample's dy itself when S is 1 */
+        size_t N = (size_t)ns * d.ohw;
+        float beta_w = (s0 == 0 && !acc_w) ? 0.0f : 1.0f;
+        if (S > 1) {
+            NNCL_TRY(conv_reorder(x, &d, g, gout, ns, 0));
+            g = gout;
+        }
+        if (need_w) {
+            nncl__view b = xs;
+            if (S > 1 || !d.pointwise) {
+                NNCL_TRY(conv_im2col(x, &d, xs, ns, col));
+                b = col;
+            }
+            NNCL_TRY(conv_gemm(x, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w));
+        }
+        if (need_x) {
+            if (S == 1 && d.pointwise) {
+                NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f));
+            } else {
+                NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f));
+                NNCL_TRY(conv_col2im(x, &d, col, ns, dxs, acc_x));
+            }
+        }
+    }
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- reference */
+
+static double conv_act_ref(double v, int act) {
+    if (act == NNCL_ACT_RELU) return v > 0 ? v : 0;
+    if (act == NNCL_ACT_SIGMOID) return 1 / (1 + exp(-v));
+    if (act == NNCL_ACT_TANH) return tanh(v);
+    return v;
+}
+
+static double conv_act_grad_ref(double y, int act) {
+    if (act == NNCL_ACT_RELU) return y > 0 ? 1 : 0;
+    if (act == NNCL_ACT_SIGMOID) return y * (1 - y);
+    if (act == NNCL_ACT_TANH) return 1 - y * y;
+    return 1;
+}
+
+/* Index of x[b, c, ih, iw] under output (oh, ow) and kernel tap (ki, kj),
+ * or -1 where the tap falls into the padding. */
+static ptrdiff_t conv_ref_xi(const conv_dims *d, int b, int c, int oh, int ow, int ki, int kj) {
+    int ih = oh * d->st - d->pad + ki, iw = ow * d->st - d->pad + kj;
+    if (ih < 0 || ih >= d->H || iw < 0 || iw >= d->W) return -1;
+    return (((ptrdiff_t)b * d->C + c) * d->H + ih) * d->W + iw;
+}
+
+static void conv_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                             double *aux) {
+    conv_dims d;
+    int b, o, oh, ow, c, ki, kj;
+    size_t yi = 0;
+    (void)aux;
+    conv_dims_of(n, r->batch, &d);
+    for (b = 0; b < d.B; b++)
+        for (o = 0; o < d.O; o++)
+            for (oh = 0; oh < d.OH; oh++)
+                for (ow = 0; ow < d.OW; ow++, yi++) {
+                    double s = n->n_in == 3 ? in[2][o] : 0;
+                    for (c = 0; c < d.C; c++)
+                        for (ki = 0; ki < d.k; ki++)
+                            for (kj = 0; kj < d.k; kj++) {
+                                ptrdiff_t xi = conv_ref_xi(&d, b, c, oh, ow, ki, kj);
+                                if (xi >= 0) s += in[0][xi] * in[1][((o * d.C + c) * d.k + ki) * d.k + kj];
+                            }
+                    out[yi] = conv_act_ref(s, d.act);
+                }
+}
+
+static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                              const double *gout, double *const *gin, double *aux) {
+    conv_dims d;
+    int b, o, oh, ow, c, ki, kj;
+    size_t yi = 0;
+    (void)aux;
+    conv_dims_of(n, r->batch, &d);
+    for (b = 0; b < d.B; b++)
+        for (o = 0; o < d.O; o++)
+            for (oh = 0; oh < d.OH; oh++)
+                for (ow = 0; ow < d.OW; ow++, yi++) {
+                    double g = gout[yi] * conv_act_grad_ref(out[yi], d.act);
+                    if (n->n_in == 3 && gin[2]) gin[2][o] += g;
+                    for (c = 0; c < d.C; c++)
+                        for (ki = 0; ki < d.k; ki++)
+                            for (kj = 0; kj < d.k; kj++) {
+                                ptrdiff_t xi = conv_ref_xi(&d, b, c, oh, ow, ki, kj);
+                                int wi = ((o * d.C + c) * d.k + ki) * d.k + kj;
+                                if (xi < 0) continue;
+                                if (gin[0]) gin[0][xi] += g * in[1][wi];
+                                if (gin[1]) gin[1][wi] += g * in[0][xi];
+                            }
+                }
+}
+
+const nncl__opdef nncl__opdef_conv2d = {
+    "conv2d", conv_shape, NULL, conv_prepare, conv_forward, conv_backward,
+    NNCL_BW_INPUTS | NNCL_BW_OUTPUT, 0, conv_ref_forward, conv_ref_backward};
+
+/* ------------------------------------------------------------- builder */
+
+/* Creates NAME.weight [O,C,k,k] (and NAME.bias [O]) with PyTorch's default
+ * initialisation U(-1/sqrt(C k k), 1/sqrt(C k k)); checks the geometry
+ * first so that a failing call leaves no orphan parameters behind. */
+nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding, int bias,
+                       nncl_act act, const char *name) {
+    char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8];
+    nncl_node *in[3];
+    int wshape[4], iattr[4];
+    float bound;
+    if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: graph is NULL");
+    if (!x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d \"%s\": input is NULL (an earlier builder failed?)",
+                                    name ? name : "");
+    if (!name || !*name || strlen(name) + 6 >= NNCL_NAME_MAX)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: needs a name of 1 to %d characters",
+                                NNCL_NAME_MAX - 8);
+    if (conv_check_input(g, name, x, out_channels, kernel, stride, padding, (int)act) != NNCL_OK) return NULL;
+    snprintf(wn, sizeof wn, "%s.weight", name);
+    snprintf(bn, sizeof bn, "%s.bias", name);
+    if (nncl_graph_find(g, wn) || (bias && nncl_graph_find(g, bn)))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: parameter names of \"%s\" are taken", name);
+    wshape[0] = out_channels;
+    wshape[1] = x->shape[1];
+    wshape[2] = wshape[3] = kernel;
+    bound = 1.0f / sqrtf((float)x->shape[1] * (float)kernel * (float)kernel);
+    in[0] = x;
+    in[1] = nncl_param(g, wn, 4, wshape, NNCL_INIT_UNIFORM, bound);
+    in[2] = bias ? nncl_param(g, bn, 1, wshape, NNCL_INIT_UNIFORM, bound) : NULL;
+    if (!in[1] || (bias && !in[2])) return NULL;
+    iattr[0] = kernel;
+    iattr[1] = stride;
+    iattr[2] = padding;
+    iattr[3] = (int)act;
+    return nncl__node_add(g, NNCL_OP_CONV2D, name, bias ? 3 : 2, in, iattr, 4, NULL, 0);
+}
+
+#undef CONV_WS_DIV
+#undef CONV_WS_FLOOR
+#undef CONV_ALIGN

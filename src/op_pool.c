@@ -1,0 +1,342 @@
+/* op_pool.c - pooling over the planes of NCHW input: max pooling (padding
+ * as -inf, the argmax of every window kept in aux as a float for backward),
+ * average pooling (padding counted in the divisor: PyTorch's
+ * count_include_pad=True) and global average pooling [B,C,H,W] -> [B,C].
+ * iattr (max, avg): [0] kernel k, [1] stride, [2] padding; OH =
+ * floor((H + 2 pad - k) / stride) + 1 as PyTorch; padding <= k/2 (PyTorch's
+ * rule, so that every window holds an input element). */
+#include "graph.h"
+#include <math.h>
+#include <stdio.h>
+
+typedef struct pool_dims {
+    int planes, H, W, OH, OW, k, st, pad;
+} pool_dims;
+
+static void pool_dims_of(const nncl_node *n, int batch, pool_dims *d) {
+    const nncl_node *xin = n->in[0];
+    d->H = xin->shape[2];
+    d->W = xin->shape[3];
+    d->planes = (int)(nncl__numel(xin, batch) / ((size_t)d->H * (size_t)d->W));
+    d->OH = n->ndim == 4 ? n->shape[2] : 1;
+    d->OW = n->ndim == 4 ? n->shape[3] : 1;
+    d->k = n->iattr[0];
+    d->st = n->iattr[1];
+    d->pad = n->iattr[2];
+}
+
+static nncl_status pool_need_4d(nncl_graph *g, const nncl_node *n) {
+    char s1[64];
+    if (n->n_in != 1 || n->in[0]->ndim != 4)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": input %s must be 4-D [B,C,H,W]",
+                                 nncl__opdef_get(n->op)->name, n->name,
+                                 n->n_in ? nncl__shape_str(n->in[0], s1, sizeof s1) : "(none)");
+    return NNCL_OK;
+}
+
+static nncl_status pool_shape(nncl_graph *g, nncl_node *n) {
+    const nncl_node *xin = n->in[0];
+    const char *op = nncl__opdef_get(n->op)->name;
+    char s1[64];
+    int k = n->iattr[0], st = n->iattr[1], pad = n->iattr[2];
+    NNCL_TRY(pool_need_4d(g, n));
+    if (k <= 0 || st <= 0 || pad < 0 || pad > k / 2)
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT,
+                                 "%s \"%s\": needs kernel > 0, stride > 0, 0 <= padding <= kernel/2; got kernel %d, "
+                                 "stride %d, padding %d",
+                                 op, n->name, k, st, pad);
+    if (xin->shape[2] + 2 * pad < k || xin->shape[3] + 2 * pad < k)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": kernel %d is larger than input %s padded by %d", op,
+                                 n->name, k, nncl__shape_str(xin, s1, sizeof s1), pad);
+    if ((size_t)xin->shape[2] * (size_t)xin->shape[3] > ((size_t)1 << 24))
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": planes of input %s exceed 2^24 elements", op, n->name,
+                                 nncl__shape_str(xin, s1, sizeof s1)); /* argmax indices travel as floats */
+    n->batched = xin->batched;
+    n->ndim = 4;
+    n->shape[0] = xin->shape[0];
+    n->shape[1] = xin->shape[1];
+    n->shape[2] = (xin->shape[2] + 2 * pad - k) / st + 1;
+    n->shape[3] = (xin->shape[3] + 2 * pad - k) / st + 1;
+    return NNCL_OK;
+}
+
+/* The kernels of cl/pool.cl share their trailing geometry arguments. */
+static void pool_args_geometry(nncl__args *a, const pool_dims *d) {
+    nncl__arg_int(a, d->H);
+    nncl__arg_int(a, d->W);
+    nncl__arg_int(a, d->OH);
+    nncl__arg_int(a, d->OW);
+    nncl__arg_int(a, d->k);
+    nncl__arg_int(a, d->st);
+    nncl__arg_int(a, d->pad);
+}
+
+static nncl_status pool_prepare_kernels(nncl__exec *x, const char *fwd, const char *bwd) {
+    cl_kernel k;
+    NNCL_TRY(nncl__kernel(x->ctx, x->dev, "pool", fwd, &k));
+    return nncl__kernel(x->ctx, x->dev, "pool", bwd, &k);
+}
+
+/* ------------------------------------------------------------- max */
+
+/* argmax per output element */
+static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch); }
+
+static nncl_status maxpool_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    (void)n;
+    *bytes = 0;
+    return pool_prepare_kernels(x, "nncl_maxpool2d_f32", "nncl_maxpool2d_backward_f32");
+}
+
+static nncl_status maxpool_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    pool_dims d;
+    size_t count = nncl__numel(n, x->batch);
+    pool_dims_of(n, x->batch, &d);
+    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_maxpool2d_f32", &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_int(&a, (int)count);
+    pool_args_geometry(&a, &d);
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+static nncl_status maxpool_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    pool_dims d;
+    size_t count = nncl__numel(n->in[0], x->batch);
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    pool_dims_of(n, x->batch, &d);
+    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_maxpool2d_backward_f32", &a));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    nncl__arg_int(&a, (int)count);
+    pool_args_geometry(&a, &d);
+    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+static void maxpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                                double *aux) {
+    pool_dims d;
+    int p, oh, ow, ki, kj;
+    size_t o = 0;
+    pool_dims_of(n, r->batch, &d);
+    for (p = 0; p < d.planes; p++)
+        for (oh = 0; oh < d.OH; oh++)
+            for (ow = 0; ow < d.OW; ow++, o++) {
+                const double *xp = in[0] + (size_t)p * d.H * d.W;
+                double best = -HUGE_VAL;
+                int best_i = -1;
+                for (ki = 0; ki < d.k; ki++)
+                    for (kj = 0; kj < d.k; kj++) {
+                        int h = oh * d.st - d.pad + ki, w = ow * d.st - d.pad + kj;
+                        if (h < 0 || h >= d.H || w < 0 || w >= d.W) continue;
+                        if (xp[h * d.W + w] > best || xp[h * d.W + w] != xp[h * d.W + w] || best_i < 0) {
+                            best = xp[h * d.W + w];
+                            best_i = h * d.W + w;
+                        }
+                    }
+                out[o] = best;
+                aux[o] = best_i;
+            }
+}
+
+static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in,
+                                 const double *out, const double *gout, double *const *gin, double *aux) {
+    pool_dims d;
+    size_t o, count = nncl__numel(n, r->batch), plane = (size_t)n->shape[2] * (size_t)n->shape[3];
+    (void)in;
+    (void)out;
+    if (!gin[0]) return;
+    pool_dims_of(n, r->batch, &d);
+    for (o = 0; o < count; o++)
+        if (aux[o] >= 0) gin[0][(o / plane) * (size_t)d.H * d.W + (size_t)aux[o]] += gout[o];
+}
+
+const nncl__opdef nncl__opdef_maxpool2d = {
+    "maxpool2d", pool_shape, maxpool_aux, maxpool_prepare, maxpool_forward, maxpool_backward,
+    0, 0, maxpool_ref_forward, maxpool_ref_backward};
+
+/* ------------------------------------------------------------- average */
+
+static nncl_status avgpool_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    (void)n;
+    *bytes = 0;
+    return pool_prepare_kernels(x, "nncl_avgpool2d_f32", "nncl_avgpool2d_backward_f32");
+}
+
+static nncl_status avgpool_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    pool_dims d;
+    size_t count = nncl__numel(n, x->batch);
+    pool_dims_of(n, x->batch, &d);
+    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_avgpool2d_f32", &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n));
+    nncl__arg_int(&a, (int)count);
+    pool_args_geometry(&a, &d);
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+static nncl_status avgpool_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    pool_dims d;
+    size_t count = nncl__numel(n->in[0], x->batch);
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    pool_dims_of(n, x->batch, &d);
+    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_avgpool2d_backward_f32", &a));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    nncl__arg_int(&a, (int)count);
+    pool_args_geometry(&a, &d);
+    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+/* One loop nest for both directions: with y, y = window means of x; without,
+ * gx += gy / k^2 over every window. */
+static void avgpool_ref(const nncl_node *n, int batch, const double *x, double *y, const double *gy, double *gx) {
+    pool_dims d;
+    int p, oh, ow, ki, kj;
+    size_t o = 0;
+    double inv;
+    pool_dims_of(n, batch, &d);
+    inv = 1.0 / ((double)d.k * d.k);
+    for (p = 0; p < d.planes; p++)
+        for (oh = 0; oh < d.OH; oh++)
+            for (ow = 0; ow < d.OW; ow++, o++) {
+                size_t base = (size_t)p * d.H * d.W;
+                double s = 0;
+                for (ki = 0; ki < d.k; ki++)
+                    for (kj = 0; kj < d.k; kj++) {
+                        int h = oh * d.st - d.pad + ki, w = ow * d.st - d.pad + kj;
+                        if (h < 0 || h >= d.H || w < 0 || w >= d.W) continue;
+                        if (y) s += x[base + (size_t)h * d.W + w];
+                        else gx[base + (size_t)h * d.W + w] += gy[o] * inv;
+                    }
+                if (y) y[o] = s * inv;
+            }
+}
+
+static void avgpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                                double *aux) {
+    (void)aux;
+    avgpool_ref(n, r->batch, in[0], out, NULL, NULL);
+}
+
+static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in,
+                                 const double *out, const double *gout, double *const *gin, double *aux) {
+    (void)in;
+    (void)out;
+    (void)aux;
+    if (gin[0]) avgpool_ref(n, r->batch, NULL, NULL, gout, gin[0]);
+}
+
+const nncl__opdef nncl__opdef_avgpool2d = {
+    "avgpool2d", pool_shape, NULL, avgpool_prepare, avgpool_forward, avgpool_backward,
+    0, 0, avgpool_ref_forward, avgpool_ref_backward};
+
+/* ------------------------------------------------------------- global average */
+
+static nncl_status gap_shape(nncl_graph *g, nncl_node *n) {
+    const nncl_node *xin = n->in[0];
+    NNCL_TRY(pool_need_4d(g, n));
+    n->batched = xin->batched;
+    n->ndim = 2;
+    n->shape[0] = xin->shape[0];
+    n->shape[1] = xin->shape[1];
+    return NNCL_OK;
+}
+
+static nncl_status gap_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    cl_kernel k;
+    (void)n;
+    *bytes = 0;
+    NNCL_TRY(nncl__kernel(x->ctx, x->dev, "reduce", "nncl_sum_f32_axis1", &k));
+    return nncl__kernel(x->ctx, x->dev, "pool", "nncl_global_avgpool_backward_f32", &k);
+}
+
+/* Row means of x viewed as [B*C, H*W], by the shared row-sum kernel. */
+static nncl_status gap_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    size_t rows = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    NNCL_TRY(nncl__kbegin(x, "reduce", "nncl_sum_f32_axis1", &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, (int)hw);
+    nncl__arg_float(&a, (float)(1.0 / (double)hw));
+    nncl__arg_int(&a, 0);
+    return nncl__launch_rows(&a, x->dev, rows, hw);
+}
+
+static nncl_status gap_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    size_t count = nncl__numel(n->in[0], x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_global_avgpool_backward_f32", &a));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    nncl__arg_int(&a, (int)count);
+    nncl__arg_int(&a, (int)hw);
+    nncl__arg_float(&a, (float)(1.0 / (double)hw));
+    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+static void gap_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                            double *aux) {
+    size_t rows = nncl__numel(n, r->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3], i, j;
+    (void)aux;
+    for (i = 0; i < rows; i++) {
+        double s = 0;
+        for (j = 0; j < hw; j++) s += in[0][i * hw + j];
+        out[i] = s / (double)hw;
+    }
+}
+
+static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                             const double *gout, double *const *gin, double *aux) {
+    size_t rows = nncl__numel(n, r->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3], i, j;
+    (void)in;
+    (void)out;
+    (void)aux;
+    if (!gin[0]) return;
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < hw; j++) gin[0][i * hw + j] += gout[i] / (double)hw;
+}
+
+const nncl__opdef nncl__opdef_global_avgpool = {
+    "global_avgpool", gap_shape, NULL, gap_prepare, gap_forward, gap_backward,
+    0, 0, gap_ref_forward, gap_ref_backward};
+
+/* ------------------------------------------------------------- builders */
+
+static nncl_node *pool_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, int kernel, int stride,
+                             int padding) {
+    int iattr[3];
+    if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    if (!x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: input is NULL (an earlier builder failed?)", fn);
+    iattr[0] = kernel;
+    iattr[1] = stride;
+    iattr[2] = padding;
+    return nncl__node_add(g, op, NULL, 1, &x, iattr, 3, NULL, 0);
+}
+
+nncl_node *nncl_maxpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding) {
+    return pool_build(g, NNCL_OP_MAXPOOL2D, "nncl_maxpool2d", x, kernel, stride, padding);
+}
+
+nncl_node *nncl_avgpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding) {
+    return pool_build(g, NNCL_OP_AVGPOOL2D, "nncl_avgpool2d", x, kernel, stride, padding);
+}
+
+nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x) {
+    if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_global_avgpool: graph is NULL");
+    if (!x)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_global_avgpool: input is NULL (an earlier builder failed?)");
+    return nncl__node_add(g, NNCL_OP_GLOBAL_AVGPOOL, NULL, 1, &x, NULL, 0, NULL, 0);
+}
