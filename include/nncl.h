@@ -108,6 +108,10 @@ typedef struct nncl_config {
     void *log_user;
     int log_level;          /* messages up to this level reach log */
     int profiling;          /* create queues with profiling enabled */
+    /* Disk cache of built kernels ($NNCL_CACHE_DIR, else ~/.cache/nncl):
+     * 0 only for drivers without a cache of their own (not PoCL, not
+     * NVIDIA), 1 always, -1 never. $NNCL_BINARY_CACHE overrides. */
+    int binary_cache;
 } nncl_config;
 
 NNCL_API nncl_config nncl_config_default(void);
@@ -411,7 +415,8 @@ typedef struct nncl_idx {
 /* Parses IDX bytes held in memory: magic 00 00 type ndim, ndim big-endian
  * u32 dims, then exactly the data the dims call for. Bytes starting with the
  * gzip magic 1f 8b are decompressed first (needs zlib at build time, else
- * NNCL_ERR_UNSUPPORTED; decompressed size capped at 4 GiB). name is used in
+ * NNCL_ERR_UNSUPPORTED; decompression stops at the size the IDX header
+ * calls for, and at 4 GiB). name is used in
  * messages (NULL: "<memory>"). Malformed, truncated or oversized input gives
  * NNCL_ERR_FORMAT and leaves *out zeroed; sizes are checked before anything
  * is allocated. The bytes are only read during the call. */
@@ -556,7 +561,8 @@ enum {
  * epoch e visits the samples in the order nncl_dataset_permutation(n, s_e)
  * with s_e derived from seed and e, so a run is reproducible. A thread
  * gathers the next batches into a ring of buffers while the caller works.
- * ds must outlive the loader and stay unchanged while it exists. */
+ * ds must outlive the loader and stay unchanged while it exists. Calls on
+ * one loader must not overlap (one consumer thread). */
 NNCL_API nncl_status nncl_loader_create(const nncl_dataset *ds, size_t batch_size, uint64_t seed,
                                         int flags, nncl_loader **out);
 /* The next batch of the current epoch: *x [*batch_n, d] and *y [*batch_n],

@@ -157,6 +157,14 @@ nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *famil
  * device: a device's kernels are used by one thread at a time. */
 nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out);
 
+/* The disk cache of built programs (binary_cache.c), used for drivers that
+ * keep none of their own (config.binary_cache 0), always (1) or never (-1);
+ * $NNCL_BINARY_CACHE overrides. load returns NULL on any miss or mismatch. */
+int nncl__bcache_enabled(const nncl_context *ctx, const nncl_device *dev);
+cl_program nncl__bcache_load(nncl_context *ctx, nncl_device *dev, const char *src, size_t len, const char *options);
+void nncl__bcache_store(nncl_context *ctx, nncl_device *dev, const char *src, size_t len, const char *options,
+                        cl_program prog);
+
 /* Sets kernel arguments in order; the first failure is reported by launch. */
 typedef struct nncl__args {
     nncl_context *ctx;

@@ -90,6 +90,7 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     cl_int err;
     nncl_program *p;
     char options[256];
+    int cached;
     NNCL_TRY(prog_source(ctx, family, &src, &len, &owned));
     p = (nncl_program *)nncl__calloc(1, sizeof *p);
     if (!p) {
@@ -97,14 +98,24 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     snprintf(p->family, sizeof p->family, "%s", family);
+    snprintf(options, sizeof options, "-cl-std=CL1.2%s", dev->info.fp64 ? " -DNNCL_FP64=1" : "");
+    cached = nncl__bcache_enabled(ctx, dev);
+    if (cached && (p->program = nncl__bcache_load(ctx, dev, src, len, options)) != NULL) {
+        NNCL_FREE(owned);
+        p->next = dev->programs;
+        dev->programs = p;
+        *out = p;
+        return NNCL_OK;
+    }
     p->program = clCreateProgramWithSource(dev->cl_ctx, 1, &src, &len, &err);
-    NNCL_FREE(owned);
     if (err != CL_SUCCESS) {
+        NNCL_FREE(owned);
         NNCL_FREE(p);
         return nncl__cl_fail(ctx, err, "clCreateProgramWithSource", __FILE__, __LINE__);
     }
-    snprintf(options, sizeof options, "-cl-std=CL1.2%s", dev->info.fp64 ? " -DNNCL_FP64=1" : "");
     err = clBuildProgram(p->program, 1, &dev->id, options, NULL, NULL);
+    if (err == CL_SUCCESS && cached) nncl__bcache_store(ctx, dev, src, len, options, p->program);
+    NNCL_FREE(owned);
     if (err != CL_SUCCESS) {
         char log[6000];
         size_t got = 0;
