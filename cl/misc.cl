@@ -1,0 +1,98 @@
+/* misc.cl - dropout with a counter-based mask (the same hash as
+ * src/op_misc.c, so host and device masks agree bit for bit), embedding
+ * lookup and its atomics-free gradient, concatenation and its split, and a
+ * zero fill. Buffers are followed by their int element offsets; `acc` 1
+ * means add into the output. */
+
+/* A 32-bit avalanche mix (lowbias32): uint arithmetic only. */
+uint nncl_drop_mix(uint h) {
+    h ^= h >> 16;
+    h *= 0x7feb352dU;
+    h ^= h >> 15;
+    h *= 0x846ca68bU;
+    h ^= h >> 16;
+    return h;
+}
+
+/* 1 when element `elem` of sample `sample` survives: 24 uniform bits
+ * against the threshold thr = round(p * 2^24). */
+int nncl_drop_keep(uint k0, uint k1, uint sample, uint elem, uint thr) {
+    uint h = nncl_drop_mix(nncl_drop_mix(nncl_drop_mix(sample ^ k0) + elem) ^ k1);
+    return (h >> 8) >= thr;
+}
+
+/* dst (+)= mask * scale * src over n elements, per elements per sample
+ * (per 0: not batched, one sample of index 0). Forward (acc 0) and backward
+ * use the same mask; with training 0 it is the identity. */
+__kernel void nncl_dropout_f32(__global const float *src, int src_off, __global float *dst, int dst_off, int n,
+                               int per, int sample0, uint k0, uint k1, uint thr, float scale, int training, int acc) {
+    int i = (int)get_global_id(0);
+    if (i < n) {
+        float v = src[src_off + i];
+        if (training) {
+            uint sample = per ? (uint)(sample0 + i / per) : 0u, elem = per ? (uint)(i % per) : (uint)i;
+            v = nncl_drop_keep(k0, k1, sample, elem, thr) ? v * scale : 0.0f;
+        }
+        dst[dst_off + i] = acc ? dst[dst_off + i] + v : v;
+    }
+}
+
+/* y[r, d] = w[idx[r], d]; an index that is not a whole number in [0, num)
+ * gives a row of NaN (the trainer skips such steps) and reads nothing. */
+__kernel void nncl_embedding_fwd_f32(__global const float *ind, int ind_off, __global const float *w, int w_off,
+                                     __global float *y, int y_off, int rows, int num, int dim) {
+    int i = (int)get_global_id(0);
+    if (i < rows * dim) {
+        int r = i / dim, d = i - r * dim;
+        float v = ind[ind_off + r];
+        y[y_off + i] = (v >= 0.0f && v < (float)num && v == floor(v)) ? w[w_off + (size_t)(int)v * dim + d] : NAN;
+    }
+}
+
+/* dw[j, d] (+)= sum of dy[r, d] over the rows r with idx[r] == j. Work-item
+ * t owns row j = t / nblk, columns [32 (t % nblk), +32): no two work-items
+ * write the same element, so no atomics, and the rows are added in order,
+ * so the result is the same every run. Invalid indices match no row. */
+__kernel void nncl_embedding_bwd_f32(__global const float *ind, int ind_off, __global const float *dy, int dy_off,
+                                     __global float *dw, int dw_off, int rows, int num, int dim, int nblk, int acc) {
+    int t = (int)get_global_id(0), j, d0, d1, d, r;
+    float fj;
+    if (t >= num * nblk) return;
+    j = t / nblk;
+    d0 = (t - j * nblk) * 32;
+    d1 = min(dim, d0 + 32);
+    fj = (float)j;
+    dw += dw_off + (size_t)j * dim;
+    if (!acc)
+        for (d = d0; d < d1; d++) dw[d] = 0.0f;
+    for (r = 0; r < rows; r++)
+        if (ind[ind_off + r] == fj)
+            for (d = d0; d < d1; d++) dw[d] += dy[dy_off + (size_t)r * dim + d];
+}
+
+/* y [rows, ca + cb] from a [rows, ca] and b [rows, cb]. */
+__kernel void nncl_concat_f32(__global const float *a, int a_off, __global const float *b, int b_off,
+                              __global float *y, int y_off, int rows, int ca, int cb) {
+    int i = (int)get_global_id(0), w = ca + cb;
+    if (i < rows * w) {
+        int r = i / w, k = i - r * w;
+        y[y_off + i] = k < ca ? a[a_off + r * ca + k] : b[b_off + r * cb + (k - ca)];
+    }
+}
+
+/* The part of dy [rows, ca + cb] that came from input `second` (0: a, 1: b)
+ * into dst [rows, ca or cb]. */
+__kernel void nncl_concat_grad_f32(__global const float *dy, int dy_off, __global float *dst, int dst_off, int rows,
+                                   int ca, int cb, int second, int acc) {
+    int i = (int)get_global_id(0), c = second ? cb : ca;
+    if (i < rows * c) {
+        int r = i / c, k = i - r * c;
+        float v = dy[dy_off + r * (ca + cb) + (second ? ca : 0) + k];
+        dst[dst_off + i] = acc ? dst[dst_off + i] + v : v;
+    }
+}
+
+__kernel void nncl_misc_zero_f32(__global float *dst, int dst_off, int n) {
+    int i = (int)get_global_id(0);
+    if (i < n) dst[dst_off + i] = 0.0f;
+}

@@ -1,0 +1,233 @@
+/* norm.cl - batch normalisation (statistics per channel over the batch and
+ * the spatial positions of an [B, C, inner] layout) and layer normalisation
+ * (statistics per row over the last dimension), forward and backward.
+ * Reductions run in one work-group per channel or row (nncl__launch_rows),
+ * Kahan-compensated per work-item, then a local-memory tree. Buffers are
+ * followed by their int element offsets; `acc` 1 means add into the output.
+ * The reduction kernels never return before a barrier: PoCL 3.1 (LLVM 15)
+ * ran away in such kernels even with a uniform early return, so a group
+ * past the end works on nothing instead, and the host (nncl__launch_rows,
+ * nncl__launch_cols) never makes a group larger than NNCL_RED_WG. */
+
+#ifndef NNCL_RED_WG
+#define NNCL_RED_WG 256 /* NNCL_RED_WG in src/internal.h: groups never exceed it */
+#endif
+
+/* Kahan-compensated sum += v, on private variables. */
+#define NNCL_NORM_KAHAN(sum, comp, v)                                          \
+    do {                                                                       \
+        float nk_y_ = (v) - (comp), nk_t_ = (sum) + nk_y_;                     \
+        (comp) = (nk_t_ - (sum)) - nk_y_;                                      \
+        (sum) = nk_t_;                                                         \
+    } while (0)
+
+/* Sum of v over a 1-D work-group, returned to every work-item; every
+ * work-item calls it. Pairs k with k + ceil(s/2), so any group size works. */
+float nncl_norm_sum(__local float *buf, float v) {
+    int lid = (int)get_local_id(0), s = (int)get_local_size(0);
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    while (s > 1) {
+        int h = (s + 1) >> 1;
+        if (lid < s - h) buf[lid] += buf[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        s = h;
+    }
+    v = buf[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* buf is reused by the next call */
+    return v;
+}
+
+/* Element k of channel c in an [B, C, inner] tensor, k in [0, B*inner). */
+int nncl_bn_index(int k, int c, int C, int inner) {
+    int b = k / inner;
+    return (b * C + c) * inner + (k - b * inner);
+}
+
+/* ------------------------------------------------------------- batch norm */
+
+/* Training, one work-group per channel c. aux: [mean C][invstd C][sum dy
+ * C][sum dy*xhat C]. The batch mean and biased variance normalise; the
+ * running statistics (st: [mean C][var C]) move by momentum towards the
+ * batch mean and the unbiased variance (left alone when a channel has one
+ * value, where that is undefined). */
+__kernel void nncl_batchnorm_stats_f32(__global const float *x, int x_off, __global float *aux, int aux_off,
+                                       __global float *st, int st_off, int B, int C, int inner, float momentum,
+                                       float eps) {
+    __local float buf[NNCL_RED_WG];
+    int c = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0);
+    int count = c < C ? B * inner : 0, k;
+    float s = 0.0f, comp = 0.0f, mean, var;
+    for (k = lid; k < count; k += step) NNCL_NORM_KAHAN(s, comp, x[x_off + nncl_bn_index(k, c, C, inner)]);
+    mean = nncl_norm_sum(buf, s) / (float)count;
+    s = 0.0f;
+    comp = 0.0f;
+    for (k = lid; k < count; k += step) {
+        float d = x[x_off + nncl_bn_index(k, c, C, inner)] - mean;
+        NNCL_NORM_KAHAN(s, comp, d * d);
+    }
+    var = nncl_norm_sum(buf, s) / (float)count;
+    if (lid == 0 && c < C) {
+        aux[aux_off + c] = mean;
+        aux[aux_off + C + c] = 1.0f / sqrt(var + eps);
+        st[st_off + c] = (1.0f - momentum) * st[st_off + c] + momentum * mean;
+        if (count > 1)
+            st[st_off + C + c] = (1.0f - momentum) * st[st_off + C + c] +
+                                 momentum * (var * ((float)count / (float)(count - 1)));
+    }
+}
+
+/* Evaluation, one work-item per channel: the running statistics normalise. */
+__kernel void nncl_batchnorm_eval_stats_f32(__global float *aux, int aux_off, __global const float *st, int st_off,
+                                            int C, float eps) {
+    int c = (int)get_global_id(0);
+    if (c < C) {
+        aux[aux_off + c] = st[st_off + c];
+        aux[aux_off + C + c] = 1.0f / sqrt(st[st_off + C + c] + eps);
+    }
+}
+
+/* y = (x - mean[c]) * invstd[c] * w[c] + b[c], one work-item per element. */
+__kernel void nncl_batchnorm_apply_f32(__global const float *x, int x_off, __global const float *aux, int aux_off,
+                                       __global const float *w, int w_off, __global const float *b, int b_off,
+                                       __global float *y, int y_off, int C, int inner, int n) {
+    int i = (int)get_global_id(0);
+    if (i < n) {
+        int c = (i / inner) % C;
+        y[y_off + i] = (x[x_off + i] - aux[aux_off + c]) * aux[aux_off + C + c] * w[w_off + c] + b[b_off + c];
+    }
+}
+
+/* One work-group per channel: sum dy and sum dy*xhat into aux (for dx), and
+ * db[c] (+)= sum dy, dw[c] (+)= sum dy*xhat where wanted. */
+__kernel void nncl_batchnorm_grad_stats_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                                            __global float *aux, int aux_off, __global float *dw, int dw_off,
+                                            int want_w, int acc_w, __global float *db, int db_off, int want_b,
+                                            int acc_b, int B, int C, int inner) {
+    __local float buf[NNCL_RED_WG];
+    int c = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0);
+    int count = c < C ? B * inner : 0, k;
+    float s1 = 0.0f, c1 = 0.0f, s2 = 0.0f, c2 = 0.0f, mean, inv;
+    mean = aux[aux_off + min(c, C - 1)];
+    inv = aux[aux_off + C + min(c, C - 1)];
+    for (k = lid; k < count; k += step) {
+        int i = nncl_bn_index(k, c, C, inner);
+        float g = dy[dy_off + i];
+        NNCL_NORM_KAHAN(s1, c1, g);
+        NNCL_NORM_KAHAN(s2, c2, g * (x[x_off + i] - mean) * inv);
+    }
+    s1 = nncl_norm_sum(buf, s1);
+    s2 = nncl_norm_sum(buf, s2);
+    if (lid == 0 && c < C) {
+        aux[aux_off + 2 * C + c] = s1;
+        aux[aux_off + 3 * C + c] = s2;
+        if (want_w) dw[dw_off + c] = (acc_w ? dw[dw_off + c] : 0.0f) + s2;
+        if (want_b) db[db_off + c] = (acc_b ? db[db_off + c] : 0.0f) + s1;
+    }
+}
+
+/* Training: dx = w invstd (dy - (sum dy + xhat sum dy*xhat) / count), the
+ * gradient through the batch statistics; evaluation: dx = w invstd dy. */
+__kernel void nncl_batchnorm_dx_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                                    __global const float *aux, int aux_off, __global const float *w, int w_off,
+                                    __global float *dx, int dx_off, int acc, int C, int inner, int n, int count,
+                                    int training) {
+    int i = (int)get_global_id(0);
+    if (i < n) {
+        int c = (i / inner) % C;
+        float inv = aux[aux_off + C + c], g = dy[dy_off + i], d;
+        if (training) {
+            float xhat = (x[x_off + i] - aux[aux_off + c]) * inv;
+            g -= (aux[aux_off + 2 * C + c] + xhat * aux[aux_off + 3 * C + c]) / (float)count;
+        }
+        d = w[w_off + c] * inv * g;
+        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+    }
+}
+
+/* ------------------------------------------------------------- layer norm */
+
+/* One work-group per row of D: y = (x - mean) invstd w + b; aux[2r] = mean,
+ * aux[2r+1] = invstd (biased variance, as PyTorch). */
+__kernel void nncl_layernorm_fwd_f32(__global const float *x, int x_off, __global const float *w, int w_off,
+                                     __global const float *b, int b_off, __global float *y, int y_off,
+                                     __global float *aux, int aux_off, int rows, int D, float eps) {
+    __local float buf[NNCL_RED_WG];
+    int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
+    int n = r < rows ? D : 0; /* a group past the end works on nothing */
+    float s = 0.0f, comp = 0.0f, mean, inv;
+    __global const float *xr = x + x_off + (size_t)min(r, rows - 1) * D;
+    for (d = lid; d < n; d += step) NNCL_NORM_KAHAN(s, comp, xr[d]);
+    mean = nncl_norm_sum(buf, s) / (float)D;
+    s = 0.0f;
+    comp = 0.0f;
+    for (d = lid; d < n; d += step) NNCL_NORM_KAHAN(s, comp, (xr[d] - mean) * (xr[d] - mean));
+    inv = 1.0f / sqrt(nncl_norm_sum(buf, s) / (float)D + eps);
+    for (d = lid; d < n; d += step) y[y_off + (size_t)r * D + d] = (xr[d] - mean) * inv * w[w_off + d] + b[b_off + d];
+    if (lid == 0 && n) {
+        aux[aux_off + 2 * r] = mean;
+        aux[aux_off + 2 * r + 1] = inv;
+    }
+}
+
+/* One work-group per row: with g = dy w,
+ * dx = invstd (g - (sum g + xhat sum g*xhat) / D). */
+__kernel void nncl_layernorm_dx_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                                    __global const float *w, int w_off, __global const float *aux, int aux_off,
+                                    __global float *dx, int dx_off, int acc, int rows, int D) {
+    __local float buf[NNCL_RED_WG];
+    int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
+    int n = r < rows ? D : 0, rr = min(r, rows - 1); /* a group past the end works on nothing */
+    float s1 = 0.0f, c1 = 0.0f, s2 = 0.0f, c2 = 0.0f;
+    __global const float *xr = x + x_off + (size_t)rr * D, *gr = dy + dy_off + (size_t)rr * D;
+    float mean = aux[aux_off + 2 * rr], inv = aux[aux_off + 2 * rr + 1];
+    for (d = lid; d < n; d += step) {
+        float g = gr[d] * w[w_off + d];
+        NNCL_NORM_KAHAN(s1, c1, g);
+        NNCL_NORM_KAHAN(s2, c2, g * (xr[d] - mean) * inv);
+    }
+    s1 = nncl_norm_sum(buf, s1) / (float)D;
+    s2 = nncl_norm_sum(buf, s2) / (float)D;
+    for (d = lid; d < n; d += step) {
+        float xhat = (xr[d] - mean) * inv;
+        float v = inv * (gr[d] * w[w_off + d] - s1 - xhat * s2);
+        size_t i = (size_t)dx_off + (size_t)r * D + d;
+        dx[i] = acc ? dx[i] + v : v;
+    }
+}
+
+/* dw[d] (+)= sum over rows of dy xhat, db[d] (+)= sum of dy: 2-D groups
+ * (nncl__launch_cols), columns along dimension 0, row lanes along 1. */
+__kernel void nncl_layernorm_dwdb_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                                      __global const float *aux, int aux_off, __global float *dw, int dw_off,
+                                      int want_w, int acc_w, __global float *db, int db_off, int want_b, int acc_b,
+                                      int rows, int D) {
+    __local float bw[NNCL_RED_WG], bb[NNCL_RED_WG];
+    int d = (int)get_global_id(0), col = (int)get_local_id(0), lane = (int)get_local_id(1);
+    int nx = (int)get_local_size(0), ny = (int)get_local_size(1), r, s;
+    float sw = 0.0f, cw = 0.0f, sb = 0.0f, cb = 0.0f;
+    if (d < D) /* padding work-items add zeros but still meet every barrier */
+        for (r = lane; r < rows; r += ny) {
+            size_t i = (size_t)r * D + d;
+            float g = dy[dy_off + i];
+            NNCL_NORM_KAHAN(sb, cb, g);
+            NNCL_NORM_KAHAN(sw, cw, g * (x[x_off + i] - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
+        }
+    bw[lane * nx + col] = sw;
+    bb[lane * nx + col] = sb;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    s = ny;
+    while (s > 1) {
+        int h = (s + 1) >> 1;
+        if (lane < s - h) {
+            bw[lane * nx + col] += bw[(lane + h) * nx + col];
+            bb[lane * nx + col] += bb[(lane + h) * nx + col];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        s = h;
+    }
+    if (lane == 0 && d < D) {
+        if (want_w) dw[dw_off + d] = (acc_w ? dw[dw_off + d] : 0.0f) + bw[col];
+        if (want_b) db[db_off + d] = (acc_b ? db[db_off + d] : 0.0f) + bb[col];
+    }
+}
