@@ -145,6 +145,12 @@ struct nncl__exec {
     int global_batch;          /* samples in the global batch */
     int training;
     uint64_t step_seed;        /* differs every step; the same on every device */
+    /* Synchronised batch norm across devices: called by a batch norm in
+     * training once its shard statistics are in its aux (phase 0, forward)
+     * and once its gradient sums are (phase 1, backward); it replaces them
+     * with the statistics of the global batch. NULL on a single device. */
+    nncl_status (*sync)(nncl__exec *x, const nncl_node *n, int phase, void *user);
+    void *sync_user;
     nncl__view *value, *grad, *aux; /* indexed by node id; mem NULL where absent */
     unsigned char *grad_acc;   /* per node: 1 once its gradient has been written this step */
     cl_mem params, grads, state;

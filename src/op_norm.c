@@ -87,9 +87,11 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_int(&a, B);
         nncl__arg_int(&a, C);
         nncl__arg_int(&a, inner);
-        nncl__arg_float(&a, n->fattr[1]);
+        /* synchronised: the running statistics move on the host, from the global batch */
+        nncl__arg_float(&a, x->sync ? 0.0f : n->fattr[1]);
         nncl__arg_float(&a, n->fattr[0]);
         NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
+        if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
     } else {
         NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_eval_stats_f32", &a));
         nncl__arg_view(&a, nncl__auxv(x, n));
@@ -132,6 +134,7 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
         nncl__arg_int(&a, C);
         nncl__arg_int(&a, inner);
         NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
+        if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
     }
     if (!want_x) return NNCL_OK;
     NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_dx_f32", &a));
@@ -144,7 +147,7 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
     nncl__arg_int(&a, (int)total);
-    nncl__arg_int(&a, B * inner);
+    nncl__arg_int(&a, (x->sync ? x->global_batch : B) * inner); /* synchronised: the global sums */
     nncl__arg_int(&a, x->training);
     return nncl__launch_1d(&a, x->dev, total);
 }

@@ -8,6 +8,7 @@
 #include "trainer.h"
 #include "optim.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 #ifdef _OPENMP
@@ -43,6 +44,41 @@ static int trainer_n_alive(const nncl_trainer *t) {
     int i, n = 0;
     for (i = 0; i < t->nd; i++) n += t->alive[i] != 0;
     return n;
+}
+
+/* ------------------------------------------------------------- threads */
+
+typedef struct trainer_worker {
+    nncl_trainer *t;
+    int device;
+    nncl__device_job job;
+    void *arg;
+    pthread_t thread;
+} trainer_worker;
+
+static void *trainer_worker_main(void *p) {
+    trainer_worker *w = (trainer_worker *)p;
+    w->t->dev_status[w->device] = w->job(w->t, w->device, w->arg);
+    return NULL;
+}
+
+/* One thread per device (the caller's for the first), so every driver gets
+ * its work queued at once and batch-norm barriers always find their peers;
+ * results land in t->dev_status. */
+void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg) {
+    trainer_worker w[64];
+    int i, started[64];
+    for (i = 1; i < t->nd && i < 64; i++) {
+        w[i].t = t;
+        w[i].device = i;
+        w[i].job = job;
+        w[i].arg = arg;
+        started[i] = pthread_create(&w[i].thread, NULL, trainer_worker_main, &w[i]) == 0;
+        if (!started[i]) t->dev_status[i] = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "no thread for device %d", i);
+    }
+    t->dev_status[0] = job(t, 0, arg);
+    for (i = 1; i < t->nd && i < 64; i++)
+        if (started[i]) pthread_join(w[i].thread, NULL);
 }
 
 /* ------------------------------------------------------------- shards */
@@ -91,6 +127,7 @@ void nncl_trainer_free(nncl_trainer *t) {
     int i;
     if (!t) return;
     nncl__overlap_free(t);
+    nncl__syncbn_free(t);
     for (i = 0; i < t->nd; i++) {
         nncl__plan *p = t->plan ? t->plan[i] : NULL;
         if (p) {
@@ -104,7 +141,7 @@ void nncl_trainer_free(nncl_trainer *t) {
     NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->rate); NNCL_FREE(t->shard);
     NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg);
-    NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->dev_status);
+    NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
     NNCL_FREE(t);
 }
 
@@ -165,10 +202,11 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->lossv = (float *)nncl__calloc(nd, sizeof(float));
     t->busy = (double *)nncl__calloc(nd, sizeof(double));
     t->dev_status = (nncl_status *)nncl__calloc(nd, sizeof(nncl_status));
+    t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
     t->gavg = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
     t->savg = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
     if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->rate || !t->shard || !t->gbuf || !t->sbuf ||
-        !t->lossv || !t->busy || !t->dev_status || !t->gavg || !t->savg)
+        !t->lossv || !t->busy || !t->dev_status || !t->peer_failed || !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
@@ -265,6 +303,7 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
         for (i = 0; i < t->nd; i++) t->rate[i] = cfg->shares[i];
     if (st == NNCL_OK) st = trainer_devices(t);
     if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
+    if (st == NNCL_OK) st = nncl__syncbn_setup(t);
     if (st != NNCL_OK) {
         nncl_trainer_free(t);
         return st;
@@ -446,12 +485,36 @@ static void trainer_rebalance(nncl_trainer *t) {
     }
 }
 
+/* What the threads of a pass share. */
+typedef struct trainer_pass {
+    const nncl_feed *feeds;
+    int n_feeds, batch, solo, calibrating;
+} trainer_pass;
+
+static nncl_status trainer_pass_job(nncl_trainer *t, int i, void *arg) {
+    const trainer_pass *job = (const trainer_pass *)arg;
+    int k, off = 0;
+    nncl_status st;
+    if (job->calibrating) return trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1);
+    if (!t->alive[i] || !t->shard[i]) return NNCL_OK;
+    for (k = 0; k < i; k++) off += t->shard[k];
+    st = trainer_device_pass(t, i, job->feeds, job->n_feeds, off, job->batch, job->solo);
+    if (st != NNCL_OK) nncl__syncbn_abort(t); /* release the others waiting at a batch norm */
+    return st;
+}
+
+static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
+    return t->alive[i] ? trainer_update(t, i, *(const int *)arg) : NNCL_OK;
+}
+
 nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
     nncl_graph *g;
     double t0 = trainer_now(), tx;
     int i, bad, solo;
     nncl_step_info local;
+    trainer_pass job;
     if (!info) info = &local;
+    memset(&job, 0, sizeof job);
     memset(info, 0, sizeof *info);
     info->failed_device = -1;
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
@@ -463,17 +526,17 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         trainer_split(t, batch);
         solo = trainer_n_alive(t) == 1 && trainer_ranks() == 1; /* nothing to exchange */
         nncl__overlap_enable(t, !solo);
-        for (i = 0; i < t->nd; i++) t->dev_status[i] = NNCL_OK;
-NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
-        for (i = 0; i < t->nd; i++) {
-            int k, off = 0;
-            for (k = 0; k < i; k++) off += t->shard[k];
-            if (t->alive[i] && t->shard[i])
-                t->dev_status[i] = trainer_device_pass(t, i, feeds, n_feeds, off, batch, solo);
-        }
+        nncl__syncbn_enable(t, !solo);
+        nncl__syncbn_begin(t);
+        memset(t->peer_failed, 0, (size_t)t->nd * sizeof(int));
+        job.feeds = feeds;
+        job.n_feeds = n_feeds;
+        job.batch = batch;
+        job.solo = solo;
+        nncl__trainer_each_device(t, trainer_pass_job, &job);
         for (i = 0; i < t->nd; i++)
             if (t->dev_status[i] != NNCL_OK) {
-                trainer_lose(t, i, info);
+                if (!t->peer_failed[i]) trainer_lose(t, i, info);
                 failed = 1;
             }
         if (!failed) break;
@@ -487,6 +550,7 @@ NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
     } else {
         bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch);
         if (g->n_state) trainer_average(t, t->sbuf, t->savg, g->n_state, batch);
+        nncl__syncbn_running(t, t->savg, batch);
 #ifdef NNCL_HAVE_MPI
         bad = trainer_allreduce(t, batch, bad);
 #endif
@@ -498,9 +562,7 @@ NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
         nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
                   (long long)t->step);
     } else {
-NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
-        for (i = 0; i < t->nd; i++)
-            if (t->alive[i]) t->dev_status[i] = trainer_update(t, i, solo);
+        nncl__trainer_each_device(t, trainer_update_job, &solo);
         for (i = 0; i < t->nd; i++)
             if (t->alive[i] && t->dev_status[i] != NNCL_OK) trainer_lose(t, i, info);
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
@@ -525,6 +587,7 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
     float *zeros;
     nncl_feed *feeds;
     nncl_status st = NNCL_OK;
+    trainer_pass job;
     for (i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == NNCL_OP_INPUT) {
             n_feeds++;
@@ -544,10 +607,14 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
         }
     for (i = 0; i < t->nd; i++) t->rate[i] = 1;
     trainer_split(t, t->cfg.max_batch);
+    memset(&job, 0, sizeof job);
     for (rounds = 0; rounds < 3 && st == NNCL_OK; rounds++) { /* the first round also compiles */
-NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
-        for (i = 0; i < t->nd; i++)
-            t->dev_status[i] = trainer_device_pass(t, i, feeds, n_feeds, 0, t->cfg.max_batch, 1);
+        job.feeds = feeds;
+        job.n_feeds = n_feeds;
+        job.batch = t->cfg.max_batch;
+        job.solo = 1;
+        job.calibrating = 1;
+        nncl__trainer_each_device(t, trainer_pass_job, &job);
         for (i = 0; i < t->nd; i++)
             if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
     }

@@ -35,6 +35,8 @@ struct nncl_trainer {
     struct nncl__bucket *buckets;
     int n_buckets;
     struct nncl__overlap_ctx *octx;
+    struct nncl__syncbn *syncbn; /* NULL: one device or no batch norm */
+    int *peer_failed;          /* per device: stopped because another device failed */
 };
 
 /* Overlapped gradient read-back (overlap.c): set up once, switched on for
@@ -42,6 +44,22 @@ struct nncl_trainer {
 nncl_status nncl__overlap_setup(nncl_trainer *t);
 void nncl__overlap_enable(nncl_trainer *t, int on);
 void nncl__overlap_free(nncl_trainer *t);
+
+/* Synchronised batch norm (syncbn.c): set up once for several devices and
+ * batch norms; enabled for exchange steps; begin before each parallel pass;
+ * abort releases the threads waiting at a batch norm when a device fails;
+ * running moves the running statistics after the exchange. */
+nncl_status nncl__syncbn_setup(nncl_trainer *t);
+void nncl__syncbn_enable(nncl_trainer *t, int on);
+void nncl__syncbn_begin(nncl_trainer *t);
+void nncl__syncbn_abort(nncl_trainer *t);
+void nncl__syncbn_running(nncl_trainer *t, float *state, int batch);
+void nncl__syncbn_free(nncl_trainer *t);
+
+/* Runs job(t, device, arg) for every device of t at once, one thread each,
+ * and leaves each result in t->dev_status[device]. */
+typedef nncl_status (*nncl__device_job)(nncl_trainer *t, int device, void *arg);
+void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg);
 
 /* Writes host parameters (n_params floats) and running statistics to every
  * live device. */

@@ -18,9 +18,25 @@ static nncl_status io_predict_device(nncl_trainer *t, int i, const nncl_feed *fe
     return nncl__plan_read(p, out, dst + (size_t)offset * out->sample_numel, b, NULL);
 }
 
+typedef struct io_predict {
+    const nncl_feed *feeds;
+    int n_feeds;
+    nncl_node *out;
+    float *dst;
+} io_predict;
+
+static nncl_status io_predict_job(nncl_trainer *t, int i, void *arg) {
+    const io_predict *job = (const io_predict *)arg;
+    int j, off = 0;
+    if (!t->alive[i] || !t->shard[i]) return NNCL_OK;
+    for (j = 0; j < i; j++) off += t->shard[j];
+    return io_predict_device(t, i, job->feeds, job->n_feeds, off, job->out, job->dst);
+}
+
 nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
                                  float *dst) {
     int i, k, saved[64], failed = 0;
+    io_predict job;
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: trainer is NULL");
     if (!out || !dst || (n_feeds > 0 && !feeds) || n_feeds < 0)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out, dst or feeds missing");
@@ -47,12 +63,11 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
                 given++;
             }
     }
-NNCL_OMP(omp parallel for num_threads(t->nd) schedule(static, 1))
-    for (i = 0; i < t->nd; i++) {
-        int j, off = 0;
-        for (j = 0; j < i; j++) off += t->shard[j];
-        t->dev_status[i] = t->alive[i] && t->shard[i] ? io_predict_device(t, i, feeds, n_feeds, off, out, dst) : NNCL_OK;
-    }
+    job.feeds = feeds;
+    job.n_feeds = n_feeds;
+    job.out = out;
+    job.dst = dst;
+    nncl__trainer_each_device(t, io_predict_job, &job);
     for (i = 0; i < t->nd; i++) {
         if (t->dev_status[i] != NNCL_OK) failed = 1;
         if (i < 64) t->shard[i] = saved[i];

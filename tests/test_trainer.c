@@ -14,6 +14,7 @@
 #define TT_C 3
 
 static float tt_x[TT_N * TT_D], tt_y[TT_N];
+static float tt_img[TT_N * 36]; /* [N,1,6,6] for the CNN */
 
 /* Three Gaussian blobs, well apart: linearly separable. */
 static void tt_data(void) {
@@ -24,18 +25,35 @@ static void tt_data(void) {
         tt_y[i] = (float)c;
         for (k = 0; k < TT_D; k++)
             tt_x[i * TT_D + k] = (k % TT_C == c ? 3.0f : 0.0f) + (th_uniform(&seed) - 0.5f);
+        for (k = 0; k < 36; k++) tt_img[i * 36 + k] = (k / 6 == 2 * c ? 1.0f : 0.0f) + th_uniform(&seed);
     }
 }
 
 typedef struct tt_model {
     nncl_graph *g;
     nncl_node *x, *y, *logits, *loss;
+    const float *data; /* features of x */
 } tt_model;
+
+static int tt_cnn; /* tt_build makes a CNN with batch norm instead of the MLP */
 
 static int tt_build(nncl_context *ctx, tt_model *m, int dropout) {
     int xs[1] = {TT_D};
     nncl_node *h;
     m->g = nncl_graph_create(ctx, 2024);
+    m->data = tt_x;
+    if (tt_cnn) {
+        int is[3] = {1, 6, 6};
+        m->data = tt_img;
+        m->x = nncl_input(m->g, "x", 3, is);
+        m->y = nncl_input(m->g, "y", 0, NULL);
+        h = nncl_conv2d(m->g, m->x, 4, 3, 1, 1, 1, NNCL_ACT_RELU, "conv1");
+        h = nncl_batchnorm(m->g, h, 0.1f, 1e-5f, "bn1");
+        h = nncl_flatten(m->g, nncl_maxpool2d(m->g, h, 2, 2, 0));
+        m->logits = nncl_linear(m->g, h, TT_C, 1, NNCL_ACT_NONE, "fc");
+        m->loss = nncl_softmax_cross_entropy(m->g, m->logits, m->y);
+        return m->loss != NULL;
+    }
     m->x = nncl_input(m->g, "x", 1, xs);
     m->y = nncl_input(m->g, "y", 0, NULL);
     h = nncl_linear(m->g, m->x, 16, 1, NNCL_ACT_RELU, "fc1");
@@ -52,7 +70,7 @@ static nncl_status tt_train(nncl_trainer *t, tt_model *m, int from, int steps, i
         int start = (s * batch) % (TT_N - batch + 1);
         nncl_status st;
         f[0].node = m->x;
-        f[0].data = tt_x + (size_t)start * TT_D;
+        f[0].data = m->data + (size_t)start * m->x->sample_numel;
         f[1].node = m->y;
         f[1].data = tt_y + start;
         if ((st = nncl_trainer_step(t, f, 2, batch, NULL)) != NNCL_OK) return st;
@@ -189,7 +207,8 @@ static int test_parallel(nncl_context *ctx, const float *shares, const char *wha
     double num = 0, den = 0;
     int d0 = 0, nd = nncl_device_count(ctx), i;
     size_t k;
-    snprintf(name, sizeof name, "%d devices (%s) equal one device with the same global batch", nd, what);
+    snprintf(name, sizeof name, "%d devices (%s%s) equal one device with the same global batch", nd,
+             tt_cnn ? "CNN with batch norm, " : "", what);
     if (nd < 2) {
         th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\" or RUSTICL_ENABLE=llvmpipe)");
         return 0;
@@ -205,7 +224,7 @@ static int test_parallel(nncl_context *ctx, const float *shares, const char *wha
         nncl_step_info info;
         nncl_feed f[2];
         int start = (i * 40) % (TT_N - 40 + 1);
-        f[0].node = mn.x; f[0].data = tt_x + (size_t)start * TT_D;
+        f[0].node = mn.x; f[0].data = mn.data + (size_t)start * mn.x->sample_numel;
         f[1].node = mn.y; f[1].data = tt_y + start;
         TH_OK(name, ctx, nncl_trainer_step(tn, f, 2, 40, &info));
         if (i == fail_at) TH_CHECK(name, info.failed_device == 1 && info.n_devices == nd - 1);
@@ -219,6 +238,16 @@ static int test_parallel(nncl_context *ctx, const float *shares, const char *wha
     for (k = 0; k < m1.g->n_params; k++) {
         num += ((double)p1[k] - pn[k]) * ((double)p1[k] - pn[k]);
         den += (double)p1[k] * p1[k];
+    }
+    if (m1.g->n_state) { /* running statistics too */
+        float *s1 = (float *)calloc(m1.g->n_state, sizeof(float)), *sn = (float *)calloc(m1.g->n_state, sizeof(float));
+        TH_CHECK(name, nncl__trainer_download(t1, NULL, s1) == NNCL_OK && nncl__trainer_download(tn, NULL, sn) == NNCL_OK);
+        for (k = 0; k < m1.g->n_state; k++) {
+            num += ((double)s1[k] - sn[k]) * ((double)s1[k] - sn[k]);
+            den += (double)s1[k] * s1[k];
+        }
+        free(s1);
+        free(sn);
     }
     TH_CHECK(name, num / den < 1e-10);
     free(p1); free(pn);
@@ -280,6 +309,11 @@ int main(int argc, char **argv) {
     test_parallel(ctx, uneven, "uneven split, gradients read back during backward", -1);
     test_parallel(ctx, NULL, "overlapped read-back, device 1 fails at step 4", 4);
     tt_overlap = 0;
+    tt_cnn = 1;
+    test_parallel(ctx, NULL, "measured split", -1);
+    test_parallel(ctx, uneven, "uneven split 3:1", -1);
+    test_parallel(ctx, NULL, "device 1 fails at step 4", 4);
+    tt_cnn = 0;
     nncl_free(ctx);
     return th_exit_code();
 }
