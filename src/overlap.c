@@ -2,7 +2,9 @@
  * of bucketed all-reduce): a parameter's gradient is final once the last
  * backward op that writes it is queued; from then on a second queue of the
  * device copies it to the host, waiting only on that op, while earlier
- * layers keep computing on the first queue. */
+ * layers keep computing on the first queue. Mesa's OpenCL drivers (rusticl
+ * 22.3 seen here) sometimes let such a read run before the kernels it waits
+ * on have finished, so devices of theirs read back after backward instead. */
 #include "trainer.h"
 
 /* Gradient floats [off, off+count) are final after backward position pos. */
@@ -58,7 +60,7 @@ static nncl_status overlap_after(void *user, int pos) {
         cl_event done;
         cl_int err;
         if (k->pos != pos) continue;
-        NNCL_CL(t->ctx, clEnqueueMarkerWithWaitList(p->x.dev->queue, 0, NULL, &done));
+        NNCL_CL(t->ctx, clEnqueueBarrierWithWaitList(p->x.dev->queue, 0, NULL, &done));
         err = clEnqueueReadBuffer(t->xfer[o->device], p->x.grads, CL_FALSE, k->off * 4, k->count * 4,
                                   t->gbuf[o->device] + k->off, 1, &done, NULL);
         clReleaseEvent(done);
@@ -68,7 +70,13 @@ static nncl_status overlap_after(void *user, int pos) {
     return NNCL_OK;
 }
 
+/* Whether dev orders a second queue's commands after its events reliably. */
+static int overlap_trusted(const nncl_device *dev) {
+    return !strstr(dev->info.platform, "rusticl") && !strstr(dev->info.platform, "Clover");
+}
+
 nncl_status nncl__overlap_setup(nncl_trainer *t) {
+    /* devices left out by overlap_trusted() get no transfer queue */
     int i;
     cl_int err;
     t->xfer = (cl_command_queue *)nncl__calloc((size_t)t->nd, sizeof(cl_command_queue));
@@ -77,6 +85,7 @@ nncl_status nncl__overlap_setup(nncl_trainer *t) {
     NNCL_TRY(overlap_buckets(t));
     for (i = 0; i < t->nd; i++) {
         nncl_device *dev = t->plan[i]->x.dev;
+        if (!overlap_trusted(dev)) continue;
         t->xfer[i] = clCreateCommandQueue(dev->cl_ctx, dev->id, 0, &err);
         NNCL_CL_CHECK(t->ctx, err, "clCreateCommandQueue (transfer queue)");
         t->octx[i].t = t;
@@ -88,6 +97,7 @@ nncl_status nncl__overlap_setup(nncl_trainer *t) {
 void nncl__overlap_enable(nncl_trainer *t, int on) {
     int i;
     for (i = 0; i < t->nd && t->xfer; i++) {
+        if (on && !overlap_trusted(t->plan[i]->x.dev)) continue;
         t->plan[i]->after_backward = on ? overlap_after : NULL;
         t->plan[i]->after_user = on ? &t->octx[i] : NULL;
     }

@@ -14,7 +14,10 @@ struct nncl__syncbn {
     pthread_cond_t cond;
     int waiting, expected, generation, aborted, ready;
     size_t *off;    /* per node id: its block in host and global (BN nodes only) */
-    float *host;    /* per BN node and device: 4C floats (2C read from aux, 2C written back) */
+    /* per BN node, device and phase: 2C floats read from aux and 2C written
+     * back; the phases apart, since a fast device reaches the backward of a
+     * batch norm while a slow one still reads the forward sums */
+    float *host;
     double *global; /* per BN node: 2C, global mean and biased variance of the last forward */
 };
 
@@ -60,9 +63,9 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
     struct nncl__syncbn *s = t->syncbn;
     nncl__view aux = nncl__auxv(x, n);
     int C = n->in[0]->shape[1], i, me = 0, c, first = -1;
-    size_t inner = n->in[0]->sample_numel / (size_t)C, block = 4 * (size_t)C;
+    size_t inner = n->in[0]->sample_numel / (size_t)C, block = 8 * (size_t)C;
     double N = (double)x->global_batch * (double)inner, eps = n->fattr[0];
-    float *base = s->host + s->off[n->id] * (size_t)t->nd * 2, *mine, *out;
+    float *base = s->host + s->off[n->id] * (size_t)t->nd * 4 + (size_t)phase * 4 * C, *mine, *out;
     for (i = 0; i < t->nd; i++) {
         if (&t->plan[i]->x == x) me = i;
         if (first < 0 && syncbn_takes_part(t, i)) first = i;
@@ -149,7 +152,7 @@ nncl_status nncl__syncbn_setup(nncl_trainer *t) {
     if (!s) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     t->syncbn = s;
     s->off = (size_t *)nncl__calloc((size_t)g->n_nodes, sizeof(size_t));
-    s->host = (float *)nncl__calloc(total * 2 * (size_t)t->nd, sizeof(float));
+    s->host = (float *)nncl__calloc(total * 4 * (size_t)t->nd, sizeof(float));
     s->global = (double *)nncl__calloc(total, sizeof(double));
     if (!s->off || !s->host || !s->global) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     pthread_mutex_init(&s->lock, NULL);

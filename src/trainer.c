@@ -388,7 +388,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
     t->busy[i] = trainer_now() - t0;
     if (solo) return NNCL_OK;
-    if (t->xfer) /* the gradients are on their way already */
+    if (t->xfer && t->xfer[i]) /* the gradients are on their way already */
         NNCL_CL(t->ctx, clFinish(t->xfer[i]));
     else if (g->n_trainable)
         NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gbuf[i], 0, NULL, NULL));
