@@ -178,5 +178,9 @@ nncl_status nncl__bias_act(nncl__exec *x, nncl__view y, const nncl_node *bias, i
 nncl_status nncl__act_backward_inplace(nncl__exec *x, nncl__view dy, nncl__view y, size_t n, int act);
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
 nncl_status nncl__bias_grad(nncl__exec *x, nncl__view dy, int rows, int cols, int inner, nncl__view db, int acc);
+/* The fused activations (nncl_act) and their derivative from the output, in
+ * double, for the host references of linear and conv2d. */
+double nncl__act_ref(double v, int act);
+double nncl__act_grad_ref(double y, int act);
 
 #endif /* NNCL_GRAPH_H */

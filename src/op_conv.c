@@ -352,20 +352,6 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
 
 /* ------------------------------------------------------------- reference */
 
-static double conv_act_ref(double v, int act) {
-    if (act == NNCL_ACT_RELU) return v > 0 ? v : 0;
-    if (act == NNCL_ACT_SIGMOID) return 1 / (1 + exp(-v));
-    if (act == NNCL_ACT_TANH) return tanh(v);
-    return v;
-}
-
-static double conv_act_grad_ref(double y, int act) {
-    if (act == NNCL_ACT_RELU) return y > 0 ? 1 : 0;
-    if (act == NNCL_ACT_SIGMOID) return y * (1 - y);
-    if (act == NNCL_ACT_TANH) return 1 - y * y;
-    return 1;
-}
-
 /* Index of x[b, c, ih, iw] under output (oh, ow) and kernel tap (ki, kj),
  * or -1 where the tap falls into the padding. */
 static ptrdiff_t conv_ref_xi(const conv_dims *d, int b, int c, int oh, int ow, int ki, int kj) {
@@ -392,7 +378,7 @@ static void conv_ref_forward(const nncl_node *n, const nncl__refctx *r, const do
                                 ptrdiff_t xi = conv_ref_xi(&d, b, c, oh, ow, ki, kj);
                                 if (xi >= 0) s += in[0][xi] * in[1][((o * d.C + c) * d.k + ki) * d.k + kj];
                             }
-                    out[yi] = conv_act_ref(s, d.act);
+                    out[yi] = nncl__act_ref(s, d.act);
                 }
 }
 
@@ -407,7 +393,7 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
         for (o = 0; o < d.O; o++)
             for (oh = 0; oh < d.OH; oh++)
                 for (ow = 0; ow < d.OW; ow++, yi++) {
-                    double g = gout[yi] * conv_act_grad_ref(out[yi], d.act);
+                    double g = gout[yi] * nncl__act_grad_ref(out[yi], d.act);
                     if (n->n_in == 3 && gin[2]) gin[2][o] += g;
                     for (c = 0; c < d.C; c++)
                         for (ki = 0; ki < d.k; ki++)

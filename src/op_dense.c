@@ -5,14 +5,14 @@
 #include "graph.h"
 #include <math.h>
 
-static double dense_act_ref(double v, int act) {
+double nncl__act_ref(double v, int act) {
     if (act == NNCL_ACT_RELU) return v > 0 ? v : 0;
     if (act == NNCL_ACT_SIGMOID) return 1 / (1 + exp(-v));
     if (act == NNCL_ACT_TANH) return tanh(v);
     return v;
 }
 
-static double dense_act_grad_ref(double y, int act) {
+double nncl__act_grad_ref(double y, int act) {
     if (act == NNCL_ACT_RELU) return y > 0 ? 1 : 0;
     if (act == NNCL_ACT_SIGMOID) return y * (1 - y);
     if (act == NNCL_ACT_TANH) return 1 - y * y;
@@ -167,7 +167,7 @@ static void linear_ref_forward(const nncl_node *n, const nncl__refctx *r, const 
         for (j = 0; j < out_f; j++) {
             double s = n->n_in == 3 ? in[2][j] : 0;
             for (k = 0; k < in_f; k++) s += in[0][i * in_f + k] * in[1][j * in_f + k];
-            out[i * out_f + j] = dense_act_ref(s, n->iattr[0]);
+            out[i * out_f + j] = nncl__act_ref(s, n->iattr[0]);
         }
 }
 
@@ -178,7 +178,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
     (void)aux;
     for (i = 0; i < rows; i++)
         for (j = 0; j < out_f; j++) {
-            double d = gout[i * out_f + j] * dense_act_grad_ref(out[i * out_f + j], n->iattr[0]);
+            double d = gout[i * out_f + j] * nncl__act_grad_ref(out[i * out_f + j], n->iattr[0]);
             if (n->n_in == 3 && gin[2]) gin[2][j] += d;
             for (k = 0; k < in_f; k++) {
                 if (gin[0]) gin[0][i * in_f + k] += d * in[1][j * in_f + k];
