@@ -1,7 +1,8 @@
-/* atomic_file.c - writing a file so that readers see either the old file or
- * the complete new one: write under a temporary name in the same folder,
- * flush, fsync, rename over the target, fsync the folder. Also a
- * locale-independent number formatter for the text formats nncl writes. */
+/* atomic_file.c - files on the host: writing one so that readers see either
+ * the old file or the complete new one (temporary name in the same folder,
+ * flush, fsync, rename over the target, fsync the folder), reading one
+ * whole, and a locale-independent number formatter for the text formats
+ * nncl writes. */
 #include "internal.h"
 #include <errno.h>
 #include <stdio.h>
@@ -175,4 +176,52 @@ void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x) {
      * output: put the '.' back so CSV, SVG and JSON stay valid. */
     for (p = buf; *p; p++)
         if (*p == ',') *p = '.';
+}
+
+nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_size) {
+    FILE *f;
+    unsigned char *buf = NULL;
+    size_t cap = 0, len = 0;
+    long hint = 0;
+    *out = NULL;
+    *out_size = 0;
+    f = fopen(path, "rb");
+    if (!f) return nncl__fail(NULL, NNCL_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) == 0) {
+        hint = ftell(f);
+        if (hint < 0) hint = 0;
+    }
+    rewind(f);
+    cap = (size_t)hint + 1;
+    for (;;) {
+        size_t got;
+        if (!buf || len == cap) {
+            size_t ncap = buf ? cap * 2 : cap;
+            unsigned char *nbuf = NULL;
+            /* beyond a quarter of the address space no allocation succeeds */
+            if (!buf || cap <= ((size_t)-1 >> 2)) nbuf = (unsigned char *)NNCL_MALLOC(ncap);
+            if (!nbuf) {
+                NNCL_FREE(buf);
+                fclose(f);
+                return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to read '%s'", ncap,
+                                  path);
+            }
+            if (buf) memcpy(nbuf, buf, len);
+            NNCL_FREE(buf);
+            buf = nbuf;
+            cap = ncap;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        NNCL_FREE(buf);
+        fclose(f);
+        return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s'", path);
+    }
+    fclose(f);
+    *out = buf;
+    *out_size = len;
+    return NNCL_OK;
 }

@@ -530,33 +530,14 @@ nncl_status nncl_csv_parse(const char *text, size_t size, const char *name, cons
 }
 
 nncl_status nncl_csv_load(const char *path, const nncl_csv_options *opt, nncl_csv *out) {
-    FILE *f;
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
+    unsigned char *buf;
+    size_t len;
     nncl_status st;
     if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_csv_load: out is NULL");
     memset(out, 0, sizeof *out);
     if (!path) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_csv_load: path is NULL");
-    f = fopen(path, "rb");
-    if (!f) return nncl__fail(NULL, NNCL_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    for (;;) {
-        size_t got;
-        if (csv_grow((void **)&buf, &cap, len + 65536, 1)) {
-            NNCL_FREE(buf);
-            fclose(f);
-            return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "cannot allocate memory to read '%s'", path);
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        NNCL_FREE(buf);
-        fclose(f);
-        return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s'", path);
-    }
-    fclose(f);
-    st = nncl_csv_parse(buf, len, path, opt, out);
+    NNCL_TRY(nncl__read_file(path, &buf, &len));
+    st = nncl_csv_parse((const char *)buf, len, path, opt, out);
     NNCL_FREE(buf);
     return st;
 }

@@ -307,54 +307,6 @@ nncl_status nncl_idx_parse(const void *bytes, size_t size, const char *name, nnc
 }
 
 /* Reads a whole file into a new buffer. */
-static nncl_status idx_read_file(const char *path, unsigned char **out, size_t *out_size) {
-    FILE *f;
-    unsigned char *buf = NULL;
-    size_t cap = 0, len = 0;
-    long hint = 0;
-    *out = NULL;
-    *out_size = 0;
-    f = fopen(path, "rb");
-    if (!f) return nncl__fail(NULL, NNCL_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) == 0) {
-        hint = ftell(f);
-        if (hint < 0) hint = 0;
-    }
-    rewind(f);
-    cap = (size_t)hint + 1;
-    for (;;) {
-        size_t got;
-        if (!buf || len == cap) {
-            size_t ncap = buf ? cap * 2 : cap;
-            unsigned char *nbuf = NULL;
-            /* beyond a quarter of the address space no allocation succeeds */
-            if (!buf || cap <= ((size_t)-1 >> 2)) nbuf = (unsigned char *)NNCL_MALLOC(ncap);
-            if (!nbuf) {
-                NNCL_FREE(buf);
-                fclose(f);
-                return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to read '%s'", ncap,
-                                  path);
-            }
-            if (buf) memcpy(nbuf, buf, len);
-            NNCL_FREE(buf);
-            buf = nbuf;
-            cap = ncap;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        NNCL_FREE(buf);
-        fclose(f);
-        return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s'", path);
-    }
-    fclose(f);
-    *out = buf;
-    *out_size = len;
-    return NNCL_OK;
-}
-
 nncl_status nncl_idx_load(const char *path, nncl_idx *out) {
     unsigned char *buf;
     size_t size;
@@ -362,7 +314,7 @@ nncl_status nncl_idx_load(const char *path, nncl_idx *out) {
     if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_idx_load: out is NULL");
     memset(out, 0, sizeof *out);
     if (!path) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_idx_load: path is NULL");
-    st = idx_read_file(path, &buf, &size);
+    st = nncl__read_file(path, &buf, &size);
     if (st != NNCL_OK) return st;
     st = nncl_idx_parse(buf, size, path, out);
     NNCL_FREE(buf);

@@ -224,6 +224,9 @@ typedef struct nncl__afile {
 nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what);
 nncl_status nncl__afile_commit(nncl__afile *af, const char *what);
 void nncl__afile_abort(nncl__afile *af);
+/* Reads the whole file at path into *data (freed with NNCL_FREE), its
+ * length in *size; NNCL_ERR_IO naming the file when it cannot be read. */
+nncl_status nncl__read_file(const char *path, unsigned char **data, size_t *size);
 /* Writes x with printf format fmt ("%.6g", ...) using '.' as the decimal
  * point whatever the C locale, "nan"/"inf"/"-inf" for non-finite values. */
 void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);

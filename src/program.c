@@ -48,30 +48,12 @@ static nncl_status prog_source(nncl_context *ctx, const char *family, const char
     snprintf(file, sizeof file, "%s.cl", family);
     if (ctx->kernel_dir) {
         char path[4096];
-        FILE *f;
-        long n;
+        unsigned char *text;
         snprintf(path, sizeof path, "%s/%s", ctx->kernel_dir, file);
-        f = fopen(path, "rb");
-        if (!f) return nncl__fail(ctx, NNCL_ERR_IO, "cannot open kernel source %s (NNCL_KERNEL_DIR)", path);
-        if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-            fclose(f);
-            return nncl__fail(ctx, NNCL_ERR_IO, "cannot read kernel source %s", path);
-        }
-        *owned = (char *)NNCL_MALLOC((size_t)n + 1);
-        if (!*owned) {
-            fclose(f);
-            return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
-        }
-        if (fread(*owned, 1, (size_t)n, f) != (size_t)n) {
-            fclose(f);
-            NNCL_FREE(*owned);
-            *owned = NULL;
-            return nncl__fail(ctx, NNCL_ERR_IO, "short read of kernel source %s", path);
-        }
-        fclose(f);
-        (*owned)[n] = 0;
+        if (nncl__read_file(path, &text, len) != NNCL_OK)
+            return nncl__fail(ctx, NNCL_ERR_IO, "%s (NNCL_KERNEL_DIR)", nncl_last_error(NULL));
+        *owned = (char *)text;
         *src = *owned;
-        *len = (size_t)n;
         return NNCL_OK;
     }
     for (i = 0; nncl__kernels[i].name; i++)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int test_list(void) {
     nncl_device_info infos[64];
@@ -129,11 +130,43 @@ static int test_gemm(nncl_context *ctx, int d, int m, int n, int k, int ta, int 
     return !ok;
 }
 
+/* Kernels from a folder (NNCL_KERNEL_DIR): a missing file is an I/O error
+ * naming it; a kernel that does not compile gives the build log. */
+static int test_kernel_dir(void) {
+    const char *name = "kernel folder and build errors";
+    char dir[] = "/tmp/nncl-kdir-XXXXXX", path[64];
+    nncl_config cfg = nncl_config_default();
+    nncl_context *ctx = NULL;
+    nncl_tensor *x = NULL;
+    int shape[1] = {4};
+    FILE *f;
+    TH_CHECK(name, mkdtemp(dir) != NULL);
+    cfg.devices = "0";
+    cfg.kernel_dir = dir;
+    TH_OK(name, NULL, nncl_init(&cfg, &ctx));
+    TH_OK(name, ctx, nncl_tensor_create(ctx, 0, 1, shape, &x));
+    TH_CHECK(name, nncl_relu(ctx, x, x) == NNCL_ERR_IO);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "elementwise.cl") != NULL);
+    snprintf(path, sizeof path, "%s/elementwise.cl", dir);
+    TH_CHECK(name, (f = fopen(path, "w")) != NULL);
+    fputs("__kernel void nncl_relu_f32(__global float *x) { this is not OpenCL }\n", f);
+    fclose(f);
+    TH_CHECK(name, nncl_relu(ctx, x, x) == NNCL_ERR_BUILD);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "build log") != NULL);
+    remove(path);
+    rmdir(dir);
+    nncl_tensor_free(x);
+    nncl_free(ctx);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx;
     int d, nd;
     test_list();
     test_select();
+    test_kernel_dir();
     if (!(ctx = th_context())) return th_exit_code();
     nd = nncl_device_count(ctx);
     for (d = 0; d < nd; d++) {
