@@ -1,28 +1,91 @@
 #!/bin/sh
-# run.sh - the test runner: runs every built test program, counts the PASS,
-# FAIL and SKIP lines they print, counts a program that crashes or exits
-# non-zero without saying FAIL as one failure, and ends with the summary line.
+# run.sh - the test runner: runs every built test program and every
+# tests/test_*.sh script, counts the PASS, FAIL and SKIP lines they print,
+# counts a program that crashes or exits non-zero without saying FAIL as one
+# failure, and ends with the summary line "N passed, N failed, N skipped".
+# B names the build folder, or several separated by spaces (the plain and
+# the sanitized build of `make test`): each is run in turn and the last line
+# is the total of all. A folder holding .sanitize was built with ASan+UBSan
+# and runs with the options below.
 B=${B:-build}
-out=${TMPDIR:-/tmp}/nncl-tests.$$
-mkdir -p "$out"
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mktemp -d "${TMPDIR:-/tmp}/nncl-tests.XXXXXX") || exit 1
+trap 'rm -rf "$out"' EXIT
+# a test that hangs counts as failed instead of stalling CI
+limit=${NNCL_TEST_TIMEOUT:-600}
+if command -v timeout >/dev/null 2>&1; then tmo="timeout $limit"; else tmo=; fi
+
 pass=0 fail=0 skip=0
-for t in "$B"/tests/test_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    "$t" >"$out/$name.log" 2>&1
-    rc=$?
-    p=$(grep -c '^PASS ' "$out/$name.log")
-    f=$(grep -c '^FAIL ' "$out/$name.log")
-    s=$(grep -c '^SKIP ' "$out/$name.log")
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "FAIL $name: exited with status $rc"
-        tail -n 20 "$out/$name.log" | sed 's/^/    /'
+
+# count NAME LOGFILE STATUS: adds the log's results to the folder's counts
+count() {
+    p=$(grep -c '^PASS ' "$2")
+    f=$(grep -c '^FAIL ' "$2")
+    s=$(grep -c '^SKIP ' "$2")
+    if [ "$3" -ne 0 ] && [ "$f" -eq 0 ]; then
+        if [ "$3" -eq 124 ] && [ -n "$tmo" ]; then
+            echo "FAIL $1: no result after $limit s"
+        else
+            echo "FAIL $1: exited with status $3"
+        fi
+        tail -n 20 "$2" | sed 's/^/    /'
         f=1
     fi
-    grep -E '^(FAIL|SKIP) ' "$out/$name.log"
-    echo "$name: $p passed, $f failed, $s skipped"
-    pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+    grep -E '^(FAIL|SKIP) ' "$2"
+    echo "$1: $p passed, $f failed, $s skipped"
+    bp=$((bp + p)) bf=$((bf + f)) bs=$((bs + s))
+}
+
+# run SAN COMMAND...: runs the command, with the sanitizer settings when SAN
+# is 1. allocator_may_return_null: a huge allocation fails as with plain
+# malloc (the tests of size checks rely on it) instead of aborting. Leaks
+# inside the OpenCL runtimes are suppressed by tests/lsan.supp, which names
+# only their libraries. Mesa's clover driver dlopens its gallium pipe
+# drivers and unloads them again, so leaks inside those have no library name
+# to be suppressed by: the sanitized run hides them from clover (rusticl and
+# PoCL do not use them).
+run() {
+    if [ "$1" = 1 ]; then
+        shift
+        (
+            ASAN_OPTIONS=${NNCL_ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+            LSAN_OPTIONS=suppressions=$top/tests/lsan.supp:print_suppressions=0
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+            GALLIUM_PIPE_SEARCH_DIR=${NNCL_GALLIUM_PIPE_SEARCH_DIR:-$out/no-pipe-drivers}
+            export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS GALLIUM_PIPE_SEARCH_DIR
+            exec "$@"
+        )
+    else
+        shift
+        "$@"
+    fi
+}
+
+for b in $B; do
+    bp=0 bf=0 bs=0
+    san=0
+    if [ -f "$b/.sanitize" ]; then
+        san=1
+        mkdir -p "$out/no-pipe-drivers"
+        echo "== $b: AddressSanitizer + UndefinedBehaviorSanitizer"
+    else
+        echo "== $b"
+    fi
+    for t in "$b"/tests/test_*; do
+        [ -x "$t" ] && [ -f "$t" ] || continue
+        case "$t" in *.d|*.o) continue ;; esac
+        name=$(basename "$t")
+        run $san $tmo "$t" >"$out/$name.log" 2>&1
+        count "$name" "$out/$name.log" $?
+    done
+    for s in "$top"/tests/test_*.sh; do
+        [ -f "$s" ] || continue
+        name=$(basename "$s")
+        run $san env B="$b" NNCL_SANITIZE=$san $tmo sh "$s" >"$out/$name.log" 2>&1
+        count "$name" "$out/$name.log" $?
+    done
+    echo "$b: $bp passed, $bf failed, $bs skipped"
+    pass=$((pass + bp)) fail=$((fail + bf)) skip=$((skip + bs))
 done
-rm -rf "$out"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
