@@ -14,11 +14,14 @@ typedef struct ctx_found {
     cl_device_id id;
 } ctx_found;
 
+/* A string property, cut to fit out (drivers refuse a short buffer). */
 static void ctx_str(cl_device_id d, cl_device_info what, char *out, size_t n) {
+    char big[8192];
     size_t got = 0;
     out[0] = 0;
-    if (clGetDeviceInfo(d, what, n - 1, out, &got) != CL_SUCCESS) out[0] = 0;
-    out[n - 1] = 0;
+    if (clGetDeviceInfo(d, what, sizeof big - 1, big, &got) != CL_SUCCESS) return;
+    big[got < sizeof big ? got : sizeof big - 1] = 0;
+    snprintf(out, n, "%s", big);
 }
 
 static int ctx_has_extension(cl_device_id d, const char *ext) {

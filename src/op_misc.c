@@ -336,8 +336,9 @@ nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const int *sample
     if (ndim < 0 || ndim > NNCL_MAX_DIMS || (ndim > 0 && !sample_shape))
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
                                 "nncl_reshape: ndim %d is not in 0..%d (or shape is NULL)", ndim, NNCL_MAX_DIMS);
+    memset(iattr, 0, sizeof iattr);
     iattr[0] = ndim;
-    for (i = 0; i < NNCL_MAX_DIMS; i++) iattr[1 + i] = i < ndim ? sample_shape[i] : 0;
+    for (i = 0; i < ndim; i++) iattr[1 + i] = sample_shape[i];
     return nncl__node_add(g, NNCL_OP_RESHAPE, NULL, 1, &x, iattr, 1 + NNCL_MAX_DIMS, NULL, 0);
 }
 

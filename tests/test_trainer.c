@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TT_N 240
 #define TT_D 6
@@ -164,7 +165,9 @@ static int test_resume(nncl_context *ctx, const char *self) {
     float *want;
     char cmd[1024];
     int d = 0, i, rc;
-    const char *ckpt = "/tmp/nncl-test-resume.ckpt", *out = "/tmp/nncl-test-resume.safetensors";
+    char ckpt[64], out[64];
+    snprintf(ckpt, sizeof ckpt, "/tmp/nncl-resume-%ld.ckpt", (long)getpid());
+    snprintf(out, sizeof out, "/tmp/nncl-resume-%ld.safetensors", (long)getpid());
     TH_CHECK(name, tt_build(ctx, &m, 1));
     TH_CHECK(name, (t = tt_trainer(ctx, &m, &d, 1, NULL, NNCL_OPT_ADAM)) != NULL);
     TH_OK(name, ctx, tt_train(t, &m, 0, 10, 40));

@@ -4,9 +4,9 @@
 # otherwise it prints the exact command to run and exits non-zero.
 # usage: sh tools/setup-debian.sh [--ci]   (--ci adds the CI-only packages)
 pkgs="build-essential pkg-config ocl-icd-opencl-dev opencl-headers libclblast-dev
-pocl-opencl-icd clinfo zlib1g-dev"
+pocl-opencl-icd clinfo zlib1g-dev dataset-fashion-mnist"
 [ "$1" = "--ci" ] && pkgs="$pkgs clang mesa-opencl-icd libopenmpi-dev openmpi-bin
-dataset-fashion-mnist valgrind libclang-rt-14-dev"
+valgrind libclang-rt-14-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "setup-debian.sh: not a Debian/Ubuntu system; install a C compiler, OpenCL headers" \
