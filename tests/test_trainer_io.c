@@ -1,0 +1,134 @@
+/* test_trainer_io.c - models across frameworks and parameters by name: a
+ * model saved by PyTorch (tests/data/torch_mlp.safetensors, made by
+ * make_torch_model.py) loads into nncl and gives PyTorch's logits on every
+ * device; a saved model loads back bit for bit; a file of another shape is
+ * refused and changes nothing; frozen parameters stay as they were. */
+#include "harness.h"
+#include "trainer.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct tio_model {
+    nncl_graph *g;
+    nncl_node *x, *y, *logits, *loss;
+    nncl_trainer *t;
+} tio_model;
+
+static int tio_build(nncl_context *ctx, int d, int hidden, tio_model *m, int freeze_fc1) {
+    int in[1] = {6};
+    nncl_train_config c = nncl_train_default();
+    m->g = nncl_graph_create(ctx, 3);
+    m->x = nncl_input(m->g, "x", 1, in);
+    m->y = nncl_input(m->g, "y", 0, NULL);
+    m->logits = nncl_linear(m->g, nncl_linear(m->g, m->x, hidden, 1, NNCL_ACT_TANH, "fc1"), 3, 1, NNCL_ACT_NONE, "fc2");
+    m->loss = nncl_softmax_cross_entropy(m->g, m->logits, m->y);
+    if (!m->loss) return 1;
+    if (freeze_fc1 && (nncl_param_freeze(m->g, nncl_graph_find(m->g, "fc1.weight"), 1) != NNCL_OK ||
+                       nncl_param_freeze(m->g, nncl_graph_find(m->g, "fc1.bias"), 1) != NNCL_OK))
+        return 1;
+    c.max_batch = 8;
+    c.devices = &d;
+    c.n_devices = 1;
+    return nncl_trainer_create(ctx, m->g, m->loss, &c, &m->t) != NNCL_OK;
+}
+
+static void tio_free(tio_model *m) {
+    nncl_trainer_free(m->t);
+    nncl_graph_free(m->g);
+}
+
+static int test_from_pytorch(nncl_context *ctx, int d) {
+    char name[160];
+    tio_model m;
+    nncl_safetensors *st = NULL;
+    const float *in, *want;
+    int64_t is[2] = {5, 6}, ls[2] = {5, 3};
+    float got[15];
+    nncl_feed f;
+    double num = 0, den = 0;
+    int k;
+    snprintf(name, sizeof name, "a PyTorch model loads and gives PyTorch's logits on %s", th_device_label(ctx, d));
+    TH_CHECK(name, tio_build(ctx, d, 8, &m, 0) == 0);
+    TH_OK(name, ctx, nncl_trainer_load(m.t, "tests/data/torch_mlp.safetensors"));
+    TH_OK(name, NULL, nncl_safetensors_load("tests/data/torch_mlp.safetensors", &st));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "check.input", 2, is, &in));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "check.logits", 2, ls, &want));
+    f.node = m.x;
+    f.data = in;
+    TH_OK(name, ctx, nncl_trainer_predict(m.t, &f, 1, 5, m.logits, got));
+    for (k = 0; k < 15; k++) {
+        num += ((double)got[k] - want[k]) * ((double)got[k] - want[k]);
+        den += (double)want[k] * want[k];
+    }
+    TH_CHECK(name, num / den < 1e-10);
+    nncl_safetensors_free(st);
+    tio_free(&m);
+    th_pass("%s (normalised squared error %.2g)", name, num / den);
+    return 0;
+}
+
+static int test_round_trip_and_refusal(nncl_context *ctx) {
+    const char *name = "save/load round trip; a model of another shape is refused and changes nothing";
+    tio_model a, b, wide;
+    char path[64];
+    float pa[256], pb[256], before[256];
+    snprintf(path, sizeof path, "/tmp/nncl-tio-%ld.safetensors", (long)getpid());
+    TH_CHECK(name, tio_build(ctx, 0, 8, &a, 0) == 0 && tio_build(ctx, 0, 8, &b, 0) == 0);
+    TH_CHECK(name, tio_build(ctx, 0, 9, &wide, 0) == 0);
+    TH_OK(name, ctx, nncl_trainer_load(a.t, "tests/data/torch_mlp.safetensors"));
+    TH_OK(name, ctx, nncl_trainer_save(a.t, path));
+    TH_OK(name, ctx, nncl_trainer_load(b.t, path));
+    TH_CHECK(name, a.g->n_params < 256 && !nncl__trainer_download(a.t, pa, NULL) && !nncl__trainer_download(b.t, pb, NULL));
+    TH_CHECK(name, memcmp(pa, pb, a.g->n_params * sizeof(float)) == 0);
+    TH_CHECK(name, !nncl__trainer_download(wide.t, before, NULL));
+    TH_CHECK(name, nncl_trainer_load(wide.t, path) == NNCL_ERR_SHAPE);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "fc1.weight") != NULL);
+    TH_CHECK(name, !nncl__trainer_download(wide.t, pb, NULL));
+    TH_CHECK(name, memcmp(before, pb, wide.g->n_params * sizeof(float)) == 0);
+    TH_CHECK(name, nncl_trainer_load(a.t, "/nonexistent/model.safetensors") == NNCL_ERR_IO);
+    remove(path);
+    tio_free(&a);
+    tio_free(&b);
+    tio_free(&wide);
+    th_pass("%s", name);
+    return 0;
+}
+
+static int test_freeze(nncl_context *ctx) {
+    const char *name = "frozen parameters get no update and no gradient buffer";
+    tio_model m;
+    float w0[48], w1[48], v0[24], v1[24], x[8 * 6], y[8];
+    nncl_feed f[2];
+    int i;
+    unsigned seed = 3;
+    TH_CHECK(name, tio_build(ctx, 0, 8, &m, 1) == 0);
+    TH_CHECK(name, m.g->n_trainable == 27 && m.g->n_params == 83); /* fc2 only: 8*3 + 3 */
+    TH_CHECK(name, m.t->plan[0]->x.grad[nncl_graph_find(m.g, "fc1.weight")->id].mem == NULL);
+    th_fill_uniform(x, 48, -1, 1, &seed);
+    for (i = 0; i < 8; i++) y[i] = (float)(i % 3);
+    f[0].node = m.x; f[0].data = x;
+    f[1].node = m.y; f[1].data = y;
+    TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc1.weight", w0, 48));
+    TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc2.weight", v0, 24));
+    for (i = 0; i < 5; i++) TH_OK(name, ctx, nncl_trainer_step(m.t, f, 2, 8, NULL));
+    TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc1.weight", w1, 48));
+    TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc2.weight", v1, 24));
+    TH_CHECK(name, memcmp(w0, w1, sizeof w0) == 0);
+    TH_CHECK(name, memcmp(v0, v1, sizeof v0) != 0);
+    tio_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+int main(void) {
+    nncl_context *ctx = th_context();
+    int d;
+    if (!ctx) return th_exit_code();
+    for (d = 0; d < nncl_device_count(ctx); d++) test_from_pytorch(ctx, d);
+    test_round_trip_and_refusal(ctx);
+    test_freeze(ctx);
+    nncl_free(ctx);
+    return th_exit_code();
+}
