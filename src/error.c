@@ -1,8 +1,12 @@
 /* error.c - status names, the per-context and per-thread last-error message,
- * the log callback, OpenCL error names, and small checked-arithmetic and
- * allocation helpers every file uses. */
+ * the log callback, OpenCL error names, and the small helpers every file
+ * uses: checked arithmetic, allocation, a monotonic clock. */
 #include "internal.h"
 #include <stdio.h>
+#include <time.h>
+#if defined(_WIN32)
+#include <windows.h>
+#endif
 
 static NNCL_THREAD_LOCAL char thread_message[NNCL_MSG_MAX];
 
@@ -115,4 +119,20 @@ char *nncl__strdup(const char *s) {
     char *p = (char *)NNCL_MALLOC(n);
     if (p) memcpy(p, s, n);
     return p;
+}
+
+/* Seconds on a monotonic clock, for durations. */
+double nncl__seconds(void) {
+#if defined(_WIN32)
+    LARGE_INTEGER f, c;
+    QueryPerformanceFrequency(&f);
+    QueryPerformanceCounter(&c);
+    return (double)c.QuadPart / (double)f.QuadPart;
+#elif defined(CLOCK_MONOTONIC)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#else
+    return (double)time(NULL);
+#endif
 }

@@ -5,7 +5,6 @@
 #include "trainer.h"
 #include <math.h>
 #include <stdio.h>
-#include <time.h>
 
 nncl_fit_config nncl_fit_default(void) {
     nncl_fit_config c;
@@ -14,12 +13,6 @@ nncl_fit_config nncl_fit_default(void) {
     c.batch = 100;
     c.seed = 1;
     return c;
-}
-
-static double fit_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 nncl_status nncl_trainer_evaluate_dataset(nncl_trainer *t, const nncl_fit_config *cfg, const nncl_dataset *ds,
@@ -54,7 +47,7 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
     st = nncl_loader_create(train, (size_t)cfg->batch, cfg->seed, NNCL_LOADER_SHUFFLE, &ld);
     if (st != NNCL_OK) return nncl__fail(t->ctx, st, "%s", nncl_last_error(NULL));
     for (epoch = 0; epoch < cfg->epochs && st == NNCL_OK; epoch++) {
-        double t0 = fit_now(), loss_sum = 0;
+        double t0 = nncl__seconds(), loss_sum = 0;
         long samples = 0;
         int step = 0;
         nncl_curve_row row;
@@ -86,7 +79,7 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
         if (st != NNCL_OK) break;
         memset(&row, 0, sizeof row);
         row.epoch = epoch + 1;
-        row.seconds = fit_now() - t0;
+        row.seconds = nncl__seconds() - t0;
         row.samples_per_s = samples / (row.seconds > 0 ? row.seconds : 1);
         row.train_loss = samples ? loss_sum / samples : NAN;
         row.train_acc = NAN;

@@ -52,6 +52,8 @@
 /* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
 void *nncl__calloc(size_t n, size_t sz);
 char *nncl__strdup(const char *s);
+/* Seconds on a monotonic clock, for durations. */
+double nncl__seconds(void);
 /* a * b and a + b into *out; nonzero when they overflow size_t. */
 int nncl__mul_overflow(size_t a, size_t b, size_t *out);
 int nncl__add_overflow(size_t a, size_t b, size_t *out);
@@ -230,5 +232,16 @@ nncl_status nncl__read_file(const char *path, unsigned char **data, size_t *size
 /* Writes x with printf format fmt ("%.6g", ...) using '.' as the decimal
  * point whatever the C locale, "nan"/"inf"/"-inf" for non-finite values. */
 void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);
+
+/* ------------------------------------------------------------- gemm tuning */
+
+/* tune.c: at nncl_init, applies the GEMM tuning stored for device d (and,
+ * with config.gemm_tune 1 or $NNCL_TUNE=1, tunes a device that has none);
+ * logs, never fails. mode: -1 ignore stored tunings, 0 apply, 1 also tune. */
+void nncl__tune_on_open(nncl_context *ctx, int device);
+int nncl__tune_mode(const nncl_context *ctx);
+/* nncl_tune_gemm with the first max_candidates of each family (0: all) and
+ * the first n_shapes shapes (0: all), for tests that cannot wait. */
+nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
 
 #endif /* NNCL_INTERNAL_H */

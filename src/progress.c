@@ -34,21 +34,6 @@ struct nncl_progress {
     char bar[PROGRESS_LINE_MAX];
 };
 
-static double progress_now(void) {
-#if defined(_WIN32)
-    LARGE_INTEGER f, c;
-    QueryPerformanceFrequency(&f);
-    QueryPerformanceCounter(&c);
-    return (double)c.QuadPart / (double)f.QuadPart;
-#elif defined(CLOCK_MONOTONIC)
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-#else
-    return (double)time(NULL);
-#endif
-}
-
 static int progress_isatty(FILE *f) {
     const char *term = getenv("TERM");
     if (term && !strcmp(term, "dumb")) return 0;
@@ -111,7 +96,7 @@ nncl_status nncl_progress_create(FILE *out, int epochs, int steps_per_epoch, nnc
     pr->steps = steps_per_epoch;
     pr->mode = progress_isatty(out) ? NNCL_PROGRESS_BAR : NNCL_PROGRESS_LINES;
     pr->interval = 10.0;
-    pr->t_start = pr->t_epoch = pr->t_update = pr->t_draw = progress_now();
+    pr->t_start = pr->t_epoch = pr->t_update = pr->t_draw = nncl__seconds();
     pr->epoch = -1;
     *p = pr;
     return NNCL_OK;
@@ -196,7 +181,7 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
     double now, w;
     int last;
     if (!p) return;
-    now = progress_now();
+    now = nncl__seconds();
     if (epoch != p->epoch) {
         /* A new epoch without epoch_end: its training starts now-ish. */
         if (p->epoch >= 0 && epoch != p->epoch) p->t_epoch = p->t_update;
@@ -255,7 +240,7 @@ void nncl_progress_epoch_end(nncl_progress *p, int epoch, double train_loss, dou
     char line[PROGRESS_LINE_MAX], num[48];
     double now, train_s;
     if (!p) return;
-    now = progress_now();
+    now = nncl__seconds();
     train_s = (p->epoch == epoch ? p->t_update : now) - p->t_epoch;
     if (p->mode != NNCL_PROGRESS_QUIET) {
         line[0] = 0;

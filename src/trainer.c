@@ -10,19 +10,9 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #ifdef NNCL_HAVE_MPI
 #include <mpi.h>
 #endif
-
-static double trainer_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 nncl_train_config nncl_train_default(void) {
     nncl_train_config c;
@@ -368,7 +358,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     nncl__plan *p = t->plan[i];
     nncl_graph *g = t->graph;
     cl_command_queue q = p->x.dev->queue;
-    double t0 = trainer_now();
+    double t0 = nncl__seconds();
     if (t->step == t->fail_step && i == t->fail_device)
         return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "injected failure on device %d", t->device[i]);
     p->x.batch_offset = offset;
@@ -386,7 +376,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
         NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, (size_t)at * 4, 4, &t->sumsq, 0, NULL, NULL));
     }
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
-    t->busy[i] = trainer_now() - t0;
+    t->busy[i] = nncl__seconds() - t0;
     if (solo) return NNCL_OK;
     if (t->xfer && t->xfer[i]) /* the gradients are on their way already */
         NNCL_CL(t->ctx, clFinish(t->xfer[i]));
@@ -509,7 +499,7 @@ static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
 
 nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
     nncl_graph *g;
-    double t0 = trainer_now(), tx;
+    double t0 = nncl__seconds(), tx;
     int i, bad, solo;
     nncl_step_info local;
     trainer_pass job;
@@ -541,7 +531,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
             }
         if (!failed) break;
     }
-    tx = trainer_now();
+    tx = nncl__seconds();
     info->loss = 0;
     for (i = 0; i < t->nd; i++)
         if (t->alive[i] && t->shard[i]) info->loss += (float)((double)t->shard[i] / batch * t->lossv[i]);
@@ -568,12 +558,12 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
         t->step++;
     }
-    info->exchange_seconds = solo ? 0 : trainer_now() - tx;
+    info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;
     if (t->cfg.rebalance_every > 0 && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
         trainer_rebalance(t);
         t->steps_since_balance = 0;
     }
-    info->seconds = trainer_now() - t0;
+    info->seconds = nncl__seconds() - t0;
     return NNCL_OK;
 }
 
