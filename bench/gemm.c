@@ -1,0 +1,218 @@
+/* gemm.c - SGEMM throughput per device: square sizes, the three GEMMs of
+ * the MLP's first layer and a CNN im2col GEMM, each through nncl_gemm and
+ * through a raw CLBlastSgemm on the same queue and buffers (timed in
+ * alternation; their ratio is the library's overhead), beside an OpenMP
+ * loop and a BLAS on the host CPU. */
+#include "bench.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gemm_shape {
+    int m, n, k, ta, tb;
+    const char *what;
+} gemm_shape;
+
+/* The MLP shapes at batch 128: fc1 forward y = x W^T (x [128,784], W
+ * [128,784]); fc1's weight gradient dW = dy^T x, [128,784] with k the
+ * batch; and dx-like [784,128] = [784,128] x [128,128]. The CNN shape is
+ * the second conv layer's im2col GEMM for a batch of 100: W [32, 16*3*3]
+ * times col [144, 100*14*14]. */
+static const gemm_shape gemm_model_shapes[] = {
+    {128, 128, 784, 0, 1, "mlp fc1 forward x W^T"},
+    {128, 784, 128, 1, 0, "mlp fc1 weight grad dy^T x"},
+    {784, 128, 128, 0, 0, "mlp dx-like"},
+    {32, 19600, 144, 0, 0, "cnn conv2 im2col W col"},
+};
+#define GEMM_N_MODEL ((int)(sizeof gemm_model_shapes / sizeof gemm_model_shapes[0]))
+
+static int gemm_shapes(const bench_opts *o, gemm_shape *out, int max) {
+    int i, n = 0;
+    for (i = 0; i < o->n_sizes && n < max; i++) {
+        gemm_shape s;
+        s.m = s.n = s.k = o->sizes[i];
+        s.ta = s.tb = 0;
+        s.what = "square";
+        out[n++] = s;
+    }
+    for (i = 0; i < GEMM_N_MODEL && n < max; i++) out[n++] = gemm_model_shapes[i];
+    return n;
+}
+
+int bench_gemm_steps(const bench_opts *o, int n_devices) { return (o->n_sizes + GEMM_N_MODEL) * (n_devices + 1); }
+
+static void gemm_item(const gemm_shape *s, char *buf, size_t len) {
+    snprintf(buf, len, "%dx%dx%d %s%s", s->m, s->n, s->k, s->ta ? "T" : "N", s->tb ? "T" : "N");
+}
+
+/* ------------------------------------------------------------- actions */
+
+typedef struct gemm_job {
+    nncl_context *ctx;
+    int device;
+    const gemm_shape *s;
+    nncl_tensor *a, *b, *c;
+    const float *ha, *hb; /* host copies for the CPU side */
+    float *hc;
+} gemm_job;
+
+static int gemm_nncl(void *arg, int iters) {
+    gemm_job *j = (gemm_job *)arg;
+    int i;
+    for (i = 0; i < iters; i++)
+        if (nncl_gemm(j->ctx, j->s->ta, j->s->tb, 1.0f, j->a, j->b, 0.0f, j->c) != NNCL_OK) return 1;
+    return nncl_finish(j->ctx, j->device) != NNCL_OK;
+}
+
+static int gemm_raw(void *arg, int iters) {
+    gemm_job *j = (gemm_job *)arg;
+    int i;
+    for (i = 0; i < iters; i++)
+        if (bench_raw_sgemm(j->ctx, j->device, j->s->ta, j->s->tb, j->s->m, j->s->n, j->s->k, j->a, j->b, j->c))
+            return 1;
+    return bench_raw_finish(j->ctx, j->device);
+}
+
+static int gemm_omp(void *arg, int iters) {
+    gemm_job *j = (gemm_job *)arg;
+    int i;
+    for (i = 0; i < iters; i++) bench_cpu_gemm(j->s->m, j->s->n, j->s->k, j->ha, j->hb, j->hc);
+    return 0;
+}
+
+static int gemm_blas(void *arg, int iters) {
+    gemm_job *j = (gemm_job *)arg;
+    int i;
+    for (i = 0; i < iters; i++) bench_blas_sgemm(j->s->ta, j->s->tb, j->s->m, j->s->n, j->s->k, j->ha, j->hb, j->hc);
+    return 0;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static void gemm_fill(float *v, size_t n, unsigned seed) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = (float)((seed >> 9) & 0x3fff) / 16384.0f - 0.5f;
+    }
+}
+
+/* op(X) as a plain row-major [rows, cols] matrix. */
+static void gemm_transpose(const float *x, int rows_stored, int cols_stored, float *out) {
+    int i, j;
+    for (i = 0; i < rows_stored; i++)
+        for (j = 0; j < cols_stored; j++) out[(size_t)j * rows_stored + i] = x[(size_t)i * cols_stored + j];
+}
+
+static double gemm_nse(const float *got, const float *want, size_t n) {
+    double e = 0, r = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        e += d * d;
+        r += (double)want[i] * want[i];
+    }
+    return r > 0 ? e / r : e;
+}
+
+/* ------------------------------------------------------------- section */
+
+void bench_gemm(const bench_opts *o, nncl_context *ctx) {
+    gemm_shape shapes[32];
+    int ns = gemm_shapes(o, shapes, 32), si, d, nd = nncl_device_count(ctx);
+    char blas_name[512] = "";
+    int have_blas = bench_blas_load(blas_name, sizeof blas_name);
+    double budget = o->repeats * (o->quick ? 0.5 : 1.6); /* seconds per figure, more with more repeats */
+    bench_timing tm = bench_timing_of(o, budget);
+    char note[200];
+    snprintf(note, sizeof note, "%d threads", bench_cpu_threads());
+    bench_put_text("gemm", -1, "host", "blas_library", have_blas ? blas_name : "none found (n/a)");
+    bench_put_num("gemm", -1, "host", "cpu_threads", bench_cpu_threads(), "", "OpenMP threads of the host references");
+    for (si = 0; si < ns; si++) {
+        const gemm_shape *s = &shapes[si];
+        size_t an = (size_t)s->m * s->k, bn = (size_t)s->k * s->n, cn = (size_t)s->m * s->n;
+        float *ha = (float *)malloc(an * sizeof(float)), *hb = (float *)malloc(bn * sizeof(float));
+        float *hc = (float *)malloc(cn * sizeof(float)), *ref = (float *)malloc(cn * sizeof(float));
+        float *nna = (float *)malloc(an * sizeof(float)), *nnb = (float *)malloc(bn * sizeof(float));
+        double flops = 2.0 * s->m * s->n * s->k;
+        char item[48];
+        gemm_job j;
+        bench_stat t, omp = bench_stat_na(), blas = bench_stat_na();
+        gemm_item(s, item, sizeof item);
+        if (!ha || !hb || !hc || !ref || !nna || !nnb) {
+            free(ha), free(hb), free(hc), free(ref), free(nna), free(nnb);
+            bench_put("gemm", -1, item, "cpu_omp_gflops", bench_stat_na(), "GFLOP/s", "n/a: out of host memory");
+            continue;
+        }
+        gemm_fill(ha, an, 1u + (unsigned)si);
+        gemm_fill(hb, bn, 7u + (unsigned)si);
+        /* the CPU loop runs NN: transposed operands are transposed first, untimed */
+        if (s->ta) gemm_transpose(ha, s->k, s->m, nna);
+        else memcpy(nna, ha, an * sizeof(float));
+        if (s->tb) gemm_transpose(hb, s->n, s->k, nnb);
+        else memcpy(nnb, hb, bn * sizeof(float));
+
+        bench_progress("gemm host %s: OpenMP loop%s", item, have_blas ? " and BLAS" : "");
+        memset(&j, 0, sizeof j);
+        j.s = s;
+        j.ha = nna;
+        j.hb = nnb;
+        j.hc = ref;
+        if (bench_time(gemm_omp, &j, &tm, &t) == 0) omp = bench_stat_inverse(t, flops * 1e-9);
+        bench_put("gemm", -1, item, "cpu_omp_gflops", omp, "GFLOP/s", note);
+        if (have_blas) {
+            j.ha = ha;
+            j.hb = hb;
+            j.hc = hc;
+            if (bench_time(gemm_blas, &j, &tm, &t) == 0) blas = bench_stat_inverse(t, flops * 1e-9);
+            bench_put("gemm", -1, item, "cpu_blas_gflops", blas, "GFLOP/s", blas_name);
+        } else {
+            bench_put("gemm", -1, item, "cpu_blas_gflops", blas, "GFLOP/s", "n/a: no BLAS library found");
+        }
+        bench_progress_step();
+
+        for (d = 0; d < nd; d++) {
+            int sa[2], sb[2], sc[2];
+            bench_stat tn, tr, ratio;
+            nncl_status st = NNCL_OK;
+            j.ctx = ctx;
+            j.device = d;
+            j.a = j.b = j.c = NULL;
+            sa[0] = s->ta ? s->k : s->m, sa[1] = s->ta ? s->m : s->k;
+            sb[0] = s->tb ? s->n : s->k, sb[1] = s->tb ? s->k : s->n;
+            sc[0] = s->m, sc[1] = s->n;
+            bench_progress("gemm d%d %s: nncl_gemm vs raw CLBlastSgemm (the first call per shape compiles)", d, item);
+            if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sa, &j.a);
+            if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sb, &j.b);
+            if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sc, &j.c);
+            if (st == NNCL_OK) st = nncl_tensor_write(j.a, ha, an);
+            if (st == NNCL_OK) st = nncl_tensor_write(j.b, hb, bn);
+            if (st != NNCL_OK || bench_time_pair(gemm_nncl, &j, gemm_raw, &j, &tm, &tn, &tr, &ratio) != 0) {
+                char why[200];
+                snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
+                bench_put("gemm", d, item, "nncl_gflops", bench_stat_na(), "GFLOP/s", why);
+            } else {
+                bench_stat gn = bench_stat_inverse(tn, flops * 1e-9), gr = bench_stat_inverse(tr, flops * 1e-9);
+                /* time(raw)/time(nncl) per repeat = throughput nncl/raw */
+                bench_stat r = bench_stat_inverse(ratio, 1.0);
+                bench_put("gemm", d, item, "nncl_gflops", gn, "GFLOP/s", "nncl_gemm, alpha 1, beta 0");
+                bench_put("gemm", d, item, "raw_gflops", gr, "GFLOP/s", "CLBlastSgemm on the same queue and buffers");
+                bench_put("gemm", d, item, "nncl_over_raw", r, "x",
+                          "median of per-repeat throughput ratios, alternating runs; target >= 0.95");
+                bench_put_num("gemm", d, item, "dev_over_omp", gn.median / omp.median, "x", "nncl_gemm / OpenMP loop");
+                bench_put_num("gemm", d, item, "dev_over_blas", gn.median / blas.median, "x",
+                              have_blas ? "nncl_gemm / host BLAS" : "n/a: no BLAS");
+                if (nncl_tensor_read(j.c, hc, cn) == NNCL_OK) {
+                    bench_put_num("gemm", d, item, "nse_vs_cpu", gemm_nse(hc, ref, cn), "",
+                                  "normalised squared error of the device result against the OpenMP loop");
+                }
+            }
+            nncl_tensor_free(j.a);
+            nncl_tensor_free(j.b);
+            nncl_tensor_free(j.c);
+            bench_progress_step();
+        }
+        free(ha), free(hb), free(hc), free(ref), free(nna), free(nnb);
+    }
+}
+#undef GEMM_N_MODEL

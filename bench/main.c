@@ -1,0 +1,280 @@
+/* main.c - the `bench` program: what every OpenCL device, and all of them
+ * together, deliver through nncl: GEMM, memory bandwidth, launch cost,
+ * program builds, training throughput and its scaling, with driver
+ * telemetry; each beside the host CPU and the raw OpenCL/CLBlast baseline.
+ * Tables go to stdout, the progress line to stderr; --json, --csv and --svg
+ * write the results to files. */
+#include "bench.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void main_usage(FILE *f) {
+    fputs("usage: bench [options]\n"
+          "  --devices SEL   devices to measure, as NNCL_DEVICES: \"all\", \"gpu\", \"cpu\", \"0,2\", \"portable\",\n"
+          "                  \"rusticl:1\" ... (default: $NNCL_DEVICES, else all)\n"
+          "  --sizes LIST    square GEMM sizes, comma-separated (default 128,256,512,1024,2048;\n"
+          "                  quick: 64,128); the MLP and CNN shapes are always measured\n"
+          "  --repeats N     timed repeats per figure; the median and min-max are reported\n"
+          "                  (default 5, quick 3)\n"
+          "  --seconds S     least duration of one timed repeat (default 0.2, quick 0.03);\n"
+          "                  a training repeat lasts 5x (quick 2x) this\n"
+          "  --quick         small sizes, synthetic data, short runs (what the tests run)\n"
+          "  --no-train      leave out the training section\n"
+          "  --only LIST     run only these sections: gemm,bandwidth,launch,build,training\n"
+          "                  (devices and monitor are always there)\n"
+          "  --data DIR      Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist;\n"
+          "                  synthetic data of the same shapes when absent or with --quick)\n"
+          "  --json FILE     all results as JSON     --csv FILE   as CSV\n"
+          "  --svg FILE      bar chart of training samples/s per device and all together\n"
+          "  --help          this text\n"
+          "On CPU devices (PoCL) set OMP_WAIT_POLICY=passive: spinning OpenMP threads of the trainer\n"
+          "otherwise take the cores the devices compute on (see bench/RESULTS.md).\n"
+          "Every figure is the median of the repeats after a warm-up; +-% in the tables is half the\n"
+          "min-max range relative to the median. n/a marks a figure that could not be had, and why.\n",
+          f);
+}
+
+static int main_sizes(const char *s, bench_opts *o) {
+    o->n_sizes = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 16384 || o->n_sizes == 16) return 1;
+        o->sizes[o->n_sizes++] = (int)v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return 1;
+    }
+    return o->n_sizes == 0;
+}
+
+static void main_devices(nncl_context *ctx) {
+    int d, nd = nncl_device_count(ctx);
+    printf("\n== devices (%d in the context)\n", nd);
+    for (d = 0; d < nd; d++) {
+        char peak[96], gm[32];
+        double p = bench_get("devices", d, "info", "peak_gflops");
+        const bench_rec *r;
+        const char *name = "", *plat = "", *vendor = "", *driver = "", *method = "", *pci = "";
+        int i;
+        for (i = 0; i < bench_rec_count(); i++) {
+            r = bench_rec_at(i);
+            if (strcmp(r->section, "devices") || r->device != d) continue;
+            if (!strcmp(r->key, "name")) name = r->text;
+            else if (!strcmp(r->key, "platform")) plat = r->text;
+            else if (!strcmp(r->key, "vendor")) vendor = r->text;
+            else if (!strcmp(r->key, "driver")) driver = r->text;
+            else if (!strcmp(r->key, "pci")) pci = r->text;
+            else if (!strcmp(r->key, "peak_gflops")) method = r->note;
+        }
+        if (bench_isnan(p)) snprintf(peak, sizeof peak, "n/a");
+        else snprintf(peak, sizeof peak, "%.0f GFLOP/s", p);
+        snprintf(gm, sizeof gm, "%.0f MiB", bench_get("devices", d, "info", "global_mem_mib"));
+        printf("d%d  %s\n    platform %s | vendor %s | driver %s | %s\n", d, name, plat, vendor, driver,
+               pci[0] ? pci : "no PCI address");
+        printf("    %.0f compute units @ %.0f MHz | %s | fp16 %s | fp64 %s\n", bench_get("devices", d, "info", "compute_units"),
+               bench_get("devices", d, "info", "clock_mhz"), gm,
+               bench_get("devices", d, "info", "fp16") > 0 ? "yes" : "no",
+               bench_get("devices", d, "info", "fp64") > 0 ? "yes" : "no");
+        printf("    theoretical peak %s (%s)\n", peak, method);
+    }
+}
+
+void bench_devices(const bench_opts *o, nncl_context *ctx) {
+    int d, nd = nncl_device_count(ctx);
+    (void)o;
+    for (d = 0; d < nd; d++) {
+        nncl_device_info info;
+        char method[200];
+        double peak;
+        static const char *const types[] = {"?", "CPU", "GPU", "?", "accelerator", "?", "?", "?", "other"};
+        if (nncl_device_info_get(ctx, d, &info) != NNCL_OK) continue;
+        bench_put_text("devices", d, "info", "name", info.name);
+        bench_put_text("devices", d, "info", "platform", info.platform);
+        bench_put_text("devices", d, "info", "vendor", info.vendor);
+        bench_put_text("devices", d, "info", "driver", info.driver);
+        bench_put_text("devices", d, "info", "cl_version", info.cl_version);
+        bench_put_text("devices", d, "info", "type", (int)info.type >= 1 && (int)info.type <= 8 ? types[info.type] : "?");
+        bench_put_text("devices", d, "info", "pci", info.pci_bus_id);
+        bench_put_num("devices", d, "info", "list_index", bench_list_index(ctx, d), "", "index in nncl_devices_list()");
+        bench_put_num("devices", d, "info", "compute_units", info.compute_units, "", "");
+        bench_put_num("devices", d, "info", "clock_mhz", info.clock_mhz, "MHz", "");
+        bench_put_num("devices", d, "info", "global_mem_mib", info.global_mem / 1048576.0, "MiB", "");
+        bench_put_num("devices", d, "info", "max_alloc_mib", info.max_alloc / 1048576.0, "MiB", "");
+        bench_put_num("devices", d, "info", "fp16", info.fp16, "", "cl_khr_fp16");
+        bench_put_num("devices", d, "info", "fp64", info.fp64, "", "cl_khr_fp64");
+        peak = bench_peak_gflops(ctx, d, method, sizeof method);
+        bench_put_num("devices", d, "info", "peak_gflops", peak, "GFLOP/s", method);
+    }
+}
+
+int bench_wanted(const bench_opts *o, const char *name) {
+    const char *p = o->only;
+    size_t n = strlen(name);
+    if (!p) return 1;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+static void main_command(int argc, char **argv, bench_opts *o) {
+    size_t used = 0;
+    int i;
+    o->command[0] = 0;
+    for (i = 0; i < argc && used + 2 < sizeof o->command; i++)
+        used += (size_t)snprintf(o->command + used, sizeof o->command - used, "%s%s", i ? " " : "", argv[i]);
+}
+
+int main(int argc, char **argv) {
+    bench_opts o;
+    nncl_config cfg = nncl_config_default();
+    nncl_context *ctx = NULL;
+    nncl_status st;
+    static char self[4096];
+    int i, nd, rc = 0, sizes_given = 0, repeats_given = 0, seconds_given = 0;
+    memset(&o, 0, sizeof o);
+    o.train = 1;
+    o.data_dir = "/usr/share/datasets/fashion-mnist";
+    main_command(argc, argv, &o);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            main_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quick")) {
+            o.quick = 1;
+        } else if (!strcmp(a, "--no-train")) {
+            o.train = 0;
+        } else if (!strcmp(a, "--build-child") && v) {
+            int q = 0, k;
+            for (k = 1; k < argc; k++) q |= !strcmp(argv[k], "--quick");
+            return bench_build_child(v, q);
+        } else if (v && !strcmp(a, "--devices")) {
+            o.devices = v, i++;
+        } else if (v && !strcmp(a, "--only")) {
+            o.only = v, i++;
+        } else if (v && !strcmp(a, "--sizes")) {
+            if (main_sizes(v, &o)) {
+                fprintf(stderr, "bench: --sizes wants sizes 1..16384 separated by commas, got \"%s\"\n", v);
+                return 2;
+            }
+            sizes_given = 1, i++;
+        } else if (v && !strcmp(a, "--repeats")) {
+            o.repeats = atoi(v), i++, repeats_given = 1;
+            if (o.repeats < 1 || o.repeats > 64) {
+                fprintf(stderr, "bench: --repeats wants 1..64, got \"%s\"\n", v);
+                return 2;
+            }
+        } else if (v && !strcmp(a, "--seconds")) {
+            o.seconds = atof(v), i++, seconds_given = 1;
+            if (!(o.seconds > 0 && o.seconds <= 60)) {
+                fprintf(stderr, "bench: --seconds wants a duration in (0, 60], got \"%s\"\n", v);
+                return 2;
+            }
+        } else if (v && !strcmp(a, "--json")) {
+            o.json = v, i++;
+        } else if (v && !strcmp(a, "--csv")) {
+            o.csv = v, i++;
+        } else if (v && !strcmp(a, "--svg")) {
+            o.svg = v, i++;
+        } else if (v && !strcmp(a, "--data")) {
+            o.data_dir = v, i++;
+        } else {
+            fprintf(stderr, "bench: unknown option or missing value: %s\n", a);
+            main_usage(stderr);
+            return 2;
+        }
+    }
+    if (!sizes_given) {
+        static const int full[] = {128, 256, 512, 1024, 2048}, quick[] = {64, 128};
+        const int *s = o.quick ? quick : full;
+        o.n_sizes = o.quick ? 2 : 5;
+        for (i = 0; i < o.n_sizes; i++) o.sizes[i] = s[i];
+    }
+    if (!repeats_given) o.repeats = o.quick ? 3 : 5;
+    if (!seconds_given) o.seconds = o.quick ? 0.03 : 0.2;
+    {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) self[n] = 0;
+        else snprintf(self, sizeof self, "%s", argv[0]);
+        o.self = self;
+    }
+
+    if (!o.devices) o.devices = getenv("NNCL_DEVICES");
+    if (!o.devices || !*o.devices) o.devices = "all";
+    cfg.devices = o.devices;
+    if ((st = nncl_init(&cfg, &ctx)) != NNCL_OK) {
+        fprintf(stderr, "bench: no devices (%s): %s\n", nncl_status_str(st), nncl_last_error(NULL));
+        return 1;
+    }
+    nd = nncl_device_count(ctx);
+    bench_progress_init((bench_wanted(&o, "gemm") ? bench_gemm_steps(&o, nd) : 0) +
+                        nd * (bench_wanted(&o, "bandwidth") + bench_wanted(&o, "launch") + bench_wanted(&o, "build")) +
+                        (bench_wanted(&o, "training") ? bench_training_steps(&o, nd) : 0));
+    bench_monitor_start(ctx);
+
+    bench_devices(&o, ctx);
+    main_devices(ctx);
+    fflush(stdout);
+
+    if (bench_wanted(&o, "gemm")) {
+        bench_gemm(&o, ctx);
+        bench_monitor_note_memory(ctx);
+        bench_progress_done();
+        bench_print_section(stdout, "gemm", "SGEMM: nncl_gemm vs raw CLBlastSgemm, beside the host CPU");
+        fflush(stdout);
+    }
+    if (bench_wanted(&o, "bandwidth")) {
+        bench_bandwidth(&o, ctx);
+        for (i = 0; i < nd; i++) bench_progress_step();
+        bench_monitor_note_memory(ctx);
+        bench_progress_done();
+        bench_print_section(stdout, "bandwidth", "memory bandwidth");
+        fflush(stdout);
+    }
+    if (bench_wanted(&o, "launch")) {
+        bench_launch(&o, ctx);
+        for (i = 0; i < nd; i++) bench_progress_step();
+        bench_progress_done();
+        bench_print_section(stdout, "launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel");
+        fflush(stdout);
+    }
+    if (bench_wanted(&o, "build")) {
+        bench_build(&o, ctx);
+        bench_progress_done();
+        bench_print_section(stdout, "build", "program build: cold (empty driver cache, child process) and warm");
+        fflush(stdout);
+    }
+    if (o.train && bench_wanted(&o, "training")) {
+        bench_training(&o, ctx);
+        bench_progress_done();
+        bench_print_section(stdout, "training", "training (batch 100, Adam): each device alone and all together");
+        fflush(stdout);
+    }
+
+    bench_monitor_note_memory(ctx);
+    bench_monitor_stop();
+    bench_print_section(stdout, "monitor", "monitor: profiling busy time, nncl memory, driver telemetry");
+    fflush(stdout);
+
+    if (o.json && bench_write_json(o.json, &o, ctx)) {
+        fprintf(stderr, "bench: cannot write %s\n", o.json);
+        rc = 1;
+    }
+    if (o.csv && bench_write_csv(o.csv)) {
+        fprintf(stderr, "bench: cannot write %s\n", o.csv);
+        rc = 1;
+    }
+    if (o.svg && bench_write_svg(o.svg)) {
+        fprintf(stderr, "bench: cannot write %s (no training figures?): %s\n", o.svg, nncl_last_error(NULL));
+        rc = 1;
+    }
+    bench_blas_unload();
+    bench_recs_free();
+    nncl_free(ctx);
+    return rc;
+}

@@ -1,0 +1,397 @@
+/* train.c - training throughput of the Fashion-MNIST MLP (784-128-10) and a
+ * small CNN, Adam, batch 100: each device alone and all together (shard
+ * split, scaling efficiency, share of a step spent in the gradient
+ * exchange); per device on a fresh profiling context: the host-overhead
+ * share of a step, the kernel-busy fraction and the peak device memory of
+ * the training plan against what the model needs at the least. */
+#include "bench.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRAIN_BATCH 100
+
+/* ------------------------------------------------------------- models */
+
+typedef struct train_model {
+    nncl_graph *g;
+    nncl_node *x, *y, *logits, *loss;
+} train_model;
+
+/* CNN: conv 1->16 3x3 pad 1 ReLU, maxpool 2; conv 16->32 3x3 pad 1 ReLU,
+ * maxpool 2; flatten 32*7*7; dense 128 ReLU; dense 10. */
+#define TRAIN_C1 16
+#define TRAIN_C2 32
+#define TRAIN_FC 128
+
+static int train_build(nncl_context *ctx, int cnn, train_model *m) {
+    memset(m, 0, sizeof *m);
+    m->g = nncl_graph_create(ctx, 1);
+    if (!m->g) return 1;
+    m->y = nncl_input(m->g, "y", 0, NULL);
+    if (!cnn) {
+        int shape[1] = {784};
+        nncl_node *h;
+        m->x = nncl_input(m->g, "x", 1, shape);
+        h = nncl_linear(m->g, m->x, TRAIN_FC, 1, NNCL_ACT_RELU, "fc1");
+        m->logits = nncl_linear(m->g, h, 10, 1, NNCL_ACT_NONE, "fc2");
+    } else {
+        int shape[3] = {1, 28, 28};
+        nncl_node *h;
+        m->x = nncl_input(m->g, "x", 3, shape);
+        h = nncl_conv2d(m->g, m->x, TRAIN_C1, 3, 1, 1, 1, NNCL_ACT_RELU, "conv1");
+        h = nncl_maxpool2d(m->g, h, 2, 2, 0);
+        h = nncl_conv2d(m->g, h, TRAIN_C2, 3, 1, 1, 1, NNCL_ACT_RELU, "conv2");
+        h = nncl_maxpool2d(m->g, h, 2, 2, 0);
+        h = nncl_flatten(m->g, h);
+        h = nncl_linear(m->g, h, TRAIN_FC, 1, NNCL_ACT_RELU, "fc1");
+        m->logits = nncl_linear(m->g, h, 10, 1, NNCL_ACT_NONE, "fc2");
+    }
+    m->loss = nncl_softmax_cross_entropy(m->g, m->logits, m->y);
+    return m->loss == NULL;
+}
+
+/* What training the model needs at the least, in floats, for batch B:
+ *   4P: P parameters, P gradients, 2P Adam moments (m and v);
+ *   + B * max over the backward steps l of the memory alive then:
+ *       sum_{j <= l} saved_j + gout_l + gin_l
+ *     saved_j: the forward values a backward rule reads (the input of each
+ *     weighted layer, for its weight gradient; each ReLU output, for the
+ *     derivative; each max-pool's argmax; the loss's softmax and labels),
+ *     charged to the first layer (in forward order) that reads them, since
+ *     they are freed once that layer's backward is done; gout_l and gin_l:
+ *     the gradients of layer l's output and input, alive while its
+ *     backward runs.
+ * Per-sample floats. Kernels' scratch (im2col columns, CLBlast's padded
+ * copies) is not counted: it is part of what the measured peak is set
+ * against. */
+typedef struct train_layer { double saved, gout, gin; } train_layer;
+
+static double train_need_floats(int cnn, int B, char *formula, size_t len) {
+    train_layer mlp[3], cn[7];
+    const train_layer *L;
+    double P, live = 0, peak = 0;
+    int nl, l;
+    if (!cnn) {
+        P = 784.0 * TRAIN_FC + TRAIN_FC + TRAIN_FC * 10.0 + 10;
+        mlp[0].saved = 784 + TRAIN_FC, mlp[0].gout = TRAIN_FC, mlp[0].gin = 0; /* fc1+ReLU: x, h */
+        mlp[1].saved = 0, mlp[1].gout = 10, mlp[1].gin = TRAIN_FC;             /* fc2 (h charged to fc1) */
+        mlp[2].saved = 10 + 1, mlp[2].gout = 0, mlp[2].gin = 10;               /* loss: softmax, label */
+        L = mlp, nl = 3;
+    } else {
+        double c1 = TRAIN_C1 * 28 * 28, p1 = TRAIN_C1 * 14 * 14, c2 = TRAIN_C2 * 14 * 14, p2 = TRAIN_C2 * 7 * 7;
+        P = (TRAIN_C1 * 9.0 + TRAIN_C1) + (TRAIN_C2 * TRAIN_C1 * 9.0 + TRAIN_C2) + (p2 * TRAIN_FC + TRAIN_FC) +
+            (TRAIN_FC * 10.0 + 10);
+        cn[0].saved = 784 + c1, cn[0].gout = c1, cn[0].gin = 0;    /* conv1+ReLU: x, its output */
+        cn[1].saved = p1, cn[1].gout = p1, cn[1].gin = c1;         /* pool1: argmax */
+        cn[2].saved = p1 + c2, cn[2].gout = c2, cn[2].gin = p1;    /* conv2+ReLU: its input, output */
+        cn[3].saved = p2, cn[3].gout = p2, cn[3].gin = c2;         /* pool2: argmax (flatten is a view) */
+        cn[4].saved = p2 + TRAIN_FC, cn[4].gout = TRAIN_FC, cn[4].gin = p2; /* fc1+ReLU */
+        cn[5].saved = 0, cn[5].gout = 10, cn[5].gin = TRAIN_FC;   /* fc2 */
+        cn[6].saved = 10 + 1, cn[6].gout = 0, cn[6].gin = 10;     /* loss */
+        L = cn, nl = 7;
+    }
+    for (l = 0; l < nl; l++) {
+        live += L[l].saved;
+        if (live + L[l].gout + L[l].gin > peak) peak = live + L[l].gout + L[l].gin;
+    }
+    snprintf(formula, len, "4P + B * max_l(sum_{j<=l} saved_j + gout_l + gin_l) = 4*%.0f + %d*%.0f floats", P, B,
+             peak);
+    return 4 * P + B * peak;
+}
+
+/* ------------------------------------------------------------- data */
+
+typedef struct train_data {
+    float *x, *y;
+    size_t n;
+    int real;
+    nncl_dataset *ds;
+} train_data;
+
+static void train_data_load(const bench_opts *o, train_data *td) {
+    char images[1024], labels[1024];
+    size_t i;
+    unsigned s = 12345u;
+    memset(td, 0, sizeof *td);
+    if (!o->quick && o->data_dir) {
+        snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", o->data_dir);
+        snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", o->data_dir);
+        if (nncl_dataset_load_idx(images, labels, &td->ds) == NNCL_OK) {
+            td->x = (float *)nncl_dataset_x(td->ds);
+            td->y = (float *)nncl_dataset_y(td->ds);
+            td->n = nncl_dataset_size(td->ds);
+            td->real = 1;
+            return;
+        }
+    }
+    /* synthetic: the same shapes, pixels in [0,1), labels 0..9 */
+    td->n = o->quick ? 1000 : 5000;
+    td->x = (float *)malloc(td->n * 784 * sizeof(float));
+    td->y = (float *)malloc(td->n * sizeof(float));
+    if (!td->x || !td->y) {
+        free(td->x), free(td->y);
+        td->x = td->y = NULL;
+        td->n = 0;
+        return;
+    }
+    for (i = 0; i < td->n * 784; i++) {
+        s = s * 1664525u + 1013904223u;
+        td->x[i] = (float)(s >> 8) / 16777216.0f;
+    }
+    for (i = 0; i < td->n; i++) td->y[i] = (float)(i * 7 % 10);
+}
+
+static void train_data_free(train_data *td) {
+    if (td->ds) nncl_dataset_free(td->ds);
+    else {
+        free(td->x);
+        free(td->y);
+    }
+    memset(td, 0, sizeof *td);
+}
+
+/* ------------------------------------------------------------- running */
+
+typedef struct train_run {
+    bench_stat samples_s;     /* per repeat */
+    bench_stat exchange_share;
+    int steps_per_repeat, repeats;
+    int shards[16], n_shards;
+} train_run;
+
+static long train_cursor;
+
+static nncl_status train_step(nncl_trainer *t, const train_model *m, const train_data *td, nncl_step_info *info) {
+    nncl_feed f[2];
+    size_t nb = td->n / TRAIN_BATCH, b = (size_t)(train_cursor++ % (long)(nb ? nb : 1));
+    f[0].node = m->x;
+    f[0].data = td->x + b * TRAIN_BATCH * 784;
+    f[1].node = m->y;
+    f[1].data = td->y + b * TRAIN_BATCH;
+    return nncl_trainer_step(t, f, 2, TRAIN_BATCH, info);
+}
+
+/* Warm-up, then repeats of a calibrated number of steps. */
+static nncl_status train_measure(const bench_opts *o, int mon_device, nncl_trainer *t, const train_model *m,
+                                 const train_data *td, const char *label, train_run *out) {
+    nncl_step_info info;
+    double one, ex[4096], rate[64], t0;
+    int warm = o->quick ? 2 : 10, i, r, n_ex = 0, reps = o->repeats > 64 ? 64 : o->repeats;
+    double min_s = o->quick ? o->seconds * 2 : o->seconds * 5;
+    memset(out, 0, sizeof *out);
+    for (i = 0; i < warm; i++)
+        if (train_step(t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
+    t0 = bench_now();
+    if (train_step(t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
+    one = bench_now() - t0;
+    out->steps_per_repeat = (int)ceil(min_s / (one > 0 ? one : 1e-3));
+    if (out->steps_per_repeat < (o->quick ? 1 : 2)) out->steps_per_repeat = o->quick ? 1 : 2;
+    if (out->steps_per_repeat > 2000) out->steps_per_repeat = 2000;
+    for (r = 0; r < reps; r++) {
+        char mon[64];
+        t0 = bench_now();
+        for (i = 0; i < out->steps_per_repeat; i++) {
+            if (train_step(t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
+            if (n_ex < 4096 && info.seconds > 0) ex[n_ex++] = info.exchange_seconds / info.seconds;
+        }
+        rate[r] = out->steps_per_repeat * (double)TRAIN_BATCH / (bench_now() - t0);
+        bench_monitor_latest(mon_device, mon, sizeof mon);
+        bench_progress("train %s: %.0f samples/s (repeat %d/%d)%s%s", label, rate[r], r + 1, reps, mon[0] ? " " : "",
+                       mon);
+    }
+    out->repeats = reps;
+    out->samples_s = bench_stat_of(rate, reps);
+    out->exchange_share = bench_stat_of(ex, n_ex);
+    out->n_shards = nncl_trainer_shards(t, out->shards, 16);
+    if (out->n_shards > 16) out->n_shards = 16;
+    return NNCL_OK;
+}
+
+static void train_shards_text(const train_run *r, char *buf, size_t len) {
+    int i;
+    size_t used = 0;
+    buf[0] = 0;
+    for (i = 0; i < r->n_shards && used + 8 < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "/" : "", r->shards[i]);
+}
+
+/* One trainer on the devices listed (n 0: all of ctx), measured and stored
+ * under device key dkey (-1 for all together). */
+static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const int *devs, int n, int dkey,
+                        const train_data *td, train_run *run) {
+    const char *item = cnn ? "cnn" : "mlp";
+    train_model m;
+    nncl_train_config tc = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_status st;
+    char label[64], why[300], txt[64];
+    double t0;
+    snprintf(label, sizeof label, "%s %s%d", item, dkey < 0 ? "all " : "d", dkey < 0 ? nncl_device_count(ctx) : dkey);
+    bench_progress("train %s: building the model and its plan", label);
+    if (train_build(ctx, cnn, &m)) {
+        snprintf(why, sizeof why, "n/a: the model does not build: %s", nncl_last_error(ctx));
+        bench_put("training", dkey, item, "samples_s", bench_stat_na(), "samples/s", why);
+        nncl_graph_free(m.g);
+        return 1;
+    }
+    tc.max_batch = TRAIN_BATCH;
+    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    tc.devices = n ? devs : NULL;
+    tc.n_devices = n;
+    t0 = bench_now();
+    st = nncl_trainer_create(ctx, m.g, m.loss, &tc, &t);
+    if (st == NNCL_OK) bench_put_num("training", dkey, item, "create_s", bench_now() - t0, "s",
+                                     "nncl_trainer_create: plans, kernel builds, calibration");
+    if (st == NNCL_OK) st = train_measure(o, dkey < 0 ? 0 : dkey, t, &m, td, label, run);
+    if (st != NNCL_OK) {
+        snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
+        bench_put("training", dkey, item, "samples_s", bench_stat_na(), "samples/s", why);
+        nncl_trainer_free(t);
+        nncl_graph_free(m.g);
+        return 1;
+    }
+    snprintf(why, sizeof why, "%d repeats of %d steps, batch %d, Adam, %s data", run->repeats, run->steps_per_repeat,
+             TRAIN_BATCH, td->real ? "Fashion-MNIST" : "synthetic");
+    bench_put("training", dkey, item, "samples_s", run->samples_s, "samples/s", why);
+    train_shards_text(run, txt, sizeof txt);
+    bench_put_text("training", dkey, item, "shards", txt);
+    if (dkey < 0)
+        bench_put("training", dkey, item, "exchange_share", run->exchange_share, "",
+                  "nncl_step_info.exchange_seconds / seconds, median over the timed steps");
+    bench_monitor_note_memory(ctx); /* while the trainer holds its plans */
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    return 0;
+}
+
+/* Fresh context with profiling on device ctx-device d: the plan's peak
+ * memory against the model's need, then the host-overhead share and the
+ * kernel-busy fraction of timed steps. */
+static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
+    const char *item = cnn ? "cnn" : "mlp";
+    char sel[16], why[300], formula[160], mitem[32];
+    nncl_config cfg = nncl_config_default();
+    nncl_context *pc = NULL;
+    nncl_train_config tc = nncl_train_default();
+    nncl_trainer *t = NULL;
+    train_model m;
+    nncl_step_info info;
+    nncl_profile_report rep;
+    uint64_t in_use = 0, peak = 0;
+    double need, wall, t0;
+    int li = bench_list_index(ctx, d), i, steps;
+    snprintf(mitem, sizeof mitem, "%s training", item);
+    memset(&m, 0, sizeof m);
+    if (li < 0) return;
+    snprintf(sel, sizeof sel, "%d", li);
+    cfg.devices = sel;
+    cfg.profiling = 1;
+    bench_progress("train %s d%d: memory and host overhead on a fresh profiling context", item, d);
+    if (nncl_init(&cfg, &pc) != NNCL_OK) {
+        snprintf(why, sizeof why, "n/a: %s", nncl_last_error(NULL));
+        bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
+        return;
+    }
+    tc.max_batch = TRAIN_BATCH;
+    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
+        snprintf(why, sizeof why, "n/a: %s", nncl_last_error(pc));
+        bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
+        nncl_graph_free(m.g);
+        nncl_free(pc);
+        return;
+    }
+    nncl_device_memory(pc, 0, &in_use, &peak);
+    need = train_need_floats(cnn, TRAIN_BATCH, formula, sizeof formula) * 4;
+    bench_put_num("training", d, item, "peak_mib", peak / 1048576.0, "MiB",
+                  "nncl_device_memory peak after nncl_trainer_create on a fresh context");
+    bench_put_num("training", d, item, "need_mib", need / 1048576.0, "MiB", formula);
+    bench_put_num("training", d, item, "mem_ratio", peak / need, "x", "peak / need; target <= 1.25");
+
+    /* warm-up, then profiled steps */
+    t0 = bench_now();
+    for (i = 0; i < (o->quick ? 1 : 3); i++)
+        if (train_step(t, &m, td, &info) != NNCL_OK) break;
+    /* about a second of steps (quick: two), at least 2, at most 20 */
+    steps = o->quick ? 2 : (int)ceil(1.0 / ((bench_now() - t0) / 3 + 1e-9));
+    if (steps < 2) steps = 2;
+    if (steps > 20) steps = 20;
+    nncl_finish(pc, 0);
+    nncl_profile_start(pc, 0);
+    t0 = bench_now();
+    for (i = 0; i < steps; i++)
+        if (train_step(t, &m, td, &info) != NNCL_OK) break;
+    nncl_finish(pc, 0);
+    wall = bench_now() - t0;
+    if (nncl_profile_stop(pc, 0, &rep) != NNCL_OK || i < steps) {
+        snprintf(why, sizeof why, "n/a: %s", nncl_last_error(pc));
+        bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
+    } else if (!rep.plausible || rep.kernel_seconds < 1e-6 * rep.launches) {
+        /* the library's check, and the bench's own: no real kernel, let
+         * alone a training step's average, runs in under a microsecond */
+        snprintf(why, sizeof why,
+                 "n/a: the driver's profiling timestamps are implausible (%d kernels, %.3f s kernel time in %.3f s "
+                 "span, %.3f s wall)",
+                 rep.launches, rep.kernel_seconds, rep.span_seconds, wall);
+        bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
+        bench_put("monitor", d, mitem, "busy", bench_stat_na(), "", why);
+        bench_put_num("monitor", d, mitem, "plausible", 0, "", "profiling timestamps rejected");
+    } else {
+        snprintf(why, sizeof why, "1 - kernel time / step wall time over %d steps (%d kernels, %.1f ms kernel, %.1f ms wall)",
+                 steps, rep.launches, rep.kernel_seconds * 1e3, wall * 1e3);
+        bench_put_num("training", d, item, "host_overhead", 1 - rep.kernel_seconds / wall, "", why);
+        bench_put_num("monitor", d, mitem, "busy", rep.kernel_seconds / wall, "",
+                      "kernel time from profiling events / wall time while training on this device alone");
+        bench_put_num("monitor", d, mitem, "plausible", 1, "", "profiling timestamps accepted");
+    }
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    nncl_free(pc);
+}
+
+int bench_training_steps(const bench_opts *o, int n_devices) {
+    return o->train ? 2 * (2 * n_devices + (n_devices > 1)) : 0;
+}
+
+void bench_training(const bench_opts *o, nncl_context *ctx) {
+    int nd = nncl_device_count(ctx), d, cnn;
+    train_data td;
+    train_data_load(o, &td);
+    if (!td.n) return;
+    bench_put_text("training", -1, "data", "source", td.real ? "Fashion-MNIST train set" : "synthetic, same shapes");
+    for (cnn = 0; cnn < 2; cnn++) {
+        const char *item = cnn ? "cnn" : "mlp";
+        double sum = 0, best = 0;
+        int ok = 1;
+        for (d = 0; d < nd; d++) {
+            train_run run;
+            if (train_config(o, ctx, cnn, &d, 1, d, &td, &run) == 0) {
+                sum += run.samples_s.median;
+                if (run.samples_s.median > best) best = run.samples_s.median;
+            } else {
+                ok = 0;
+            }
+            bench_progress_step();
+            train_profile(o, ctx, d, cnn, &td);
+            bench_progress_step();
+        }
+        if (nd > 1) {
+            train_run run;
+            if (train_config(o, ctx, cnn, NULL, 0, -1, &td, &run) == 0 && ok) {
+                bench_put_num("training", -1, item, "sum_alone", sum, "samples/s", "sum of each device alone");
+                bench_put_num("training", -1, item, "scaling_eff", run.samples_s.median / sum, "",
+                              "all together / sum of each alone");
+                bench_put_num("training", -1, item, "vs_fastest", run.samples_s.median / best, "x",
+                              "all together / the fastest device alone");
+            }
+            bench_progress_step();
+        }
+    }
+    train_data_free(&td);
+}
+
+#undef TRAIN_BATCH
+#undef TRAIN_C1
+#undef TRAIN_C2
+#undef TRAIN_FC

@@ -1,0 +1,119 @@
+#!/bin/sh
+# test_bench.sh - the bench program in its quick mode on the devices present
+# (NNCL_TEST_DEVICES narrows them): it must finish, write JSON that parses
+# (checked with python3 when there is one, else SKIP) and holds every
+# section, each non-empty where this machine can measure it, plus a CSV and
+# an SVG. Builds $B/bench/bench when missing. Run by tests/run.sh (B,
+# NNCL_SANITIZE, MAKE).
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=${B:-build}
+case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
+bench=$bdir/bench/bench
+MAKE=${MAKE:-make}
+
+# `make test` builds the library and tests, not the bench: bring it up to date
+san=0
+[ "${NNCL_SANITIZE:-0}" = 1 ] && san=1
+if ! (cd "$top" && $MAKE --no-print-directory SANITIZE=$san B="$B" "$B/bench/bench") >/dev/null 2>&1; then
+    if [ ! -x "$bench" ]; then
+        echo "FAIL bench: $bench is missing and does not build (make SANITIZE=$san B=$B $B/bench/bench)"
+        exit 1
+    fi
+    echo "(the bench did not rebuild; testing the existing $bench)"
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-bench.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+devs=${NNCL_TEST_DEVICES:-all}
+start=$(date +%s)
+"$bench" --quick --devices "$devs" --json "$dir/b.json" --csv "$dir/b.csv" --svg "$dir/b.svg" \
+    >"$dir/out.txt" 2>"$dir/err.txt"
+status=$?
+if [ $status -ne 0 ]; then
+    echo "FAIL bench: bench --quick --devices $devs exited with status $status"
+    tail -n 20 "$dir/err.txt" | sed 's/^/    /'
+    exit 1
+fi
+end=$(date +%s)
+echo "PASS bench: --quick on \"$devs\" finished in $((end - start)) s"
+
+# the terminal tables
+fails=0
+for title in "== devices" "== SGEMM" "== memory bandwidth" "== kernel launch" "== program build" "== training" "== monitor"; do
+    if ! grep -q "^$title" "$dir/out.txt"; then
+        echo "FAIL bench: the table \"$title\" is missing from the output"
+        fails=$((fails + 1))
+    fi
+done
+[ $fails -eq 0 ] && echo "PASS bench: every table printed"
+
+if [ -s "$dir/b.csv" ] && head -n 1 "$dir/b.csv" | grep -q '^section,device,item,key,median' &&
+   [ "$(wc -l <"$dir/b.csv")" -gt 20 ]; then
+    echo "PASS bench: CSV written ($(wc -l <"$dir/b.csv") lines)"
+else
+    echo "FAIL bench: the CSV is missing or short"
+    fails=$((fails + 1))
+fi
+if grep -q '<svg' "$dir/b.svg" 2>/dev/null && grep -q '</svg>' "$dir/b.svg"; then
+    echo "PASS bench: SVG chart written"
+else
+    echo "FAIL bench: no SVG chart"
+    fails=$((fails + 1))
+fi
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP bench: no python3 to parse the JSON"
+    [ $fails -eq 0 ]
+    exit
+fi
+# Parses the JSON, checks every section is there, and that what can be
+# measured on any OpenCL device was: a GEMM rate and an nncl/raw ratio,
+# bandwidth, launch times, a cold and a warm build, MLP training.
+if python3 - "$dir/b.json" <<'EOF'
+import json, math, sys
+with open(sys.argv[1]) as f:
+    j = json.load(f)
+bad = []
+for sec in ("bench", "devices", "gemm", "bandwidth", "launch", "build", "training", "monitor"):
+    if sec not in j:
+        bad.append("section %s missing" % sec)
+if bad:
+    print("FAIL bench: " + "; ".join(bad))
+    sys.exit(1)
+n = j["bench"]["devices_in_context"]
+def val(sec, dev, item_prefix, key):
+    for row in j[sec]:
+        if row["device"] == dev and row["item"].startswith(item_prefix) and key in row:
+            v = row[key]
+            return v["median"] if isinstance(v, dict) else v
+    return None
+def pos(x):
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+for d in range(n):
+    checks = [("gemm", "128x128x784", "nncl_gflops"), ("gemm", "128x128x784", "raw_gflops"),
+              ("gemm", "128x128x784", "nncl_over_raw"), ("bandwidth", "", "d2d_gbs"),
+              ("bandwidth", "", "h2d_gbs"), ("launch", "add 4096 back", "nncl_us"),
+              ("launch", "add 4096 back", "nncl_over_raw"), ("build", "kernels", "cold_ms"),
+              ("build", "kernels", "warm_ms"), ("training", "mlp", "samples_s")]
+    for sec, item, key in checks:
+        if not pos(val(sec, d, item, key)):
+            bad.append("d%d %s/%s/%s is %r" % (d, sec, item, key, val(sec, d, item, key)))
+    if not any(r["device"] == d for r in j["devices"]):
+        bad.append("d%d not in devices" % d)
+    if not any(r["device"] == d for r in j["monitor"]):
+        bad.append("d%d not in monitor" % d)
+    nse = val("gemm", d, "128x128x784", "nse_vs_cpu")
+    if not (isinstance(nse, (int, float)) and nse < 1e-8):
+        bad.append("d%d gemm result differs from the CPU (nse %r)" % (d, nse))
+    ratio = val("training", d, "mlp", "mem_ratio")
+    if not (pos(ratio) and ratio < 3):
+        bad.append("d%d mlp memory ratio %r" % (d, ratio))
+if n > 1 and not pos(val("training", None, "mlp", "scaling_eff")):
+    bad.append("no scaling efficiency with %d devices" % n)
+if bad:
+    print("FAIL bench: " + "; ".join(bad))
+    sys.exit(1)
+print("PASS bench: JSON parses and holds every section with figures for %d device(s)" % n)
+EOF
+then :; else fails=$((fails + 1)); fi
+[ $fails -eq 0 ]
