@@ -191,8 +191,9 @@ static nncl_status ctx_select(const char *sel, const ctx_found *found, int n, in
             if (name_len == 3 && ctx_icontains(tok, "all", 3)) match = 1;
             else if (name_len == 3 && ctx_icontains(tok, "gpu", 3)) match = d->type == NNCL_DEVICE_GPU;
             else if (name_len == 3 && ctx_icontains(tok, "cpu", 3)) match = d->type == NNCL_DEVICE_CPU;
-            else match = ctx_icontains(d->platform, tok, name_len) || ctx_icontains(d->vendor, tok, name_len) ||
-                         ctx_icontains(d->name, tok, name_len);
+            else /* the version string names PoCL, whose platform calls itself otherwise */
+                match = ctx_icontains(d->platform, tok, name_len) || ctx_icontains(d->vendor, tok, name_len) ||
+                        ctx_icontains(d->name, tok, name_len) || ctx_icontains(d->cl_version, tok, name_len);
             if (!match) continue;
             if (want < 0 || hits == want) {
                 ctx_add_choice(chosen, n_chosen, i);
@@ -293,6 +294,7 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
         ctx->devices[i].info.index = i;
         nncl__log(ctx, NNCL_LOG_INFO, "device %d: %s / %s", i, ctx->devices[i].info.platform,
                   ctx->devices[i].info.name);
+        nncl__tune_on_open(ctx, i); /* stored GEMM tuning (tune.c) */
     }
     *out = ctx;
     return NNCL_OK;

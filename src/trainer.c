@@ -73,39 +73,41 @@ void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg)
 
 /* ------------------------------------------------------------- shards */
 
-/* Whole samples adding up to batch, proportional to the measured rates by
- * largest remainder; every live device gets one sample at least while the
- * batch allows, so its rate keeps being measured. */
+/* Seconds device i is expected to take for a shard of s samples. */
+static double trainer_cost(const nncl_trainer *t, int i, double s) {
+    return s > 0 ? t->fixed[i] + t->per_sample[i] * s : 0;
+}
+
+/* Whole samples adding up to batch that make the slowest device as quick as
+ * possible under the cost model fixed + per_sample * shard: the continuous
+ * optimum fills every device up to one finishing time T (a device whose
+ * fixed cost alone exceeds T gets nothing), found by bisection; then the
+ * remainder goes, sample by sample, where it finishes soonest. So a device
+ * seven times slower gets about an eighth, and one whose launches cost more
+ * than it can add gets none. */
 static void trainer_split(nncl_trainer *t, int batch) {
-    double total = 0;
-    int i, given = 0, live = trainer_n_alive(t);
+    double lo = 0, hi = 0, T;
+    int i, it, given = 0;
     for (i = 0; i < t->nd; i++)
-        if (t->alive[i]) total += t->rate[i] > 0 ? t->rate[i] : 1;
+        if (t->alive[i] && trainer_cost(t, i, batch) > hi) hi = trainer_cost(t, i, batch);
+    for (it = 0; it < 60; it++) {
+        double n = 0;
+        T = (lo + hi) / 2;
+        for (i = 0; i < t->nd; i++)
+            if (t->alive[i] && T > t->fixed[i]) n += (T - t->fixed[i]) / t->per_sample[i];
+        if (n < batch) lo = T;
+        else hi = T;
+    }
     for (i = 0; i < t->nd; i++) {
-        double r = t->rate[i] > 0 ? t->rate[i] : 1;
-        t->shard[i] = t->alive[i] ? (int)floor(batch * r / total) : 0;
-        if (t->alive[i] && t->shard[i] == 0 && batch >= live) t->shard[i] = 1;
+        double s = t->alive[i] && lo > t->fixed[i] ? (lo - t->fixed[i]) / t->per_sample[i] : 0;
+        t->shard[i] = (int)floor(s);
         given += t->shard[i];
     }
-    while (given > batch) { /* the minimum of one overshot: take from the largest */
-        int big = 0;
-        for (i = 1; i < t->nd; i++)
-            if (t->shard[i] > t->shard[big]) big = i;
-        t->shard[big]--;
-        given--;
-    }
-    while (given < batch) { /* the remainder goes to the largest shortfall */
+    while (given < batch) {
         int best = -1;
-        double most = -1;
-        for (i = 0; i < t->nd; i++) {
-            double r = t->rate[i] > 0 ? t->rate[i] : 1, want;
-            if (!t->alive[i]) continue;
-            want = batch * r / total - t->shard[i];
-            if (want > most) {
-                most = want;
+        for (i = 0; i < t->nd; i++)
+            if (t->alive[i] && (best < 0 || trainer_cost(t, i, t->shard[i] + 1) < trainer_cost(t, best, t->shard[best] + 1)))
                 best = i;
-            }
-        }
         t->shard[best]++;
         given++;
     }
@@ -129,7 +131,7 @@ void nncl_trainer_free(nncl_trainer *t) {
         if (t->sbuf) NNCL_FREE(t->sbuf[i]);
     }
     NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
-    NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->rate); NNCL_FREE(t->shard);
+    NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
     NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg);
     NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
     NNCL_FREE(t);
@@ -185,7 +187,8 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->plan = (nncl__plan **)nncl__calloc(nd, sizeof(nncl__plan *));
     t->opt_state = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
     t->scratch = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
-    t->rate = (double *)nncl__calloc(nd, sizeof(double));
+    t->fixed = (double *)nncl__calloc(nd, sizeof(double));
+    t->per_sample = (double *)nncl__calloc(nd, sizeof(double));
     t->shard = (int *)nncl__calloc(nd, sizeof(int));
     t->gbuf = (float **)nncl__calloc(nd, sizeof(float *));
     t->sbuf = (float **)nncl__calloc(nd, sizeof(float *));
@@ -195,12 +198,12 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
     t->gavg = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
     t->savg = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
-    if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->rate || !t->shard || !t->gbuf || !t->sbuf ||
+    if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf ||
         !t->lossv || !t->busy || !t->dev_status || !t->peer_failed || !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
-        t->rate[i] = t->cfg.shares ? t->cfg.shares[i] : 1;
+        t->per_sample[i] = 1; /* an even split until measured */
         t->gbuf[i] = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
         t->sbuf[i] = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
         if (!t->gbuf[i] || !t->sbuf[i])
@@ -236,7 +239,7 @@ static nncl_status trainer_devices(nncl_trainer *t) {
         st = nncl__trainer_upload(t, init, state);
     }
     /* Calibration runs batch norm in training mode: restore the statistics. */
-    if (st == NNCL_OK && t->nd > 1 && !t->cfg.shares) st = trainer_calibrate(t);
+    if (st == NNCL_OK && t->nd > 1 && !t->fixed_shares) st = trainer_calibrate(t);
     if (st == NNCL_OK && g->n_state) st = nncl__trainer_upload(t, NULL, state);
     NNCL_FREE(init);
     NNCL_FREE(state);
@@ -265,7 +268,8 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     t->loss = loss;
     t->cfg = *cfg;
     t->cfg.devices = NULL;
-    t->cfg.shares = NULL;
+    t->cfg.shares = NULL; /* not kept: the caller's array */
+    t->fixed_shares = cfg->shares != NULL;
     t->fail_device = t->fail_step = -1;
     t->nd = cfg->devices ? cfg->n_devices : nncl_device_count(ctx);
     t->device = (int *)nncl__calloc((size_t)t->nd, sizeof(int));
@@ -289,8 +293,8 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     }
     st = nncl__graph_layout(g); /* sizes the flat buffers */
     if (st == NNCL_OK) st = trainer_alloc(t);
-    if (st == NNCL_OK && cfg->shares)
-        for (i = 0; i < t->nd; i++) t->rate[i] = cfg->shares[i];
+    if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
+        for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
     if (st == NNCL_OK) st = trainer_devices(t);
     if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
     if (st == NNCL_OK) st = nncl__syncbn_setup(t);
@@ -393,7 +397,10 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
 static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
     long k;
     int bad = 0;
-NNCL_OMP(omp parallel for reduction(| : bad) schedule(static))
+/* Threads only for large buffers: below that one core is quicker, and idle
+ * OpenMP threads spinning on the cores that CPU devices compute on would
+ * cost more than they save. */
+NNCL_OMP(omp parallel for reduction(| : bad) schedule(static) if (n >= ((size_t)1 << 20)))
     for (k = 0; k < (long)n; k++) {
         double s = 0;
         int i;
@@ -464,14 +471,14 @@ static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
     if (info) info->failed_device = t->device[i];
 }
 
-/* Re-measures the split from the last step's compute times. */
+/* Moves each device's per-sample cost towards what its last pass took. */
 static void trainer_rebalance(nncl_trainer *t) {
     int i;
     for (i = 0; i < t->nd; i++) {
-        double r;
+        double b;
         if (!t->alive[i] || !t->shard[i] || t->busy[i] <= 0) continue;
-        r = t->shard[i] / t->busy[i];
-        t->rate[i] = t->rate[i] > 0 ? 0.7 * t->rate[i] + 0.3 * r : r;
+        b = (t->busy[i] - t->fixed[i]) / t->shard[i];
+        if (b > 0) t->per_sample[i] = 0.7 * t->per_sample[i] + 0.3 * b;
     }
 }
 
@@ -559,7 +566,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         t->step++;
     }
     info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;
-    if (t->cfg.rebalance_every > 0 && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
+    if (t->cfg.rebalance_every > 0 && !t->fixed_shares && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
         trainer_rebalance(t);
         t->steps_since_balance = 0;
     }
@@ -567,9 +574,10 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     return NNCL_OK;
 }
 
-/* A few forward+backward passes on zeros at an even split, timed, give the
- * first split; the gradients are discarded and the caller restores the
- * running statistics. */
+/* Forward+backward passes on zeros, every device at once, timed at a small
+ * and at the full shard (after one that compiles), give each device's fixed
+ * and per-sample cost; the gradients are discarded and the caller restores
+ * the running statistics. */
 static nncl_status trainer_calibrate(nncl_trainer *t) {
     nncl_graph *g = t->graph;
     int i, k, n_feeds = 0, rounds;
@@ -578,6 +586,8 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
     nncl_feed *feeds;
     nncl_status st = NNCL_OK;
     trainer_pass job;
+    double busy_small[64];
+    int small;
     for (i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == NNCL_OP_INPUT) {
             n_feeds++;
@@ -595,21 +605,28 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
             feeds[k].node = g->nodes[i];
             feeds[k++].data = zeros;
         }
-    for (i = 0; i < t->nd; i++) t->rate[i] = 1;
-    trainer_split(t, t->cfg.max_batch);
     memset(&job, 0, sizeof job);
-    for (rounds = 0; rounds < 3 && st == NNCL_OK; rounds++) { /* the first round also compiles */
+    small = t->cfg.max_batch / 4 > 0 ? t->cfg.max_batch / 4 : 1;
+    for (rounds = 0; rounds < 3 && st == NNCL_OK; rounds++) {
+        int s = rounds == 1 ? small : t->cfg.max_batch;
+        for (i = 0; i < t->nd; i++) t->shard[i] = s;
         job.feeds = feeds;
         job.n_feeds = n_feeds;
-        job.batch = t->cfg.max_batch;
+        job.batch = s;
         job.solo = 1;
         job.calibrating = 1;
         nncl__trainer_each_device(t, trainer_pass_job, &job);
-        for (i = 0; i < t->nd; i++)
+        for (i = 0; i < t->nd; i++) {
             if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
+            if (rounds == 1) busy_small[i] = t->busy[i];
+        }
     }
-    for (i = 0; i < t->nd; i++)
-        t->rate[i] = t->busy[i] > 0 ? t->shard[i] / t->busy[i] : 1;
+    for (i = 0; i < t->nd && i < 64 && st == NNCL_OK; i++) {
+        double b = small < t->cfg.max_batch ? (t->busy[i] - busy_small[i]) / (t->cfg.max_batch - small) : 0;
+        t->per_sample[i] = b > 1e-9 ? b : t->busy[i] / t->cfg.max_batch + 1e-9;
+        t->fixed[i] = t->busy[i] - t->per_sample[i] * t->cfg.max_batch;
+        if (t->fixed[i] < 0) t->fixed[i] = 0;
+    }
     NNCL_FREE(zeros);
     NNCL_FREE(feeds);
     return st;

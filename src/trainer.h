@@ -17,7 +17,7 @@ struct nncl_trainer {
     cl_mem *opt_state;         /* optimizer state, per device */
     cl_mem *scratch;           /* optimizer scratch (clipping), per device */
     size_t opt_floats;         /* floats of optimizer state per device */
-    double *rate;              /* measured samples/s per device */
+    double *fixed, *per_sample; /* per device: seconds a pass costs, and each sample on top */
     int *shard;                /* samples per device in the current step */
     float **gbuf, **sbuf;      /* per device: gradients and running statistics read back */
     float *gavg, *savg;        /* their weighted averages */
@@ -28,6 +28,7 @@ struct nncl_trainer {
     int64_t step;              /* optimizer steps applied */
     int64_t tracked;           /* training batches seen (batch norm's num_batches_tracked) */
     int steps_since_balance;
+    int fixed_shares;          /* the split was given: no measuring */
     int fail_device, fail_step; /* tests: inject a failure (device index, step), -1: none */
     /* Overlap: per device a transfer queue, and for every backward position
      * the ranges of the gradient buffer that are final after it. */

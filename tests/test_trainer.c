@@ -300,7 +300,7 @@ static int test_nan_skip(nncl_context *ctx) {
 int main(int argc, char **argv) {
     nncl_context *ctx;
     int d;
-    static const float uneven[8] = {3, 1, 1, 1, 1, 1, 1, 1};
+    static const float uneven[8] = {3, 1, 1, 1, 1, 1, 1, 1}, even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     tt_data();
     if (argc == 4 && strcmp(argv[1], "--resume-child") == 0) return tt_resume_child(argv[2], argv[3]);
     if (!(ctx = th_context())) return th_exit_code();
@@ -310,15 +310,15 @@ int main(int argc, char **argv) {
     test_nan_skip(ctx);
     test_parallel(ctx, NULL, "measured split", -1);
     test_parallel(ctx, uneven, "uneven split 3:1", -1);
-    test_parallel(ctx, NULL, "device 1 fails at step 4", 4);
+    test_parallel(ctx, even, "device 1 fails at step 4", 4);
     tt_overlap = 1;
     test_parallel(ctx, uneven, "uneven split, gradients read back during backward", -1);
-    test_parallel(ctx, NULL, "overlapped read-back, device 1 fails at step 4", 4);
+    test_parallel(ctx, even, "overlapped read-back, device 1 fails at step 4", 4);
     tt_overlap = 0;
     tt_cnn = 1;
     test_parallel(ctx, NULL, "measured split", -1);
     test_parallel(ctx, uneven, "uneven split 3:1", -1);
-    test_parallel(ctx, NULL, "device 1 fails at step 4", 4);
+    test_parallel(ctx, even, "device 1 fails at step 4", 4);
     tt_cnn = 0;
     nncl_free(ctx);
     return th_exit_code();
