@@ -112,6 +112,11 @@ typedef struct nncl_config {
      * 0 only for drivers without a cache of their own (not PoCL, not
      * NVIDIA), 1 always, -1 never. $NNCL_BINARY_CACHE overrides. */
     int binary_cache;
+    /* GEMM tunings stored by nncl_tune_gemm() (same folder): 0 applies the
+     * one stored for each device, 1 also tunes each device that has none
+     * (about a minute per device, $NNCL_TUNE_SECONDS), -1 ignores them.
+     * $NNCL_TUNE=1 or =0 overrides (as 1 or -1). */
+    int gemm_tune;
 } nncl_config;
 
 NNCL_API nncl_config nncl_config_default(void);
@@ -124,6 +129,18 @@ NNCL_API nncl_status nncl_device_info_get(const nncl_context *ctx, int device, n
 NNCL_API nncl_status nncl_finish(nncl_context *ctx, int device);
 /* Bytes of device memory that nncl holds on the device now, and at most. */
 NNCL_API nncl_status nncl_device_memory(const nncl_context *ctx, int device, uint64_t *in_use, uint64_t *peak);
+
+/* Tunes the matrix products (CLBlast SGEMM) for the device, for drivers
+ * CLBlast has no tuned parameters for (PoCL, Mesa, new or embedded GPUs):
+ * times a list of kernel parameter sets on the GEMM shapes of dense and
+ * convolution layers for about seconds_budget seconds (<= 0: 60), keeps the
+ * fastest whose results are right, applies it to the device for the whole
+ * process, and stores it in the cache folder ($NNCL_CACHE_DIR, else
+ * ~/.cache/nncl), keyed by device, driver and CLBlast version, so that
+ * later nncl_init() calls apply it without tuning (see config.gemm_tune).
+ * Call it before creating trainers on the device: their workspaces are
+ * sized for the parameters in force. */
+NNCL_API nncl_status nncl_tune_gemm(nncl_context *ctx, int device, double seconds_budget);
 
 /* Kernel time accounting, for contexts created with config.profiling: from
  * start to stop, every kernel nncl queues on the device (GEMMs included) is
