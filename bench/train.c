@@ -217,10 +217,11 @@ static void train_shards_text(const train_run *r, char *buf, size_t len) {
 }
 
 /* One trainer on the devices listed (n 0: all of ctx), measured and stored
- * under device key dkey (-1 for all together). */
+ * under device key dkey (-1 for all together); overlap reads gradients back
+ * during backward (stored as item "mlp_overlap" / "cnn_overlap"). */
 static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const int *devs, int n, int dkey,
-                        const train_data *td, train_run *run) {
-    const char *item = cnn ? "cnn" : "mlp";
+                        const train_data *td, train_run *run, int overlap) {
+    const char *item = overlap ? (cnn ? "cnn_overlap" : "mlp_overlap") : cnn ? "cnn" : "mlp";
     train_model m;
     nncl_train_config tc = nncl_train_default();
     nncl_trainer *t = NULL;
@@ -239,6 +240,7 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
     tc.devices = n ? devs : NULL;
     tc.n_devices = n;
+    tc.overlap = overlap;
     t0 = bench_now();
     st = nncl_trainer_create(ctx, m.g, m.loss, &tc, &t);
     if (st == NNCL_OK) bench_put_num("training", dkey, item, "create_s", bench_now() - t0, "s",
@@ -351,7 +353,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
 }
 
 int bench_training_steps(const bench_opts *o, int n_devices) {
-    return o->train ? 2 * (2 * n_devices + (n_devices > 1)) : 0;
+    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 1 : 2)) : 0;
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {
@@ -366,7 +368,7 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
         int ok = 1;
         for (d = 0; d < nd; d++) {
             train_run run;
-            if (train_config(o, ctx, cnn, &d, 1, d, &td, &run) == 0) {
+            if (train_config(o, ctx, cnn, &d, 1, d, &td, &run, 0) == 0) {
                 sum += run.samples_s.median;
                 if (run.samples_s.median > best) best = run.samples_s.median;
             } else {
@@ -378,7 +380,7 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
         }
         if (nd > 1) {
             train_run run;
-            if (train_config(o, ctx, cnn, NULL, 0, -1, &td, &run) == 0 && ok) {
+            if (train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 0) == 0 && ok) {
                 bench_put_num("training", -1, item, "sum_alone", sum, "samples/s", "sum of each device alone");
                 bench_put_num("training", -1, item, "scaling_eff", run.samples_s.median / sum, "",
                               "all together / sum of each alone");
@@ -386,6 +388,10 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
                               "all together / the fastest device alone");
             }
             bench_progress_step();
+            if (!o->quick) { /* what reading gradients back during backward saves */
+                train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 1);
+                bench_progress_step();
+            }
         }
     }
     train_data_free(&td);
