@@ -347,7 +347,7 @@ typedef struct nncl_train_config {
     /* Fixed relative shard weights (one per device), NULL: measure each
      * device's throughput and keep re-measuring while training. */
     const float *shares;
-    int rebalance_every;       /* steps between re-measurements; 0: never */
+    int rebalance_every;       /* steps between re-measurements (default 1); 0: never */
     int overlap;               /* read gradients back layer by layer during backward */
 } nncl_train_config;
 

@@ -62,7 +62,8 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
     nncl_trainer *t = (nncl_trainer *)user;
     struct nncl__syncbn *s = t->syncbn;
     nncl__view aux = nncl__auxv(x, n);
-    int C = n->in[0]->shape[1], i, me = 0, c, first = -1;
+    int C = n->in[0]->shape[1], i, me = 0, c, first = -1, aborted;
+    double t0;
     size_t inner = n->in[0]->sample_numel / (size_t)C, block = 8 * (size_t)C;
     double N = (double)x->global_batch * (double)inner, eps = n->fattr[0];
     float *base = s->host + s->off[n->id] * (size_t)t->nd * 4 + (size_t)phase * 4 * C, *mine, *out;
@@ -75,7 +76,10 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
     /* phase 0: aux holds [mean, invstd] of the shard; phase 1: [sum dy, sum dy*xhat] */
     NNCL_CL(t->ctx, clEnqueueReadBuffer(x->dev->queue, aux.mem, CL_TRUE, (aux.off + (size_t)phase * 2 * C) * 4,
                                         (size_t)C * 2 * 4, mine, 0, NULL, NULL));
-    if (syncbn_barrier(s)) {
+    t0 = nncl__seconds();
+    aborted = syncbn_barrier(s);
+    t->waited[me] += nncl__seconds() - t0;
+    if (aborted) {
         t->peer_failed[me] = 1;
         return nncl__fail(t->ctx, NNCL_ERR_STATE, "batch norm \"%s\": another device failed", n->name);
     }

@@ -19,7 +19,7 @@ nncl_train_config nncl_train_default(void) {
     memset(&c, 0, sizeof c);
     c.max_batch = 100;
     c.optim = nncl_optim_default(NNCL_OPT_ADAM);
-    c.rebalance_every = 50;
+    c.rebalance_every = 1;
     return c;
 }
 
@@ -133,7 +133,7 @@ void nncl_trainer_free(nncl_trainer *t) {
     NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
     NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg);
-    NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
+    NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->waited); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
     NNCL_FREE(t);
 }
 
@@ -194,12 +194,13 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->sbuf = (float **)nncl__calloc(nd, sizeof(float *));
     t->lossv = (float *)nncl__calloc(nd, sizeof(float));
     t->busy = (double *)nncl__calloc(nd, sizeof(double));
+    t->waited = (double *)nncl__calloc(nd, sizeof(double));
     t->dev_status = (nncl_status *)nncl__calloc(nd, sizeof(nncl_status));
     t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
     t->gavg = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
     t->savg = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
     if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf ||
-        !t->lossv || !t->busy || !t->dev_status || !t->peer_failed || !t->gavg || !t->savg)
+        !t->lossv || !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
@@ -363,6 +364,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     nncl_graph *g = t->graph;
     cl_command_queue q = p->x.dev->queue;
     double t0 = nncl__seconds();
+    t->waited[i] = 0;
     if (t->step == t->fail_step && i == t->fail_device)
         return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "injected failure on device %d", t->device[i]);
     p->x.batch_offset = offset;
@@ -380,7 +382,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
         NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, (size_t)at * 4, 4, &t->sumsq, 0, NULL, NULL));
     }
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
-    t->busy[i] = nncl__seconds() - t0;
+    t->busy[i] = nncl__seconds() - t0 - t->waited[i]; /* its own work, not its wait for others */
     if (solo) return NNCL_OK;
     if (t->xfer && t->xfer[i]) /* the gradients are on their way already */
         NNCL_CL(t->ctx, clFinish(t->xfer[i]));
@@ -471,14 +473,19 @@ static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
     if (info) info->failed_device = t->device[i];
 }
 
-/* Moves each device's per-sample cost towards what its last pass took. */
+/* Scales each device's cost model towards what its last pass took: a
+ * device slower than predicted gets less, and one whose fixed cost alone
+ * outgrows the others' whole pass gets nothing. */
 static void trainer_rebalance(nncl_trainer *t) {
     int i;
     for (i = 0; i < t->nd; i++) {
-        double b;
+        double predicted, f;
         if (!t->alive[i] || !t->shard[i] || t->busy[i] <= 0) continue;
-        b = (t->busy[i] - t->fixed[i]) / t->shard[i];
-        if (b > 0) t->per_sample[i] = 0.7 * t->per_sample[i] + 0.3 * b;
+        predicted = trainer_cost(t, i, t->shard[i]);
+        if (predicted <= 0) continue;
+        f = 1 + 0.3 * (t->busy[i] / predicted - 1);
+        t->fixed[i] *= f;
+        t->per_sample[i] *= f;
     }
 }
 

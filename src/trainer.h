@@ -24,6 +24,7 @@ struct nncl_trainer {
     float *lossv;              /* per device: loss of its shard */
     float sumsq;               /* one device: the gradient's sum of squares */
     double *busy;              /* per device: seconds of the last step's compute */
+    double *waited;            /* per device: of those, seconds spent waiting for the others */
     nncl_status *dev_status;
     int64_t step;              /* optimizer steps applied */
     int64_t tracked;           /* training batches seen (batch norm's num_batches_tracked) */
