@@ -499,7 +499,9 @@ static nncl_status trainer_pass_job(nncl_trainer *t, int i, void *arg) {
     const trainer_pass *job = (const trainer_pass *)arg;
     int k, off = 0;
     nncl_status st;
-    if (job->calibrating) return trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1);
+    if (job->calibrating == 1) return trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1);
+    if (job->calibrating == 2) /* a timed pass of the shards as split */
+        return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1) : NNCL_OK;
     if (!t->alive[i] || !t->shard[i]) return NNCL_OK;
     for (k = 0; k < i; k++) off += t->shard[k];
     st = trainer_device_pass(t, i, job->feeds, job->n_feeds, off, job->batch, job->solo);
@@ -633,6 +635,32 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
         t->per_sample[i] = b > 1e-9 ? b : t->busy[i] / t->cfg.max_batch + 1e-9;
         t->fixed[i] = t->busy[i] - t->per_sample[i] * t->cfg.max_batch;
         if (t->fixed[i] < 0) t->fixed[i] = 0;
+    }
+    /* Devices that share a processor (CPU drivers) slow each other down,
+     * which the model cannot see: time the planned split against the
+     * fastest device alone, and keep only that one when it wins. */
+    if (st == NNCL_OK) {
+        int best = 0, used = 0;
+        double together, alone;
+        trainer_split(t, t->cfg.max_batch);
+        for (i = 0; i < t->nd; i++) {
+            used += t->shard[i] > 0;
+            if (trainer_cost(t, i, t->cfg.max_batch) < trainer_cost(t, best, t->cfg.max_batch)) best = i;
+        }
+        if (used > 1) {
+            job.calibrating = 2; /* the split as planned */
+            together = nncl__seconds();
+            nncl__trainer_each_device(t, trainer_pass_job, &job);
+            together = nncl__seconds() - together;
+            for (i = 0; i < t->nd; i++) t->shard[i] = i == best ? t->cfg.max_batch : 0;
+            alone = nncl__seconds();
+            nncl__trainer_each_device(t, trainer_pass_job, &job);
+            alone = nncl__seconds() - alone;
+            for (i = 0; i < t->nd; i++) {
+                if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
+                if (alone < together && i != best) t->fixed[i] = 1e30; /* only slows the group */
+            }
+        }
     }
     NNCL_FREE(zeros);
     NNCL_FREE(feeds);
