@@ -658,7 +658,11 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
             alone = nncl__seconds() - alone;
             for (i = 0; i < t->nd; i++) {
                 if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
-                if (alone < together && i != best) t->fixed[i] = 1e30; /* only slows the group */
+                if (alone < together && i != best && st == NNCL_OK) { /* it only slows the group: leave it out */
+                    t->alive[i] = 0;
+                    nncl__log(t->ctx, NNCL_LOG_INFO, "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)",
+                              t->device[i], t->plan[i]->x.dev->info.name, t->plan[best]->x.dev->info.name, alone, together);
+                }
             }
         }
     }
