@@ -647,6 +647,7 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
             used += t->shard[i] > 0;
             if (trainer_cost(t, i, t->cfg.max_batch) < trainer_cost(t, best, t->cfg.max_batch)) best = i;
         }
+        together = alone = 0; /* a split that uses one device: the others only cost an exchange */
         if (used > 1) {
             job.calibrating = 2; /* the split as planned */
             together = nncl__seconds();
@@ -656,13 +657,13 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
             alone = nncl__seconds();
             nncl__trainer_each_device(t, trainer_pass_job, &job);
             alone = nncl__seconds() - alone;
-            for (i = 0; i < t->nd; i++) {
-                if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
-                if (alone < together && i != best && st == NNCL_OK) { /* it only slows the group: leave it out */
-                    t->alive[i] = 0;
-                    nncl__log(t->ctx, NNCL_LOG_INFO, "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)",
-                              t->device[i], t->plan[i]->x.dev->info.name, t->plan[best]->x.dev->info.name, alone, together);
-                }
+        }
+        for (i = 0; i < t->nd; i++) {
+            if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
+            if (alone <= together && i != best && st == NNCL_OK) { /* it only slows the group: leave it out */
+                t->alive[i] = 0;
+                nncl__log(t->ctx, NNCL_LOG_INFO, "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)",
+                          t->device[i], t->plan[i]->x.dev->info.name, t->plan[best]->x.dev->info.name, alone, together);
             }
         }
     }
