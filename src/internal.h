@@ -243,5 +243,7 @@ int nncl__tune_mode(const nncl_context *ctx);
 /* nncl_tune_gemm with the first max_candidates of each family (0: all) and
  * the first n_shapes shapes (0: all), for tests that cannot wait. */
 nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
+/* The path of device d's stored tuning into path; 0 when there is no folder. */
+int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
 
 #endif /* NNCL_INTERNAL_H */

@@ -15,8 +15,10 @@
 #define TUNE_ALL_DIRECT 4096  /* XGEMM_MIN_INDIRECT_SIZE sending every measured shape to XgemmDirect */
 #define TUNE_FILE_MAX 4096    /* a larger file is not one of ours */
 #define TUNE_MAX_NSE 1e-9     /* float32 against a double reference, K up to 2352 */
-#define TUNE_PRUNE 1.3        /* a candidate this much slower than the best so far is dropped early */
+#define TUNE_PRUNE 1.5        /* a candidate this much slower than the best so far is dropped early */
 #define TUNE_DEFAULT_SECONDS 60.0
+#define TUNE_GUARD 256        /* floats around C that a GEMM must leave alone */
+#define TUNE_SENTINEL 1234.5f
 #define TUNE_MAGIC "nncl-gemm-tuning 1"
 
 /* Names exactly as CLBlast 1.5 expects them, in its database order. */
@@ -26,79 +28,94 @@ static const char *const tune_dnames[TUNE_ND] = {"KWID", "MDIMAD", "MDIMCD", "ND
                                                  "PADA", "PADB",   "VWMD",   "VWND",   "WGD"};
 static const char *const tune_tname[1] = {"XGEMM_MIN_INDIRECT_SIZE"};
 
-/* Xgemm candidates, most promising first, so that a short budget still
- * tries the likely winners: wide-vector register tiles without local memory
- * (no barriers: CPU drivers keep the tile in registers), then entries of
- * CLBlast's own database (its generic default, Intel CPUs, GPUs of AMD,
- * ARM, Intel, NVIDIA and Qualcomm, and the GEMMK=1 kernels of Intel). */
-static const unsigned short tune_xcand[][TUNE_NX] = {
+/* Xgemm candidates. cpu 1: register tiles with wide vectors and no local
+ * memory (no barriers, so CPU drivers keep the tile in registers), measured
+ * best on PoCL, tried first on CPUs; cpu 0: entries of CLBlast's own
+ * database for GPUs of AMD, ARM, Intel, NVIDIA, Qualcomm and for Intel CPUs,
+ * tried first on everything else. Each list is in order of promise, so a
+ * short budget still tries the likely winners. GEMMK=1 (CLBlast's second
+ * kernel) is left out: some of its database entries corrupted the heap of
+ * the process on PoCL. */
+typedef struct tune_xrow {
+    int cpu;
+    unsigned short v[TUNE_NX];
+} tune_xrow;
+static const tune_xrow tune_xcand[] = {
     /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
-    {0, 1, 16, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 8, 8},
-    {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4},
-    {0, 1, 16, 4, 4, 4, 64, 4, 4, 64, 0, 0, 0, 0, 16, 16},
-    {0, 1, 16, 2, 8, 8, 128, 8, 8, 64, 0, 0, 0, 0, 16, 8},
-    {0, 1, 16, 2, 8, 8, 64, 8, 8, 128, 0, 0, 0, 0, 8, 16},
-    {0, 1, 32, 2, 16, 16, 64, 16, 16, 64, 0, 0, 0, 0, 4, 4},
-    {0, 1, 32, 2, 8, 8, 32, 16, 16, 32, 1, 1, 0, 0, 4, 2},   /* CLBlast's generic default */
-    {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4},   /* Intel CPU default */
-    {0, 1, 16, 2, 8, 8, 128, 8, 8, 128, 1, 1, 1, 0, 1, 8},   /* Core i7-4790K */
-    {0, 1, 32, 2, 32, 8, 128, 8, 8, 128, 1, 1, 1, 1, 2, 8},  /* Core i7-3770 */
-    {0, 1, 16, 2, 8, 8, 128, 16, 8, 128, 0, 1, 1, 1, 1, 8},  /* Core i7-2670QM */
-    {0, 1, 32, 2, 16, 32, 32, 8, 8, 64, 0, 1, 0, 0, 1, 8},   /* Core i7-6770HQ */
-    {0, 1, 32, 2, 16, 8, 32, 8, 32, 128, 1, 1, 1, 1, 1, 4},  /* Xeon E5-2630 v3 */
-    {1, 16, 1, 1, 2, 2, 64, 2, 2, 128, 0, 0, 0, 0, 8, 2},    /* Core i5-4590S, GEMMK=1 */
-    {1, 1, 1, 1, 16, 16, 16, 8, 8, 64, 0, 0, 0, 0, 1, 1},    /* Xeon E5-2630 v4, GEMMK=1 */
-    {0, 1, 32, 8, 32, 32, 64, 32, 16, 64, 1, 1, 1, 0, 2, 2}, /* Core i5-6200U */
-    {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 1, 1, 0, 0, 4, 4},   /* AMD GPU default */
-    {0, 1, 32, 2, 16, 16, 64, 8, 8, 32, 1, 1, 0, 0, 4, 2},   /* ARM Mali default */
-    {0, 1, 32, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 4, 1},     /* Qualcomm Adreno */
-    {0, 1, 32, 2, 16, 8, 64, 8, 8, 64, 1, 1, 1, 1, 4, 8},    /* NVIDIA GTX 1080 */
-    {0, 1, 16, 2, 16, 16, 64, 16, 8, 128, 1, 1, 1, 0, 4, 8}, /* NVIDIA GTX 980 */
-    {1, 2, 1, 1, 4, 4, 32, 8, 8, 64, 0, 0, 0, 0, 2, 2},      /* Intel Skylake GT2, GEMMK=1 */
-    {1, 4, 1, 1, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4},      /* Intel HD 6000, GEMMK=1 */
-    {0, 1, 32, 2, 16, 16, 128, 16, 16, 128, 1, 1, 0, 0, 8, 8},
+    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 128, 0, 0, 0, 0, 8, 16}},
+    {1, {0, 1, 16, 2, 4, 4, 32, 8, 8, 128, 0, 0, 0, 0, 8, 16}},
+    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 128, 0, 0, 1, 1, 8, 16}},
+    {1, {0, 1, 16, 4, 4, 4, 64, 4, 4, 64, 0, 0, 0, 0, 16, 16}},
+    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 8, 8}},
+    {1, {0, 1, 32, 2, 8, 8, 64, 8, 8, 128, 0, 0, 0, 0, 8, 16}},
+    {1, {0, 1, 16, 2, 8, 8, 32, 8, 8, 128, 0, 0, 0, 0, 4, 16}},
+    {1, {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4}},
+    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 8}},
+    {1, {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4}},    /* Intel CPU default */
+    {1, {0, 1, 32, 2, 16, 32, 32, 8, 8, 64, 0, 1, 0, 0, 1, 8}},    /* Core i7-6770HQ */
+    {1, {0, 1, 16, 2, 8, 8, 128, 16, 8, 128, 0, 1, 1, 1, 1, 8}},   /* Core i7-2670QM */
+    {0, {0, 1, 32, 2, 8, 8, 32, 16, 16, 32, 1, 1, 0, 0, 4, 2}},    /* generic default (CLBlast 1.5) */
+    {0, {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 1, 1, 0, 0, 4, 4}},    /* AMD GPU default */
+    {0, {0, 1, 32, 2, 16, 8, 64, 8, 8, 64, 1, 1, 1, 1, 4, 8}},     /* NVIDIA GTX 1080 */
+    {0, {0, 1, 16, 2, 16, 16, 64, 16, 8, 128, 1, 1, 1, 0, 4, 8}},  /* NVIDIA GTX 980 */
+    {0, {0, 1, 32, 2, 16, 16, 64, 8, 8, 32, 1, 1, 0, 0, 4, 2}},    /* ARM Mali default */
+    {0, {0, 1, 32, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 4, 1}},      /* Qualcomm Adreno */
+    {0, {0, 1, 32, 2, 8, 8, 128, 32, 16, 64, 0, 0, 1, 0, 4, 2}},   /* Intel HD Graphics 530 */
+    {0, {0, 1, 16, 2, 8, 8, 128, 8, 8, 128, 1, 1, 1, 0, 1, 8}},    /* Core i7-4790K */
+    {0, {0, 1, 32, 2, 32, 8, 128, 8, 8, 128, 1, 1, 1, 1, 2, 8}},   /* Core i7-3770 */
+    {0, {0, 1, 32, 2, 16, 8, 32, 8, 32, 128, 1, 1, 1, 1, 1, 4}},   /* Xeon E5-2630 v3 */
+    {0, {0, 1, 32, 8, 32, 32, 64, 32, 16, 64, 1, 1, 1, 0, 2, 2}},  /* Core i5-6200U */
+    {0, {0, 1, 32, 2, 16, 16, 128, 16, 16, 128, 1, 1, 0, 0, 8, 8}},
 };
 
-/* XgemmDirect candidates, in the same spirit. */
-static const unsigned short tune_dcand[][TUNE_ND] = {
+/* XgemmDirect candidates, in the same spirit; on CPUs the ones that compile
+ * quickly come first (wide direct kernels take a minute to build on PoCL). */
+typedef struct tune_drow {
+    int cpu;
+    unsigned short v[TUNE_ND];
+} tune_drow;
+static const tune_drow tune_dcand[] = {
     /* KWID MDIMAD MDIMCD NDIMBD NDIMCD PADA PADB VWMD VWND WGD */
-    {8, 8, 8, 8, 8, 0, 0, 8, 8, 64},
-    {8, 4, 4, 4, 4, 0, 0, 16, 16, 64},
-    {8, 8, 8, 8, 8, 0, 0, 4, 4, 32},
-    {2, 8, 8, 8, 8, 1, 1, 4, 4, 32},    /* Intel CPU default */
-    {8, 8, 8, 8, 8, 0, 0, 8, 4, 64},    /* Core i5-4590S */
-    {2, 8, 8, 8, 8, 0, 0, 2, 2, 64},    /* Core i7-4790K */
-    {2, 8, 8, 16, 8, 0, 0, 4, 4, 64},   /* Core i7-6770HQ */
-    {2, 8, 8, 8, 8, 0, 0, 1, 8, 64},    /* Core i7-2670QM */
-    {16, 16, 8, 8, 8, 0, 0, 2, 4, 32},  /* Core i7 920 */
-    {16, 8, 16, 16, 16, 0, 0, 1, 1, 32}, /* Xeon E5-2630 v3/v4 */
-    {8, 16, 16, 16, 16, 0, 0, 1, 1, 64}, /* Core i5-4570 */
-    {2, 8, 8, 8, 8, 1, 1, 1, 1, 16},    /* CLBlast's generic default */
-    {2, 8, 8, 16, 16, 1, 1, 4, 2, 32},  /* NVIDIA default */
-    {2, 16, 16, 8, 8, 1, 1, 2, 2, 32},  /* ARM Mali */
-    {2, 16, 16, 8, 8, 1, 1, 1, 1, 16},  /* AMD GPU default */
-    {16, 16, 16, 32, 8, 0, 1, 1, 1, 32}, /* AMD Tonga */
-    {2, 8, 8, 8, 8, 1, 1, 2, 1, 16},    /* Qualcomm Adreno */
-    {16, 8, 8, 8, 8, 0, 0, 4, 8, 64},
+    {1, {2, 8, 8, 8, 8, 0, 0, 2, 2, 32}},
+    {1, {2, 8, 8, 8, 8, 1, 1, 4, 4, 32}},     /* Intel CPU default */
+    {1, {16, 8, 16, 16, 16, 0, 0, 1, 1, 32}}, /* Xeon E5-2630 v3/v4 */
+    {1, {8, 8, 8, 8, 8, 0, 0, 4, 4, 32}},
+    {1, {16, 16, 8, 8, 8, 0, 0, 2, 4, 32}},   /* Core i7 920 */
+    {1, {2, 16, 16, 16, 16, 0, 0, 4, 4, 64}},
+    {1, {2, 8, 8, 8, 8, 0, 0, 2, 2, 64}},     /* Core i7-4790K */
+    {1, {8, 4, 4, 4, 4, 0, 0, 8, 8, 32}},
+    {1, {8, 8, 8, 8, 8, 0, 0, 8, 4, 64}},     /* Core i5-4590S */
+    {1, {2, 8, 8, 16, 8, 0, 0, 4, 4, 64}},    /* Core i7-6770HQ */
+    {1, {8, 16, 16, 16, 16, 0, 0, 1, 1, 64}}, /* Core i5-4570 */
+    {1, {8, 8, 8, 8, 8, 0, 0, 8, 8, 64}},
+    {0, {2, 8, 8, 8, 8, 1, 1, 1, 1, 16}},     /* generic default (CLBlast 1.5) */
+    {0, {2, 8, 8, 16, 16, 1, 1, 4, 2, 32}},   /* NVIDIA default */
+    {0, {16, 8, 8, 16, 16, 1, 1, 1, 1, 32}},  /* NVIDIA Tesla P100 */
+    {0, {2, 16, 16, 8, 8, 1, 1, 2, 2, 32}},   /* ARM Mali */
+    {0, {2, 16, 16, 8, 8, 1, 1, 1, 1, 16}},   /* AMD GPU default */
+    {0, {16, 16, 16, 32, 8, 0, 1, 1, 1, 32}}, /* AMD Tonga */
+    {0, {2, 8, 8, 8, 8, 1, 1, 2, 1, 16}},     /* Qualcomm Adreno */
 };
 
 /* Rows of CLBlast's generic default above: the fallback after a failure. */
-#define TUNE_X_GENERIC 6
-#define TUNE_D_GENERIC 11
+#define TUNE_X_GENERIC 12
+#define TUNE_D_GENERIC 12
 #define TUNE_NXC ((int)(sizeof tune_xcand / sizeof tune_xcand[0]))
 #define TUNE_NDC ((int)(sizeof tune_dcand / sizeof tune_dcand[0]))
 
 /* The GEMMs nncl issues, smallest first (so that a slow candidate is dropped
- * before the large ones): conv1 and conv2 of the CNN example (forward, dW,
- * dX, with view offsets), the linear layers of the MLP and the CNN (forward
- * x W^T, dx = dy W, dW = dy^T x), and two squares. */
+ * before the large ones): the small output layer of a classifier (forward
+ * x W^T), conv1 and conv2 of the CNN example (forward, dW, dX, with view
+ * offsets), the linear layers of the MLP and the CNN (forward x W^T,
+ * dx = dy W, dW = dy^T x), and two squares. */
 typedef struct tune_shape {
     int ta, tb;
     size_t m, n, k, a_off, b_off;
     float beta;
 } tune_shape;
 static const tune_shape tune_shapes[] = {
-    {0, 0, 16, 3136, 9, 16, 0, 0.0f},      {0, 1, 100, 128, 784, 0, 0, 0.0f},
+    {0, 1, 100, 10, 128, 0, 0, 0.0f},      {0, 1, 16, 9, 2352, 32, 32, 1.0f},
+    {0, 0, 16, 2352, 9, 16, 0, 0.0f},      {0, 1, 100, 128, 784, 0, 0, 0.0f},
     {0, 0, 100, 784, 128, 0, 0, 0.0f},     {1, 0, 128, 784, 100, 0, 0, 1.0f},
     {0, 0, 32, 2352, 144, 0, 32, 0.0f},    {0, 1, 32, 144, 2352, 32, 32, 0.0f},
     {1, 0, 144, 2352, 32, 0, 32, 0.0f},    {0, 0, 256, 256, 256, 0, 0, 0.0f},
@@ -143,17 +160,14 @@ static int tune_x_ok(const size_t *v, const tune_limits *L) {
     int i;
     for (i = 0; i < TUNE_NX; i++)
         if (v[i] > 1024) return 0;
-    if (gemmk > 1 || sa > 1 || sb > 1 || v[12] > 1 || v[13] > 1) return 0;
+    /* GEMMK=1 is refused, also from a stored file: see the candidates */
+    if (gemmk != 0 || sa > 1 || sb > 1 || v[12] > 1 || v[13] > 1) return 0;
     if (!kwg || !kwi || !mdima || !mdimc || !mwg || !ndimb || !ndimc || !nwg || !kreg) return 0;
     if (!tune_vw_ok(vwm) || !tune_vw_ok(vwn)) return 0;
     if (kwg % kwi || mwg % (mdimc * vwm) || nwg % (ndimc * vwn) || mwg % (mdima * vwm) || nwg % (ndimb * vwn))
         return 0;
-    if (gemmk == 0) {
-        if ((mdimc * ndimc) % mdima || (mdimc * ndimc) % ndimb) return 0;
-        if (kwg % ((mdimc * ndimc) / mdima) || kwg % ((mdimc * ndimc) / ndimb)) return 0;
-    } else if (kreg % vwn || mdima != mdimc || ndimb != ndimc || sa || sb) {
-        return 0;
-    }
+    if ((mdimc * ndimc) % mdima || (mdimc * ndimc) % ndimb) return 0;
+    if (kwg % ((mdimc * ndimc) / mdima) || kwg % ((mdimc * ndimc) / ndimb) || kreg != 1) return 0;
     if (mdimc * ndimc > L->max_wg || mdimc > L->max_item[0] || ndimc > L->max_item[1]) return 0;
     return (uint64_t)4 * (sa * kwg * mwg + sb * kwg * nwg) <= L->local_mem;
 }
@@ -403,9 +417,10 @@ typedef struct tune_bench {
     nncl_device *dev;
     int n_shapes;
     cl_mem a, b, c;
-    float *ha, *hb, *hc0, *hout;
+    float *ha, *hb, *hc0, *hout; /* hout: C with its guards */
     double *ref[TUNE_NS];
     double ref_time[TUNE_NS]; /* the weight of each shape in a score */
+    double first;             /* seconds of the last first call (builds included) */
 } tune_bench;
 
 static size_t tune_a_size(const tune_shape *s) { return s->a_off + s->m * s->k; }
@@ -465,7 +480,7 @@ static nncl_status tune_bench_init(nncl_context *ctx, nncl_device *dev, int n_sh
     b->ha = (float *)nncl__calloc(na, sizeof(float));
     b->hb = (float *)nncl__calloc(nb, sizeof(float));
     b->hc0 = (float *)nncl__calloc(nc, sizeof(float));
-    b->hout = (float *)nncl__calloc(nc, sizeof(float));
+    b->hout = (float *)nncl__calloc(nc + 2 * TUNE_GUARD, sizeof(float));
     if (!b->ha || !b->hb || !b->hc0 || !b->hout) goto oom;
     for (i = 0; i < na + nb + nc; i++) {
         float *x = i < na ? &b->ha[i] : i < na + nb ? &b->hb[i - na] : &b->hc0[i - na - nb];
@@ -481,7 +496,7 @@ static nncl_status tune_bench_init(nncl_context *ctx, nncl_device *dev, int n_sh
     if (err != CL_SUCCESS) goto cl_fail;
     b->b = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, nb * sizeof(float), b->hb, &err);
     if (err != CL_SUCCESS) goto cl_fail;
-    b->c = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE, nc * sizeof(float), NULL, &err);
+    b->c = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE, (nc + 2 * TUNE_GUARD) * sizeof(float), NULL, &err);
     if (err != CL_SUCCESS) goto cl_fail;
     return NNCL_OK;
 cl_fail:
@@ -497,12 +512,12 @@ static int tune_call(tune_bench *b, const tune_shape *s) {
     CLBlastStatusCode st = CLBlastSgemm(
         CLBlastLayoutRowMajor, s->ta ? CLBlastTransposeYes : CLBlastTransposeNo,
         s->tb ? CLBlastTransposeYes : CLBlastTransposeNo, s->m, s->n, s->k, 1.0f, b->a, s->a_off, s->ta ? s->m : s->k,
-        b->b, s->b_off, s->tb ? s->k : s->n, s->beta, b->c, 0, s->n, &b->dev->queue, NULL);
+        b->b, s->b_off, s->tb ? s->k : s->n, s->beta, b->c, TUNE_GUARD, s->n, &b->dev->queue, NULL);
     if (st != CLBlastSuccess) return (int)st;
     return (int)clFinish(b->dev->queue);
 }
 
-/* Normalised squared error of b->hout against ref; NaN and Inf fail. */
+/* Normalised squared error of got against want; NaN and Inf fail. */
 static double tune_nse(const float *got, const double *want, size_t n) {
     double num = 0, den = 0;
     size_t i;
@@ -515,22 +530,30 @@ static double tune_nse(const float *got, const double *want, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-/* Runs shape s with the parameters in force: checks the result, then times
- * the fastest of a few runs into *t. 0 ok, else a CLBlast/OpenCL code, or 1
- * for a wrong result (the error in *bad_nse). */
+/* Runs shape s with the parameters in force: checks the result and that
+ * nothing was written around C, then times the fastest of a few runs into
+ * *t. 0 ok, else a CLBlast/OpenCL code, or 1 for a wrong result (the error
+ * in *bad_nse). A CPU driver runs kernels in the process's memory: a stray
+ * write beyond a buffer is caught here before it can do worse. */
 static int tune_time_shape(tune_bench *b, int si, double *t, double *bad_nse) {
     const tune_shape *s = &tune_shapes[si];
-    size_t nc = s->m * s->n;
+    size_t nc = s->m * s->n, i, all = nc + 2 * TUNE_GUARD;
     double best = 1e30, total = 0, nse;
     int rc, r;
-    if (clEnqueueWriteBuffer(b->dev->queue, b->c, CL_TRUE, 0, nc * sizeof(float), b->hc0, 0, NULL, NULL) !=
+    for (i = 0; i < TUNE_GUARD; i++) b->hout[i] = b->hout[TUNE_GUARD + nc + i] = TUNE_SENTINEL;
+    memcpy(b->hout + TUNE_GUARD, b->hc0, nc * sizeof(float));
+    if (clEnqueueWriteBuffer(b->dev->queue, b->c, CL_TRUE, 0, all * sizeof(float), b->hout, 0, NULL, NULL) !=
         CL_SUCCESS)
         return -5;
+    b->first = tune_now();
     if ((rc = tune_call(b, s)) != 0) return rc;
-    if (clEnqueueReadBuffer(b->dev->queue, b->c, CL_TRUE, 0, nc * sizeof(float), b->hout, 0, NULL, NULL) !=
+    b->first = tune_now() - b->first;
+    if (clEnqueueReadBuffer(b->dev->queue, b->c, CL_TRUE, 0, all * sizeof(float), b->hout, 0, NULL, NULL) !=
         CL_SUCCESS)
         return -5;
-    nse = tune_nse(b->hout, b->ref[si], nc);
+    nse = tune_nse(b->hout + TUNE_GUARD, b->ref[si], nc);
+    for (i = 0; i < TUNE_GUARD; i++)
+        if (b->hout[i] != TUNE_SENTINEL || b->hout[TUNE_GUARD + nc + i] != TUNE_SENTINEL) nse = 1e30;
     if (!(nse < TUNE_MAX_NSE)) {
         *bad_nse = nse;
         return 1;
@@ -565,10 +588,14 @@ static int tune_measure(nncl_context *ctx, tune_bench *b, const char *what, doub
             nncl__log(ctx, NNCL_LOG_DEBUG, "GEMM tuning: %s fails (CLBlast/OpenCL code %d): skipped", what, rc);
             return 0;
         }
+        nncl__log(ctx, NNCL_LOG_DEBUG, "GEMM tuning: %s on %lux%lux%lu: first call %.3f s, then %.3f ms", what,
+                  (unsigned long)tune_shapes[s].m, (unsigned long)tune_shapes[s].n, (unsigned long)tune_shapes[s].k,
+                  b->first, times[s] * 1e3);
         score += times[s] / b->ref_time[s];
         if (best_times) {
             best += best_times[s] / b->ref_time[s];
-            if (s + 1 < b->n_shapes && score > TUNE_PRUNE * best) {
+            /* not on the first shapes alone: the smallest GEMMs are noisy */
+            if (2 * (s + 1) >= b->n_shapes && s + 1 < b->n_shapes && score > TUNE_PRUNE * best) {
                 nncl__log(ctx, NNCL_LOG_DEBUG, "GEMM tuning: %s dropped after %d shapes (%.2fx the best)", what,
                           s + 1, score / best);
                 return 0;
@@ -636,9 +663,8 @@ typedef struct tune_state {
     nncl_device *dev;
     tune_bench bench;
     tune_family fx, fd;     /* indirect and direct */
-    size_t good_x[TUNE_NX]; /* parameters known to build, restored after a failure */
-    size_t good_d[TUNE_ND];
-    int have_good_x, have_good_d;
+    size_t generic_x[TUNE_NX]; /* CLBlast's generic default */
+    size_t generic_d[TUNE_ND];
     double t0, budget, last_cost;
 } tune_state;
 
@@ -654,27 +680,37 @@ static void tune_try(tune_state *st, int direct, int idx) {
     size_t route = direct ? TUNE_ALL_DIRECT : 1, v[TUNE_NX];
     char what[64];
     int i, n = direct ? TUNE_ND : TUNE_NX, rc;
-    for (i = 0; idx > 0 && i < n; i++) v[i] = direct ? tune_dcand[idx - 1][i] : tune_xcand[idx - 1][i];
+    for (i = 0; idx > 0 && i < n; i++) v[i] = direct ? tune_dcand[idx - 1].v[i] : tune_xcand[idx - 1].v[i];
     if (idx) snprintf(what, sizeof what, "%s candidate %d", direct ? "XgemmDirect" : "Xgemm", idx);
     else snprintf(what, sizeof what, "CLBlast's own %s", direct ? "XgemmDirect" : "Xgemm");
     rc = tune_override(st->dev, "GemmRoutine", tune_tname, &route, 1);
-    if (!rc && idx > 0)
-        rc = tune_override(st->dev, direct ? "XgemmDirect" : "Xgemm", direct ? tune_dnames : tune_xnames, v, (size_t)n);
+    /* Both families build into one program, and PoCL compiles every kernel
+     * of it: the family not measured gets CLBlast's generic default, which
+     * builds quickly (a wide direct kernel takes a minute) and the same
+     * every time, so that the driver's own cache hits on the next tuning. */
+    if (!rc && idx > 0) {
+        rc = direct ? tune_override(st->dev, "Xgemm", tune_xnames, st->generic_x, TUNE_NX)
+                    : tune_override(st->dev, "XgemmDirect", tune_dnames, st->generic_d, TUNE_ND);
+        if (!rc)
+            rc = tune_override(st->dev, direct ? "XgemmDirect" : "Xgemm", direct ? tune_dnames : tune_xnames, v,
+                               (size_t)n);
+    }
     f->ok[idx] = !rc && tune_measure(st->ctx, &st->bench, what, row,
                                      f->best >= 0 ? f->times + (size_t)f->best * TUNE_NS : NULL);
-    if (f->ok[idx] && (f->best < 0 || tune_score(&st->bench, row) < tune_score(&st->bench, f->times + (size_t)f->best * TUNE_NS)))
+    if (f->ok[idx] && (f->best < 0 || tune_score(&st->bench, row) <
+                                          tune_score(&st->bench, f->times + (size_t)f->best * TUNE_NS)))
         f->best = idx;
-    if (idx > 0 && f->ok[idx]) { /* builds and is right: a safe state to come back to */
-        if (direct) memcpy(st->good_d, v, sizeof(size_t) * TUNE_ND), st->have_good_d = 1;
-        else memcpy(st->good_x, v, sizeof(size_t) * TUNE_NX), st->have_good_x = 1;
-    } else if (idx > 0) {
-        /* both families build into one program: put back parameters that
-         * build, else the other family's candidates would fail too. CLBlast
-         * cannot restore its own; its generic default is the next best. */
-        if (direct) tune_override(st->dev, "XgemmDirect", tune_dnames, st->good_d, TUNE_ND);
-        else tune_override(st->dev, "Xgemm", tune_xnames, st->good_x, TUNE_NX);
-    }
     st->last_cost = tune_now() - t0;
+}
+
+/* The fastest candidate of f that works (CLBlast's own not counted), or 0. */
+static int tune_best_candidate(const tune_bench *b, const tune_family *f, int n) {
+    int i, best = 0;
+    for (i = 1; i <= n; i++)
+        if (f->ok[i] && (!best || tune_score(b, f->times + (size_t)i * TUNE_NS) <
+                                      tune_score(b, f->times + (size_t)best * TUNE_NS)))
+            best = i;
+    return best;
 }
 
 nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes) {
@@ -683,9 +719,9 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
     tune_set chosen;
     nncl_status status = NNCL_OK;
     nncl_device *dev = nncl__device(ctx, device);
-    int i, nx = 0, nd = 0, xi, di, best_x = -1, best_d = -1, rc;
+    int i, nx = 0, nd = 0, xi, di, best_x = -1, best_d = -1, rc, cpu, pass;
     int xidx[TUNE_NXC + 1], didx[TUNE_NDC + 1];
-    double best = 1e300, sc;
+    double best = 1e300, sc, spent_x = 0, spent_d = 0;
     size_t best_t = 1;
     char path[1200];
     if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
@@ -697,20 +733,27 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
     st.t0 = tune_now();
     st.budget = seconds;
     tune_get_limits(dev, &L);
-    for (i = 0; i < TUNE_NX; i++) st.good_x[i] = tune_xcand[TUNE_X_GENERIC][i];
-    for (i = 0; i < TUNE_ND; i++) st.good_d[i] = tune_dcand[TUNE_D_GENERIC][i];
-    /* the candidates this device can run at all */
-    for (i = 0; i < TUNE_NXC; i++) {
-        size_t v[TUNE_NX];
-        int j;
-        for (j = 0; j < TUNE_NX; j++) v[j] = tune_xcand[i][j];
-        if (tune_x_ok(v, &L) && (max_candidates <= 0 || nx < max_candidates)) xidx[nx++] = i + 1;
-    }
-    for (i = 0; i < TUNE_NDC; i++) {
-        size_t v[TUNE_ND];
-        int j;
-        for (j = 0; j < TUNE_ND; j++) v[j] = tune_dcand[i][j];
-        if (tune_d_ok(v, &L) && (max_candidates <= 0 || nd < max_candidates)) didx[nd++] = i + 1;
+    for (i = 0; i < TUNE_NX; i++) st.generic_x[i] = tune_xcand[TUNE_X_GENERIC].v[i];
+    for (i = 0; i < TUNE_ND; i++) st.generic_d[i] = tune_dcand[TUNE_D_GENERIC].v[i];
+    /* the candidates this device can run at all: on a CPU the CPU rows
+     * first, on anything else the GPU rows first */
+    cpu = dev->info.type == NNCL_DEVICE_CPU;
+    for (pass = 0; pass < 2; pass++) {
+        int want = pass == 0 ? cpu : !cpu;
+        for (i = 0; i < TUNE_NXC; i++) {
+            size_t v[TUNE_NX];
+            int j;
+            for (j = 0; j < TUNE_NX; j++) v[j] = tune_xcand[i].v[j];
+            if (tune_xcand[i].cpu == want && tune_x_ok(v, &L) && (max_candidates <= 0 || nx < max_candidates))
+                xidx[nx++] = i + 1;
+        }
+        for (i = 0; i < TUNE_NDC; i++) {
+            size_t v[TUNE_ND];
+            int j;
+            for (j = 0; j < TUNE_ND; j++) v[j] = tune_dcand[i].v[j];
+            if (tune_dcand[i].cpu == want && tune_d_ok(v, &L) && (max_candidates <= 0 || nd < max_candidates))
+                didx[nd++] = i + 1;
+        }
     }
     NNCL_TRY(tune_bench_init(ctx, dev, n_shapes, &st.bench));
     st.fx.times = (double *)nncl__calloc((size_t)(TUNE_NXC + 1) * TUNE_NS, sizeof(double));
@@ -730,10 +773,16 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
         double d = st.fd.ok[0] ? st.fd.times[i] : 1e30, x = st.fx.ok[0] ? st.fx.times[i] : 1e30;
         st.bench.ref_time[i] = d < x ? d : x < 1e30 ? x : 1;
     }
-    /* then the candidates of both families in turn, while time is left */
+    /* then the candidates while time is left, a third of it for
+     * XgemmDirect: Xgemm carries the larger products, and direct kernels
+     * build slowly on some drivers (a minute each on PoCL) */
     for (xi = di = 0; (xi < nx || di < nd) && tune_time_left(&st);) {
-        if (di < nd && (di <= xi || xi >= nx)) tune_try(&st, 1, didx[di++]);
+        double t0 = tune_now();
+        int direct = di < nd && (2 * spent_d <= spent_x || xi >= nx);
+        if (direct) tune_try(&st, 1, didx[di++]);
         else tune_try(&st, 0, xidx[xi++]);
+        if (direct) spent_d += tune_now() - t0;
+        else spent_x += tune_now() - t0;
     }
     nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning on %s: %d of %d XgemmDirect and %d of %d Xgemm candidates tried in %.1f s",
               dev->info.name, di, nd, xi, nx, tune_now() - st.t0);
@@ -757,8 +806,8 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
     memset(&chosen, 0, sizeof chosen);
     chosen.has_x = best_x > 0;
     chosen.has_d = best_d > 0;
-    for (i = 0; i < TUNE_NX; i++) chosen.x[i] = best_x > 0 ? tune_xcand[best_x - 1][i] : st.good_x[i];
-    for (i = 0; i < TUNE_ND; i++) chosen.d[i] = best_d > 0 ? tune_dcand[best_d - 1][i] : st.good_d[i];
+    for (i = 0; i < TUNE_NX; i++) chosen.x[i] = best_x > 0 ? tune_xcand[best_x - 1].v[i] : st.generic_x[i];
+    for (i = 0; i < TUNE_ND; i++) chosen.d[i] = best_d > 0 ? tune_dcand[best_d - 1].v[i] : st.generic_d[i];
     chosen.min_indirect = best_t;
     /* In this process a family whose winner is CLBlast's own keeps the best
      * candidate that works (CLBlast has no call to restore its parameters);
@@ -766,11 +815,16 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
     {
         tune_set now = chosen;
         double after[TUNE_NS];
+        int bx = tune_best_candidate(&st.bench, &st.fx, TUNE_NXC), bd = tune_best_candidate(&st.bench, &st.fd, TUNE_NDC);
         now.has_x = now.has_d = 1;
-        if (!chosen.has_x && st.fx.best > 0)
-            for (i = 0; i < TUNE_NX; i++) now.x[i] = tune_xcand[st.fx.best - 1][i];
-        if (!chosen.has_d && st.fd.best > 0)
-            for (i = 0; i < TUNE_ND; i++) now.d[i] = tune_dcand[st.fd.best - 1][i];
+        if (!chosen.has_x && bx > 0)
+            for (i = 0; i < TUNE_NX; i++) now.x[i] = tune_xcand[bx - 1].v[i];
+        if (!chosen.has_d && bd > 0)
+            for (i = 0; i < TUNE_ND; i++) now.d[i] = tune_dcand[bd - 1].v[i];
+        /* and the routing that suits what this process gets */
+        if ((!chosen.has_x && bx > 0) || (!chosen.has_d && bd > 0))
+            now.min_indirect = tune_pick_threshold(&st.bench, st.fd.times + (size_t)(chosen.has_d ? best_d : bd) * TUNE_NS,
+                                                   st.fx.times + (size_t)(chosen.has_x ? best_x : bx) * TUNE_NS, &sc);
         rc = tune_apply(dev, &now);
         /* the pair was measured apart: check it once together */
         for (i = 0; !rc && i < n_shapes; i++) {
@@ -814,6 +868,11 @@ done:
 nncl_status nncl_tune_gemm(nncl_context *ctx, int device, double seconds_budget) {
     if (!ctx) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_tune_gemm: ctx is NULL");
     return nncl__tune_gemm_run(ctx, device, seconds_budget, 0, 0);
+}
+
+int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size) {
+    nncl_device *dev = nncl__device(ctx, device);
+    return dev && tune_path(dev, path, size);
 }
 
 /* ------------------------------------------------------------- at init */
@@ -863,6 +922,8 @@ void nncl__tune_on_open(nncl_context *ctx, int device) {
 #undef TUNE_MAX_NSE
 #undef TUNE_PRUNE
 #undef TUNE_DEFAULT_SECONDS
+#undef TUNE_GUARD
+#undef TUNE_SENTINEL
 #undef TUNE_MAGIC
 #undef TUNE_NXC
 #undef TUNE_X_GENERIC
