@@ -183,7 +183,10 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     cl_kernel kern;
     nncl__args a;
     nncl__view sv;
-    size_t groups = (n + NNCL_RED_WG - 1) / NNCL_RED_WG;
+    /* Each work-item sums at least 16 floats: on CPU drivers a group's tree
+     * runs as loops over its items between barriers, so one group per 256
+     * floats made this reduction cost three Adam updates. */
+    size_t groups = (n + NNCL_RED_WG * 16 - 1) / (NNCL_RED_WG * 16);
     if (groups > NNCL_OPTIM_GROUPS) groups = NNCL_OPTIM_GROUPS;
     if (groups == 0) groups = 1;
     sv.mem = scratch;

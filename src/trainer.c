@@ -394,24 +394,61 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     return NNCL_OK;
 }
 
-/* avg = sum over devices with a shard of (b_i / B) buf_i, in device order;
- * returns nonzero when the result holds a NaN or Inf. */
+/* a = w * x, a += w * x, and whether a holds an Inf or a NaN (exponent all
+ * ones), over one chunk: restrict and a length the compiler knows for full
+ * chunks let it vectorise at -O2. */
+#define TRAINER_CHUNK 4096
+static void trainer_scale(float *restrict a, const float *restrict x, float w, size_t len) {
+    size_t k;
+    if (len == TRAINER_CHUNK)
+        for (k = 0; k < TRAINER_CHUNK; k++) a[k] = w * x[k];
+    else
+        for (k = 0; k < len; k++) a[k] = w * x[k];
+}
+static void trainer_axpy(float *restrict a, const float *restrict x, float w, size_t len) {
+    size_t k;
+    if (len == TRAINER_CHUNK)
+        for (k = 0; k < TRAINER_CHUNK; k++) a[k] += w * x[k];
+    else
+        for (k = 0; k < len; k++) a[k] += w * x[k];
+}
+static uint32_t trainer_nonfinite(const float *restrict a, size_t len) {
+    uint32_t bad = 0, u;
+    size_t k;
+    /* exponent all ones (0x7f800000) plus one exponent step carries into the sign bit */
+    if (len == TRAINER_CHUNK)
+        for (k = 0; k < TRAINER_CHUNK; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+    else
+        for (k = 0; k < len; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+    return bad;
+}
+
+/* avg = sum over devices with a shard of (b_i / B) buf_i, in device order,
+ * a chunk at a time so that it stays in cache while every device's part is
+ * added; returns nonzero when the result holds a NaN or Inf. */
 static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
-    long k;
-    int bad = 0;
+    const float *src[64];
+    float w[64];
+    long c, n_chunks = (long)((n + TRAINER_CHUNK - 1) / TRAINER_CHUNK);
+    int i, m = 0;
+    uint32_t bad = 0;
+    for (i = 0; i < t->nd && m < 64; i++)
+        if (t->alive[i] && t->shard[i]) {
+            w[m] = (float)((double)t->shard[i] / batch);
+            src[m++] = bufs[i];
+        }
 /* Threads only for large buffers: below that one core is quicker, and idle
  * OpenMP threads spinning on the cores that CPU devices compute on would
  * cost more than they save. */
 NNCL_OMP(omp parallel for reduction(| : bad) schedule(static) if (n >= ((size_t)1 << 20)))
-    for (k = 0; k < (long)n; k++) {
-        double s = 0;
-        int i;
-        for (i = 0; i < t->nd; i++)
-            if (t->alive[i] && t->shard[i]) s += (double)t->shard[i] / batch * bufs[i][k];
-        avg[k] = (float)s;
-        bad |= !isfinite(s);
+    for (c = 0; c < n_chunks; c++) {
+        size_t lo = (size_t)c * TRAINER_CHUNK, len = n - lo < TRAINER_CHUNK ? n - lo : TRAINER_CHUNK;
+        int j;
+        trainer_scale(avg + lo, src[0] + lo, w[0], len);
+        for (j = 1; j < m; j++) trainer_axpy(avg + lo, src[j] + lo, w[j], len);
+        bad |= trainer_nonfinite(avg + lo, len);
     }
-    return bad;
+    return bad != 0;
 }
 
 /* Processes training together: the MPI ranks when MPI is in use, else 1. */
@@ -583,26 +620,50 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     return NNCL_OK;
 }
 
+/* Runs the calibration job (every device at shard t->shard[i]) reps times
+ * and keeps, per device, the least busy time in best (NULL: not kept), and
+ * the least wall time of a whole pass in *wall (NULL: not kept). */
+static nncl_status trainer_time_passes(nncl_trainer *t, trainer_pass *job, int reps, double *best, double *wall) {
+    int r, i;
+    for (r = 0; r < reps; r++) {
+        double w = nncl__seconds();
+        nncl__trainer_each_device(t, trainer_pass_job, job);
+        w = nncl__seconds() - w;
+        for (i = 0; i < t->nd; i++) {
+            if (t->dev_status[i] != NNCL_OK) return t->dev_status[i];
+            if (best && (r == 0 || t->busy[i] < best[i])) best[i] = t->busy[i];
+        }
+        if (wall && (r == 0 || w < *wall)) *wall = w;
+    }
+    return NNCL_OK;
+}
+
+static void trainer_set_shards(nncl_trainer *t, int s) {
+    int i;
+    for (i = 0; i < t->nd; i++) t->shard[i] = s;
+}
+
 /* Forward+backward passes on zeros, every device at once, timed at a small
- * and at the full shard (after one that compiles), give each device's fixed
- * and per-sample cost; the gradients are discarded and the caller restores
- * the running statistics. */
+ * and at the full shard give each device's fixed and per-sample cost. Each
+ * size runs once untimed first (drivers compile kernels for the sizes they
+ * first see), and every figure is the least of a few passes, so one
+ * disturbed pass does not decide the split. The gradients are discarded
+ * and the caller restores the running statistics. */
 static nncl_status trainer_calibrate(nncl_trainer *t) {
     nncl_graph *g = t->graph;
-    int i, k, n_feeds = 0, rounds;
+    int i, k, n_feeds = 0, reps = 1, full = t->cfg.max_batch, small = full / 4 > 0 ? full / 4 : 1;
     size_t most = 1;
     float *zeros;
     nncl_feed *feeds;
-    nncl_status st = NNCL_OK;
+    nncl_status st;
     trainer_pass job;
-    double busy_small[64];
-    int small;
+    double busy_full[64], busy_small[64], first = 0;
     for (i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == NNCL_OP_INPUT) {
             n_feeds++;
             if (g->nodes[i]->sample_numel > most) most = g->nodes[i]->sample_numel;
         }
-    zeros = (float *)nncl__calloc(most * (size_t)t->cfg.max_batch, sizeof(float));
+    zeros = (float *)nncl__calloc(most * (size_t)full, sizeof(float));
     feeds = (nncl_feed *)nncl__calloc((size_t)n_feeds + 1, sizeof *feeds);
     if (!zeros || !feeds) {
         NNCL_FREE(zeros);
@@ -615,57 +676,59 @@ static nncl_status trainer_calibrate(nncl_trainer *t) {
             feeds[k++].data = zeros;
         }
     memset(&job, 0, sizeof job);
-    small = t->cfg.max_batch / 4 > 0 ? t->cfg.max_batch / 4 : 1;
-    for (rounds = 0; rounds < 3 && st == NNCL_OK; rounds++) {
-        int s = rounds == 1 ? small : t->cfg.max_batch;
-        for (i = 0; i < t->nd; i++) t->shard[i] = s;
-        job.feeds = feeds;
-        job.n_feeds = n_feeds;
-        job.batch = s;
-        job.solo = 1;
-        job.calibrating = 1;
-        nncl__trainer_each_device(t, trainer_pass_job, &job);
-        for (i = 0; i < t->nd; i++) {
-            if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
-            if (rounds == 1) busy_small[i] = t->busy[i];
-        }
-    }
+    job.feeds = feeds;
+    job.n_feeds = n_feeds;
+    job.solo = 1;
+    job.calibrating = 1;
+    job.batch = full;
+    trainer_set_shards(t, full);
+    st = trainer_time_passes(t, &job, 2, NULL, &first); /* compiles, then a pass to size the repeats by */
+    if (st == NNCL_OK && first < 0.05) reps = 3;        /* repeats where they are cheap */
+    job.batch = small;
+    trainer_set_shards(t, small);
+    if (st == NNCL_OK) st = trainer_time_passes(t, &job, 1, NULL, NULL);
+    if (st == NNCL_OK) st = trainer_time_passes(t, &job, reps, busy_small, NULL);
+    job.batch = full;
+    trainer_set_shards(t, full);
+    if (st == NNCL_OK) st = trainer_time_passes(t, &job, reps, busy_full, NULL);
     for (i = 0; i < t->nd && i < 64 && st == NNCL_OK; i++) {
-        double b = small < t->cfg.max_batch ? (t->busy[i] - busy_small[i]) / (t->cfg.max_batch - small) : 0;
-        t->per_sample[i] = b > 1e-9 ? b : t->busy[i] / t->cfg.max_batch + 1e-9;
-        t->fixed[i] = t->busy[i] - t->per_sample[i] * t->cfg.max_batch;
+        double b = small < full ? (busy_full[i] - busy_small[i]) / (full - small) : 0;
+        t->per_sample[i] = b > 1e-9 ? b : busy_full[i] / full + 1e-9;
+        t->fixed[i] = busy_full[i] - t->per_sample[i] * full;
         if (t->fixed[i] < 0) t->fixed[i] = 0;
     }
     /* Devices that share a processor (CPU drivers) slow each other down,
      * which the model cannot see: time the planned split against the
      * fastest device alone, and keep only that one when it wins. */
     if (st == NNCL_OK) {
-        int best = 0, used = 0;
-        double together, alone;
-        trainer_split(t, t->cfg.max_batch);
+        int best = 0, used = 0, r;
+        double together = 0, alone = 0;
+        trainer_split(t, full);
         for (i = 0; i < t->nd; i++) {
             used += t->shard[i] > 0;
-            if (trainer_cost(t, i, t->cfg.max_batch) < trainer_cost(t, best, t->cfg.max_batch)) best = i;
+            if (trainer_cost(t, i, full) < trainer_cost(t, best, full)) best = i;
         }
-        together = alone = 0; /* a split that uses one device: the others only cost an exchange */
-        if (used > 1) {
-            job.calibrating = 2; /* the split as planned */
-            together = nncl__seconds();
-            nncl__trainer_each_device(t, trainer_pass_job, &job);
-            together = nncl__seconds() - together;
-            for (i = 0; i < t->nd; i++) t->shard[i] = i == best ? t->cfg.max_batch : 0;
-            alone = nncl__seconds();
-            nncl__trainer_each_device(t, trainer_pass_job, &job);
-            alone = nncl__seconds() - alone;
+        if (used > 1) { /* a split that uses one device: the others only cost an exchange */
+            int split[64];
+            for (i = 0; i < t->nd && i < 64; i++) split[i] = t->shard[i];
+            job.calibrating = 2; /* the shards as split; untimed once for the new sizes */
+            st = trainer_time_passes(t, &job, 1, NULL, NULL);
+            for (r = 0; r < reps && st == NNCL_OK; r++) { /* interleaved, so a slow spell hits both */
+                double w = 0;
+                for (i = 0; i < t->nd && i < 64; i++) t->shard[i] = split[i];
+                st = trainer_time_passes(t, &job, 1, NULL, &w);
+                if (r == 0 || w < together) together = w;
+                for (i = 0; i < t->nd; i++) t->shard[i] = i == best ? full : 0;
+                if (st == NNCL_OK) st = trainer_time_passes(t, &job, 1, NULL, &w);
+                if (r == 0 || w < alone) alone = w;
+            }
         }
-        for (i = 0; i < t->nd; i++) {
-            if (t->dev_status[i] != NNCL_OK) st = t->dev_status[i];
-            if (alone <= together && i != best && st == NNCL_OK) { /* it only slows the group: leave it out */
+        for (i = 0; i < t->nd && st == NNCL_OK; i++)
+            if (used > 1 && alone <= together && i != best) { /* it only slows the group: leave it out */
                 t->alive[i] = 0;
                 nncl__log(t->ctx, NNCL_LOG_INFO, "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)",
                           t->device[i], t->plan[i]->x.dev->info.name, t->plan[best]->x.dev->info.name, alone, together);
             }
-        }
     }
     NNCL_FREE(zeros);
     NNCL_FREE(feeds);
