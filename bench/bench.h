@@ -18,6 +18,7 @@ typedef struct bench_opts {
     double seconds;        /* least duration of one repeat */
     int quick;
     int train;             /* 0: --no-train */
+    int batch;             /* global batch of the training section */
     const char *only;      /* --only: comma-separated sections to run, NULL: all */
     const char *json, *csv, *svg;
     const char *data_dir;  /* Fashion-MNIST folder */

@@ -19,6 +19,7 @@ static void main_usage(FILE *f) {
           "                  (default 5, quick 3)\n"
           "  --seconds S     least duration of one timed repeat (default 0.2, quick 0.03);\n"
           "                  a training repeat lasts 5x (quick 2x) this\n"
+          "  --batch N       global batch of the training section (default 100)\n"
           "  --quick         small sizes, synthetic data, short runs (what the tests run)\n"
           "  --no-train      leave out the training section\n"
           "  --only LIST     run only these sections: gemm,bandwidth,launch,build,training\n"
@@ -138,6 +139,7 @@ int main(int argc, char **argv) {
     int i, nd, rc = 0, sizes_given = 0, repeats_given = 0, seconds_given = 0;
     memset(&o, 0, sizeof o);
     o.train = 1;
+    o.batch = 100;
     o.data_dir = "/usr/share/datasets/fashion-mnist";
     main_command(argc, argv, &o);
     for (i = 1; i < argc; i++) {
@@ -167,6 +169,12 @@ int main(int argc, char **argv) {
             o.repeats = atoi(v), i++, repeats_given = 1;
             if (o.repeats < 1 || o.repeats > 64) {
                 fprintf(stderr, "bench: --repeats wants 1..64, got \"%s\"\n", v);
+                return 2;
+            }
+        } else if (v && !strcmp(a, "--batch")) {
+            o.batch = atoi(v), i++;
+            if (o.batch < 1 || o.batch > 4096) {
+                fprintf(stderr, "bench: --batch wants 1..4096, got \"%s\"\n", v);
                 return 2;
             }
         } else if (v && !strcmp(a, "--seconds")) {

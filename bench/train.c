@@ -1,15 +1,15 @@
 /* train.c - training throughput of the Fashion-MNIST MLP (784-128-10) and a
- * small CNN, Adam, batch 100: each device alone and all together (shard
- * split, scaling efficiency, share of a step spent in the gradient
- * exchange); per device on a fresh profiling context: the host-overhead
+ * small CNN, Adam, batch 100 (--batch): each device alone and all together
+ * (shard split, scaling efficiency, share of a step spent in the gradient
+ * exchange, and the ceiling: every device training alone on its shard at
+ * the same time); per device on a fresh profiling context: the host-overhead
  * share of a step, the kernel-busy fraction and the peak device memory of
  * the training plan against what the model needs at the least. */
 #include "bench.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRAIN_BATCH 100
 
 /* ------------------------------------------------------------- models */
 
@@ -162,14 +162,21 @@ typedef struct train_run {
 
 static long train_cursor;
 
-static nncl_status train_step(nncl_trainer *t, const train_model *m, const train_data *td, nncl_step_info *info) {
+/* One step on the next batch of the data (cursor: which one). */
+static nncl_status train_step_at(nncl_trainer *t, const train_model *m, const train_data *td, int batch, long *cursor,
+                                 nncl_step_info *info) {
     nncl_feed f[2];
-    size_t nb = td->n / TRAIN_BATCH, b = (size_t)(train_cursor++ % (long)(nb ? nb : 1));
+    size_t nb = td->n / (size_t)batch, b = (size_t)((*cursor)++ % (long)(nb ? nb : 1));
     f[0].node = m->x;
-    f[0].data = td->x + b * TRAIN_BATCH * 784;
+    f[0].data = td->x + b * (size_t)batch * 784;
     f[1].node = m->y;
-    f[1].data = td->y + b * TRAIN_BATCH;
-    return nncl_trainer_step(t, f, 2, TRAIN_BATCH, info);
+    f[1].data = td->y + b * (size_t)batch;
+    return nncl_trainer_step(t, f, 2, batch, info);
+}
+
+static nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *m, const train_data *td,
+                              nncl_step_info *info) {
+    return train_step_at(t, m, td, o->batch, &train_cursor, info);
 }
 
 /* Warm-up, then repeats of a calibrated number of steps. */
@@ -181,9 +188,9 @@ static nncl_status train_measure(const bench_opts *o, int mon_device, nncl_train
     double min_s = o->quick ? o->seconds * 2 : o->seconds * 5;
     memset(out, 0, sizeof *out);
     for (i = 0; i < warm; i++)
-        if (train_step(t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
+        if (train_step(o, t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
     t0 = bench_now();
-    if (train_step(t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
+    if (train_step(o, t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
     one = bench_now() - t0;
     out->steps_per_repeat = (int)ceil(min_s / (one > 0 ? one : 1e-3));
     if (out->steps_per_repeat < (o->quick ? 1 : 2)) out->steps_per_repeat = o->quick ? 1 : 2;
@@ -192,10 +199,10 @@ static nncl_status train_measure(const bench_opts *o, int mon_device, nncl_train
         char mon[64];
         t0 = bench_now();
         for (i = 0; i < out->steps_per_repeat; i++) {
-            if (train_step(t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
+            if (train_step(o, t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
             if (n_ex < 4096 && info.seconds > 0) ex[n_ex++] = info.exchange_seconds / info.seconds;
         }
-        rate[r] = out->steps_per_repeat * (double)TRAIN_BATCH / (bench_now() - t0);
+        rate[r] = out->steps_per_repeat * (double)o->batch / (bench_now() - t0);
         bench_monitor_latest(mon_device, mon, sizeof mon);
         bench_progress("train %s: %.0f samples/s (repeat %d/%d)%s%s", label, rate[r], r + 1, reps, mon[0] ? " " : "",
                        mon);
@@ -236,7 +243,7 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
         nncl_graph_free(m.g);
         return 1;
     }
-    tc.max_batch = TRAIN_BATCH;
+    tc.max_batch = o->batch;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
     tc.devices = n ? devs : NULL;
     tc.n_devices = n;
@@ -254,7 +261,7 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
         return 1;
     }
     snprintf(why, sizeof why, "%d repeats of %d steps, batch %d, Adam, %s data", run->repeats, run->steps_per_repeat,
-             TRAIN_BATCH, td->real ? "Fashion-MNIST" : "synthetic");
+             o->batch, td->real ? "Fashion-MNIST" : "synthetic");
     bench_put("training", dkey, item, "samples_s", run->samples_s, "samples/s", why);
     train_shards_text(run, txt, sizeof txt);
     bench_put_text("training", dkey, item, "shards", txt);
@@ -295,7 +302,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
         return;
     }
-    tc.max_batch = TRAIN_BATCH;
+    tc.max_batch = o->batch;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
     if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
         snprintf(why, sizeof why, "n/a: %s", nncl_last_error(pc));
@@ -305,7 +312,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
         return;
     }
     nncl_device_memory(pc, 0, &in_use, &peak);
-    need = train_need_floats(cnn, TRAIN_BATCH, formula, sizeof formula) * 4;
+    need = train_need_floats(cnn, o->batch, formula, sizeof formula) * 4;
     bench_put_num("training", d, item, "peak_mib", peak / 1048576.0, "MiB",
                   "nncl_device_memory peak after nncl_trainer_create on a fresh context");
     bench_put_num("training", d, item, "need_mib", need / 1048576.0, "MiB", formula);
@@ -314,7 +321,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
     /* warm-up, then profiled steps */
     t0 = bench_now();
     for (i = 0; i < (o->quick ? 1 : 3); i++)
-        if (train_step(t, &m, td, &info) != NNCL_OK) break;
+        if (train_step(o, t, &m, td, &info) != NNCL_OK) break;
     /* about a second of steps (quick: two), at least 2, at most 20 */
     steps = o->quick ? 2 : (int)ceil(1.0 / ((bench_now() - t0) / 3 + 1e-9));
     if (steps < 2) steps = 2;
@@ -323,7 +330,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
     nncl_profile_start(pc, 0);
     t0 = bench_now();
     for (i = 0; i < steps; i++)
-        if (train_step(t, &m, td, &info) != NNCL_OK) break;
+        if (train_step(o, t, &m, td, &info) != NNCL_OK) break;
     nncl_finish(pc, 0);
     wall = bench_now() - t0;
     if (nncl_profile_stop(pc, 0, &rep) != NNCL_OK || i < steps) {
@@ -352,8 +359,96 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
     nncl_free(pc);
 }
 
+/* ------------------------------------------------------------- ceiling */
+
+/* One device training a model of its own on its shard, on its own thread. */
+typedef struct train_lane {
+    const train_data *td;
+    train_model m;
+    nncl_trainer *t;
+    int device, shard, steps;
+    long cursor;
+    double seconds;
+    nncl_status st;
+} train_lane;
+
+static void *train_lane_main(void *p) {
+    train_lane *l = (train_lane *)p;
+    nncl_step_info info;
+    double t0 = bench_now();
+    int i;
+    for (i = 0; i < l->steps && l->st == NNCL_OK; i++)
+        l->st = train_step_at(l->t, &l->m, l->td, l->shard, &l->cursor, &info);
+    l->seconds = bench_now() - t0;
+    return NULL;
+}
+
+/* What the devices deliver with no exchange at all: each trains a model of
+ * its own on its shard of the split the trainer chose, all at the same
+ * time, as many steps as a repeat of the trainer; the sum of their
+ * samples/s. Data parallelism reaches this at best, so together / ceiling
+ * is what the exchange and the shared step cost, apart from what running at
+ * once costs devices that share a processor or a bus. */
+static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const train_run *together,
+                          const train_data *td) {
+    const char *item = cnn ? "cnn" : "mlp";
+    train_lane lanes[16];
+    pthread_t th[16];
+    double rate[64];
+    int started[16], n = 0, d, r, i, ok = 1;
+    char why[200];
+    memset(lanes, 0, sizeof lanes);
+    bench_progress("train %s: each device on its shard alone, all at once", item);
+    for (d = 0; d < together->n_shards && ok; d++) {
+        train_lane *l = &lanes[n];
+        nncl_train_config tc = nncl_train_default();
+        if (together->shards[d] <= 0) continue;
+        l->td = td;
+        l->device = d;
+        l->shard = together->shards[d];
+        tc.max_batch = l->shard;
+        tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+        tc.devices = &l->device;
+        tc.n_devices = 1;
+        n++;
+        ok = !train_build(ctx, cnn, &l->m) && nncl_trainer_create(ctx, l->m.g, l->m.loss, &tc, &l->t) == NNCL_OK;
+    }
+    for (i = 0; i < n && ok; i++) { /* warm-up, one lane at a time */
+        lanes[i].steps = o->quick ? 1 : 5;
+        train_lane_main(&lanes[i]);
+        ok = lanes[i].st == NNCL_OK;
+    }
+    for (r = 0; r < together->repeats && r < 64 && ok; r++) {
+        rate[r] = 0;
+        for (i = 0; i < n; i++) {
+            lanes[i].steps = together->steps_per_repeat;
+            started[i] = pthread_create(&th[i], NULL, train_lane_main, &lanes[i]) == 0;
+            ok &= started[i];
+        }
+        for (i = 0; i < n; i++) {
+            if (started[i]) pthread_join(th[i], NULL);
+            ok &= lanes[i].st == NNCL_OK;
+            if (lanes[i].seconds > 0) rate[r] += lanes[i].steps * (double)lanes[i].shard / lanes[i].seconds;
+        }
+    }
+    if (!ok) {
+        snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
+        bench_put("training", -1, item, "ceiling", bench_stat_na(), "samples/s", why);
+    } else if (n > 0) {
+        bench_stat c = bench_stat_of(rate, r);
+        bench_put("training", -1, item, "ceiling", c, "samples/s",
+                  "each device training a model of its own on its shard, all at once: no exchange");
+        bench_put_num("training", -1, item, "vs_ceiling", together->samples_s.median / c.median, "",
+                      "all together / ceiling: what the exchange and the shared step cost");
+    }
+    for (i = 0; i < 16; i++) {
+        nncl_trainer_free(lanes[i].t);
+        nncl_graph_free(lanes[i].m.g);
+    }
+}
+
 int bench_training_steps(const bench_opts *o, int n_devices) {
-    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 1 : 2)) : 0;
+    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {
@@ -386,6 +481,10 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
                               "all together / sum of each alone");
                 bench_put_num("training", -1, item, "vs_fastest", run.samples_s.median / best, "x",
                               "all together / the fastest device alone");
+                bench_progress_step();
+                train_ceiling(o, ctx, cnn, &run, &td);
+            } else {
+                bench_progress_step();
             }
             bench_progress_step();
             if (!o->quick) { /* what reading gradients back during backward saves */
@@ -397,7 +496,6 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
     train_data_free(&td);
 }
 
-#undef TRAIN_BATCH
 #undef TRAIN_C1
 #undef TRAIN_C2
 #undef TRAIN_FC

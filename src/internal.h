@@ -29,6 +29,14 @@
 #define NNCL_FREE(p) free(p)
 #endif
 
+/* C99's restrict, under the name C++ compilers know (the single header
+ * also builds as C++). */
+#if defined(__cplusplus)
+#define NNCL_RESTRICT __restrict
+#else
+#define NNCL_RESTRICT restrict
+#endif
+
 #if defined(__GNUC__)
 #define NNCL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define NNCL_THREAD_LOCAL __thread

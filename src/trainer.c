@@ -1,14 +1,13 @@
 /* trainer.c - training one model on one device or several by data
  * parallelism: the global batch is split into shards sized by each device's
  * measured throughput; every device runs forward and backward on its shard
- * at once (one host thread each); the host averages the gradients weighted
+ * at once (one host thread each, crew.c); the host averages the gradients weighted
  * by shard size (g = sum b_i/B g_i, fixed device order, OpenMP over the
  * buffer) and writes them back; every device applies the same update. A
  * device that fails leaves, and its step is redone on the others. */
 #include "trainer.h"
 #include "optim.h"
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #ifdef NNCL_HAVE_MPI
 #include <mpi.h>
@@ -34,41 +33,6 @@ static int trainer_n_alive(const nncl_trainer *t) {
     int i, n = 0;
     for (i = 0; i < t->nd; i++) n += t->alive[i] != 0;
     return n;
-}
-
-/* ------------------------------------------------------------- threads */
-
-typedef struct trainer_worker {
-    nncl_trainer *t;
-    int device;
-    nncl__device_job job;
-    void *arg;
-    pthread_t thread;
-} trainer_worker;
-
-static void *trainer_worker_main(void *p) {
-    trainer_worker *w = (trainer_worker *)p;
-    w->t->dev_status[w->device] = w->job(w->t, w->device, w->arg);
-    return NULL;
-}
-
-/* One thread per device (the caller's for the first), so every driver gets
- * its work queued at once and batch-norm barriers always find their peers;
- * results land in t->dev_status. */
-void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg) {
-    trainer_worker w[64];
-    int i, started[64];
-    for (i = 1; i < t->nd && i < 64; i++) {
-        w[i].t = t;
-        w[i].device = i;
-        w[i].job = job;
-        w[i].arg = arg;
-        started[i] = pthread_create(&w[i].thread, NULL, trainer_worker_main, &w[i]) == 0;
-        if (!started[i]) t->dev_status[i] = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "no thread for device %d", i);
-    }
-    t->dev_status[0] = job(t, 0, arg);
-    for (i = 1; i < t->nd && i < 64; i++)
-        if (started[i]) pthread_join(w[i].thread, NULL);
 }
 
 /* ------------------------------------------------------------- shards */
@@ -118,6 +82,7 @@ static void trainer_split(nncl_trainer *t, int batch) {
 void nncl_trainer_free(nncl_trainer *t) {
     int i;
     if (!t) return;
+    nncl__crew_stop(t);
     nncl__overlap_free(t);
     nncl__syncbn_free(t);
     for (i = 0; i < t->nd; i++) {
@@ -294,6 +259,7 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     }
     st = nncl__graph_layout(g); /* sizes the flat buffers */
     if (st == NNCL_OK) st = trainer_alloc(t);
+    if (st == NNCL_OK) st = nncl__crew_start(t);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
     if (st == NNCL_OK) st = trainer_devices(t);
@@ -398,21 +364,21 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
  * ones), over one chunk: restrict and a length the compiler knows for full
  * chunks let it vectorise at -O2. */
 #define TRAINER_CHUNK 4096
-static void trainer_scale(float *restrict a, const float *restrict x, float w, size_t len) {
+static void trainer_scale(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, size_t len) {
     size_t k;
     if (len == TRAINER_CHUNK)
         for (k = 0; k < TRAINER_CHUNK; k++) a[k] = w * x[k];
     else
         for (k = 0; k < len; k++) a[k] = w * x[k];
 }
-static void trainer_axpy(float *restrict a, const float *restrict x, float w, size_t len) {
+static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, size_t len) {
     size_t k;
     if (len == TRAINER_CHUNK)
         for (k = 0; k < TRAINER_CHUNK; k++) a[k] += w * x[k];
     else
         for (k = 0; k < len; k++) a[k] += w * x[k];
 }
-static uint32_t trainer_nonfinite(const float *restrict a, size_t len) {
+static uint32_t trainer_nonfinite(const float *NNCL_RESTRICT a, size_t len) {
     uint32_t bad = 0, u;
     size_t k;
     /* exponent all ones (0x7f800000) plus one exponent step carries into the sign bit */
