@@ -29,10 +29,9 @@ typedef struct crew_seat {
 static void *crew_main(void *p) {
     crew_seat seat = *(crew_seat *)p;
     nncl__crew *c = seat.c;
-    unsigned long seen;
+    unsigned long seen = 0; /* threads start before the first job is posted */
     NNCL_FREE(p);
     pthread_mutex_lock(&c->lock);
-    seen = c->generation;
     for (;;) {
         nncl__device_job job;
         void *arg;
