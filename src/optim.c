@@ -185,7 +185,7 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     nncl__view sv;
     /* Each work-item sums at least 16 floats: on CPU drivers a group's tree
      * runs as loops over its items between barriers, so one group per 256
-     * floats made this reduction cost three Adam updates. */
+     * floats made this reduction cost more than the Adam update itself. */
     size_t groups = (n + NNCL_RED_WG * 16 - 1) / (NNCL_RED_WG * 16);
     if (groups > NNCL_OPTIM_GROUPS) groups = NNCL_OPTIM_GROUPS;
     if (groups == 0) groups = 1;
