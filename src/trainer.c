@@ -144,6 +144,11 @@ static nncl_status trainer_zero(nncl_trainer *t, nncl_device *dev, cl_mem m, siz
 
 static nncl_status trainer_calibrate(nncl_trainer *t);
 
+/* Host buffers of the exchange are allocated in whole chunks of
+ * TRAINER_CHUNK floats (at least one float more than n), zeros past n. */
+#define TRAINER_CHUNK 4096
+static size_t trainer_chunks(size_t n) { return n / TRAINER_CHUNK + 1; }
+
 static nncl_status trainer_alloc(nncl_trainer *t) {
     nncl_graph *g = t->graph;
     size_t nd = (size_t)t->nd;
@@ -162,16 +167,16 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->waited = (double *)nncl__calloc(nd, sizeof(double));
     t->dev_status = (nncl_status *)nncl__calloc(nd, sizeof(nncl_status));
     t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
-    t->gavg = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
-    t->savg = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+    t->gavg = (float *)nncl__calloc(trainer_chunks(g->n_trainable), TRAINER_CHUNK * sizeof(float));
+    t->savg = (float *)nncl__calloc(trainer_chunks(g->n_state), TRAINER_CHUNK * sizeof(float));
     if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf ||
         !t->lossv || !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
         t->per_sample[i] = 1; /* an even split until measured */
-        t->gbuf[i] = (float *)nncl__calloc(g->n_trainable + 1, sizeof(float));
-        t->sbuf[i] = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+        t->gbuf[i] = (float *)nncl__calloc(trainer_chunks(g->n_trainable), TRAINER_CHUNK * sizeof(float));
+        t->sbuf[i] = (float *)nncl__calloc(trainer_chunks(g->n_state), TRAINER_CHUNK * sizeof(float));
         if (!t->gbuf[i] || !t->sbuf[i])
             return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     }
@@ -360,38 +365,27 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     return NNCL_OK;
 }
 
-/* a = w * x, a += w * x, and whether a holds an Inf or a NaN (exponent all
- * ones), over one chunk: restrict and a length the compiler knows for full
- * chunks let it vectorise at -O2. */
-#define TRAINER_CHUNK 4096
-static void trainer_scale(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, size_t len) {
-    size_t k;
-    if (len == TRAINER_CHUNK)
-        for (k = 0; k < TRAINER_CHUNK; k++) a[k] = w * x[k];
-    else
-        for (k = 0; k < len; k++) a[k] = w * x[k];
-}
-static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, size_t len) {
-    size_t k;
-    if (len == TRAINER_CHUNK)
+/* One chunk: a = w x (acc 0) or a += w x (acc 1); and whether a holds an
+ * Inf or a NaN. Restrict and the fixed length let the compiler vectorise. */
+static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, int acc) {
+    int k;
+    if (acc)
         for (k = 0; k < TRAINER_CHUNK; k++) a[k] += w * x[k];
     else
-        for (k = 0; k < len; k++) a[k] += w * x[k];
+        for (k = 0; k < TRAINER_CHUNK; k++) a[k] = w * x[k];
 }
-static uint32_t trainer_nonfinite(const float *NNCL_RESTRICT a, size_t len) {
+static uint32_t trainer_nonfinite(const float *a) {
     uint32_t bad = 0, u;
-    size_t k;
+    int k;
     /* exponent all ones (0x7f800000) plus one exponent step carries into the sign bit */
-    if (len == TRAINER_CHUNK)
-        for (k = 0; k < TRAINER_CHUNK; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
-    else
-        for (k = 0; k < len; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+    for (k = 0; k < TRAINER_CHUNK; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
     return bad;
 }
 
 /* avg = sum over devices with a shard of (b_i / B) buf_i, in device order,
  * a chunk at a time so that it stays in cache while every device's part is
- * added; returns nonzero when the result holds a NaN or Inf. */
+ * added; returns nonzero when the result holds a NaN or Inf. The buffers
+ * are whole chunks long (zeros past n, see trainer_chunks). */
 static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
     const float *src[64];
     float w[64];
@@ -408,11 +402,11 @@ static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, 
  * cost more than they save. */
 NNCL_OMP(omp parallel for reduction(| : bad) schedule(static) if (n >= ((size_t)1 << 20)))
     for (c = 0; c < n_chunks; c++) {
-        size_t lo = (size_t)c * TRAINER_CHUNK, len = n - lo < TRAINER_CHUNK ? n - lo : TRAINER_CHUNK;
+        size_t lo = (size_t)c * TRAINER_CHUNK;
         int j;
-        trainer_scale(avg + lo, src[0] + lo, w[0], len);
-        for (j = 1; j < m; j++) trainer_axpy(avg + lo, src[j] + lo, w[j], len);
-        bad |= trainer_nonfinite(avg + lo, len);
+        trainer_axpy(avg + lo, src[0] + lo, w[0], 0);
+        for (j = 1; j < m; j++) trainer_axpy(avg + lo, src[j] + lo, w[j], 1);
+        bad |= trainer_nonfinite(avg + lo);
     }
     return bad != 0;
 }
