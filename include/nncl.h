@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for the progress output */
 
 #ifdef __cplusplus
 extern "C" {
@@ -405,8 +406,6 @@ NNCL_API nncl_status nncl_trainer_load(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path);
 
-/* @@GRAPH@@ */
-
 /* ---------------------------------------------------------------- data */
 /* Host-side data: IDX and CSV readers, an in-memory dataset, and a loader
  * that prepares shuffled batches in a background thread. None of these
@@ -599,7 +598,6 @@ NNCL_API size_t nncl_loader_batches(const nncl_loader *ld);
 NNCL_API int nncl_loader_epoch(const nncl_loader *ld);
 /* Stops the thread (at any point of an epoch) and releases everything. */
 NNCL_API void nncl_loader_free(nncl_loader *ld);
-/* @@DATA@@ */
 
 /* ---------------------------------------------------------------- files */
 /* Safetensors files (the format of Hugging Face and PyTorch checkpoints):
@@ -666,12 +664,10 @@ NNCL_API nncl_status nncl_safetensors_meta_at(const nncl_safetensors *st, int i,
  * Only reads tensors and meta. */
 NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry *tensors, int count,
                                            const char *const *meta);
-/* @@FILES@@ */
 
 /* ---------------------------------------------------------------- progress */
 /* Progress output, training curves and plots. nncl never prints on its own:
  * these write only to the stream or file the caller names. */
-#include <stdio.h>
 
 typedef struct nncl_progress nncl_progress;
 
@@ -742,7 +738,6 @@ NNCL_API nncl_status nncl_curve_write_svg(const nncl_curve *c, const char *path,
  * unit ("samples/s"); title on top. Written atomically. */
 NNCL_API nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *unit,
                                         const char *const *labels, const double *values, int n);
-/* @@PROGRESS@@ */
 
 /* ---------------------------------------------------------------- fit */
 
