@@ -105,7 +105,11 @@ typedef struct nncl_config {
     /* Folder holding the kernel sources (cl/NAME.cl) to use instead of the ones
      * built in. NULL: $NNCL_KERNEL_DIR, else built in. */
     const char *kernel_dir;
-    nncl_log_fn log;        /* NULL: no logging */
+    /* NULL: no logging. A trainer over several devices calls it from its
+     * device threads too, but never from two threads at once (calls are
+     * serialised by the context); it must not call nncl functions on the
+     * same context. */
+    nncl_log_fn log;
     void *log_user;
     int log_level;          /* messages up to this level reach log */
     int profiling;          /* create queues with profiling enabled */
