@@ -5,10 +5,6 @@
  * element offset; then n; then float hyperparameters; then int flags.
  * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i]. */
 
-#ifndef NNCL_RED_WG
-#define NNCL_RED_WG 256 /* NNCL_RED_WG in src/internal.h */
-#endif
-
 /* PyTorch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to at
  * most 1. clip_norm <= 0: off, sumsq is not read. A NaN norm gives a NaN
  * coefficient, as in PyTorch, so a broken gradient is never hidden. */
@@ -17,26 +13,6 @@ float nncl_opt_clip_scale(__global const float *sumsq, int sumsq_off, float clip
     if (clip_norm <= 0.0f) return 1.0f;
     c = clip_norm / (sqrt(sumsq[sumsq_off]) + 1e-6f);
     return c >= 1.0f ? 1.0f : c;
-}
-
-void nncl_opt_kahan(float *sum, float *comp, float v) {
-    float yk = v - *comp, t = *sum + yk;
-    *comp = (t - *sum) - yk;
-    *sum = t;
-}
-
-/* Tree sum of one value per work-item of a 1-D group; every item calls it. */
-float nncl_opt_tree(__local float *buf, float v, int lid, int size) {
-    int s = size;
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    while (s > 1) {
-        int h = (s + 1) >> 1;
-        if (lid < s - h) buf[lid] += buf[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        s = h;
-    }
-    return buf[0];
 }
 
 /* Stage 1: group k writes the sum of x[i]^2 over its strided share to
@@ -50,9 +26,9 @@ __kernel void nncl_sumsq_f32_partial(__global const float *x, int x_off, __globa
     if (get_local_size(0) > NNCL_RED_WG) return; /* uniform: the host never does this */
     for (; i < (size_t)n; i += stride) {
         float v = x[x_off + i];
-        nncl_opt_kahan(&s, &comp, v * v);
+        nncl_kahan_add(&s, &comp, v * v);
     }
-    s = nncl_opt_tree(buf, s, lid, (int)get_local_size(0));
+    s = nncl_group_sum(buf, s);
     if (lid == 0) part[part_off + get_group_id(0)] = s;
 }
 
@@ -62,8 +38,8 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count) {
     int lid = (int)get_local_id(0), step = (int)get_local_size(0), k;
     float acc = 0.0f, comp = 0.0f;
     if (get_local_size(0) > NNCL_RED_WG || get_group_id(0) != 0) return;
-    for (k = lid; k < count; k += step) nncl_opt_kahan(&acc, &comp, s[s_off + k]);
-    acc = nncl_opt_tree(buf, acc, lid, step);
+    for (k = lid; k < count; k += step) nncl_kahan_add(&acc, &comp, s[s_off + k]);
+    acc = nncl_group_sum(buf, acc);
     if (lid == 0) s[s_off + count] = acc;
 }
 

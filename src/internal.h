@@ -207,8 +207,9 @@ void nncl__arg_local(nncl__args *a, size_t bytes);
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);
 /* n work items in groups of 64 (or the device's maximum when smaller). */
 nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n);
-/* Row kernels (cl/softmax.cl, cl/reduce.cl) reduce in local arrays of this
- * many floats; their work-groups never exceed it. */
+/* Reduction kernels (cl/common.cl's group sums) work in local arrays of this
+ * many floats; their work-groups never exceed it. Passed to every program
+ * as -DNNCL_RED_WG (src/program.c). */
 #define NNCL_RED_WG 256
 /* One work-group per row of a [rows, cols] view: a power of two work-items,
  * enough for cols, at most NNCL_RED_WG and the kernel's limit on dev. */
