@@ -15,12 +15,6 @@ float nncl_opt_clip_scale(__global const float *sumsq, int sumsq_off, float clip
     return c >= 1.0f ? 1.0f : c;
 }
 
-void nncl_opt_kahan(float *sum, float *comp, float v) {
-    float yk = v - *comp, t = *sum + yk;
-    *comp = (t - *sum) - yk;
-    *sum = t;
-}
-
 /* Stage 1: work-item k writes to part[part_off + k] the sum of x[i]^2 over
  * the blocks of 8 floats k, k + items, k + 2*items, ... (the last partial
  * block by item 0): eight Kahan sums side by side in a float8, so the
@@ -42,8 +36,8 @@ __kernel void nncl_sumsq_f32_partial(__global const float *x, int x_off, __globa
         s = t;
     }
     if (k == 0)
-        for (b = blocks * 8; b < (size_t)n; b++) nncl_opt_kahan(&r, &rc, xs[b] * xs[b]);
-    nncl_opt_kahan(&r, &rc, ((s.s0 + s.s1) + (s.s2 + s.s3)) + ((s.s4 + s.s5) + (s.s6 + s.s7)));
+        for (b = blocks * 8; b < (size_t)n; b++) nncl_kahan_add(&r, &rc, xs[b] * xs[b]);
+    nncl_kahan_add(&r, &rc, ((s.s0 + s.s1) + (s.s2 + s.s3)) + ((s.s4 + s.s5) + (s.s6 + s.s7)));
     part[part_off + k] = r;
 }
 
@@ -52,7 +46,7 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int 
     float acc = 0.0f, comp = 0.0f;
     int k;
     if (get_global_id(0) != 0) return;
-    for (k = 0; k < count; k++) nncl_opt_kahan(&acc, &comp, s[s_off + k]);
+    for (k = 0; k < count; k++) nncl_kahan_add(&acc, &comp, s[s_off + k]);
     s[s_off + total] = acc;
 }
 
