@@ -88,6 +88,7 @@ typedef struct nncl__opdef {
     /* Adds to gin[i] (NULL where not needed) given gout. */
     void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                          const double *gout, double *const *gin, double *aux);
+    const void *impl;          /* what the family's shared functions read for this op */
 } nncl__opdef;
 
 /* The table, indexed by nncl__op and generated from ops.def (ops_table.c);
