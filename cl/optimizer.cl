@@ -15,32 +15,39 @@ float nncl_opt_clip_scale(__global const float *sumsq, int sumsq_off, float clip
     return c >= 1.0f ? 1.0f : c;
 }
 
-/* Stage 1: group k writes the sum of x[i]^2 over its strided share to
- * part[part_off + k]. Any number of groups of at most NNCL_RED_WG items. */
+/* Stage 1: work-item k writes to part[part_off + k] the sum of x[i]^2 over
+ * the blocks of 8 floats k, k + items, k + 2*items, ... (the last partial
+ * block by item 0): eight Kahan sums side by side in a float8, so the
+ * additions of one item do not wait on each other, and neighbouring items
+ * read neighbouring blocks. No local memory and no barrier: a group tree
+ * cost CPU drivers, which run a group's items as loops between barriers,
+ * more than the Adam update. */
 __kernel void nncl_sumsq_f32_partial(__global const float *x, int x_off, __global float *part, int part_off,
                                      int n) {
-    __local float buf[NNCL_RED_WG];
-    size_t i = get_global_id(0), stride = get_global_size(0);
-    int lid = (int)get_local_id(0);
-    float s = 0.0f, comp = 0.0f;
-    if (get_local_size(0) > NNCL_RED_WG) return; /* uniform: the host never does this */
-    for (; i < (size_t)n; i += stride) {
-        float v = x[x_off + i];
-        nncl_kahan_add(&s, &comp, v * v);
+    size_t k = get_global_id(0), items = get_global_size(0), b, blocks = (size_t)n / 8;
+    __global const float *xs = x + x_off;
+    float8 s = (float8)(0.0f), comp = (float8)(0.0f);
+    float r = 0.0f, rc = 0.0f;
+    for (b = k; b < blocks; b += items) {
+        float8 v = vload8(b, xs), yk, t;
+        yk = v * v - comp;
+        t = s + yk;
+        comp = (t - s) - yk;
+        s = t;
     }
-    s = nncl_group_sum(buf, s);
-    if (lid == 0) part[part_off + get_group_id(0)] = s;
+    if (k == 0)
+        for (b = blocks * 8; b < (size_t)n; b++) nncl_kahan_add(&r, &rc, xs[b] * xs[b]);
+    nncl_kahan_add(&r, &rc, ((s.s0 + s.s1) + (s.s2 + s.s3)) + ((s.s4 + s.s5) + (s.s6 + s.s7)));
+    part[part_off + k] = r;
 }
 
-/* Stage 2, one group: s[s_off + count] = sum of s[s_off .. s_off + count). */
-__kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count) {
-    __local float buf[NNCL_RED_WG];
-    int lid = (int)get_local_id(0), step = (int)get_local_size(0), k;
+/* Stage 2, one work-item: s[s_off + total] = sum of s[s_off .. s_off + count). */
+__kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int total) {
     float acc = 0.0f, comp = 0.0f;
-    if (get_local_size(0) > NNCL_RED_WG || get_group_id(0) != 0) return;
-    for (k = lid; k < count; k += step) nncl_kahan_add(&acc, &comp, s[s_off + k]);
-    acc = nncl_group_sum(buf, acc);
-    if (lid == 0) s[s_off + count] = acc;
+    int k;
+    if (get_global_id(0) != 0) return;
+    for (k = 0; k < count; k++) nncl_kahan_add(&acc, &comp, s[s_off + k]);
+    s[s_off + total] = acc;
 }
 
 /* torch.optim.SGD. State (momentum != 0): the momentum buffer b.

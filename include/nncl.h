@@ -162,6 +162,16 @@ typedef struct nncl_profile_report {
 NNCL_API nncl_status nncl_profile_start(nncl_context *ctx, int device);
 /* Waits for the device, then reports and stops. */
 NNCL_API nncl_status nncl_profile_stop(nncl_context *ctx, int device, nncl_profile_report *out);
+/* The time of the last profile_stop per kernel (CLBlast's GEMMs as
+ * "clblast_sgemm"), the most time first: up to max entries into out, and
+ * the number of distinct kernels as the result (0 without a report). */
+#define NNCL_PROFILE_NAME 48
+typedef struct nncl_profile_kernel {
+    char name[NNCL_PROFILE_NAME]; /* the OpenCL kernel's function name */
+    int launches;
+    double seconds;               /* sum of their execution times */
+} nncl_profile_kernel;
+NNCL_API int nncl_profile_kernels(const nncl_context *ctx, int device, nncl_profile_kernel *out, int max);
 
 /* ---------------------------------------------------------------- tensors */
 

@@ -129,11 +129,15 @@ typedef struct nncl_device {
     /* Kernel timing between nncl_profile_start and _stop (profiling queues). */
     int profiling;
     cl_event *prof_events;
+    char (*prof_names)[NNCL_PROFILE_NAME]; /* the kernel of each event; "" unnamed */
     int prof_n, prof_cap, prof_dropped;
+    nncl_profile_kernel *prof_table; /* the last stop's time per kernel, most first */
+    int prof_table_n;
 } nncl_device;
 
-/* Where the next launch on dev stores its event: NULL unless profiling. */
-cl_event *nncl__profile_slot(nncl_device *dev);
+/* Where the next launch on dev stores its event: NULL unless profiling;
+ * name (the kernel) goes into the per-kernel table. */
+cl_event *nncl__profile_slot_named(nncl_device *dev, const char *name);
 void nncl__profile_release(nncl_device *dev);
 
 struct nncl_context {

@@ -210,6 +210,7 @@ void nncl__arg_local(nncl__args *a, size_t bytes) { prog_arg(a, bytes, NULL); }
 static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
 
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {
+    cl_event *slot = NULL;
     size_t g[3];
     cl_uint i;
     cl_int err;
@@ -222,7 +223,13 @@ nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const si
         g[i] = local ? prog_round_up(global[i], local[i]) : global[i];
         if (g[i] == 0) return NNCL_OK; /* nothing to do */
     }
-    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, nncl__profile_slot(dev));
+    if (dev->profiling) { /* named, for the per-kernel table */
+        char name[NNCL_PROFILE_NAME] = "";
+        if (clGetKernelInfo(a->kernel, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL) != CL_SUCCESS) name[0] = 0;
+        name[sizeof name - 1] = 0;
+        slot = nncl__profile_slot_named(dev, name);
+    }
+    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, slot);
     if (err != CL_SUCCESS) return nncl__cl_fail(a->ctx, err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
     return NNCL_OK;
 }

@@ -98,7 +98,7 @@ void nncl_trainer_free(nncl_trainer *t) {
     }
     NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
-    NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg);
+    NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg); NNCL_FREE(t->chunk_ss);
     NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->waited); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
     NNCL_FREE(t->dev_msg); NNCL_FREE(t->sumsq); NNCL_FREE(t->state_shadow);
     NNCL_FREE(t);
@@ -172,11 +172,13 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->dev_msg = (char *)nncl__calloc(nd, NNCL_MSG_MAX);
     t->sumsq = (float *)nncl__calloc(nd, sizeof(float));
     t->state_shadow = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
+    t->chunk_ss = (double *)nncl__calloc(trainer_chunks(g->n_trainable > g->n_state ? g->n_trainable : g->n_state),
+                                         sizeof(double));
     t->gavg = (float *)nncl__calloc(trainer_chunks(g->n_trainable), TRAINER_CHUNK * sizeof(float));
     t->savg = (float *)nncl__calloc(trainer_chunks(g->n_state), TRAINER_CHUNK * sizeof(float));
     if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf ||
         !t->lossv || !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->dev_msg ||
-        !t->sumsq || !t->state_shadow || !t->gavg || !t->savg)
+        !t->sumsq || !t->chunk_ss || !t->state_shadow || !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
@@ -378,13 +380,13 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
     NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
     NNCL_TRY(nncl__plan_backward(p));
-    if (solo && g->n_trainable) { /* no host average to see a NaN in: the device sums the squares */
+    if (solo && g->n_trainable) { /* no host average to see a NaN in: the device sums the squares (clipping reuses them) */
         nncl__view gv;
-        int at;
         gv.mem = p->x.grads;
         gv.off = 0;
-        NNCL_TRY(nncl__optim_sumsq(t->ctx, p->x.dev, gv, t->scratch[i], g->n_trainable, &at));
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, (size_t)at * 4, 4, &t->sumsq[i], 0, NULL, NULL));
+        NNCL_TRY(nncl__optim_sumsq(t->ctx, p->x.dev, gv, t->scratch[i], g->n_trainable));
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0, NULL,
+                                            NULL));
     }
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
     t->busy[i] = nncl__seconds() - t0 - t->waited[i]; /* its own work, not its wait for others */
@@ -399,8 +401,8 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     return NNCL_OK;
 }
 
-/* One chunk: a = w x (acc 0) or a += w x (acc 1); and whether a holds an
- * Inf or a NaN. Restrict and the fixed length let the compiler vectorise. */
+/* One chunk: a = w x (acc 0) or a += w x (acc 1); and the sum of squares
+ * of a. Restrict and the fixed length let the compiler vectorise. */
 static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, int acc) {
     int k;
     if (acc)
@@ -408,24 +410,26 @@ static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, f
     else
         for (k = 0; k < TRAINER_CHUNK; k++) a[k] = w * x[k];
 }
-static uint32_t trainer_nonfinite(const float *a) {
-    uint32_t bad = 0, u;
-    int k;
-    /* exponent all ones (0x7f800000) plus one exponent step carries into the sign bit */
-    for (k = 0; k < TRAINER_CHUNK; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
-    return bad;
+static double trainer_sumsq(const float *a) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* double: no square of a float overflows */
+    int k, j;
+    for (k = 0; k < TRAINER_CHUNK; k += 8)
+        for (j = 0; j < 8; j++) s[j] += (double)a[k + j] * a[k + j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 /* avg = sum over devices with a shard of (b_i / B) buf_i, in device order,
  * a chunk at a time so that it stays in cache while every device's part is
- * added; returns nonzero when the result holds a NaN or Inf. The buffers
- * are whole chunks long (zeros past n, see trainer_chunks). */
-static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
+ * added; returns nonzero when the result holds a NaN or Inf. Its sum of
+ * squares, taken in the same pass, goes to *sumsq (NULL: not wanted); the
+ * chunks' sums are added in order, so threads do not change it. The
+ * buffers are whole chunks long (zeros past n, see trainer_chunks). */
+static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch, double *sumsq) {
     const float *src[64];
     float w[64];
     long c, n_chunks = (long)((n + TRAINER_CHUNK - 1) / TRAINER_CHUNK);
     int i, m = 0;
-    uint32_t bad = 0;
+    double ss = 0;
     for (i = 0; i < t->nd && m < 64; i++)
         if (t->alive[i] && t->shard[i]) {
             w[m] = (float)((double)t->shard[i] / batch);
@@ -434,15 +438,17 @@ static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, 
 /* Threads only for large buffers: below that one core is quicker, and idle
  * OpenMP threads spinning on the cores that CPU devices compute on would
  * cost more than they save. */
-NNCL_OMP(omp parallel for reduction(| : bad) schedule(static) if (n >= ((size_t)1 << 20)))
+NNCL_OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 20)))
     for (c = 0; c < n_chunks; c++) {
         size_t lo = (size_t)c * TRAINER_CHUNK;
         int j;
         trainer_axpy(avg + lo, src[0] + lo, w[0], 0);
         for (j = 1; j < m; j++) trainer_axpy(avg + lo, src[j] + lo, w[j], 1);
-        bad |= trainer_nonfinite(avg + lo);
+        t->chunk_ss[c] = trainer_sumsq(avg + lo);
     }
-    return bad != 0;
+    for (c = 0; c < n_chunks; c++) ss += t->chunk_ss[c];
+    if (sumsq) *sumsq = ss;
+    return !isfinite(ss);
 }
 
 /* Processes training together: the MPI ranks when MPI is in use, else 1. */
@@ -462,7 +468,7 @@ static int trainer_ranks(void) {
 static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
     int init = 0, size = 1, any_bad = bad;
     long k;
-    double local = batch, total = batch;
+    double local = batch, total = batch, ss;
     nncl_graph *g = t->graph;
     MPI_Initialized(&init);
     if (!init) return bad;
@@ -475,7 +481,10 @@ static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
     MPI_Allreduce(MPI_IN_PLACE, t->gavg, (int)g->n_trainable, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     for (k = 0; k < (long)g->n_state; k++) t->savg[k] *= (float)(local / total);
     if (g->n_state) MPI_Allreduce(MPI_IN_PLACE, t->savg, (int)g->n_state, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return 0;
+    ss = 0; /* clipping needs the norm of the global gradient; the same on every rank */
+    for (k = 0; k < (long)trainer_chunks(g->n_trainable); k++) ss += trainer_sumsq(t->gavg + (size_t)k * TRAINER_CHUNK);
+    for (k = 0; k < t->nd; k++) t->sumsq[k] = (float)ss;
+    return !isfinite(ss);
 }
 #endif
 
@@ -487,9 +496,12 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
-    if (!solo) {
-        if (g->n_trainable)
+    if (!solo) { /* the averaged gradient and its sum of squares (for clipping) */
+        if (g->n_trainable) {
             NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gavg, 0, NULL, NULL));
+            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0,
+                                                 NULL, NULL));
+        }
         if (g->n_state)
             NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->savg, 0, NULL, NULL));
     }
@@ -497,7 +509,7 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     pv.mem = p->x.params; pv.off = 0;
     gv.mem = p->x.grads; gv.off = 0;
     sv.mem = t->opt_state[i]; sv.off = 0;
-    return nncl__optim_step(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i], g->n_trainable);
+    return nncl__optim_update(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i], g->n_trainable);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
@@ -639,8 +651,10 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         for (i = 0; i < t->nd; i++)
             if (t->alive[i] && t->shard[i] && g->n_trainable) bad |= !isfinite(t->sumsq[i]);
     } else {
-        bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch);
-        if (g->n_state) bad |= trainer_average(t, t->sbuf, t->savg, g->n_state, batch);
+        double ss = 0;
+        bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch, &ss);
+        for (i = 0; i < t->nd; i++) t->sumsq[i] = (float)ss; /* what every device's clipping reads */
+        if (g->n_state) bad |= trainer_average(t, t->sbuf, t->savg, g->n_state, batch, NULL);
         nncl__syncbn_running(t, t->savg, batch);
 #ifdef NNCL_HAVE_MPI
         bad = trainer_allreduce(t, batch, bad);

@@ -22,7 +22,8 @@ struct nncl_trainer {
     float **gbuf, **sbuf;      /* per device: gradients and running statistics read back */
     float *gavg, *savg;        /* their weighted averages */
     float *lossv;              /* per device: loss of its shard */
-    float *sumsq;              /* per device, solo passes: the gradient's sum of squares */
+    float *sumsq;              /* per device: the step's gradient's sum of squares, read back (solo) or the host's */
+    double *chunk_ss;          /* the host average's sum of squares, per chunk */
     cl_mem *state_shadow;      /* per device: running statistics before the step, restored when it is skipped */
     double *busy;              /* per device: seconds of the last step's compute */
     double *waited;            /* per device: of those, seconds spent waiting for the others */
