@@ -117,6 +117,9 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
 /* "[B,3,28,28]" style text of a node's shape for messages. */
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
 size_t nncl__numel(const nncl_node *n, int batch);
+/* Whether a and b have the same shape: both batched or neither, the same
+ * dimensions (the batch apart), not merely as many elements. */
+int nncl__same_shape(const nncl_node *a, const nncl_node *b);
 
 /* ------------------------------------------------------------- execution */
 

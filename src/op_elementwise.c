@@ -31,7 +31,7 @@ static nncl_status ew_binary_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *a = n->in[0], *b = n->in[1];
     char s1[64], s2[64];
     int cols = a->shape[a->ndim - 1];
-    if (!(b->batched == a->batched && b->sample_numel == a->sample_numel) &&
+    if (!nncl__same_shape(a, b) &&
         !(!b->batched && b->ndim == 1 && b->shape[0] == cols))
         return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": b %s is neither a's shape %s nor a vector [%d]",
                                  nncl__opdef_get(n->op)->name, n->name, nncl__shape_str(b, s1, sizeof s1),
