@@ -211,9 +211,13 @@ static nncl_status conv_gemm(nncl__exec *x, int ta, int tb, size_t m, size_t nn,
     return nncl__sgemm(x->ctx, x->dev, &g);
 }
 
-static nncl_status conv_im2col(nncl__exec *x, const conv_dims *d, nncl__view xs, int S, nncl__view col) {
+/* The op's kernels, after the dense helpers' (NNCL_DENSE_KERNELS). */
+enum { CONV_K_IM2COL = NNCL_K_DENSE_END, CONV_K_COL2IM, CONV_K_REORDER };
+
+static nncl_status conv_im2col(nncl__exec *x, const nncl_node *n, const conv_dims *d, nncl__view xs, int S,
+                               nncl__view col) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_im2col_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, CONV_K_IM2COL, &a));
     nncl__arg_view(&a, xs);
     nncl__arg_view(&a, col);
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
@@ -222,9 +226,10 @@ static nncl_status conv_im2col(nncl__exec *x, const conv_dims *d, nncl__view xs,
     return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
 }
 
-static nncl_status conv_col2im(nncl__exec *x, const conv_dims *d, nncl__view col, int S, nncl__view dxs, int acc) {
+static nncl_status conv_col2im(nncl__exec *x, const nncl_node *n, const conv_dims *d, nncl__view col, int S,
+                               nncl__view dxs, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_col2im_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, CONV_K_COL2IM, &a));
     nncl__arg_view(&a, col);
     nncl__arg_view(&a, dxs);
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
@@ -234,9 +239,10 @@ static nncl_status conv_col2im(nncl__exec *x, const conv_dims *d, nncl__view col
     return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
 }
 
-static nncl_status conv_reorder(nncl__exec *x, const conv_dims *d, nncl__view nchw, nncl__view gl, int S, int to_nchw) {
+static nncl_status conv_reorder(nncl__exec *x, const nncl_node *n, const conv_dims *d, nncl__view nchw, nncl__view gl,
+                                int S, int to_nchw) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_reorder_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, CONV_K_REORDER, &a));
     nncl__arg_view(&a, nchw);
     nncl__arg_view(&a, gl);
     nncl__arg_int(&a, d->O);
@@ -254,21 +260,14 @@ static nncl__view conv_at(nncl__view v, size_t off) {
 /* ------------------------------------------------------------- device */
 
 static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
-    static const char *const kernels[3] = {"nncl_im2col_f32", "nncl_col2im_f32", "nncl_conv_reorder_f32"};
-    static const char *const dense[3] = {"nncl_bias_act_f32", "nncl_act_backward_inplace_f32", "nncl_bias_grad_f32"};
     conv_dims d;
     size_t temp, ws;
-    int S, i;
-    cl_kernel k;
+    int S;
     conv_dims_of(n, x->batch, &d);
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_temp(x, n, &d, (size_t)S, &temp));
     ws = conv_ws_floats(&d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
-    for (i = 0; i < 3; i++) {
-        NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", kernels[i], &k));
-        NNCL_TRY(nncl__kernel(x->ctx, x->dev, "dense", dense[i], &k));
-    }
     return NNCL_OK;
 }
 
@@ -289,17 +288,17 @@ static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
         if (S == 1) { /* the GEMM writes the sample's NCHW planes directly */
             nncl__view b = xs;
             if (!d.pointwise) {
-                NNCL_TRY(conv_im2col(x, &d, xs, 1, col));
+                NNCL_TRY(conv_im2col(x, n, &d, xs, 1, col));
                 b = col;
             }
             NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f));
         } else {
-            NNCL_TRY(conv_im2col(x, &d, xs, ns, col));
+            NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
             NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f));
-            NNCL_TRY(conv_reorder(x, &d, ys, gout, ns, 1));
+            NNCL_TRY(conv_reorder(x, n, &d, ys, gout, ns, 1));
         }
     }
-    return nncl__bias_act(x, y, n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw, (size_t)d.B * ys_n, d.act);
+    return nncl__bias_act(x, n, y, n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw, (size_t)d.B * ys_n, d.act);
 }
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
@@ -310,9 +309,10 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
     conv_dims_of(n, x->batch, &d);
     xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
     ys_n = (size_t)d.O * d.ohw;
-    NNCL_TRY(nncl__act_backward_inplace(x, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
+    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
     if (n->n_in == 3 && nncl__need_grad(x, n, 2))
-        NNCL_TRY(nncl__bias_grad(x, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
+        NNCL_TRY(nncl__bias_grad(x, n, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]),
+                                 nncl__grad_accumulate(x, n, 2)));
     if (!need_x && !need_w) return NNCL_OK;
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
@@ -327,13 +327,13 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
         size_t N = (size_t)ns * d.ohw;
         float beta_w = (s0 == 0 && !acc_w) ? 0.0f : 1.0f;
         if (S > 1) {
-            NNCL_TRY(conv_reorder(x, &d, g, gout, ns, 0));
+            NNCL_TRY(conv_reorder(x, n, &d, g, gout, ns, 0));
             g = gout;
         }
         if (need_w) {
             nncl__view b = xs;
             if (S > 1 || !d.pointwise) {
-                NNCL_TRY(conv_im2col(x, &d, xs, ns, col));
+                NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
                 b = col;
             }
             NNCL_TRY(conv_gemm(x, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w));
@@ -343,7 +343,7 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
                 NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f));
             } else {
                 NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f));
-                NNCL_TRY(conv_col2im(x, &d, col, ns, dxs, acc_x));
+                NNCL_TRY(conv_col2im(x, n, &d, col, ns, dxs, acc_x));
             }
         }
     }
@@ -409,6 +409,8 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 
 const nncl__opdef nncl__opdef_conv2d = {
     .name = "conv2d",
+    .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
+                {"conv", "nncl_conv_reorder_f32"}},
     .shape = conv_shape,
     .prepare = conv_prepare,
     .forward = conv_forward,

@@ -38,6 +38,7 @@ void nncl__programs_release(nncl_device *dev) {
         p = pn;
     }
     dev->programs = NULL;
+    memset(dev->optim_kernels, 0, sizeof dev->optim_kernels); /* they were the programs' */
 }
 
 static nncl_status prog_file_embedded(nncl_context *ctx, const char *file, const char **src, size_t *len) {
@@ -153,6 +154,7 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
 
 nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
     nncl_program *p;
+    dev->lookups++;
     for (p = dev->programs; p; p = p->next)
         if (strcmp(p->family, family) == 0) {
             *out = p;
@@ -165,6 +167,7 @@ nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family
     nncl_program *p;
     prog_kernel *k;
     cl_int err;
+    dev->lookups++;
     NNCL_TRY(nncl__program(ctx, dev, family, &p));
     for (k = p->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
@@ -186,11 +189,31 @@ nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family
     return NNCL_OK;
 }
 
+unsigned long nncl__kernel_lookups(const nncl_device *dev) { return dev->lookups; }
+
+nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
+                                nncl__kslot *out) {
+    size_t wg = 0;
+    NNCL_TRY(nncl__kernel(ctx, dev, family, name, &out->kernel));
+    if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
+            CL_SUCCESS ||
+        wg == 0)
+        wg = dev->max_work_group;
+    out->wg = wg;
+    return NNCL_OK;
+}
+
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
     a->ctx = ctx;
     a->kernel = k;
+    a->wg = 0;
     a->index = 0;
     a->err = CL_SUCCESS;
+}
+
+void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k) {
+    nncl__args_begin(a, ctx, k->kernel);
+    a->wg = k->wg;
 }
 
 static void prog_arg(nncl__args *a, size_t size, const void *value) {
@@ -243,10 +266,10 @@ nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n) {
 /* Work-items a group of the launching kernel may have on dev, capped at the
  * size of the kernels' local arrays. */
 static size_t prog_group_cap(nncl__args *a, nncl_device *dev) {
-    size_t k = 0;
-    if (clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS ||
-        k == 0)
-        k = dev->max_work_group;
+    size_t k = a->wg; /* resolved with the kernel; else asked now (eager launches) */
+    if (!k && clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS)
+        k = 0;
+    if (k == 0) k = dev->max_work_group;
     return k < NNCL_RED_WG ? k : NNCL_RED_WG;
 }
 
