@@ -677,6 +677,7 @@ NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetens
  *   nncl.scale, nncl.shift   x * scale + shift applied to raw rows first
  *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays)
  *   nncl.classes     class names (JSON array of strings)
+ *   nncl.label       the name of the label column of the training table
  * nncl_trainer_save() writes nncl.graph into every file; the rest comes
  * from nncl_trainer_save_model(). Readers treat all of it as untrusted. */
 
@@ -694,6 +695,7 @@ typedef struct nncl_model_meta {
     const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
     const char *const *class_names;  /* n_classes names, or NULL */
     int n_classes;
+    const char *label_name;          /* the label column of a CSV table, or NULL */
 } nncl_model_meta;
 
 NNCL_API nncl_model_meta nncl_model_meta_default(void);
@@ -723,6 +725,8 @@ NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);
 /* Classes (the output's width) and the name of class k (NULL when unnamed). */
 NNCL_API int nncl_model_classes(const nncl_model *m);
 NNCL_API const char *nncl_model_class_name(const nncl_model *m, int k);
+/* The training table's label column (nncl.label), or NULL. */
+NNCL_API const char *nncl_model_label_name(const nncl_model *m);
 /* The preprocessing the file asks for, applied in place to n raw rows. */
 NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n);
 /* Class probabilities (softmax of the output) of n raw rows [n, features]

@@ -367,7 +367,7 @@ nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nnc
     nncl_model_meta m = meta ? *meta : nncl_model_meta_default();
     model_buf mean, std, classes;
     char scale[32], shift[32], out_name[NNCL_NAME_MAX];
-    const char *kv[16];
+    const char *kv[20];
     size_t d, j;
     int k = 0, i;
     nncl_status st;
@@ -409,6 +409,10 @@ nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nnc
         model_put(&classes, "]");
         kv[k++] = "nncl.classes"; kv[k++] = classes.s;
     }
+    if (m.label_name) {
+        kv[k++] = "nncl.label";
+        kv[k++] = m.label_name;
+    }
     kv[k] = NULL;
     if (mean.failed || std.failed || classes.failed) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     else st = nncl__trainer_save_ex(t, path, 0, kv, NULL, 0);
@@ -426,6 +430,7 @@ struct nncl_model {
     nncl_node *input, *output;
     int classes;
     char **class_names;       /* NULL or classes names */
+    char *label_name;         /* NULL or the label column's name */
     float scale, shift;
     float *mean, *std;        /* NULL or features each */
     float *work, *logits;     /* max_batch rows, max_batch * classes */
@@ -439,6 +444,7 @@ void nncl_model_free(nncl_model *m) {
     nncl_graph_free(m->graph);
     for (k = 0; m->class_names && k < m->classes; k++) NNCL_FREE(m->class_names[k]);
     NNCL_FREE(m->class_names);
+    NNCL_FREE(m->label_name);
     NNCL_FREE(m->mean);
     NNCL_FREE(m->std);
     NNCL_FREE(m->work);
@@ -491,6 +497,10 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
             return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.mean / nncl.std: not two arrays of %zu numbers", d);
         for (k = 0; k < (int)d; k++)
             if (!(m->std[k] > 0)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.std[%d] is not positive", k);
+    }
+    if ((v = nncl_safetensors_meta(st, "nncl.label")) != NULL) {
+        if (strlen(v) > 4096) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.label is too long");
+        if (!(m->label_name = nncl__strdup(v))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     if ((v = nncl_safetensors_meta(st, "nncl.classes")) != NULL) {
         if (m->classes > MODEL_MAX_CLASSES || strlen(v) > MODEL_MAX_TEXT)
@@ -567,6 +577,8 @@ int nncl_model_classes(const nncl_model *m) { return m ? m->classes : 0; }
 const char *nncl_model_class_name(const nncl_model *m, int k) {
     return m && m->class_names && k >= 0 && k < m->classes ? m->class_names[k] : NULL;
 }
+
+const char *nncl_model_label_name(const nncl_model *m) { return m ? m->label_name : NULL; }
 
 nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     size_t d, i, j;

@@ -33,7 +33,7 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
     if (!g || !out) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "summary: graph or stream is NULL");
     if (!(seen = (unsigned char *)nncl__calloc((size_t)g->n_nodes + 1, 1)))
         return nncl__fail(g->ctx, NNCL_ERR_OUT_OF_MEMORY, "summary: out of host memory");
-    fprintf(out, "%-24s %-18s %-18s %12s\n", "layer", "kind", "output shape", "params");
+    fprintf(out, "%-24s %-22s %-16s %10s\n", "layer", "kind", "output shape", "params");
     for (i = 0; i < g->n_nodes; i++) {
         const nncl_node *n = g->nodes[i];
         size_t np;
@@ -46,7 +46,7 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         for (k = n->batched ? 1 : 0; k < n->ndim && used < (int)sizeof shape - 12; k++)
             used += snprintf(shape + used, sizeof shape - (size_t)used, "%s%d", k || n->batched ? "," : "", n->shape[k]);
         snprintf(shape + used, sizeof shape - (size_t)used, "]");
-        snprintf(line, sizeof line, "%-24.24s %-18.18s %-18.18s %12zu", n->name, nncl__opdef_get(n->op)->name, shape, np);
+        snprintf(line, sizeof line, "%-24.24s %-22.22s %-16.16s %10zu", n->name, nncl__opdef_get(n->op)->name, shape, np);
         fprintf(out, "%s\n", line);
     }
     /* Parameters no op reads (unusual) still count. */

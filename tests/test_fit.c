@@ -117,11 +117,13 @@ static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
     meta.std = std;
     meta.class_names = classes;
     meta.n_classes = TF_C;
+    meta.label_name = "kind";
     TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, &meta));
     TH_OK(name, ctx, nncl_model_load(ctx, path, 16, &model));
     TH_CHECK(name, nncl_model_features(model) == TF_D && nncl_model_classes(model) == TF_C);
     TH_CHECK(name, nncl_model_input_shape(model, shape) == 1 && shape[0] == TF_D);
     for (c = 0; c < TF_C; c++) TH_CHECK(name, strcmp(nncl_model_class_name(model, c), classes[c]) == 0);
+    TH_CHECK(name, strcmp(nncl_model_label_name(model), "kind") == 0);
     TH_OK(name, ctx, nncl_model_predict(model, nncl_dataset_x(raw), TF_N, probs, cls));
     /* The trainer's own logits on the standardised rows, 16 at a time. */
     for (i = 0; i < TF_N; i += 16) {
