@@ -215,7 +215,7 @@ static nncl_status model_node(nncl_context *ctx, nncl_graph *g, int id, char *li
     }
     if (!n) {
         char why[512]; /* the builder's message, copied: it lives in the buffer written next */
-        snprintf(why, sizeof why, "%s", nncl_last_error(ctx));
+        snprintf(why, sizeof why, "%.500s", nncl_last_error(ctx));
         return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: %s", id, why);
     }
     if (n->id != id || strcmp(n->name, name) != 0) return model_bad(ctx, id, "name or number differs from the one written");
@@ -561,7 +561,7 @@ nncl_status nncl_model_load(nncl_context *ctx, const char *path, int max_batch, 
     s = nncl_model_from_safetensors(ctx, st, max_batch, out);
     if (s != NNCL_OK) {
         char why[512];
-        snprintf(why, sizeof why, "%s", nncl_last_error(ctx));
+        snprintf(why, sizeof why, "%.500s", nncl_last_error(ctx));
         nncl__fail(ctx, s, "%s: %s", path, why);
     }
     nncl_safetensors_free(st);
@@ -628,3 +628,7 @@ nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float
     }
     return NNCL_OK;
 }
+
+#undef MODEL_MAX_TEXT
+#undef MODEL_MAX_NODES
+#undef MODEL_MAX_CLASSES
