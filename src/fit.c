@@ -194,7 +194,7 @@ static nncl_status fit_resume(nncl_trainer *t, const nncl_fit_config *cfg, fit_s
         if (s != NNCL_OK) nncl__fail(t->ctx, s, "resume: %s", nncl_last_error(NULL));
         else fs->have_best = 1;
     }
-    if (s == NNCL_OK) s = nncl__trainer_load_from(t, st, 1);
+    if (s == NNCL_OK) s = nncl__trainer_load_from(t, st, cfg->resume, 1);
     if (s == NNCL_OK && cfg->curve && (curve = nncl_safetensors_meta(st, "nncl.fit.curve")) != NULL) {
         int rows = 0;
         while (*curve && rows++ < FIT_MAX_CURVE && s == NNCL_OK) {

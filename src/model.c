@@ -536,7 +536,7 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         }
         if (s == NNCL_OK && !loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
         if (s == NNCL_OK) s = nncl_trainer_create(ctx, m->graph, loss, &tc, &m->trainer);
-        if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, 0);
+        if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, "the model file", 0);
         if (s == NNCL_OK) {
             m->work = (float *)nncl__calloc((size_t)m->max_batch * m->input->sample_numel, sizeof(float));
             m->logits = (float *)nncl__calloc((size_t)m->max_batch * (size_t)m->classes, sizeof(float));
