@@ -46,29 +46,45 @@
 
 /* ------------------------------------------------------------- packing */
 
-/* One work-item per float of the packed panels of batch item get_global_id(1). */
-__kernel void nncl_gemm_pack_a_f32(__global const float *a, int a_off, int a_stride, int lda, int trans, int m, int k,
-                                   __global float *ap, int ap_off, int ap_stride) {
-    int t = get_global_id(0), z = get_global_id(1);
-    int per = (m + NNCL_MR - 1) / NNCL_MR * NNCL_MR * k;
-    if (t < per) {
-        int r = t % NNCL_MR, kk = (t / NNCL_MR) % k, i = t / (NNCL_MR * k) * NNCL_MR + r;
-        float v = 0.0f;
-        if (i < m) v = a[a_off + z * a_stride + (trans ? kk * lda + i : i * lda + kk)];
-        ap[ap_off + z * ap_stride + t] = v;
+/* One work-item per panel (dimension 0) and block of NNCL_PACK_KB values
+ * of k (dimension 1) of batch item get_global_id(2): the source is read
+ * along whichever direction is contiguous in memory. Source element (i, kk)
+ * of the rows x k matrix being packed is at src[kk*ld + i] when kmajor,
+ * else src[i*ld + kk]. */
+#define NNCL_PACK_KB 16
+#define NNCL_PACK_BODY(TILE)                                                                                           \
+    int p = get_global_id(0), k0 = get_global_id(1) * NNCL_PACK_KB, z = get_global_id(2), i0 = p * (TILE), r, kk;      \
+    int k1 = min(k0 + NNCL_PACK_KB, k), live = min((TILE), rows - i0);                                                 \
+    const __global float *s = src + src_off + z * src_stride;                                                          \
+    __global float *d = dst + dst_off + z * dst_stride + p * k * (TILE);                                               \
+    if (i0 >= rows || k0 >= k) return;                                                                                 \
+    if (kmajor) {                                                                                                      \
+        for (kk = k0; kk < k1; kk++) {                                                                                 \
+            if (live == (TILE))                                                                                        \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = s[kk * ld + i0 + r];                                 \
+            else                                                                                                       \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? s[kk * ld + i0 + r] : 0.0f;               \
+        }                                                                                                              \
+    } else {                                                                                                           \
+        for (r = 0; r < (TILE); r++) {                                                                                 \
+            if (r < live)                                                                                              \
+                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = s[(i0 + r) * ld + kk];                               \
+            else                                                                                                       \
+                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = 0.0f;                                                \
+        }                                                                                                              \
     }
+
+/* A [rows = m, k]: kmajor when A is stored transposed ([k, m]). */
+__kernel void nncl_gemm_pack_a_f32(__global const float *src, int src_off, int src_stride, int ld, int kmajor,
+                                   int rows, int k, __global float *dst, int dst_off, int dst_stride) {
+    NNCL_PACK_BODY(NNCL_MR)
 }
 
-__kernel void nncl_gemm_pack_b_f32(__global const float *b, int b_off, int b_stride, int ldb, int trans, int k, int n,
-                                   __global float *bp, int bp_off, int bp_stride) {
-    int t = get_global_id(0), z = get_global_id(1);
-    int per = (n + NNCL_NR - 1) / NNCL_NR * NNCL_NR * k;
-    if (t < per) {
-        int c = t % NNCL_NR, kk = (t / NNCL_NR) % k, j = t / (NNCL_NR * k) * NNCL_NR + c;
-        float v = 0.0f;
-        if (j < n) v = b[b_off + z * b_stride + (trans ? j * ldb + kk : kk * ldb + j)];
-        bp[bp_off + z * bp_stride + t] = v;
-    }
+/* B [k, n] packed as its transpose (rows = n): kmajor when B is NOT
+ * transposed (stored [k, n]). */
+__kernel void nncl_gemm_pack_b_f32(__global const float *src, int src_off, int src_stride, int ld, int kmajor,
+                                   int rows, int k, __global float *dst, int dst_off, int dst_stride) {
+    NNCL_PACK_BODY(NNCL_NR)
 }
 
 /* ------------------------------------------------------------- epilogue */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #define OWN_ALIGN 64 /* floats: B panels start on a cache line */
+#define OWN_PACK_KB 16 /* NNCL_PACK_KB of cl/gemm.cl */
 
 size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
@@ -30,31 +31,32 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
     }
 }
 
-/* Variants by device: CPUs get register tiles of vectors of the preferred
- * width (a 6-row tile of two vectors per row, the shape of the fastest CPU
- * BLAS kernels, and a square-ish one), plus the direct kernel for small
- * products; GPUs the local-memory kernel first. */
+/* Variants by device. CPUs: register tiles of vectors of the preferred
+ * width, 6 rows of two vectors (the shape of the fastest CPU BLAS kernels)
+ * and 4 rows of four (fewer rows to pad when m is small), and the direct
+ * kernel for small products; then, for tests, a narrower vector and the
+ * local-memory kernel. GPUs: the local-memory kernel first. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
-    int vw, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
+    int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
     if (clGetDeviceInfo(dev->id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pw, &pw, NULL) != CL_SUCCESS) pw = 4;
     vw = pw >= 16 ? 16 : pw >= 8 ? 8 : 4;
     while ((size_t)wg * wg > dev->max_work_group && wg > 1) wg /= 2;
     s->n_all = 0;
     if (cpu) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1);
-        if (vw > 8) own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 16, 8, 1);
-        else own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw, vw, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
         s->n_timed = 3;
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
     } else {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1);
-        s->n_timed = 2;
+        s->n_timed = 3;
     }
-    for (vw = 0; vw < s->n_timed; vw++) s->timed[vw] = vw;
+    for (i = 0; i < s->n_timed; i++) s->timed[i] = i;
 }
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out) {
@@ -92,14 +94,16 @@ static nncl_status own_fits(nncl_context *ctx, const char *what, size_t last) {
     return NNCL_OK;
 }
 
-/* Packs rows x k (A: op(A) [m,k]; B, is_b: op(B) [k,n] with rows = n). */
+/* Packs rows x k (A: op(A) [m,k]; B, is_b: op(B) [k,n] with rows = n),
+ * one work-item per panel and block of OWN_PACK_KB values of k. */
 static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int is_b, int trans,
                             size_t rows, size_t k, cl_mem src, size_t off, size_t ld, size_t stride, size_t batch,
                             cl_mem dst, size_t dst_off) {
     const char *kernel = is_b ? "nncl_gemm_pack_b_f32" : "nncl_gemm_pack_a_f32";
+    int tile = is_b ? v->nr : v->mr;
     cl_kernel kern;
     nncl__args a;
-    size_t per = nncl__gemm_pack_floats(is_b ? v->nr : v->mr, rows, k), global[2], local[2] = {64, 1};
+    size_t per = nncl__gemm_pack_floats(tile, rows, k), global[3], local[3] = {1, 1, 1};
     if (rows == 0 || k == 0 || batch == 0) return NNCL_OK;
     NNCL_TRY(own_fits(ctx, kernel, dst_off + per * batch));
     NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + (rows > k ? rows : k) * ld));
@@ -109,16 +113,18 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
     nncl__arg_int(&a, (int)off);
     nncl__arg_int(&a, (int)stride);
     nncl__arg_int(&a, (int)ld);
-    nncl__arg_int(&a, trans);
-    nncl__arg_int(&a, (int)(is_b ? k : rows));
-    nncl__arg_int(&a, (int)(is_b ? rows : k));
+    nncl__arg_int(&a, is_b ? !trans : trans);
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, (int)k);
     nncl__arg_mem(&a, dst);
     nncl__arg_int(&a, (int)dst_off);
     nncl__arg_int(&a, (int)per);
-    if (local[0] > dev->max_work_group) local[0] = dev->max_work_group;
-    global[0] = per;
-    global[1] = batch;
-    return nncl__launch(&a, dev, 2, global, local);
+    global[0] = (rows + (size_t)tile - 1) / (size_t)tile;
+    global[1] = (k + OWN_PACK_KB - 1) / OWN_PACK_KB;
+    global[2] = batch;
+    /* a few blocks of k per group: fewer groups for the driver to schedule */
+    while (local[1] < 8 && local[1] * 2 <= global[1] && local[1] * 2 <= dev->max_work_group) local[1] *= 2;
+    return nncl__launch(&a, dev, 3, global, local);
 }
 
 nncl_status nncl__gemm_pack_a(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int trans, size_t m,
@@ -298,3 +304,4 @@ nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl_
 }
 
 #undef OWN_ALIGN
+#undef OWN_PACK_KB
