@@ -69,6 +69,7 @@ PC_LIBS_PRIVATE = $(LIBS) $(MPI_LIBS) $(if $(filter 1,$(OPENMP)),-fopenmp)
 
 SRC      := $(sort $(wildcard src/*.c))
 HDR      := $(sort $(wildcard src/*.h))
+DEF      := $(sort $(wildcard src/*.def))
 OBJ      := $(SRC:src/%.c=$(B)/obj/%.o) $(B)/gen/kernels.o
 CLSRC    := $(sort $(wildcard cl/*.cl))
 TESTSRC  := $(sort $(wildcard tests/test_*.c))
@@ -147,12 +148,13 @@ bench: $(if $(BENCHSRC),$(B)/bench/bench)
 # ------------------------------------------------------------ single header
 
 # dist/nncl.h: the public API, then under NNCL_IMPLEMENTATION src/internal.h,
-# the other src/*.h, every src/*.c and the kernel table of tools/embed.c.
+# the other src/*.h, every src/*.c and the kernel table of tools/embed.c
+# (src/*.def lists are inlined wherever they are included).
 single: dist/nncl.h
-dist/nncl.h: $(B)/tools/amalgamate $(B)/gen/kernels.c include/nncl.h $(HDR) $(SRC)
+dist/nncl.h: $(B)/tools/amalgamate $(B)/gen/kernels.c include/nncl.h $(HDR) $(DEF) $(SRC)
 	@mkdir -p dist
 	$(B)/tools/amalgamate $@ include/nncl.h $(B)/gen/kernels.c \
-	    $(filter src/internal.h,$(HDR)) $(filter-out src/internal.h,$(HDR)) $(SRC)
+	    $(filter src/internal.h,$(HDR)) $(filter-out src/internal.h,$(HDR)) $(DEF) $(SRC)
 
 # ------------------------------------------------------------ tests
 
@@ -259,7 +261,7 @@ $(FUZZ_B)/libnncl-fuzz.a: $(FUZZ_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(FUZZ_B)/obj/%.o: src/%.c include/nncl.h $(HDR)
+$(FUZZ_B)/obj/%.o: src/%.c include/nncl.h $(HDR) $(DEF)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(ALL_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 

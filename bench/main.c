@@ -21,7 +21,8 @@ static void main_usage(FILE *f) {
           "                  a training repeat lasts 5x (quick 2x) this\n"
           "  --batch N       global batch of the training section (default 100)\n"
           "  --quick         small sizes, synthetic data, short runs (what the tests run)\n"
-          "  --no-train      leave out the training section\n"
+          "  --no-train      leave out the training section (and its per-kernel breakdown: which\n"
+          "                  kernels take a profiled MLP and CNN step's time, ms per step and share)\n"
           "  --only LIST     run only these sections: gemm,bandwidth,launch,build,training\n"
           "                  (devices and monitor are always there)\n"
           "  --data DIR      Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist;\n"
@@ -261,6 +262,7 @@ int main(int argc, char **argv) {
         bench_training(&o, ctx);
         bench_progress_done();
         bench_print_section(stdout, "training", "training (batch 100, Adam): each device alone and all together");
+        bench_print_section(stdout, "kernels", "kernels of one training step, per device alone (profiling events)");
         fflush(stdout);
     }
 

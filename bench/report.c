@@ -9,8 +9,8 @@
 #include <time.h>
 #include <sys/utsname.h>
 
-static const char *const report_sections[] = {"devices", "gemm", "bandwidth", "launch", "build", "training", "monitor",
-                                              NULL};
+static const char *const report_sections[] = {"devices", "gemm",     "bandwidth", "launch", "build",
+                                              "training", "kernels", "monitor",   NULL};
 
 static void report_device_name(int device, char *buf, size_t len) {
     if (device < 0) snprintf(buf, len, "all/host");

@@ -3,8 +3,9 @@
  * (shard split, scaling efficiency, share of a step spent in the gradient
  * exchange, and the ceiling: every device training alone on its shard at
  * the same time); per device on a fresh profiling context: the host-overhead
- * share of a step, the kernel-busy fraction and the peak device memory of
- * the training plan against what the model needs at the least. */
+ * share of a step, the kernel-busy fraction, the time of each kernel in a
+ * step, and the peak device memory of the training plan against what the
+ * model needs at the least. */
 #include "bench.h"
 #include <math.h>
 #include <pthread.h>
@@ -274,6 +275,39 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
     return 0;
 }
 
+/* Which kernels take a profiled step's time: the most expensive kernels
+ * of the last profile on pc, per step, as section "kernels" rows "mlp:
+ * nncl_adam_f32". Kernels below 1% of the time are summed into one row. */
+#define TRAIN_TOP 12
+static void train_breakdown(int d, const char *model, nncl_context *pc, int steps, double total) {
+    nncl_profile_kernel k[64];
+    int n = nncl_profile_kernels(pc, 0, k, 64), i, rest_n = 0;
+    double rest = 0;
+    char row[48], why[200];
+    if (n > 64) n = 64;
+    for (i = 0; i < n; i++) {
+        if (i >= TRAIN_TOP || k[i].seconds < 0.01 * total) {
+            rest += k[i].seconds;
+            rest_n += k[i].launches;
+            continue;
+        }
+        snprintf(row, sizeof row, "%.3s: %.40s", model, k[i].name);
+        snprintf(why, sizeof why, "kernel time per training step, from profiling events over %d steps", steps);
+        bench_put_num("kernels", d, row, "ms_per_step", k[i].seconds / steps * 1e3, "ms", why);
+        bench_put_num("kernels", d, row, "launches_per_step", (double)k[i].launches / steps, "", "");
+        bench_put_num("kernels", d, row, "share", k[i].seconds / total, "", "of the step's kernel time");
+    }
+    if (rest_n) {
+        snprintf(row, sizeof row, "%s: (the others)", model);
+        bench_put_num("kernels", d, row, "ms_per_step", rest / steps * 1e3, "ms", "kernels below 1% each, together");
+        bench_put_num("kernels", d, row, "launches_per_step", (double)rest_n / steps, "", "");
+        bench_put_num("kernels", d, row, "share", rest / total, "", "");
+    }
+    snprintf(row, sizeof row, "%s: (all kernels)", model);
+    bench_put_num("kernels", d, row, "ms_per_step", total / steps * 1e3, "ms", "");
+}
+#undef TRAIN_TOP
+
 /* Fresh context with profiling on device ctx-device d: the plan's peak
  * memory against the model's need, then the host-overhead share and the
  * kernel-busy fraction of timed steps. */
@@ -353,6 +387,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
         bench_put_num("monitor", d, mitem, "busy", rep.kernel_seconds / wall, "",
                       "kernel time from profiling events / wall time while training on this device alone");
         bench_put_num("monitor", d, mitem, "plausible", 1, "", "profiling timestamps accepted");
+        train_breakdown(d, item, pc, steps, rep.kernel_seconds);
     }
     nncl_trainer_free(t);
     nncl_graph_free(m.g);

@@ -89,14 +89,9 @@ __kernel void nncl_mse_backward_f32(__global const float *p, int p_off, __global
 /* out[0] = scale * sum(term[0..n)), one work-group; pairwise in local memory. */
 __kernel void nncl_sum_scalar_f32(__global const float *term, int t_off, int n, float scale, __global float *out,
                                   int out_off, __local float *part) {
-    int lid = get_local_id(0), ls = get_local_size(0), k, s;
+    int lid = get_local_id(0), ls = get_local_size(0), k;
     float sum = 0.0f;
     for (k = lid; k < n; k += ls) sum += term[t_off + k];
-    part[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = ls / 2; s > 0; s >>= 1) {
-        if (lid < s) part[lid] += part[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) out[out_off] = part[0] * scale;
+    sum = nncl_group_sum(part, sum);
+    if (lid == 0) out[out_off] = sum * scale;
 }

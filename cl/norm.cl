@@ -9,34 +9,6 @@
  * past the end works on nothing instead, and the host (nncl__launch_rows,
  * nncl__launch_cols) never makes a group larger than NNCL_RED_WG. */
 
-#ifndef NNCL_RED_WG
-#define NNCL_RED_WG 256 /* NNCL_RED_WG in src/internal.h: groups never exceed it */
-#endif
-
-/* Kahan-compensated sum += v, on private variables. */
-#define NNCL_NORM_KAHAN(sum, comp, v)                                          \
-    do {                                                                       \
-        float nk_y_ = (v) - (comp), nk_t_ = (sum) + nk_y_;                     \
-        (comp) = (nk_t_ - (sum)) - nk_y_;                                      \
-        (sum) = nk_t_;                                                         \
-    } while (0)
-
-/* Sum of v over a 1-D work-group, returned to every work-item; every
- * work-item calls it. Pairs k with k + ceil(s/2), so any group size works. */
-float nncl_norm_sum(__local float *buf, float v) {
-    int lid = (int)get_local_id(0), s = (int)get_local_size(0);
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    while (s > 1) {
-        int h = (s + 1) >> 1;
-        if (lid < s - h) buf[lid] += buf[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        s = h;
-    }
-    v = buf[0];
-    barrier(CLK_LOCAL_MEM_FENCE); /* buf is reused by the next call */
-    return v;
-}
 
 /* Element k of channel c in an [B, C, inner] tensor, k in [0, B*inner). */
 int nncl_bn_index(int k, int c, int C, int inner) {
@@ -58,15 +30,15 @@ __kernel void nncl_batchnorm_stats_f32(__global const float *x, int x_off, __glo
     int c = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0);
     int count = c < C ? B * inner : 0, k;
     float s = 0.0f, comp = 0.0f, mean, var;
-    for (k = lid; k < count; k += step) NNCL_NORM_KAHAN(s, comp, x[x_off + nncl_bn_index(k, c, C, inner)]);
-    mean = nncl_norm_sum(buf, s) / (float)count;
+    for (k = lid; k < count; k += step) nncl_kahan_add(&s, &comp, x[x_off + nncl_bn_index(k, c, C, inner)]);
+    mean = nncl_group_sum(buf, s) / (float)count;
     s = 0.0f;
     comp = 0.0f;
     for (k = lid; k < count; k += step) {
         float d = x[x_off + nncl_bn_index(k, c, C, inner)] - mean;
-        NNCL_NORM_KAHAN(s, comp, d * d);
+        nncl_kahan_add(&s, &comp, d * d);
     }
-    var = nncl_norm_sum(buf, s) / (float)count;
+    var = nncl_group_sum(buf, s) / (float)count;
     if (lid == 0 && c < C) {
         aux[aux_off + c] = mean;
         aux[aux_off + C + c] = 1.0f / sqrt(var + eps);
@@ -113,11 +85,11 @@ __kernel void nncl_batchnorm_grad_stats_f32(__global const float *x, int x_off, 
     for (k = lid; k < count; k += step) {
         int i = nncl_bn_index(k, c, C, inner);
         float g = dy[dy_off + i];
-        NNCL_NORM_KAHAN(s1, c1, g);
-        NNCL_NORM_KAHAN(s2, c2, g * (x[x_off + i] - mean) * inv);
+        nncl_kahan_add(&s1, &c1, g);
+        nncl_kahan_add(&s2, &c2, g * (x[x_off + i] - mean) * inv);
     }
-    s1 = nncl_norm_sum(buf, s1);
-    s2 = nncl_norm_sum(buf, s2);
+    s1 = nncl_group_sum(buf, s1);
+    s2 = nncl_group_sum(buf, s2);
     if (lid == 0 && c < C) {
         aux[aux_off + 2 * C + c] = s1;
         aux[aux_off + 3 * C + c] = s2;
@@ -157,12 +129,12 @@ __kernel void nncl_layernorm_fwd_f32(__global const float *x, int x_off, __globa
     int n = r < rows ? D : 0; /* a group past the end works on nothing */
     float s = 0.0f, comp = 0.0f, mean, inv;
     __global const float *xr = x + x_off + (size_t)min(r, rows - 1) * D;
-    for (d = lid; d < n; d += step) NNCL_NORM_KAHAN(s, comp, xr[d]);
-    mean = nncl_norm_sum(buf, s) / (float)D;
+    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, xr[d]);
+    mean = nncl_group_sum(buf, s) / (float)D;
     s = 0.0f;
     comp = 0.0f;
-    for (d = lid; d < n; d += step) NNCL_NORM_KAHAN(s, comp, (xr[d] - mean) * (xr[d] - mean));
-    inv = 1.0f / sqrt(nncl_norm_sum(buf, s) / (float)D + eps);
+    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, (xr[d] - mean) * (xr[d] - mean));
+    inv = 1.0f / sqrt(nncl_group_sum(buf, s) / (float)D + eps);
     for (d = lid; d < n; d += step) y[y_off + (size_t)r * D + d] = (xr[d] - mean) * inv * w[w_off + d] + b[b_off + d];
     if (lid == 0 && n) {
         aux[aux_off + 2 * r] = mean;
@@ -183,11 +155,11 @@ __kernel void nncl_layernorm_dx_f32(__global const float *x, int x_off, __global
     float mean = aux[aux_off + 2 * rr], inv = aux[aux_off + 2 * rr + 1];
     for (d = lid; d < n; d += step) {
         float g = gr[d] * w[w_off + d];
-        NNCL_NORM_KAHAN(s1, c1, g);
-        NNCL_NORM_KAHAN(s2, c2, g * (xr[d] - mean) * inv);
+        nncl_kahan_add(&s1, &c1, g);
+        nncl_kahan_add(&s2, &c2, g * (xr[d] - mean) * inv);
     }
-    s1 = nncl_norm_sum(buf, s1) / (float)D;
-    s2 = nncl_norm_sum(buf, s2) / (float)D;
+    s1 = nncl_group_sum(buf, s1) / (float)D;
+    s2 = nncl_group_sum(buf, s2) / (float)D;
     for (d = lid; d < n; d += step) {
         float xhat = (xr[d] - mean) * inv;
         float v = inv * (gr[d] * w[w_off + d] - s1 - xhat * s2);
@@ -202,32 +174,21 @@ __kernel void nncl_layernorm_dwdb_f32(__global const float *x, int x_off, __glob
                                       __global const float *aux, int aux_off, __global float *dw, int dw_off,
                                       int want_w, int acc_w, __global float *db, int db_off, int want_b, int acc_b,
                                       int rows, int D) {
-    __local float bw[NNCL_RED_WG], bb[NNCL_RED_WG];
+    __local float buf[NNCL_RED_WG];
     int d = (int)get_global_id(0), col = (int)get_local_id(0), lane = (int)get_local_id(1);
-    int nx = (int)get_local_size(0), ny = (int)get_local_size(1), r, s;
+    int nx = (int)get_local_size(0), ny = (int)get_local_size(1), r;
     float sw = 0.0f, cw = 0.0f, sb = 0.0f, cb = 0.0f;
     if (d < D) /* padding work-items add zeros but still meet every barrier */
         for (r = lane; r < rows; r += ny) {
             size_t i = (size_t)r * D + d;
             float g = dy[dy_off + i];
-            NNCL_NORM_KAHAN(sb, cb, g);
-            NNCL_NORM_KAHAN(sw, cw, g * (x[x_off + i] - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
+            nncl_kahan_add(&sb, &cb, g);
+            nncl_kahan_add(&sw, &cw, g * (x[x_off + i] - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
         }
-    bw[lane * nx + col] = sw;
-    bb[lane * nx + col] = sb;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    s = ny;
-    while (s > 1) {
-        int h = (s + 1) >> 1;
-        if (lane < s - h) {
-            bw[lane * nx + col] += bw[(lane + h) * nx + col];
-            bb[lane * nx + col] += bb[(lane + h) * nx + col];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        s = h;
-    }
+    sw = nncl_group_reduce(buf, sw, col, lane, nx, ny, 0);
+    sb = nncl_group_reduce(buf, sb, col, lane, nx, ny, 0);
     if (lane == 0 && d < D) {
-        if (want_w) dw[dw_off + d] = (acc_w ? dw[dw_off + d] : 0.0f) + bw[col];
-        if (want_b) db[db_off + d] = (acc_b ? db[db_off + d] : 0.0f) + bb[col];
+        if (want_w) dw[dw_off + d] = (acc_w ? dw[dw_off + d] : 0.0f) + sw;
+        if (want_b) db[db_off + d] = (acc_b ? db[db_off + d] : 0.0f) + sb;
     }
 }

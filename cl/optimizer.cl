@@ -5,10 +5,6 @@
  * element offset; then n; then float hyperparameters; then int flags.
  * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i]. */
 
-#ifndef NNCL_RED_WG
-#define NNCL_RED_WG 256 /* NNCL_RED_WG in src/internal.h */
-#endif
-
 /* PyTorch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to at
  * most 1. clip_norm <= 0: off, sumsq is not read. A NaN norm gives a NaN
  * coefficient, as in PyTorch, so a broken gradient is never hidden. */
@@ -19,52 +15,39 @@ float nncl_opt_clip_scale(__global const float *sumsq, int sumsq_off, float clip
     return c >= 1.0f ? 1.0f : c;
 }
 
-void nncl_opt_kahan(float *sum, float *comp, float v) {
-    float yk = v - *comp, t = *sum + yk;
-    *comp = (t - *sum) - yk;
-    *sum = t;
-}
-
-/* Tree sum of one value per work-item of a 1-D group; every item calls it. */
-float nncl_opt_tree(__local float *buf, float v, int lid, int size) {
-    int s = size;
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    while (s > 1) {
-        int h = (s + 1) >> 1;
-        if (lid < s - h) buf[lid] += buf[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        s = h;
-    }
-    return buf[0];
-}
-
-/* Stage 1: group k writes the sum of x[i]^2 over its strided share to
- * part[part_off + k]. Any number of groups of at most NNCL_RED_WG items. */
+/* Stage 1: work-item k writes to part[part_off + k] the sum of x[i]^2 over
+ * the blocks of 8 floats k, k + items, k + 2*items, ... (the last partial
+ * block by item 0): eight Kahan sums side by side in a float8, so the
+ * additions of one item do not wait on each other, and neighbouring items
+ * read neighbouring blocks. No local memory and no barrier: a group tree
+ * cost CPU drivers, which run a group's items as loops between barriers,
+ * more than the Adam update. */
 __kernel void nncl_sumsq_f32_partial(__global const float *x, int x_off, __global float *part, int part_off,
                                      int n) {
-    __local float buf[NNCL_RED_WG];
-    size_t i = get_global_id(0), stride = get_global_size(0);
-    int lid = (int)get_local_id(0);
-    float s = 0.0f, comp = 0.0f;
-    if (get_local_size(0) > NNCL_RED_WG) return; /* uniform: the host never does this */
-    for (; i < (size_t)n; i += stride) {
-        float v = x[x_off + i];
-        nncl_opt_kahan(&s, &comp, v * v);
+    size_t k = get_global_id(0), items = get_global_size(0), b, blocks = (size_t)n / 8;
+    __global const float *xs = x + x_off;
+    float8 s = (float8)(0.0f), comp = (float8)(0.0f);
+    float r = 0.0f, rc = 0.0f;
+    for (b = k; b < blocks; b += items) {
+        float8 v = vload8(b, xs), yk, t;
+        yk = v * v - comp;
+        t = s + yk;
+        comp = (t - s) - yk;
+        s = t;
     }
-    s = nncl_opt_tree(buf, s, lid, (int)get_local_size(0));
-    if (lid == 0) part[part_off + get_group_id(0)] = s;
+    if (k == 0)
+        for (b = blocks * 8; b < (size_t)n; b++) nncl_kahan_add(&r, &rc, xs[b] * xs[b]);
+    nncl_kahan_add(&r, &rc, ((s.s0 + s.s1) + (s.s2 + s.s3)) + ((s.s4 + s.s5) + (s.s6 + s.s7)));
+    part[part_off + k] = r;
 }
 
-/* Stage 2, one group: s[s_off + count] = sum of s[s_off .. s_off + count). */
-__kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count) {
-    __local float buf[NNCL_RED_WG];
-    int lid = (int)get_local_id(0), step = (int)get_local_size(0), k;
+/* Stage 2, one work-item: s[s_off + total] = sum of s[s_off .. s_off + count). */
+__kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int total) {
     float acc = 0.0f, comp = 0.0f;
-    if (get_local_size(0) > NNCL_RED_WG || get_group_id(0) != 0) return;
-    for (k = lid; k < count; k += step) nncl_opt_kahan(&acc, &comp, s[s_off + k]);
-    acc = nncl_opt_tree(buf, acc, lid, step);
-    if (lid == 0) s[s_off + count] = acc;
+    int k;
+    if (get_global_id(0) != 0) return;
+    for (k = 0; k < count; k++) nncl_kahan_add(&acc, &comp, s[s_off + k]);
+    s[s_off + total] = acc;
 }
 
 /* torch.optim.SGD. State (momentum != 0): the momentum buffer b.

@@ -6,32 +6,6 @@
  * lose no more than a few float roundings. Arguments:
  * (x, x_off, out, out_off, rows, cols, alpha, acc). */
 
-#ifndef NNCL_RED_WG
-#define NNCL_RED_WG 256 /* NNCL_RED_WG in src/internal.h */
-#endif
-
-void nncl_red_kahan(float *sum, float *comp, float v) {
-    float yk = v - *comp, t = *sum + yk;
-    *comp = (t - *sum) - yk;
-    *sum = t;
-}
-
-/* Sums v over the ny lanes of each of the nx columns of a group, in a tree
- * (buf[lane * nx + col]); returns the column's total. Every work-item must
- * call it; any ny, also not a power of two. */
-float nncl_red_tree(__local float *buf, float v, int col, int lane, int nx, int ny) {
-    int s = ny;
-    buf[lane * nx + col] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    while (s > 1) {
-        int h = (s + 1) >> 1;
-        if (lane < s - h) buf[lane * nx + col] += buf[(lane + h) * nx + col];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        s = h;
-    }
-    return buf[col];
-}
-
 /* Axis 0, out[c] over the rows: 2-D groups (nncl__launch_cols), columns
  * along dimension 0 so that neighbouring work-items read neighbouring
  * floats, row lanes along dimension 1 striding over the rows. */
@@ -44,8 +18,8 @@ __kernel void nncl_sum_f32_axis0(__global const float *x, int x_off, __global fl
     float s = 0.0f, comp = 0.0f;
     if (get_local_size(0) * get_local_size(1) > NNCL_RED_WG) return; /* uniform: the host never does this */
     if (c < (size_t)cols) /* padding work-items add zeros but still meet every barrier */
-        for (r = lane; r < rows; r += ny) nncl_red_kahan(&s, &comp, x[x_off + (size_t)r * cols + c]);
-    s = nncl_red_tree(buf, s, col, lane, nx, ny);
+        for (r = lane; r < rows; r += ny) nncl_kahan_add(&s, &comp, x[x_off + (size_t)r * cols + c]);
+    s = nncl_group_reduce(buf, s, col, lane, nx, ny, 0);
     if (lane == 0 && c < (size_t)cols) {
         float d = alpha * s;
         out[out_off + c] = acc ? out[out_off + c] + d : d;
@@ -63,8 +37,8 @@ __kernel void nncl_sum_f32_axis1(__global const float *x, int x_off, __global fl
     __global const float *row;
     if (r >= (size_t)rows || get_local_size(0) > NNCL_RED_WG) return; /* uniform over the group */
     row = x + x_off + r * cols;
-    for (c = lid; c < cols; c += step) nncl_red_kahan(&s, &comp, row[c]);
-    s = nncl_red_tree(buf, s, 0, lid, 1, step);
+    for (c = lid; c < cols; c += step) nncl_kahan_add(&s, &comp, row[c]);
+    s = nncl_group_sum(buf, s);
     if (lid == 0) {
         float d = alpha * s;
         out[out_off + r] = acc ? out[out_off + r] + d : d;

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for the progress output */
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,7 +105,11 @@ typedef struct nncl_config {
     /* Folder holding the kernel sources (cl/NAME.cl) to use instead of the ones
      * built in. NULL: $NNCL_KERNEL_DIR, else built in. */
     const char *kernel_dir;
-    nncl_log_fn log;        /* NULL: no logging */
+    /* NULL: no logging. A trainer over several devices calls it from its
+     * device threads too, but never from two threads at once (calls are
+     * serialised by the context); it must not call nncl functions on the
+     * same context. */
+    nncl_log_fn log;
     void *log_user;
     int log_level;          /* messages up to this level reach log */
     int profiling;          /* create queues with profiling enabled */
@@ -157,6 +162,16 @@ typedef struct nncl_profile_report {
 NNCL_API nncl_status nncl_profile_start(nncl_context *ctx, int device);
 /* Waits for the device, then reports and stops. */
 NNCL_API nncl_status nncl_profile_stop(nncl_context *ctx, int device, nncl_profile_report *out);
+/* The time of the last profile_stop per kernel (CLBlast's GEMMs as
+ * "clblast_sgemm"), the most time first: up to max entries into out, and
+ * the number of distinct kernels as the result (0 without a report). */
+#define NNCL_PROFILE_NAME 48
+typedef struct nncl_profile_kernel {
+    char name[NNCL_PROFILE_NAME]; /* the OpenCL kernel's function name */
+    int launches;
+    double seconds;               /* sum of their execution times */
+} nncl_profile_kernel;
+NNCL_API int nncl_profile_kernels(const nncl_context *ctx, int device, nncl_profile_kernel *out, int max);
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -401,8 +416,6 @@ NNCL_API nncl_status nncl_trainer_load(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path);
 
-/* @@GRAPH@@ */
-
 /* ---------------------------------------------------------------- data */
 /* Host-side data: IDX and CSV readers, an in-memory dataset, and a loader
  * that prepares shuffled batches in a background thread. None of these
@@ -595,7 +608,6 @@ NNCL_API size_t nncl_loader_batches(const nncl_loader *ld);
 NNCL_API int nncl_loader_epoch(const nncl_loader *ld);
 /* Stops the thread (at any point of an epoch) and releases everything. */
 NNCL_API void nncl_loader_free(nncl_loader *ld);
-/* @@DATA@@ */
 
 /* ---------------------------------------------------------------- files */
 /* Safetensors files (the format of Hugging Face and PyTorch checkpoints):
@@ -662,12 +674,10 @@ NNCL_API nncl_status nncl_safetensors_meta_at(const nncl_safetensors *st, int i,
  * Only reads tensors and meta. */
 NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry *tensors, int count,
                                            const char *const *meta);
-/* @@FILES@@ */
 
 /* ---------------------------------------------------------------- progress */
 /* Progress output, training curves and plots. nncl never prints on its own:
  * these write only to the stream or file the caller names. */
-#include <stdio.h>
 
 typedef struct nncl_progress nncl_progress;
 
@@ -738,7 +748,6 @@ NNCL_API nncl_status nncl_curve_write_svg(const nncl_curve *c, const char *path,
  * unit ("samples/s"); title on top. Written atomically. */
 NNCL_API nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *unit,
                                         const char *const *labels, const double *values, int n);
-/* @@PROGRESS@@ */
 
 /* ---------------------------------------------------------------- fit */
 

@@ -270,6 +270,11 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
 
     ctx = (nncl_context *)nncl__calloc(1, sizeof *ctx);
     if (!ctx) return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: out of host memory");
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        NNCL_FREE(ctx);
+        return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: no mutex");
+    }
+    ctx->lock_ready = 1;
     ctx->config = config ? *config : nncl_config_default();
     ctx->config.devices = NULL; /* the caller's string is not kept */
     kdir = config && config->kernel_dir ? config->kernel_dir : getenv("NNCL_KERNEL_DIR");
@@ -319,6 +324,7 @@ void nncl_free(nncl_context *ctx) {
     }
     NNCL_FREE(ctx->devices);
     NNCL_FREE(ctx->kernel_dir);
+    if (ctx->lock_ready) pthread_mutex_destroy(&ctx->lock);
     NNCL_FREE(ctx);
 }
 

@@ -43,6 +43,8 @@ static void *crew_main(void *p) {
         arg = c->arg;
         pthread_mutex_unlock(&c->lock);
         st = job(c->t, seat.device, arg);
+        if (st != NNCL_OK) /* this thread's own message, not whatever another wrote last */
+            memcpy(nncl__trainer_dev_msg(c->t, seat.device), nncl__thread_error(), NNCL_MSG_MAX);
         pthread_mutex_lock(&c->lock);
         c->t->dev_status[seat.device] = st;
         if (--c->pending == 0) pthread_cond_signal(&c->done);
@@ -111,6 +113,7 @@ void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg)
     pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->lock);
     t->dev_status[0] = job(t, 0, arg);
+    if (t->dev_status[0] != NNCL_OK) memcpy(nncl__trainer_dev_msg(t, 0), nncl__thread_error(), NNCL_MSG_MAX);
     pthread_mutex_lock(&c->lock);
     while (c->pending > 0) pthread_cond_wait(&c->done, &c->lock);
     pthread_mutex_unlock(&c->lock);

@@ -1,6 +1,11 @@
 /* error.c - status names, the per-context and per-thread last-error message,
  * the log callback, OpenCL error names, and the small helpers every file
- * uses: checked arithmetic, allocation, a monotonic clock. */
+ * uses: checked arithmetic, allocation, a monotonic clock. A context's
+ * message and log callback are shared by the trainer's device threads: both
+ * are used under the context's lock, so the callback is never entered by two
+ * threads at once. Each thread also keeps its own last message, which the
+ * trainer collects per device (nncl__thread_error) so that one device's
+ * failure is reported with its own words whatever the others wrote. */
 #include "internal.h"
 #include <stdio.h>
 #include <time.h>
@@ -9,6 +14,8 @@
 #endif
 
 static NNCL_THREAD_LOCAL char thread_message[NNCL_MSG_MAX];
+/* the last message this thread recorded, with a context or without */
+static NNCL_THREAD_LOCAL char thread_last[NNCL_MSG_MAX];
 
 const char *nncl_status_str(nncl_status status) {
     switch (status) {
@@ -33,6 +40,12 @@ const char *nncl_last_error(const nncl_context *ctx) {
     return ctx ? ctx->message : thread_message;
 }
 
+const char *nncl__thread_error(void) { return thread_last; }
+
+int nncl__device_fault(nncl_status st) {
+    return st == NNCL_ERR_DEVICE || st == NNCL_ERR_BLAS || st == NNCL_ERR_OUT_OF_MEMORY || st == NNCL_ERR_BUILD;
+}
+
 void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) {
     char buf[1024];
     va_list ap;
@@ -40,15 +53,43 @@ void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (ctx->lock_ready) pthread_mutex_lock(&ctx->lock);
     ctx->config.log(ctx->config.log_user, level, buf);
+    if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Records msg as ctx's last error (or this thread's) and logs it. */
+static void error_record(nncl_context *ctx, const char *msg) {
+    if (!ctx) {
+        memcpy(thread_message, msg, NNCL_MSG_MAX);
+        return;
+    }
+    if (ctx->lock_ready) pthread_mutex_lock(&ctx->lock);
+    memcpy(ctx->message, msg, NNCL_MSG_MAX);
+    if (ctx->config.log && ctx->config.log_level >= NNCL_LOG_ERROR)
+        ctx->config.log(ctx->config.log_user, NNCL_LOG_ERROR, msg);
+    if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
 }
 
 nncl_status nncl__vfail(nncl_context *ctx, nncl_status status, const char *fmt, va_list ap) {
-    char *msg = ctx ? ctx->message : thread_message;
+    char msg[NNCL_MSG_MAX];
     vsnprintf(msg, NNCL_MSG_MAX, fmt, ap);
-    if (ctx && ctx->config.log && ctx->config.log_level >= NNCL_LOG_ERROR)
-        ctx->config.log(ctx->config.log_user, NNCL_LOG_ERROR, msg);
+    memcpy(thread_last, msg, NNCL_MSG_MAX);
+    error_record(ctx, msg);
     return status;
+}
+
+void nncl__set_error(nncl_context *ctx, const char *msg) {
+    char copy[NNCL_MSG_MAX];
+    snprintf(copy, sizeof copy, "%s", msg);
+    memcpy(thread_last, copy, NNCL_MSG_MAX);
+    if (!ctx) {
+        memcpy(thread_message, copy, NNCL_MSG_MAX);
+        return;
+    }
+    if (ctx->lock_ready) pthread_mutex_lock(&ctx->lock);
+    memcpy(ctx->message, copy, NNCL_MSG_MAX);
+    if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
 }
 
 nncl_status nncl__fail(nncl_context *ctx, nncl_status status, const char *fmt, ...) {

@@ -15,10 +15,32 @@ nncl_fit_config nncl_fit_default(void) {
     return c;
 }
 
+/* A dataset's samples against the model's input and labels, before any of
+ * its memory is read as a batch: a sample of another size would be read
+ * past the dataset's (or the loader's) buffer. The input may take the
+ * samples flat ([784] for [1,28,28] images): the element counts decide. */
+static nncl_status fit_check_dataset(nncl_trainer *t, const nncl_fit_config *cfg, const nncl_dataset *ds,
+                                     const char *fn) {
+    int shape[8], nd = nncl_dataset_shape(ds, shape), k;
+    char have[96], want[96];
+    size_t used = 0;
+    if (!cfg->x || !cfg->labels) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: x and labels are needed", fn);
+    if (nncl_dataset_features(ds) == cfg->x->sample_numel && cfg->labels->sample_numel == 1) return NNCL_OK;
+    have[0] = 0;
+    for (k = 0; k < nd && k < 8 && used + 16 < sizeof have; k++)
+        used += (size_t)snprintf(have + used, sizeof have - used, ",%d", shape[k]);
+    if (cfg->labels->sample_numel != 1)
+        return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "%s: labels \"%s\" of shape %s, but a dataset holds one label per sample",
+                          fn, cfg->labels->name, nncl__shape_str(cfg->labels, want, sizeof want));
+    return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "%s: the dataset's samples are [N%s] (%zu values each), input \"%s\" is %s",
+                      fn, have, nncl_dataset_features(ds), cfg->x->name, nncl__shape_str(cfg->x, want, sizeof want));
+}
+
 nncl_status nncl_trainer_evaluate_dataset(nncl_trainer *t, const nncl_fit_config *cfg, const nncl_dataset *ds,
                                           float *loss, float *accuracy) {
     if (!t || !cfg || !ds)
         return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "evaluate: trainer, config or dataset is NULL");
+    NNCL_TRY(fit_check_dataset(t, cfg, ds, "evaluate"));
     return nncl_trainer_evaluate(t, cfg->x, cfg->labels, cfg->logits, nncl_dataset_x(ds), nncl_dataset_y(ds),
                                  (int)nncl_dataset_size(ds), loss, accuracy);
 }
@@ -44,6 +66,8 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
         cfg->batch > t->cfg.max_batch)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "fit: x, labels, logits, epochs > 0 and batch in 1..%d (max_batch) are needed", t->cfg.max_batch);
+    NNCL_TRY(fit_check_dataset(t, cfg, train, "fit"));
+    if (cfg->val) NNCL_TRY(fit_check_dataset(t, cfg, cfg->val, "fit (validation set)"));
     st = nncl_loader_create(train, (size_t)cfg->batch, cfg->seed, NNCL_LOADER_SHUFFLE, &ld);
     if (st != NNCL_OK) return nncl__fail(t->ctx, st, "%s", nncl_last_error(NULL));
     for (epoch = 0; epoch < cfg->epochs && st == NNCL_OK; epoch++) {

@@ -24,10 +24,11 @@ nncl_status nncl__sgemm_clblast(nncl_context *ctx, nncl_device *dev, const nncl_
     if (g->temp)
         s = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                                        g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue,
-                                       nncl__profile_slot(dev), g->temp);
+                                       nncl__profile_slot_named(dev, "clblast_sgemm"), g->temp);
     else
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off, g->lda, g->b,
-                         g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue, nncl__profile_slot(dev));
+                         g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue,
+                         nncl__profile_slot_named(dev, "clblast_sgemm"));
     if (s != CLBlastSuccess) return nncl__blas_fail(ctx, (int)s, "CLBlastSgemm");
     return nncl__gemm_epilogue(ctx, dev, g);
 }

@@ -9,22 +9,11 @@
 #define NNCL_MAX_INPUTS 4
 #define NNCL_NAME_MAX 64
 
+/* Every op, from the one list in ops.def. */
 typedef enum nncl__op {
-    NNCL_OP_INPUT = 0,
-    NNCL_OP_PARAM,
-    /* elementwise and activations */
-    NNCL_OP_ADD, NNCL_OP_SUB, NNCL_OP_MUL, NNCL_OP_SCALE,
-    NNCL_OP_RELU, NNCL_OP_LEAKY_RELU, NNCL_OP_SIGMOID, NNCL_OP_TANH, NNCL_OP_GELU,
-    NNCL_OP_SOFTMAX, NNCL_OP_LOG_SOFTMAX,
-    /* dense */
-    NNCL_OP_LINEAR,
-    /* losses (scalar output: mean over the batch) */
-    NNCL_OP_SOFTMAX_CE, NNCL_OP_BCE_LOGITS, NNCL_OP_MSE,
-    /* shape */
-    NNCL_OP_RESHAPE, NNCL_OP_CONCAT,
-    /* spatial and normalisation */
-    NNCL_OP_CONV2D, NNCL_OP_MAXPOOL2D, NNCL_OP_AVGPOOL2D, NNCL_OP_GLOBAL_AVGPOOL,
-    NNCL_OP_BATCHNORM, NNCL_OP_LAYERNORM, NNCL_OP_DROPOUT, NNCL_OP_EMBEDDING,
+#define NNCL_OP(E, name) NNCL_OP_##E,
+#include "ops.def"
+#undef NNCL_OP
     NNCL_OP_COUNT
 } nncl__op;
 
@@ -101,7 +90,9 @@ typedef struct nncl__opdef {
                          const double *gout, double *const *gin, double *aux);
 } nncl__opdef;
 
-/* The table, indexed by nncl__op; each family registers its entries. */
+/* The table, indexed by nncl__op and generated from ops.def (ops_table.c);
+ * each family file defines the rows of its ops. Rows name the fields they
+ * set (designated initializers); what a row leaves out is NULL or 0. */
 const nncl__opdef *nncl__opdef_get(nncl__op op);
 
 struct nncl_graph {

@@ -16,6 +16,7 @@
 
 #include "nncl.h"
 #include <CL/cl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,16 @@ int nncl__add_overflow(size_t a, size_t b, size_t *out);
 nncl_status nncl__fail(nncl_context *ctx, nncl_status status, const char *fmt, ...) NNCL_PRINTF(3, 4);
 nncl_status nncl__vfail(nncl_context *ctx, nncl_status status, const char *fmt, va_list ap);
 void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) NNCL_PRINTF(3, 4);
+/* Sets the last-error message (of ctx, or of this thread) without logging
+ * it again: for a message recorded earlier, on another thread. */
+void nncl__set_error(nncl_context *ctx, const char *msg);
+/* The last message this thread recorded with nncl__fail, on any context:
+ * a device thread's own words, untouched by the other threads. */
+const char *nncl__thread_error(void);
+/* Whether a status says the device itself failed (OpenCL, CLBlast, device
+ * memory, kernel build), as opposed to an argument, shape or data error:
+ * only those retire a device from a trainer. */
+int nncl__device_fault(nncl_status st);
 
 /* Maps an OpenCL error code to a status and records "call failed: NAME (code)
  * at file:line". Allocation failures and CL_OUT_OF_RESOURCES become
@@ -119,11 +130,15 @@ typedef struct nncl_device {
     /* Kernel timing between nncl_profile_start and _stop (profiling queues). */
     int profiling;
     cl_event *prof_events;
+    char (*prof_names)[NNCL_PROFILE_NAME]; /* the kernel of each event; "" unnamed */
     int prof_n, prof_cap, prof_dropped;
+    nncl_profile_kernel *prof_table; /* the last stop's time per kernel, most first */
+    int prof_table_n;
 } nncl_device;
 
-/* Where the next launch on dev stores its event: NULL unless profiling. */
-cl_event *nncl__profile_slot(nncl_device *dev);
+/* Where the next launch on dev stores its event: NULL unless profiling;
+ * name (the kernel) goes into the per-kernel table. */
+cl_event *nncl__profile_slot_named(nncl_device *dev, const char *name);
 void nncl__profile_release(nncl_device *dev);
 
 struct nncl_context {
@@ -131,6 +146,10 @@ struct nncl_context {
     int n_devices;
     nncl_config config;
     char *kernel_dir;         /* owned copy of the folder to load kernels from */
+    /* message and the log callback are used under lock: the trainer's
+     * device threads fail and log at once */
+    pthread_mutex_t lock;
+    int lock_ready;
     char message[NNCL_MSG_MAX];
 };
 
@@ -199,8 +218,9 @@ void nncl__arg_local(nncl__args *a, size_t bytes);
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);
 /* n work items in groups of 64 (or the device's maximum when smaller). */
 nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n);
-/* Row kernels (cl/softmax.cl, cl/reduce.cl) reduce in local arrays of this
- * many floats; their work-groups never exceed it. */
+/* Reduction kernels (cl/common.cl's group sums) work in local arrays of this
+ * many floats; their work-groups never exceed it. Passed to every program
+ * as -DNNCL_RED_WG (src/program.c). */
 #define NNCL_RED_WG 256
 /* One work-group per row of a [rows, cols] view: a power of two work-items,
  * enough for cols, at most NNCL_RED_WG and the kernel's limit on dev. */

@@ -408,8 +408,15 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_conv2d = {
-    "conv2d", conv_shape, NULL, conv_prepare, conv_forward, conv_backward,
-    NNCL_BW_INPUTS | NNCL_BW_OUTPUT, 0, conv_ref_forward, conv_ref_backward};
+    .name = "conv2d",
+    .shape = conv_shape,
+    .prepare = conv_prepare,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
+    .ref_forward = conv_ref_forward,
+    .ref_backward = conv_ref_backward,
+};
 
 /* ------------------------------------------------------------- builder */
 

@@ -298,10 +298,15 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
 
 /* ------------------------------------------------------------- table */
 
-#define EW_BINARY(NAME) {NAME, ew_binary_shape, NULL, NULL, ew_binary_forward, ew_binary_backward, NNCL_BW_INPUTS, 0, \
-                         ew_binary_ref_forward, ew_binary_ref_backward}
-#define EW_UNARY(NAME, READS) {NAME, ew_unary_shape, NULL, NULL, ew_unary_forward, ew_unary_backward, READS, 0, \
-                               ew_unary_ref_forward, ew_unary_ref_backward}
+#define EW_BINARY(NAME)                                                                                     \
+    {.name = NAME, .shape = ew_binary_shape, .forward = ew_binary_forward, .backward = ew_binary_backward,    \
+     .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward, .ref_backward = ew_binary_ref_backward}
+#define EW_UNARY(NAME, READS)                                                                               \
+    {.name = NAME, .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,       \
+     .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward}
+#define EW_SOFTMAX(NAME)                                                                                    \
+    {.name = NAME, .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,   \
+     .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward, .ref_backward = ew_softmax_ref_backward}
 const nncl__opdef nncl__opdef_add = EW_BINARY("add");
 const nncl__opdef nncl__opdef_sub = EW_BINARY("sub");
 const nncl__opdef nncl__opdef_mul = EW_BINARY("mul");
@@ -311,14 +316,11 @@ const nncl__opdef nncl__opdef_leaky_relu = EW_UNARY("leaky_relu", NNCL_BW_INPUTS
 const nncl__opdef nncl__opdef_sigmoid = EW_UNARY("sigmoid", NNCL_BW_OUTPUT);
 const nncl__opdef nncl__opdef_tanh = EW_UNARY("tanh", NNCL_BW_OUTPUT);
 const nncl__opdef nncl__opdef_gelu = EW_UNARY("gelu", NNCL_BW_INPUTS);
-const nncl__opdef nncl__opdef_softmax = {"softmax", ew_unary_shape, NULL, NULL, ew_softmax_forward,
-                                         ew_softmax_backward, NNCL_BW_OUTPUT, 0, ew_softmax_ref_forward,
-                                         ew_softmax_ref_backward};
-const nncl__opdef nncl__opdef_log_softmax = {"log_softmax", ew_unary_shape, NULL, NULL, ew_softmax_forward,
-                                             ew_softmax_backward, NNCL_BW_OUTPUT, 0, ew_softmax_ref_forward,
-                                             ew_softmax_ref_backward};
+const nncl__opdef nncl__opdef_softmax = EW_SOFTMAX("softmax");
+const nncl__opdef nncl__opdef_log_softmax = EW_SOFTMAX("log_softmax");
 #undef EW_BINARY
 #undef EW_UNARY
+#undef EW_SOFTMAX
 
 /* ------------------------------------------------------------- builders */
 

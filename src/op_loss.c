@@ -108,8 +108,15 @@ static void ce_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_softmax_ce = {
-    "softmax_cross_entropy", ce_shape, ce_aux, NULL, ce_forward, ce_backward, NNCL_BW_INPUTS, 0,
-    ce_ref_forward, ce_ref_backward};
+    .name = "softmax_cross_entropy",
+    .shape = ce_shape,
+    .aux_size = ce_aux,
+    .forward = ce_forward,
+    .backward = ce_backward,
+    .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = ce_ref_forward,
+    .ref_backward = ce_ref_backward,
+};
 
 /* ------------------------------------------------------------- BCE and MSE */
 
@@ -194,11 +201,25 @@ static void mse_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_bce_logits = {
-    "bce_with_logits", loss_same_shape, pair_aux, NULL, bce_forward, bce_backward, NNCL_BW_INPUTS, 0,
-    bce_ref_forward, bce_ref_backward};
+    .name = "bce_with_logits",
+    .shape = loss_same_shape,
+    .aux_size = pair_aux,
+    .forward = bce_forward,
+    .backward = bce_backward,
+    .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = bce_ref_forward,
+    .ref_backward = bce_ref_backward,
+};
 const nncl__opdef nncl__opdef_mse = {
-    "mse", loss_same_shape, pair_aux, NULL, mse_forward, mse_backward, NNCL_BW_INPUTS, 0,
-    mse_ref_forward, mse_ref_backward};
+    .name = "mse",
+    .shape = loss_same_shape,
+    .aux_size = pair_aux,
+    .forward = mse_forward,
+    .backward = mse_backward,
+    .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = mse_ref_forward,
+    .ref_backward = mse_ref_backward,
+};
 
 nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
     nncl_node *in[2];

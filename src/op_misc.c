@@ -148,8 +148,14 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_dropout = {
-    "dropout", drop_shape, NULL, drop_prepare, drop_forward, drop_backward, 0, 0, drop_ref_forward,
-    drop_ref_backward};
+    .name = "dropout",
+    .shape = drop_shape,
+    .prepare = drop_prepare,
+    .forward = drop_forward,
+    .backward = drop_backward,
+    .ref_forward = drop_ref_forward,
+    .ref_backward = drop_ref_backward,
+};
 
 nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p) {
     int iattr[2];
@@ -256,8 +262,15 @@ static void emb_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_embedding = {
-    "embedding", emb_shape, NULL, emb_prepare, emb_forward, emb_backward, NNCL_BW_INPUTS, 0, emb_ref_forward,
-    emb_ref_backward};
+    .name = "embedding",
+    .shape = emb_shape,
+    .prepare = emb_prepare,
+    .forward = emb_forward,
+    .backward = emb_backward,
+    .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = emb_ref_forward,
+    .ref_backward = emb_ref_backward,
+};
 
 /* NAME.weight [num, dim] ~ N(0, 1) as PyTorch. An index that is not a whole
  * number in [0, num) gives a row of NaN and no gradient. */
@@ -328,7 +341,10 @@ static nncl_status reshape_shape(nncl_graph *g, nncl_node *n) {
 }
 
 const nncl__opdef nncl__opdef_reshape = {
-    "reshape", reshape_shape, NULL, NULL, NULL, NULL, 0, 1, NULL, NULL};
+    .name = "reshape",
+    .shape = reshape_shape,
+    .alias = 1,
+};
 
 nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const int *sample_shape) {
     int iattr[1 + NNCL_MAX_DIMS], i;
@@ -449,7 +465,14 @@ static void cat_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_concat = {
-    "concat", cat_shape, NULL, cat_prepare, cat_forward, cat_backward, 0, 0, cat_ref_forward, cat_ref_backward};
+    .name = "concat",
+    .shape = cat_shape,
+    .prepare = cat_prepare,
+    .forward = cat_forward,
+    .backward = cat_backward,
+    .ref_forward = cat_ref_forward,
+    .ref_backward = cat_ref_backward,
+};
 
 /* axis counts per-sample dimensions (0 is the first after the batch);
  * negative counts from the end, as in PyTorch. */

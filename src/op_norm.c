@@ -214,8 +214,16 @@ static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_batchnorm = {
-    "batchnorm", bn_shape, bn_aux, bn_prepare, bn_forward, bn_backward, NNCL_BW_INPUTS, 0,
-    bn_ref_forward, bn_ref_backward};
+    .name = "batchnorm",
+    .shape = bn_shape,
+    .aux_size = bn_aux,
+    .prepare = bn_prepare,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = bn_ref_forward,
+    .ref_backward = bn_ref_backward,
+};
 
 /* Running statistics live in the graph's state buffer at n->state_off:
  * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).
@@ -365,8 +373,16 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_layernorm = {
-    "layernorm", ln_shape, ln_aux, ln_prepare, ln_forward, ln_backward, NNCL_BW_INPUTS, 0,
-    ln_ref_forward, ln_ref_backward};
+    .name = "layernorm",
+    .shape = ln_shape,
+    .aux_size = ln_aux,
+    .prepare = ln_prepare,
+    .forward = ln_forward,
+    .backward = ln_backward,
+    .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = ln_ref_forward,
+    .ref_backward = ln_ref_backward,
+};
 
 nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
     nncl_node *in[3];

@@ -157,8 +157,15 @@ static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 }
 
 const nncl__opdef nncl__opdef_maxpool2d = {
-    "maxpool2d", pool_shape, maxpool_aux, maxpool_prepare, maxpool_forward, maxpool_backward,
-    0, 0, maxpool_ref_forward, maxpool_ref_backward};
+    .name = "maxpool2d",
+    .shape = pool_shape,
+    .aux_size = maxpool_aux,
+    .prepare = maxpool_prepare,
+    .forward = maxpool_forward,
+    .backward = maxpool_backward,
+    .ref_forward = maxpool_ref_forward,
+    .ref_backward = maxpool_ref_backward,
+};
 
 /* ------------------------------------------------------------- average */
 
@@ -236,8 +243,14 @@ static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 }
 
 const nncl__opdef nncl__opdef_avgpool2d = {
-    "avgpool2d", pool_shape, NULL, avgpool_prepare, avgpool_forward, avgpool_backward,
-    0, 0, avgpool_ref_forward, avgpool_ref_backward};
+    .name = "avgpool2d",
+    .shape = pool_shape,
+    .prepare = avgpool_prepare,
+    .forward = avgpool_forward,
+    .backward = avgpool_backward,
+    .ref_forward = avgpool_ref_forward,
+    .ref_backward = avgpool_ref_backward,
+};
 
 /* ------------------------------------------------------------- global average */
 
@@ -310,8 +323,14 @@ static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_global_avgpool = {
-    "global_avgpool", gap_shape, NULL, gap_prepare, gap_forward, gap_backward,
-    0, 0, gap_ref_forward, gap_ref_backward};
+    .name = "global_avgpool",
+    .shape = gap_shape,
+    .prepare = gap_prepare,
+    .forward = gap_forward,
+    .backward = gap_backward,
+    .ref_forward = gap_ref_forward,
+    .ref_backward = gap_ref_backward,
+};
 
 /* ------------------------------------------------------------- builders */
 

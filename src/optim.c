@@ -178,19 +178,19 @@ static nncl_status opt_check_view(nncl_context *ctx, nncl__view v, size_t count,
     return NNCL_OK;
 }
 
-nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view grads, cl_mem scratch, size_t n,
-                              int *total_off) {
+nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view grads, cl_mem scratch, size_t n) {
     cl_kernel kern;
     nncl__args a;
     nncl__view sv;
-    /* Each work-item sums at least 16 floats: on CPU drivers a group's tree
-     * runs as loops over its items between barriers, so one group per 256
-     * floats made this reduction cost more than the Adam update itself. */
-    size_t groups = (n + NNCL_RED_WG * 16 - 1) / (NNCL_RED_WG * 16);
-    if (groups > NNCL_OPTIM_GROUPS) groups = NNCL_OPTIM_GROUPS;
-    if (groups == 0) groups = 1;
+    /* Work-items in groups of 16, each summing at least 256 floats (fewer
+     * items for a small buffer), at most NNCL_OPTIM_GROUPS. */
+    size_t local = dev->max_work_group < 16 ? dev->max_work_group : 16;
+    size_t items = (n + 255) / 256, one = 1;
+    if (items > NNCL_OPTIM_GROUPS) items = NNCL_OPTIM_GROUPS;
+    items = (items + local - 1) / local * local;
     sv.mem = scratch;
     sv.off = 0;
+    NNCL_TRY(opt_check_view(ctx, grads, n, "grads"));
     NNCL_TRY(opt_check_view(ctx, sv, nncl__optim_scratch_floats(), "clipping scratch"));
     NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", "nncl_sumsq_f32_partial", &kern));
     nncl__args_begin(&a, ctx, kern);
@@ -199,23 +199,30 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     nncl__arg_mem(&a, scratch);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, (int)n);
-    NNCL_TRY(nncl__launch_rows(&a, dev, groups, (n + groups - 1) / groups));
+    NNCL_TRY(nncl__launch(&a, dev, 1, &items, &local));
     NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", "nncl_sumsq_f32_final", &kern));
     nncl__args_begin(&a, ctx, kern);
     nncl__arg_mem(&a, scratch);
     nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, (int)groups);
-    NNCL_TRY(nncl__launch_rows(&a, dev, 1, groups));
-    *total_off = (int)groups;
+    nncl__arg_int(&a, (int)items);
+    nncl__arg_int(&a, NNCL_OPTIM_TOTAL);
+    NNCL_TRY(nncl__launch(&a, dev, 1, &one, NULL));
     return NNCL_OK;
 }
 
 nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                              nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n) {
+    NNCL_TRY(nncl__optim_check(ctx, o));
+    if (o->clip_norm > 0 && dev && n > 0 && t >= 1) NNCL_TRY(nncl__optim_sumsq(ctx, dev, grads, scratch, n));
+    return nncl__optim_update(ctx, dev, o, t, params, grads, state, scratch, n);
+}
+
+nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
+                               nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n) {
     size_t k, sfloats = 0;
-    int clip, sumsq_off = 0;
+    int clip;
     cl_kernel kern;
-    cl_mem sumsq, smem;
+    cl_mem smem;
     nncl__args a;
     float lr;
     NNCL_TRY(nncl__optim_check(ctx, o));
@@ -234,15 +241,13 @@ nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_opt
                               n);
         NNCL_TRY(opt_check_view(ctx, state, sfloats, "optimizer state"));
     }
-    lr = nncl_optim_lr(o, t - 1);
-
-    /* Sum of squares into scratch[groups]; else the update reads nothing and
-     * gets the gradient buffer as a harmless stand-in. */
-    sumsq = grads.mem;
     if (clip) {
-        NNCL_TRY(nncl__optim_sumsq(ctx, dev, grads, scratch, n, &sumsq_off));
-        sumsq = scratch;
+        nncl__view sv;
+        sv.mem = scratch;
+        sv.off = 0;
+        NNCL_TRY(opt_check_view(ctx, sv, nncl__optim_scratch_floats(), "clipping scratch"));
     }
+    lr = nncl_optim_lr(o, t - 1);
 
     NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", opt_kernel_name(o->kind), &kern));
     smem = k ? state.mem : params.mem; /* never touched when there is no state */
@@ -253,8 +258,8 @@ nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_opt
     nncl__arg_int(&a, (int)grads.off);
     nncl__arg_mem(&a, smem);
     nncl__arg_int(&a, k ? (int)state.off : 0);
-    nncl__arg_mem(&a, sumsq);
-    nncl__arg_int(&a, sumsq_off);
+    nncl__arg_mem(&a, clip ? scratch : grads.mem); /* not clipping: a stand-in, never read */
+    nncl__arg_int(&a, clip ? NNCL_OPTIM_TOTAL : 0);
     nncl__arg_int(&a, (int)n);
     nncl__arg_float(&a, lr);
     switch (o->kind) {

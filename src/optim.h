@@ -5,9 +5,10 @@
 #define NNCL_OPTIM_H
 #include "graph.h"
 
-/* Most partial sums of the clipping reduction; the scratch buffer holds
- * these plus the total: NNCL_OPTIM_GROUPS + 1 = 256 floats. */
-#define NNCL_OPTIM_GROUPS 255
+/* Most partial sums of the clipping reduction (one per work-item); the
+ * scratch buffer holds these plus the total, at NNCL_OPTIM_TOTAL. */
+#define NNCL_OPTIM_GROUPS 256
+#define NNCL_OPTIM_TOTAL NNCL_OPTIM_GROUPS
 
 /* Semantics (PyTorch's, per parameter i, after clipping; see
  * cl/optimizer.cl for the exact formulas):
@@ -44,7 +45,7 @@ nncl_status nncl__optim_check(nncl_context *ctx, const nncl_optim_config *o);
  * momentum buffer). Zero it before the first step (t = 1). */
 size_t nncl__optim_state_floats(const nncl_optim_config *o);
 
-/* Floats of the scratch buffer nncl__optim_step needs when clipping: 256
+/* Floats of the scratch buffer nncl__optim_step needs when clipping
  * (NNCL_OPTIM_GROUPS + 1); one per device, its content is not kept. */
 size_t nncl__optim_scratch_floats(void);
 
@@ -53,12 +54,13 @@ size_t nncl__optim_scratch_floats(void);
 nncl_status nncl__optim_prepare(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o);
 
 /* Queues the update of n trainable parameters on dev's queue and returns
- * without waiting: one launch, plus two for the clipping reduction when
- * o->clip_norm > 0. t is the 1-based number of this update, PyTorch's
- * state["step"] after its increment (1 for the first update on a zeroed
- * state; t < 1 is NNCL_ERR_INVALID_ARGUMENT): lr = nncl_optim_lr(o, t - 1)
- * (whose step is 0-based), Adam's bias correction uses 1 - beta^t, and SGD
- * sets its momentum buffer to the gradient when t == 1.
+ * without waiting: one launch, after the clipping reduction
+ * (nncl__optim_sumsq) when o->clip_norm > 0. t is the 1-based number of
+ * this update, PyTorch's state["step"] after its increment (1 for the first
+ * update on a zeroed state; t < 1 is NNCL_ERR_INVALID_ARGUMENT): lr =
+ * nncl_optim_lr(o, t - 1) (whose step is 0-based), Adam's bias correction
+ * uses 1 - beta^t, and SGD sets its momentum buffer to the gradient when
+ * t == 1.
  * params: n floats updated in place; grads: n floats, only read; state:
  * nncl__optim_state_floats(o) * n floats (its mem may be NULL when that is
  * 0); scratch: nncl__optim_scratch_floats() floats, NULL allowed when not
@@ -68,10 +70,19 @@ nncl_status nncl__optim_prepare(nncl_context *ctx, nncl_device *dev, const nncl_
 nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                              nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n);
 
-/* Queues the sum of squares of grads[0..n) into scratch[*total_off] (the
- * clipping reduction, also the trainer's NaN/Inf check on one device). */
-nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view grads, cl_mem scratch, size_t n,
-                              int *total_off);
+/* The update alone, for a caller that already has this step's sum of
+ * squares of grads at scratch[NNCL_OPTIM_TOTAL] (from nncl__optim_sumsq, or
+ * written there by the host): clipping reads it instead of reducing the
+ * gradient again, so the reduction that checks a step for NaN/Inf also
+ * serves its clipping. */
+nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
+                               nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n);
+
+/* Queues the sum of squares of grads[0..n) into scratch[NNCL_OPTIM_TOTAL]
+ * (the clipping reduction, also the trainer's NaN/Inf check on one device):
+ * one pass over grads without barriers, then one work-item adds the
+ * partials. */
+nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view grads, cl_mem scratch, size_t n);
 
 /* The same step on the host in double, t as above (>= 1): p[n] updated,
  * g[n] only read (clipping scales a copy), state[state_floats * n] in the

@@ -3,6 +3,7 @@
  * a per-device cache of kernel objects, and the checked launch helpers. */
 #include "internal.h"
 #include <stdio.h>
+#include <unistd.h>
 
 struct nncl__embedded { const char *name; const char *source; size_t size; };
 extern const struct nncl__embedded nncl__kernels[];
@@ -40,42 +41,75 @@ void nncl__programs_release(nncl_device *dev) {
     dev->programs = NULL;
 }
 
-/* The source of cl/<family>.cl: from the kernel folder when one is set (the
- * caller frees *owned), else the embedded copy. */
-static nncl_status prog_source(nncl_context *ctx, const char *family, const char **src, size_t *len, char **owned) {
+static nncl_status prog_file_embedded(nncl_context *ctx, const char *file, const char **src, size_t *len) {
     int i;
-    char file[48];
-    *owned = NULL;
-    snprintf(file, sizeof file, "%s.cl", family);
-    if (ctx->kernel_dir) {
-        char path[4096];
-        unsigned char *text;
-        snprintf(path, sizeof path, "%s/%s", ctx->kernel_dir, file);
-        if (nncl__read_file(path, &text, len) != NNCL_OK)
-            return nncl__fail(ctx, NNCL_ERR_IO, "%s (NNCL_KERNEL_DIR)", nncl_last_error(NULL));
-        *owned = (char *)text;
-        *src = *owned;
-        return NNCL_OK;
-    }
     for (i = 0; nncl__kernels[i].name; i++)
         if (strcmp(nncl__kernels[i].name, file) == 0) {
             *src = nncl__kernels[i].source;
             *len = nncl__kernels[i].size;
             return NNCL_OK;
         }
-    return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "no kernel family \"%s\" is built into the library", family);
+    return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "no kernel file \"%s\" is built into the library", file);
+}
+
+/* The text of cl/<file>: from the kernel folder when one is set (the caller
+ * frees *owned), else the embedded copy. With optional, a file missing from
+ * the folder is taken from the embedded copies (a folder holding only the
+ * family being worked on still builds). */
+static nncl_status prog_file(nncl_context *ctx, const char *file, int optional, const char **src, size_t *len,
+                             char **owned) {
+    *owned = NULL;
+    if (ctx->kernel_dir) {
+        char path[4096];
+        unsigned char *text;
+        snprintf(path, sizeof path, "%s/%s", ctx->kernel_dir, file);
+        if (optional && access(path, F_OK) != 0) return prog_file_embedded(ctx, file, src, len);
+        if (nncl__read_file(path, &text, len) != NNCL_OK)
+            return nncl__fail(ctx, NNCL_ERR_IO, "%s (NNCL_KERNEL_DIR)", nncl_last_error(NULL));
+        *owned = (char *)text;
+        *src = *owned;
+        return NNCL_OK;
+    }
+    return prog_file_embedded(ctx, file, src, len);
+}
+
+/* The program text of a family: cl/common.cl, then cl/<family>.cl, in one
+ * buffer the caller frees (one text, so the binary cache keys on both);
+ * #line makes a build log count the family's lines from its own first. */
+#define PROG_LINE1 "\n#line 1\n"
+static nncl_status prog_source(nncl_context *ctx, const char *family, char **text, size_t *len) {
+    const char *common, *own = "";
+    size_t common_len = 0, own_len = 0;
+    char *common_owned, *own_owned = NULL, file[48];
+    nncl_status st;
+    *text = NULL;
+    snprintf(file, sizeof file, "%s.cl", family);
+    NNCL_TRY(prog_file(ctx, "common.cl", 1, &common, &common_len, &common_owned));
+    st = strcmp(family, "common") == 0 ? NNCL_OK : prog_file(ctx, file, 0, &own, &own_len, &own_owned);
+    if (st == NNCL_OK && !(*text = (char *)nncl__calloc(common_len + own_len + sizeof PROG_LINE1, 1)))
+        st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (st == NNCL_OK) {
+        memcpy(*text, common, common_len);
+        memcpy(*text + common_len, PROG_LINE1, sizeof PROG_LINE1 - 1);
+        memcpy(*text + common_len + sizeof PROG_LINE1 - 1, own, own_len);
+        *len = common_len + sizeof PROG_LINE1 - 1 + own_len;
+    }
+    NNCL_FREE(common_owned);
+    NNCL_FREE(own_owned);
+    return st;
 }
 
 static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
                               nncl_program **out) {
     const char *src;
-    size_t len;
+    size_t len = 0;
     char *owned;
     cl_int err;
     nncl_program *p;
     char options[448];
     int cached;
-    NNCL_TRY(prog_source(ctx, family, &src, &len, &owned));
+    NNCL_TRY(prog_source(ctx, family, &owned, &len));
+    src = owned;
     p = (nncl_program *)nncl__calloc(1, sizeof *p);
     if (!p) {
         NNCL_FREE(owned);
@@ -83,8 +117,8 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     }
     snprintf(p->family, sizeof p->family, "%s", family);
     snprintf(p->options, sizeof p->options, "%s", extra);
-    snprintf(options, sizeof options, "-cl-std=CL1.2%s%s%s", dev->info.fp64 ? " -DNNCL_FP64=1" : "", *extra ? " " : "",
-             extra);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s", NNCL_RED_WG,
+             dev->info.fp64 ? " -DNNCL_FP64=1" : "", *extra ? " " : "", extra);
     cached = nncl__bcache_enabled(ctx, dev);
     if (cached && (p->program = nncl__bcache_load(ctx, dev, src, len, options)) != NULL) {
         NNCL_FREE(owned);
@@ -191,6 +225,7 @@ void nncl__arg_local(nncl__args *a, size_t bytes) { prog_arg(a, bytes, NULL); }
 static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
 
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {
+    cl_event *slot = NULL;
     size_t g[3];
     cl_uint i;
     cl_int err;
@@ -203,7 +238,13 @@ nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const si
         g[i] = local ? prog_round_up(global[i], local[i]) : global[i];
         if (g[i] == 0) return NNCL_OK; /* nothing to do */
     }
-    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, nncl__profile_slot(dev));
+    if (dev->profiling) { /* named, for the per-kernel table */
+        char name[NNCL_PROFILE_NAME] = "";
+        if (clGetKernelInfo(a->kernel, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL) != CL_SUCCESS) name[0] = 0;
+        name[sizeof name - 1] = 0;
+        slot = nncl__profile_slot_named(dev, name);
+    }
+    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, slot);
     if (err != CL_SUCCESS) return nncl__cl_fail(a->ctx, err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
     return NNCL_OK;
 }
@@ -240,3 +281,5 @@ nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size
     global[1] = local[1];
     return nncl__launch(a, dev, 2, global, local);
 }
+
+#undef PROG_LINE1

@@ -90,6 +90,7 @@ void nncl_trainer_free(nncl_trainer *t) {
         if (p) {
             nncl__buffer_release(p->x.dev, t->opt_state[i], t->opt_floats * 4);
             nncl__buffer_release(p->x.dev, t->scratch[i], nncl__optim_scratch_floats() * 4);
+            if (t->state_shadow) nncl__buffer_release(p->x.dev, t->state_shadow[i], t->graph->n_state * 4);
         }
         nncl__plan_free(p);
         if (t->gbuf) NNCL_FREE(t->gbuf[i]);
@@ -97,8 +98,9 @@ void nncl_trainer_free(nncl_trainer *t) {
     }
     NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
-    NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg);
+    NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg); NNCL_FREE(t->chunk_ss);
     NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->waited); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
+    NNCL_FREE(t->dev_msg); NNCL_FREE(t->sumsq); NNCL_FREE(t->state_shadow);
     NNCL_FREE(t);
 }
 
@@ -167,10 +169,16 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->waited = (double *)nncl__calloc(nd, sizeof(double));
     t->dev_status = (nncl_status *)nncl__calloc(nd, sizeof(nncl_status));
     t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
+    t->dev_msg = (char *)nncl__calloc(nd, NNCL_MSG_MAX);
+    t->sumsq = (float *)nncl__calloc(nd, sizeof(float));
+    t->state_shadow = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
+    t->chunk_ss = (double *)nncl__calloc(trainer_chunks(g->n_trainable > g->n_state ? g->n_trainable : g->n_state),
+                                         sizeof(double));
     t->gavg = (float *)nncl__calloc(trainer_chunks(g->n_trainable), TRAINER_CHUNK * sizeof(float));
     t->savg = (float *)nncl__calloc(trainer_chunks(g->n_state), TRAINER_CHUNK * sizeof(float));
     if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf ||
-        !t->lossv || !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->gavg || !t->savg)
+        !t->lossv || !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->dev_msg ||
+        !t->sumsq || !t->chunk_ss || !t->state_shadow || !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
@@ -197,6 +205,7 @@ static nncl_status trainer_devices(nncl_trainer *t) {
         p = t->plan[i];
         st = nncl__buffer_create(t->ctx, p->x.dev, t->opt_floats * 4, &t->opt_state[i]);
         if (st == NNCL_OK) st = nncl__buffer_create(t->ctx, p->x.dev, nncl__optim_scratch_floats() * 4, &t->scratch[i]);
+        if (st == NNCL_OK && g->n_state) st = nncl__buffer_create(t->ctx, p->x.dev, g->n_state * 4, &t->state_shadow[i]);
         if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, t->opt_state[i], t->opt_floats, zeros, 4096);
         if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, p->x.grads, g->n_trainable, zeros, 4096);
         if (st == NNCL_OK) st = nncl__optim_prepare(t->ctx, p->x.dev, &t->cfg.optim);
@@ -281,38 +290,64 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
 
 /* ------------------------------------------------------------- a step */
 
-/* Checks the feeds cover the graph's inputs and that class labels of the
- * cross-entropy are whole numbers in range, so a bad batch is refused
- * before any device work. */
+/* Checks that labels[0..n) are class indices of a C-class cross-entropy:
+ * whole numbers in 0..C-1. The training step and evaluation share it. */
+nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n) {
+    int b;
+    for (b = 0; b < n; b++)
+        if (!(y[b] >= 0 && y[b] < C && y[b] == floorf(y[b])))
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "labels \"%s\"[%d] = %g is not a class index in 0..%d",
+                              labels->name, b, (double)y[b], C - 1);
+    return NNCL_OK;
+}
+
+nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, const char *fn) {
+    nncl_graph *g = t->graph;
+    int k, j;
+    if (batch <= 0 || batch > t->cfg.max_batch)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: batch %d is not in 1..%d (max_batch)", fn, batch,
+                          t->cfg.max_batch);
+    if (n_feeds < 0 || (n_feeds > 0 && !feeds))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: feeds are NULL or n_feeds %d < 0", fn, n_feeds);
+    for (k = 0; k < n_feeds; k++) {
+        const nncl_node *n = feeds[k].node;
+        if (!n) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: feed %d names no node", fn, k);
+        /* a node of another graph is never dereferenced beyond its id and name */
+        if (n->id < 0 || n->id >= g->n_nodes || g->nodes[n->id] != n)
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: feed %d: node \"%.*s\" is not a node of the trainer's graph",
+                              fn, k, NNCL_NAME_MAX - 1, n->name);
+        if (n->op != NNCL_OP_INPUT || !n->batched)
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: feed %d: node \"%s\" is not an input (only inputs are fed)",
+                              fn, k, n->name);
+        if (!feeds[k].data)
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: input \"%s\": data is NULL", fn, n->name);
+        for (j = 0; j < k; j++)
+            if (feeds[j].node == n)
+                return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: input \"%s\" is fed twice", fn, n->name);
+    }
+    return NNCL_OK;
+}
+
+/* Checks every feed (nncl__trainer_check_feeds), that the feeds cover the
+ * graph's inputs and that class labels of the cross-entropy are whole
+ * numbers in range, so a bad batch is refused before any device work. */
 static nncl_status trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch) {
     nncl_graph *g = t->graph;
     int i, k;
-    if (batch <= 0 || batch > t->cfg.max_batch)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "batch %d is not in 1..%d (max_batch)", batch, t->cfg.max_batch);
-    if (n_feeds < 0 || (n_feeds > 0 && !feeds))
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "feeds are NULL or n_feeds %d < 0", n_feeds);
+    NNCL_TRY(nncl__trainer_check_feeds(t, feeds, n_feeds, batch, "nncl_trainer_step"));
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
         if (n->op != NNCL_OP_INPUT || n->n_consumers == 0) continue;
         for (k = 0; k < n_feeds; k++)
             if (feeds[k].node == n) break;
-        if (k == n_feeds) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "input \"%s\" is not fed", n->name);
-        if (!feeds[k].data) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "input \"%s\": data is NULL", n->name);
+        if (k == n_feeds) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: input \"%s\" is not fed", n->name);
     }
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
-        int C, b;
         if (n->op != NNCL_OP_SOFTMAX_CE) continue;
-        C = n->in[0]->shape[1];
         for (k = 0; k < n_feeds; k++)
             if (feeds[k].node == n->in[1]) break;
-        if (k == n_feeds) continue;
-        for (b = 0; b < batch; b++) {
-            float y = feeds[k].data[b];
-            if (!(y >= 0 && y < C && y == floorf(y)))
-                return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "labels \"%s\"[%d] = %g is not a class index in 0..%d",
-                                  n->in[1]->name, b, (double)y, C - 1);
-        }
+        if (k < n_feeds) NNCL_TRY(nncl__check_labels(t->ctx, n->in[1], n->in[0]->shape[1], feeds[k].data, batch));
     }
     return NNCL_OK;
 }
@@ -336,21 +371,22 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     cl_command_queue q = p->x.dev->queue;
     double t0 = nncl__seconds();
     t->waited[i] = 0;
-    if (t->step == t->fail_step && i == t->fail_device)
-        return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "injected failure on device %d", t->device[i]);
+    if (t->step == t->fail_step && i == t->fail_device && !t->fail_in_update)
+        return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE, "injected failure on device %d",
+                          t->device[i]);
     p->x.batch_offset = offset;
     p->x.global_batch = batch;
     p->x.step_seed = g->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked;
     NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
     NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
     NNCL_TRY(nncl__plan_backward(p));
-    if (solo && g->n_trainable) { /* no host average to see a NaN in: the device sums the squares */
+    if (solo && g->n_trainable) { /* no host average to see a NaN in: the device sums the squares (clipping reuses them) */
         nncl__view gv;
-        int at;
         gv.mem = p->x.grads;
         gv.off = 0;
-        NNCL_TRY(nncl__optim_sumsq(t->ctx, p->x.dev, gv, t->scratch[i], g->n_trainable, &at));
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, (size_t)at * 4, 4, &t->sumsq, 0, NULL, NULL));
+        NNCL_TRY(nncl__optim_sumsq(t->ctx, p->x.dev, gv, t->scratch[i], g->n_trainable));
+        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0, NULL,
+                                            NULL));
     }
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
     t->busy[i] = nncl__seconds() - t0 - t->waited[i]; /* its own work, not its wait for others */
@@ -365,8 +401,8 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     return NNCL_OK;
 }
 
-/* One chunk: a = w x (acc 0) or a += w x (acc 1); and whether a holds an
- * Inf or a NaN. Restrict and the fixed length let the compiler vectorise. */
+/* One chunk: a = w x (acc 0) or a += w x (acc 1); and the sum of squares
+ * of a. Restrict and the fixed length let the compiler vectorise. */
 static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, float w, int acc) {
     int k;
     if (acc)
@@ -374,24 +410,26 @@ static void trainer_axpy(float *NNCL_RESTRICT a, const float *NNCL_RESTRICT x, f
     else
         for (k = 0; k < TRAINER_CHUNK; k++) a[k] = w * x[k];
 }
-static uint32_t trainer_nonfinite(const float *a) {
-    uint32_t bad = 0, u;
-    int k;
-    /* exponent all ones (0x7f800000) plus one exponent step carries into the sign bit */
-    for (k = 0; k < TRAINER_CHUNK; k++) memcpy(&u, a + k, 4), bad |= ((u & 0x7f800000u) + 0x00800000u) & 0x80000000u;
-    return bad;
+static double trainer_sumsq(const float *a) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* double: no square of a float overflows */
+    int k, j;
+    for (k = 0; k < TRAINER_CHUNK; k += 8)
+        for (j = 0; j < 8; j++) s[j] += (double)a[k + j] * a[k + j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 /* avg = sum over devices with a shard of (b_i / B) buf_i, in device order,
  * a chunk at a time so that it stays in cache while every device's part is
- * added; returns nonzero when the result holds a NaN or Inf. The buffers
- * are whole chunks long (zeros past n, see trainer_chunks). */
-static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch) {
+ * added; returns nonzero when the result holds a NaN or Inf. Its sum of
+ * squares, taken in the same pass, goes to *sumsq (NULL: not wanted); the
+ * chunks' sums are added in order, so threads do not change it. The
+ * buffers are whole chunks long (zeros past n, see trainer_chunks). */
+static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, int batch, double *sumsq) {
     const float *src[64];
     float w[64];
     long c, n_chunks = (long)((n + TRAINER_CHUNK - 1) / TRAINER_CHUNK);
     int i, m = 0;
-    uint32_t bad = 0;
+    double ss = 0;
     for (i = 0; i < t->nd && m < 64; i++)
         if (t->alive[i] && t->shard[i]) {
             w[m] = (float)((double)t->shard[i] / batch);
@@ -400,15 +438,17 @@ static int trainer_average(nncl_trainer *t, float **bufs, float *avg, size_t n, 
 /* Threads only for large buffers: below that one core is quicker, and idle
  * OpenMP threads spinning on the cores that CPU devices compute on would
  * cost more than they save. */
-NNCL_OMP(omp parallel for reduction(| : bad) schedule(static) if (n >= ((size_t)1 << 20)))
+NNCL_OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 20)))
     for (c = 0; c < n_chunks; c++) {
         size_t lo = (size_t)c * TRAINER_CHUNK;
         int j;
         trainer_axpy(avg + lo, src[0] + lo, w[0], 0);
         for (j = 1; j < m; j++) trainer_axpy(avg + lo, src[j] + lo, w[j], 1);
-        bad |= trainer_nonfinite(avg + lo);
+        t->chunk_ss[c] = trainer_sumsq(avg + lo);
     }
-    return bad != 0;
+    for (c = 0; c < n_chunks; c++) ss += t->chunk_ss[c];
+    if (sumsq) *sumsq = ss;
+    return !isfinite(ss);
 }
 
 /* Processes training together: the MPI ranks when MPI is in use, else 1. */
@@ -428,7 +468,7 @@ static int trainer_ranks(void) {
 static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
     int init = 0, size = 1, any_bad = bad;
     long k;
-    double local = batch, total = batch;
+    double local = batch, total = batch, ss;
     nncl_graph *g = t->graph;
     MPI_Initialized(&init);
     if (!init) return bad;
@@ -441,7 +481,10 @@ static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
     MPI_Allreduce(MPI_IN_PLACE, t->gavg, (int)g->n_trainable, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     for (k = 0; k < (long)g->n_state; k++) t->savg[k] *= (float)(local / total);
     if (g->n_state) MPI_Allreduce(MPI_IN_PLACE, t->savg, (int)g->n_state, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return 0;
+    ss = 0; /* clipping needs the norm of the global gradient; the same on every rank */
+    for (k = 0; k < (long)trainer_chunks(g->n_trainable); k++) ss += trainer_sumsq(t->gavg + (size_t)k * TRAINER_CHUNK);
+    for (k = 0; k < t->nd; k++) t->sumsq[k] = (float)ss;
+    return !isfinite(ss);
 }
 #endif
 
@@ -450,9 +493,15 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     nncl_graph *g = t->graph;
     cl_command_queue q = p->x.dev->queue;
     nncl__view pv, gv, sv;
-    if (!solo) {
-        if (g->n_trainable)
+    if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
+        return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
+                          "injected failure in the update on device %d", t->device[i]);
+    if (!solo) { /* the averaged gradient and its sum of squares (for clipping) */
+        if (g->n_trainable) {
             NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gavg, 0, NULL, NULL));
+            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0,
+                                                 NULL, NULL));
+        }
         if (g->n_state)
             NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->savg, 0, NULL, NULL));
     }
@@ -460,14 +509,52 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     pv.mem = p->x.params; pv.off = 0;
     gv.mem = p->x.grads; gv.off = 0;
     sv.mem = t->opt_state[i]; sv.off = 0;
-    return nncl__optim_step(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i], g->n_trainable);
+    return nncl__optim_update(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i], g->n_trainable);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
     t->alive[i] = 0;
     nncl__log(t->ctx, NNCL_LOG_WARN, "device %d (%s) failed and left the training: %s", t->device[i],
-              t->plan[i]->x.dev->info.name, nncl_last_error(t->ctx));
+              t->plan[i]->x.dev->info.name, nncl__trainer_dev_msg(t, i));
     if (info) info->failed_device = t->device[i];
+}
+
+int nncl__trainer_caller_error(const nncl_trainer *t) {
+    int i;
+    for (i = 0; i < t->nd; i++)
+        if (t->dev_status[i] != NNCL_OK && !t->peer_failed[i] && !nncl__device_fault(t->dev_status[i])) return i;
+    return -1;
+}
+
+/* Device i's running statistics into its shadow (save 1), or back (0):
+ * taken before a step, put back when the step is skipped or abandoned, so
+ * that only a step known good moves them. */
+static nncl_status trainer_shadow(nncl_trainer *t, int i, int save) {
+    cl_command_queue q = t->plan[i]->x.dev->queue;
+    cl_mem state = t->plan[i]->x.state, shadow = t->state_shadow[i];
+    size_t bytes = t->graph->n_state * 4;
+    if (!bytes) return NNCL_OK;
+    NNCL_CL(t->ctx, clEnqueueCopyBuffer(q, save ? state : shadow, save ? shadow : state, 0, 0, bytes, 0, NULL, NULL));
+    if (!save) NNCL_CL(t->ctx, clFinish(q));
+    return NNCL_OK;
+}
+
+/* Puts back every live device's running statistics; a device that cannot
+ * leaves. */
+static void trainer_restore(nncl_trainer *t, nncl_step_info *info) {
+    int i;
+    for (i = 0; i < t->nd; i++)
+        if (t->alive[i] && trainer_shadow(t, i, 0) != NNCL_OK) {
+            memcpy(nncl__trainer_dev_msg(t, i), nncl__thread_error(), NNCL_MSG_MAX);
+            trainer_lose(t, i, info);
+        }
+}
+
+/* Devices that computed a shard of this step and are still training. */
+static int trainer_n_working(const nncl_trainer *t) {
+    int i, n = 0;
+    for (i = 0; i < t->nd; i++) n += t->alive[i] && t->shard[i] > 0;
+    return n;
 }
 
 /* Scales each device's cost model towards what its last pass took: a
@@ -490,6 +577,7 @@ static void trainer_rebalance(nncl_trainer *t) {
 typedef struct trainer_pass {
     const nncl_feed *feeds;
     int n_feeds, batch, solo, calibrating;
+    int snapshot; /* save the running statistics first (a step's first pass) */
 } trainer_pass;
 
 static nncl_status trainer_pass_job(nncl_trainer *t, int i, void *arg) {
@@ -499,7 +587,9 @@ static nncl_status trainer_pass_job(nncl_trainer *t, int i, void *arg) {
     if (job->calibrating == 1) return trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1);
     if (job->calibrating == 2) /* a timed pass of the shards as split */
         return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1) : NNCL_OK;
-    if (!t->alive[i] || !t->shard[i]) return NNCL_OK;
+    if (!t->alive[i]) return NNCL_OK;
+    if (job->snapshot) NNCL_TRY(trainer_shadow(t, i, 1));
+    if (!t->shard[i]) return NNCL_OK;
     for (k = 0; k < i; k++) off += t->shard[k];
     st = trainer_device_pass(t, i, job->feeds, job->n_feeds, off, job->batch, job->solo);
     if (st != NNCL_OK) nncl__syncbn_abort(t); /* release the others waiting at a batch norm */
@@ -513,7 +603,7 @@ static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
 nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
     nncl_graph *g;
     double t0 = nncl__seconds(), tx;
-    int i, bad, solo;
+    int i, bad, solo, caller;
     nncl_step_info local;
     trainer_pass job;
     if (!info) info = &local;
@@ -523,6 +613,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
     g = t->graph;
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
+    job.snapshot = 1;
     for (;;) { /* until a pass succeeds on every device that is left */
         int failed = 0;
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
@@ -537,40 +628,57 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         job.batch = batch;
         job.solo = solo;
         nncl__trainer_each_device(t, trainer_pass_job, &job);
+        if ((caller = nncl__trainer_caller_error(t)) >= 0) { /* the caller's error: every device stays */
+            trainer_restore(t, info);
+            nncl__set_error(t->ctx, nncl__trainer_dev_msg(t, caller));
+            return t->dev_status[caller];
+        }
         for (i = 0; i < t->nd; i++)
             if (t->dev_status[i] != NNCL_OK) {
                 if (!t->peer_failed[i]) trainer_lose(t, i, info);
                 failed = 1;
             }
         if (!failed) break;
+        trainer_restore(t, info); /* the pass is redone from the statistics saved */
+        job.snapshot = 0;
     }
     tx = nncl__seconds();
     info->loss = 0;
     for (i = 0; i < t->nd; i++)
         if (t->alive[i] && t->shard[i]) info->loss += (float)((double)t->shard[i] / batch * t->lossv[i]);
     if (solo) {
-        bad = !isfinite(info->loss) || !isfinite(t->sumsq);
+        bad = !isfinite(info->loss);
+        for (i = 0; i < t->nd; i++)
+            if (t->alive[i] && t->shard[i] && g->n_trainable) bad |= !isfinite(t->sumsq[i]);
     } else {
-        bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch);
-        if (g->n_state) trainer_average(t, t->sbuf, t->savg, g->n_state, batch);
+        double ss = 0;
+        bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch, &ss);
+        for (i = 0; i < t->nd; i++) t->sumsq[i] = (float)ss; /* what every device's clipping reads */
+        if (g->n_state) bad |= trainer_average(t, t->sbuf, t->savg, g->n_state, batch, NULL);
         nncl__syncbn_running(t, t->savg, batch);
 #ifdef NNCL_HAVE_MPI
         bad = trainer_allreduce(t, batch, bad);
 #endif
     }
-    t->tracked++;
-    info->n_devices = trainer_n_alive(t);
-    if (bad) {
+    info->n_devices = trainer_n_working(t);
+    if (bad) { /* parameters, optimizer state, statistics and counts stay as they were */
         info->skipped = 1;
+        trainer_restore(t, info);
         nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
                   (long long)t->step);
     } else {
         nncl__trainer_each_device(t, trainer_update_job, &solo);
+        if ((caller = nncl__trainer_caller_error(t)) >= 0) {
+            nncl__set_error(t->ctx, nncl__trainer_dev_msg(t, caller));
+            return t->dev_status[caller];
+        }
         for (i = 0; i < t->nd; i++)
             if (t->alive[i] && t->dev_status[i] != NNCL_OK) trainer_lose(t, i, info);
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
         t->step++;
+        t->tracked++;
     }
+    info->n_devices = trainer_n_working(t);
     info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;
     if (t->cfg.rebalance_every > 0 && !t->fixed_shares && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
         trainer_rebalance(t);
@@ -590,7 +698,10 @@ static nncl_status trainer_time_passes(nncl_trainer *t, trainer_pass *job, int r
         nncl__trainer_each_device(t, trainer_pass_job, job);
         w = nncl__seconds() - w;
         for (i = 0; i < t->nd; i++) {
-            if (t->dev_status[i] != NNCL_OK) return t->dev_status[i];
+            if (t->dev_status[i] != NNCL_OK) {
+                nncl__set_error(t->ctx, nncl__trainer_dev_msg(t, i));
+                return t->dev_status[i];
+            }
             if (best && (r == 0 || t->busy[i] < best[i])) best[i] = t->busy[i];
         }
         if (wall && (r == 0 || w < *wall)) *wall = w;

@@ -22,15 +22,20 @@ struct nncl_trainer {
     float **gbuf, **sbuf;      /* per device: gradients and running statistics read back */
     float *gavg, *savg;        /* their weighted averages */
     float *lossv;              /* per device: loss of its shard */
-    float sumsq;               /* one device: the gradient's sum of squares */
+    float *sumsq;              /* per device: the step's gradient's sum of squares, read back (solo) or the host's */
+    double *chunk_ss;          /* the host average's sum of squares, per chunk */
+    cl_mem *state_shadow;      /* per device: running statistics before the step, restored when it is skipped */
     double *busy;              /* per device: seconds of the last step's compute */
     double *waited;            /* per device: of those, seconds spent waiting for the others */
     nncl_status *dev_status;
+    char *dev_msg;             /* per device, NNCL_MSG_MAX each: the message of its last failure */
     int64_t step;              /* optimizer steps applied */
     int64_t tracked;           /* training batches seen (batch norm's num_batches_tracked) */
     int steps_since_balance;
     int fixed_shares;          /* the split was given: no measuring */
     int fail_device, fail_step; /* tests: inject a failure (device index, step), -1: none */
+    nncl_status fail_status;   /* tests: the injected failure's status (0: NNCL_ERR_DEVICE) */
+    int fail_in_update;        /* tests: inject it in the optimizer update, not the pass */
     /* Overlap: per device a transfer queue, and for every backward position
      * the ranges of the gradient buffer that are final after it. */
     cl_command_queue *xfer;
@@ -66,6 +71,19 @@ typedef nncl_status (*nncl__device_job)(nncl_trainer *t, int device, void *arg);
 nncl_status nncl__crew_start(nncl_trainer *t);
 void nncl__crew_stop(nncl_trainer *t);
 void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg);
+
+/* The message device i's thread recorded with its last failure. */
+#define nncl__trainer_dev_msg(t, i) ((t)->dev_msg + (size_t)(i) * NNCL_MSG_MAX)
+
+/* Checks every feed before any device works: a node of t's graph, an input,
+ * fed once, with data; batch in 1..max_batch. fn names the caller. */
+nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, const char *fn);
+/* Class labels y[0..n) of a C-class cross-entropy: whole numbers in 0..C-1. */
+nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n);
+/* After a pass of every device: the first device whose status is not OK and
+ * not a device fault (an argument, shape or data error), or -1. Such an
+ * error is the caller's and retires no device. */
+int nncl__trainer_caller_error(const nncl_trainer *t);
 
 /* Writes host parameters (n_params floats) and running statistics to every
  * live device. */

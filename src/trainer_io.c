@@ -35,19 +35,14 @@ static nncl_status io_predict_job(nncl_trainer *t, int i, void *arg) {
 
 nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
                                  float *dst) {
-    int i, k, saved[64], failed = 0;
+    int i, saved[64], failed = -1;
     io_predict job;
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: trainer is NULL");
-    if (!out || !dst || (n_feeds > 0 && !feeds) || n_feeds < 0)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out, dst or feeds missing");
-    if (out->id >= t->graph->n_nodes || t->graph->nodes[out->id] != out || !out->batched)
+    if (!out || !dst)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out or dst is NULL");
+    if (out->id < 0 || out->id >= t->graph->n_nodes || t->graph->nodes[out->id] != out || !out->batched)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out is not a per-sample node of the graph");
-    if (batch <= 0 || batch > t->cfg.max_batch)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: batch %d is not in 1..%d", batch,
-                          t->cfg.max_batch);
-    for (k = 0; k < n_feeds; k++)
-        if (!feeds[k].node || !feeds[k].data || feeds[k].node->op != NNCL_OP_INPUT)
-            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: feed %d is not an input with data", k);
+    NNCL_TRY(nncl__trainer_check_feeds(t, feeds, n_feeds, batch, "nncl_trainer_predict"));
     for (i = 0; i < t->nd && i < 64; i++) saved[i] = t->shard[i];
     /* The training split (sized for the training batch) scaled to this one. */
     {
@@ -69,10 +64,12 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
     job.dst = dst;
     nncl__trainer_each_device(t, io_predict_job, &job);
     for (i = 0; i < t->nd; i++) {
-        if (t->dev_status[i] != NNCL_OK) failed = 1;
+        if (t->dev_status[i] != NNCL_OK && failed < 0) failed = i;
         if (i < 64) t->shard[i] = saved[i];
     }
-    return failed ? nncl__fail(t->ctx, NNCL_ERR_DEVICE, "nncl_trainer_predict: %s", nncl_last_error(t->ctx)) : NNCL_OK;
+    if (failed < 0) return NNCL_OK;
+    /* the failing device's own status and words: an argument error stays one */
+    return nncl__fail(t->ctx, t->dev_status[failed], "nncl_trainer_predict: %s", nncl__trainer_dev_msg(t, failed));
 }
 
 nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
@@ -86,6 +83,7 @@ nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labe
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "nncl_trainer_evaluate: x, labels, 2-D logits, data and n > 0 are needed");
     C = logits->shape[1];
+    NNCL_TRY(nncl__check_labels(t->ctx, labels, C, ydata, n)); /* as the training step does */
     out = (float *)nncl__calloc((size_t)t->cfg.max_batch * (size_t)C, sizeof(float));
     if (!out) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_evaluate: out of host memory");
     for (start = 0; start < n; start += t->cfg.max_batch) {
@@ -109,7 +107,7 @@ nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labe
                 if (z[c] > z[arg]) arg = c;
             m = z[arg];
             for (c = 0; c < C; c++) s += exp((double)z[c] - m);
-            total += (y >= 0 && y < C) ? log(s) + m - z[y] : NAN;
+            total += log(s) + m - z[y];
             correct += arg == y;
         }
     }

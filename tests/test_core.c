@@ -166,6 +166,51 @@ static int test_kernel_dir(void) {
     return 0;
 }
 
+/* Per-kernel profile: every launch counted under its kernel's name, the
+ * table adding up to the report, most time first. */
+static int test_profile(int d) {
+    char name[200];
+    const char *sel = getenv("NNCL_TEST_DEVICES"); /* the devices of th_context() */
+    nncl_config cfg = nncl_config_default();
+    nncl_context *ctx = NULL;
+    nncl_tensor *x = NULL, *c = NULL;
+    nncl_profile_report rep;
+    nncl_profile_kernel k[16];
+    int shape[2] = {8, 8}, n, i, relu = -1, gemm = -1, launches = 0;
+    double seconds = 0;
+    float ones[64];
+    for (i = 0; i < 64; i++) ones[i] = 1;
+    snprintf(name, sizeof name, "per-kernel profile d%d", d);
+    cfg.devices = sel && *sel ? sel : "all";
+    cfg.profiling = 1;
+    TH_OK(name, NULL, nncl_init(&cfg, &ctx));
+    TH_CHECK(name, nncl_profile_kernels(ctx, d, k, 16) == 0); /* no report yet */
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 2, shape, &x));
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 2, shape, &c));
+    TH_OK(name, ctx, nncl_tensor_write(x, ones, 64));
+    TH_OK(name, ctx, nncl_relu(ctx, x, x)); /* builds outside the profile */
+    TH_OK(name, ctx, nncl_profile_start(ctx, d));
+    for (i = 0; i < 3; i++) TH_OK(name, ctx, nncl_relu(ctx, x, x));
+    TH_OK(name, ctx, nncl_gemm(ctx, 0, 0, 1.0f, x, x, 0.0f, c));
+    TH_OK(name, ctx, nncl_profile_stop(ctx, d, &rep));
+    n = nncl_profile_kernels(ctx, d, k, 16);
+    TH_CHECK(name, n >= 2 && n <= 16 && nncl_profile_kernels(ctx, d, NULL, 0) == n);
+    for (i = 0; i < n; i++) {
+        launches += k[i].launches;
+        seconds += k[i].seconds;
+        if (!strcmp(k[i].name, "nncl_relu_f32")) relu = i;
+        if (strstr(k[i].name, "gemm")) gemm = i;
+        TH_CHECK(name, i == 0 || k[i].seconds <= k[i - 1].seconds);
+    }
+    TH_CHECK(name, launches == rep.launches && fabs(seconds - rep.kernel_seconds) <= 1e-9 + 1e-9 * seconds);
+    if (rep.plausible) TH_CHECK(name, relu >= 0 && k[relu].launches == 3 && gemm >= 0);
+    nncl_tensor_free(x);
+    nncl_tensor_free(c);
+    nncl_free(ctx);
+    th_pass("%s (%d kernels%s)", name, n, rep.plausible ? "" : ", timestamps implausible");
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx;
     int d, nd;
@@ -178,6 +223,7 @@ int main(void) {
         static const int sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {128, 128, 784}, {100, 10, 128}};
         size_t s;
         test_transfer(ctx, d);
+        test_profile(d);
         for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             int t;
             for (t = 0; t < 4; t++) test_gemm(ctx, d, sizes[s][0], sizes[s][1], sizes[s][2], t & 1, t >> 1);

@@ -80,6 +80,7 @@ static nncl_status tt_train(nncl_trainer *t, tt_model *m, int from, int steps, i
 }
 
 static int tt_overlap; /* trainers created with overlapped read-back */
+static float tt_clip;  /* their clip_norm */
 
 static nncl_trainer *tt_trainer(nncl_context *ctx, tt_model *m, const int *devs, int nd, const float *shares,
                                 nncl_optimizer opt) {
@@ -92,6 +93,7 @@ static nncl_trainer *tt_trainer(nncl_context *ctx, tt_model *m, const int *devs,
     c.n_devices = nd;
     c.shares = shares;
     c.overlap = tt_overlap;
+    c.optim.clip_norm = tt_clip;
     if (nncl_trainer_create(ctx, m->g, m->loss, &c, &t) != NNCL_OK) return NULL;
     return t;
 }
@@ -311,6 +313,9 @@ int main(int argc, char **argv) {
     test_parallel(ctx, NULL, "measured split", -1);
     test_parallel(ctx, uneven, "uneven split 3:1", -1);
     test_parallel(ctx, even, "device 1 fails at step 4", 4);
+    tt_clip = 0.01f; /* well below the gradient's norm: the host's sum of squares against the device's */
+    test_parallel(ctx, uneven, "uneven split 3:1, gradients clipped", -1);
+    tt_clip = 0;
     tt_overlap = 1;
     test_parallel(ctx, uneven, "uneven split, gradients read back during backward", -1);
     test_parallel(ctx, even, "overlapped read-back, device 1 fails at step 4", 4);

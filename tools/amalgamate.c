@@ -1,9 +1,10 @@
 /* amalgamate.c - build helper: writes dist/nncl.h, the whole library as one
  * single-file header: the public API first, then, under NNCL_IMPLEMENTATION,
  * the internal headers, every source file and the embedded kernel table.
- * usage: amalgamate OUT.h PUBLIC.h KERNELS.c FILE.h|FILE.c...
+ * usage: amalgamate OUT.h PUBLIC.h KERNELS.c FILE.h|FILE.def|FILE.c...
  * Project headers named on the command line are inlined where they are first
- * included and their #include "..." lines are dropped; the sources follow in
+ * included and their #include "..." lines are dropped; X-macro lists
+ * (FILE.def) are inlined at every include, since each expands differently; the sources follow in
  * the order given; KERNELS.c (the output of tools/embed.c) comes last. */
 #include <ctype.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 static const char *am_files[AM_MAX_FILES]; /* project headers that may be inlined */
 static int am_done[AM_MAX_FILES];          /* already inlined (or in progress) */
+static int am_every[AM_MAX_FILES];         /* a .def list: inlined at every include */
 static int am_nfiles;
 static char am_public_base[256];           /* base name of the public header */
 static FILE *am_out;
@@ -59,7 +61,7 @@ static void am_emit_line(const char *line, const char *path, int lineno) {
         if (strcmp(am_base(name), am_public_base) == 0) return; /* already at the top */
         k = am_find(name);
         if (k >= 0) {
-            if (!am_done[k]) am_emit_file(am_files[k]);
+            if (!am_done[k] || am_every[k]) am_emit_file(am_files[k]);
             return;
         }
         fprintf(stderr, "amalgamate: %s:%d: keeping #include \"%s\": not a project header\n", path, lineno, name);
@@ -205,17 +207,33 @@ static const char am_impl_head[] =
     "#if defined(NNCL_IMPLEMENTATION) && !defined(NNCL_IMPLEMENTATION_INCLUDED)\n"
     "#define NNCL_IMPLEMENTATION_INCLUDED\n"
     "/* The public functions above were declared without visibility attributes,\n"
-    " * so they get plain external linkage in the user's translation unit. */\n";
+    " * so they get plain external linkage in the user's translation unit. */\n"
+    "/* The op table's rows are C99 designated initializers naming only the\n"
+    " * fields they set; C++ compilers before C++20 take them as an extension\n"
+    " * and warn about the fields left out. */\n"
+    "#if defined(__cplusplus) && defined(__clang__)\n"
+    "#pragma clang diagnostic push\n"
+    "#pragma clang diagnostic ignored \"-Wpedantic\"\n"
+    "#elif defined(__cplusplus) && defined(__GNUC__)\n"
+    "#pragma GCC diagnostic push\n"
+    "#pragma GCC diagnostic ignored \"-Wmissing-field-initializers\"\n"
+    "#pragma GCC diagnostic ignored \"-Wpedantic\"\n"
+    "#endif\n";
 
 static const char am_impl_tail[] =
-    "\n#endif /* NNCL_IMPLEMENTATION */\n";
+    "\n#if defined(__cplusplus) && defined(__clang__)\n"
+    "#pragma clang diagnostic pop\n"
+    "#elif defined(__cplusplus) && defined(__GNUC__)\n"
+    "#pragma GCC diagnostic pop\n"
+    "#endif\n"
+    "#endif /* NNCL_IMPLEMENTATION */\n";
 
 int main(int argc, char **argv) {
     int i;
     char *sources_text = NULL;
     size_t total = 1;
     if (argc < 4) {
-        fprintf(stderr, "usage: amalgamate OUT.h PUBLIC.h KERNELS.c FILE.h|FILE.c...\n");
+        fprintf(stderr, "usage: amalgamate OUT.h PUBLIC.h KERNELS.c FILE.h|FILE.def|FILE.c...\n");
         return 2;
     }
     if (argc - 4 > AM_MAX_FILES) {
@@ -225,7 +243,8 @@ int main(int argc, char **argv) {
     snprintf(am_public_base, sizeof am_public_base, "%s", am_base(argv[2]));
     for (i = 4; i < argc; i++) {
         size_t n = strlen(argv[i]);
-        if (n > 2 && strcmp(argv[i] + n - 2, ".h") == 0) am_files[am_nfiles++] = argv[i];
+        if (n > 4 && strcmp(argv[i] + n - 4, ".def") == 0) am_every[am_nfiles] = 1;
+        if ((n > 2 && strcmp(argv[i] + n - 2, ".h") == 0) || am_every[am_nfiles]) am_files[am_nfiles++] = argv[i];
     }
     /* all sources as one text, to recognise what the kernel table repeats */
     for (i = 4; i < argc; i++) {
@@ -262,7 +281,7 @@ int main(int argc, char **argv) {
     /* headers first (internal.h leads when it is named first), then sources;
      * a header already pulled in by an include is not repeated */
     for (i = 4; i < argc; i++)
-        if (am_find(argv[i]) >= 0 && !am_done[am_find(argv[i])]) am_emit_file(argv[i]);
+        if (am_find(argv[i]) >= 0 && !am_done[am_find(argv[i])] && !am_every[am_find(argv[i])]) am_emit_file(argv[i]);
     for (i = 4; i < argc; i++)
         if (am_find(argv[i]) < 0) am_emit_file(argv[i]);
     am_emit_kernels(argv[3], sources_text ? sources_text : "");

@@ -1,0 +1,50 @@
+/* common.cl - what every kernel family shares; src/program.c puts this file
+ * in front of each cl/<family>.cl it builds, and passes NNCL_RED_WG (the
+ * largest work-group the reductions are launched with, src/internal.h) as
+ * -D, so that local arrays and the host's launches agree on one number. */
+
+#ifndef NNCL_RED_WG
+#error "NNCL_RED_WG is passed by the host (src/program.c)"
+#endif
+
+/* Kahan-compensated *sum += v: a work-item's running sum over thousands of
+ * elements loses no more than a few float roundings. */
+void nncl_kahan_add(float *sum, float *comp, float v) {
+    float yk = v - *comp, t = *sum + yk;
+    *comp = (t - *sum) - yk;
+    *sum = t;
+}
+
+/* Sum (or, with is_max, maximum) of v over the ny lanes of each of the nx
+ * columns of a work-group, laid out buf[lane * nx + col]; returns the
+ * column's result to every work-item. Every work-item must call it. The tree
+ * pairs lane k with k + ceil(s/2), so ny need not be a power of two, and
+ * summing in a tree keeps the rounding error at log2(ny) steps. Ends with a
+ * barrier: buf may be reused by the next call. */
+float nncl_group_reduce(__local float *buf, float v, int col, int lane, int nx, int ny, int is_max) {
+    int s = ny;
+    buf[lane * nx + col] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    while (s > 1) {
+        int h = (s + 1) >> 1;
+        if (lane < s - h) {
+            float a = buf[lane * nx + col], b = buf[(lane + h) * nx + col];
+            buf[lane * nx + col] = is_max ? fmax(a, b) : a + b;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        s = h;
+    }
+    v = buf[col];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}
+
+/* The sum of v over a 1-D work-group, returned to every work-item. */
+float nncl_group_sum(__local float *buf, float v) {
+    return nncl_group_reduce(buf, v, 0, (int)get_local_id(0), 1, (int)get_local_size(0), 0);
+}
+
+/* The maximum of v over a 1-D work-group, returned to every work-item. */
+float nncl_group_max(__local float *buf, float v) {
+    return nncl_group_reduce(buf, v, 0, (int)get_local_id(0), 1, (int)get_local_size(0), 1);
+}
