@@ -273,6 +273,11 @@ NNCL_API nncl_node *nncl_op_leaky_relu(nncl_graph *g, nncl_node *x, float slope)
 NNCL_API nncl_node *nncl_op_sigmoid(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_op_tanh(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_op_gelu(nncl_graph *g, nncl_node *x);
+/* PyTorch's GELU(approximate='tanh'), SiLU, ELU(alpha) (its default alpha is 1), Softplus() */
+NNCL_API nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x); /* x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
+NNCL_API nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x); /* x sigmoid(x) */
+NNCL_API nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha); /* x > 0 ? x : alpha (exp(x) - 1) */
+NNCL_API nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x); /* log(1 + exp(x)); x where x > 20 */
 /* Over the last dimension. */
 NNCL_API nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x);

@@ -480,6 +480,16 @@ nncl_status nncl_dataset_standardize(nncl_dataset *ds, const float *mean, const 
             return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT,
                               "nncl_dataset_standardize: feature %zu has mean %g and std %g", j, (double)mean[j],
                               (double)std[j]);
+    /* every result is checked before any is written: a std so small that a
+     * value overflows leaves the data as it was */
+    for (i = 0; i < ds->n; i++)
+        for (j = 0; j < ds->d; j++) {
+            float v = (ds->x[i * ds->d + j] - mean[j]) / std[j];
+            if (!isfinite(v))
+                return nncl__fail(NULL, NNCL_ERR_NUMERIC,
+                                  "nncl_dataset_standardize: sample %zu, feature %zu: (%g - %g) / %g is not finite; "
+                                  "data unchanged", i, j, (double)ds->x[i * ds->d + j], (double)mean[j], (double)std[j]);
+        }
     for (i = 0; i < ds->n; i++)
         for (j = 0; j < ds->d; j++) {
             float *v = &ds->x[i * ds->d + j];
@@ -495,6 +505,10 @@ nncl_status nncl_dataset_scale(nncl_dataset *ds, float scale, float shift) {
         return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_scale: scale %g, shift %g", (double)scale,
                           (double)shift);
     nd = ds->n * ds->d;
+    for (i = 0; i < nd; i++) /* checked before any is written, as in standardize */
+        if (!isfinite(ds->x[i] * scale + shift))
+            return nncl__fail(NULL, NNCL_ERR_NUMERIC, "nncl_dataset_scale: sample %zu: %g * %g + %g is not finite; data unchanged",
+                              i / (ds->d ? ds->d : 1), (double)ds->x[i], (double)scale, (double)shift);
     for (i = 0; i < nd; i++) ds->x[i] = ds->x[i] * scale + shift;
     return NNCL_OK;
 }

@@ -40,10 +40,32 @@ static nncl_status eager_kernel(nncl_context *ctx, const nncl_tensor *x, const c
     return NNCL_OK;
 }
 
-static nncl_status eager_same_numel(nncl_context *ctx, const char *fn, const nncl_tensor *x, const char *xname,
+/* "[2,3]" into buf. */
+static const char *eager_shape_str(const nncl_tensor *t, char *buf, size_t len) {
+    size_t used = 0;
+    int i;
+    buf[0] = 0;
+    for (i = 0; i < t->ndim && used + 16 < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "," : "[", t->shape[i]);
+    if (used + 2 < len) snprintf(buf + used, len - used, t->ndim ? "]" : "[]");
+    return buf;
+}
+
+static int eager_shape_eq(const nncl_tensor *a, const nncl_tensor *b) {
+    int i;
+    if (a->ndim != b->ndim) return 0;
+    for (i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+/* out must have x's shape (not merely as many elements), as the header says. */
+static nncl_status eager_same_shape(nncl_context *ctx, const char *fn, const nncl_tensor *x, const char *xname,
                                     const nncl_tensor *out) {
-    if (out->numel != x->numel)
-        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out has %zu elements, %s has %zu", fn, out->numel, xname, x->numel);
+    char s1[64], s2[64];
+    if (!eager_shape_eq(out, x))
+        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out is %s, %s is %s", fn, eager_shape_str(out, s1, sizeof s1),
+                          xname, eager_shape_str(x, s2, sizeof s2));
     return NNCL_OK;
 }
 
@@ -52,11 +74,13 @@ static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *k
     nncl__args args;
     int cols;
     NNCL_TRY(eager_check(ctx, fn, a, "a", b, 1, out));
-    NNCL_TRY(eager_same_numel(ctx, fn, a, "a", out));
+    NNCL_TRY(eager_same_shape(ctx, fn, a, "a", out));
     cols = a->shape[a->ndim - 1];
-    if (b->numel != a->numel && !(b->ndim == 1 && b->shape[0] == cols))
-        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b has %zu elements; it must match a (%zu) or be a row vector [%d]",
-                          fn, b->numel, a->numel, cols);
+    if (!eager_shape_eq(a, b) && !(b->ndim == 1 && b->shape[0] == cols)) {
+        char s1[64], s2[64];
+        return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b is %s; it must have a's shape %s or be a row vector [%d]", fn,
+                          eager_shape_str(b, s1, sizeof s1), eager_shape_str(a, s2, sizeof s2), cols);
+    }
     NNCL_TRY(eager_kernel(ctx, a, "elementwise", kernel, &args));
     nncl__arg_mem(&args, b->mem);
     nncl__arg_int(&args, 0);
@@ -72,7 +96,7 @@ static nncl_status eager_unary(nncl_context *ctx, const char *fn, const char *ke
                                const float *param, nncl_tensor *out) {
     nncl__args args;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
-    NNCL_TRY(eager_same_numel(ctx, fn, x, "x", out));
+    NNCL_TRY(eager_same_shape(ctx, fn, x, "x", out));
     NNCL_TRY(eager_kernel(ctx, x, "elementwise", kernel, &args));
     nncl__arg_mem(&args, out->mem);
     nncl__arg_int(&args, 0);
@@ -87,7 +111,7 @@ static nncl_status eager_softmax(nncl_context *ctx, const char *fn, const char *
     nncl__args args;
     size_t cols;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
-    NNCL_TRY(eager_same_numel(ctx, fn, x, "x", out));
+    NNCL_TRY(eager_same_shape(ctx, fn, x, "x", out));
     cols = (size_t)x->shape[x->ndim - 1];
     NNCL_TRY(eager_kernel(ctx, x, "softmax", kernel, &args));
     nncl__arg_mem(&args, out->mem);

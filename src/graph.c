@@ -51,6 +51,14 @@ const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len) {
     return buf;
 }
 
+int nncl__same_shape(const nncl_node *a, const nncl_node *b) {
+    int i;
+    if (a->batched != b->batched || a->ndim != b->ndim) return 0;
+    for (i = a->batched ? 1 : 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
 size_t nncl__numel(const nncl_node *n, int batch) {
     return n->batched ? n->sample_numel * (size_t)batch : n->sample_numel;
 }

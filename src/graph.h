@@ -88,6 +88,7 @@ typedef struct nncl__opdef {
     /* Adds to gin[i] (NULL where not needed) given gout. */
     void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                          const double *gout, double *const *gin, double *aux);
+    const void *impl;          /* what the family's shared functions read for this op */
 } nncl__opdef;
 
 /* The table, indexed by nncl__op and generated from ops.def (ops_table.c);
@@ -116,6 +117,9 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
 /* "[B,3,28,28]" style text of a node's shape for messages. */
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
 size_t nncl__numel(const nncl_node *n, int batch);
+/* Whether a and b have the same shape: both batched or neither, the same
+ * dimensions (the batch apart), not merely as many elements. */
+int nncl__same_shape(const nncl_node *a, const nncl_node *b);
 
 /* ------------------------------------------------------------- execution */
 

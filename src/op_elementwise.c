@@ -31,7 +31,7 @@ static nncl_status ew_binary_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *a = n->in[0], *b = n->in[1];
     char s1[64], s2[64];
     int cols = a->shape[a->ndim - 1];
-    if (!(b->batched == a->batched && b->sample_numel == a->sample_numel) &&
+    if (!nncl__same_shape(a, b) &&
         !(!b->batched && b->ndim == 1 && b->shape[0] == cols))
         return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": b %s is neither a's shape %s nor a vector [%d]",
                                  nncl__opdef_get(n->op)->name, n->name, nncl__shape_str(b, s1, sizeof s1),
@@ -152,93 +152,113 @@ static void ew_binary_ref_backward(const nncl_node *n, const nncl__refctx *r, co
 
 /* ------------------------------------------------------------- unary */
 
-static const char *ew_forward_kernel(nncl__op op) {
-    switch (op) {
-    case NNCL_OP_SCALE: return "nncl_scale_f32";
-    case NNCL_OP_RELU: return "nncl_relu_f32";
-    case NNCL_OP_LEAKY_RELU: return "nncl_leaky_relu_f32";
-    case NNCL_OP_SIGMOID: return "nncl_sigmoid_f32";
-    case NNCL_OP_TANH: return "nncl_tanh_f32";
-    default: return "nncl_gelu_f32";
-    }
+/* A unary op, all in one row (EW_UNARY below): its kernels in
+ * cl/elementwise.cl, nncl_<op>_f32 (x, y, n[, p]) and
+ * nncl_<op>_backward_f32 (dy, v, dx, n[, p], acc), where v is the op's
+ * output when its row reads NNCL_BW_OUTPUT and its input otherwise; and its
+ * maths in double for the reference: y = f(x, p) and dy/dx = df(x, y, p).
+ * p is the node's fattr[0] (scale's alpha, leaky relu's slope, elu's alpha),
+ * passed to the kernels when has_p is set. */
+typedef struct ew_unary_def {
+    const char *forward, *backward;
+    int has_p;
+    double (*f)(double x, double p);
+    double (*df)(double x, double y, double p);
+} ew_unary_def;
+
+static const ew_unary_def *ew_unary_of(const nncl_node *n) {
+    return (const ew_unary_def *)nncl__opdef_get(n->op)->impl;
 }
 
-static int ew_has_param(nncl__op op) { return op == NNCL_OP_SCALE || op == NNCL_OP_LEAKY_RELU; }
-
 static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
+    const ew_unary_def *u = ew_unary_of(n);
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, "elementwise", ew_forward_kernel(n->op), &a));
+    NNCL_TRY(nncl__kbegin(x, "elementwise", u->forward, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, (int)count);
-    if (ew_has_param(n->op)) nncl__arg_float(&a, n->fattr[0]);
+    if (u->has_p) nncl__arg_float(&a, n->fattr[0]);
     return nncl__launch_1d(&a, x->dev, count);
 }
 
 static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
+    const ew_unary_def *u = ew_unary_of(n);
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    int acc;
-    const char *k;
-    nncl__view v;
+    int acc, from_y = nncl__opdef_get(n->op)->bw_reads == NNCL_BW_OUTPUT;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     acc = nncl__grad_accumulate(x, n, 0);
-    if (n->op == NNCL_OP_SCALE) return ew_axpy(x, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
-    switch (n->op) {
-    case NNCL_OP_RELU: k = "nncl_relu_backward_f32"; v = nncl__val(x, n); break;
-    case NNCL_OP_SIGMOID: k = "nncl_sigmoid_backward_f32"; v = nncl__val(x, n); break;
-    case NNCL_OP_TANH: k = "nncl_tanh_backward_f32"; v = nncl__val(x, n); break;
-    case NNCL_OP_LEAKY_RELU: k = "nncl_leaky_relu_backward_f32"; v = nncl__val(x, n->in[0]); break;
-    default: k = "nncl_gelu_backward_f32"; v = nncl__val(x, n->in[0]); break;
-    }
-    NNCL_TRY(nncl__kbegin(x, "elementwise", k, &a));
+    if (!u->backward) /* linear: dx (+)= p dy */
+        return ew_axpy(x, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
+    NNCL_TRY(nncl__kbegin(x, "elementwise", u->backward, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, v);
+    nncl__arg_view(&a, nncl__val(x, from_y ? n : n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
     nncl__arg_int(&a, (int)count);
-    if (n->op == NNCL_OP_LEAKY_RELU) nncl__arg_float(&a, n->fattr[0]);
+    if (u->has_p) nncl__arg_float(&a, n->fattr[0]);
     nncl__arg_int(&a, acc);
     return nncl__launch_1d(&a, x->dev, count);
 }
 
-static double ew_gelu(double v) { return 0.5 * v * erfc(-v / sqrt(2.0)); }
-
 static void ew_unary_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                                  double *aux) {
+    const ew_unary_def *u = ew_unary_of(n);
     size_t count = nncl__numel(n, r->batch), i;
     (void)aux;
-    for (i = 0; i < count; i++) {
-        double v = in[0][i];
-        switch (n->op) {
-        case NNCL_OP_SCALE: out[i] = n->fattr[0] * v; break;
-        case NNCL_OP_RELU: out[i] = v < 0 ? 0 : v; break;
-        case NNCL_OP_LEAKY_RELU: out[i] = v < 0 ? n->fattr[0] * v : v; break;
-        case NNCL_OP_SIGMOID: out[i] = 1 / (1 + exp(-v)); break;
-        case NNCL_OP_TANH: out[i] = tanh(v); break;
-        default: out[i] = ew_gelu(v); break;
-        }
-    }
+    for (i = 0; i < count; i++) out[i] = u->f(in[0][i], n->fattr[0]);
 }
 
 static void ew_unary_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in,
                                   const double *out, const double *gout, double *const *gin, double *aux) {
+    const ew_unary_def *u = ew_unary_of(n);
     size_t count = nncl__numel(n, r->batch), i;
     (void)aux;
     if (!gin[0]) return;
-    for (i = 0; i < count; i++) {
-        double v = in[0][i], y = out[i], d;
-        switch (n->op) {
-        case NNCL_OP_SCALE: d = n->fattr[0]; break;
-        case NNCL_OP_RELU: d = y > 0; break;
-        case NNCL_OP_LEAKY_RELU: d = v > 0 ? 1 : n->fattr[0]; break;
-        case NNCL_OP_SIGMOID: d = y * (1 - y); break;
-        case NNCL_OP_TANH: d = 1 - y * y; break;
-        default: d = 0.5 * erfc(-v / sqrt(2.0)) + v * exp(-0.5 * v * v) / sqrt(2 * 3.14159265358979323846); break;
-        }
-        gin[0][i] += gout[i] * d;
-    }
+    for (i = 0; i < count; i++) gin[0][i] += gout[i] * u->df(in[0][i], out[i], n->fattr[0]);
 }
+
+/* The maths of each unary op in double, PyTorch's definitions. Comparisons
+ * are written so that a NaN input gives a NaN, as in PyTorch. */
+#define EW_PI 3.14159265358979323846
+static double ew_scale(double x, double p) { return p * x; }
+static double ew_scale_d(double x, double y, double p) { (void)x; (void)y; return p; }
+static double ew_relu(double x, double p) { (void)p; return x < 0 ? 0 : x; }
+static double ew_relu_d(double x, double y, double p) { (void)x; (void)p; return y > 0; }
+static double ew_leaky_relu(double x, double p) { return x < 0 ? p * x : x; }
+static double ew_leaky_relu_d(double x, double y, double p) { (void)y; return x > 0 ? 1 : p; }
+static double ew_sigmoid(double x, double p) { (void)p; return 1 / (1 + exp(-x)); }
+static double ew_sigmoid_d(double x, double y, double p) { (void)x; (void)p; return y * (1 - y); }
+static double ew_tanh(double x, double p) { (void)p; return tanh(x); }
+static double ew_tanh_d(double x, double y, double p) { (void)x; (void)p; return 1 - y * y; }
+/* erf form; erfc(-x/sqrt 2) rather than 1 + erf(x/sqrt 2): no cancellation */
+static double ew_gelu(double x, double p) { (void)p; return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double ew_gelu_d(double x, double y, double p) {
+    (void)y; (void)p;
+    return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * EW_PI);
+}
+/* tanh form (approximate='tanh'): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static double ew_gelu_tanh(double x, double p) {
+    (void)p;
+    return 0.5 * x * (1 + tanh(sqrt(2 / EW_PI) * (x + 0.044715 * x * x * x)));
+}
+static double ew_gelu_tanh_d(double x, double y, double p) {
+    double t = tanh(sqrt(2 / EW_PI) * (x + 0.044715 * x * x * x));
+    (void)y; (void)p;
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * sqrt(2 / EW_PI) * (1 + 3 * 0.044715 * x * x);
+}
+static double ew_silu(double x, double p) { (void)p; return x / (1 + exp(-x)); }
+static double ew_silu_d(double x, double y, double p) {
+    double s = 1 / (1 + exp(-x));
+    (void)y; (void)p;
+    return s * (1 + x * (1 - s));
+}
+static double ew_elu(double x, double p) { return x > 0 ? x : p * expm1(x); }
+static double ew_elu_d(double x, double y, double p) { (void)y; return x > 0 ? 1 : p * exp(x); }
+/* beta 1, threshold 20 (PyTorch's defaults): linear above the threshold */
+static double ew_softplus(double x, double p) { (void)p; return x > 20 ? x : log1p(exp(x)); }
+static double ew_softplus_d(double x, double y, double p) { (void)y; (void)p; return x > 20 ? 1 : 1 / (1 + exp(-x)); }
+#undef EW_PI
 
 /* ------------------------------------------------------------- softmax */
 
@@ -301,21 +321,35 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
 #define EW_BINARY(NAME)                                                                                     \
     {.name = NAME, .shape = ew_binary_shape, .forward = ew_binary_forward, .backward = ew_binary_backward,    \
      .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward, .ref_backward = ew_binary_ref_backward}
-#define EW_UNARY(NAME, READS)                                                                               \
-    {.name = NAME, .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,       \
-     .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward}
+/* One unary op: its row in the op table and its ew_unary_def, kernels named
+ * after the op. HAS_P: the kernels take fattr[0]. */
+#define EW_UNARY(NAME, READS, HAS_P)                                                                        \
+    static const ew_unary_def ew_def_##NAME = {"nncl_" #NAME "_f32", "nncl_" #NAME "_backward_f32", HAS_P,  \
+                                               ew_##NAME, ew_##NAME##_d};                                   \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME, .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,  \
+        .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,       \
+        .impl = &ew_def_##NAME};
 #define EW_SOFTMAX(NAME)                                                                                    \
     {.name = NAME, .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,   \
      .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward, .ref_backward = ew_softmax_ref_backward}
 const nncl__opdef nncl__opdef_add = EW_BINARY("add");
 const nncl__opdef nncl__opdef_sub = EW_BINARY("sub");
 const nncl__opdef nncl__opdef_mul = EW_BINARY("mul");
-const nncl__opdef nncl__opdef_scale = EW_UNARY("scale", 0);
-const nncl__opdef nncl__opdef_relu = EW_UNARY("relu", NNCL_BW_OUTPUT);
-const nncl__opdef nncl__opdef_leaky_relu = EW_UNARY("leaky_relu", NNCL_BW_INPUTS);
-const nncl__opdef nncl__opdef_sigmoid = EW_UNARY("sigmoid", NNCL_BW_OUTPUT);
-const nncl__opdef nncl__opdef_tanh = EW_UNARY("tanh", NNCL_BW_OUTPUT);
-const nncl__opdef nncl__opdef_gelu = EW_UNARY("gelu", NNCL_BW_INPUTS);
+/* scale's backward is an axpy with alpha (no kernel of its own) */
+static const ew_unary_def ew_def_scale = {"nncl_scale_f32", NULL, 1, ew_scale, ew_scale_d};
+const nncl__opdef nncl__opdef_scale = {.name = "scale", .shape = ew_unary_shape, .forward = ew_unary_forward,
+                                       .backward = ew_unary_backward, .ref_forward = ew_unary_ref_forward,
+                                       .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale};
+EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
+EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
+EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)
+EW_UNARY(tanh, NNCL_BW_OUTPUT, 0)
+EW_UNARY(gelu, NNCL_BW_INPUTS, 0)
+EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
+EW_UNARY(silu, NNCL_BW_INPUTS, 0)
+EW_UNARY(elu, NNCL_BW_INPUTS, 1)
+EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
 const nncl__opdef nncl__opdef_softmax = EW_SOFTMAX("softmax");
 const nncl__opdef nncl__opdef_log_softmax = EW_SOFTMAX("log_softmax");
 #undef EW_BINARY
@@ -346,5 +380,9 @@ nncl_node *nncl_op_leaky_relu(nncl_graph *g, nncl_node *x, float slope) {
 nncl_node *nncl_op_sigmoid(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SIGMOID, x, 0); }
 nncl_node *nncl_op_tanh(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_TANH, x, 0); }
 nncl_node *nncl_op_gelu(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_GELU, x, 0); }
+nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_GELU_TANH, x, 0); }
+nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SILU, x, 0); }
+nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha) { return ew_unary(g, NNCL_OP_ELU, x, alpha); }
+nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SOFTPLUS, x, 0); }
 nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SOFTMAX, x, 0); }
 nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_LOG_SOFTMAX, x, 0); }

@@ -27,7 +27,7 @@ static void loss_scalar(nncl_node *n) {
 
 static nncl_status loss_same_shape(nncl_graph *g, nncl_node *n) {
     char s1[64], s2[64];
-    if (n->in[0]->sample_numel != n->in[1]->sample_numel || n->in[0]->batched != n->in[1]->batched)
+    if (!nncl__same_shape(n->in[0], n->in[1]))
         return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": prediction %s and target %s differ",
                                  nncl__opdef_get(n->op)->name, n->name, nncl__shape_str(n->in[0], s1, sizeof s1),
                                  nncl__shape_str(n->in[1], s2, sizeof s2));

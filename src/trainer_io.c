@@ -248,6 +248,9 @@ static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
     meta[2] = "nncl.tracked"; meta[3] = tracked;
     meta[4] = NULL;
     st = NNCL_OK;
+    if (checkpoint) {
+        meta[4] = "nncl.optimizer"; meta[5] = kind; meta[6] = NULL;
+    }
     if (checkpoint && t->opt_floats) {
         nncl_safetensors_entry *e = &w.e[w.n++];
         int i = nncl__trainer_first_alive(t);
@@ -255,7 +258,6 @@ static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
         e->ndim = 1;
         e->shape[0] = (int64_t)t->opt_floats;
         e->data = w.extra;
-        meta[4] = "nncl.optimizer"; meta[5] = kind; meta[6] = NULL;
         if (clEnqueueReadBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4, w.extra, 0,
                                 NULL, NULL) != CL_SUCCESS)
             st = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "reading the optimizer state failed");
@@ -270,6 +272,47 @@ static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
 
 nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return io_save(t, path, 0); }
 nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) { return io_save(t, path, 1); }
+
+/* Counts in a checkpoint are at most 2^53: exact in a double (the learning
+ * rate schedules compute in double) and far from overflowing a step. */
+#define IO_COUNT_MAX ((int64_t)1 << 53)
+
+/* Metadata key of st as a whole decimal number in 0..IO_COUNT_MAX (only
+ * digits: no sign, space or suffix); NNCL_ERR_FORMAT naming the field. */
+static nncl_status io_meta_count(nncl_trainer *t, const nncl_safetensors *st, const char *path, const char *key,
+                                 int64_t *out) {
+    const char *v = nncl_safetensors_meta(st, key);
+    int64_t x = 0;
+    size_t k;
+    if (!v) return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: not a checkpoint (no %s)", path, key);
+    for (k = 0; v[k]; k++) {
+        if (v[k] < '0' || v[k] > '9' || x > IO_COUNT_MAX) break;
+        x = x * 10 + (v[k] - '0');
+    }
+    if (k == 0 || v[k] || x > IO_COUNT_MAX)
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: %s = \"%.40s\" is not a whole number in 0..2^53", path, key, v);
+    *out = x;
+    return NNCL_OK;
+}
+
+/* The optimizer a checkpoint was written by must be the trainer's, with
+ * state of the same size: another optimizer's state would be taken for
+ * this one's (SGD momentum as RMSprop's square average). */
+static nncl_status io_check_optimizer(nncl_trainer *t, const nncl_safetensors *st, const char *path) {
+    const char *v = nncl_safetensors_meta(st, "nncl.optimizer");
+    int have = nncl_safetensors_find(st, "nncl.optimizer_state") >= 0;
+    char want[16];
+    snprintf(want, sizeof want, "%d", (int)t->cfg.optim.kind);
+    if (!v && t->opt_floats)
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.optimizer is missing (which optimizer wrote the state?)", path);
+    if (v && strcmp(v, want) != 0)
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.optimizer = \"%.40s\", but the trainer's optimizer is %s",
+                          path, v, want);
+    if (have && !t->opt_floats)
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
+                          "%s: nncl.optimizer_state is present, but the trainer's optimizer keeps no state", path);
+    return NNCL_OK;
+}
 
 static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
     nncl_safetensors *st = NULL;
@@ -298,17 +341,19 @@ static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
         else memcpy((float *)w.e[i].data, data, count * sizeof(float));
     }
     if (s == NNCL_OK && checkpoint) {
-        const char *step = nncl_safetensors_meta(st, "nncl.step"), *tracked = nncl_safetensors_meta(st, "nncl.tracked");
-        const float *data;
-        int64_t shape[1];
+        const float *data = NULL;
+        int64_t shape[1], step = 0, tracked = 0;
         shape[0] = (int64_t)t->opt_floats;
-        if (!step || !tracked) s = nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: not a checkpoint (no nncl.step)", path);
-        else if (t->opt_floats && (s = nncl_safetensors_expect(st, "nncl.optimizer_state", 1, shape, &data)) != NNCL_OK)
-            nncl__fail(t->ctx, s, "%s (a checkpoint of another optimizer?)", nncl_last_error(NULL));
+        s = io_meta_count(t, st, path, "nncl.step", &step);
+        if (s == NNCL_OK) s = io_meta_count(t, st, path, "nncl.tracked", &tracked);
+        if (s == NNCL_OK) s = io_check_optimizer(t, st, path);
+        if (s == NNCL_OK && t->opt_floats &&
+            (s = nncl_safetensors_expect(st, "nncl.optimizer_state", 1, shape, &data)) != NNCL_OK)
+            nncl__fail(t->ctx, s, "%s (a checkpoint of another optimizer configuration?)", nncl_last_error(NULL));
         if (s == NNCL_OK) {
             if (t->opt_floats) memcpy(w.extra, data, t->opt_floats * sizeof(float));
-            t->step = strtoll(step, NULL, 10);
-            t->tracked = strtoll(tracked, NULL, 10);
+            t->step = step;
+            t->tracked = tracked;
         }
     }
     if (s == NNCL_OK) s = nncl__trainer_upload(t, w.params, w.state);
@@ -323,3 +368,4 @@ static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
 
 nncl_status nncl_trainer_load(nncl_trainer *t, const char *path) { return io_load(t, path, 0); }
 nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path) { return io_load(t, path, 1); }
+#undef IO_COUNT_MAX

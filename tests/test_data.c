@@ -671,6 +671,15 @@ static int test_standardize(void) {
     CHECK(T, fabs(x[3] - (2 * (1 - 5) / s + 1)) < 1e-5);
     sd[1] = 0;
     CHECK_ERR(T, nncl_dataset_standardize(te, mean, sd), NNCL_ERR_INVALID_ARGUMENT, "feature 1");
+    { /* results that overflow to Inf are refused and the data stays as it was */
+        float keep[12];
+        memcpy(keep, x, sizeof keep);
+        CHECK_ERR(T, nncl_dataset_scale(te, 3e38f, 0), NNCL_ERR_NUMERIC, "not finite");
+        CHECK(T, memcmp(keep, x, sizeof keep) == 0);
+        sd[1] = 1e-38f;
+        CHECK_ERR(T, nncl_dataset_standardize(te, mean, sd), NNCL_ERR_NUMERIC, "feature 1");
+        CHECK(T, memcmp(keep, x, sizeof keep) == 0);
+    }
     nncl_dataset_free(tr);
     nncl_dataset_free(te);
     return 0;

@@ -13,6 +13,7 @@ typedef struct err_fx {
     int other;              /* a second device of ctx, or -1 */
     nncl_tensor *a, *b, *out;     /* [2,3]: the add that must keep working */
     nncl_tensor *row, *v2, *out4, *x3, *so, *c22, *c33;
+    nncl_tensor *t32; /* [3,2]: as many elements as a, another shape */
     nncl_tensor *a2;        /* [2,3] of the second context */
     nncl_tensor *ad;        /* [2,3] on the second device (NULL without one) */
     nncl_tensor *tmp;       /* out-pointers the rows hand over */
@@ -42,7 +43,8 @@ static nncl_status err_scale(nncl_context *ctx, const nncl_tensor *x, nncl_tenso
     X(P##_ctx, NNCL_ERR_INVALID_ARGUMENT, ERR_THREAD, NAME ": ctx", 0, fn(NULL, f->a, f->out))                   \
     X(P##_x, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor argument x", 0, fn(f->ctx, NULL, f->out))        \
     X(P##_out, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor argument out", 0, fn(f->ctx, f->a, NULL))      \
-    X(P##_shape, NNCL_ERR_SHAPE, ERR_CTX, NAME ": out has 4", 0, fn(f->ctx, f->a, f->out4))                      \
+    X(P##_shape, NNCL_ERR_SHAPE, ERR_CTX, NAME ": out is [2,2], x is [2,3]", 0, fn(f->ctx, f->a, f->out4))        \
+    X(P##_shape6, NNCL_ERR_SHAPE, ERR_CTX, NAME ": out is [3,2], x is [2,3]", 0, fn(f->ctx, f->a, f->t32))        \
     X(P##_ctx2x, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor x belongs to another context", 0,            \
       fn(f->ctx, f->a2, f->out))                                                                                 \
     X(P##_ctx2o, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor out belongs to another context", 0,          \
@@ -56,8 +58,12 @@ static nncl_status err_scale(nncl_context *ctx, const nncl_tensor *x, nncl_tenso
     X(P##_b, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor argument b", 0, fn(f->ctx, f->a, NULL, f->out))  \
     X(P##_out, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor argument out", 0,                              \
       fn(f->ctx, f->a, f->b, NULL))                                                                              \
-    X(P##_bshape, NNCL_ERR_SHAPE, ERR_CTX, NAME ": b has 2 elements", 0, fn(f->ctx, f->a, f->v2, f->out))        \
-    X(P##_oshape, NNCL_ERR_SHAPE, ERR_CTX, NAME ": out has 4", 0, fn(f->ctx, f->a, f->b, f->out4))               \
+    X(P##_bshape, NNCL_ERR_SHAPE, ERR_CTX, NAME ": b is [2]; it must have a's shape [2,3]", 0,                   \
+      fn(f->ctx, f->a, f->v2, f->out))                                                                           \
+    X(P##_bshape6, NNCL_ERR_SHAPE, ERR_CTX, NAME ": b is [3,2]; it must have a's shape [2,3]", 0,                \
+      fn(f->ctx, f->a, f->t32, f->out))                                                                          \
+    X(P##_oshape, NNCL_ERR_SHAPE, ERR_CTX, NAME ": out is [2,2], a is [2,3]", 0, fn(f->ctx, f->a, f->b, f->out4)) \
+    X(P##_oshape6, NNCL_ERR_SHAPE, ERR_CTX, NAME ": out is [3,2], a is [2,3]", 0, fn(f->ctx, f->a, f->b, f->t32)) \
     X(P##_ctx2, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensor b belongs to another context", 0,             \
       fn(f->ctx, f->a, f->a2, f->out))                                                                           \
     X(P##_dev, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, NAME ": tensors are on different devices", ERR_OTHER,         \
@@ -336,6 +342,7 @@ static int err_setup(err_fx *f) {
         err_tensor(f, f->ctx, 0, 1, 2, 1, 1, &f->v2) || err_tensor(f, f->ctx, 0, 2, 2, 2, 1, &f->out4) ||
         err_tensor(f, f->ctx, 0, 3, 2, 3, 1, &f->x3) || err_tensor(f, f->ctx, 0, 1, 3, 1, 1, &f->so) ||
         err_tensor(f, f->ctx, 0, 2, 2, 2, 1, &f->c22) || err_tensor(f, f->ctx, 0, 2, 3, 3, 1, &f->c33) ||
+        err_tensor(f, f->ctx, 0, 2, 3, 2, 1, &f->t32) ||
         err_tensor(f, f->ctx2, 0, 2, 2, 3, 1, &f->a2) ||
         (f->other >= 0 && err_tensor(f, f->ctx, f->other, 2, 2, 3, 1, &f->ad)))
         return 1;
@@ -350,7 +357,7 @@ static void err_teardown(err_fx *f) {
     nncl_tensor *ts[13];
     int i;
     ts[0] = f->a, ts[1] = f->b, ts[2] = f->out, ts[3] = f->row, ts[4] = f->v2, ts[5] = f->out4, ts[6] = f->x3;
-    ts[7] = f->so, ts[8] = f->c22, ts[9] = f->c33, ts[10] = f->a2, ts[11] = f->ad, ts[12] = NULL;
+    ts[7] = f->so, ts[8] = f->c22, ts[9] = f->c33, ts[10] = f->a2, ts[11] = f->ad, ts[12] = f->t32;
     for (i = 0; i < 13; i++) nncl_tensor_free(ts[i]);
     nncl_free(f->ctx2);
     nncl_free(f->ctx);

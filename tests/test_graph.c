@@ -126,10 +126,33 @@ static int check_reuse(nncl_context *ctx) {
     return 0;
 }
 
+/* Shapes are compared whole, not by element count: [B,4,5] and [B,5,4]
+ * (20 elements each) are refused by the elementwise ops and the losses
+ * with both shapes named; b as a row vector [5] of a [B,4,5] still works. */
+static int check_full_shapes(nncl_context *ctx) {
+    const char *name = "elementwise ops and losses compare whole shapes, not element counts";
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    int s45[2] = {4, 5}, s54[2] = {5, 4}, s20[1] = {20}, s5[1] = {5};
+    nncl_node *a = nncl_input(g, "a", 2, s45), *b = nncl_input(g, "b", 2, s54), *flat = nncl_input(g, "flat", 1, s20);
+    nncl_node *v = nncl_param(g, "v", 1, s5, NNCL_INIT_ZEROS, 0);
+    TH_CHECK(name, a && b && flat && v);
+    TH_CHECK(name, nncl_op_add(g, a, b) == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "[B,5,4]") && strstr(nncl_last_error(ctx), "[B,4,5]"));
+    TH_CHECK(name, nncl_op_sub(g, a, b) == NULL && nncl_op_mul(g, a, b) == NULL);
+    TH_CHECK(name, nncl_mse(g, a, flat) == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "[B,4,5]") && strstr(nncl_last_error(ctx), "[B,20]"));
+    TH_CHECK(name, nncl_bce_with_logits(g, a, flat) == NULL && nncl_bce_with_logits(g, a, b) == NULL);
+    TH_CHECK(name, nncl_op_add(g, a, v) != NULL && nncl_op_mul(g, a, a) != NULL && nncl_mse(g, a, a) != NULL);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     if (!ctx) return th_exit_code();
     check_errors(ctx);
+    check_full_shapes(ctx);
     check_reuse(ctx);
     check_linear_ce(ctx, 1, 1, 2, 1, NNCL_ACT_NONE);
     check_linear_ce(ctx, 7, 13, 10, 1, NNCL_ACT_NONE);

@@ -2,7 +2,8 @@
  * model saved by PyTorch (tests/data/torch_mlp.safetensors, made by
  * make_torch_model.py) loads into nncl and gives PyTorch's logits on every
  * device; a saved model loads back bit for bit; a file of another shape is
- * refused and changes nothing; frozen parameters stay as they were. */
+ * refused and changes nothing; frozen parameters stay as they were; a
+ * checkpoint's metadata (step, batches tracked, optimizer) is checked. */
 #include "harness.h"
 #include "trainer.h"
 #include <math.h>
@@ -16,9 +17,12 @@ typedef struct tio_model {
     nncl_trainer *t;
 } tio_model;
 
+static nncl_optim_config tio_optim; /* kind 0 (SGD) with lr 0: the default, Adam */
+
 static int tio_build(nncl_context *ctx, int d, int hidden, tio_model *m, int freeze_fc1) {
     int in[1] = {6};
     nncl_train_config c = nncl_train_default();
+    if (tio_optim.lr > 0) c.optim = tio_optim;
     m->g = nncl_graph_create(ctx, 3);
     m->x = nncl_input(m->g, "x", 1, in);
     m->y = nncl_input(m->g, "y", 0, NULL);
@@ -122,6 +126,73 @@ static int test_freeze(nncl_context *ctx) {
     return 0;
 }
 
+/* Copies checkpoint src to dst with metadata key set to value. */
+static int tio_rewrite(const char *src, const char *dst, const char *key, const char *value) {
+    nncl_safetensors *st = NULL;
+    nncl_safetensors_entry e[16];
+    const char *meta[33];
+    int i, n, k = 0;
+    if (nncl_safetensors_load(src, &st) != NNCL_OK) return 1;
+    n = nncl_safetensors_count(st);
+    for (i = 0; i < n && i < 16; i++) nncl_safetensors_get(st, i, &e[i]);
+    for (i = 0; i < nncl_safetensors_meta_count(st) && k < 30; i++) {
+        nncl_safetensors_meta_at(st, i, &meta[k], &meta[k + 1]);
+        if (strcmp(meta[k], key) == 0) meta[k + 1] = value;
+        k += 2;
+    }
+    meta[k] = NULL;
+    i = nncl_safetensors_save(dst, e, n, meta) != NNCL_OK;
+    nncl_safetensors_free(st);
+    return i;
+}
+
+static int test_checkpoint_meta(nncl_context *ctx) {
+    const char *name = "checkpoint metadata: step and tracked whole numbers in range, optimizer the trainer's";
+    static const char *bad[][2] = {{"nncl.step", "-1"},           {"nncl.step", "9223372036854775807"},
+                                   {"nncl.step", "abc"},          {"nncl.step", ""},
+                                   {"nncl.step", "12 "},          {"nncl.tracked", "1e3"},
+                                   {"nncl.tracked", "9007199254740993"}, {"nncl.optimizer", "3"}};
+    tio_model sgd, rms;
+    char ckpt[64], edited[80];
+    float x[8 * 6] = {0}, y[8] = {0};
+    nncl_feed f[2];
+    size_t i;
+    snprintf(ckpt, sizeof ckpt, "/tmp/nncl-tio-%ld.ckpt", (long)getpid());
+    snprintf(edited, sizeof edited, "%s.edited", ckpt);
+    tio_optim = nncl_optim_default(NNCL_OPT_SGD);
+    tio_optim.lr = 0.1f;
+    tio_optim.momentum = 0.9f;
+    TH_CHECK(name, tio_build(ctx, 0, 8, &sgd, 0) == 0);
+    tio_optim = nncl_optim_default(NNCL_OPT_RMSPROP);
+    TH_CHECK(name, tio_build(ctx, 0, 8, &rms, 0) == 0);
+    tio_optim.lr = 0;
+    TH_CHECK(name, sgd.t->opt_floats == rms.t->opt_floats); /* same state size: only the kind tells them apart */
+    f[0].node = sgd.x; f[0].data = x;
+    f[1].node = sgd.y; f[1].data = y;
+    TH_OK(name, ctx, nncl_trainer_step(sgd.t, f, 2, 8, NULL));
+    TH_OK(name, ctx, nncl_trainer_save_checkpoint(sgd.t, ckpt));
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        TH_CHECK(name, tio_rewrite(ckpt, edited, bad[i][0], bad[i][1]) == 0);
+        if (nncl_trainer_load_checkpoint(sgd.t, edited) != NNCL_ERR_FORMAT || !strstr(nncl_last_error(ctx), bad[i][0])) {
+            th_fail(name, "%s = \"%s\" was not refused naming the field: %s", bad[i][0], bad[i][1], nncl_last_error(ctx));
+            return 1;
+        }
+        TH_CHECK(name, nncl_trainer_step_count(sgd.t) == 1);
+    }
+    TH_CHECK(name, nncl_trainer_load_checkpoint(rms.t, ckpt) == NNCL_ERR_FORMAT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "nncl.optimizer") != NULL && nncl_trainer_step_count(rms.t) == 0);
+    TH_CHECK(name, tio_rewrite(ckpt, edited, "nncl.step", "12") == 0);
+    TH_OK(name, ctx, nncl_trainer_load_checkpoint(sgd.t, edited));
+    TH_CHECK(name, nncl_trainer_step_count(sgd.t) == 12);
+    TH_OK(name, ctx, nncl_trainer_step(sgd.t, f, 2, 8, NULL));
+    remove(ckpt);
+    remove(edited);
+    tio_free(&sgd);
+    tio_free(&rms);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int d;
@@ -129,6 +200,7 @@ int main(void) {
     for (d = 0; d < nncl_device_count(ctx); d++) test_from_pytorch(ctx, d);
     test_round_trip_and_refusal(ctx);
     test_freeze(ctx);
+    test_checkpoint_meta(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }
