@@ -325,12 +325,14 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
 }
 
 void nncl__programs_release(nncl_device *dev);
+void nncl__gemm_state_free(nncl_device *dev);
 
 void nncl_free(nncl_context *ctx) {
     int i;
     if (!ctx) return;
     for (i = 0; i < ctx->n_devices; i++) {
         nncl_device *d = &ctx->devices[i];
+        nncl__gemm_state_free(d);
         nncl__programs_release(d);
         nncl__profile_release(d);
         if (d->queue) {
