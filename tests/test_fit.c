@@ -14,6 +14,12 @@
 #define TF_D 4
 #define TF_C 3
 
+/* Files go to $TMPDIR (else /tmp), never into the source folder. */
+static const char *tf_tmp(void) {
+    const char *d = getenv("TMPDIR");
+    return d && *d && strlen(d) < 100 ? d : "/tmp";
+}
+
 typedef struct tf_model {
     nncl_graph *g;
     nncl_node *x, *y, *logits, *loss;
@@ -92,7 +98,7 @@ static int tf_params(tf_model *m, float *out, size_t cap, size_t *n) {
 }
 
 static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
-    char name[200], path[64];
+    char name[200], path[160];
     static const char *classes[TF_C] = {"setosa", "vers,\"icolor\"", "virgin\xc3\xa9"};
     tf_model m;
     nncl_fit_config f;
@@ -102,7 +108,7 @@ static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
     float mean[TF_D], std[TF_D], probs[TF_N * TF_C], logits[16 * TF_C];
     int cls[TF_N], i, c, agree = 0, shape[3];
     snprintf(name, sizeof name, "a saved model is rebuilt from its file and predicts raw rows on %s", th_device_label(ctx, d));
-    snprintf(path, sizeof path, "tf_model_%d.safetensors", (int)getpid());
+    snprintf(path, sizeof path, "%s/tf_model_%d.safetensors", tf_tmp(), (int)getpid());
     TH_CHECK(name, tf_build(ctx, d, &m, NNCL_OPT_ADAM, 0.01f) == 0);
     TH_OK(name, NULL, nncl_dataset_stats(raw, mean, std));
     {
@@ -211,13 +217,13 @@ static int test_bad_descriptions(void) {
         nncl_safetensors *st = NULL;
         nncl_graph *g = NULL;
         float v = 0;
-        char path[64];
+        char path[160];
         memset(&e, 0, sizeof e);
         e.name = "w";
         e.ndim = 1;
         e.shape[0] = 1;
         e.data = &v;
-        snprintf(path, sizeof path, "tf_bad_%d.safetensors", (int)getpid());
+        snprintf(path, sizeof path, "%s/tf_bad_%d.safetensors", tf_tmp(), (int)getpid());
         TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, meta));
         TH_OK(name, NULL, nncl_safetensors_load(path, &st));
         remove(path);
@@ -346,7 +352,7 @@ static int tf_on_step(void *user, int epoch, int step, float loss) {
 }
 
 static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoch, int stop_step) {
-    char name[200], path[64];
+    char name[200], path[160];
     tf_model a, b;
     nncl_fit_config f;
     nncl_fit_result r;
@@ -357,7 +363,7 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     int k;
     snprintf(name, sizeof name, "a run stopped at epoch %d step %d and resumed ends bit for bit as the uninterrupted run on %s",
              stop_epoch + 1, stop_step + 1, th_device_label(ctx, d));
-    snprintf(path, sizeof path, "tf_ckpt_%d.safetensors", (int)getpid());
+    snprintf(path, sizeof path, "%s/tf_ckpt_%d.safetensors", tf_tmp(), (int)getpid());
     TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0);
     TH_OK(name, NULL, nncl_curve_create(&ca));
     TH_OK(name, NULL, nncl_curve_create(&cb));
