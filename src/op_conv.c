@@ -131,22 +131,27 @@ static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t n
 /* CLBlast's temporary floats for the GEMMs of chunks of S samples, with
  * offsets of 1 so that every matrix counts as needing a padded copy: a
  * bound for any offsets, and never smaller for a larger S. */
-static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const conv_dims *d, size_t S, size_t *floats) {
+static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const conv_dims *d, size_t S, int choose,
+                             size_t *floats) {
+    /* at prepare (choose), the GEMMs of chunks of S are also given their
+     * kernels, so that a step measures nothing */
+    nncl_status (*size)(nncl_context *, nncl_device *, const nncl__gemm_args *, size_t *) =
+        choose ? nncl__sgemm_prepare : nncl__sgemm_temp_size;
     nncl__gemm_args g;
     nncl__view one;
     size_t N = S * d->ohw, t = 0, most = 0;
     one.mem = NULL;
     one.off = 1;
     conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL);
-    NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &most));
+    NNCL_TRY(size(x->ctx, x->dev, &g, &most));
     if (nncl__need_grad(x, n, 1)) {
         conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL);
-        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &t));
+        NNCL_TRY(size(x->ctx, x->dev, &g, &t));
         if (t > most) most = t;
     }
     if (nncl__need_grad(x, n, 0)) {
         conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL);
-        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &t));
+        NNCL_TRY(size(x->ctx, x->dev, &g, &t));
         if (t > most) most = t;
     }
     *floats = (most + sizeof(float) - 1) / sizeof(float);
@@ -170,7 +175,7 @@ static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const conv_dims
     if (budget > (size_t)INT_MAX) budget = (size_t)INT_MAX;
     probe = budget / per;
     if (probe < 1) probe = 1;
-    NNCL_TRY(conv_temp(x, n, d, probe, &tp));
+    NNCL_TRY(conv_temp(x, n, d, probe, 0, &tp));
     cap = budget / (per + (tp + probe - 1) / probe);
     if (cap < 1) cap = 1;
     *chunk = cap < (size_t)d->B ? (int)cap : d->B;
@@ -265,7 +270,7 @@ static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
     int S;
     conv_dims_of(n, x->batch, &d);
     NNCL_TRY(conv_chunk(x, n, &d, &S));
-    NNCL_TRY(conv_temp(x, n, &d, (size_t)S, &temp));
+    NNCL_TRY(conv_temp(x, n, &d, (size_t)S, 1, &temp));
     ws = conv_ws_floats(&d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
     return NNCL_OK;

@@ -1,12 +1,13 @@
 /* op_dense.c - the linear layer, y = act(x W^T + b) with W [out, in] as in
- * PyTorch: one CLBlast GEMM plus one fused bias+activation kernel forward;
+ * PyTorch: one GEMM whose epilogue adds the bias and applies the activation
+ * as it stores y (own kernels fuse it; after CLBlast it is one more pass);
  * backward applies act' in place, then GEMMs for dx and dW and a column sum
  * for db. Also the shared launch helpers conv2d uses for bias and act. */
 #include "graph.h"
 #include <math.h>
 
 double nncl__act_ref(double v, int act) {
-    if (act == NNCL_ACT_RELU) return v > 0 ? v : 0;
+    if (act == NNCL_ACT_RELU) return v < 0 ? 0 : v; /* NaN stays NaN, as in PyTorch */
     if (act == NNCL_ACT_SIGMOID) return 1 / (1 + exp(-v));
     if (act == NNCL_ACT_TANH) return tanh(v);
     return v;
@@ -80,7 +81,8 @@ static nncl_status linear_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-/* GEMM arguments: rows of x times W^T into y. */
+/* GEMM arguments: rows of x times W^T into y, bias and activation in the
+ * epilogue. */
 static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *g) {
     const nncl_node *w = n->in[1];
     nncl__view xv = nncl__val(x, n->in[0]), wv = nncl__val(x, w), yv = nncl__val(x, n);
@@ -94,13 +96,19 @@ static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *
     g->b = wv.mem; g->b_off = wv.off; g->ldb = g->k;
     g->c = yv.mem; g->c_off = yv.off; g->ldc = g->n;
     g->temp = x->gemm_temp;
+    if (n->n_in == 3) {
+        nncl__view bv = nncl__val(x, n->in[2]);
+        g->epi.bias = 1;
+        g->epi.bias_mem = bv.mem;
+        g->epi.bias_off = bv.off;
+    }
+    g->epi.act = n->iattr[0];
 }
 
 static nncl_status linear_forward(nncl__exec *x, nncl_node *n) {
     nncl__gemm_args g;
     linear_gemm_fwd(x, n, &g);
-    NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
-    return nncl__bias_act(x, n, nncl__val(x, n), n->n_in == 3 ? n->in[2] : NULL, (int)g.n, 1, g.m * g.n, n->iattr[0]);
+    return nncl__sgemm(x->ctx, x->dev, &g);
 }
 
 /* The two backward GEMMs, from dy [m, n]: dx [m, k] = dy W; dW [n, k] = dy^T x. */
@@ -133,11 +141,11 @@ static nncl_status linear_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
     size_t b = 0;
     int which;
     linear_gemm_fwd(x, n, &g);
-    NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, temp));
+    NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, temp));
     for (which = 0; which < 2; which++) {
         if (!nncl__need_grad(x, n, which)) continue;
         linear_gemm_bwd(x, n, which, 0, &g);
-        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &b));
+        NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &b));
         if (b > *temp) *temp = b;
     }
     return NNCL_OK;

@@ -17,6 +17,7 @@ typedef struct prog_kernel {
 struct nncl_program {
     nncl_program *next;
     char family[32];
+    char options[160];  /* build options beyond the defaults (variants of a family) */
     cl_program program;
     prog_kernel *kernels;
     double build_ms;
@@ -99,13 +100,14 @@ static nncl_status prog_source(nncl_context *ctx, const char *family, char **tex
     return st;
 }
 
-static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
+                              nncl_program **out) {
     const char *src;
     size_t len = 0;
     char *owned;
     cl_int err;
     nncl_program *p;
-    char options[256];
+    char options[448];
     int cached;
     NNCL_TRY(prog_source(ctx, family, &owned, &len));
     src = owned;
@@ -115,8 +117,9 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     snprintf(p->family, sizeof p->family, "%s", family);
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s", NNCL_RED_WG,
-             dev->info.fp64 ? " -DNNCL_FP64=1" : "");
+    snprintf(p->options, sizeof p->options, "%s", extra);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s", NNCL_RED_WG,
+             dev->info.fp64 ? " -DNNCL_FP64=1" : "", *extra ? " " : "", extra);
     cached = nncl__bcache_enabled(ctx, dev);
     if (cached && (p->program = nncl__bcache_load(ctx, dev, src, len, options)) != NULL) {
         NNCL_FREE(owned);
@@ -152,23 +155,35 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     return NNCL_OK;
 }
 
-nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                               nncl_program **out) {
     nncl_program *p;
     dev->lookups++;
+    if (strlen(options) >= sizeof p->options)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "build options of cl/%s.cl too long: %s", family, options);
     for (p = dev->programs; p; p = p->next)
-        if (strcmp(p->family, family) == 0) {
+        if (strcmp(p->family, family) == 0 && strcmp(p->options, options) == 0) {
             *out = p;
             return NNCL_OK;
         }
-    return prog_build(ctx, dev, family, out);
+    return prog_build(ctx, dev, family, options, out);
+}
+
+nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+    return nncl__program_opts(ctx, dev, family, "", out);
 }
 
 nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out) {
+    return nncl__kernel_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                              const char *name, cl_kernel *out) {
     nncl_program *p;
     prog_kernel *k;
     cl_int err;
     dev->lookups++;
-    NNCL_TRY(nncl__program(ctx, dev, family, &p));
+    NNCL_TRY(nncl__program_opts(ctx, dev, family, options, &p));
     for (k = p->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
             *out = k->kernel;
@@ -193,8 +208,13 @@ unsigned long nncl__kernel_lookups(const nncl_device *dev) { return dev->lookups
 
 nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
                                 nncl__kslot *out) {
+    return nncl__kslot_resolve_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                     const char *name, nncl__kslot *out) {
     size_t wg = 0;
-    NNCL_TRY(nncl__kernel(ctx, dev, family, name, &out->kernel));
+    NNCL_TRY(nncl__kernel_opts(ctx, dev, family, options, name, &out->kernel));
     if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
             CL_SUCCESS ||
         wg == 0)
