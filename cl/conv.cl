@@ -155,53 +155,54 @@ __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __glob
     }
 }
 
+/* The weights for the input gradient's gather, once per step:
+ * wt[((o*k + ki)*k + kj)*Cp + c] = w[o, c, ki, kj], zero for c >= C (Cp:
+ * C rounded up to 8), so that 8 neighbouring channels are one vector load.
+ * One work-item per element of wt. */
+__kernel void nncl_conv_wt_f32(__global const float *w, int w_off, __global float *wt, int wt_off, int O, int C,
+                               int k, int Cp) {
+    int i = get_global_id(0), kk = k * k, c, t, o;
+    if (i >= O * kk * Cp) return;
+    c = i % Cp;
+    t = (i / Cp) % kk;
+    o = i / (Cp * kk);
+    wt[wt_off + i] = c < C ? w[w_off + (o * C + c) * kk + t] : 0.0f;
+}
+
 /* Input gradient by a gather: dx[s, c, h, w] (+)= sum over o, ki, kj of
  * w[o, c, ki, kj] * dy[s, o, oh, ow] where oh*st = h + pad - ki and ow*st =
- * w + pad - kj fall on the output. One work-item per 8 neighbouring w of a
- * row (s, c, h), accumulated as a float8: each dx element has one writer
- * and one order of additions (no atomics: the same result on every
- * device), and there is no barrier. NDRange (ceil(W/8), H, S*C). */
-__kernel void nncl_conv_dx_f32(__global const float *dy, int dy_off, __global const float *wt, int w_off,
+ * w + pad - kj fall on the output. One work-item per (s, h, w) and 8
+ * neighbouring channels, accumulated as a float8 from wt (nncl_conv_wt):
+ * per tap one scalar of dy and one vector of weights for each o. Each dx
+ * element has one writer and one order of additions (no atomics: the same
+ * result on every device), and there is no barrier. NDRange (W, H,
+ * S*ceil(C/8)). */
+__kernel void nncl_conv_dx_f32(__global const float *dy, int dy_off, __global const float *wt, int wt_off,
                                __global float *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
                                int OH, int OW, int acc) {
-    int wb = get_global_id(0), h = get_global_id(1), sc = get_global_id(2), s, c, w0, o, ki, kj, e;
+    int w = get_global_id(0), h = get_global_id(1), z = get_global_id(2), cb = (C + 7) / 8, Cp = cb * 8;
+    int s = z / cb, c0 = (z - s * cb) * 8, ohw = OH * OW, ostride = k * k * Cp, o, ki, kj, e;
     float8 sum = (float8)(0.0f);
     float t[8];
     __global float *out;
-    if (wb * 8 >= W || h >= H) return;
-    s = sc / C;
-    c = sc - s * C;
-    w0 = wb * 8;
-    for (o = 0; o < O; o++) {
-        __global const float *wo = wt + w_off + (o * C + c) * k * k;
-        for (ki = 0; ki < k; ki++) {
-            int th = h + pad - ki, oh;
-            __global const float *row;
-            if (th < 0 || th % st) continue;
-            oh = th / st;
-            if (oh >= OH) continue;
-            row = dy + dy_off + ((s * O + o) * OH + oh) * OW;
-            for (kj = 0; kj < k; kj++) {
-                int ow0 = w0 + pad - kj;
-                float8 v;
-                if (st == 1 && ow0 >= 0 && ow0 + 8 <= OW) {
-                    v = vload8(0, row + ow0);
-                } else {
-                    for (e = 0; e < 8; e++) {
-                        int tw = ow0 + e, ow = tw / st;
-                        t[e] = tw >= 0 && tw - ow * st == 0 && ow < OW ? row[ow] : 0.0f;
-                    }
-                    v = vload8(0, t);
-                }
-                sum = mad((float8)(wo[ki * k + kj]), v, sum);
-            }
+    if (w >= W || h >= H) return;
+    for (ki = 0; ki < k; ki++) {
+        int th = h + pad - ki, oh;
+        if (th < 0 || th % st) continue;
+        oh = th / st;
+        if (oh >= OH) continue;
+        for (kj = 0; kj < k; kj++) {
+            int tw = w + pad - kj, ow;
+            __global const float *d, *wv;
+            if (tw < 0 || tw % st) continue;
+            ow = tw / st;
+            if (ow >= OW) continue;
+            d = dy + dy_off + s * O * ohw + oh * OW + ow;
+            wv = wt + wt_off + (ki * k + kj) * Cp + c0;
+            for (o = 0; o < O; o++) sum = mad((float8)(d[o * ohw]), vload8(0, wv + o * ostride), sum);
         }
     }
-    out = dx + dx_off + ((s * C + c) * H + h) * W + w0;
-    if (w0 + 8 <= W) {
-        vstore8(acc ? vload8(0, out) + sum : sum, 0, out);
-    } else {
-        vstore8(sum, 0, t);
-        for (e = 0; w0 + e < W; e++) out[e] = acc ? out[e] + t[e] : t[e];
-    }
+    vstore8(sum, 0, t);
+    out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
+    for (e = 0; e < 8 && c0 + e < C; e++) out[e * H * W] = acc ? out[e * H * W] + t[e] : t[e];
 }

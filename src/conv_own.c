@@ -16,8 +16,10 @@
  *   backward  dW (+)= dY col^T as one product over the chunk, K = S*OH*OW,
  *             A packed from dy (nncl_conv_pack_dy), B from x
  *             (nncl_conv_pack_colt); dx (+)= the direct gather of W and dy
- *             (nncl_conv_dx: a float8 of one row per work-item, no atomics,
- *             no barriers, so the same result on every device).
+ *             (nncl_conv_dx: 8 channels of one pixel per work-item as a
+ *             float8, from weights reordered once per step channel-minor by
+ *             nncl_conv_wt; no atomics, no barriers, so the same result on
+ *             every device).
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. */
 #include "conv.h"
@@ -67,11 +69,13 @@ static nncl_status cown_tiles(nncl__exec *x, int *mr, int *nr) {
  * Bounded by nncl__conv_budget (never by the batch, so S only shrinks with
  * it) and by the kernels' int offsets. */
 static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
-    size_t budget, fixed, fwd, bwd, per, cap;
+    size_t budget, fixed, wt, fwd, bwd, per, cap;
     int mr, nr;
     NNCL_TRY(cown_tiles(x, &mr, &nr));
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
-    fixed = cown_round(nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk)) + 2 * COWN_ALIGN;
+    fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
+    wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 7) / 8 * 8); /* the gather's weights */
+    fixed = cown_round(fixed > wt ? fixed : wt) + 2 * COWN_ALIGN;
     fwd = nncl__gemm_pack_floats(nr, d->ohw, d->ckk);
     bwd = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ohw) + nncl__gemm_pack_floats(nr, d->ckk, d->ohw);
     per = fwd > bwd ? fwd : bwd;
@@ -94,8 +98,8 @@ static nncl_status cown_ws(nncl__exec *x, const nncl_node *n, size_t floats) {
     return NNCL_OK;
 }
 
-static const char *const cown_kernels[4] = {"nncl_conv_pack_b_f32", "nncl_conv_pack_dy_f32", "nncl_conv_pack_colt_f32",
-                                            "nncl_conv_dx_f32"};
+static const char *const cown_kernels[5] = {"nncl_conv_pack_b_f32", "nncl_conv_pack_dy_f32", "nncl_conv_pack_colt_f32",
+                                            "nncl_conv_wt_f32", "nncl_conv_dx_f32"};
 
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     nncl__gemm_args g;
@@ -113,7 +117,7 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
         g.k = (size_t)S * d->ohw;
         NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored));
     }
-    for (i = 0; i < 4; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", cown_kernels[i], &k));
+    for (i = 0; i < 5; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", cown_kernels[i], &k));
     *bytes = floats * sizeof(float);
     return NNCL_OK;
 }
@@ -222,20 +226,33 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     return NNCL_OK;
 }
 
+/* dx (+)= the gather of dy and the weights, reordered first into the start
+ * of the workspace (the weight gradient's panels are done with by then). */
 static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int acc) {
     nncl__view w = nncl__val(x, n->in[1]), dx = nncl__grd(x, n->in[0]);
     nncl__args a;
-    size_t global[3];
+    size_t global[3], cb = ((size_t)d->C + 7) / 8;
+    int S;
+    size_t floats;
+    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
+    NNCL_TRY(cown_ws(x, n, floats));
+    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_wt_f32", &a));
+    nncl__arg_view(&a, w);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 8));
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 8));
     NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_dx_f32", &a));
     nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, w);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
     nncl__arg_view(&a, dx);
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
     nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
-    global[0] = ((size_t)d->W + 7) / 8;
+    global[0] = (size_t)d->W;
     global[1] = (size_t)d->H;
-    global[2] = (size_t)d->B * (size_t)d->C;
+    global[2] = (size_t)d->B * cb;
     return nncl__launch(&a, x->dev, 3, global, NULL);
 }
 
