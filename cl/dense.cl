@@ -4,7 +4,7 @@
  * 1 relu, 2 sigmoid, 3 tanh (nncl_act). */
 
 float nncl_dense_act(float v, int act) {
-    if (act == 1) return v > 0.0f ? v : 0.0f;
+    if (act == 1) return v < 0.0f ? 0.0f : v; /* NaN stays NaN, as in PyTorch */
     if (act == 2) return 1.0f / (1.0f + exp(-v));
     if (act == 3) return tanh(v);
     return v;

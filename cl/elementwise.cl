@@ -18,6 +18,21 @@ float nncl_gelu_grad(float v) {
     return 0.5f * erfc(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
 }
 
+/* gelu, tanh form (PyTorch's approximate='tanh'), and its derivative */
+#define NNCL_SQRT_2_PI 0.79788456080286536f /* sqrt(2/pi) */
+float nncl_gelu_tanh_fwd(float v) {
+    return 0.5f * v * (1.0f + tanh(NNCL_SQRT_2_PI * (v + 0.044715f * v * v * v)));
+}
+float nncl_gelu_tanh_grad(float v) {
+    float t = tanh(NNCL_SQRT_2_PI * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * NNCL_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
+}
+/* silu' = s (1 + x (1 - s)), s = sigmoid(x) */
+float nncl_silu_grad(float v) {
+    float s = 1.0f / (1.0f + exp(-v));
+    return s * (1.0f + v * (1.0f - s));
+}
+
 /* out[i] = a[i] op b[i % bn]: bn == n for same-shape operands, bn == cols
  * for a row vector broadcast over rows. */
 #define NNCL_BINARY(NAME, EXPR)                                              \
@@ -61,6 +76,11 @@ NNCL_UNARY(nncl_tanh_f32, tanh(v))
 NNCL_UNARY(nncl_gelu_f32, nncl_gelu_fwd(v))
 NNCL_UNARY_P(nncl_scale_f32, p * v)          /* p: alpha */
 NNCL_UNARY_P(nncl_leaky_relu_f32, v < 0.0f ? p * v : v) /* p: slope */
+NNCL_UNARY(nncl_gelu_tanh_f32, nncl_gelu_tanh_fwd(v))
+NNCL_UNARY(nncl_silu_f32, v / (1.0f + exp(-v)))
+/* softplus with PyTorch's defaults beta 1, threshold 20 */
+NNCL_UNARY(nncl_softplus_f32, v > 20.0f ? v : log1p(exp(v)))
+NNCL_UNARY_P(nncl_elu_f32, v > 0.0f ? v : p * expm1(v)) /* p: alpha */
 
 /* y[i] = value: (y, y_off, n, value) */
 __kernel void nncl_fill_f32(__global float *y, int y_off, int n, float value) {
@@ -97,6 +117,20 @@ NNCL_BACKWARD(nncl_relu_backward_f32, v > 0.0f ? g : 0.0f)       /* v = y */
 NNCL_BACKWARD(nncl_sigmoid_backward_f32, g * v * (1.0f - v))     /* v = y */
 NNCL_BACKWARD(nncl_tanh_backward_f32, g * (1.0f - v * v))        /* v = y */
 NNCL_BACKWARD(nncl_gelu_backward_f32, g * nncl_gelu_grad(v))     /* v = x */
+NNCL_BACKWARD(nncl_gelu_tanh_backward_f32, g * nncl_gelu_tanh_grad(v)) /* v = x */
+NNCL_BACKWARD(nncl_silu_backward_f32, g * nncl_silu_grad(v))     /* v = x */
+NNCL_BACKWARD(nncl_softplus_backward_f32, v > 20.0f ? g : g / (1.0f + exp(-v))) /* v = x */
+
+/* (dy, dy_off, x, x_off, dx, dx_off, n, alpha, acc) */
+__kernel void nncl_elu_backward_f32(__global const float *dy, int dy_off, __global const float *x, int x_off,
+                                    __global float *dx, int dx_off, int n, float alpha, int acc) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) {
+        float g = dy[dy_off + i], v = x[x_off + i];
+        float d = v > 0.0f ? g : g * alpha * exp(v);
+        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+    }
+}
 
 /* (dy, dy_off, x, x_off, dx, dx_off, n, slope, acc) */
 __kernel void nncl_leaky_relu_backward_f32(__global const float *dy, int dy_off, __global const float *x, int x_off,

@@ -1,6 +1,7 @@
 /* gemm.c - matrix products through CLBlast's C API (row-major), with its
- * status codes mapped to nncl's, and the eager nncl_gemm() on tensors. */
-#include "internal.h"
+ * status codes mapped to nncl's, and the eager nncl_gemm() on tensors
+ * (which runs whichever kernel gemm_pick.c chose for the shape). */
+#include "gemm.h"
 #include <clblast_c.h>
 
 nncl_status nncl__blas_fail(nncl_context *ctx, int code, const char *call) {
@@ -15,7 +16,7 @@ nncl_status nncl__blas_fail(nncl_context *ctx, int code, const char *call) {
     return nncl__fail(ctx, NNCL_ERR_BLAS, "%s: CLBlast error %d", call, code);
 }
 
-nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
+nncl_status nncl__sgemm_clblast(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
     CLBlastStatusCode s;
     CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -28,10 +29,11 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off, g->lda, g->b,
                          g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &dev->queue,
                          nncl__profile_slot_named(dev, "clblast_sgemm"));
-    return s == CLBlastSuccess ? NNCL_OK : nncl__blas_fail(ctx, (int)s, "CLBlastSgemm");
+    if (s != CLBlastSuccess) return nncl__blas_fail(ctx, (int)s, "CLBlastSgemm");
+    return nncl__gemm_epilogue(ctx, dev, g);
 }
 
-nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
+nncl_status nncl__sgemm_clblast_temp(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
     CLBlastStatusCode s = CLBlastSGemmTempBufferSize(
         CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
         g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, g->m, g->n, g->k, g->a_off, g->lda, g->b_off, g->ldb,

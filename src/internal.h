@@ -116,6 +116,14 @@ const char *nncl__cl_error_name(cl_int err);
 
 typedef struct nncl_program nncl_program;
 
+/* A kernel resolved once (at plan or optimizer creation) for launches that
+ * then only index: the kernel and the largest work-group it may run on its
+ * device (CL_KERNEL_WORK_GROUP_SIZE). */
+typedef struct nncl__kslot {
+    cl_kernel kernel;
+    size_t wg;
+} nncl__kslot;
+
 typedef struct nncl_device {
     nncl_device_info info;
     cl_platform_id platform;
@@ -125,6 +133,9 @@ typedef struct nncl_device {
     size_t max_work_group;
     unsigned mem_base_align;  /* bytes a sub-buffer origin must be a multiple of */
     nncl_program *programs;   /* built programs, one per kernel family */
+    unsigned long lookups;    /* kernels looked up by name and programs built (nncl__kernel_lookups) */
+    nncl__kslot optim_kernels[5]; /* the optimizer's, resolved on first use (optim.c) */
+    struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
     uint64_t mem_in_use, mem_peak;
     /* Kernel timing between nncl_profile_start and _stop (profiling queues). */
     int profiling;
@@ -185,6 +196,12 @@ nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *famil
 /* Kernel `name` of cl/<family>.cl on dev, created once and cached on the
  * device: a device's kernels are used by one thread at a time. */
 nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out);
+/* The same for a variant of the family built with extra options ("-DX=1"):
+ * each distinct options string is its own program. */
+nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                               nncl_program **out);
+nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                              const char *name, cl_kernel *out);
 
 /* The disk cache of built programs (binary_cache.c), used for drivers that
  * keep none of their own (config.binary_cache 0), always (1) or never (-1);
@@ -195,13 +212,27 @@ void nncl__bcache_store(nncl_context *ctx, nncl_device *dev, const char *src, si
                         cl_program prog);
 
 /* Sets kernel arguments in order; the first failure is reported by launch. */
+/* Looks kernel `name` of cl/<family>.cl up on dev (building the family when
+ * it is not yet built) and asks its work-group limit. Not for a step. */
+nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
+                                nncl__kslot *out);
+/* The same in the family's program built with extra options (variants). */
+nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                     const char *name, nncl__kslot *out);
+/* Kernel look-ups by name and program builds on dev so far: a training
+ * step must add none (tests read it). */
+unsigned long nncl__kernel_lookups(const nncl_device *dev);
+
 typedef struct nncl__args {
     nncl_context *ctx;
     cl_kernel kernel;
+    size_t wg;                /* the kernel's work-group limit; 0: ask at launch */
     cl_uint index, bad_index;
     cl_int err;
 } nncl__args;
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k);
+/* The same from a resolved kernel (no query at launch). */
+void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k);
 void nncl__arg_mem(nncl__args *a, cl_mem m);
 void nncl__arg_int(nncl__args *a, int v);
 void nncl__arg_float(nncl__args *a, float v);
@@ -224,9 +255,20 @@ nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size
 
 /* ------------------------------------------------------------- gemm */
 
-/* C = alpha op(A) op(B) + beta C, row-major, offsets and leading dimensions in
- * elements. temp: a buffer of nncl__sgemm_temp_size() bytes, or NULL to let
- * CLBlast allocate (plans pass one so a step allocates nothing). */
+/* What a GEMM applies to C as it stores it, after alpha and beta: a bias
+ * (1: bias[j] per column, 2: bias[i] per row) and an activation (nncl_act). */
+typedef struct nncl__gemm_epi {
+    int bias;
+    cl_mem bias_mem;
+    size_t bias_off;
+    int act;
+} nncl__gemm_epi;
+
+/* C = epi(alpha op(A) op(B) + beta C), row-major, offsets and leading
+ * dimensions in elements. temp: a buffer of nncl__sgemm_temp_size() bytes
+ * whose start the product may use, or NULL to let it allocate (plans pass
+ * one so a step allocates nothing). Runs CLBlast or nncl's own kernels,
+ * whichever was measured faster for the shape on dev (gemm_pick.c). */
 typedef struct nncl__gemm_args {
     int trans_a, trans_b;
     size_t m, n, k;
@@ -234,9 +276,18 @@ typedef struct nncl__gemm_args {
     cl_mem a, b, c, temp;
     size_t a_off, b_off, c_off;
     size_t lda, ldb, ldc;
+    nncl__gemm_epi epi;
 } nncl__gemm_args;
 nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+/* Bytes of temp the product of g's shape may use, whichever kernel runs. */
 nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
+/* What a plan calls for each product it will run: chooses the kernel for
+ * g's shape now (measuring when no choice is stored) and gives the temp
+ * size as nncl__sgemm_temp_size. */
+nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
+/* CLBlast alone, epilogue included (gemm.c). */
+nncl_status nncl__sgemm_clblast(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+nncl_status nncl__sgemm_clblast_temp(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
 nncl_status nncl__blas_fail(nncl_context *ctx, int code, const char *call);
 
 /* ------------------------------------------------------------- atomic files */
@@ -273,5 +324,11 @@ int nncl__tune_mode(const nncl_context *ctx);
 nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
 /* The path of device d's stored tuning into path; 0 when there is no folder. */
 int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
+/* A file of dev's in the cache folder, named after a hash of dev's identity
+ * (platform, device, vendor, driver, OpenCL and CLBlast versions), with the
+ * given name prefix and extension; 0 when there is no folder. The identity
+ * text itself, one field a line, for files that must check it. */
+int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size);
+void nncl__device_identity(const nncl_device *dev, char *out, size_t size);
 
 #endif /* NNCL_INTERNAL_H */

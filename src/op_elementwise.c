@@ -42,13 +42,18 @@ static nncl_status ew_binary_shape(nncl_graph *g, nncl_node *n) {
 
 static int ew_cols(const nncl_node *n) { return n->shape[n->ndim - 1]; }
 
+/* Kernel slots of the rows below: the op's forward and backward kernels,
+ * then the shared gradient kernels an op lists when it needs them. */
+enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST };
+#define EW_KERNEL(NAME) {"elementwise", NAME}
+#define EW_AXPY_COLSUM EW_KERNEL("nncl_axpy_f32"), {"reduce", "nncl_sum_f32_axis0"}
+
 /* ------------------------------------------------------------- binary */
 
 static nncl_status ew_binary_forward(nncl__exec *x, nncl_node *n) {
-    static const char *k[3] = {"nncl_add_f32", "nncl_sub_f32", "nncl_mul_f32"};
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, "elementwise", k[n->op - NNCL_OP_ADD], &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_int(&a, (int)nncl__numel(n->in[1], x->batch));
@@ -58,9 +63,10 @@ static nncl_status ew_binary_forward(nncl__exec *x, nncl_node *n) {
 }
 
 /* dst (+)= alpha * dy, the gradient of a sum's operand of the same shape. */
-static nncl_status ew_axpy(nncl__exec *x, nncl__view dy, nncl__view dst, size_t count, float alpha, int acc) {
+static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view dst, size_t count, float alpha,
+                           int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "elementwise", "nncl_axpy_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_AXPY, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, dst);
     nncl__arg_int(&a, (int)count);
@@ -70,9 +76,10 @@ static nncl_status ew_axpy(nncl__exec *x, nncl__view dy, nncl__view dst, size_t 
 }
 
 /* db[c] (+)= alpha * sum over rows of dy[r, c]. */
-static nncl_status ew_colsum(nncl__exec *x, nncl__view dy, nncl__view db, int rows, int cols, float alpha, int acc) {
+static nncl_status ew_colsum(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view db, int rows, int cols,
+                             float alpha, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "reduce", "nncl_sum_f32_axis0", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_COLSUM, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, db);
     nncl__arg_int(&a, rows);
@@ -82,10 +89,10 @@ static nncl_status ew_colsum(nncl__exec *x, nncl__view dy, nncl__view db, int ro
     return nncl__launch_cols(&a, x->dev, (size_t)rows, (size_t)cols);
 }
 
-static nncl_status ew_mul_grad(nncl__exec *x, nncl__view dy, nncl__view other, size_t on, nncl__view dst,
-                               size_t count, int acc) {
+static nncl_status ew_mul_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view other, size_t on,
+                               nncl__view dst, size_t count, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "elementwise", "nncl_mul_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, other);
     nncl__arg_int(&a, (int)on);
@@ -103,19 +110,19 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
     if (nncl__need_grad(x, n, 0)) {
         int acc = nncl__grad_accumulate(x, n, 0);
         if (n->op == NNCL_OP_MUL)
-            NNCL_TRY(ew_mul_grad(x, dy, nncl__val(x, n->in[1]), bn, nncl__grd(x, n->in[0]), count, acc));
+            NNCL_TRY(ew_mul_grad(x, n, dy, nncl__val(x, n->in[1]), bn, nncl__grd(x, n->in[0]), count, acc));
         else
-            NNCL_TRY(ew_axpy(x, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
+            NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
     }
     if (nncl__need_grad(x, n, 1)) {
         int acc = nncl__grad_accumulate(x, n, 1);
         nncl__view db = nncl__grd(x, n->in[1]);
         if (n->op != NNCL_OP_MUL)
-            return bc ? ew_colsum(x, dy, db, rows, cols, sign, acc) : ew_axpy(x, dy, db, count, sign, acc);
-        if (!bc) return ew_mul_grad(x, dy, nncl__val(x, n->in[0]), count, db, count, acc);
+            return bc ? ew_colsum(x, n, dy, db, rows, cols, sign, acc) : ew_axpy(x, n, dy, db, count, sign, acc);
+        if (!bc) return ew_mul_grad(x, n, dy, nncl__val(x, n->in[0]), count, db, count, acc);
         {
             nncl__args a;
-            NNCL_TRY(nncl__kbegin(x, "elementwise", "nncl_mul_bcast_grad_f32", &a));
+            NNCL_TRY(nncl__kbegin(x, n, EW_K_MUL_BCAST, &a));
             nncl__arg_view(&a, dy);
             nncl__arg_view(&a, nncl__val(x, n->in[0]));
             nncl__arg_view(&a, db);
@@ -152,100 +159,120 @@ static void ew_binary_ref_backward(const nncl_node *n, const nncl__refctx *r, co
 
 /* ------------------------------------------------------------- unary */
 
-static const char *ew_forward_kernel(nncl__op op) {
-    switch (op) {
-    case NNCL_OP_SCALE: return "nncl_scale_f32";
-    case NNCL_OP_RELU: return "nncl_relu_f32";
-    case NNCL_OP_LEAKY_RELU: return "nncl_leaky_relu_f32";
-    case NNCL_OP_SIGMOID: return "nncl_sigmoid_f32";
-    case NNCL_OP_TANH: return "nncl_tanh_f32";
-    default: return "nncl_gelu_f32";
-    }
+/* A unary op, all in one row (EW_UNARY below): its kernels in
+ * cl/elementwise.cl, nncl_<op>_f32 (x, y, n[, p]) and
+ * nncl_<op>_backward_f32 (dy, v, dx, n[, p], acc), where v is the op's
+ * output when its row reads NNCL_BW_OUTPUT and its input otherwise; and its
+ * maths in double for the reference: y = f(x, p) and dy/dx = df(x, y, p).
+ * p is the node's fattr[0] (scale's alpha, leaky relu's slope, elu's alpha),
+ * passed to the kernels when has_p is set. An op without a backward kernel
+ * (scale) adds p dy with axpy. */
+typedef struct ew_unary_def {
+    int has_p;
+    double (*f)(double x, double p);
+    double (*df)(double x, double y, double p);
+} ew_unary_def;
+
+static const ew_unary_def *ew_unary_of(const nncl_node *n) {
+    return (const ew_unary_def *)nncl__opdef_get(n->op)->impl;
 }
 
-static int ew_has_param(nncl__op op) { return op == NNCL_OP_SCALE || op == NNCL_OP_LEAKY_RELU; }
-
 static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
+    const ew_unary_def *u = ew_unary_of(n);
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, "elementwise", ew_forward_kernel(n->op), &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, (int)count);
-    if (ew_has_param(n->op)) nncl__arg_float(&a, n->fattr[0]);
+    if (u->has_p) nncl__arg_float(&a, n->fattr[0]);
     return nncl__launch_1d(&a, x->dev, count);
 }
 
 static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
+    const ew_unary_def *u = ew_unary_of(n);
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    int acc;
-    const char *k;
-    nncl__view v;
+    int acc, from_y = nncl__opdef_get(n->op)->bw_reads == NNCL_BW_OUTPUT;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     acc = nncl__grad_accumulate(x, n, 0);
-    if (n->op == NNCL_OP_SCALE) return ew_axpy(x, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
-    switch (n->op) {
-    case NNCL_OP_RELU: k = "nncl_relu_backward_f32"; v = nncl__val(x, n); break;
-    case NNCL_OP_SIGMOID: k = "nncl_sigmoid_backward_f32"; v = nncl__val(x, n); break;
-    case NNCL_OP_TANH: k = "nncl_tanh_backward_f32"; v = nncl__val(x, n); break;
-    case NNCL_OP_LEAKY_RELU: k = "nncl_leaky_relu_backward_f32"; v = nncl__val(x, n->in[0]); break;
-    default: k = "nncl_gelu_backward_f32"; v = nncl__val(x, n->in[0]); break;
-    }
-    NNCL_TRY(nncl__kbegin(x, "elementwise", k, &a));
+    if (!nncl__opdef_get(n->op)->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
+        return ew_axpy(x, n, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, v);
+    nncl__arg_view(&a, nncl__val(x, from_y ? n : n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
     nncl__arg_int(&a, (int)count);
-    if (n->op == NNCL_OP_LEAKY_RELU) nncl__arg_float(&a, n->fattr[0]);
+    if (u->has_p) nncl__arg_float(&a, n->fattr[0]);
     nncl__arg_int(&a, acc);
     return nncl__launch_1d(&a, x->dev, count);
 }
 
-static double ew_gelu(double v) { return 0.5 * v * erfc(-v / sqrt(2.0)); }
-
 static void ew_unary_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                                  double *aux) {
+    const ew_unary_def *u = ew_unary_of(n);
     size_t count = nncl__numel(n, r->batch), i;
     (void)aux;
-    for (i = 0; i < count; i++) {
-        double v = in[0][i];
-        switch (n->op) {
-        case NNCL_OP_SCALE: out[i] = n->fattr[0] * v; break;
-        case NNCL_OP_RELU: out[i] = v < 0 ? 0 : v; break;
-        case NNCL_OP_LEAKY_RELU: out[i] = v < 0 ? n->fattr[0] * v : v; break;
-        case NNCL_OP_SIGMOID: out[i] = 1 / (1 + exp(-v)); break;
-        case NNCL_OP_TANH: out[i] = tanh(v); break;
-        default: out[i] = ew_gelu(v); break;
-        }
-    }
+    for (i = 0; i < count; i++) out[i] = u->f(in[0][i], n->fattr[0]);
 }
 
 static void ew_unary_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in,
                                   const double *out, const double *gout, double *const *gin, double *aux) {
+    const ew_unary_def *u = ew_unary_of(n);
     size_t count = nncl__numel(n, r->batch), i;
     (void)aux;
     if (!gin[0]) return;
-    for (i = 0; i < count; i++) {
-        double v = in[0][i], y = out[i], d;
-        switch (n->op) {
-        case NNCL_OP_SCALE: d = n->fattr[0]; break;
-        case NNCL_OP_RELU: d = y > 0; break;
-        case NNCL_OP_LEAKY_RELU: d = v > 0 ? 1 : n->fattr[0]; break;
-        case NNCL_OP_SIGMOID: d = y * (1 - y); break;
-        case NNCL_OP_TANH: d = 1 - y * y; break;
-        default: d = 0.5 * erfc(-v / sqrt(2.0)) + v * exp(-0.5 * v * v) / sqrt(2 * 3.14159265358979323846); break;
-        }
-        gin[0][i] += gout[i] * d;
-    }
+    for (i = 0; i < count; i++) gin[0][i] += gout[i] * u->df(in[0][i], out[i], n->fattr[0]);
 }
+
+/* The maths of each unary op in double, PyTorch's definitions. Comparisons
+ * are written so that a NaN input gives a NaN, as in PyTorch. */
+#define EW_PI 3.14159265358979323846
+static double ew_scale(double x, double p) { return p * x; }
+static double ew_scale_d(double x, double y, double p) { (void)x; (void)y; return p; }
+static double ew_relu(double x, double p) { (void)p; return x < 0 ? 0 : x; }
+static double ew_relu_d(double x, double y, double p) { (void)x; (void)p; return y > 0; }
+static double ew_leaky_relu(double x, double p) { return x < 0 ? p * x : x; }
+static double ew_leaky_relu_d(double x, double y, double p) { (void)y; return x > 0 ? 1 : p; }
+static double ew_sigmoid(double x, double p) { (void)p; return 1 / (1 + exp(-x)); }
+static double ew_sigmoid_d(double x, double y, double p) { (void)x; (void)p; return y * (1 - y); }
+static double ew_tanh(double x, double p) { (void)p; return tanh(x); }
+static double ew_tanh_d(double x, double y, double p) { (void)x; (void)p; return 1 - y * y; }
+/* erf form; erfc(-x/sqrt 2) rather than 1 + erf(x/sqrt 2): no cancellation */
+static double ew_gelu(double x, double p) { (void)p; return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double ew_gelu_d(double x, double y, double p) {
+    (void)y; (void)p;
+    return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * EW_PI);
+}
+/* tanh form (approximate='tanh'): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static double ew_gelu_tanh(double x, double p) {
+    (void)p;
+    return 0.5 * x * (1 + tanh(sqrt(2 / EW_PI) * (x + 0.044715 * x * x * x)));
+}
+static double ew_gelu_tanh_d(double x, double y, double p) {
+    double t = tanh(sqrt(2 / EW_PI) * (x + 0.044715 * x * x * x));
+    (void)y; (void)p;
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * sqrt(2 / EW_PI) * (1 + 3 * 0.044715 * x * x);
+}
+static double ew_silu(double x, double p) { (void)p; return x / (1 + exp(-x)); }
+static double ew_silu_d(double x, double y, double p) {
+    double s = 1 / (1 + exp(-x));
+    (void)y; (void)p;
+    return s * (1 + x * (1 - s));
+}
+static double ew_elu(double x, double p) { return x > 0 ? x : p * expm1(x); }
+static double ew_elu_d(double x, double y, double p) { (void)y; return x > 0 ? 1 : p * exp(x); }
+/* beta 1, threshold 20 (PyTorch's defaults): linear above the threshold */
+static double ew_softplus(double x, double p) { (void)p; return x > 20 ? x : log1p(exp(x)); }
+static double ew_softplus_d(double x, double y, double p) { (void)y; (void)p; return x > 20 ? 1 : 1 / (1 + exp(-x)); }
+#undef EW_PI
 
 /* ------------------------------------------------------------- softmax */
 
 static nncl_status ew_softmax_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int cols = ew_cols(n), rows = (int)(nncl__numel(n, x->batch) / (size_t)cols);
-    NNCL_TRY(nncl__kbegin(x, "softmax", n->op == NNCL_OP_SOFTMAX ? "nncl_softmax_f32" : "nncl_log_softmax_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, rows);
@@ -257,8 +284,7 @@ static nncl_status ew_softmax_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int cols = ew_cols(n), rows = (int)(nncl__numel(n, x->batch) / (size_t)cols);
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "softmax",
-                          n->op == NNCL_OP_SOFTMAX ? "nncl_softmax_backward_f32" : "nncl_log_softmax_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
@@ -298,29 +324,65 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
 
 /* ------------------------------------------------------------- table */
 
-#define EW_BINARY(NAME)                                                                                     \
-    {.name = NAME, .shape = ew_binary_shape, .forward = ew_binary_forward, .backward = ew_binary_backward,    \
-     .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward, .ref_backward = ew_binary_ref_backward}
-#define EW_UNARY(NAME, READS)                                                                               \
-    {.name = NAME, .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,       \
-     .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward}
+/* Same-shape or broadcast binary ops: forward kernel nncl_<op>_f32; add and
+ * sub pass gradients on with axpy and a column sum, mul with its own. */
+#define EW_BINARY(NAME, KERNELS)                                                                            \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME, .kernels = KERNELS, .shape = ew_binary_shape, .forward = ew_binary_forward,          \
+        .backward = ew_binary_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward,   \
+        .ref_backward = ew_binary_ref_backward};
+#define EW_SUM_KERNELS(NAME) {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM}
+EW_BINARY(add, EW_SUM_KERNELS(add))
+EW_BINARY(sub, EW_SUM_KERNELS(sub))
+#define EW_MUL_KERNELS                                                                                      \
+    {EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},              \
+     EW_KERNEL("nncl_mul_bcast_grad_f32")}
+EW_BINARY(mul, EW_MUL_KERNELS)
+
+/* One unary op: its row in the op table and its ew_unary_def, kernels
+ * nncl_<op>_f32 and nncl_<op>_backward_f32. HAS_P: the kernels take
+ * fattr[0]. */
+#define EW_UNARY(NAME, READS, HAS_P)                                                                        \
+    static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d};                            \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME,                                                                                      \
+        .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
+        .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,                \
+        .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,       \
+        .impl = &ew_def_##NAME};
+/* scale has no backward kernel: axpy with alpha */
+static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d};
+const nncl__opdef nncl__opdef_scale = {
+    .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
+    .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,
+    .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale};
+EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
+EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
+EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)
+EW_UNARY(tanh, NNCL_BW_OUTPUT, 0)
+EW_UNARY(gelu, NNCL_BW_INPUTS, 0)
+EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
+EW_UNARY(silu, NNCL_BW_INPUTS, 0)
+EW_UNARY(elu, NNCL_BW_INPUTS, 1)
+EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
+
+/* Row-wise softmaxes of cl/softmax.cl. */
 #define EW_SOFTMAX(NAME)                                                                                    \
-    {.name = NAME, .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,   \
-     .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward, .ref_backward = ew_softmax_ref_backward}
-const nncl__opdef nncl__opdef_add = EW_BINARY("add");
-const nncl__opdef nncl__opdef_sub = EW_BINARY("sub");
-const nncl__opdef nncl__opdef_mul = EW_BINARY("mul");
-const nncl__opdef nncl__opdef_scale = EW_UNARY("scale", 0);
-const nncl__opdef nncl__opdef_relu = EW_UNARY("relu", NNCL_BW_OUTPUT);
-const nncl__opdef nncl__opdef_leaky_relu = EW_UNARY("leaky_relu", NNCL_BW_INPUTS);
-const nncl__opdef nncl__opdef_sigmoid = EW_UNARY("sigmoid", NNCL_BW_OUTPUT);
-const nncl__opdef nncl__opdef_tanh = EW_UNARY("tanh", NNCL_BW_OUTPUT);
-const nncl__opdef nncl__opdef_gelu = EW_UNARY("gelu", NNCL_BW_INPUTS);
-const nncl__opdef nncl__opdef_softmax = EW_SOFTMAX("softmax");
-const nncl__opdef nncl__opdef_log_softmax = EW_SOFTMAX("log_softmax");
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME,                                                                                      \
+        .kernels = {{"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"}},         \
+        .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,            \
+        .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward,                                  \
+        .ref_backward = ew_softmax_ref_backward};
+EW_SOFTMAX(softmax)
+EW_SOFTMAX(log_softmax)
 #undef EW_BINARY
 #undef EW_UNARY
 #undef EW_SOFTMAX
+#undef EW_SUM_KERNELS
+#undef EW_KERNEL
+#undef EW_AXPY_COLSUM
+#undef EW_MUL_KERNELS
 
 /* ------------------------------------------------------------- builders */
 
@@ -346,5 +408,9 @@ nncl_node *nncl_op_leaky_relu(nncl_graph *g, nncl_node *x, float slope) {
 nncl_node *nncl_op_sigmoid(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SIGMOID, x, 0); }
 nncl_node *nncl_op_tanh(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_TANH, x, 0); }
 nncl_node *nncl_op_gelu(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_GELU, x, 0); }
+nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_GELU_TANH, x, 0); }
+nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SILU, x, 0); }
+nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha) { return ew_unary(g, NNCL_OP_ELU, x, alpha); }
+nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SOFTPLUS, x, 0); }
 nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SOFTMAX, x, 0); }
 nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_LOG_SOFTMAX, x, 0); }

@@ -17,6 +17,7 @@ typedef struct prog_kernel {
 struct nncl_program {
     nncl_program *next;
     char family[32];
+    char options[160];  /* build options beyond the defaults (variants of a family) */
     cl_program program;
     prog_kernel *kernels;
     double build_ms;
@@ -38,6 +39,7 @@ void nncl__programs_release(nncl_device *dev) {
         p = pn;
     }
     dev->programs = NULL;
+    memset(dev->optim_kernels, 0, sizeof dev->optim_kernels); /* they were the programs' */
 }
 
 static nncl_status prog_file_embedded(nncl_context *ctx, const char *file, const char **src, size_t *len) {
@@ -98,13 +100,14 @@ static nncl_status prog_source(nncl_context *ctx, const char *family, char **tex
     return st;
 }
 
-static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
+                              nncl_program **out) {
     const char *src;
     size_t len = 0;
     char *owned;
     cl_int err;
     nncl_program *p;
-    char options[256];
+    char options[448];
     int cached;
     NNCL_TRY(prog_source(ctx, family, &owned, &len));
     src = owned;
@@ -114,8 +117,9 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     snprintf(p->family, sizeof p->family, "%s", family);
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s", NNCL_RED_WG,
-             dev->info.fp64 ? " -DNNCL_FP64=1" : "");
+    snprintf(p->options, sizeof p->options, "%s", extra);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s", NNCL_RED_WG,
+             dev->info.fp64 ? " -DNNCL_FP64=1" : "", *extra ? " " : "", extra);
     cached = nncl__bcache_enabled(ctx, dev);
     if (cached && (p->program = nncl__bcache_load(ctx, dev, src, len, options)) != NULL) {
         NNCL_FREE(owned);
@@ -151,21 +155,35 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     return NNCL_OK;
 }
 
-nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                               nncl_program **out) {
     nncl_program *p;
+    dev->lookups++;
+    if (strlen(options) >= sizeof p->options)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "build options of cl/%s.cl too long: %s", family, options);
     for (p = dev->programs; p; p = p->next)
-        if (strcmp(p->family, family) == 0) {
+        if (strcmp(p->family, family) == 0 && strcmp(p->options, options) == 0) {
             *out = p;
             return NNCL_OK;
         }
-    return prog_build(ctx, dev, family, out);
+    return prog_build(ctx, dev, family, options, out);
+}
+
+nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+    return nncl__program_opts(ctx, dev, family, "", out);
 }
 
 nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out) {
+    return nncl__kernel_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                              const char *name, cl_kernel *out) {
     nncl_program *p;
     prog_kernel *k;
     cl_int err;
-    NNCL_TRY(nncl__program(ctx, dev, family, &p));
+    dev->lookups++;
+    NNCL_TRY(nncl__program_opts(ctx, dev, family, options, &p));
     for (k = p->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
             *out = k->kernel;
@@ -186,11 +204,36 @@ nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family
     return NNCL_OK;
 }
 
+unsigned long nncl__kernel_lookups(const nncl_device *dev) { return dev->lookups; }
+
+nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
+                                nncl__kslot *out) {
+    return nncl__kslot_resolve_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                     const char *name, nncl__kslot *out) {
+    size_t wg = 0;
+    NNCL_TRY(nncl__kernel_opts(ctx, dev, family, options, name, &out->kernel));
+    if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
+            CL_SUCCESS ||
+        wg == 0)
+        wg = dev->max_work_group;
+    out->wg = wg;
+    return NNCL_OK;
+}
+
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
     a->ctx = ctx;
     a->kernel = k;
+    a->wg = 0;
     a->index = 0;
     a->err = CL_SUCCESS;
+}
+
+void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k) {
+    nncl__args_begin(a, ctx, k->kernel);
+    a->wg = k->wg;
 }
 
 static void prog_arg(nncl__args *a, size_t size, const void *value) {
@@ -243,10 +286,10 @@ nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n) {
 /* Work-items a group of the launching kernel may have on dev, capped at the
  * size of the kernels' local arrays. */
 static size_t prog_group_cap(nncl__args *a, nncl_device *dev) {
-    size_t k = 0;
-    if (clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS ||
-        k == 0)
-        k = dev->max_work_group;
+    size_t k = a->wg; /* resolved with the kernel; else asked now (eager launches) */
+    if (!k && clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS)
+        k = 0;
+    if (k == 0) k = dev->max_work_group;
     return k < NNCL_RED_WG ? k : NNCL_RED_WG;
 }
 

@@ -265,7 +265,7 @@ static void tune_identity(const nncl_device *dev, char *out, size_t size) {
     snprintf(out + len, size - len, "clblast %s\n", TUNE_CLBLAST_VERSION);
 }
 
-static int tune_path(const nncl_device *dev, char *path, size_t size) {
+int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size) {
     char id[1024];
     uint64_t h;
     size_t n;
@@ -273,8 +273,14 @@ static int tune_path(const nncl_device *dev, char *path, size_t size) {
     h = tune_fnv(0xCBF29CE484222325ull, id, strlen(id));
     if (!tune_dir(path, size)) return 0;
     n = strlen(path);
-    snprintf(path + n, size - n, "/gemm-%016llx.tune", (unsigned long long)h);
+    snprintf(path + n, size - n, "/%s-%016llx.%s", prefix, (unsigned long long)h, ext);
     return 1;
+}
+
+void nncl__device_identity(const nncl_device *dev, char *out, size_t size) { tune_identity(dev, out, size); }
+
+static int tune_path(const nncl_device *dev, char *path, size_t size) {
+    return nncl__device_cache_path(dev, "gemm", "tune", path, size);
 }
 
 static void tune_format_family(char *out, size_t size, const char *family, int has, const char *const *names,

@@ -4,6 +4,8 @@
  * reference vs finite differences and every device vs reference. */
 #include "opcheck.h"
 
+static float eg_range = 2.0f; /* x in [-eg_range, eg_range] */
+
 static float *eg_random(size_t n, float lo, float hi, unsigned seed) {
     float *x = (float *)malloc(n * sizeof(float));
     th_fill_uniform(x, n, lo, hi, &seed);
@@ -20,7 +22,7 @@ static void eg_check(nncl_context *ctx, const char *what, int batch, int rows, i
     int xs[2] = {rows, cols}, bs[1] = {cols};
     nncl_node *a = nncl_input(g, "a", 2, xs), *t = nncl_input(g, "t", 2, xs), *b = NULL, *y = NULL;
     size_t n = (size_t)batch * rows * cols;
-    float *ad = eg_random(n, -2, 2, 1), *bd = eg_random(n, 0.5f, 2, 2), *td = eg_random(n, -1, 1, 3);
+    float *ad = eg_random(n, -eg_range, eg_range, 1), *bd = eg_random(n, 0.5f, 2, 2), *td = eg_random(n, -1, 1, 3);
     oc_feed f[3];
     int nf = 2;
     a->needs_grad = 1;
@@ -42,7 +44,11 @@ static void eg_check(nncl_context *ctx, const char *what, int batch, int rows, i
         case 6: y = nncl_op_sigmoid(g, a); break;
         case 7: y = nncl_op_tanh(g, a); break;
         case 8: y = nncl_op_gelu(g, a); break;
-        case 9: y = nncl_op_softmax(g, a); break;
+        case 9: y = nncl_op_gelu_tanh(g, a); break;
+        case 10: y = nncl_op_silu(g, a); break;
+        case 11: y = nncl_op_elu(g, a, 0.7f); break;
+        case 12: y = nncl_op_softplus(g, a); break;
+        case 13: y = nncl_op_softmax(g, a); break;
         default: y = nncl_op_log_softmax(g, a); break;
         }
     }
@@ -52,6 +58,43 @@ static void eg_check(nncl_context *ctx, const char *what, int batch, int rows, i
     oc_check(name, ctx, g, nncl_mse(g, y, t), f, nf, batch, 1e-9);
     free(ad); free(bd); free(td);
     nncl_graph_free(g);
+}
+
+/* A NaN input gives a NaN output, and the other elements stay finite, on
+ * every device (PyTorch propagates NaN through every activation). */
+static int eg_nan(nncl_context *ctx, const char *what, int which) {
+    char name[160];
+    nncl_graph *g = nncl_graph_create(ctx, 3);
+    int xs[1] = {4}, d;
+    float in[4] = {-1.5f, 0.0f, 0.75f, 0.0f}, out[4];
+    nncl_node *a = nncl_input(g, "a", 1, xs), *t = nncl_input(g, "t", 1, xs), *y = NULL;
+    in[1] = (float)NAN;
+    switch (which) {
+    case 4: y = nncl_op_relu(g, a); break;
+    case 5: y = nncl_op_leaky_relu(g, a, 0.1f); break;
+    case 6: y = nncl_op_sigmoid(g, a); break;
+    case 7: y = nncl_op_tanh(g, a); break;
+    case 8: y = nncl_op_gelu(g, a); break;
+    case 9: y = nncl_op_gelu_tanh(g, a); break;
+    case 10: y = nncl_op_silu(g, a); break;
+    case 11: y = nncl_op_elu(g, a, 0.7f); break;
+    default: y = nncl_op_softplus(g, a); break;
+    }
+    (void)t;
+    snprintf(name, sizeof name, "%s: NaN in, NaN out", what);
+    for (d = 0; y && d < nncl_device_count(ctx); d++) {
+        nncl__plan *p = NULL;
+        TH_OK(name, ctx, nncl__plan_create(ctx, g, NULL, d, 1, &p));
+        TH_OK(name, ctx, nncl__plan_feed(p, a, in, 1));
+        TH_OK(name, ctx, nncl__plan_forward(p, 1, 0));
+        TH_OK(name, ctx, nncl__plan_read(p, y, out, 1, NULL));
+        nncl__plan_free(p);
+        TH_CHECK(name, out[1] != out[1] && out[0] == out[0] && out[2] == out[2] && out[3] == out[3]);
+    }
+    TH_CHECK(name, y != NULL);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
 }
 
 static int eg_shape_errors(nncl_context *ctx) {
@@ -68,18 +111,24 @@ static int eg_shape_errors(nncl_context *ctx) {
 }
 
 int main(void) {
-    static const char *names[] = {"add", "sub", "mul", "scale", "relu", "leaky_relu", "sigmoid", "tanh", "gelu",
+    static const char *names[] = {"add",  "sub",       "mul",  "scale", "relu", "leaky_relu",
+                                  "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "elu", "softplus",
                                   "softmax", "log_softmax"};
     nncl_context *ctx = th_context();
     int w;
     if (!ctx) return th_exit_code();
     eg_shape_errors(ctx);
-    for (w = 0; w < 11; w++) {
+    for (w = 0; w < 15; w++) {
         eg_check(ctx, names[w], 1, 1, 1, w, 0);
         eg_check(ctx, names[w], 3, 7, 13, w, 0);
         if (w < 3) eg_check(ctx, names[w], 2, 5, 33, w, 1);
+        if (w >= 4 && w <= 12) eg_nan(ctx, names[w], w);
     }
-    eg_check(ctx, "softmax", 2, 3, 300, 9, 0);
+    eg_check(ctx, "softmax", 2, 3, 300, 13, 0);
+    eg_range = 30.0f; /* past softplus's threshold (20) and far into the tails */
+    eg_check(ctx, "softplus wide", 2, 5, 21, 12, 0);
+    eg_check(ctx, "silu wide", 2, 5, 21, 10, 0);
+    eg_check(ctx, "elu wide", 2, 5, 21, 11, 0);
     nncl_free(ctx);
     return th_exit_code();
 }

@@ -1,0 +1,288 @@
+/* gemm.cl - nncl's own single-precision GEMM family, row-major:
+ * C = epilogue(alpha op(A) op(B) + beta C), op(A) [m,k], op(B) [k,n].
+ *
+ * Packed panels (the packing kernels absorb transposes, offsets and edges):
+ *   Ap[p][k][r] = A(p*MR + r, k), Bp[q][k][c] = B(k, q*NR + c), zero past m
+ *   and n, K-major, panels contiguous. The micro-kernels then compute whole
+ *   tiles from zero-padded panels and mask only their stores.
+ * Variants (build options): NNCL_MR x NNCL_NR tile, NNCL_VW the float vector
+ * width (NR a multiple of it).
+ *   nncl_gemm_f32_packed  (default): one work-item per MR x NR tile, the tile
+ *       in MR*NR/VW vector accumulators, no local memory and no barriers: CPU
+ *       drivers (PoCL) keep it in registers, where values living across a
+ *       barrier would be spilled.
+ *   nncl_gemm_f32_local  (-DNNCL_WG=w): one w x w work-group per MR x NR
+ *       tile, K slices of both panels staged in local memory (GPUs).
+ *   nncl_gemm_f32_direct (-DNNCL_DIRECT): no packing, for small products
+ *       where a packing pass costs more than it saves.
+ * Epilogue: epi = bias_mode | act << 2; bias_mode 1 adds bias[j] (per column,
+ * linear), 2 adds bias[i] (per row, convolution's [O, pixels]); act as
+ * nncl_act, NaN-propagating like PyTorch. beta == 0 never reads C.
+ * A third NDRange dimension runs a batch of products (strides in elements;
+ * an A stride of 0 shares A). */
+
+#ifndef NNCL_MR
+#define NNCL_MR 6
+#endif
+#ifndef NNCL_NR
+#define NNCL_NR 16
+#endif
+#ifndef NNCL_VW
+#define NNCL_VW 8
+#endif
+#define NNCL_NV (NNCL_NR / NNCL_VW)
+
+#define NNCL_CAT_(a, b) a##b
+#define NNCL_CAT(a, b) NNCL_CAT_(a, b)
+#if NNCL_VW == 1
+#define vfloat float
+#define NNCL_VLOAD(i, p) ((p)[i])
+#define NNCL_VSTORE(v, i, p) ((p)[i] = (v))
+#else
+#define vfloat NNCL_CAT(float, NNCL_VW)
+#define NNCL_VLOAD(i, p) NNCL_CAT(vload, NNCL_VW)(i, p)
+#define NNCL_VSTORE(v, i, p) NNCL_CAT(vstore, NNCL_VW)(v, i, p)
+#endif
+
+/* ------------------------------------------------------------- packing */
+
+/* One work-item per panel (dimension 0) and block of NNCL_PACK_KB values
+ * of k (dimension 1) of batch item get_global_id(2): the source is read
+ * along whichever direction is contiguous in memory. Source element (i, kk)
+ * of the rows x k matrix being packed is at src[kk*ld + i] when kmajor,
+ * else src[i*ld + kk]. */
+#define NNCL_PACK_KB 16
+#define NNCL_PACK_BODY(TILE)                                                                                           \
+    int p = get_global_id(0), k0 = get_global_id(1) * NNCL_PACK_KB, z = get_global_id(2), i0 = p * (TILE), r, kk;      \
+    int k1 = min(k0 + NNCL_PACK_KB, k), live = min((TILE), rows - i0);                                                 \
+    const __global float *s = src + src_off + z * src_stride;                                                          \
+    __global float *d = dst + dst_off + z * dst_stride + p * k * (TILE);                                               \
+    if (i0 >= rows || k0 >= k) return;                                                                                 \
+    if (kmajor) {                                                                                                      \
+        for (kk = k0; kk < k1; kk++) {                                                                                 \
+            if (live == (TILE))                                                                                        \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = s[kk * ld + i0 + r];                                 \
+            else                                                                                                       \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? s[kk * ld + i0 + r] : 0.0f;               \
+        }                                                                                                              \
+    } else {                                                                                                           \
+        for (r = 0; r < (TILE); r++) {                                                                                 \
+            if (r < live)                                                                                              \
+                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = s[(i0 + r) * ld + kk];                               \
+            else                                                                                                       \
+                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = 0.0f;                                                \
+        }                                                                                                              \
+    }
+
+/* A [rows = m, k]: kmajor when A is stored transposed ([k, m]). */
+__kernel void nncl_gemm_pack_a_f32(__global const float *src, int src_off, int src_stride, int ld, int kmajor,
+                                   int rows, int k, __global float *dst, int dst_off, int dst_stride) {
+    NNCL_PACK_BODY(NNCL_MR)
+}
+
+/* B [k, n] packed as its transpose (rows = n): kmajor when B is NOT
+ * transposed (stored [k, n]). */
+__kernel void nncl_gemm_pack_b_f32(__global const float *src, int src_off, int src_stride, int ld, int kmajor,
+                                   int rows, int k, __global float *dst, int dst_off, int dst_stride) {
+    NNCL_PACK_BODY(NNCL_NR)
+}
+
+/* ------------------------------------------------------------- epilogue */
+
+vfloat nncl_gemm_act(vfloat v, int act) {
+    if (act == 1) return select(v, (vfloat)0.0f, v < (vfloat)0.0f); /* NaN stays NaN */
+    if (act == 2) return (vfloat)1.0f / ((vfloat)1.0f + exp(-v));
+    if (act == 3) return tanh(v);
+    return v;
+}
+
+float nncl_gemm_act1(float v, int act) {
+    if (act == 1) return v < 0.0f ? 0.0f : v;
+    if (act == 2) return 1.0f / (1.0f + exp(-v));
+    if (act == 3) return tanh(v);
+    return v;
+}
+
+/* Stores row i of a tile, columns j .. j+VW-1 (those below n). */
+void nncl_gemm_store(__global float *c, int ldc, int i, int j, int n, vfloat acc, float alpha, float beta,
+                     __global const float *bias, int epi) {
+    __global float *row = c + i * ldc;
+    int mode = epi & 3, act = epi >> 2, e;
+    if (j + NNCL_VW <= n) {
+        vfloat v = alpha * acc;
+        if (beta != 0.0f) v += beta * NNCL_VLOAD(0, row + j);
+        if (mode == 1) v += NNCL_VLOAD(0, bias + j);
+        else if (mode == 2) v += bias[i];
+        NNCL_VSTORE(nncl_gemm_act(v, act), 0, row + j);
+    } else {
+        float t[NNCL_VW];
+        NNCL_VSTORE(acc, 0, t);
+        for (e = 0; e < NNCL_VW && j + e < n; e++) {
+            float v = alpha * t[e];
+            if (beta != 0.0f) v += beta * row[j + e];
+            if (mode == 1) v += bias[j + e];
+            else if (mode == 2) v += bias[i];
+            row[j + e] = nncl_gemm_act1(v, act);
+        }
+    }
+}
+
+/* Epilogue alone, after a product that had none (CLBlast): C[i, j] =
+ * act(C[i, j] + bias). One work-item per element of the [m, n] block. */
+__kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int m, int n, __global const float *bias,
+                                     int bias_off, int epi) {
+    int j = get_global_id(0), i = get_global_id(1), mode = epi & 3;
+    if (i < m && j < n) {
+        float v = c[c_off + i * ldc + j];
+        if (mode == 1) v += bias[bias_off + j];
+        else if (mode == 2) v += bias[bias_off + i];
+        c[c_off + i * ldc + j] = nncl_gemm_act1(v, epi >> 2);
+    }
+}
+
+/* ------------------------------------------------------------- micro-kernels */
+
+#if defined(NNCL_WG)
+
+/* GPU style: work-group (WG, WG) computes one MR x NR tile; work-item (x, y)
+ * owns rows x + WG*u and columns y + WG*w of it. K slices of NNCL_KB rows of
+ * both panels are staged in local memory (each a contiguous run of the
+ * packed panel, so the loads coalesce). */
+#ifndef NNCL_KB
+#define NNCL_KB 16
+#endif
+#define NNCL_TM (NNCL_MR / NNCL_WG)
+#define NNCL_TN (NNCL_NR / NNCL_WG)
+__kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_gemm_f32_local(
+    __global const float *ap, int ap_off, int ap_stride, __global const float *bp, int bp_off, int bp_stride,
+    __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k, float alpha, float beta,
+    __global const float *bias, int bias_off, int epi) {
+    __local float as[NNCL_KB * NNCL_MR], bs[NNCL_KB * NNCL_NR];
+    int p = get_group_id(0), q = get_group_id(1), z = get_global_id(2);
+    int x = get_local_id(0), y = get_local_id(1), lid = y * NNCL_WG + x, u, w, kk, k0, t;
+    float acc[NNCL_TM][NNCL_TN];
+    const __global float *a = ap + ap_off + z * ap_stride + p * k * NNCL_MR;
+    const __global float *b = bp + bp_off + z * bp_stride + q * k * NNCL_NR;
+    __global float *cz = c + c_off + z * c_stride;
+    for (u = 0; u < NNCL_TM; u++)
+        for (w = 0; w < NNCL_TN; w++) acc[u][w] = 0.0f;
+    for (k0 = 0; k0 < k; k0 += NNCL_KB) {
+        int rows = min(NNCL_KB, k - k0);
+        for (t = lid; t < NNCL_KB * NNCL_MR; t += NNCL_WG * NNCL_WG)
+            as[t] = t < rows * NNCL_MR ? a[k0 * NNCL_MR + t] : 0.0f;
+        for (t = lid; t < NNCL_KB * NNCL_NR; t += NNCL_WG * NNCL_WG)
+            bs[t] = t < rows * NNCL_NR ? b[k0 * NNCL_NR + t] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (kk = 0; kk < NNCL_KB; kk++) {
+            float av[NNCL_TM], bv[NNCL_TN];
+            for (u = 0; u < NNCL_TM; u++) av[u] = as[kk * NNCL_MR + x + NNCL_WG * u];
+            for (w = 0; w < NNCL_TN; w++) bv[w] = bs[kk * NNCL_NR + y + NNCL_WG * w];
+            for (u = 0; u < NNCL_TM; u++)
+                for (w = 0; w < NNCL_TN; w++) acc[u][w] = mad(av[u], bv[w], acc[u][w]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (u = 0; u < NNCL_TM; u++) {
+        int i = p * NNCL_MR + x + NNCL_WG * u;
+        if (i >= m) continue;
+        for (w = 0; w < NNCL_TN; w++) {
+            int j = q * NNCL_NR + y + NNCL_WG * w, mode = epi & 3;
+            float v;
+            if (j >= n) continue;
+            v = alpha * acc[u][w];
+            if (beta != 0.0f) v += beta * cz[i * ldc + j];
+            if (mode == 1) v += bias[bias_off + j];
+            else if (mode == 2) v += bias[bias_off + i];
+            cz[i * ldc + j] = nncl_gemm_act1(v, epi >> 2);
+        }
+    }
+}
+
+#elif defined(NNCL_DIRECT)
+
+/* No packing: A and B read in place. Rows past m read row m-1 and columns
+ * past n read column n-1 (in bounds; their results are not stored); B rows
+ * are loaded as vectors when B is not transposed and the tile is whole. */
+#define NNCL_DIRECT_LOOP(AV, BLOAD)                                                                                    \
+    for (kk = 0; kk < k; kk++) {                                                                                       \
+        vfloat bv[NNCL_NV];                                                                                            \
+        _Pragma("unroll") for (v = 0; v < NNCL_NV; v++) BLOAD;                                                         \
+        _Pragma("unroll") for (r = 0; r < NNCL_MR; r++) {                                                              \
+            float av = AV;                                                                                             \
+            _Pragma("unroll") for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] =                                     \
+                mad((vfloat)av, bv[v], acc[r * NNCL_NV + v]);                                                          \
+        }                                                                                                              \
+    }
+
+__kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_stride, int lda, int ta,
+                                   __global const float *b, int b_off, int b_stride, int ldb, int tb,
+                                   __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k,
+                                   float alpha, float beta, __global const float *bias, int bias_off, int epi) {
+    int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), r, v, kk;
+    int i0 = p * NNCL_MR, j0 = q * NNCL_NR;
+    int ri[NNCL_MR], cj[NNCL_NR];
+    vfloat acc[NNCL_MR * NNCL_NV];
+    const __global float *az = a + a_off + z * a_stride, *bz = b + b_off + z * b_stride;
+    if (i0 >= m || j0 >= n) return;
+    for (r = 0; r < NNCL_MR; r++) ri[r] = min(i0 + r, m - 1);
+    for (r = 0; r < NNCL_NR; r++) cj[r] = min(j0 + r, n - 1);
+    for (r = 0; r < NNCL_MR * NNCL_NV; r++) acc[r] = (vfloat)0.0f;
+    if (!tb && j0 + NNCL_NR <= n) {
+        if (ta) NNCL_DIRECT_LOOP(az[kk * lda + ri[r]], bv[v] = NNCL_VLOAD(0, bz + kk * ldb + j0 + v * NNCL_VW))
+        else NNCL_DIRECT_LOOP(az[ri[r] * lda + kk], bv[v] = NNCL_VLOAD(0, bz + kk * ldb + j0 + v * NNCL_VW))
+    } else {
+        float g[NNCL_NR];
+        int e;
+#define NNCL_GATHER(IDX)                                                                                               \
+    {                                                                                                                  \
+        if (v == 0)                                                                                                    \
+            for (e = 0; e < NNCL_NR; e++) g[e] = bz[IDX];                                                              \
+        bv[v] = NNCL_VLOAD(v, g);                                                                                      \
+    }
+        if (ta && tb) NNCL_DIRECT_LOOP(az[kk * lda + ri[r]], NNCL_GATHER(cj[e] * ldb + kk))
+        else if (ta) NNCL_DIRECT_LOOP(az[kk * lda + ri[r]], NNCL_GATHER(kk * ldb + cj[e]))
+        else if (tb) NNCL_DIRECT_LOOP(az[ri[r] * lda + kk], NNCL_GATHER(cj[e] * ldb + kk))
+        else NNCL_DIRECT_LOOP(az[ri[r] * lda + kk], NNCL_GATHER(kk * ldb + cj[e]))
+#undef NNCL_GATHER
+    }
+    for (r = 0; r < NNCL_MR && i0 + r < m; r++)
+        for (v = 0; v < NNCL_NV; v++)
+            nncl_gemm_store(c + c_off + z * c_stride, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v], alpha,
+                            beta, bias + bias_off, epi);
+}
+
+#else
+
+/* CPU style: the MR x NR tile in MR*NV vector accumulators; per k, NV vector
+ * loads of the B panel and MR broadcasts of the A panel. */
+__kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_stride, __global const float *bp,
+                                   int bp_off, int bp_stride, __global float *c, int c_off, int c_stride, int ldc,
+                                   int m, int n, int k, float alpha, float beta, __global const float *bias,
+                                   int bias_off, int epi) {
+    int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), r, v, kk;
+    vfloat acc[NNCL_MR * NNCL_NV];
+    const __global float *a = ap + ap_off + z * ap_stride + p * k * NNCL_MR;
+    const __global float *b = bp + bp_off + z * bp_stride + q * k * NNCL_NR;
+    if (p * NNCL_MR >= m || q * NNCL_NR >= n) return;
+#pragma unroll
+    for (r = 0; r < NNCL_MR * NNCL_NV; r++) acc[r] = (vfloat)0.0f;
+    for (kk = 0; kk < k; kk++) {
+        vfloat bv[NNCL_NV];
+#pragma unroll
+        for (v = 0; v < NNCL_NV; v++) bv[v] = NNCL_VLOAD(v, b);
+#pragma unroll
+        for (r = 0; r < NNCL_MR; r++) {
+            vfloat av = (vfloat)a[r];
+#pragma unroll
+            for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] = mad(av, bv[v], acc[r * NNCL_NV + v]);
+        }
+        a += NNCL_MR;
+        b += NNCL_NR;
+    }
+    for (r = 0; r < NNCL_MR && p * NNCL_MR + r < m; r++)
+        for (v = 0; v < NNCL_NV; v++)
+            nncl_gemm_store(c + c_off + z * c_stride, ldc, p * NNCL_MR + r, q * NNCL_NR + v * NNCL_VW, n,
+                            acc[r * NNCL_NV + v], alpha, beta, bias + bias_off, epi);
+}
+
+#endif

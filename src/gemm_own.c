@@ -1,0 +1,341 @@
+/* gemm_own.c - launching nncl's own GEMM kernels (cl/gemm.cl): the variants
+ * a device gets (register tile and vector width from the device's preferred
+ * float vector width), packing, the packed micro-kernels with their
+ * epilogue and batch dimension, and whole products through packing into the
+ * start of the temporary buffer. */
+#include "gemm.h"
+#include <limits.h>
+#include <stdio.h>
+
+#define OWN_ALIGN 64 /* floats: B panels start on a cache line */
+#define OWN_PACK_KB 16 /* NNCL_PACK_KB of cl/gemm.cl */
+
+size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
+    return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
+}
+
+static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg) {
+    v->kind = kind;
+    v->mr = mr;
+    v->nr = nr;
+    v->vw = vw;
+    v->wg = wg;
+    if (kind == NNCL__GEMM_LOCAL) {
+        snprintf(v->name, sizeof v->name, "local%dx%dw%d", mr, nr, wg);
+        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d",
+                 mr, nr, wg);
+    } else {
+        snprintf(v->name, sizeof v->name, "%s%dx%dv%d", kind == NNCL__GEMM_DIRECT ? "direct" : "packed", mr, nr, vw);
+        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s", mr, nr, vw,
+                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "");
+    }
+}
+
+/* Variants by device. CPUs: register tiles of vectors of the preferred
+ * width, 6 rows of two vectors (the shape of the fastest CPU BLAS kernels)
+ * and 4 rows of four (fewer rows to pad when m is small), and the direct
+ * kernel for small products; then, for tests, a narrower vector and the
+ * local-memory kernel. GPUs: the local-memory kernel first. */
+static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
+    cl_uint pw = 0;
+    int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
+    if (clGetDeviceInfo(dev->id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pw, &pw, NULL) != CL_SUCCESS) pw = 4;
+    vw = pw >= 16 ? 16 : pw >= 8 ? 8 : 4;
+    while ((size_t)wg * wg > dev->max_work_group && wg > 1) wg /= 2;
+    s->n_all = 0;
+    if (cpu) {
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1);
+        s->n_timed = 3;
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
+    } else {
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1);
+        s->n_timed = 3;
+    }
+    for (i = 0; i < s->n_timed; i++) s->timed[i] = i;
+    for (i = 0; i < s->n_all; i++) s->all[i].index = i;
+}
+
+/* Kernel `which` of variant v (0 pack A, 1 pack B, 2 its product), with
+ * arguments begun: resolved once per device and variant. */
+enum { OWN_K_PACK_A, OWN_K_PACK_B, OWN_K_PRODUCT };
+static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int which,
+                              nncl__args *a) {
+    static const char *const names[2] = {"nncl_gemm_pack_a_f32", "nncl_gemm_pack_b_f32"};
+    nncl__gemm_state *s = NULL;
+    nncl__kslot *k;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (v->index < 0 || v->index >= s->n_all)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
+    k = &s->kernels[v->index][which];
+    if (!k->kernel) {
+        const char *name = which < OWN_K_PRODUCT                ? names[which]
+                           : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
+                           : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
+                                                          : "nncl_gemm_f32_packed";
+        NNCL_TRY(nncl__kslot_resolve_opts(ctx, dev, "gemm", v->options, name, k));
+    }
+    nncl__args_begin_slot(a, ctx, k);
+    return NNCL_OK;
+}
+
+nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out) {
+    if (!dev->gemm) {
+        dev->gemm = (nncl__gemm_state *)nncl__calloc(1, sizeof *dev->gemm);
+        if (!dev->gemm) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        own_fill(dev, dev->gemm);
+        dev->gemm->ready = 1;
+    }
+    *out = dev->gemm;
+    return NNCL_OK;
+}
+
+void nncl__gemm_state_free(nncl_device *dev) {
+    if (!dev->gemm) return;
+    if (dev->gemm->scratch) nncl__buffer_release(dev, dev->gemm->scratch, dev->gemm->scratch_bytes);
+    NNCL_FREE(dev->gemm->choices);
+    NNCL_FREE(dev->gemm);
+    dev->gemm = NULL;
+}
+
+nncl_status nncl__gemm_variants(nncl_context *ctx, nncl_device *dev, int all, const nncl__gemm_variant **v,
+                                int *count) {
+    nncl__gemm_state *s = NULL;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    *v = s->all;
+    *count = all ? s->n_all : s->n_timed;
+    return NNCL_OK;
+}
+
+/* Every index and size a kernel sees must fit its int arguments. */
+static nncl_status own_fits(nncl_context *ctx, const char *what, size_t last) {
+    if (last > (size_t)INT_MAX)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %zu elements, more than the kernels index", what, last);
+    return NNCL_OK;
+}
+
+/* Packs rows x k (A: op(A) [m,k]; B, is_b: op(B) [k,n] with rows = n),
+ * one work-item per panel and block of OWN_PACK_KB values of k. */
+static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int is_b, int trans,
+                            size_t rows, size_t k, cl_mem src, size_t off, size_t ld, size_t stride, size_t batch,
+                            cl_mem dst, size_t dst_off) {
+    const char *kernel = is_b ? "nncl_gemm_pack_b_f32" : "nncl_gemm_pack_a_f32";
+    int tile = is_b ? v->nr : v->mr;
+    nncl__args a;
+    size_t per = nncl__gemm_pack_floats(tile, rows, k), global[3], local[3] = {1, 1, 1};
+    if (rows == 0 || k == 0 || batch == 0) return NNCL_OK;
+    NNCL_TRY(own_fits(ctx, kernel, dst_off + per * batch));
+    NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + (rows > k ? rows : k) * ld));
+    NNCL_TRY(own_kernel(ctx, dev, v, is_b ? OWN_K_PACK_B : OWN_K_PACK_A, &a));
+    nncl__arg_mem(&a, src);
+    nncl__arg_int(&a, (int)off);
+    nncl__arg_int(&a, (int)stride);
+    nncl__arg_int(&a, (int)ld);
+    nncl__arg_int(&a, is_b ? !trans : trans);
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, (int)k);
+    nncl__arg_mem(&a, dst);
+    nncl__arg_int(&a, (int)dst_off);
+    nncl__arg_int(&a, (int)per);
+    global[0] = (rows + (size_t)tile - 1) / (size_t)tile;
+    global[1] = (k + OWN_PACK_KB - 1) / OWN_PACK_KB;
+    global[2] = batch;
+    /* a few blocks of k per group: fewer groups for the driver to schedule */
+    while (local[1] < 8 && local[1] * 2 <= global[1] && local[1] * 2 <= dev->max_work_group) local[1] *= 2;
+    return nncl__launch(&a, dev, 3, global, local);
+}
+
+nncl_status nncl__gemm_pack_a(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int trans, size_t m,
+                              size_t k, cl_mem a, size_t a_off, size_t lda, size_t a_stride, size_t batch, cl_mem ap,
+                              size_t ap_off) {
+    return own_pack(ctx, dev, v, 0, trans, m, k, a, a_off, lda, a_stride, batch, ap, ap_off);
+}
+
+nncl_status nncl__gemm_pack_b(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int trans, size_t k,
+                              size_t n, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, size_t batch, cl_mem bp,
+                              size_t bp_off) {
+    return own_pack(ctx, dev, v, 1, trans, n, k, b, b_off, ldb, b_stride, batch, bp, bp_off);
+}
+
+/* The epilogue's kernel arguments: bias buffer (C's when none), offset, code. */
+static void own_arg_epi(nncl__args *a, const nncl__gemm_epi *e, cl_mem c) {
+    nncl__arg_mem(a, e->bias ? e->bias_mem : c);
+    nncl__arg_int(a, e->bias ? (int)e->bias_off : 0);
+    nncl__arg_int(a, (e->bias & 3) | (e->act << 2));
+}
+
+/* Launch grid: one work-item (CPU style) or one w x w group (local) per tile. */
+static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_variant *v, size_t m, size_t n,
+                              size_t batch) {
+    size_t global[3], local[3] = {1, 1, 1};
+    global[0] = (m + (size_t)v->mr - 1) / (size_t)v->mr;
+    global[1] = (n + (size_t)v->nr - 1) / (size_t)v->nr;
+    global[2] = batch;
+    if (v->kind == NNCL__GEMM_LOCAL) {
+        global[0] *= (size_t)v->wg;
+        global[1] *= (size_t)v->wg;
+        local[0] = local[1] = (size_t)v->wg;
+    }
+    return nncl__launch(a, dev, 3, global, local);
+}
+
+nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                              const nncl__gemm_packed_args *p) {
+    nncl__args a;
+    size_t last_c = p->c_off + (p->batch - 1) * p->c_stride + (p->m - 1) * p->ldc + p->n;
+    if (p->m == 0 || p->n == 0 || p->batch == 0) return NNCL_OK;
+    if (v->kind == NNCL__GEMM_DIRECT)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s takes no packed panels", v->name);
+    NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
+    NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, p->k)));
+    NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, p->k)));
+    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
+    nncl__arg_mem(&a, p->ap);
+    nncl__arg_int(&a, (int)p->ap_off);
+    nncl__arg_int(&a, (int)p->ap_stride);
+    nncl__arg_mem(&a, p->bp);
+    nncl__arg_int(&a, (int)p->bp_off);
+    nncl__arg_int(&a, (int)p->bp_stride);
+    nncl__arg_mem(&a, p->c);
+    nncl__arg_int(&a, (int)p->c_off);
+    nncl__arg_int(&a, (int)p->c_stride);
+    nncl__arg_int(&a, (int)p->ldc);
+    nncl__arg_int(&a, (int)p->m);
+    nncl__arg_int(&a, (int)p->n);
+    nncl__arg_int(&a, (int)p->k);
+    nncl__arg_float(&a, p->alpha);
+    nncl__arg_float(&a, p->beta);
+    own_arg_epi(&a, &p->epi, p->c);
+    return own_launch(&a, dev, v, p->m, p->n, p->batch);
+}
+
+static size_t own_b_offset(const nncl__gemm_variant *v, size_t m, size_t k) {
+    size_t a = nncl__gemm_pack_floats(v->mr, m, k);
+    return (a + OWN_ALIGN - 1) / OWN_ALIGN * OWN_ALIGN;
+}
+
+size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g) {
+    if (v->kind == NNCL__GEMM_DIRECT || g->m == 0 || g->n == 0) return 0;
+    return (own_b_offset(v, g->m, g->k) + nncl__gemm_pack_floats(v->nr, g->n, g->k)) * sizeof(float);
+}
+
+static nncl_status own_direct(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                              const nncl__gemm_args *g) {
+    nncl__args a;
+    NNCL_TRY(own_fits(ctx, "direct GEMM", g->a_off + (g->trans_a ? g->k : g->m) * g->lda));
+    NNCL_TRY(own_fits(ctx, "direct GEMM", g->b_off + (g->trans_b ? g->n : g->k) * g->ldb));
+    NNCL_TRY(own_fits(ctx, "direct GEMM", g->c_off + g->m * g->ldc));
+    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
+    nncl__arg_mem(&a, g->a);
+    nncl__arg_int(&a, (int)g->a_off);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, (int)g->lda);
+    nncl__arg_int(&a, g->trans_a);
+    nncl__arg_mem(&a, g->b);
+    nncl__arg_int(&a, (int)g->b_off);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, (int)g->ldb);
+    nncl__arg_int(&a, g->trans_b);
+    nncl__arg_mem(&a, g->c);
+    nncl__arg_int(&a, (int)g->c_off);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, (int)g->ldc);
+    nncl__arg_int(&a, (int)g->m);
+    nncl__arg_int(&a, (int)g->n);
+    nncl__arg_int(&a, (int)g->k);
+    nncl__arg_float(&a, g->alpha);
+    nncl__arg_float(&a, g->beta);
+    own_arg_epi(&a, &g->epi, g->c);
+    return own_launch(&a, dev, v, g->m, g->n, 1);
+}
+
+/* dev's scratch buffer of at least bytes, for products given no temp. */
+static nncl_status own_scratch(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out) {
+    nncl__gemm_state *s = NULL;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (s->scratch_bytes < bytes) {
+        if (s->scratch) {
+            /* the queue may still use the old one: the release waits for it */
+            nncl__buffer_release(dev, s->scratch, s->scratch_bytes);
+            s->scratch = NULL;
+            s->scratch_bytes = 0;
+        }
+        NNCL_TRY(nncl__buffer_create(ctx, dev, bytes, &s->scratch));
+        s->scratch_bytes = bytes;
+    }
+    *out = s->scratch;
+    return NNCL_OK;
+}
+
+nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                           const nncl__gemm_args *g) {
+    nncl__gemm_packed_args p;
+    size_t need = nncl__gemm_own_temp(v, g), bytes = 0;
+    cl_mem ws = g->temp;
+    if (g->m == 0 || g->n == 0) return NNCL_OK;
+    if (v->kind == NNCL__GEMM_DIRECT) return own_direct(ctx, dev, v, g);
+    if (ws) NNCL_CL(ctx, clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
+    if (!ws || bytes < need) NNCL_TRY(own_scratch(ctx, dev, need, &ws));
+    NNCL_TRY(nncl__gemm_pack_a(ctx, dev, v, g->trans_a, g->m, g->k, g->a, g->a_off, g->lda, 0, 1, ws, 0));
+    NNCL_TRY(nncl__gemm_pack_b(ctx, dev, v, g->trans_b, g->k, g->n, g->b, g->b_off, g->ldb, 0, 1, ws,
+                               own_b_offset(v, g->m, g->k)));
+    memset(&p, 0, sizeof p);
+    p.m = g->m;
+    p.n = g->n;
+    p.k = g->k;
+    p.batch = 1;
+    p.ap = ws;
+    p.bp = ws;
+    p.bp_off = own_b_offset(v, g->m, g->k);
+    p.c = g->c;
+    p.c_off = g->c_off;
+    p.ldc = g->ldc;
+    p.alpha = g->alpha;
+    p.beta = g->beta;
+    p.epi = g->epi;
+    return nncl__gemm_packed(ctx, dev, v, &p);
+}
+
+nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                                   const nncl__gemm_args *g) {
+    nncl__gemm_state *s = NULL;
+    nncl__args a;
+    int k;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!v) {
+        if ((g->epi.bias || g->epi.act) && !s->epilogue.kernel)
+            NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
+        return NNCL_OK;
+    }
+    for (k = v->kind == NNCL__GEMM_DIRECT ? OWN_K_PRODUCT : OWN_K_PACK_A; k <= OWN_K_PRODUCT; k++)
+        NNCL_TRY(own_kernel(ctx, dev, v, k, &a));
+    return NNCL_OK;
+}
+
+nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
+    nncl__gemm_state *s = NULL;
+    nncl__args a;
+    size_t global[2], local[2] = {16, 4};
+    if (!g->epi.bias && !g->epi.act) return NNCL_OK;
+    NNCL_TRY(own_fits(ctx, "GEMM epilogue", g->c_off + g->m * g->ldc));
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!s->epilogue.kernel) NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
+    nncl__args_begin_slot(&a, ctx, &s->epilogue);
+    nncl__arg_mem(&a, g->c);
+    nncl__arg_int(&a, (int)g->c_off);
+    nncl__arg_int(&a, (int)g->ldc);
+    nncl__arg_int(&a, (int)g->m);
+    nncl__arg_int(&a, (int)g->n);
+    own_arg_epi(&a, &g->epi, g->c);
+    global[0] = g->n;
+    global[1] = g->m;
+    if (local[0] * local[1] > dev->max_work_group) local[0] = local[1] = 1;
+    return nncl__launch(&a, dev, 2, global, local);
+}
+
+#undef OWN_ALIGN
+#undef OWN_PACK_KB

@@ -1,0 +1,431 @@
+/* gemm_pick.c - which kernel runs a product: CLBlast (with its stored
+ * tuning, if any) or one of nncl's own variants, chosen per device and
+ * shape (transposes, m, n, k, epilogue) by timing each on the shape and
+ * checking their results against each other. A choice is kept in memory and
+ * in a file of the cache folder named after the device's identity (driver
+ * and CLBlast versions included), so a second run measures nothing; a
+ * damaged file, or one written for another identity, is ignored. Plans
+ * choose at prepare time (nncl__sgemm_prepare); a product nobody prepared
+ * (eager nncl_gemm) chooses on its first call. $NNCL_GEMM=clblast|own|auto
+ * forces a side. */
+#include "gemm.h"
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+#define PICK_MAGIC "nncl-gemm-choice 1"
+#define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
+#define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
+#define PICK_MIN_SECONDS 0.01    /* timing runs per candidate: at least 2 and this long */
+#define PICK_MAX_RUNS 8
+
+int nncl__gemm_mode(void) {
+    const char *env = getenv("NNCL_GEMM");
+    if (env && !strcmp(env, "clblast")) return 1;
+    if (env && !strcmp(env, "own")) return 2;
+    return 0;
+}
+
+static int pick_epi(const nncl__gemm_epi *e) { return (e->bias & 3) | (e->act << 2); }
+
+static int pick_same(const nncl__gemm_choice *c, int ta, int tb, size_t m, size_t n, size_t k, int epi) {
+    return c->ta == ta && c->tb == tb && c->m == m && c->n == n && c->k == k && c->epi == epi;
+}
+
+const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl__gemm_args *g) {
+    int i, epi = pick_epi(&g->epi);
+    for (i = 0; i < s->n_choices; i++)
+        if (pick_same(&s->choices[i], g->trans_a != 0, g->trans_b != 0, g->m, g->n, g->k, epi)) return &s->choices[i];
+    return NULL;
+}
+
+/* The smallest measured product of g's kind (transposes, k, epilogue) that
+ * covers g's m and n: the choice a plan's smaller batch or last chunk takes,
+ * so that a step never measures. NULL when there is none. */
+static const nncl__gemm_choice *pick_near(nncl__gemm_state *s, const nncl__gemm_args *g) {
+    const nncl__gemm_choice *best = NULL;
+    int i, epi = pick_epi(&g->epi);
+    for (i = 0; i < s->n_choices; i++) {
+        const nncl__gemm_choice *c = &s->choices[i];
+        if (c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->k != g->k || c->epi != epi ||
+            c->m < g->m || c->n < g->n)
+            continue;
+        if (!best || c->m * c->n < best->m * best->n) best = c;
+    }
+    return best;
+}
+
+static int pick_add(nncl__gemm_state *s, const nncl__gemm_choice *c) {
+    if (s->n_choices == s->cap_choices) {
+        int cap = s->cap_choices ? 2 * s->cap_choices : 16;
+        nncl__gemm_choice *nc = (nncl__gemm_choice *)nncl__calloc((size_t)cap, sizeof *nc);
+        if (!nc) return 0;
+        if (s->n_choices) memcpy(nc, s->choices, (size_t)s->n_choices * sizeof *nc);
+        NNCL_FREE(s->choices);
+        s->choices = nc;
+        s->cap_choices = cap;
+    }
+    s->choices[s->n_choices++] = *c;
+    return 1;
+}
+
+/* ------------------------------------------------------------- the file */
+
+static uint64_t pick_fnv(const char *p, size_t n) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001B3ull;
+    return h;
+}
+
+static const char *pick_name(const nncl__gemm_state *s, int idx) { return idx < 0 ? "clblast" : s->all[idx].name; }
+
+static int pick_index(const nncl__gemm_state *s, const char *name) {
+    int i;
+    if (!strcmp(name, "clblast")) return -1;
+    for (i = 0; i < s->n_all; i++)
+        if (!strcmp(name, s->all[i].name)) return i;
+    return -2;
+}
+
+/* Parses the stored choices of dev into s; a file that is damaged, foreign
+ * or names variants this build lacks is ignored whole (why in *why). */
+static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, size_t n, const char **why) {
+    char id[1024], *line, *next, *check;
+    size_t hl = strlen(PICK_MAGIC);
+    unsigned long long sum;
+    *why = "damaged";
+    if (n == 0 || memchr(buf, 0, n)) return 0;
+    buf[n] = 0;
+    check = strstr(buf, "\ncheck ");
+    if (!check || sscanf(check + 7, "%16llx", &sum) != 1 || pick_fnv(buf, (size_t)(check + 1 - buf)) != sum) return 0;
+    check[1] = 0;
+    if (strncmp(buf, PICK_MAGIC, hl) != 0 || buf[hl] != '\n') return 0;
+    nncl__device_identity(dev, id, sizeof id);
+    if (strncmp(buf + hl + 1, id, strlen(id)) != 0) {
+        *why = "written for another device, driver or CLBlast";
+        return 0;
+    }
+    for (line = buf + hl + 1 + strlen(id); *line; line = next) {
+        nncl__gemm_choice c;
+        char best[32], own[32];
+        unsigned long m, nn, k;
+        char *nl = strchr(line, '\n');
+        if (!nl) return 0;
+        *nl = 0;
+        next = nl + 1;
+        memset(&c, 0, sizeof c);
+        if (sscanf(line, "choice %d %d %lu %lu %lu %d %31s %31s", &c.ta, &c.tb, &m, &nn, &k, &c.epi, best, own) != 8)
+            return 0;
+        c.m = m;
+        c.n = nn;
+        c.k = k;
+        c.best = pick_index(s, best);
+        c.best_own = pick_index(s, own);
+        if (c.best < -1 || c.best_own < 0 || (c.ta | c.tb) & ~1) {
+            *why = "names kernels this build lacks";
+            return 0;
+        }
+        if (!pick_add(s, &c)) return 0;
+    }
+    return 1;
+}
+
+static void pick_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) {
+    char path[1200];
+    unsigned char *data = NULL;
+    size_t size = 0;
+    const char *why;
+    s->loaded = 1;
+    if (!nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path)) return;
+    if (nncl__read_file(path, &data, &size) != NNCL_OK) return; /* none stored yet */
+    if (size < PICK_FILE_MAX) {
+        char *buf = (char *)NNCL_MALLOC(size + 1);
+        if (buf) {
+            memcpy(buf, data, size);
+            if (pick_parse(s, dev, buf, size, &why))
+                nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: %d GEMM choices from %s", dev->info.index, s->n_choices,
+                          path);
+            else {
+                s->n_choices = 0;
+                nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM choices %s ignored: %s", dev->info.index, path, why);
+            }
+            NNCL_FREE(buf);
+        }
+    }
+    NNCL_FREE(data);
+}
+
+/* Rewrites the file with every choice (best effort: logs on failure). */
+static void pick_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) {
+    char path[1200], id[1024], line[256];
+    nncl__afile af;
+    char *text;
+    size_t cap = 2048 + (size_t)s->n_choices * 160, len;
+    int i;
+    if (!nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path)) return;
+    if (!(text = (char *)NNCL_MALLOC(cap))) return;
+    nncl__device_identity(dev, id, sizeof id);
+    len = (size_t)snprintf(text, cap, "%s\n%s", PICK_MAGIC, id);
+    for (i = 0; i < s->n_choices && len < cap; i++) {
+        const nncl__gemm_choice *c = &s->choices[i];
+        snprintf(line, sizeof line, "choice %d %d %lu %lu %lu %d %s %s\n", c->ta, c->tb, (unsigned long)c->m,
+                 (unsigned long)c->n, (unsigned long)c->k, c->epi, pick_name(s, c->best), pick_name(s, c->best_own));
+        len += (size_t)snprintf(text + len, cap - len, "%s", line);
+    }
+    if (len + 32 < cap) {
+        snprintf(text + len, cap - len, "check %016llx\n", (unsigned long long)pick_fnv(text, len));
+        if (nncl__afile_open(&af, path, "GEMM choices") == NNCL_OK) {
+            if (fputs(text, af.f) == EOF) nncl__afile_abort(&af);
+            else if (nncl__afile_commit(&af, "GEMM choices") != NNCL_OK)
+                nncl__log(ctx, NNCL_LOG_WARN, "device %d: cannot store GEMM choices in %s", dev->info.index, path);
+        }
+    }
+    NNCL_FREE(text);
+}
+
+/* ------------------------------------------------------------- timing */
+
+typedef struct pick_bench {
+    nncl__gemm_args g;  /* g's shape on the bench's own buffers */
+    size_t na, nb, nc;
+    float *hc0, *out, *ref;
+    int have_ref;
+    double ref_max;
+} pick_bench;
+
+static void pick_bench_free(nncl_device *dev, pick_bench *b, size_t temp_bytes) {
+    if (b->g.a) clReleaseMemObject(b->g.a);
+    if (b->g.b) clReleaseMemObject(b->g.b);
+    if (b->g.c) clReleaseMemObject(b->g.c);
+    if (b->g.epi.bias_mem) clReleaseMemObject(b->g.epi.bias_mem);
+    if (b->g.temp) nncl__buffer_release(dev, b->g.temp, temp_bytes);
+    NNCL_FREE(b->hc0);
+    NNCL_FREE(b->out);
+    NNCL_FREE(b->ref);
+}
+
+static nncl_status pick_buffer(nncl_context *ctx, nncl_device *dev, size_t n, unsigned *seed, cl_mem *out) {
+    float *h = (float *)NNCL_MALLOC(n * sizeof(float));
+    cl_int err;
+    size_t i;
+    if (!h) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; i < n; i++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        h[i] = (float)((*seed >> 8) * (1.0 / 16777216.0) * 2.0 - 1.0);
+    }
+    *out = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(float), h, &err);
+    NNCL_FREE(h);
+    NNCL_CL_CHECK(ctx, err, "clCreateBuffer (GEMM choice)");
+    return NNCL_OK;
+}
+
+static nncl_status pick_bench_init(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t temp_bytes,
+                                   pick_bench *b) {
+    unsigned seed = 2024u;
+    size_t i;
+    memset(b, 0, sizeof *b);
+    b->g = *g;
+    b->g.a = b->g.b = b->g.c = b->g.temp = b->g.epi.bias_mem = NULL;
+    b->g.a_off = b->g.b_off = b->g.c_off = b->g.epi.bias_off = 0;
+    b->g.lda = g->trans_a ? g->m : g->k;
+    b->g.ldb = g->trans_b ? g->k : g->n;
+    b->g.ldc = g->n;
+    b->na = g->m * g->k;
+    b->nb = g->k * g->n;
+    b->nc = g->m * g->n;
+    b->hc0 = (float *)NNCL_MALLOC(b->nc * sizeof(float));
+    b->out = (float *)NNCL_MALLOC(b->nc * sizeof(float));
+    b->ref = (float *)NNCL_MALLOC(b->nc * sizeof(float));
+    if (!b->hc0 || !b->out || !b->ref) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; i < b->nc; i++) b->hc0[i] = (float)(i % 7) * 0.25f - 0.75f;
+    NNCL_TRY(pick_buffer(ctx, dev, b->na ? b->na : 1, &seed, &b->g.a));
+    NNCL_TRY(pick_buffer(ctx, dev, b->nb ? b->nb : 1, &seed, &b->g.b));
+    NNCL_TRY(pick_buffer(ctx, dev, b->nc, &seed, &b->g.c));
+    if (g->epi.bias) NNCL_TRY(pick_buffer(ctx, dev, g->epi.bias == 2 ? g->m : g->n, &seed, &b->g.epi.bias_mem));
+    if (temp_bytes) NNCL_TRY(nncl__buffer_create(ctx, dev, temp_bytes, &b->g.temp));
+    return NNCL_OK;
+}
+
+static nncl_status pick_run(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, int idx, const nncl__gemm_args *g) {
+    return idx < 0 ? nncl__sgemm_clblast(ctx, dev, g) : nncl__gemm_own(ctx, dev, &s->all[idx], g);
+}
+
+/* Runs candidate idx once on fresh C and compares with the first
+ * candidate's result; then times it. *t stays HUGE_VAL when it failed or
+ * disagreed (logged, not an error: the others still run). */
+static nncl_status pick_time(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int idx,
+                             double *t) {
+    double t0, dt, total = 0, worst = 0;
+    size_t i;
+    int r;
+    *t = HUGE_VAL;
+    NNCL_CL(ctx, clEnqueueWriteBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->hc0, 0, NULL, NULL));
+    if (pick_run(ctx, dev, s, idx, &b->g) != NNCL_OK || clFinish(dev->queue) != CL_SUCCESS) {
+        nncl__log(ctx, NNCL_LOG_WARN, "GEMM choice: %s fails on %lux%lux%lu: %s", pick_name(s, idx),
+                  (unsigned long)b->g.m, (unsigned long)b->g.n, (unsigned long)b->g.k, ctx->message);
+        return NNCL_OK;
+    }
+    NNCL_CL(ctx, clEnqueueReadBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->out, 0, NULL, NULL));
+    if (!b->have_ref) {
+        memcpy(b->ref, b->out, b->nc * sizeof(float));
+        for (i = 0; i < b->nc; i++)
+            if (fabs(b->ref[i]) > b->ref_max) b->ref_max = fabs(b->ref[i]);
+        b->have_ref = 1;
+    } else {
+        for (i = 0; i < b->nc; i++) {
+            double d = fabs((double)b->out[i] - b->ref[i]);
+            if (!(d <= worst)) worst = d; /* NaN too */
+        }
+        if (!(worst <= PICK_TOL * (b->ref_max + 1))) {
+            nncl__log(ctx, NNCL_LOG_WARN, "GEMM choice: %s disagrees with %s on %lux%lux%lu (%.3g): not used",
+                      pick_name(s, idx), "the first kernel", (unsigned long)b->g.m, (unsigned long)b->g.n,
+                      (unsigned long)b->g.k, worst);
+            return NNCL_OK;
+        }
+    }
+    for (r = 0; r < PICK_MAX_RUNS && (r < 2 || total < PICK_MIN_SECONDS); r++) {
+        t0 = nncl__seconds();
+        NNCL_TRY(pick_run(ctx, dev, s, idx, &b->g));
+        NNCL_CL(ctx, clFinish(dev->queue));
+        dt = nncl__seconds() - t0;
+        total += dt;
+        if (dt < *t) *t = dt;
+        if (dt > 0.2) break; /* large enough that one run says it */
+    }
+    return NNCL_OK;
+}
+
+/* Whether every index of g's shape fits the own kernels' int arguments. */
+static int pick_own_fits(const nncl__gemm_args *g) {
+    size_t lim = (size_t)INT_MAX / 2;
+    return g->m < lim / (g->k + 1) && g->n < lim / (g->k + 1) && g->m < lim / (g->n + 1);
+}
+
+static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, const nncl__gemm_args *g,
+                                nncl__gemm_choice *c) {
+    pick_bench b;
+    size_t temp = 0;
+    double t, best = HUGE_VAL, best_own = HUGE_VAL, t0 = nncl__seconds();
+    int i, own = pick_own_fits(g);
+    nncl_status st;
+    NNCL_TRY(nncl__sgemm_temp_size(ctx, dev, g, &temp));
+    st = pick_bench_init(ctx, dev, g, temp, &b);
+    /* CLBlast first: its result is the one the others must match */
+    if (st == NNCL_OK) st = pick_time(ctx, dev, s, &b, -1, &t);
+    if (st == NNCL_OK && t < best) best = t;
+    for (i = 0; own && st == NNCL_OK && i < s->n_timed; i++) {
+        int idx = s->timed[i];
+        st = pick_time(ctx, dev, s, &b, idx, &t);
+        if (t < best_own) {
+            best_own = t;
+            c->best_own = idx;
+        }
+        if (t < best) {
+            best = t;
+            c->best = idx;
+        }
+    }
+    pick_bench_free(dev, &b, temp);
+    if (st == NNCL_OK)
+        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: GEMM %s%s %lux%lux%lu epi %d: %s (%.3f ms; own best %s %.3f ms), "
+                  "chosen in %.3f s", dev->info.index, g->trans_a ? "T" : "N", g->trans_b ? "T" : "N",
+                  (unsigned long)g->m, (unsigned long)g->n, (unsigned long)g->k, c->epi, pick_name(s, c->best),
+                  best * 1e3, pick_name(s, c->best_own), best_own * 1e3, nncl__seconds() - t0);
+    return st;
+}
+
+/* The choice for g's shape: stored, or (near) that of a measured product
+ * covering it, or measured now and stored. */
+static nncl_status pick_choice(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int near,
+                               const nncl__gemm_choice **out) {
+    nncl__gemm_state *s = NULL;
+    nncl__gemm_choice c;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!s->loaded) pick_load(ctx, dev, s);
+    if ((*out = nncl__gemm_choice_find(s, g)) != NULL) return NNCL_OK;
+    if (near && (*out = pick_near(s, g)) != NULL) return NNCL_OK;
+    memset(&c, 0, sizeof c);
+    c.ta = g->trans_a != 0;
+    c.tb = g->trans_b != 0;
+    c.m = g->m;
+    c.n = g->n;
+    c.k = g->k;
+    c.epi = pick_epi(&g->epi);
+    c.best = -1;
+    c.best_own = s->timed[0];
+    if (g->m && g->n && g->k) NNCL_TRY(pick_measure(ctx, dev, s, g, &c));
+    if (!pick_add(s, &c)) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    pick_store(ctx, dev, s);
+    *out = &s->choices[s->n_choices - 1];
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- entry points */
+
+nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
+    nncl__gemm_state *s = NULL;
+    int i;
+    NNCL_TRY(nncl__sgemm_clblast_temp(ctx, dev, g, bytes));
+    if (nncl__gemm_mode() == 1) return NNCL_OK;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    for (i = 0; i < s->n_all; i++) {
+        size_t t = nncl__gemm_own_temp(&s->all[i], g);
+        if (t > *bytes) *bytes = t;
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
+    const nncl__gemm_choice *c;
+    nncl__gemm_state *s;
+    int mode = nncl__gemm_mode(), i, epi = pick_epi(&g->epi);
+    NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, NULL, g));
+    if (mode != 1) {
+        NNCL_TRY(pick_choice(ctx, dev, g, 0, &c));
+        /* the kernels of every choice a smaller product of this kind may
+         * take in a step (exactly or as pick_near), resolved now */
+        s = dev->gemm;
+        for (i = 0; i < s->n_choices; i++) {
+            int idx = mode == 2 ? s->choices[i].best_own : s->choices[i].best;
+            c = &s->choices[i];
+            if (idx >= 0 && idx < s->n_all && c->ta == (g->trans_a != 0) && c->tb == (g->trans_b != 0) &&
+                c->k == g->k && c->epi == epi)
+                NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, &s->all[idx], g));
+        }
+    }
+    return nncl__sgemm_temp_size(ctx, dev, g, bytes);
+}
+
+nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
+    const nncl__gemm_choice *c;
+    int mode = nncl__gemm_mode(), idx;
+    if (g->m == 0 || g->n == 0) return NNCL_OK;
+    if (mode == 1) return nncl__sgemm_clblast(ctx, dev, g);
+    NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
+    idx = mode == 2 ? c->best_own : c->best;
+    if (idx < 0) return nncl__sgemm_clblast(ctx, dev, g);
+    return nncl__gemm_own(ctx, dev, &dev->gemm->all[idx], g);
+}
+
+nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_t m, size_t n, size_t k,
+                                      nncl__gemm_variant *v) {
+    nncl__gemm_state *s = NULL;
+    nncl__gemm_args g;
+    const nncl__gemm_choice *c;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    memset(&g, 0, sizeof g);
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    c = nncl__gemm_choice_find(s, &g);
+    *v = s->all[0];
+    if (c && s->all[c->best_own].kind != NNCL__GEMM_DIRECT) *v = s->all[c->best_own];
+    return NNCL_OK;
+}
+
+#undef PICK_MAGIC
+#undef PICK_FILE_MAX
+#undef PICK_TOL
+#undef PICK_MIN_SECONDS
+#undef PICK_MAX_RUNS

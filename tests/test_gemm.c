@@ -1,0 +1,347 @@
+/* test_gemm.c - nncl's own GEMM kernels on every device: every variant
+ * (packed, local-memory, direct) against a double host reference on sizes
+ * that are multiples of no tile (1, 7, 13, 1000 among them), all four
+ * transposes, alpha and beta, element offsets and padded leading
+ * dimensions, poisoned C (beta 0 never reads it) with guards around it
+ * that must stay untouched, and every epilogue; the batched packed launch
+ * with a shared A; CLBlast with the epilogue; and the stored choice: kept
+ * and reused, ignored when damaged or written for another driver. */
+#include "harness.h"
+#include "gemm.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TG_GUARD 37
+#define TG_SENT 4242.5f
+
+static int tg_warned;
+static void tg_log(void *user, int level, const char *msg) {
+    (void)user;
+    (void)level;
+    if (strstr(msg, "GEMM choices") && strstr(msg, "ignored")) tg_warned++;
+}
+
+static double tg_act(double v, int act) {
+    if (act == 1) return v < 0 ? 0 : v;
+    if (act == 2) return 1 / (1 + exp(-v));
+    if (act == 3) return tanh(v);
+    return v;
+}
+
+/* One product through variant v (NULL: CLBlast; -1 in kind: nncl__sgemm's
+ * choice) against the reference. */
+static int tg_case(const char *name, nncl_context *ctx, int d, const nncl__gemm_variant *v, int ta, int tb, int m,
+                   int n, int k, float alpha, float beta, int bias, int act) {
+    nncl_device *dev = &ctx->devices[d];
+    int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;
+    size_t aoff = 3, boff = 5, coff = TG_GUARD;
+    size_t na = aoff + (size_t)(ta ? k : m) * lda, nb = boff + (size_t)(tb ? n : k) * ldb;
+    size_t nc = coff + (size_t)m * ldc + TG_GUARD, nbias = 2 + (size_t)(bias == 2 ? m : n), i, j, l;
+    float *ha = (float *)malloc(na * sizeof(float)), *hb = (float *)malloc(nb * sizeof(float));
+    float *hc = (float *)malloc(nc * sizeof(float)), *out = (float *)malloc(nc * sizeof(float));
+    float *hbias = (float *)malloc(nbias * sizeof(float));
+    double *want = (double *)malloc((size_t)m * n * sizeof(double));
+    float *got = (float *)malloc((size_t)m * n * sizeof(float));
+    nncl_tensor *ta_ = NULL, *tb_ = NULL, *tc = NULL, *tbias = NULL;
+    int shp[1], bad = 0;
+    unsigned seed = (unsigned)(m * 131 + n * 17 + k + ta * 2 + tb);
+    nncl__gemm_args g;
+    nncl_status st;
+    TH_CHECK(name, ha && hb && hc && out && hbias && want && got);
+    th_fill_uniform(ha, na, -1, 1, &seed);
+    th_fill_uniform(hb, nb, -1, 1, &seed);
+    th_fill_uniform(hbias, nbias, -1, 1, &seed);
+    if (beta == 0) th_poison(hc, nc);
+    else th_fill_uniform(hc, nc, -1, 1, &seed);
+    for (i = 0; i < coff; i++) hc[i] = TG_SENT;
+    for (i = 0; i < (size_t)m; i++)
+        for (j = (size_t)n; j < (size_t)ldc; j++) hc[coff + i * ldc + j] = TG_SENT;
+    for (i = coff + (size_t)m * ldc; i < nc; i++) hc[i] = TG_SENT;
+    for (i = 0; i < (size_t)m; i++)
+        for (j = 0; j < (size_t)n; j++) {
+            double s = 0, v0;
+            for (l = 0; l < (size_t)k; l++)
+                s += (double)ha[aoff + (ta ? l * lda + i : i * lda + l)] * hb[boff + (tb ? j * ldb + l : l * ldb + j)];
+            v0 = alpha * s + (beta != 0 ? beta * (double)hc[coff + i * ldc + j] : 0);
+            if (bias == 1) v0 += hbias[2 + j];
+            if (bias == 2) v0 += hbias[2 + i];
+            want[i * n + j] = tg_act(v0, act);
+        }
+    shp[0] = (int)na;
+    st = nncl_tensor_create(ctx, d, 1, shp, &ta_);
+    shp[0] = (int)nb;
+    if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 1, shp, &tb_);
+    shp[0] = (int)nc;
+    if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 1, shp, &tc);
+    shp[0] = (int)nbias;
+    if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 1, shp, &tbias);
+    if (st == NNCL_OK) st = nncl_tensor_write(ta_, ha, na);
+    if (st == NNCL_OK) st = nncl_tensor_write(tb_, hb, nb);
+    if (st == NNCL_OK) st = nncl_tensor_write(tc, hc, nc);
+    if (st == NNCL_OK) st = nncl_tensor_write(tbias, hbias, nbias);
+    if (st == NNCL_OK) {
+        memset(&g, 0, sizeof g);
+        g.trans_a = ta;
+        g.trans_b = tb;
+        g.m = (size_t)m;
+        g.n = (size_t)n;
+        g.k = (size_t)k;
+        g.alpha = alpha;
+        g.beta = beta;
+        g.a = ta_->mem, g.a_off = aoff, g.lda = (size_t)lda;
+        g.b = tb_->mem, g.b_off = boff, g.ldb = (size_t)ldb;
+        g.c = tc->mem, g.c_off = coff, g.ldc = (size_t)ldc;
+        g.epi.bias = bias;
+        g.epi.bias_mem = tbias->mem;
+        g.epi.bias_off = 2;
+        g.epi.act = act;
+        if (!v) st = nncl__sgemm_clblast(ctx, dev, &g);
+        else if (v->kind < 0) st = nncl__sgemm(ctx, dev, &g);
+        else st = nncl__gemm_own(ctx, dev, v, &g);
+    }
+    if (st == NNCL_OK) st = nncl_tensor_read(tc, out, nc);
+    if (st != NNCL_OK) {
+        th_fail(name, "%s: %s", nncl_status_str(st), nncl_last_error(ctx));
+        bad = 1;
+    }
+    for (i = 0; !bad && i < nc; i++) {
+        size_t r = (i - coff) / (size_t)ldc, c = (i - coff) % (size_t)ldc;
+        if (i < coff || i >= coff + (size_t)m * ldc || c >= (size_t)n) {
+            if (out[i] != TG_SENT) {
+                th_fail(name, "element %zu outside C written", i);
+                bad = 1;
+            }
+        } else {
+            got[r * n + c] = out[i];
+        }
+    }
+    if (!bad && !th_close(name, got, want, (size_t)m * n, 1e-9)) bad = 1;
+    if (bad)
+        printf("    (%s, %dx%dx%d, trans %d %d, alpha %g beta %g, bias %d act %d)\n", v ? v->name : "clblast", m, n, k,
+               ta, tb, alpha, beta, bias, act);
+    nncl_tensor_free(ta_);
+    nncl_tensor_free(tb_);
+    nncl_tensor_free(tc);
+    nncl_tensor_free(tbias);
+    free(ha), free(hb), free(hc), free(out), free(hbias), free(want), free(got);
+    return bad;
+}
+
+static const int tg_shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {13, 7, 1000}, {1000, 13, 7}, {67, 131, 45}, {1, 29, 3}};
+#define TG_NSHAPES ((int)(sizeof tg_shapes / sizeof tg_shapes[0]))
+
+/* Every shape and transpose through v, then alpha/beta/epilogue cases. */
+static int tg_variant(nncl_context *ctx, int d, const nncl__gemm_variant *v, const char *label) {
+    char name[256];
+    int s, t, e;
+    snprintf(name, sizeof name, "gemm %s on %s", v ? v->name : "clblast", label);
+    for (s = 0; s < TG_NSHAPES; s++)
+        for (t = 0; t < 4; t++)
+            if (tg_case(name, ctx, d, v, t & 1, t >> 1, tg_shapes[s][0], tg_shapes[s][1], tg_shapes[s][2],
+                        s % 2 ? 0.75f : 1.0f, s % 3 ? 0.0f : 0.5f, 0, 0))
+                return 1;
+    th_pass("%s: %d shapes x 4 transposes, offsets, poisoned C", name, TG_NSHAPES);
+    for (e = 0; e < 8; e++)
+        if (tg_case(name, ctx, d, v, e & 1, (e >> 1) & 1, 19, 37, 23, -1.5f, e & 4 ? 0.25f : 0.0f, 1 + (e & 1),
+                    1 + e % 3))
+            return 1;
+    th_pass("%s: bias per row and column, relu, sigmoid, tanh, alpha, beta", name);
+    return 0;
+}
+
+/* The batched packed launch: shared A (weights), 3 B panels and C blocks. */
+static int tg_batched(nncl_context *ctx, int d, const nncl__gemm_variant *v, const char *label) {
+    char name[256];
+    const int m = 11, n = 21, k = 9, batch = 3, cstride = m * n + 4;
+    size_t pa = nncl__gemm_pack_floats(v->mr, m, k), pb = nncl__gemm_pack_floats(v->nr, n, k), i, j, l, z;
+    float ha[11 * 9], hb[3 * 9 * 21], hbias[11], out[3 * (11 * 21 + 4)];
+    nncl_tensor *a = NULL, *b = NULL, *c = NULL, *ws = NULL, *bias = NULL;
+    int shp[1];
+    unsigned seed = 99;
+    nncl__gemm_packed_args p;
+    nncl_device *dev = &ctx->devices[d];
+    snprintf(name, sizeof name, "gemm %s batched on %s", v->name, label);
+    th_fill_uniform(ha, sizeof ha / sizeof ha[0], -1, 1, &seed);
+    th_fill_uniform(hb, sizeof hb / sizeof hb[0], -1, 1, &seed);
+    th_fill_uniform(hbias, m, -1, 1, &seed);
+    th_poison(out, sizeof out / sizeof out[0]);
+    shp[0] = m * k;
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 1, shp, &a));
+    shp[0] = batch * k * n;
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 1, shp, &b));
+    shp[0] = batch * cstride;
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 1, shp, &c));
+    shp[0] = (int)(pa + batch * pb);
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 1, shp, &ws));
+    shp[0] = m;
+    TH_OK(name, ctx, nncl_tensor_create(ctx, d, 1, shp, &bias));
+    TH_OK(name, ctx, nncl_tensor_write(a, ha, (size_t)m * k));
+    TH_OK(name, ctx, nncl_tensor_write(b, hb, (size_t)batch * k * n));
+    TH_OK(name, ctx, nncl_tensor_write(c, out, (size_t)batch * cstride));
+    TH_OK(name, ctx, nncl_tensor_write(bias, hbias, (size_t)m));
+    TH_OK(name, ctx, nncl__gemm_pack_a(ctx, dev, v, 0, m, k, a->mem, 0, k, 0, 1, ws->mem, 0));
+    TH_OK(name, ctx, nncl__gemm_pack_b(ctx, dev, v, 0, k, n, b->mem, 0, n, (size_t)k * n, batch, ws->mem, pa));
+    memset(&p, 0, sizeof p);
+    p.m = m, p.n = n, p.k = k, p.batch = batch;
+    p.ap = ws->mem, p.ap_off = 0, p.ap_stride = 0;
+    p.bp = ws->mem, p.bp_off = pa, p.bp_stride = pb;
+    p.c = c->mem, p.c_off = 0, p.c_stride = cstride, p.ldc = n;
+    p.alpha = 1, p.beta = 0;
+    p.epi.bias = 2, p.epi.bias_mem = bias->mem, p.epi.act = 1;
+    TH_OK(name, ctx, nncl__gemm_packed(ctx, dev, v, &p));
+    TH_OK(name, ctx, nncl_tensor_read(c, out, (size_t)batch * cstride));
+    nncl_tensor_free(a), nncl_tensor_free(b), nncl_tensor_free(c), nncl_tensor_free(ws), nncl_tensor_free(bias);
+    for (z = 0; z < (size_t)batch; z++) {
+        double want[11 * 21];
+        for (i = 0; i < (size_t)m; i++)
+            for (j = 0; j < (size_t)n; j++) {
+                double s = hbias[i];
+                for (l = 0; l < (size_t)k; l++) s += (double)ha[i * k + l] * hb[z * k * n + l * n + j];
+                want[i * n + j] = s < 0 ? 0 : s;
+            }
+        if (!th_close(name, out + z * cstride, want, (size_t)m * n, 1e-9)) return 1;
+    }
+    th_pass("%s: shared A, 3 items, per-row bias + relu", name);
+    return 0;
+}
+
+static nncl_context *tg_open(int d) {
+    nncl_config cfg = nncl_config_default();
+    nncl_context *ctx = NULL;
+    char sel[16];
+    snprintf(sel, sizeof sel, "%d", d);
+    cfg.devices = sel;
+    cfg.log = tg_log;
+    cfg.log_level = NNCL_LOG_DEBUG;
+    return nncl_init(&cfg, &ctx) == NNCL_OK ? ctx : NULL;
+}
+
+static char *tg_slurp(const char *path) {
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (!f) return NULL;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static int tg_spit(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    fputs(text, f);
+    return fclose(f) == 0;
+}
+
+/* The stored choice on device d: written by a prepare, reused (no new
+ * measurement) by a fresh context, ignored when damaged or foreign. */
+static int tg_choice(int d, const char *label) {
+    char name[256], path[1200], saved[1 << 16], *text, *line;
+    nncl_context *ctx;
+    nncl_device *dev;
+    nncl__gemm_state *s;
+    nncl__gemm_args g;
+    size_t bytes = 0;
+    unsigned long long h = 0xCBF29CE484222325ull;
+    const unsigned char *p;
+    snprintf(name, sizeof name, "gemm choice on %s", label);
+    tg_warned = 0;
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    dev = &ctx->devices[0];
+    TH_CHECK(name, nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path));
+    remove(path);
+    memset(&g, 0, sizeof g);
+    g.trans_b = 1, g.m = 33, g.n = 40, g.k = 50, g.lda = 50, g.ldb = 50, g.ldc = 40;
+    g.epi.bias = 1;
+    g.epi.act = 1;
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    TH_CHECK(name, bytes > 0);
+    nncl_free(ctx);
+    text = tg_slurp(path);
+    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 1\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
+    strcpy(saved, text);
+    /* a fresh context finds it without measuring: one choice, loaded */
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    dev = &ctx->devices[0];
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    if (s->n_choices != 1 || tg_warned) printf("    (%d choices, %d warnings)\n", s->n_choices, tg_warned);
+    TH_CHECK(name, s->n_choices == 1 && tg_warned == 0);
+    nncl_free(ctx);
+    th_pass("%s: stored and reused", name);
+    /* damaged: one byte flipped */
+    saved[strlen(saved) / 2] ^= 4;
+    TH_CHECK(name, tg_spit(path, saved));
+    saved[strlen(saved) / 2] ^= 4;
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    if (tg_case(name, ctx, 0, NULL, 0, 1, 33, 40, 50, 1, 0, 1, 1)) return 1;
+    dev = &ctx->devices[0];
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    TH_CHECK(name, tg_warned == 1);
+    nncl_free(ctx);
+    /* another driver version, checksum made right */
+    line = strstr(saved, "\ndriver ");
+    TH_CHECK(name, line != NULL);
+    line[8] = line[8] == '9' ? '8' : '9';
+    line = strstr(saved, "\ncheck ");
+    TH_CHECK(name, line != NULL);
+    for (p = (const unsigned char *)saved; p <= (const unsigned char *)line; p++) h = (h ^ *p) * 0x100000001B3ull;
+    sprintf(line + 1, "check %016llx\n", h);
+    TH_CHECK(name, tg_spit(path, saved));
+    tg_warned = 0;
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    dev = &ctx->devices[0];
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    g.a = g.b = g.c = NULL;
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    TH_CHECK(name, tg_warned == 1);
+    nncl_free(ctx);
+    th_pass("%s: damaged and other-driver files ignored, products right", name);
+    return 0;
+}
+
+int main(void) {
+    char dir[] = "/tmp/nncl-gemm-XXXXXX", cmd[256];
+    nncl_context *ctx;
+    int d;
+    if (!mkdtemp(dir)) {
+        th_fail("gemm", "mkdtemp failed");
+        return th_exit_code();
+    }
+    setenv("NNCL_CACHE_DIR", dir, 1);
+    if (!(ctx = th_context())) return th_exit_code();
+    for (d = 0; d < nncl_device_count(ctx); d++) {
+        const char *label = th_device_label(ctx, d);
+        const nncl__gemm_variant *v;
+        nncl__gemm_variant chosen;
+        int n = 0, i;
+        if (nncl__gemm_variants(ctx, &ctx->devices[d], 1, &v, &n) != NNCL_OK) {
+            th_fail(label, "variants: %s", nncl_last_error(ctx));
+            continue;
+        }
+        tg_variant(ctx, d, NULL, label);
+        for (i = 0; i < n; i++) {
+            tg_variant(ctx, d, &v[i], label);
+            if (v[i].kind != NNCL__GEMM_DIRECT) tg_batched(ctx, d, &v[i], label);
+        }
+        memset(&chosen, 0, sizeof chosen);
+        chosen.kind = -1;
+        snprintf(chosen.name, sizeof chosen.name, "chosen");
+        tg_variant(ctx, d, &chosen, label);
+    }
+    nncl_free(ctx);
+    {
+        nncl_device_info all[16];
+        int n = 0;
+        const char *sel = getenv("NNCL_TEST_DEVICES");
+        if (nncl_devices_list(all, 16, &n) == NNCL_OK && !(sel && *sel && strcmp(sel, "all")))
+            for (d = 0; d < n && d < 16; d++) tg_choice(d, all[d].name);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) th_fail("gemm", "could not remove %s", dir);
+    return th_exit_code();
+}
