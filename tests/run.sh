@@ -77,17 +77,39 @@ run() {
     fi
 }
 
-# md_run SAN PROGRAM NAME KIND: runs the program on two devices (KIND pocl:
-# two PoCL devices; rusticl: PoCL beside rusticl) and counts it; fails when
-# it still lacked a second device.
+# md_run SAN NAME KIND COMMAND...: runs the command on two devices (KIND
+# pocl: two PoCL devices; rusticl: PoCL beside rusticl) and counts it;
+# fails when it still lacked a second device.
 md_run() {
-    if [ "$4" = pocl ]; then
-        run "$1" env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= $tmo "$2" >"$out/$3.md.log" 2>&1
+    m_san=$1 m_name=$2 m_kind=$3
+    shift 3
+    if [ "$m_kind" = pocl ]; then
+        run "$m_san" env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= "$@" >"$out/$m_name.md.log" 2>&1
     else
-        run "$1" env POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe $tmo "$2" >"$out/$3.md.log" 2>&1
+        run "$m_san" env POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe "$@" >"$out/$m_name.md.log" 2>&1
     fi
-    count "$3 [two devices: $4]" "$out/$3.md.log" $?
-    ! grep -Eq "$md_skip" "$out/$3.md.log"
+    count "$m_name [two devices: $m_kind]" "$out/$m_name.md.log" $?
+    ! grep -Eq "$md_skip" "$out/$m_name.md.log"
+}
+
+# one SAN NAME COMMAND...: runs a test program or script and counts it; when
+# it skipped two-device checks, again on two devices (md_run) where PoCL
+# can give them.
+one() {
+    o_san=$1 o_name=$2
+    shift 2
+    run "$o_san" "$@" >"$out/$o_name.log" 2>&1
+    o_rc=$?
+    if [ $md_pocl = 1 ] && grep -Eq "$md_skip" "$out/$o_name.log"; then
+        covered=1
+        md_run "$o_san" "$o_name" pocl "$@" || covered=0
+        if [ $md_rusticl = 1 ]; then md_run "$o_san" "$o_name" rusticl "$@" || covered=0; fi
+        if [ $covered = 1 ]; then
+            echo "$o_name: $(grep -Ec "$md_skip" "$out/$o_name.log") two-device checks skipped here ran in the two-device runs"
+            sed -E "s/$md_skip/COVERED &/" "$out/$o_name.log" >"$out/$o_name.cov" && mv "$out/$o_name.cov" "$out/$o_name.log"
+        fi
+    fi
+    count "$o_name" "$out/$o_name.log" $o_rc
 }
 
 for b in $B; do
@@ -103,25 +125,11 @@ for b in $B; do
     for t in "$b"/tests/test_*; do
         [ -x "$t" ] && [ -f "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
-        name=$(basename "$t")
-        run $san $tmo "$t" >"$out/$name.log" 2>&1
-        rc=$?
-        if [ $md_pocl = 1 ] && grep -Eq "$md_skip" "$out/$name.log"; then
-            covered=1
-            md_run $san "$t" "$name" pocl || covered=0
-            if [ $md_rusticl = 1 ]; then md_run $san "$t" "$name" rusticl || covered=0; fi
-            if [ $covered = 1 ]; then
-                echo "$name: $(grep -Ec "$md_skip" "$out/$name.log") two-device checks skipped here ran in the two-device runs"
-                sed -E "s/$md_skip/COVERED &/" "$out/$name.log" >"$out/$name.cov" && mv "$out/$name.cov" "$out/$name.log"
-            fi
-        fi
-        count "$name" "$out/$name.log" $rc
+        one $san "$(basename "$t")" $tmo "$t"
     done
     for s in "$top"/tests/test_*.sh; do
         [ -f "$s" ] || continue
-        name=$(basename "$s")
-        run $san env B="$b" NNCL_SANITIZE=$san $tmo sh "$s" >"$out/$name.log" 2>&1
-        count "$name" "$out/$name.log" $?
+        one $san "$(basename "$s")" env B="$b" NNCL_SANITIZE=$san $tmo sh "$s"
     done
     echo "$b: $bp passed, $bf failed, $bs skipped"
     pass=$((pass + bp)) fail=$((fail + bf)) skip=$((skip + bs))

@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <unistd.h>
 #endif
 
@@ -712,6 +714,49 @@ static int test_atomic(void) {
     return 0;
 }
 
+#if !defined(_WIN32)
+/* Creates an empty file at tmpdir/name. */
+static int touch_in_tmp(const char *name) {
+    char path[512];
+    FILE *f;
+    path_in_tmp(path, sizeof path, name);
+    f = fopen(path, "wb");
+    return f ? fclose(f) : -1;
+}
+
+static int exists_in_tmp(const char *name) {
+    char path[512];
+    struct stat sb;
+    path_in_tmp(path, sizeof path, name);
+    return stat(path, &sb) == 0;
+}
+
+/* A write killed before its rename leaves NAME.tmp.PID.N: the next save of
+ * NAME removes those of dead processes, and nothing else. */
+static int test_stale_temporaries(void) {
+    const char *name = "safetensors save removes the temporaries of dead processes";
+    float x[1] = {1};
+    nncl_safetensors_entry e;
+    char path[512], dead[96], live[96], other[96], odd[96];
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    TH_CHECK(name, child > 0 && waitpid(child, NULL, 0) == child); /* a process id that no longer runs */
+    snprintf(dead, sizeof dead, "s.safetensors.tmp.%ld.0", (long)child);
+    snprintf(live, sizeof live, "s.safetensors.tmp.%ld.999", (long)getpid());
+    snprintf(other, sizeof other, "t.safetensors.tmp.%ld.0", (long)child);
+    snprintf(odd, sizeof odd, "s.safetensors.tmp.%ld.0x", (long)child);
+    TH_CHECK(name, !touch_in_tmp(dead) && !touch_in_tmp(live) && !touch_in_tmp(other) && !touch_in_tmp(odd));
+    memset(&e, 0, sizeof e);
+    e.name = "x"; e.ndim = 1; e.shape[0] = 1; e.data = x;
+    path_in_tmp(path, sizeof path, "s.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, NULL));
+    TH_CHECK(name, !exists_in_tmp(dead));
+    TH_CHECK(name, exists_in_tmp(live) && exists_in_tmp(other) && exists_in_tmp(odd));
+    th_pass(name);
+    return 0;
+}
+#endif
+
 /* ------------------------------------------------------------ main */
 
 static void remove_tmpdir(void) {
@@ -748,6 +793,9 @@ int main(void) {
     test_file_errors();
     test_save_arguments();
     test_atomic();
+#if !defined(_WIN32)
+    test_stale_temporaries();
+#endif
     remove_tmpdir();
     return th_exit_code();
 }
