@@ -185,11 +185,11 @@ run:
 	@$(MAKE) --no-print-directory lib $(B)/examples/fashion_mnist_mlp
 	cd $(B) && ./examples/fashion_mnist_mlp
 
-# The device list and a GEMM check on every selected device.
+# The device list and a GEMM check on every device.
 demo:
 	@sh tools/setup-debian.sh
 	@$(MAKE) --no-print-directory lib $(B)/examples/devices
-	$(B)/examples/devices
+	$(B)/examples/devices --devices all
 
 # ------------------------------------------------------------ install
 
@@ -215,13 +215,21 @@ uninstall:
 
 # ------------------------------------------------------------ clean
 
-# Removes every build folder (those holding .nncl-build), dist/ and test output.
+# Removes every build folder (those holding .nncl-build), dist/, test output
+# and what the examples write when run from the source folder.
+EXAMPLE_OUT := csv_classifier.safetensors xor.safetensors \
+               $(foreach m,fashion_mnist_mlp fashion_mnist_cnn,$(m).safetensors $(m).csv $(m).svg)
 clean:
 	rm -rf build build-san $(B) $(SANB) $(patsubst %/.nncl-build,%,$(wildcard */.nncl-build)) dist tests/out
+	rm -f $(EXAMPLE_OUT)
 
 help:
 	@echo "make              library, examples and bench into $(B)/"
+	@echo "make lib          the static and shared library only"
+	@echo "make examples     the example programs ($(B)/examples/)"
+	@echo "make bench        the bench program ($(B)/bench/bench)"
 	@echo "make run          set up (Debian/Ubuntu), build and run the main job"
+	@echo "make demo         set up, list every OpenCL device and check a GEMM on each"
 	@echo "make check        set up, then make test"
 	@echo "make test         build and run the tests, then again under ASan+UBSan"
 	@echo "make test-fast    the tests once, without sanitizers"
@@ -229,7 +237,9 @@ help:
 	@echo "make single       dist/nncl.h, the single-file header"
 	@echo "make install      PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) (also LIBDIR, INCLUDEDIR, PKGCONFIGDIR)"
 	@echo "make uninstall    the same variables"
-	@echo "make clean        remove every build folder and dist/"
+	@echo "make fuzz         the libFuzzer targets (clang) into build/fuzz/"
+	@echo "make fuzz-run     run each for FUZZ_SECONDS on its seeds"
+	@echo "make clean        remove every build folder, dist/ and the examples' output files"
 	@echo "options: ZLIB=auto|0|1  MPI=0|1  OPENMP=1|0  SANITIZE=0|1  CC=...  B=folder"
 
 -include $(wildcard $(B)/obj/*.d $(B)/tests/*.d $(B)/examples/*.d $(B)/bench/*.d)

@@ -1,8 +1,10 @@
-/* conv.cl - the data movement around convolution GEMMs (src/op_conv.c):
- * im2col of a chunk of S samples into a [C*k*k, S*OH*OW] column matrix,
- * col2im (a gather per input element: no atomics, so the result is the
- * same on every device), and the reorder between NCHW [S, O, OH*OW] and the
- * GEMM's [O, S*OH*OW]. One work-item per element; sizes need not divide. */
+/* conv.cl - the data movement around convolution GEMMs (src/op_conv.c,
+ * src/conv_own.c). Through CLBlast: im2col of a chunk of S samples into a
+ * [C*k*k, S*OH*OW] column matrix, col2im (a gather per input element: no
+ * atomics, so the result is the same on every device), and the reorder
+ * between NCHW [S, O, OH*OW] and the GEMM's [O, S*OH*OW]; one work-item per
+ * element. Through nncl's own GEMM: packing x and dy straight into GEMM
+ * panels, and the input gradient as a direct gather. Sizes need not divide. */
 
 /* col[(c*k + ki)*k + kj, s*OH*OW + oh*OW + ow] = x[s, c, oh*st - pad + ki,
  * ow*st - pad + kj], zero outside the input. */
@@ -68,4 +70,139 @@ __kernel void nncl_conv_reorder_f32(__global float *a, int a_off, __global float
     j = (o * S + s) * ohw + p;
     if (to_nchw) a[a_off + i] = g[g_off + j];
     else g[g_off + j] = a[a_off + i];
+}
+
+/* ------------------------------------------------------------- packed implicit GEMM
+ * Panels for nncl's own GEMM (src/gemm.h: Bp[q][kk][c] = B(kk, q*nr + c),
+ * Ap[p][kk][r] = A(p*mr + r, kk), K-major, zero past the matrix): the
+ * column matrix col_s(r, j) = x[s, ci, oh*st - pad + ki, ow*st - pad + kj]
+ * (r = (ci*k + ki)*k + kj, j = oh*OW + ow, zero in the padding) is never
+ * stored as such, the packing kernels read x directly. Each work-item
+ * writes one run of nr (or mr) floats of a panel. */
+
+/* Forward B of sample z: B(r, j) = col_z(r, j), [C*k*k, OH*OW]; sample z's
+ * panels at bp_off + z * ceil(OH*OW / nr) * nr * C*k*k. NDRange (panels,
+ * C*k*k, samples). */
+__kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
+                                   int W, int k, int st, int pad, int OH, int OW, int nr) {
+    int q = get_global_id(0), r = get_global_id(1), z = get_global_id(2);
+    int kk = k * k, ckk = C * kk, ohw = OH * OW, panels = (ohw + nr - 1) / nr, c, j, oh, ow, ci, ki, kj;
+    __global const float *xs;
+    __global float *d;
+    if (q >= panels || r >= ckk) return;
+    ci = r / kk;
+    ki = (r - ci * kk) / k;
+    kj = r - ci * kk - ki * k;
+    xs = x + x_off + (z * C + ci) * H * W;
+    d = bp + bp_off + (z * panels * ckk + q * ckk + r) * nr;
+    j = q * nr;
+    oh = j / OW;
+    ow = j - oh * OW;
+    for (c = 0; c < nr; c++, j++) {
+        int ih = oh * st - pad + ki, iw = ow * st - pad + kj;
+        d[c] = j < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W ? xs[ih * W + iw] : 0.0f;
+        if (++ow == OW) {
+            ow = 0;
+            oh++;
+        }
+    }
+}
+
+/* Weight gradient A over S samples: A(o, kk) = dy[s, o, p] with kk = s*OH*OW
+ * + p, [O, S*OH*OW]. NDRange (panels of mr rows, S*OH*OW). */
+__kernel void nncl_conv_pack_dy_f32(__global const float *dy, int dy_off, __global float *ap, int ap_off, int O,
+                                    int ohw, int S, int mr) {
+    int p = get_global_id(0), kk = get_global_id(1), K = S * ohw, s, px, r;
+    __global float *d;
+    __global const float *src;
+    if (p * mr >= O || kk >= K) return;
+    s = kk / ohw;
+    px = kk - s * ohw;
+    d = ap + ap_off + (p * K + kk) * mr;
+    src = dy + dy_off + (s * O + p * mr) * ohw + px;
+    for (r = 0; r < mr; r++) d[r] = p * mr + r < O ? src[r * ohw] : 0.0f;
+}
+
+/* Weight gradient B over S samples: B(kk, r) = col_s(r, p) with kk = s*OH*OW
+ * + p, [S*OH*OW, C*k*k]. NDRange (panels of nr rows of col, S*OH*OW). */
+__kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
+                                      int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr) {
+    int q = get_global_id(0), kk = get_global_id(1), ohw = OH * OW, K = S * ohw, ckk = C * k * k;
+    int s, px, ih0, iw0, c, r, ci, ki, kj;
+    __global float *d;
+    __global const float *xs;
+    if (q * nr >= ckk || kk >= K) return;
+    s = kk / ohw;
+    px = kk - s * ohw;
+    ih0 = (px / OW) * st - pad;
+    iw0 = (px % OW) * st - pad;
+    d = bp + bp_off + (q * K + kk) * nr;
+    xs = x + x_off + s * C * H * W;
+    r = q * nr;
+    ci = r / (k * k);
+    ki = (r - ci * k * k) / k;
+    kj = r - ci * k * k - ki * k;
+    for (c = 0; c < nr; c++, r++) {
+        int ih = ih0 + ki, iw = iw0 + kj;
+        d[c] = r < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W ? xs[(ci * H + ih) * W + iw] : 0.0f;
+        if (++kj == k) {
+            kj = 0;
+            if (++ki == k) {
+                ki = 0;
+                ci++;
+            }
+        }
+    }
+}
+
+/* The weights for the input gradient's gather, once per step:
+ * wt[((o*k + ki)*k + kj)*Cp + c] = w[o, c, ki, kj], zero for c >= C (Cp:
+ * C rounded up to 8), so that 8 neighbouring channels are one vector load.
+ * One work-item per element of wt. */
+__kernel void nncl_conv_wt_f32(__global const float *w, int w_off, __global float *wt, int wt_off, int O, int C,
+                               int k, int Cp) {
+    int i = get_global_id(0), kk = k * k, c, t, o;
+    if (i >= O * kk * Cp) return;
+    c = i % Cp;
+    t = (i / Cp) % kk;
+    o = i / (Cp * kk);
+    wt[wt_off + i] = c < C ? w[w_off + (o * C + c) * kk + t] : 0.0f;
+}
+
+/* Input gradient by a gather: dx[s, c, h, w] (+)= sum over o, ki, kj of
+ * w[o, c, ki, kj] * dy[s, o, oh, ow] where oh*st = h + pad - ki and ow*st =
+ * w + pad - kj fall on the output. One work-item per (s, h, w) and 8
+ * neighbouring channels, accumulated as a float8 from wt (nncl_conv_wt):
+ * per tap one scalar of dy and one vector of weights for each o. Each dx
+ * element has one writer and one order of additions (no atomics: the same
+ * result on every device), and there is no barrier. NDRange (W, H,
+ * S*ceil(C/8)). */
+__kernel void nncl_conv_dx_f32(__global const float *dy, int dy_off, __global const float *wt, int wt_off,
+                               __global float *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
+                               int OH, int OW, int acc) {
+    int w = get_global_id(0), h = get_global_id(1), z = get_global_id(2), cb = (C + 7) / 8, Cp = cb * 8;
+    int s = z / cb, c0 = (z - s * cb) * 8, ohw = OH * OW, ostride = k * k * Cp, o, ki, kj, e;
+    float8 sum = (float8)(0.0f);
+    float t[8];
+    __global float *out;
+    if (w >= W || h >= H) return;
+    for (ki = 0; ki < k; ki++) {
+        int th = h + pad - ki, oh;
+        if (th < 0 || th % st) continue;
+        oh = th / st;
+        if (oh >= OH) continue;
+        for (kj = 0; kj < k; kj++) {
+            int tw = w + pad - kj, ow;
+            __global const float *d, *wv;
+            if (tw < 0 || tw % st) continue;
+            ow = tw / st;
+            if (ow >= OW) continue;
+            d = dy + dy_off + s * O * ohw + oh * OW + ow;
+            wv = wt + wt_off + (ki * k + kj) * Cp + c0;
+            for (o = 0; o < O; o++) sum = mad((float8)(d[o * ohw]), vload8(0, wv + o * ostride), sum);
+        }
+    }
+    vstore8(sum, 0, t);
+    out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
+    for (e = 0; e < 8 && c0 + e < C; e++) out[e * H * W] = acc ? out[e * H * W] + t[e] : t[e];
 }

@@ -1,8 +1,9 @@
 /* devices.c - lists every OpenCL device nncl can see, then checks a GEMM on
- * the default device (or the ones named by $NNCL_DEVICES) against a plain C
- * product: the quickest way to see that a machine is ready for nncl.
- * usage: devices [M N K] */
+ * the default devices (or the ones chosen by --devices or $NNCL_DEVICES)
+ * against a plain C product: the quickest way to see that a machine is
+ * ready for nncl. */
 #include "nncl.h"
+#include "options.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +20,20 @@ int main(int argc, char **argv) {
     nncl_tensor *a = NULL, *b = NULL, *c = NULL;
     float *ha, *hb, *hc;
     int n_dev = 0, i, j, k, d, sa[2], sb[2], sc[2], bad = 0;
-    int m = argc > 3 ? atoi(argv[1]) : 256, n = argc > 3 ? atoi(argv[2]) : 192,
-        kk = argc > 3 ? atoi(argv[3]) : 320;
+    int m = 256, n = 192, kk = 320;
     double err = 0, ref = 0;
     nncl_config cfg = nncl_config_default();
+    const char *size = "256x192x320";
+    const ex_option opts[] = {
+        {"--devices", OPT_STR, &cfg.devices, "SEL", "devices to check: all, gpu, cpu, an index, a name part (pocl), ..."},
+        {"--size", OPT_STR, &size, "MxNxK", "the GEMM's shape (256x192x320)"},
+        {NULL, 0, NULL, NULL, NULL}};
 
-    if (m < 1 || n < 1 || kk < 1) {
-        fprintf(stderr, "usage: devices [M N K], all positive\n");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ex_parse(argc, argv, "devices [options]", opts, NULL, 0);
+    if (sscanf(size, "%dx%dx%d", &m, &n, &kk) != 3 || m < 1 || n < 1 || kk < 1 || m > 8192 || n > 8192 || kk > 8192) {
+        fprintf(stderr, "error: --size %s: three positive numbers up to 8192 are needed, as MxNxK\n\n", size);
+        ex_usage(stderr, "devices [options]", opts);
         return 2;
     }
     if (dv_check(nncl_devices_list(infos, 32, &n_dev), NULL, "listing the devices")) return 1;
@@ -35,7 +43,8 @@ int main(int argc, char **argv) {
                infos[i].cl_version, infos[i].compute_units, infos[i].clock_mhz,
                (double)infos[i].global_mem / (1 << 30), infos[i].fp16 ? ", fp16" : "",
                infos[i].fp64 ? ", fp64" : "");
-    if (dv_check(nncl_init(&cfg, &ctx), NULL, "opening the default devices")) return 1;
+    if (dv_check(nncl_init(&cfg, &ctx), NULL, cfg.devices ? "opening the chosen devices" : "opening the default devices"))
+        return 1;
 
     ha = (float *)malloc(sizeof(float) * (size_t)m * kk);
     hb = (float *)malloc(sizeof(float) * (size_t)kk * n);

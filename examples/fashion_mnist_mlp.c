@@ -1,40 +1,63 @@
 /* fashion_mnist_mlp.c - the classic first GPU-training example: a 784-128-10
  * ReLU network trained with Adam (lr 1e-3, batch 100) on Fashion-MNIST,
- * on the default device or any chosen ones. Copy it and adapt.
- *
- *   fashion_mnist_mlp [--devices SEL] [--data DIR] [--epochs N] [--out FILE]
- *
- * SEL as NNCL_DEVICES: "0", "0,1", "pocl", "gpu", "all", ... */
+ * on the default device or any chosen ones. 10% of the training images
+ * validate each epoch; the test images are evaluated once, at the end. The
+ * model file carries its architecture, preprocessing and class names, so
+ * build/examples/predict can use it. Copy it (with options.h) and adapt. */
 #include "nncl.h"
+#include "options.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *arg(int argc, char **argv, const char *name, const char *fallback) {
-    int i;
-    for (i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0) return argv[i + 1];
-    return fallback;
-}
+static const char *const classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                        "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 static int fail(nncl_context *ctx, const char *what, nncl_status st) {
     fprintf(stderr, "%s: %s: %s\n", what, nncl_status_str(st), nncl_last_error(ctx));
     return 1;
 }
 
-static nncl_status load(const char *dir, const char *part, nncl_dataset **out) {
+/* DIR/PART-images-idx3-ubyte[.gz] and its labels, the first limit samples (0: all). */
+static nncl_status load(const char *dir, const char *part, int limit, nncl_dataset **out) {
     char images[1024], labels[1024];
-    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, part);
-    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, part);
-    return nncl_dataset_load_idx(images, labels, out);
+    nncl_status st = nncl_dataset_load_idx(ex_idx_path(dir, part, "images", images, sizeof images),
+                                           ex_idx_path(dir, part, "labels", labels, sizeof labels), out);
+    if (st == NNCL_OK && limit > 0 && (size_t)limit < nncl_dataset_size(*out)) {
+        nncl_dataset *all = *out;
+        size_t *idx = (size_t *)malloc(sizeof(size_t) * (size_t)limit), i;
+        if (!idx) return NNCL_ERR_OUT_OF_MEMORY;
+        for (i = 0; i < (size_t)limit; i++) idx[i] = i;
+        st = nncl_dataset_subset(all, idx, (size_t)limit, out);
+        nncl_dataset_free(all);
+        free(idx);
+    }
+    return st;
 }
 
 int main(int argc, char **argv) {
-    const char *dir = arg(argc, argv, "--data", "/usr/share/datasets/fashion-mnist");
-    const char *out = arg(argc, argv, "--out", "fashion_mnist_mlp.safetensors");
-    nncl_config cfg = nncl_config_default();
+    const char *dir = "/usr/share/datasets/fashion-mnist", *out = "fashion_mnist_mlp.safetensors", *devices = NULL;
+    const char *checkpoint = NULL, *resume = NULL;
+    double val = 0.1;
+    int epochs = 10, patience = 0, keep_best = 0, every = 0, limit = 0, quiet = 0;
+    const ex_option opts[] = {
+        {"--devices", OPT_STR, &devices, "SEL", "devices: all, gpu, cpu, an index, a name part (pocl), comma-separated"},
+        {"--data", OPT_STR, &dir, "DIR", "folder of the IDX files, plain or .gz (/usr/share/datasets/fashion-mnist)"},
+        {"--epochs", OPT_INT, &epochs, "N", "epochs (10)"},
+        {"--val", OPT_NUM, &val, "FRACTION", "part of the training images that validates each epoch (0.1; 0: none)"},
+        {"--patience", OPT_INT, &patience, "N", "stop after N epochs without a lower val_loss (0: never)"},
+        {"--keep-best", OPT_FLAG, &keep_best, "", "end with the weights of the epoch of lowest val_loss"},
+        {"--checkpoint", OPT_STR, &checkpoint, "FILE", "write a checkpoint at each epoch's end (and see --every)"},
+        {"--every", OPT_INT, &every, "N", "also write the checkpoint every N steps"},
+        {"--resume", OPT_STR, &resume, "FILE", "go on from a checkpoint of this run"},
+        {"--limit", OPT_INT, &limit, "N", "train and test on the first N images of each set (a quick try)"},
+        {"--out", OPT_STR, &out, "FILE", "the model file (fashion_mnist_mlp.safetensors); curve in FILE's .csv and .svg"},
+        {"--quiet", OPT_FLAG, &quiet, "", "no progress lines"},
+        {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
     nncl_fit_config fit = nncl_fit_default();
+    nncl_fit_result result;
+    nncl_model_meta meta = nncl_model_meta_default();
     nncl_context *ctx = NULL;
     nncl_dataset *train = NULL, *test = NULL;
     nncl_graph *g;
@@ -44,17 +67,21 @@ int main(int argc, char **argv) {
     nncl_curve *curve = NULL;
     nncl_status st;
     float test_loss, test_acc;
-    int shape[1] = {784}, i, n;
+    char csv[1024], svg[1024];
+    int shape[1] = {784};
 
-    cfg.devices = arg(argc, argv, "--devices", NULL);
-    if ((st = nncl_init(&cfg, &ctx)) != NNCL_OK) return fail(NULL, "devices", st);
-    if ((st = load(dir, "train", &train)) != NNCL_OK || (st = load(dir, "t10k", &test)) != NNCL_OK)
-        return fail(NULL, "data (install dataset-fashion-mnist or pass --data DIR)", st);
-    for (i = 0, n = nncl_device_count(ctx); i < n; i++) {
-        nncl_device_info info;
-        nncl_device_info_get(ctx, i, &info);
-        printf("device %d: %s (%s)\n", i, info.name, info.platform);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with the progress on stderr, also when piped */
+    ex_parse(argc, argv, "fashion_mnist_mlp [options]", opts, NULL, 0);
+    if (epochs < 1 || !(val >= 0 && val < 1)) {
+        fprintf(stderr, "error: --epochs must be at least 1 and --val in [0, 1)\n");
+        return 2;
     }
+    ex_beside(out, ".csv", csv, sizeof csv);
+    ex_beside(out, ".svg", svg, sizeof svg);
+    if (ex_check_writable("--out", out) || (checkpoint && ex_check_writable("--checkpoint", checkpoint))) return 2;
+    if (ex_init("fashion_mnist_mlp", devices, &ctx)) return 1;
+    if ((st = load(dir, "train", limit, &train)) != NNCL_OK || (st = load(dir, "t10k", limit, &test)) != NNCL_OK)
+        return fail(NULL, "data (install dataset-fashion-mnist, or pass --data DIR holding train-images-idx3-ubyte[.gz] ...)", st);
 
     /* The model: 784 -> 128 (ReLU) -> 10 logits, cross-entropy loss. */
     g = nncl_graph_create(ctx, 1);
@@ -67,17 +94,26 @@ int main(int argc, char **argv) {
 
     tc.max_batch = 100;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM); /* lr 1e-3 */
+    printf("compiling kernels for the devices (seconds on a first run; cached after)...\n");
     if ((st = nncl_trainer_create(ctx, g, loss, &tc, &t)) != NNCL_OK) return fail(ctx, "trainer", st);
+    nncl_trainer_summary(t, stdout);
 
-    fit.epochs = atoi(arg(argc, argv, "--epochs", "10"));
+    fit.epochs = epochs;
     fit.batch = 100;
     fit.x = x;
     fit.labels = y;
     fit.logits = logits;
-    fit.val = test;
-    if (nncl_progress_create(stderr, fit.epochs, (int)(nncl_dataset_size(train) / 100), &progress) != NNCL_OK ||
+    fit.val_fraction = val;
+    fit.patience = patience;
+    fit.keep_best = keep_best;
+    fit.checkpoint = checkpoint;
+    fit.checkpoint_every = every;
+    fit.resume = resume;
+    fit.result = &result;
+    if (nncl_progress_create(stderr, epochs, (int)((nncl_dataset_size(train) * (1 - val) + 99) / 100), &progress) != NNCL_OK ||
         nncl_curve_create(&curve) != NNCL_OK)
         return fail(NULL, "progress", NNCL_ERR_OUT_OF_MEMORY);
+    if (quiet) nncl_progress_set_mode(progress, NNCL_PROGRESS_QUIET);
     fit.progress = progress;
     fit.curve = curve;
     if ((st = nncl_trainer_fit(t, train, &fit)) != NNCL_OK) return fail(ctx, "training", st);
@@ -85,10 +121,13 @@ int main(int argc, char **argv) {
     if ((st = nncl_trainer_evaluate_dataset(t, &fit, test, &test_loss, &test_acc)) != NNCL_OK)
         return fail(ctx, "evaluation", st);
     printf("test accuracy %.4f (loss %.4f) on %zu images\n", test_acc, test_loss, nncl_dataset_size(test));
-    if ((st = nncl_trainer_save(t, out)) != NNCL_OK) return fail(ctx, "saving", st);
-    nncl_curve_write_csv(curve, "fashion_mnist_mlp.csv");
-    nncl_curve_write_svg(curve, "fashion_mnist_mlp.svg", "Fashion-MNIST MLP 784-128-10");
-    printf("model saved to %s; curve in fashion_mnist_mlp.csv and .svg\n", out);
+    meta.scale = 1.0f / 255.0f; /* the IDX bytes as nncl_dataset_load_idx scaled them */
+    meta.class_names = classes;
+    meta.n_classes = 10;
+    if ((st = nncl_trainer_save_model(t, out, &meta)) != NNCL_OK) return fail(ctx, "saving", st);
+    if ((st = nncl_curve_write_csv(curve, csv)) != NNCL_OK || (st = nncl_curve_write_svg(curve, svg, "Fashion-MNIST MLP 784-128-10")) != NNCL_OK)
+        return fail(NULL, "writing the curve", st);
+    printf("model saved to %s; curve in %s and %s\n", out, csv, svg);
 
     nncl_progress_free(progress);
     nncl_curve_free(curve);

@@ -8,6 +8,7 @@
  * SEL as NNCL_DEVICES: "0", "0,1", "pocl", "gpu", "all", ... N: the time
  * budget per device (default 120). */
 #include "nncl.h"
+#include "options.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,6 @@ static const shape shapes[] = {
     {1, 0, 144, 2352, 32, "conv dX"},
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
-
-static const char *arg(int argc, char **argv, const char *name, const char *fallback) {
-    int i;
-    for (i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0) return argv[i + 1];
-    return fallback;
-}
 
 static double now(void) {
     struct timespec ts;
@@ -89,17 +83,27 @@ done:
 int main(int argc, char **argv) {
     nncl_config cfg = nncl_config_default();
     nncl_context *ctx = NULL;
-    double seconds = atof(arg(argc, argv, "--seconds", "120")), before[NSHAPES], after[NSHAPES];
+    double seconds = 120, before[NSHAPES], after[NSHAPES];
     int quiet = 0, d, i;
     nncl_status st;
-    for (i = 1; i < argc; i++) quiet |= strcmp(argv[i], "--quiet") == 0;
-    cfg.devices = arg(argc, argv, "--devices", NULL);
+    const ex_option opts[] = {
+        {"--devices", OPT_STR, &cfg.devices, "SEL", "devices to tune: all, gpu, cpu, an index, a name part (pocl), ..."},
+        {"--seconds", OPT_NUM, &seconds, "N", "time budget per device (120)"},
+        {"--quiet", OPT_FLAG, &quiet, "", "no tuning messages"},
+        {NULL, 0, NULL, NULL, NULL}};
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ex_parse(argc, argv, "tune [options]", opts, NULL, 0);
+    if (!(seconds > 0)) {
+        fprintf(stderr, "error: --seconds must be positive\n");
+        return 2;
+    }
     cfg.gemm_tune = -1; /* "before" is CLBlast's own parameters, not a stored tuning */
     cfg.log = quiet ? NULL : log_line;
     cfg.log_level = NNCL_LOG_INFO;
     unsetenv("NNCL_TUNE");
     if ((st = nncl_init(&cfg, &ctx)) != NNCL_OK) {
-        fprintf(stderr, "devices: %s: %s\n", nncl_status_str(st), nncl_last_error(NULL));
+        fprintf(stderr, "tune: no device: %s\n(build/examples/devices lists the devices and checks each one)\n",
+                nncl_last_error(NULL));
         return 1;
     }
     for (d = 0; d < nncl_device_count(ctx); d++) {

@@ -1,8 +1,8 @@
 /* xor.c - the smallest network that needs a hidden layer: XOR of two bits,
  * learnt with binary cross-entropy, on the default device or chosen ones.
- *
- *   xor [--devices SEL] [--out FILE] */
+ * Exits 0 only when all four are right and the model is saved. */
 #include "nncl.h"
+#include "options.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,8 +10,11 @@
 int main(int argc, char **argv) {
     static const float inputs[8] = {0, 0, 0, 1, 1, 0, 1, 1};
     static const float targets[4] = {0, 1, 1, 0};
-    const char *out = "xor.safetensors";
-    nncl_config cfg = nncl_config_default();
+    const char *out = "xor.safetensors", *devices = NULL;
+    const ex_option opts[] = {
+        {"--devices", OPT_STR, &devices, "SEL", "devices: all, gpu, cpu, an index, a name part (pocl), comma-separated"},
+        {"--out", OPT_STR, &out, "FILE", "the model file (xor.safetensors)"},
+        {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
     nncl_context *ctx = NULL;
     nncl_graph *g;
@@ -23,14 +26,10 @@ int main(int argc, char **argv) {
     float logits[4];
     int two = 2, one = 1, i, wrong = 0;
 
-    for (i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--devices") == 0) cfg.devices = argv[i + 1];
-        if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
-    }
-    if ((st = nncl_init(&cfg, &ctx)) != NNCL_OK) {
-        fprintf(stderr, "devices: %s\n", nncl_last_error(NULL));
-        return 1;
-    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ex_parse(argc, argv, "xor [options]", opts, NULL, 0);
+    if (ex_check_writable("--out", out)) return 2;
+    if (ex_init("xor", devices, &ctx)) return 1;
     g = nncl_graph_create(ctx, 3);
     x = nncl_input(g, "x", 1, &two);
     t = nncl_input(g, "target", 1, &one);
@@ -66,7 +65,12 @@ int main(int argc, char **argv) {
         wrong += (p > 0.5) != (targets[i] > 0.5);
     }
     printf("accuracy %d/4\n", 4 - wrong);
-    if (nncl_trainer_save(tr, out) != NNCL_OK) fprintf(stderr, "saving: %s\n", nncl_last_error(ctx));
+    if (nncl_trainer_save(tr, out) != NNCL_OK) {
+        fprintf(stderr, "saving: %s\n", nncl_last_error(ctx));
+        wrong = 1;
+    } else {
+        printf("model saved to %s\n", out);
+    }
     nncl_trainer_free(tr);
     nncl_graph_free(g);
     nncl_free(ctx);

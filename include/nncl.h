@@ -680,6 +680,78 @@ NNCL_API nncl_status nncl_safetensors_meta_at(const nncl_safetensors *st, int i,
 NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry *tensors, int count,
                                            const char *const *meta);
 
+/* ---------------------------------------------------------------- models */
+/* A model file is a safetensors file whose __metadata__ also says how to
+ * use the model without the program that trained it (all text, readable
+ * from PyTorch with safetensors.safe_open(...).metadata()):
+ *   nncl.graph       the architecture, one node per line:
+ *                    "ID OP NAME [SHAPE] (INPUT IDS) i=INT,.. f=FLOAT,.."
+ *                    (inputs: "0 input x [784]"; parameters:
+ *                    "2 param fc1.weight [128,784] init=fan_in_uniform")
+ *   nncl.input       name of the input fed with samples
+ *   nncl.output      name of the node giving the class scores (logits)
+ *   nncl.scale, nncl.shift   x * scale + shift applied to raw rows first
+ *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays)
+ *   nncl.classes     class names (JSON array of strings)
+ *   nncl.label       the name of the label column of the training table
+ * nncl_trainer_save() writes nncl.graph into every file; the rest comes
+ * from nncl_trainer_save_model(). Readers treat all of it as untrusted. */
+
+/* Rebuilds the graph described by a file's nncl.graph (parameters get
+ * their initial values until a trainer loads the file's). ctx receives
+ * messages and may be NULL. NNCL_ERR_FORMAT when the description is
+ * missing or malformed, or when an op does not give the shape written. */
+NNCL_API nncl_status nncl_graph_from_safetensors(nncl_context *ctx, const nncl_safetensors *st, nncl_graph **out);
+
+/* What prediction needs besides the graph. Take nncl_model_meta_default(). */
+typedef struct nncl_model_meta {
+    nncl_node *input;                /* the input fed with samples; NULL: the graph's first input */
+    nncl_node *output;               /* the class scores; NULL: the first input of the loss */
+    float scale, shift;              /* raw value * scale + shift (default 1, 0) */
+    const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
+    const char *const *class_names;  /* n_classes names, or NULL */
+    int n_classes;
+    const char *label_name;          /* the label column of a CSV table, or NULL */
+} nncl_model_meta;
+
+NNCL_API nncl_model_meta nncl_model_meta_default(void);
+/* nncl_trainer_save() plus the metadata above, so that nncl_model_load()
+ * can classify new rows with the file alone. */
+NNCL_API nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nncl_model_meta *meta);
+
+/* An inference-only model: the graph rebuilt from a file, its parameters
+ * and running statistics loaded, no gradient or optimizer memory. */
+typedef struct nncl_model nncl_model;
+
+/* Loads a model file onto the devices of ctx, predicting at most
+ * max_batch rows per device pass (<= 0: 256). */
+NNCL_API nncl_status nncl_model_load(nncl_context *ctx, const char *path, int max_batch, nncl_model **out);
+/* The same from a parsed file. With ctx NULL it only reads and checks the
+ * description (graph, preprocessing, classes); nncl_model_predict() then
+ * gives NNCL_ERR_STATE. */
+NNCL_API nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensors *st, int max_batch,
+                                                 nncl_model **out);
+NNCL_API void nncl_model_free(nncl_model *m);
+NNCL_API nncl_graph *nncl_model_graph(const nncl_model *m);
+/* The trainer holding the model's plans (NULL without a context). */
+NNCL_API nncl_trainer *nncl_model_trainer(const nncl_model *m);
+/* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
+NNCL_API size_t nncl_model_features(const nncl_model *m);
+NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);
+/* Classes (the output's width) and the name of class k (NULL when unnamed). */
+NNCL_API int nncl_model_classes(const nncl_model *m);
+NNCL_API const char *nncl_model_class_name(const nncl_model *m, int k);
+/* The training table's label column (nncl.label), or NULL. */
+NNCL_API const char *nncl_model_label_name(const nncl_model *m);
+/* The preprocessing the file asks for, applied in place to n raw rows. */
+NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n);
+/* Class probabilities (softmax of the output) of n raw rows [n, features]
+ * into probs [n, classes] and the predicted class (argmax of the output,
+ * the first on a tie, as nncl_trainer_evaluate counts it) into classes
+ * [n]; either may be NULL. The rows are preprocessed on a copy. */
+NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
+/* @@MODEL@@ */
+
 /* ---------------------------------------------------------------- progress */
 /* Progress output, training curves and plots. nncl never prints on its own:
  * these write only to the stream or file the caller names. */
@@ -756,26 +828,71 @@ NNCL_API nncl_status nncl_svg_bar_chart(const char *path, const char *title, con
 
 /* ---------------------------------------------------------------- fit */
 
+/* What nncl_trainer_fit() did, when the caller asks (cfg.result). */
+typedef struct nncl_fit_result {
+    int epochs_done;           /* epochs completed (counting those before a resume) */
+    int best_epoch;            /* 1-based epoch of the lowest validation loss; 0: no validation */
+    double best_val_loss;
+    int stopped_early;         /* 1: patience ran out */
+    int interrupted;           /* 1: on_step asked to stop */
+    int restored_best;         /* 1: the best epoch's weights were put back (keep_best) */
+    int resumed_epoch, resumed_step; /* where a resumed run went on (1-based epoch, steps done in it); 0: fresh */
+    size_t train_samples, val_samples; /* after the validation split */
+} nncl_fit_result;
+
 /* The usual epoch loop of a classifier, for nncl_trainer_fit(). */
 typedef struct nncl_fit_config {
     int epochs;
     int batch;                 /* global batch, <= the trainer's max_batch */
-    uint64_t seed;             /* shuffling order */
+    uint64_t seed;             /* shuffling order and validation split */
     nncl_node *x, *labels;     /* the graph's inputs the datasets feed */
     nncl_node *logits;         /* for accuracy: argmax against the label */
-    const nncl_dataset *val;   /* evaluated after every epoch; NULL: none */
+    const nncl_dataset *val;   /* evaluated after every epoch; NULL: none, or val_fraction */
     nncl_progress *progress;   /* NULL: silent */
     nncl_curve *curve;         /* one row per epoch appended; NULL: none */
+    /* With val NULL: this fraction of the training set (chosen by seed) is
+     * set apart and validates each epoch instead; 0: no validation. */
+    double val_fraction;
+    /* Early stopping: stop after this many epochs in a row without a lower
+     * validation loss (0: never). Needs validation. */
+    int patience;
+    /* End with the weights (and running statistics) of the epoch of lowest
+     * validation loss rather than the last epoch's. Needs validation. */
+    int keep_best;
+    /* A checkpoint written atomically at each epoch's end and every
+     * checkpoint_every steps (0: epoch ends only): parameters, optimizer
+     * state, and where the run is (epoch, batch, seed, curve, early-stopping
+     * state), for resume. NULL: none. */
+    const char *checkpoint;
+    int checkpoint_every;
+    /* A checkpoint of this run (same data, seed, batch and model) to go on
+     * from: the run continues at the epoch and batch it records, with the
+     * same shuffle order, and ends as the uninterrupted run would, bit for
+     * bit (on the same devices with a fixed split, e.g. one device). */
+    const char *resume;
+    /* Called after every step with the 0-based epoch and step; a non-zero
+     * return ends training (result->interrupted, NNCL_OK). NULL: none. */
+    int (*on_step)(void *user, int epoch, int step, float loss);
+    void *user;
+    nncl_fit_result *result;   /* filled in when not NULL */
 } nncl_fit_config;
 
 NNCL_API nncl_fit_config nncl_fit_default(void);
 /* Trains for cfg->epochs over train, shuffled each epoch, with batches
  * gathered ahead by a background thread; the progress line shows loss,
- * accuracy, samples/s and the current device split. */
+ * training accuracy, samples/s and the current device split; each epoch
+ * ends with a validation, early-stopping check and checkpoint as asked. */
 NNCL_API nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const nncl_fit_config *cfg);
 /* Loss and accuracy of the whole dataset, in evaluation mode. */
 NNCL_API nncl_status nncl_trainer_evaluate_dataset(nncl_trainer *t, const nncl_fit_config *cfg,
                                                    const nncl_dataset *ds, float *loss, float *accuracy);
+
+/* A Keras-like summary of the trainer's model written to out: every layer
+ * (op node) with its name, kind, output shape and parameter count, the
+ * totals (trainable and frozen), and each device's plan memory. */
+NNCL_API nncl_status nncl_trainer_summary(const nncl_trainer *t, FILE *out);
+/* The same without devices, for a graph (before any trainer). */
+NNCL_API nncl_status nncl_graph_summary(const nncl_graph *g, FILE *out);
 
 #ifdef __cplusplus
 }

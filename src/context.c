@@ -151,12 +151,26 @@ static int ctx_add_choice(int *chosen, int *n, int idx) {
     return 1;
 }
 
+/* "0: NAME (PLATFORM); 1: ..." for messages about a selection. */
+static const char *ctx_list(const ctx_found *found, int n, char *buf, size_t len) {
+    size_t used = 0;
+    int i;
+    buf[0] = 0;
+    for (i = 0; i < n && used + 1 < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%d: %.60s (%.40s)", i ? "; " : "", i, found[i].info.name,
+                         found[i].info.platform);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
 /* Resolves a selection string into indices of found[]. */
 static nncl_status ctx_select(const char *sel, const ctx_found *found, int n, int *chosen, int *n_chosen) {
     const char *s = sel;
     *n_chosen = 0;
     while (*s) {
-        char tok[128];
+        char tok[128], list[600];
         size_t len = strcspn(s, ",");
         const char *colon;
         size_t name_len;
@@ -181,7 +195,8 @@ static nncl_status ctx_select(const char *sel, const ctx_found *found, int n, in
             char *end;
             long k = strtol(tok, &end, 10);
             if (*end || k >= n)
-                return nncl__fail(NULL, NNCL_ERR_NO_DEVICE, "device selection \"%s\": no device %s (%d present)", sel, tok, n);
+                return nncl__fail(NULL, NNCL_ERR_NO_DEVICE, "device selection \"%s\": no device %s; there are %d: %s", sel,
+                                  tok, n, ctx_list(found, n, list, sizeof list));
             ctx_add_choice(chosen, n_chosen, (int)k);
             continue;
         }
@@ -201,9 +216,13 @@ static nncl_status ctx_select(const char *sel, const ctx_found *found, int n, in
             }
             hits++;
         }
+        if (!any && hits > 0)
+            return nncl__fail(NULL, NNCL_ERR_NO_DEVICE,
+                              "device selection \"%s\": index %d is out of range: %d device(s) match \"%.*s\" (\":k\" counts from 0)",
+                              sel, want, hits, (int)name_len, tok);
         if (!any)
-            return nncl__fail(NULL, NNCL_ERR_NO_DEVICE, "device selection \"%s\": nothing matches \"%s\" among %d device(s)",
-                              sel, tok, n);
+            return nncl__fail(NULL, NNCL_ERR_NO_DEVICE, "device selection \"%s\": nothing matches \"%s\"; the devices are %s",
+                              sel, tok, ctx_list(found, n, list, sizeof list));
     }
     if (*n_chosen == 0) return nncl__fail(NULL, NNCL_ERR_NO_DEVICE, "device selection \"%s\" is empty", sel);
     return NNCL_OK;

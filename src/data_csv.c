@@ -3,6 +3,7 @@
  * label column holding class indices, class names or numbers. Every error
  * names the file, line, column and header name. */
 #include "internal.h"
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <locale.h>
@@ -393,11 +394,28 @@ static nncl_status csv_read_header(csv_parser *P, const nncl_csv_options *o, siz
         if (!P->header[i]) return csv_oom(P);
     }
     if (o->label) {
-        for (i = 0; i < P->ncols; i++)
-            if (strcmp(P->header[i], o->label) == 0) break;
-        if (i == P->ncols)
-            return csv_error(P, P->fields[0].line, 0, "no column named '%.100s' for the label (the header has %zu columns)",
-                             o->label, P->ncols);
+        size_t folded = P->ncols, n_folded = 0, used = 0;
+        char cols[400];
+        for (i = 0; i < P->ncols; i++) {
+            const char *a = P->header[i], *b = o->label;
+            if (strcmp(a, b) == 0) break;
+            while (*a && *b && tolower((unsigned char)*a) == tolower((unsigned char)*b)) a++, b++;
+            if (!*a && !*b) {
+                folded = i;
+                n_folded++;
+            }
+        }
+        if (i == P->ncols && n_folded == 1) i = folded; /* "Species" for "species": one column only */
+        if (i == P->ncols) {
+            cols[0] = 0;
+            for (i = 0; i < P->ncols && used + 4 < sizeof cols; i++) {
+                int w = snprintf(cols + used, sizeof cols - used, "%s'%s'", i ? ", " : "", P->header[i]);
+                if (w < 0) break;
+                used += (size_t)w;
+            }
+            return csv_error(P, P->fields[0].line, 0, "no column named '%.100s' for the label; the columns are %s%s", o->label,
+                             cols, used + 4 >= sizeof cols ? " ..." : "");
+        }
         *label_col = i;
     } else if (o->label_index < 0) {
         *label_col = P->ncols - 1;

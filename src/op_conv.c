@@ -1,7 +1,10 @@
 /* op_conv.c - 2-D convolution, NCHW, square kernel, as im2col + CLBlast GEMM
  * over chunks of samples, with bias and fused activation by the dense
- * helpers. Nothing is kept from forward to backward: backward recomputes
- * the column matrix, so a conv layer costs no memory beyond x, y and dy.
+ * helpers; or, where the measured choice for its forward product is one of
+ * nncl's own GEMM kernels (or NNCL_GEMM=own), as the implicit GEMM of
+ * src/conv_own.c. Nothing is kept from forward to backward: backward
+ * recomputes the column matrix, so a conv layer costs no memory beyond x, y
+ * and dy.
  *
  * Node: in[0] x [B,C,H,W], in[1] NAME.weight [O,C,k,k], optional in[2]
  * NAME.bias [O]. iattr: [0] kernel k, [1] stride, [2] padding, [3] nncl_act.
@@ -24,7 +27,7 @@
  * share, fit in 1/8 of the plan's activation arena (at least 64 Ki floats):
  * the workspace stays a small fraction of the activations however large
  * the batch, and the batch still goes through a few large GEMMs. */
-#include "graph.h"
+#include "conv.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,13 +36,7 @@
 #define CONV_WS_FLOOR 65536   /* ...or this many floats, whichever is more */
 #define CONV_ALIGN 16         /* floats: where the workspace starts */
 
-typedef struct conv_dims {
-    int B, C, H, W, O, k, st, pad, OH, OW, act;
-    size_t ckk, ohw;  /* rows of the column matrix; output pixels per plane */
-    int pointwise;    /* 1x1, stride 1, no padding: x is its own column matrix */
-} conv_dims;
-
-static void conv_dims_of(const nncl_node *n, int batch, conv_dims *d) {
+void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d) {
     const nncl_node *xin = n->in[0];
     d->C = xin->shape[1];
     d->H = xin->shape[2];
@@ -131,7 +128,7 @@ static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t n
 /* CLBlast's temporary floats for the GEMMs of chunks of S samples, with
  * offsets of 1 so that every matrix counts as needing a padded copy: a
  * bound for any offsets, and never smaller for a larger S. */
-static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const conv_dims *d, size_t S, size_t *floats) {
+static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t S, size_t *floats) {
     nncl__gemm_args g;
     nncl__view one;
     size_t N = S * d->ohw, t = 0, most = 0;
@@ -161,13 +158,20 @@ static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const conv_dims 
  * batch) holds every later step. Where CLBlast switches to its direct GEMM
  * (no temporary) below that largest S, S comes out smaller than needed,
  * never larger. */
-static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const conv_dims *d, int *chunk) {
-    size_t arena = 0, budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap;
+nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats) {
+    size_t arena = 0, budget;
     cl_mem m = nncl__val(x, n).mem;
     if (m) NNCL_CL(x->ctx, clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof arena, &arena, NULL));
     budget = arena / sizeof(float) / CONV_WS_DIV;
     if (budget < CONV_WS_FLOOR) budget = CONV_WS_FLOOR;
     if (budget > (size_t)INT_MAX) budget = (size_t)INT_MAX;
+    *floats = budget;
+    return NNCL_OK;
+}
+
+static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk) {
+    size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap;
+    NNCL_TRY(nncl__conv_budget(x, n, &budget));
     probe = budget / per;
     if (probe < 1) probe = 1;
     NNCL_TRY(conv_temp(x, n, d, probe, &tp));
@@ -180,13 +184,13 @@ static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const conv_dims
 
 /* Floats of workspace for chunks of S samples: col and Y' (only col, or
  * nothing for a pointwise kernel, when S is 1). */
-static size_t conv_ws_floats(const conv_dims *d, int S) {
+static size_t conv_ws_floats(const nncl__conv_dims *d, int S) {
     if (S > 1) return (size_t)S * (d->ckk + (size_t)d->O) * d->ohw;
     return d->pointwise ? 0 : d->ckk * d->ohw;
 }
 
 /* col at the end of the workspace buffer, Y' after its S*ckk*ohw floats. */
-static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const conv_dims *d, int S, nncl__view *col,
+static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S, nncl__view *col,
                            nncl__view *gout) {
     size_t bytes = 0, floats = conv_ws_floats(d, S), total;
     col->mem = gout->mem = x->gemm_temp;
@@ -211,7 +215,7 @@ static nncl_status conv_gemm(nncl__exec *x, int ta, int tb, size_t m, size_t nn,
     return nncl__sgemm(x->ctx, x->dev, &g);
 }
 
-static nncl_status conv_im2col(nncl__exec *x, const conv_dims *d, nncl__view xs, int S, nncl__view col) {
+static nncl_status conv_im2col(nncl__exec *x, const nncl__conv_dims *d, nncl__view xs, int S, nncl__view col) {
     nncl__args a;
     NNCL_TRY(nncl__kbegin(x, "conv", "nncl_im2col_f32", &a));
     nncl__arg_view(&a, xs);
@@ -222,7 +226,7 @@ static nncl_status conv_im2col(nncl__exec *x, const conv_dims *d, nncl__view xs,
     return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
 }
 
-static nncl_status conv_col2im(nncl__exec *x, const conv_dims *d, nncl__view col, int S, nncl__view dxs, int acc) {
+static nncl_status conv_col2im(nncl__exec *x, const nncl__conv_dims *d, nncl__view col, int S, nncl__view dxs, int acc) {
     nncl__args a;
     NNCL_TRY(nncl__kbegin(x, "conv", "nncl_col2im_f32", &a));
     nncl__arg_view(&a, col);
@@ -234,7 +238,7 @@ static nncl_status conv_col2im(nncl__exec *x, const conv_dims *d, nncl__view col
     return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
 }
 
-static nncl_status conv_reorder(nncl__exec *x, const conv_dims *d, nncl__view nchw, nncl__view gl, int S, int to_nchw) {
+static nncl_status conv_reorder(nncl__exec *x, const nncl__conv_dims *d, nncl__view nchw, nncl__view gl, int S, int to_nchw) {
     nncl__args a;
     NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_reorder_f32", &a));
     nncl__arg_view(&a, nchw);
@@ -256,28 +260,29 @@ static nncl__view conv_at(nncl__view v, size_t off) {
 static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
     static const char *const kernels[3] = {"nncl_im2col_f32", "nncl_col2im_f32", "nncl_conv_reorder_f32"};
     static const char *const dense[3] = {"nncl_bias_act_f32", "nncl_act_backward_inplace_f32", "nncl_bias_grad_f32"};
-    conv_dims d;
+    nncl__conv_dims d;
     size_t temp, ws;
     int S, i;
     cl_kernel k;
-    conv_dims_of(n, x->batch, &d);
+    nncl__conv_dims_of(n, x->batch, &d);
+    for (i = 0; i < 3; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "dense", dense[i], &k));
+    NNCL_TRY(nncl__conv_own_prepare(x, n, &d, bytes));
+    if (nncl__conv_own_wanted(x, &d)) return NNCL_OK;
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_temp(x, n, &d, (size_t)S, &temp));
     ws = conv_ws_floats(&d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
-    for (i = 0; i < 3; i++) {
-        NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", kernels[i], &k));
-        NNCL_TRY(nncl__kernel(x->ctx, x->dev, "dense", dense[i], &k));
-    }
+    for (i = 0; i < 3; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", kernels[i], &k));
     return NNCL_OK;
 }
 
 static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
-    conv_dims d;
+    nncl__conv_dims d;
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n), col, gout;
     size_t xs_n, ys_n;
     int S, s0;
-    conv_dims_of(n, x->batch, &d);
+    nncl__conv_dims_of(n, x->batch, &d);
+    if (nncl__conv_own_wanted(x, &d)) return nncl__conv_own_forward(x, n, &d);
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
@@ -303,17 +308,18 @@ static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
 }
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
-    conv_dims d;
+    nncl__conv_dims d;
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), dy = nncl__grd(x, n), col, gout, dx, dw;
     size_t xs_n, ys_n;
     int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
-    conv_dims_of(n, x->batch, &d);
+    nncl__conv_dims_of(n, x->batch, &d);
     xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
     ys_n = (size_t)d.O * d.ohw;
     NNCL_TRY(nncl__act_backward_inplace(x, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
     if (n->n_in == 3 && nncl__need_grad(x, n, 2))
         NNCL_TRY(nncl__bias_grad(x, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
     if (!need_x && !need_w) return NNCL_OK;
+    if (nncl__conv_own_wanted(x, &d)) return nncl__conv_own_backward(x, n, &d, dy);
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     dx = need_x ? nncl__grd(x, n->in[0]) : xv;
@@ -354,7 +360,7 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
 
 /* Index of x[b, c, ih, iw] under output (oh, ow) and kernel tap (ki, kj),
  * or -1 where the tap falls into the padding. */
-static ptrdiff_t conv_ref_xi(const conv_dims *d, int b, int c, int oh, int ow, int ki, int kj) {
+static ptrdiff_t conv_ref_xi(const nncl__conv_dims *d, int b, int c, int oh, int ow, int ki, int kj) {
     int ih = oh * d->st - d->pad + ki, iw = ow * d->st - d->pad + kj;
     if (ih < 0 || ih >= d->H || iw < 0 || iw >= d->W) return -1;
     return (((ptrdiff_t)b * d->C + c) * d->H + ih) * d->W + iw;
@@ -362,11 +368,11 @@ static ptrdiff_t conv_ref_xi(const conv_dims *d, int b, int c, int oh, int ow, i
 
 static void conv_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                              double *aux) {
-    conv_dims d;
+    nncl__conv_dims d;
     int b, o, oh, ow, c, ki, kj;
     size_t yi = 0;
     (void)aux;
-    conv_dims_of(n, r->batch, &d);
+    nncl__conv_dims_of(n, r->batch, &d);
     for (b = 0; b < d.B; b++)
         for (o = 0; o < d.O; o++)
             for (oh = 0; oh < d.OH; oh++)
@@ -384,11 +390,11 @@ static void conv_ref_forward(const nncl_node *n, const nncl__refctx *r, const do
 
 static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                               const double *gout, double *const *gin, double *aux) {
-    conv_dims d;
+    nncl__conv_dims d;
     int b, o, oh, ow, c, ki, kj;
     size_t yi = 0;
     (void)aux;
-    conv_dims_of(n, r->batch, &d);
+    nncl__conv_dims_of(n, r->batch, &d);
     for (b = 0; b < d.B; b++)
         for (o = 0; o < d.O; o++)
             for (oh = 0; oh < d.OH; oh++)

@@ -14,6 +14,7 @@
 #define PROGRESS_BAR_WIDTH 24
 #define PROGRESS_REDRAW_S 0.1 /* a terminal line redrawn at most this often */
 #define PROGRESS_LINE_MAX 320
+#define PROGRESS_RECENT 32    /* steps the time left is estimated from */
 
 struct nncl_progress {
     FILE *out;
@@ -21,14 +22,18 @@ struct nncl_progress {
     int mode;              /* BAR, LINES or QUIET once resolved */
     double interval;       /* LINES: least seconds between step lines */
     char extra[64];
-    double t_start;        /* creation */
     double t_epoch;        /* start of the current epoch's training */
     double t_update;       /* the last update */
     double t_draw;         /* the last bar redraw or step line */
     int epoch;             /* epoch the sums below belong to; -1 before any */
     double loss_sum, loss_w, acc_sum, acc_w;
     long samples;          /* of the current epoch */
-    long steps_done;       /* over the whole run, for the time left */
+    long steps_done;       /* over the whole run */
+    /* The durations of the latest steps (a ring): the time left comes from
+     * these, not from the start, so that the first steps' kernel builds and
+     * each epoch's validation do not stretch it. */
+    double recent[PROGRESS_RECENT];
+    int n_recent;
     int step;
     int bar_len;           /* length of the bar on screen; 0 when none */
     char bar[PROGRESS_LINE_MAX];
@@ -96,7 +101,7 @@ nncl_status nncl_progress_create(FILE *out, int epochs, int steps_per_epoch, nnc
     pr->steps = steps_per_epoch;
     pr->mode = progress_isatty(out) ? NNCL_PROGRESS_BAR : NNCL_PROGRESS_LINES;
     pr->interval = 10.0;
-    pr->t_start = pr->t_epoch = pr->t_update = pr->t_draw = nncl__seconds();
+    pr->t_epoch = pr->t_update = pr->t_draw = nncl__seconds();
     pr->epoch = -1;
     *p = pr;
     return NNCL_OK;
@@ -167,11 +172,14 @@ static void progress_stats(const nncl_progress *p, char *buf, double now) {
         progress_cat(buf, "  acc %s", num);
     }
     if (p->samples > 0 && train_s > 0) progress_cat(buf, "  %.0f samples/s", (double)p->samples / train_s);
-    if (p->epochs > 0 && p->steps > 0 && p->steps_done > 0) {
+    if (p->epochs > 0 && p->steps > 0 && p->n_recent > 0) {
         long total = (long)p->epochs * p->steps;
         long left = total - ((long)p->epoch * p->steps + p->step + 1);
+        int k, n = p->n_recent < PROGRESS_RECENT ? p->n_recent : PROGRESS_RECENT;
+        double sum = 0;
+        for (k = 0; k < n; k++) sum += p->recent[k];
         if (left < 0) left = 0;
-        progress_duration(num, sizeof num, (now - p->t_start) / (double)p->steps_done * (double)left);
+        progress_duration(num, sizeof num, sum / n * (double)left);
         progress_cat(buf, "  ETA %s", num);
     }
     if (p->extra[0]) progress_cat(buf, "  %s", p->extra);
@@ -190,6 +198,11 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
         p->samples = 0;
     }
     p->step = step;
+    /* The run's first step builds kernels (seconds on some drivers): it
+     * counts only until real steps replace it. */
+    if (p->steps_done == 1 && p->n_recent == 1) p->n_recent = 0;
+    p->recent[p->n_recent++ % PROGRESS_RECENT] = now - p->t_update;
+    if (p->n_recent >= 2 * PROGRESS_RECENT) p->n_recent -= PROGRESS_RECENT;
     p->steps_done++;
     p->t_update = now;
     w = samples > 0 ? (double)samples : 1.0;
@@ -288,3 +301,4 @@ void nncl_progress_message(nncl_progress *p, const char *text) {
 #undef PROGRESS_BAR_WIDTH
 #undef PROGRESS_REDRAW_S
 #undef PROGRESS_LINE_MAX
+#undef PROGRESS_RECENT

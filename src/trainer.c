@@ -379,6 +379,8 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     p->x.step_seed = g->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked;
     NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
     NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
+    if (t->watch && t->watch_dst) /* before backward reuses its memory; the loss read below waits for it */
+        NNCL_TRY(nncl__plan_read(p, t->watch, t->watch_dst + (size_t)offset * t->watch->sample_numel, t->shard[i], NULL));
     NNCL_TRY(nncl__plan_backward(p));
     if (solo && g->n_trainable) { /* no host average to see a NaN in: the device sums the squares (clipping reuses them) */
         nncl__view gv;

@@ -45,6 +45,10 @@ struct nncl_trainer {
     struct nncl__syncbn *syncbn; /* NULL: one device or no batch norm */
     int *peer_failed;          /* per device: stopped because another device failed */
     struct nncl__crew *crew;   /* the device threads */
+    /* Read back after every training forward (fit's training accuracy):
+     * node watch's value of the whole batch into watch_dst; NULL: none. */
+    const nncl_node *watch;
+    float *watch_dst;
 };
 
 /* Overlapped gradient read-back (overlap.c): set up once, switched on for
@@ -92,4 +96,14 @@ nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const flo
 nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state);
 /* The first live device's index among t's devices, or -1. */
 int nncl__trainer_first_alive(const nncl_trainer *t);
+/* Saves (trainer_io.c) with extra metadata pairs (NULL-terminated) and
+ * tensors added after the model's own; checkpoint adds the optimizer. */
+nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, const char *const *extra_meta,
+                                  const nncl_safetensors_entry *extra, int n_extra);
+/* Loads parameters (and, for a checkpoint, optimizer state and step) from a
+ * parsed file; a bad file changes nothing. */
+nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint);
+/* The nncl.graph text of a graph (model.c), or NULL when it cannot be
+ * written; free with NNCL_FREE. */
+char *nncl__graph_describe(const nncl_graph *g);
 #endif

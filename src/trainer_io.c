@@ -195,12 +195,12 @@ static void io_tensors_free(io_tensors *w) {
     NNCL_FREE(w->extra);
 }
 
-static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_floats) {
+static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_floats, int extra_entries) {
     const nncl_graph *g = t->graph;
     int i, k, cap = 0;
     memset(w, 0, sizeof *w);
     for (i = 0; i < g->n_nodes; i++) cap += g->nodes[i]->op == NNCL_OP_PARAM ? 1 : g->nodes[i]->state_size ? 3 : 0;
-    w->e = (nncl_safetensors_entry *)nncl__calloc((size_t)cap + 2, sizeof *w->e);
+    w->e = (nncl_safetensors_entry *)nncl__calloc((size_t)cap + 2 + (size_t)extra_entries, sizeof *w->e);
     w->names = (char(*)[NNCL_NAME_MAX + 32])nncl__calloc((size_t)cap + 2, sizeof *w->names);
     w->params = (float *)nncl__calloc(g->n_params + 1, sizeof(float));
     w->state = (float *)nncl__calloc(g->n_state + 2, sizeof(float));
@@ -234,26 +234,44 @@ static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_float
     return nncl__trainer_download(t, w->params, w->state);
 }
 
-static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
+nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, const char *const *extra_meta,
+                                  const nncl_safetensors_entry *extra, int n_extra) {
     io_tensors w;
     nncl_status st;
-    char step[32], tracked[32], kind[16];
-    const char *meta[9];
+    char step[32], tracked[32], kind[16], *graph;
+    const char **meta;
+    int k = 0, i, n_meta = 0;
     if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
-    NNCL_TRY(io_collect(t, &w, checkpoint ? t->opt_floats : 0));
+    while (extra_meta && extra_meta[n_meta]) n_meta++;
+    if (n_extra < 0 || (n_extra && !extra))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "extra tensors missing");
+    meta = (const char **)nncl__calloc((size_t)n_meta + 9, sizeof *meta);
+    graph = nncl__graph_describe(t->graph); /* NULL: names that cannot be written; weights only */
+    if (!meta) {
+        NNCL_FREE(graph);
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    if ((st = io_collect(t, &w, checkpoint ? t->opt_floats : 0, n_extra)) != NNCL_OK) {
+        NNCL_FREE(graph);
+        NNCL_FREE(meta);
+        return st;
+    }
     snprintf(step, sizeof step, "%lld", (long long)t->step);
     snprintf(tracked, sizeof tracked, "%lld", (long long)t->tracked);
     snprintf(kind, sizeof kind, "%d", (int)t->cfg.optim.kind);
-    meta[0] = "nncl.step"; meta[1] = step;
-    meta[2] = "nncl.tracked"; meta[3] = tracked;
-    meta[4] = NULL;
-    st = NNCL_OK;
+    meta[k++] = "nncl.step"; meta[k++] = step;
+    meta[k++] = "nncl.tracked"; meta[k++] = tracked;
+    if (graph) {
+        meta[k++] = "nncl.graph";
+        meta[k++] = graph;
+    }
     if (checkpoint) {
-        meta[4] = "nncl.optimizer"; meta[5] = kind; meta[6] = NULL;
+        meta[k++] = "nncl.optimizer";
+        meta[k++] = kind;
     }
     if (checkpoint && t->opt_floats) {
         nncl_safetensors_entry *e = &w.e[w.n++];
-        int i = nncl__trainer_first_alive(t);
+        i = nncl__trainer_first_alive(t);
         e->name = "nncl.optimizer_state";
         e->ndim = 1;
         e->shape[0] = (int64_t)t->opt_floats;
@@ -262,16 +280,23 @@ static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
                                 NULL, NULL) != CL_SUCCESS)
             st = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "reading the optimizer state failed");
     }
+    for (i = 0; i < n_meta; i++) meta[k++] = extra_meta[i];
+    meta[k] = NULL;
+    for (i = 0; i < n_extra; i++) w.e[w.n++] = extra[i];
     if (st == NNCL_OK) {
         st = nncl_safetensors_save(path, w.e, w.n, meta);
         if (st != NNCL_OK) nncl__fail(t->ctx, st, "%s", nncl_last_error(NULL));
     }
     io_tensors_free(&w);
+    NNCL_FREE(graph);
+    NNCL_FREE(meta);
     return st;
 }
 
-nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return io_save(t, path, 0); }
-nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) { return io_save(t, path, 1); }
+nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return nncl__trainer_save_ex(t, path, 0, NULL, NULL, 0); }
+nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) {
+    return nncl__trainer_save_ex(t, path, 1, NULL, NULL, 0);
+}
 
 /* Counts in a checkpoint are at most 2^53: exact in a double (the learning
  * rate schedules compute in double) and far from overflowing a step. */
@@ -314,17 +339,11 @@ static nncl_status io_check_optimizer(nncl_trainer *t, const nncl_safetensors *s
     return NNCL_OK;
 }
 
-static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
-    nncl_safetensors *st = NULL;
+static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const char *path, int checkpoint) {
     io_tensors w;
     nncl_status s;
     int i, k;
-    if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
-    if ((s = nncl_safetensors_load(path, &st)) != NNCL_OK) return nncl__fail(t->ctx, s, "%s", nncl_last_error(NULL));
-    if ((s = io_collect(t, &w, t->opt_floats)) != NNCL_OK) {
-        nncl_safetensors_free(st);
-        return s;
-    }
+    if ((s = io_collect(t, &w, t->opt_floats, 0)) != NNCL_OK) return s;
     /* Everything is checked into host copies first: a bad file changes nothing. */
     for (i = 0; i < w.n && s == NNCL_OK; i++) {
         const float *data;
@@ -362,6 +381,19 @@ static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
                                                 w.extra, 0, NULL, NULL) != CL_SUCCESS)
             s = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "writing the optimizer state failed");
     io_tensors_free(&w);
+    return s;
+}
+
+nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint) {
+    return io_load_st(t, st, source ? source : "<memory>", checkpoint);
+}
+
+static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
+    nncl_safetensors *st = NULL;
+    nncl_status s;
+    if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
+    if ((s = nncl_safetensors_load(path, &st)) != NNCL_OK) return nncl__fail(t->ctx, s, "%s", nncl_last_error(NULL));
+    s = io_load_st(t, st, path, checkpoint);
     nncl_safetensors_free(st);
     return s;
 }

@@ -268,6 +268,58 @@ static int check_training(nncl_context *ctx) {
     return 0;
 }
 
+/* The path a conv2d takes follows NNCL_GEMM: own packs x into GEMM panels
+ * and never builds a column matrix, clblast the reverse; auto takes one of
+ * the two (by measurement). Seen in the kernels a profiled step launches. */
+static int check_path(void) {
+    const char *name = "conv2d takes the path NNCL_GEMM asks for", *mode = getenv("NNCL_GEMM");
+    const char *sel = getenv("NNCL_TEST_DEVICES");
+    nncl_config cfg = nncl_config_default();
+    nncl_context *ctx = NULL;
+    nncl_profile_kernel k[64];
+    nncl_profile_report rep;
+    nncl_trainer *t = NULL;
+    nncl_train_config c = nncl_train_default();
+    nncl_feed f[2];
+    int xs[3] = {3, 9, 7}, d = 0, n, i, own = 0, col = 0;
+    nncl_graph *g;
+    nncl_node *x, *y, *h, *loss;
+    float xd[2 * 3 * 9 * 7], yd[2] = {0, 1};
+    unsigned seed = 5;
+    th_fill_uniform(xd, sizeof xd / sizeof xd[0], -1, 1, &seed);
+    cfg.devices = sel && *sel ? sel : "all";
+    cfg.profiling = 1;
+    TH_OK(name, NULL, nncl_init(&cfg, &ctx));
+    g = nncl_graph_create(ctx, 3);
+    x = nncl_input(g, "x", 3, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    h = nncl_conv2d(g, x, 5, 3, 2, 1, 1, NNCL_ACT_RELU, "conv");
+    h = nncl_flatten(g, h);
+    loss = nncl_softmax_cross_entropy(g, nncl_linear(g, h, 2, 1, NNCL_ACT_NONE, "fc"), y);
+    c.max_batch = 2;
+    c.devices = &d;
+    c.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    f[0].node = x; f[0].data = xd;
+    f[1].node = y; f[1].data = yd;
+    TH_OK(name, ctx, nncl_profile_start(ctx, 0));
+    TH_OK(name, ctx, nncl_trainer_step(t, f, 2, 2, NULL));
+    TH_OK(name, ctx, nncl_profile_stop(ctx, 0, &rep));
+    n = nncl_profile_kernels(ctx, 0, k, 64);
+    for (i = 0; i < n && i < 64; i++) {
+        own |= !strcmp(k[i].name, "nncl_conv_pack_b_f32");
+        col |= !strcmp(k[i].name, "nncl_im2col_f32");
+    }
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    nncl_free(ctx);
+    if (mode && !strcmp(mode, "own")) TH_CHECK(name, own && !col);
+    else if (mode && !strcmp(mode, "clblast")) TH_CHECK(name, col && !own);
+    else TH_CHECK(name, own != col);
+    th_pass("%s (%s: %s)", name, mode ? mode : "auto", own ? "implicit GEMM on own kernels" : "im2col + CLBlast");
+    return 0;
+}
+
 /* Makes CLBlast take its indirect GEMM (padded copies in the temporary
  * buffer) at every size on every device, so that the checks after it run
  * conv2d's workspace beside CLBlast's copies in the shared buffer. */
@@ -299,6 +351,11 @@ int main(void) {
     check_conv(ctx, 3, 2, 5, 7, 2, 1, 2, 1, 1, NNCL_ACT_NONE);
     check_conv(ctx, 3, 1, 28, 28, 4, 5, 1, 2, 1, NNCL_ACT_TANH);   /* chunks of 2 and 1 */
     check_conv(ctx, 3, 16, 14, 14, 4, 5, 1, 2, 1, NNCL_ACT_RELU);  /* one sample per GEMM */
+    /* channels and outputs off every tile (GEMM tiles, 8-channel gather) */
+    check_conv(ctx, 2, 9, 7, 9, 7, 3, 2, 1, 1, NNCL_ACT_RELU);
+    check_conv(ctx, 2, 9, 7, 9, 5, 5, 1, 2, 0, NNCL_ACT_NONE);
+    check_conv(ctx, 3, 9, 6, 7, 13, 1, 1, 0, 1, NNCL_ACT_TANH);
+    check_path();
     /* pooling */
     check_pool(ctx, 0, 3, 2, 5, 7, 2, 2, 0);
     check_pool(ctx, 0, 1, 1, 7, 5, 3, 1, 1);

@@ -469,6 +469,14 @@ static int test_csv_bad(void) {
     CHECK_ERR(T, nncl_csv_parse("a,b\n1\0,2\n", 9, "n.csv", NULL, &t), NNCL_ERR_FORMAT, "n.csv:line 2, column 1 (a): NUL");
     o.label = "species";
     CHECK_ERR(T, csv_str("a,b\n1,2\n", &o, &t), NNCL_ERR_FORMAT, "t.csv:line 1: no column named 'species'");
+    CHECK_ERR(T, csv_str("a,b\n1,2\n", &o, &t), NNCL_ERR_FORMAT, "the columns are 'a', 'b'");
+    /* Case is ignored when it picks out one column only. */
+    CHECK_ERR(T, csv_str("Species,b,SPECIES\n1,2,3\n", &o, &t), NNCL_ERR_FORMAT, "no column named 'species'");
+    if (csv_str("a,Species\n1,2\n", &o, &t) != NNCL_OK || t.label_column != 1 || strcmp(t.label_name, "Species") != 0) {
+        th_fail(T, "label 'species' did not pick column 'Species'");
+        return 1;
+    }
+    nncl_csv_free(&t);
     o.label = NULL;
     o.label_index = 5;
     CHECK_ERR(T, csv_str("a,b\n1,2\n", &o, &t), NNCL_ERR_FORMAT, "label column index 5, but the header has 2");

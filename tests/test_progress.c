@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if !defined(_WIN32)
 #include <unistd.h>
 #endif
@@ -115,6 +116,39 @@ static int test_lines_steps(void) {
     /* Epoch line: NaN loss shown, no accuracy and no validation columns. */
     TH_CHECK(name, strstr(out, "epoch 1/1  loss nan  time ") != NULL);
     TH_CHECK(name, strstr(out, "val_") == NULL);
+    free(out);
+    th_pass(name);
+    return 0;
+}
+
+/* A slow first step (kernel builds) and a long pause between epochs
+ * (validation) must not stretch the time left: it comes from recent steps. */
+static int test_eta_recent(void) {
+    const char *name = "progress ETA: from the recent steps, not from the start";
+    FILE *f = tmpfile();
+    nncl_progress *p = NULL;
+    char *out, *last;
+    int s, m = -1, sec = -1;
+    struct timespec slow = {1, 500000000L}, fast = {0, 2000000L};
+    TH_CHECK(name, f != NULL);
+    TH_OK(name, NULL, nncl_progress_create(f, 2, 100, &p));
+    nncl_progress_set_interval(p, 0);
+    nanosleep(&slow, NULL);
+    nncl_progress_update(p, 0, 0, 1.0, -1, 10);
+    for (s = 1; s < 40; s++) {
+        nanosleep(&fast, NULL);
+        nncl_progress_update(p, 0, s, 1.0, -1, 10);
+    }
+    nncl_progress_free(p);
+    out = read_back(f);
+    fclose(f);
+    TH_CHECK(name, out != NULL);
+    last = strstr(out, "step 40/100");
+    TH_CHECK(name, last != NULL && (last = strstr(last, "ETA ")) != NULL);
+    /* 160 steps of ~2 ms: about 0:00; counted from the start (1.5 s for 40
+     * steps) it would be 0:06 or more. */
+    TH_CHECK(name, sscanf(last, "ETA %d:%d", &m, &sec) == 2);
+    TH_CHECK(name, m == 0 && sec < 4);
     free(out);
     th_pass(name);
     return 0;
@@ -535,6 +569,7 @@ int main(void) {
     test_lines_epochs();
     test_lines_steps();
     test_unknown_lengths();
+    test_eta_recent();
     test_bar();
     test_quiet_and_args();
     test_csv();

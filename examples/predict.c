@@ -1,0 +1,213 @@
+/* predict.c - classifies new data with a model file saved by the examples
+ * (or any nncl_trainer_save_model() file): the file alone rebuilds the
+ * network, its preprocessing and class names. DATA is an IDX images file
+ * (its labels found beside it: t10k-images-idx3-ubyte[.gz] ->
+ * t10k-labels-idx1-ubyte[.gz], or --labels FILE) or a CSV table, with the
+ * model's label column or without it. Prints the class of each row (a
+ * count with --quiet) and, where labels are known, the accuracy, the
+ * accuracy per class and the confusion matrix. */
+#include "nncl.h"
+#include "options.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rows {
+    const float *x;    /* [n, features] raw values */
+    const float *y;    /* [n] class indices, or NULL when unknown */
+    size_t n;
+    nncl_idx img, lab; /* what holds them */
+    nncl_csv csv;
+    float *own;
+} rows;
+
+static void rows_free(rows *r) {
+    nncl_idx_free(&r->img);
+    nncl_idx_free(&r->lab);
+    nncl_csv_free(&r->csv);
+    free(r->own);
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+/* The labels file beside an images file, by the usual name. */
+static int labels_beside(const char *images, char *buf, size_t len) {
+    const char *at = strstr(images, "-images-idx3-ubyte");
+    const char *gz[2] = {"", ".gz"};
+    int k;
+    if (!at) return 0;
+    for (k = 0; k < 2; k++) {
+        snprintf(buf, len, "%.*s-labels-idx1-ubyte%s", (int)(at - images), images, gz[k]);
+        if (access(buf, R_OK) == 0) return 1;
+    }
+    return 0;
+}
+
+static int load_idx(const char *path, const char *labels, size_t features, rows *r) {
+    char beside[1024];
+    size_t per;
+    if (nncl_idx_load(path, &r->img) != NNCL_OK) {
+        fprintf(stderr, "predict: %s\n", nncl_last_error(NULL));
+        return 1;
+    }
+    per = r->img.dims[0] ? r->img.count / r->img.dims[0] : 0;
+    if (per != features) {
+        fprintf(stderr, "predict: %s holds samples of %zu values; the model takes %zu\n", path, per, features);
+        return 1;
+    }
+    if (!labels && labels_beside(path, beside, sizeof beside)) labels = beside;
+    if (labels && nncl_idx_load(labels, &r->lab) != NNCL_OK) {
+        fprintf(stderr, "predict: labels: %s\n", nncl_last_error(NULL));
+        return 1;
+    }
+    if (labels && r->lab.count != r->img.dims[0]) {
+        fprintf(stderr, "predict: %s holds %zu labels for %u images\n", labels, r->lab.count, r->img.dims[0]);
+        return 1;
+    }
+    r->n = r->img.dims[0];
+    r->x = r->img.data; /* raw values: the model file says how to scale them */
+    r->y = labels ? r->lab.data : NULL;
+    return 0;
+}
+
+/* A CSV with the model's label column, or with the features alone. */
+static int load_csv(const char *path, nncl_model *m, rows *r) {
+    nncl_csv_options o = nncl_csv_options_default();
+    nncl_csv *t = &r->csv;
+    const char *names[1024];
+    size_t d = nncl_model_features(m), i, j;
+    int k, C = nncl_model_classes(m), named = nncl_model_class_name(m, 0) != NULL && C <= 1024;
+    nncl_status st = NNCL_ERR_FORMAT;
+    if (nncl_model_label_name(m)) {
+        o.label = nncl_model_label_name(m);
+        for (k = 0; named && k < C; k++) names[k] = nncl_model_class_name(m, k);
+        o.classes = named ? names : NULL;
+        o.n_classes = named ? C : 0;
+        o.label_mode = named ? NNCL_CSV_LABELS_CLASSES : NNCL_CSV_LABELS_AUTO;
+        st = nncl_csv_load(path, &o, t);
+        if (st == NNCL_OK && t->cols == d) {
+            r->x = t->features;
+            r->y = t->labels;
+            r->n = t->rows;
+            return 0;
+        }
+        if (st == NNCL_OK || !strstr(nncl_last_error(NULL), "no column named")) {
+            if (st == NNCL_OK) fprintf(stderr, "predict: %s has %zu feature columns; the model takes %zu\n", path, t->cols, d);
+            else fprintf(stderr, "predict: %s\n", nncl_last_error(NULL));
+            return 1;
+        }
+    }
+    /* No label column: read the last column as a number and put it back. */
+    o = nncl_csv_options_default();
+    o.label_mode = NNCL_CSV_LABELS_NUMERIC;
+    if ((st = nncl_csv_load(path, &o, t)) != NNCL_OK) {
+        fprintf(stderr, "predict: %s\n", nncl_last_error(NULL));
+        return 1;
+    }
+    if (t->cols + 1 != d) {
+        fprintf(stderr, "predict: %s has %zu columns; the model takes %zu features%s%s%s\n", path, t->cols + 1, d,
+                nncl_model_label_name(m) ? " (and the label column '" : "",
+                nncl_model_label_name(m) ? nncl_model_label_name(m) : "", nncl_model_label_name(m) ? "')" : "");
+        return 1;
+    }
+    if (!(r->own = (float *)malloc(sizeof(float) * t->rows * d))) return 1;
+    for (i = 0; i < t->rows; i++) {
+        for (j = 0; j + 1 < d; j++) r->own[i * d + j] = t->features[i * (d - 1) + j];
+        r->own[i * d + d - 1] = t->labels[i];
+    }
+    r->x = r->own;
+    r->n = t->rows;
+    r->y = NULL;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *devices = NULL, *labels = NULL, *pos[2];
+    int quiet = 0, limit = 0, batch = 100;
+    const ex_option opts[] = {
+        {"--labels", OPT_STR, &labels, "FILE", "IDX labels of the images (default: found beside them)"},
+        {"--devices", OPT_STR, &devices, "SEL", "devices: all, gpu, cpu, an index, a name part (pocl), comma-separated"},
+        {"--limit", OPT_INT, &limit, "N", "only the first N rows"},
+        {"--batch", OPT_INT, &batch, "N", "rows per device pass (100)"},
+        {"--quiet", OPT_FLAG, &quiet, "", "print counts, not the class of every row"},
+        {NULL, 0, NULL, NULL, NULL}};
+    const char *synopsis = "predict MODEL.safetensors DATA [options]   (DATA: IDX images, plain or .gz, or CSV)";
+    nncl_context *ctx = NULL;
+    nncl_model *m = NULL;
+    rows r;
+    int *cls = NULL, C, k, c;
+    long *confusion = NULL, correct = 0, *count = NULL;
+    size_t i;
+    nncl_status st;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (ex_parse(argc, argv, synopsis, opts, pos, 2) != 2 || batch < 1) {
+        fprintf(stderr, "error: a model file and a data file are needed, and --batch at least 1\n\n");
+        ex_usage(stderr, synopsis, opts);
+        return 2;
+    }
+    memset(&r, 0, sizeof r);
+    if (!quiet) setvbuf(stdout, NULL, _IOFBF, 1 << 16); /* one line per row: buffered */
+    if (ex_init("predict", devices, &ctx)) return 1;
+    if ((st = nncl_model_load(ctx, pos[0], batch, &m)) != NNCL_OK) {
+        fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
+        return 1;
+    }
+    C = nncl_model_classes(m);
+    if (ends_with(pos[1], ".csv") ? load_csv(pos[1], m, &r) : load_idx(pos[1], labels, nncl_model_features(m), &r)) return 1;
+    if (limit > 0 && (size_t)limit < r.n) r.n = (size_t)limit;
+    cls = (int *)malloc(sizeof(int) * (r.n + 1));
+    confusion = (long *)calloc((size_t)C * C, sizeof(long));
+    count = (long *)calloc((size_t)C, sizeof(long));
+    if (!cls || !confusion || !count) return 1;
+    if ((st = nncl_model_predict(m, r.x, r.n, NULL, cls)) != NNCL_OK) {
+        fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
+        return 1;
+    }
+    for (i = 0; i < r.n; i++) {
+        const char *name = nncl_model_class_name(m, cls[i]);
+        count[cls[i]]++;
+        if (!quiet) {
+            if (name) printf("%zu %d %s\n", i, cls[i], name);
+            else printf("%zu %d\n", i, cls[i]);
+        }
+        if (r.y) {
+            int want = (int)r.y[i];
+            if (want >= 0 && want < C) confusion[want * C + cls[i]]++;
+            correct += want == cls[i];
+        }
+    }
+    fflush(stdout);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("%zu rows classified by %s\n", r.n, pos[0]);
+    if (quiet)
+        for (k = 0; k < C; k++)
+            printf("  class %d %-14s %ld\n", k, nncl_model_class_name(m, k) ? nncl_model_class_name(m, k) : "", count[k]);
+    if (r.y && r.n) {
+        printf("accuracy %.4f (%ld of %zu)\nper class:\n", (double)correct / (double)r.n, correct, r.n);
+        for (k = 0; k < C; k++) {
+            long row = 0;
+            for (c = 0; c < C; c++) row += confusion[k * C + c];
+            printf("  %d %-14s %s", k, nncl_model_class_name(m, k) ? nncl_model_class_name(m, k) : "", row ? "" : "no samples\n");
+            if (row) printf("%.4f (%ld of %ld)\n", (double)confusion[k * C + k] / (double)row, confusion[k * C + k], row);
+        }
+        printf("confusion matrix (rows: true class, columns: predicted):\n      ");
+        for (c = 0; c < C; c++) printf(" %5d", c);
+        printf("\n");
+        for (k = 0; k < C; k++) {
+            printf("  %3d ", k);
+            for (c = 0; c < C; c++) printf(" %5ld", confusion[k * C + c]);
+            printf("\n");
+        }
+    }
+    free(cls);
+    free(confusion);
+    free(count);
+    rows_free(&r);
+    nncl_model_free(m);
+    nncl_free(ctx);
+    return 0;
+}

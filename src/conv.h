@@ -1,0 +1,30 @@
+/* conv.h - what the two convolution paths share: the geometry of a conv2d
+ * node (src/op_conv.c, im2col + CLBlast) and the implicit GEMM on nncl's own
+ * packed kernels (src/conv_own.c), with the choice between them. */
+#ifndef NNCL_CONV_H
+#define NNCL_CONV_H
+#include "graph.h"
+
+typedef struct nncl__conv_dims {
+    int B, C, H, W, O, k, st, pad, OH, OW, act;
+    size_t ckk, ohw;  /* rows of the column matrix; output pixels per plane */
+    int pointwise;    /* 1x1, stride 1, no padding: x is its own column matrix */
+} nncl__conv_dims;
+
+void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
+/* Floats of workspace a conv node may take: 1/8 of the plan's activation
+ * arena, at least 64 Ki. */
+nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats);
+
+/* Whether node n runs on the own path: NNCL_GEMM=own, or (auto) when the
+ * measured choice for its forward product [O, OH*OW, C*k*k] on this device
+ * is one of the own kernels. */
+int nncl__conv_own_wanted(nncl__exec *x, const nncl__conv_dims *d);
+/* At plan creation: measures the products the own path runs (forward and
+ * weight gradient) and, when it is chosen, the workspace it needs. */
+nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+/* dW and dx from dy (the activation's derivative and the bias gradient are
+ * the caller's). */
+nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+#endif

@@ -1,0 +1,265 @@
+/* conv_own.c - 2-D convolution (the node of src/op_conv.c) as an implicit
+ * GEMM on nncl's own packed kernels (src/gemm.h), run instead of im2col +
+ * CLBlast where the measured choice for its forward product is an own
+ * kernel, or with NNCL_GEMM=own.
+ *
+ * No column matrix: the packing kernels read x (and dy) and write the GEMM
+ * panels directly. Per chunk of S samples (S fixed per node and device at
+ * prepare, so the workspace sized then holds every later step), panels in
+ * the plan's GEMM workspace (x->gemm_temp):
+ *   forward   Wp = pack_a(W [O, C*k*k]), once per step for every chunk;
+ *             Bp_s = sample s's column matrix [C*k*k, OH*OW] packed from x
+ *             (nncl_conv_pack_b); y_s [O, OH*OW] = act(Wp Bp_s + b) for all
+ *             s of the chunk in one batched launch sharing Wp, bias (per
+ *             row) and activation in the GEMM's epilogue: y is written once,
+ *             in NCHW, with no reorder.
+ *   backward  dW (+)= dY col^T as one product over the chunk, K = S*OH*OW,
+ *             A packed from dy (nncl_conv_pack_dy), B from x
+ *             (nncl_conv_pack_colt); dx (+)= the direct gather of W and dy
+ *             (nncl_conv_dx: 8 channels of one pixel per work-item as a
+ *             float8, from weights reordered once per step channel-minor by
+ *             nncl_conv_wt; no atomics, no barriers, so the same result on
+ *             every device).
+ * A 1x1 convolution is the same with k = 1: its packing copies x into
+ * panels and its products are plain GEMMs. */
+#include "conv.h"
+#include "gemm.h"
+#include <limits.h>
+
+#define COWN_ALIGN 64 /* floats: panels start on a cache line */
+
+static size_t cown_round(size_t f) { return (f + COWN_ALIGN - 1) / COWN_ALIGN * COWN_ALIGN; }
+
+static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
+    memset(g, 0, sizeof *g);
+    g->m = (size_t)d->O;
+    g->n = d->ohw;
+    g->k = d->ckk;
+}
+
+int nncl__conv_own_wanted(nncl__exec *x, const nncl__conv_dims *d) {
+    nncl__gemm_state *s = NULL;
+    nncl__gemm_args g;
+    const nncl__gemm_choice *c;
+    int mode = nncl__gemm_mode();
+    if (mode != 0) return mode == 2;
+    if (nncl__gemm_state_get(x->ctx, x->dev, &s) != NNCL_OK) return 0;
+    cown_gemm_fwd(d, &g);
+    c = nncl__gemm_choice_find(s, &g);
+    return c && c->best >= 0;
+}
+
+/* The largest tile rows and columns of the device's packed variants: panels
+ * sized with them fit whichever variant a product gets. */
+static nncl_status cown_tiles(nncl__exec *x, int *mr, int *nr) {
+    const nncl__gemm_variant *v;
+    int n = 0, i;
+    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 1, &v, &n));
+    *mr = *nr = 1;
+    for (i = 0; i < n; i++)
+        if (v[i].kind != NNCL__GEMM_DIRECT) {
+            if (v[i].mr > *mr) *mr = v[i].mr;
+            if (v[i].nr > *nr) *nr = v[i].nr;
+        }
+    return NNCL_OK;
+}
+
+/* Samples per chunk and the workspace floats the chunks need. Forward: Wp,
+ * then S samples' B panels; weight gradient: S samples' A and B panels.
+ * Bounded by nncl__conv_budget (never by the batch, so S only shrinks with
+ * it) and by the kernels' int offsets. */
+static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
+    size_t budget, fixed, wt, fwd, bwd, per, cap;
+    int mr, nr;
+    NNCL_TRY(cown_tiles(x, &mr, &nr));
+    NNCL_TRY(nncl__conv_budget(x, n, &budget));
+    fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
+    wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 7) / 8 * 8); /* the gather's weights */
+    fixed = cown_round(fixed > wt ? fixed : wt) + 2 * COWN_ALIGN;
+    fwd = nncl__gemm_pack_floats(nr, d->ohw, d->ckk);
+    bwd = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ohw) + nncl__gemm_pack_floats(nr, d->ckk, d->ohw);
+    per = fwd > bwd ? fwd : bwd;
+    cap = budget > fixed ? (budget - fixed) / per : 1;
+    if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
+    if (cap < 1) cap = 1;
+    *S = cap < (size_t)d->B ? (int)cap : d->B;
+    if (*S < 1) *S = 1;
+    *floats = fixed + (size_t)*S * per;
+    return NNCL_OK;
+}
+
+/* The workspace holds floats (checked: prepare sized it). */
+static nncl_status cown_ws(nncl__exec *x, const nncl_node *n, size_t floats) {
+    size_t bytes = 0;
+    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
+    if (bytes / sizeof(float) < floats)
+        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
+                          n->name, bytes / sizeof(float), floats);
+    return NNCL_OK;
+}
+
+static const char *const cown_kernels[5] = {"nncl_conv_pack_b_f32", "nncl_conv_pack_dy_f32", "nncl_conv_pack_colt_f32",
+                                            "nncl_conv_wt_f32", "nncl_conv_dx_f32"};
+
+nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+    nncl__gemm_args g;
+    size_t floats, ignored = 0;
+    int S, i;
+    cl_kernel k;
+    *bytes = 0;
+    if (nncl__gemm_mode() == 1) return NNCL_OK;
+    cown_gemm_fwd(d, &g);
+    NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored)); /* measures: own or CLBlast */
+    if (!nncl__conv_own_wanted(x, d)) return NNCL_OK;
+    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
+    if (nncl__need_grad(x, n, 1)) { /* the weight gradient's product, for its kernel */
+        g.n = d->ckk;
+        g.k = (size_t)S * d->ohw;
+        NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored));
+    }
+    for (i = 0; i < 5; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", cown_kernels[i], &k));
+    *bytes = floats * sizeof(float);
+    return NNCL_OK;
+}
+
+static nncl__view cown_at(nncl__view v, size_t off) {
+    v.off += off;
+    return v;
+}
+
+nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    nncl__gemm_variant v;
+    nncl__gemm_packed_args p;
+    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
+    size_t floats, per_b, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw;
+    size_t global[3];
+    int S, s0;
+    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
+    NNCL_TRY(cown_ws(x, n, floats));
+    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    memset(&p, 0, sizeof p);
+    per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
+    p.m = (size_t)d->O;
+    p.n = d->ohw;
+    p.k = d->ckk;
+    p.ap = p.bp = x->gemm_temp;
+    p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
+    p.bp_stride = per_b;
+    p.c = y.mem;
+    p.c_stride = ys_n;
+    p.ldc = d->ohw;
+    p.alpha = 1.0f;
+    if (n->n_in == 3) {
+        nncl__view b = nncl__val(x, n->in[2]);
+        p.epi.bias = 2; /* per row of y_s: per output channel */
+        p.epi.bias_mem = b.mem;
+        p.epi.bias_off = b.off;
+    }
+    p.epi.act = d->act;
+    NNCL_TRY(nncl__gemm_pack_a(x->ctx, x->dev, &v, 0, p.m, p.k, w.mem, w.off, d->ckk, 0, 1, x->gemm_temp, 0));
+    for (s0 = 0; s0 < d->B; s0 += S) {
+        int ns = d->B - s0 < S ? d->B - s0 : S;
+        nncl__args a;
+        NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_pack_b_f32", &a));
+        nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
+        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_int(&a, (int)p.bp_off);
+        nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+        nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
+        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr);
+        global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr;
+        global[1] = d->ckk;
+        global[2] = (size_t)ns;
+        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, NULL));
+        p.batch = (size_t)ns;
+        p.c_off = y.off + (size_t)s0 * ys_n;
+        NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
+    }
+    return NNCL_OK;
+}
+
+/* dW (+)= sum over the chunks of dY_chunk col_chunk^T. */
+static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int acc) {
+    nncl__gemm_variant v;
+    nncl__gemm_packed_args p;
+    nncl__view xv = nncl__val(x, n->in[0]), dw = nncl__grd(x, n->in[1]);
+    size_t floats, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[2];
+    int S, s0;
+    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
+    NNCL_TRY(cown_ws(x, n, floats));
+    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk, (size_t)S * d->ohw, &v));
+    memset(&p, 0, sizeof p);
+    p.m = (size_t)d->O;
+    p.n = d->ckk;
+    p.batch = 1;
+    p.ap = p.bp = x->gemm_temp;
+    p.c = dw.mem;
+    p.c_off = dw.off;
+    p.ldc = d->ckk;
+    p.alpha = 1.0f;
+    for (s0 = 0; s0 < d->B; s0 += S) {
+        int ns = d->B - s0 < S ? d->B - s0 : S;
+        nncl__args a;
+        p.k = (size_t)ns * d->ohw;
+        p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
+        p.beta = s0 == 0 && !acc ? 0.0f : 1.0f;
+        NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_pack_dy_f32", &a));
+        nncl__arg_view(&a, cown_at(dy, (size_t)s0 * ys_n));
+        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_int(&a, 0);
+        nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
+        global[0] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
+        global[1] = p.k;
+        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
+        NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_pack_colt_f32", &a));
+        nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
+        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_int(&a, (int)p.bp_off);
+        nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+        nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
+        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
+        global[0] = (d->ckk + (size_t)v.nr - 1) / (size_t)v.nr;
+        global[1] = p.k;
+        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
+        NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
+    }
+    return NNCL_OK;
+}
+
+/* dx (+)= the gather of dy and the weights, reordered first into the start
+ * of the workspace (the weight gradient's panels are done with by then). */
+static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int acc) {
+    nncl__view w = nncl__val(x, n->in[1]), dx = nncl__grd(x, n->in[0]);
+    nncl__args a;
+    size_t global[3], cb = ((size_t)d->C + 7) / 8;
+    int S;
+    size_t floats;
+    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
+    NNCL_TRY(cown_ws(x, n, floats));
+    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_wt_f32", &a));
+    nncl__arg_view(&a, w);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 8));
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 8));
+    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_dx_f32", &a));
+    nncl__arg_view(&a, dy);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_view(&a, dx);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
+    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
+    global[0] = (size_t)d->W;
+    global[1] = (size_t)d->H;
+    global[2] = (size_t)d->B * cb;
+    return nncl__launch(&a, x->dev, 3, global, NULL);
+}
+
+nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+    if (nncl__need_grad(x, n, 1)) NNCL_TRY(cown_dw(x, n, d, dy, nncl__grad_accumulate(x, n, 1)));
+    if (nncl__need_grad(x, n, 0)) NNCL_TRY(cown_dx(x, n, d, dy, nncl__grad_accumulate(x, n, 0)));
+    return NNCL_OK;
+}
+
+#undef COWN_ALIGN

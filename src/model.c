@@ -1,0 +1,634 @@
+/* model.c - model files that carry what prediction needs: the graph as a
+ * line-per-node text in the safetensors __metadata__ (written with every
+ * save, rebuilt by nncl_graph_from_safetensors), the input preprocessing
+ * and the class names; and nncl_model, an inference-only trainer over the
+ * rebuilt graph that turns raw rows into class probabilities. The metadata
+ * is untrusted: lengths, counts and every number are checked. */
+#include "trainer.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+
+#define MODEL_MAX_TEXT (4u << 20)  /* longest nncl.graph / array value read */
+#define MODEL_MAX_NODES 100000
+#define MODEL_MAX_CLASSES 100000
+
+static const char *const model_inits[] = {"zeros", "ones", "uniform", "normal", "fan_in_uniform"};
+
+/* ------------------------------------------------------------- text buffer */
+
+typedef struct model_buf {
+    char *s;
+    size_t n, cap;
+    int failed;
+} model_buf;
+
+static void model_put(model_buf *b, const char *fmt, ...) NNCL_PRINTF(2, 3);
+static void model_put(model_buf *b, const char *fmt, ...) {
+    va_list ap;
+    int len;
+    if (b->failed) return;
+    va_start(ap, fmt);
+    len = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (len < 0) {
+        b->failed = 1;
+        return;
+    }
+    if (!b->s || b->n + (size_t)len + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap : 256) * 2 + (size_t)len + 1;
+        char *s = (char *)nncl__calloc(cap, 1);
+        if (!s) {
+            b->failed = 1;
+            return;
+        }
+        if (b->s) memcpy(s, b->s, b->n);
+        NNCL_FREE(b->s);
+        b->s = s;
+        b->cap = cap;
+        va_start(ap, fmt);
+        vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+    }
+    b->n += (size_t)len;
+}
+
+/* A name is written as one token: printable, no space, no control byte. */
+static int model_token_ok(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f || *s == '(' || *s == '[') return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------- describe */
+
+/* The nncl.graph text of g, or NULL when a name cannot be written as a
+ * token (the file is then saved without a description). */
+char *nncl__graph_describe(const nncl_graph *g) {
+    model_buf b;
+    int i, k, last;
+    memset(&b, 0, sizeof b);
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        int shape[NNCL_MAX_DIMS], nd = nncl_node_shape(n, shape);
+        if (!model_token_ok(n->name)) {
+            NNCL_FREE(b.s);
+            return NULL;
+        }
+        model_put(&b, "%s%d %s %s [", i ? "\n" : "", i, nncl__opdef_get(n->op)->name, n->name);
+        for (k = 0; k < nd; k++) model_put(&b, "%s%d", k ? "," : "", shape[k]);
+        model_put(&b, "]");
+        if (n->op == NNCL_OP_PARAM) {
+            model_put(&b, " init=%s", model_inits[n->init]);
+            if (n->init_scale != 0) model_put(&b, " scale=%.9g", (double)n->init_scale);
+            if (!n->trainable) model_put(&b, " frozen");
+            continue;
+        }
+        if (n->op == NNCL_OP_INPUT) continue;
+        model_put(&b, " (");
+        for (k = 0; k < n->n_in; k++) model_put(&b, "%s%d", k ? "," : "", n->in[k]->id);
+        model_put(&b, ")");
+        for (last = 7; last >= 0 && !n->iattr[last]; last--) {}
+        if (last >= 0) model_put(&b, " i=");
+        for (k = 0; k <= last; k++) model_put(&b, "%s%d", k ? "," : "", n->iattr[k]);
+        for (last = 3; last >= 0 && n->fattr[last] == 0; last--) {}
+        if (last >= 0) model_put(&b, " f=");
+        for (k = 0; k <= last; k++) model_put(&b, "%s%.9g", k ? "," : "", (double)n->fattr[k]);
+    }
+    if (b.failed) {
+        NNCL_FREE(b.s);
+        return NULL;
+    }
+    return b.s ? b.s : nncl__strdup("");
+}
+
+/* ------------------------------------------------------------- rebuild */
+
+static nncl_status model_bad(nncl_context *ctx, int line, const char *what) {
+    return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: %s", line, what);
+}
+
+/* A comma-separated list of up to max ints between open and close
+ * (e.g. "[1,2]"); *p moves past it. */
+static int model_ints(const char **p, char open, char close, int *out, int max, int lo) {
+    const char *s = *p;
+    int n = 0;
+    if (*s++ != open) return -1;
+    if (*s == close) {
+        *p = s + 1;
+        return 0;
+    }
+    for (;;) {
+        char *end;
+        long v;
+        if (n == max || !(*s == '-' || (*s >= '0' && *s <= '9'))) return -1;
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (errno || end == s || v < lo || v > 0x7fffffffL) return -1;
+        out[n++] = (int)v;
+        s = end;
+        if (*s == close) break;
+        if (*s++ != ',') return -1;
+    }
+    *p = s + 1;
+    return n;
+}
+
+/* One line "ID OP NAME [SHAPE] rest" parsed and added to g. */
+static nncl_status model_node(nncl_context *ctx, nncl_graph *g, int id, char *line) {
+    char *op_s, *name, *p, *save = NULL;
+    const char *q;
+    int shape[NNCL_MAX_DIMS], nd, got[NNCL_MAX_DIMS], ngot, k, op = -1;
+    nncl_node *n = NULL;
+    char *tok = strtok_r(line, " ", &save);
+    if (!tok || strtol(tok, &p, 10) != id || *p) return model_bad(ctx, id, "does not start with its number");
+    op_s = strtok_r(NULL, " ", &save);
+    name = strtok_r(NULL, " ", &save);
+    tok = strtok_r(NULL, " ", &save);
+    if (!op_s || !name || !tok || strlen(name) >= NNCL_NAME_MAX) return model_bad(ctx, id, "needs op, name and [shape]");
+    q = tok;
+    if ((nd = model_ints(&q, '[', ']', shape, NNCL_MAX_DIMS, 1)) < 0 || *q) return model_bad(ctx, id, "bad [shape]");
+    for (k = 0; k < NNCL_OP_COUNT; k++)
+        if (nncl__opdef_get((nncl__op)k) && strcmp(nncl__opdef_get((nncl__op)k)->name, op_s) == 0) op = k;
+    if (op == NNCL_OP_INPUT) {
+        if (nd > NNCL_MAX_DIMS - 1) return model_bad(ctx, id, "input of too many dimensions");
+        n = nncl_input(g, name, nd, shape);
+    } else if (op == NNCL_OP_PARAM) {
+        int init = -1, frozen = 0;
+        float scale = 0;
+        while ((tok = strtok_r(NULL, " ", &save)) != NULL) {
+            if (strncmp(tok, "init=", 5) == 0) {
+                for (k = 0; k < 5; k++)
+                    if (strcmp(tok + 5, model_inits[k]) == 0) init = k;
+            } else if (strncmp(tok, "scale=", 6) == 0) {
+                scale = strtof(tok + 6, &p);
+                if (*p || !isfinite(scale)) return model_bad(ctx, id, "bad scale=");
+            } else if (strcmp(tok, "frozen") == 0) {
+                frozen = 1;
+            } else {
+                return model_bad(ctx, id, "unknown parameter field");
+            }
+        }
+        if (init < 0) return model_bad(ctx, id, "parameter without a known init=");
+        n = nncl_param(g, name, nd, shape, (nncl_init_kind)init, scale);
+        if (n && frozen && nncl_param_freeze(g, n, 1) != NNCL_OK) n = NULL;
+    } else if (op > NNCL_OP_PARAM) {
+        int ins[NNCL_MAX_INPUTS], n_in, iattr[8] = {0}, k2;
+        float fattr[4] = {0};
+        nncl_node *in[NNCL_MAX_INPUTS];
+        tok = strtok_r(NULL, " ", &save);
+        q = tok ? tok : "";
+        if ((n_in = model_ints(&q, '(', ')', ins, NNCL_MAX_INPUTS, 0)) < 0 || *q) return model_bad(ctx, id, "bad (inputs)");
+        for (k = 0; k < n_in; k++) {
+            if (ins[k] >= id) return model_bad(ctx, id, "an input refers to a later node");
+            in[k] = g->nodes[ins[k]];
+        }
+        while ((tok = strtok_r(NULL, " ", &save)) != NULL) {
+            if (strncmp(tok, "i=", 2) == 0) {
+                char *s = tok + 2;
+                for (k2 = 0; k2 < 8 && *s; k2++) {
+                    long v;
+                    errno = 0;
+                    v = strtol(s, &p, 10);
+                    if (errno || p == s || v < -0x7fffffffL - 1 || v > 0x7fffffffL || (*p && *p != ',')) return model_bad(ctx, id, "bad i=");
+                    iattr[k2] = (int)v;
+                    s = *p ? p + 1 : p;
+                }
+                if (*s) return model_bad(ctx, id, "more than 8 values in i=");
+            } else if (strncmp(tok, "f=", 2) == 0) {
+                char *s = tok + 2;
+                for (k2 = 0; k2 < 4 && *s; k2++) {
+                    fattr[k2] = strtof(s, &p);
+                    if (p == s || !isfinite(fattr[k2]) || (*p && *p != ',')) return model_bad(ctx, id, "bad f=");
+                    s = *p ? p + 1 : p;
+                }
+                if (*s) return model_bad(ctx, id, "more than 4 values in f=");
+            } else {
+                return model_bad(ctx, id, "unknown field");
+            }
+        }
+        n = nncl__node_add(g, (nncl__op)op, name, n_in, in, iattr, 8, fattr, 4);
+    } else {
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: unknown op \"%.40s\"", id, op_s);
+    }
+    if (!n) {
+        char why[512]; /* the builder's message, copied: it lives in the buffer written next */
+        snprintf(why, sizeof why, "%.500s", nncl_last_error(ctx));
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: %s", id, why);
+    }
+    if (n->id != id || strcmp(n->name, name) != 0) return model_bad(ctx, id, "name or number differs from the one written");
+    ngot = nncl_node_shape(n, got);
+    for (k = 0; k < nd && ngot == nd; k++)
+        if (got[k] != shape[k]) break;
+    if (ngot != nd || k != nd) return model_bad(ctx, id, "the op gives another shape than the one written");
+    return NNCL_OK;
+}
+
+nncl_status nncl_graph_from_safetensors(nncl_context *ctx, const nncl_safetensors *st, nncl_graph **out) {
+    const char *text;
+    char *copy, *line, *next;
+    nncl_graph *g;
+    nncl_status s = NNCL_OK;
+    int id = 0;
+    size_t len;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_graph_from_safetensors: out is NULL");
+    *out = NULL;
+    if (!st) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_graph_from_safetensors: file is NULL");
+    text = nncl_safetensors_meta(st, "nncl.graph");
+    if (!text || !*text)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "the file holds no model description (nncl.graph): weights only, "
+                          "saved by another program or an older nncl; build the graph in code and nncl_trainer_load() it");
+    if ((len = strlen(text)) > MODEL_MAX_TEXT)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description of %zu bytes is longer than %u", len, MODEL_MAX_TEXT);
+    if (!(copy = nncl__strdup(text))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!(g = nncl_graph_create(ctx, 1))) {
+        NNCL_FREE(copy);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (line = copy; line && s == NNCL_OK; line = next, id++) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        if (id >= MODEL_MAX_NODES) s = model_bad(ctx, id, "too many nodes");
+        else s = model_node(ctx, g, id, line);
+    }
+    NNCL_FREE(copy);
+    if (s != NNCL_OK) {
+        nncl_graph_free(g);
+        return s;
+    }
+    *out = g;
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- JSON arrays */
+
+static void model_put_json_string(model_buf *b, const char *s) {
+    model_put(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') model_put(b, "\\%c", c);
+        else if (c < 0x20) model_put(b, "\\u%04x", c);
+        else model_put(b, "%c", c);
+    }
+    model_put(b, "\"");
+}
+
+/* Parses a JSON array of strings (class names) or of numbers (nums set):
+ * up to max items. Returns the count, or -1. Strings are copied into
+ * names[] (NNCL_NAME_MAX-1 bytes kept at most is not enough for labels,
+ * so each is allocated). */
+static int model_json_array(const char *s, char **names, float *nums, int max) {
+    int n = 0;
+    while (*s == ' ') s++;
+    if (*s++ != '[') return -1;
+    while (*s == ' ') s++;
+    if (*s == ']') return s[1] ? -1 : 0;
+    for (;;) {
+        if (n == max) return -1;
+        while (*s == ' ') s++;
+        if (nums) {
+            char *end;
+            double v = strtod(s, &end);
+            if (end == s || !isfinite(v) || fabs(v) > 3.4e38) return -1;
+            nums[n++] = (float)v;
+            s = end;
+        } else {
+            const char *start;
+            char *o;
+            size_t len = 0;
+            if (*s++ != '"') return -1;
+            for (start = s; *s && *s != '"'; s++, len++)
+                if (*s == '\\' && !*++s) return -1;
+            if (*s != '"' || len > 4096) return -1;
+            if (!(o = (char *)nncl__calloc(len + 1, 1))) return -1;
+            names[n++] = o;
+            for (s = start; *s != '"'; s++) {
+                if (*s != '\\') {
+                    *o++ = *s;
+                    continue;
+                }
+                switch (*++s) {
+                case '"': case '\\': case '/': *o++ = *s; break;
+                case 'n': *o++ = '\n'; break;
+                case 't': *o++ = '\t'; break;
+                case 'r': *o++ = '\r'; break;
+                case 'u': {
+                    unsigned v = 0;
+                    int k;
+                    for (k = 1; k <= 4; k++) {
+                        char h = s[k];
+                        if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return -1;
+                        v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+                    }
+                    if (v == 0 || (v >= 0xd800 && v <= 0xdfff)) return -1;
+                    if (v < 0x80) {
+                        *o++ = (char)v;
+                    } else if (v < 0x800) {
+                        *o++ = (char)(0xc0 | (v >> 6));
+                        *o++ = (char)(0x80 | (v & 0x3f));
+                    } else {
+                        *o++ = (char)(0xe0 | (v >> 12));
+                        *o++ = (char)(0x80 | ((v >> 6) & 0x3f));
+                        *o++ = (char)(0x80 | (v & 0x3f));
+                    }
+                    s += 4;
+                    break;
+                }
+                default: return -1;
+                }
+            }
+            s++;
+        }
+        while (*s == ' ') s++;
+        if (*s == ']') return s[1] ? -1 : n;
+        if (*s++ != ',') return -1;
+    }
+}
+
+/* ------------------------------------------------------------- saving */
+
+nncl_model_meta nncl_model_meta_default(void) {
+    nncl_model_meta m;
+    memset(&m, 0, sizeof m);
+    m.scale = 1;
+    return m;
+}
+
+static nncl_node *model_first_input(const nncl_graph *g) {
+    int i;
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) return g->nodes[i];
+    return NULL;
+}
+
+nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nncl_model_meta *meta) {
+    nncl_model_meta m = meta ? *meta : nncl_model_meta_default();
+    model_buf mean, std, classes;
+    char scale[32], shift[32], out_name[NNCL_NAME_MAX];
+    const char *kv[20];
+    size_t d, j;
+    int k = 0, i;
+    nncl_status st;
+    if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_save_model: trainer or path is NULL");
+    if (!m.input) m.input = model_first_input(t->graph);
+    if (!m.output) m.output = t->loss->n_in ? t->loss->in[0] : NULL;
+    if (!m.input || m.input->op != NNCL_OP_INPUT || !m.output || m.output->id >= t->graph->n_nodes ||
+        t->graph->nodes[m.output->id] != m.output || !m.output->batched)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_save_model: input or output is not a per-sample node of the graph");
+    if (!isfinite(m.scale) || !isfinite(m.shift) || (m.n_classes && !m.class_names) || m.n_classes < 0 || (!m.mean != !m.std))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_save_model: scale, shift, mean/std or class names are not valid");
+    memset(&mean, 0, sizeof mean);
+    memset(&std, 0, sizeof std);
+    memset(&classes, 0, sizeof classes);
+    d = m.input->sample_numel;
+    snprintf(scale, sizeof scale, "%.9g", (double)m.scale);
+    snprintf(shift, sizeof shift, "%.9g", (double)m.shift);
+    snprintf(out_name, sizeof out_name, "%s", m.output->name);
+    kv[k++] = "nncl.input"; kv[k++] = m.input->name;
+    kv[k++] = "nncl.output"; kv[k++] = out_name;
+    kv[k++] = "nncl.scale"; kv[k++] = scale;
+    kv[k++] = "nncl.shift"; kv[k++] = shift;
+    if (m.mean) {
+        for (j = 0; j < d; j++) {
+            model_put(&mean, "%s%.9g", j ? "," : "[", (double)m.mean[j]);
+            model_put(&std, "%s%.9g", j ? "," : "[", (double)m.std[j]);
+        }
+        model_put(&mean, "]");
+        model_put(&std, "]");
+        kv[k++] = "nncl.mean"; kv[k++] = mean.s;
+        kv[k++] = "nncl.std"; kv[k++] = std.s;
+    }
+    if (m.n_classes) {
+        model_put(&classes, "[");
+        for (i = 0; i < m.n_classes; i++) {
+            if (i) model_put(&classes, ",");
+            model_put_json_string(&classes, m.class_names[i] ? m.class_names[i] : "");
+        }
+        model_put(&classes, "]");
+        kv[k++] = "nncl.classes"; kv[k++] = classes.s;
+    }
+    if (m.label_name) {
+        kv[k++] = "nncl.label";
+        kv[k++] = m.label_name;
+    }
+    kv[k] = NULL;
+    if (mean.failed || std.failed || classes.failed) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    else st = nncl__trainer_save_ex(t, path, 0, kv, NULL, 0);
+    NNCL_FREE(mean.s);
+    NNCL_FREE(std.s);
+    NNCL_FREE(classes.s);
+    return st;
+}
+
+/* ------------------------------------------------------------- loading */
+
+struct nncl_model {
+    nncl_graph *graph;
+    nncl_trainer *trainer;
+    nncl_node *input, *output;
+    int classes;
+    char **class_names;       /* NULL or classes names */
+    char *label_name;         /* NULL or the label column's name */
+    float scale, shift;
+    float *mean, *std;        /* NULL or features each */
+    float *work, *logits;     /* max_batch rows, max_batch * classes */
+    int max_batch;
+};
+
+void nncl_model_free(nncl_model *m) {
+    int k;
+    if (!m) return;
+    nncl_trainer_free(m->trainer);
+    nncl_graph_free(m->graph);
+    for (k = 0; m->class_names && k < m->classes; k++) NNCL_FREE(m->class_names[k]);
+    NNCL_FREE(m->class_names);
+    NNCL_FREE(m->label_name);
+    NNCL_FREE(m->mean);
+    NNCL_FREE(m->std);
+    NNCL_FREE(m->work);
+    NNCL_FREE(m->logits);
+    NNCL_FREE(m);
+}
+
+static nncl_node *model_node_named(const nncl_graph *g, const char *name) {
+    return name ? nncl_graph_find(g, name) : NULL;
+}
+
+static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *st, const char *key, float dflt, float *out) {
+    const char *v = nncl_safetensors_meta(st, key);
+    char *end;
+    *out = dflt;
+    if (!v) return NNCL_OK;
+    *out = strtof(v, &end);
+    if (end == v || *end || !isfinite(*out)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata %s is not a number", key);
+    return NNCL_OK;
+}
+
+/* Reads everything but the parameters. */
+static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st, nncl_model *m) {
+    const char *v;
+    size_t d;
+    int k, n;
+    nncl_node *loss = NULL;
+    NNCL_TRY(nncl_graph_from_safetensors(ctx, st, &m->graph));
+    m->input = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.input"));
+    if (!m->input) m->input = model_first_input(m->graph);
+    m->output = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.output"));
+    for (k = 0; k < m->graph->n_nodes; k++) {
+        nncl__op op = m->graph->nodes[k]->op;
+        if (op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE) loss = m->graph->nodes[k];
+    }
+    if (!m->output && loss) m->output = loss->in[0];
+    if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim != 2)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, classes]");
+    m->classes = m->output->shape[1];
+    d = m->input->sample_numel;
+    NNCL_TRY(model_float_meta(ctx, st, "nncl.scale", 1, &m->scale));
+    NNCL_TRY(model_float_meta(ctx, st, "nncl.shift", 0, &m->shift));
+    if ((v = nncl_safetensors_meta(st, "nncl.mean")) != NULL) {
+        const char *w = nncl_safetensors_meta(st, "nncl.std");
+        m->mean = (float *)nncl__calloc(d + 1, sizeof(float));
+        m->std = (float *)nncl__calloc(d + 1, sizeof(float));
+        if (!m->mean || !m->std) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        if (!w || strlen(v) > MODEL_MAX_TEXT || strlen(w) > MODEL_MAX_TEXT || model_json_array(v, NULL, m->mean, (int)d) != (int)d ||
+            model_json_array(w, NULL, m->std, (int)d) != (int)d)
+            return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.mean / nncl.std: not two arrays of %zu numbers", d);
+        for (k = 0; k < (int)d; k++)
+            if (!(m->std[k] > 0)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.std[%d] is not positive", k);
+    }
+    if ((v = nncl_safetensors_meta(st, "nncl.label")) != NULL) {
+        if (strlen(v) > 4096) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.label is too long");
+        if (!(m->label_name = nncl__strdup(v))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    if ((v = nncl_safetensors_meta(st, "nncl.classes")) != NULL) {
+        if (m->classes > MODEL_MAX_CLASSES || strlen(v) > MODEL_MAX_TEXT)
+            return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.classes is too long");
+        if (!(m->class_names = (char **)nncl__calloc((size_t)m->classes + 1, sizeof(char *))))
+            return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        if ((n = model_json_array(v, m->class_names, NULL, m->classes)) != m->classes)
+            return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.classes: not an array of %d strings", m->classes);
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensors *st, int max_batch, nncl_model **out) {
+    nncl_model *m;
+    nncl_status s;
+    int k;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_from_safetensors: out is NULL");
+    *out = NULL;
+    if (!st) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_from_safetensors: file is NULL");
+    if (!(m = (nncl_model *)nncl__calloc(1, sizeof *m))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    m->max_batch = max_batch > 0 ? max_batch : 256;
+    s = model_describe(ctx, st, m);
+    if (s == NNCL_OK && ctx) {
+        nncl_train_config tc = nncl_train_default();
+        nncl_node *loss = NULL;
+        tc.max_batch = m->max_batch;
+        tc.optim = nncl_optim_default(NNCL_OPT_SGD);
+        /* Frozen parameters: no gradient and no optimizer memory. */
+        for (k = 0; k < m->graph->n_nodes && s == NNCL_OK; k++) {
+            nncl_node *n = m->graph->nodes[k];
+            if (n->op == NNCL_OP_PARAM) s = nncl_param_freeze(m->graph, n, 1);
+            if (n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE) loss = n;
+        }
+        if (s == NNCL_OK && !loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
+        if (s == NNCL_OK) s = nncl_trainer_create(ctx, m->graph, loss, &tc, &m->trainer);
+        if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, "the model file", 0);
+        if (s == NNCL_OK) {
+            m->work = (float *)nncl__calloc((size_t)m->max_batch * m->input->sample_numel, sizeof(float));
+            m->logits = (float *)nncl__calloc((size_t)m->max_batch * (size_t)m->classes, sizeof(float));
+            if (!m->work || !m->logits) s = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        }
+    }
+    if (s != NNCL_OK) {
+        nncl_model_free(m);
+        return s;
+    }
+    *out = m;
+    return NNCL_OK;
+}
+
+nncl_status nncl_model_load(nncl_context *ctx, const char *path, int max_batch, nncl_model **out) {
+    nncl_safetensors *st = NULL;
+    nncl_status s;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_load: out is NULL");
+    *out = NULL;
+    if (!ctx || !path) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_load: context or path is NULL");
+    if ((s = nncl_safetensors_load(path, &st)) != NNCL_OK) return nncl__fail(ctx, s, "%s", nncl_last_error(NULL));
+    s = nncl_model_from_safetensors(ctx, st, max_batch, out);
+    if (s != NNCL_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%.500s", nncl_last_error(ctx));
+        nncl__fail(ctx, s, "%s: %s", path, why);
+    }
+    nncl_safetensors_free(st);
+    return s;
+}
+
+nncl_graph *nncl_model_graph(const nncl_model *m) { return m ? m->graph : NULL; }
+nncl_trainer *nncl_model_trainer(const nncl_model *m) { return m ? m->trainer : NULL; }
+size_t nncl_model_features(const nncl_model *m) { return m ? m->input->sample_numel : 0; }
+int nncl_model_input_shape(const nncl_model *m, int *shape) { return m ? nncl_node_shape(m->input, shape) : 0; }
+int nncl_model_classes(const nncl_model *m) { return m ? m->classes : 0; }
+
+const char *nncl_model_class_name(const nncl_model *m, int k) {
+    return m && m->class_names && k >= 0 && k < m->classes ? m->class_names[k] : NULL;
+}
+
+const char *nncl_model_label_name(const nncl_model *m) { return m ? m->label_name : NULL; }
+
+nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
+    size_t d, i, j;
+    if (!m || (!rows && n)) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
+    d = m->input->sample_numel;
+    for (i = 0; i < n; i++) {
+        float *r = rows + i * d;
+        /* The same expressions as nncl_dataset_from_idx / _scale / _standardize,
+         * so that a row gets the very bits it got in training. */
+        if (m->scale != 1)
+            for (j = 0; j < d; j++) r[j] *= m->scale;
+        if (m->shift != 0)
+            for (j = 0; j < d; j++) r[j] += m->shift;
+        if (m->mean)
+            for (j = 0; j < d; j++) r[j] = (r[j] - m->mean[j]) / m->std[j];
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
+    size_t d, start;
+    int C;
+    if (!m || (n && (!rows || (!probs && !classes)))) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
+    if (!m->trainer) return nncl__fail(NULL, NNCL_ERR_STATE, "nncl_model_predict: the model was read without a context");
+    d = m->input->sample_numel;
+    C = m->classes;
+    for (start = 0; start < n; start += (size_t)m->max_batch) {
+        int b = n - start < (size_t)m->max_batch ? (int)(n - start) : m->max_batch, r, c;
+        nncl_feed f;
+        memcpy(m->work, rows + start * d, (size_t)b * d * sizeof(float));
+        nncl_model_preprocess(m, m->work, (size_t)b);
+        f.node = m->input;
+        f.data = m->work;
+        NNCL_TRY(nncl_trainer_predict(m->trainer, &f, 1, b, m->output, m->logits));
+        for (r = 0; r < b; r++) { /* softmax in double */
+            const float *z = m->logits + (size_t)r * C;
+            double mx, s = 0;
+            int arg = 0;
+            for (c = 1; c < C; c++)
+                if (z[c] > z[arg]) arg = c;
+            mx = z[arg];
+            if (classes) classes[start + (size_t)r] = arg;
+            if (!probs) continue;
+            for (c = 0; c < C; c++) s += exp((double)z[c] - mx);
+            for (c = 0; c < C; c++) probs[(start + (size_t)r) * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
+        }
+    }
+    return NNCL_OK;
+}
+
+#undef MODEL_MAX_TEXT
+#undef MODEL_MAX_NODES
+#undef MODEL_MAX_CLASSES

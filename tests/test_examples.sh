@@ -1,0 +1,123 @@
+#!/bin/sh
+# test_examples.sh - the example programs as a user meets them: --help
+# exits 0, a misspelt option or a bad value is refused with the usage and
+# status 2, an unwritable --out is refused before any training; the MLP
+# trained one epoch on a small part of Fashion-MNIST (a data folder of
+# plain and .gz files) and predict on its model agree on the test
+# accuracy; a run resumed from its checkpoint ends as the uninterrupted
+# one; csv_classifier's iris model classifies iris rows with and without
+# the label column. Builds $B/examples when missing. Run by tests/run.sh
+# (B, NNCL_SANITIZE, MAKE).
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=${B:-build}
+case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
+ex=$bdir/examples
+MAKE=${MAKE:-make}
+san=0
+[ "${NNCL_SANITIZE:-0}" = 1 ] && san=1
+if ! (cd "$top" && $MAKE --no-print-directory SANITIZE=$san B="$B" examples) >/dev/null 2>&1; then
+    echo "FAIL examples: they do not build (make SANITIZE=$san B=$B examples)"
+    exit 1
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-examples.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+# One device: the model and predict must see the very same arithmetic.
+dev=${NNCL_TEST_DEVICES:-0}
+case "$dev" in *,*|all|gpu|cpu) dev=0 ;; esac
+
+pass() { echo "PASS examples: $*"; }
+fail() { echo "FAIL examples: $*"; sed 's/^/    /' "$dir/err" | tail -n 8; }
+
+# --- options
+for p in fashion_mnist_mlp fashion_mnist_cnn csv_classifier xor devices tune predict; do
+    "$ex/$p" --help >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 0 ] && grep -q "^usage: $p" "$dir/out"; then pass "$p --help prints the usage, status 0"
+    else fail "$p --help: status $s"; fi
+done
+for p in fashion_mnist_mlp fashion_mnist_cnn csv_classifier; do
+    "$ex/$p" --epoch 1 >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 2 ] && grep -q "unknown option --epoch (did you mean --epochs?)" "$dir/err" && grep -q "^usage:" "$dir/err"
+    then pass "$p --epoch 1 is refused with a suggestion and the usage, status 2"
+    else fail "$p --epoch 1: status $s"; fi
+    "$ex/$p" --epochs two >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 2 ] && grep -q "'two' is not a number" "$dir/err"; then pass "$p --epochs two is refused, status 2"
+    else fail "$p --epochs two: status $s"; fi
+    "$ex/$p" --devices "$dev" --out "$dir/missing/model.safetensors" >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 2 ] && grep -q "cannot write in folder $dir/missing" "$dir/err" && ! grep -q "^epoch" "$dir/err"
+    then pass "$p --out in a missing folder is refused before training, status 2"
+    else fail "$p --out in a missing folder: status $s"; fi
+done
+"$ex/xor" --devices no-such-device >"$dir/out" 2>"$dir/err"
+s=$?
+if [ $s -eq 1 ] && grep -q "the devices are 0: " "$dir/err" && grep -q "build/examples/devices" "$dir/err"
+then pass "a device selection that matches nothing lists the devices, status 1"
+else fail "--devices no-such-device: status $s"; fi
+
+# --- Fashion-MNIST: train one epoch on 2000 images, predict with the model file
+data=${NNCL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+if [ ! -r "$data/t10k-images-idx3-ubyte.gz" ] || [ ! -r "$data/train-images-idx3-ubyte.gz" ]; then
+    echo "SKIP examples: Fashion-MNIST runs: no $data (apt-get install dataset-fashion-mnist)"
+else
+    mkdir "$dir/data"
+    ln -s "$data/train-images-idx3-ubyte.gz" "$data/train-labels-idx1-ubyte.gz" "$dir/data/"
+    gzip -dc "$data/t10k-images-idx3-ubyte.gz" >"$dir/data/t10k-images-idx3-ubyte"   # plain beside .gz
+    gzip -dc "$data/t10k-labels-idx1-ubyte.gz" >"$dir/data/t10k-labels-idx1-ubyte"
+    run_mlp() { # NAME EXTRA...: one run, its test accuracy in $dir/NAME.acc
+        n=$1
+        shift
+        "$ex/fashion_mnist_mlp" --devices "$dev" --data "$dir/data" --limit 2000 --out "$dir/$n.safetensors" "$@" \
+            >"$dir/$n.out" 2>"$dir/err"
+        s=$?
+        sed -n 's/^test accuracy \([0-9.]*\) .*/\1/p' "$dir/$n.out" >"$dir/$n.acc"
+        return $s
+    }
+    if run_mlp one --epochs 1 && [ -s "$dir/one.acc" ] && [ -s "$dir/one.csv" ] && [ -s "$dir/one.svg" ] &&
+        grep -q "^fc1 *linear *\[B,128\] *100480" "$dir/one.out"; then
+        pass "fashion_mnist_mlp --epochs 1 --limit 2000 trains, prints its summary, test accuracy $(cat "$dir/one.acc")"
+        "$ex/predict" "$dir/one.safetensors" "$dir/data/t10k-images-idx3-ubyte" --devices "$dev" --limit 2000 --quiet \
+            >"$dir/p.out" 2>"$dir/err"
+        s=$?
+        got=$(sed -n 's/^accuracy \([0-9.]*\) .*/\1/p' "$dir/p.out")
+        if [ $s -eq 0 ] && [ "$got" = "$(cat "$dir/one.acc")" ] && grep -q "^confusion matrix" "$dir/p.out" &&
+            grep -q "Ankle boot" "$dir/p.out"; then
+            pass "predict on the model file gives the example's test accuracy $got (labels found beside the images)"
+        else fail "predict: status $s, accuracy '$got', the example printed $(cat "$dir/one.acc")"; fi
+        grep -q ",train_acc," "$dir/one.csv" && ! grep -q "nan" "$dir/one.csv" &&
+            pass "the curve CSV has training and validation accuracy" || fail "the curve CSV: $(tail -n 1 "$dir/one.csv")"
+    else
+        fail "fashion_mnist_mlp --epochs 1 --limit 2000: status $s"
+    fi
+    # Two epochs at once, and one epoch then a resume to two: the same model.
+    if run_mlp two --epochs 2 && run_mlp half --epochs 1 --checkpoint "$dir/ckpt.safetensors" &&
+        run_mlp resumed --epochs 2 --resume "$dir/ckpt.safetensors" && grep -q "resuming from" "$dir/err"; then
+        if cmp -s "$dir/two.safetensors" "$dir/resumed.safetensors"; then
+            pass "a run resumed from its epoch-1 checkpoint saves the very bytes of the uninterrupted run"
+        else fail "the resumed model differs from the uninterrupted one ($(cat "$dir/two.acc") vs $(cat "$dir/resumed.acc"))"; fi
+    else
+        fail "the resume runs: status $s"
+    fi
+fi
+
+# --- CSV: iris
+if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --epochs 30 --quiet \
+    --out iris.safetensors >"$dir/c.out" 2>"$dir/err"); then
+    "$ex/predict" "$dir/iris.safetensors" "$top/examples/data/iris.csv" --devices "$dev" --quiet >"$dir/p.out" 2>"$dir/err"
+    s=$?
+    acc=$(sed -n 's/^accuracy \([0-9.]*\) .*/\1/p' "$dir/p.out")
+    if [ $s -eq 0 ] && [ -n "$acc" ] && awk "BEGIN { exit !($acc > 0.8) }" && grep -q "setosa" "$dir/p.out"; then
+        pass "predict on the iris model: accuracy $acc on the 150 rows, class names from the file"
+    else fail "predict on iris: status $s, accuracy '$acc'"; fi
+    cut -d, -f1-4 "$top/examples/data/iris.csv" | head -n 4 >"$dir/new.csv"
+    "$ex/predict" "$dir/iris.safetensors" "$dir/new.csv" --devices "$dev" >"$dir/p.out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 0 ] && [ "$(grep -c ' setosa$' "$dir/p.out")" = 3 ] && ! grep -q "^accuracy" "$dir/p.out"; then
+        pass "predict classifies iris rows without a label column (3 of 3 setosa)"
+    else fail "predict on rows without labels: status $s"; fi
+else
+    fail "csv_classifier on iris failed"
+fi
+exit 0

@@ -1,0 +1,447 @@
+/* test_fit.c - the training workflow on every device: a model file rebuilt
+ * into a graph and used for prediction from raw rows (its preprocessing and
+ * class names with it), the model summary, the validation split with
+ * training accuracy, early stopping, keep-best, and a run interrupted and
+ * resumed from its checkpoint that ends bit for bit as the uninterrupted
+ * run. */
+#include "harness.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TF_N 240
+#define TF_D 4
+#define TF_C 3
+
+/* Files go to $TMPDIR (else /tmp), never into the source folder. */
+static const char *tf_tmp(void) {
+    const char *d = getenv("TMPDIR");
+    return d && *d && strlen(d) < 100 ? d : "/tmp";
+}
+
+typedef struct tf_model {
+    nncl_graph *g;
+    nncl_node *x, *y, *logits, *loss;
+    nncl_trainer *t;
+} tf_model;
+
+/* Three blobs in 4-D, raw values around 50 (so that standardising matters). */
+static nncl_dataset *tf_data(void) {
+    static float x[TF_N * TF_D], y[TF_N];
+    nncl_dataset *ds = NULL;
+    unsigned seed = 11;
+    int i, j, shape[1] = {TF_D};
+    for (i = 0; i < TF_N; i++) {
+        y[i] = (float)(i % TF_C);
+        for (j = 0; j < TF_D; j++) x[i * TF_D + j] = 50 + 10 * (float)((i % TF_C) == j) + 4 * (th_uniform(&seed) - 0.5f);
+    }
+    if (nncl_dataset_create(TF_N, 1, shape, x, y, TF_C, &ds) != NNCL_OK) return NULL;
+    return ds;
+}
+
+/* With plain set: no batch norm or dropout, so that lr 0 changes nothing. */
+static int tf_build_ex(nncl_context *ctx, int d, tf_model *m, nncl_optimizer opt, float lr, int plain) {
+    int in[1] = {TF_D};
+    nncl_train_config c = nncl_train_default();
+    nncl_node *h;
+    memset(m, 0, sizeof *m);
+    m->g = nncl_graph_create(ctx, 5);
+    m->x = nncl_input(m->g, "x", 1, in);
+    m->y = nncl_input(m->g, "y", 0, NULL);
+    h = nncl_linear(m->g, m->x, 16, 1, NNCL_ACT_RELU, "fc1");
+    if (!plain) h = nncl_dropout(m->g, nncl_batchnorm(m->g, h, 0.1f, 1e-5f, "bn1"), 0.2f);
+    m->logits = nncl_linear(m->g, h, TF_C, 1, NNCL_ACT_NONE, "fc2");
+    m->loss = nncl_softmax_cross_entropy(m->g, m->logits, m->y);
+    if (!m->loss) return 1;
+    c.max_batch = 16;
+    c.devices = &d;
+    c.n_devices = 1;
+    c.optim = nncl_optim_default(opt);
+    c.optim.lr = lr;
+    return nncl_trainer_create(ctx, m->g, m->loss, &c, &m->t) != NNCL_OK;
+}
+
+static int tf_build(nncl_context *ctx, int d, tf_model *m, nncl_optimizer opt, float lr) {
+    return tf_build_ex(ctx, d, m, opt, lr, 0);
+}
+
+static void tf_free(tf_model *m) {
+    nncl_trainer_free(m->t);
+    nncl_graph_free(m->g);
+}
+
+static nncl_fit_config tf_fit(tf_model *m, int epochs) {
+    nncl_fit_config f = nncl_fit_default();
+    f.epochs = epochs;
+    f.batch = 16;
+    f.seed = 3;
+    f.x = m->x;
+    f.labels = m->y;
+    f.logits = m->logits;
+    f.val_fraction = 0.25;
+    return f;
+}
+
+/* All parameters and running statistics, in graph order. */
+static int tf_params(tf_model *m, float *out, size_t cap, size_t *n) {
+    static const char *names[] = {"fc1.weight", "fc1.bias", "bn1.weight", "bn1.bias", "bn1.running_mean",
+                                  "bn1.running_var", "fc2.weight", "fc2.bias"};
+    static const size_t sizes[] = {64, 16, 16, 16, 16, 16, 48, 3};
+    size_t k, used = 0;
+    for (k = 0; k < 8; k++) {
+        if (used + sizes[k] > cap || nncl_trainer_param_get(m->t, names[k], out + used, sizes[k]) != NNCL_OK) return 1;
+        used += sizes[k];
+    }
+    *n = used;
+    return 0;
+}
+
+static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
+    char name[200], path[160];
+    static const char *classes[TF_C] = {"setosa", "vers,\"icolor\"", "virgin\xc3\xa9"};
+    tf_model m;
+    nncl_fit_config f;
+    nncl_model_meta meta = nncl_model_meta_default();
+    nncl_model *model = NULL;
+    nncl_dataset *ds = NULL;
+    float mean[TF_D], std[TF_D], probs[TF_N * TF_C], logits[16 * TF_C];
+    int cls[TF_N], i, c, agree = 0, shape[3];
+    snprintf(name, sizeof name, "a saved model is rebuilt from its file and predicts raw rows on %s", th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_model_%d.safetensors", tf_tmp(), (int)getpid());
+    TH_CHECK(name, tf_build(ctx, d, &m, NNCL_OPT_ADAM, 0.01f) == 0);
+    TH_OK(name, NULL, nncl_dataset_stats(raw, mean, std));
+    {
+        size_t idx[TF_N];
+        for (i = 0; i < TF_N; i++) idx[i] = (size_t)i;
+        TH_OK(name, NULL, nncl_dataset_subset(raw, idx, TF_N, &ds));
+    }
+    TH_OK(name, NULL, nncl_dataset_standardize(ds, mean, std));
+    f = tf_fit(&m, 3);
+    TH_OK(name, ctx, nncl_trainer_fit(m.t, ds, &f));
+    meta.mean = mean;
+    meta.std = std;
+    meta.class_names = classes;
+    meta.n_classes = TF_C;
+    meta.label_name = "kind";
+    TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, &meta));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 16, &model));
+    TH_CHECK(name, nncl_model_features(model) == TF_D && nncl_model_classes(model) == TF_C);
+    TH_CHECK(name, nncl_model_input_shape(model, shape) == 1 && shape[0] == TF_D);
+    for (c = 0; c < TF_C; c++) TH_CHECK(name, strcmp(nncl_model_class_name(model, c), classes[c]) == 0);
+    TH_CHECK(name, strcmp(nncl_model_label_name(model), "kind") == 0);
+    TH_OK(name, ctx, nncl_model_predict(model, nncl_dataset_x(raw), TF_N, probs, cls));
+    /* The trainer's own logits on the standardised rows, 16 at a time. */
+    for (i = 0; i < TF_N; i += 16) {
+        nncl_feed fd;
+        int r;
+        fd.node = m.x;
+        fd.data = nncl_dataset_x(ds) + (size_t)i * TF_D;
+        TH_OK(name, ctx, nncl_trainer_predict(m.t, &fd, 1, 16, m.logits, logits));
+        for (r = 0; r < 16; r++) {
+            const float *z = logits + r * TF_C;
+            double s = 0, mx = z[0], sum = 0;
+            int arg = 0;
+            for (c = 1; c < TF_C; c++)
+                if (z[c] > z[arg]) arg = c;
+            mx = z[arg];
+            for (c = 0; c < TF_C; c++) s += exp(z[c] - mx);
+            for (c = 0; c < TF_C; c++) {
+                double p = exp(z[c] - mx) / s;
+                TH_CHECK(name, fabs(probs[(i + r) * TF_C + c] - p) < 1e-5);
+                sum += probs[(i + r) * TF_C + c];
+            }
+            TH_CHECK(name, fabs(sum - 1) < 1e-5);
+            agree += cls[i + r] == arg;
+        }
+    }
+    TH_CHECK(name, agree == TF_N);
+    nncl_model_free(model);
+    /* Only the description, without a context: everything is read and checked. */
+    {
+        nncl_safetensors *st = NULL;
+        nncl_graph *g2 = NULL;
+        TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+        TH_OK(name, NULL, nncl_model_from_safetensors(NULL, st, 0, &model));
+        TH_CHECK(name, nncl_model_predict(model, nncl_dataset_x(raw), 1, probs, NULL) == NNCL_ERR_STATE);
+        nncl_model_free(model);
+        TH_OK(name, NULL, nncl_graph_from_safetensors(NULL, st, &g2));
+        TH_CHECK(name, nncl_graph_find(g2, "bn1.running_mean") == NULL && nncl_graph_find(g2, "fc2.bias") != NULL);
+        nncl_graph_free(g2);
+        nncl_safetensors_free(st);
+    }
+    remove(path);
+    /* A plain save carries the graph too; a weights-only file is refused with a reason. */
+    TH_OK(name, ctx, nncl_trainer_save(m.t, path));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 0, &model));
+    TH_CHECK(name, nncl_model_class_name(model, 0) == NULL);
+    nncl_model_free(model);
+    {
+        nncl_safetensors_entry e;
+        float v = 1;
+        memset(&e, 0, sizeof e);
+        e.name = "w";
+        e.ndim = 1;
+        e.shape[0] = 1;
+        e.data = &v;
+        TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, NULL));
+        TH_CHECK(name, nncl_model_load(ctx, path, 0, &model) == NNCL_ERR_FORMAT && !model);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), "no model description") != NULL);
+    }
+    remove(path);
+    nncl_dataset_free(ds);
+    tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Hand-written descriptions that must be refused, each with a message. */
+static int test_bad_descriptions(void) {
+    static const char *bad[] = {
+        "0 input x [4]\n1 relu r [4] (5)",              /* a later node */
+        "0 input x [4]\n1 relu r [5] (0)",              /* another shape */
+        "0 input x [4]\n1 frobnicate r [4] (0)",        /* unknown op */
+        "0 input x [0]",                                /* zero dimension */
+        "1 input x [4]",                                /* numbering */
+        "0 param w [4] init=sideways",                  /* init */
+        "0 input x [4]\n1 scale s [4] (0) f=nan",       /* number */
+        "0 input x [4]\n1 scale s [4] (0) i=99999999999",
+        "0 input x [4]\n0 input x [4]",
+        "0 input x [4,4,4,4,4]",
+        ""};
+    const char *name = "malformed model descriptions are refused with a message";
+    int i;
+    for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        const char *meta[] = {"nncl.graph", bad[i], NULL};
+        nncl_safetensors_entry e;
+        nncl_safetensors *st = NULL;
+        nncl_graph *g = NULL;
+        float v = 0;
+        char path[160];
+        memset(&e, 0, sizeof e);
+        e.name = "w";
+        e.ndim = 1;
+        e.shape[0] = 1;
+        e.data = &v;
+        snprintf(path, sizeof path, "%s/tf_bad_%d.safetensors", tf_tmp(), (int)getpid());
+        TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, meta));
+        TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+        remove(path);
+        TH_CHECK(name, nncl_graph_from_safetensors(NULL, st, &g) == NNCL_ERR_FORMAT && g == NULL);
+        TH_CHECK(name, nncl_last_error(NULL)[0] != 0);
+        nncl_safetensors_free(st);
+    }
+    th_pass("%s (%d cases)", name, i);
+    return 0;
+}
+
+static int test_summary(nncl_context *ctx, int d) {
+    char name[200], buf[4096];
+    tf_model m;
+    FILE *f = tmpfile();
+    size_t n;
+    snprintf(name, sizeof name, "the model summary lists layers, shapes, parameters and plan memory on %s",
+             th_device_label(ctx, d));
+    TH_CHECK(name, f != NULL);
+    TH_CHECK(name, tf_build(ctx, d, &m, NNCL_OPT_ADAM, 0.01f) == 0);
+    TH_OK(name, ctx, nncl_trainer_summary(m.t, f));
+    rewind(f);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    /* 4*16+16 + 16+16 (+32 running) + 16*3+3 = 163 parameters. */
+    TH_CHECK(name, strstr(buf, "fc1") && strstr(buf, "linear") && strstr(buf, "[B,16]") && strstr(buf, "[B,3]"));
+    TH_CHECK(name, strstr(buf, "parameters 163 ") && strstr(buf, "running statistics 32"));
+    TH_CHECK(name, strstr(buf, "device ") && strstr(buf, "plan "));
+    tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+static int test_validation(nncl_context *ctx, int d, nncl_dataset *ds) {
+    char name[200];
+    tf_model m;
+    nncl_fit_config f;
+    nncl_fit_result r;
+    nncl_curve *curve = NULL;
+    nncl_curve_row row;
+    float vl;
+    snprintf(name, sizeof name, "fit sets a seeded validation part apart and reports training accuracy on %s",
+             th_device_label(ctx, d));
+    TH_CHECK(name, tf_build(ctx, d, &m, NNCL_OPT_ADAM, 0.01f) == 0);
+    TH_OK(name, NULL, nncl_curve_create(&curve));
+    f = tf_fit(&m, 4);
+    f.curve = curve;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(m.t, ds, &f));
+    TH_CHECK(name, r.train_samples == 180 && r.val_samples == 60 && r.epochs_done == 4 && !r.stopped_early);
+    TH_CHECK(name, nncl_curve_count(curve) == 4);
+    TH_OK(name, NULL, nncl_curve_get(curve, 3, &row));
+    TH_CHECK(name, row.train_acc >= 0 && row.train_acc <= 1 && row.val_acc >= 0 && row.val_acc <= 1);
+    TH_CHECK(name, row.train_acc > 0.6 && row.val_loss == row.val_loss); /* separable blobs are learnt */
+    TH_CHECK(name, r.best_epoch >= 1 && r.best_epoch <= 4);
+    /* val_fraction out of range, and early stopping without validation, are argument errors. */
+    f.val_fraction = 1.5;
+    TH_CHECK(name, nncl_trainer_fit(m.t, ds, &f) == NNCL_ERR_INVALID_ARGUMENT);
+    f.val_fraction = 0;
+    f.patience = 2;
+    TH_CHECK(name, nncl_trainer_fit(m.t, ds, &f) == NNCL_ERR_INVALID_ARGUMENT);
+    (void)vl;
+    nncl_curve_free(curve);
+    tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+static int test_early_stopping(nncl_context *ctx, int d, nncl_dataset *ds) {
+    char name[200];
+    tf_model m;
+    nncl_fit_config f;
+    nncl_fit_result r;
+    float vl, va;
+    snprintf(name, sizeof name, "early stopping ends a run whose val_loss stops falling; keep_best restores the best epoch on %s",
+             th_device_label(ctx, d));
+    /* lr 0: the validation loss never falls below epoch 1's. */
+    TH_CHECK(name, tf_build_ex(ctx, d, &m, NNCL_OPT_SGD, 0.0f, 1) == 0);
+    f = tf_fit(&m, 10);
+    f.patience = 2;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(m.t, ds, &f));
+    TH_CHECK(name, r.stopped_early && r.epochs_done == 3 && r.best_epoch == 1);
+    tf_free(&m);
+    /* A learning rate far too high makes the loss jump about; whatever the
+     * last epoch did, the weights at the end are those of the best one. */
+    TH_CHECK(name, tf_build(ctx, d, &m, NNCL_OPT_SGD, 3.0f) == 0);
+    f = tf_fit(&m, 6);
+    f.keep_best = 1;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(m.t, ds, &f));
+    {
+        /* The same validation part, split again with the same seed. */
+        nncl_dataset *tr = NULL, *val = NULL;
+        TH_OK(name, NULL, nncl_dataset_split(ds, f.val_fraction, f.seed, &tr, &val));
+        TH_OK(name, ctx, nncl_trainer_evaluate_dataset(m.t, &f, val, &vl, &va));
+        nncl_dataset_free(tr);
+        nncl_dataset_free(val);
+    }
+    TH_CHECK(name, r.best_epoch >= 1 && (float)r.best_val_loss == vl);
+    TH_CHECK(name, r.restored_best == (r.best_epoch != r.epochs_done));
+    tf_free(&m);
+    th_pass("%s (best epoch %d of %d)", name, r.best_epoch, r.epochs_done);
+    return 0;
+}
+
+typedef struct tf_stop {
+    int epoch, step;           /* stop after this step */
+    const char *path;
+    int seen_periodic;         /* the every-N checkpoint was on disk when expected */
+} tf_stop;
+
+static int tf_on_step(void *user, int epoch, int step, float loss) {
+    tf_stop *s = (tf_stop *)user;
+    (void)loss;
+    if (epoch == 0 && step == 4) { /* 5 steps done: checkpoint_every 5 has just written */
+        nncl_safetensors *st = NULL;
+        if (nncl_safetensors_load(s->path, &st) == NNCL_OK) {
+            const char *b = nncl_safetensors_meta(st, "nncl.fit.batch"), *e = nncl_safetensors_meta(st, "nncl.fit.epoch");
+            s->seen_periodic = b && e && !strcmp(b, "5") && !strcmp(e, "0");
+            nncl_safetensors_free(st);
+        }
+    }
+    return epoch == s->epoch && step == s->step;
+}
+
+static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoch, int stop_step) {
+    char name[200], path[160];
+    tf_model a, b;
+    nncl_fit_config f;
+    nncl_fit_result r;
+    nncl_curve *ca = NULL, *cb = NULL;
+    static float pa[256], pb[256];
+    size_t na, nb, i;
+    tf_stop stop;
+    int k;
+    snprintf(name, sizeof name, "a run stopped at epoch %d step %d and resumed ends bit for bit as the uninterrupted run on %s",
+             stop_epoch + 1, stop_step + 1, th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_ckpt_%d.safetensors", tf_tmp(), (int)getpid());
+    TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0);
+    TH_OK(name, NULL, nncl_curve_create(&ca));
+    TH_OK(name, NULL, nncl_curve_create(&cb));
+    f = tf_fit(&a, 3);
+    f.curve = ca;
+    TH_OK(name, ctx, nncl_trainer_fit(a.t, ds, &f));
+    TH_CHECK(name, tf_params(&a, pa, 256, &na) == 0);
+    /* The interrupted run. */
+    TH_CHECK(name, tf_build(ctx, d, &b, NNCL_OPT_ADAM, 0.01f) == 0);
+    memset(&stop, 0, sizeof stop);
+    stop.epoch = stop_epoch;
+    stop.step = stop_step;
+    stop.path = path;
+    f = tf_fit(&b, 3);
+    f.curve = cb; /* the rows so far travel in the checkpoint */
+    f.checkpoint = path;
+    f.checkpoint_every = 5;
+    f.on_step = tf_on_step;
+    f.user = &stop;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(b.t, ds, &f));
+    TH_CHECK(name, r.interrupted && stop.seen_periodic);
+    tf_free(&b);
+    nncl_curve_free(cb);
+    TH_OK(name, NULL, nncl_curve_create(&cb));
+    /* A fresh process would start here: a new trainer from the file. */
+    TH_CHECK(name, tf_build(ctx, d, &b, NNCL_OPT_ADAM, 0.01f) == 0);
+    f = tf_fit(&b, 3);
+    f.resume = path;
+    f.checkpoint = path;
+    f.curve = cb;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(b.t, ds, &f));
+    TH_CHECK(name, r.resumed_epoch == stop_epoch + 1 && r.epochs_done == 3 && !r.interrupted);
+    TH_CHECK(name, tf_params(&b, pb, 256, &nb) == 0 && na == nb);
+    for (i = 0; i < na; i++)
+        if (memcmp(&pa[i], &pb[i], sizeof(float)) != 0) break;
+    TH_CHECK(name, i == na);
+    TH_CHECK(name, nncl_trainer_step_count(a.t) == nncl_trainer_step_count(b.t));
+    TH_CHECK(name, nncl_curve_count(ca) == 3 && nncl_curve_count(cb) == 3);
+    for (k = 0; k < 3; k++) {
+        nncl_curve_row x, y;
+        nncl_curve_get(ca, k, &x);
+        nncl_curve_get(cb, k, &y);
+        TH_CHECK(name, (float)x.train_loss == (float)y.train_loss && (float)x.val_loss == (float)y.val_loss &&
+                           (float)x.train_acc == (float)y.train_acc);
+    }
+    /* A checkpoint of another run (other seed) is refused. */
+    f.seed = 4;
+    TH_CHECK(name, nncl_trainer_fit(b.t, ds, &f) == NNCL_ERR_INVALID_ARGUMENT);
+    remove(path);
+    nncl_curve_free(ca);
+    nncl_curve_free(cb);
+    tf_free(&a);
+    tf_free(&b);
+    th_pass("%s", name);
+    return 0;
+}
+
+int main(void) {
+    nncl_context *ctx = th_context();
+    nncl_dataset *ds = tf_data();
+    int d, n;
+    test_bad_descriptions();
+    if (!ctx || !ds) {
+        nncl_dataset_free(ds);
+        nncl_free(ctx);
+        return th_exit_code();
+    }
+    for (d = 0, n = nncl_device_count(ctx); d < n; d++) {
+        test_model_file(ctx, d, ds);
+        test_summary(ctx, d);
+        test_validation(ctx, d, ds);
+        test_early_stopping(ctx, d, ds);
+        test_resume(ctx, d, ds, 1, 7);
+        test_resume(ctx, d, ds, 0, 11);
+    }
+    nncl_dataset_free(ds);
+    nncl_free(ctx);
+    return th_exit_code();
+}
