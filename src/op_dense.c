@@ -50,6 +50,7 @@ nncl_status nncl__bias_grad(nncl__exec *x, nncl__view dy, int rows, int cols, in
     nncl__args a;
     size_t local = 64, global;
     if (local > x->dev->max_work_group) local = x->dev->max_work_group;
+    while (local > 1 && local / 2 >= (size_t)rows * (size_t)inner) local /= 2; /* no idle items in a small sum */
     global = (size_t)cols * local;
     NNCL_TRY(nncl__kbegin(x, "dense", "nncl_bias_grad_f32", &a));
     nncl__arg_view(&a, dy);
