@@ -75,6 +75,8 @@ void bench_print_section(FILE *out, const char *section, const char *title);
 int bench_write_json(const char *path, const bench_opts *o, nncl_context *ctx);
 int bench_write_csv(const char *path);
 int bench_write_svg(const char *path);
+/* A line of the report without trailing blanks, wrapped to 100 columns. */
+void bench_line(FILE *out, const char *line);
 
 /* ------------------------------------------------------------- timing */
 

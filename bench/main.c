@@ -55,7 +55,7 @@ static void main_devices(nncl_context *ctx) {
     int d, nd = nncl_device_count(ctx);
     printf("\n== devices (%d in the context)\n", nd);
     for (d = 0; d < nd; d++) {
-        char peak[96], gm[32];
+        char peak[96], gm[32], line[1024];
         double p = bench_get("devices", d, "info", "peak_gflops");
         const bench_rec *r;
         const char *name = "", *plat = "", *vendor = "", *driver = "", *method = "", *pci = "";
@@ -73,13 +73,17 @@ static void main_devices(nncl_context *ctx) {
         if (bench_isnan(p)) snprintf(peak, sizeof peak, "n/a");
         else snprintf(peak, sizeof peak, "%.0f GFLOP/s", p);
         snprintf(gm, sizeof gm, "%.0f MiB", bench_get("devices", d, "info", "global_mem_mib"));
-        printf("d%d  %s\n    platform %s | vendor %s | driver %s | %s\n", d, name, plat, vendor, driver,
-               pci[0] ? pci : "no PCI address");
+        snprintf(line, sizeof line, "d%d  %s", d, name);
+        bench_line(stdout, line);
+        snprintf(line, sizeof line, "    platform %s | vendor %s | driver %s | %s", plat, vendor, driver,
+                 pci[0] ? pci : "no PCI address");
+        bench_line(stdout, line);
         printf("    %.0f compute units @ %.0f MHz | %s | fp16 %s | fp64 %s\n", bench_get("devices", d, "info", "compute_units"),
                bench_get("devices", d, "info", "clock_mhz"), gm,
                bench_get("devices", d, "info", "fp16") > 0 ? "yes" : "no",
                bench_get("devices", d, "info", "fp64") > 0 ? "yes" : "no");
-        printf("    theoretical peak %s (%s)\n", peak, method);
+        snprintf(line, sizeof line, "    theoretical peak %s (%s)", peak, strncmp(method, "n/a: ", 5) ? method : method + 5);
+        bench_line(stdout, line);
     }
 }
 
@@ -271,17 +275,26 @@ int main(int argc, char **argv) {
     bench_print_section(stdout, "monitor", "monitor: profiling busy time, nncl memory, driver telemetry");
     fflush(stdout);
 
-    if (o.json && bench_write_json(o.json, &o, ctx)) {
-        fprintf(stderr, "bench: cannot write %s\n", o.json);
-        rc = 1;
-    }
-    if (o.csv && bench_write_csv(o.csv)) {
-        fprintf(stderr, "bench: cannot write %s\n", o.csv);
-        rc = 1;
-    }
-    if (o.svg && bench_write_svg(o.svg)) {
-        fprintf(stderr, "bench: cannot write %s (no training figures?): %s\n", o.svg, nncl_last_error(NULL));
-        rc = 1;
+    {
+        /* The closing lines name what was written, one file a line. */
+        const char *what[3], *paths[3];
+        int k, ok[3], wrote = 0;
+        what[0] = "JSON", paths[0] = o.json, ok[0] = !o.json || !bench_write_json(o.json, &o, ctx);
+        what[1] = "CSV", paths[1] = o.csv, ok[1] = !o.csv || !bench_write_csv(o.csv);
+        what[2] = "SVG", paths[2] = o.svg, ok[2] = !o.svg || !bench_write_svg(o.svg);
+        printf("\n");
+        for (k = 0; k < 3; k++) {
+            if (!paths[k]) continue;
+            if (!ok[k]) {
+                fprintf(stderr, "bench: cannot write %s %s%s%s\n", what[k], paths[k], k == 2 ? " (no training figures?): " : "",
+                        k == 2 ? nncl_last_error(NULL) : "");
+                rc = 1;
+                continue;
+            }
+            printf("wrote %s %s\n", what[k], paths[k]);
+            wrote++;
+        }
+        if (!wrote) printf("wrote no files (--json, --csv, --svg FILE keep the results)\n");
     }
     bench_blas_unload();
     bench_recs_free();

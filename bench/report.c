@@ -19,16 +19,21 @@ static void report_device_name(int device, char *buf, size_t len) {
 
 static void report_number(char *buf, size_t len, double v, const char *unit) {
     double a = fabs(v);
+    (void)unit;
     if (bench_isnan(v)) snprintf(buf, len, "n/a");
-    else if (!strcmp(unit, "x") || !unit[0]) snprintf(buf, len, "%.3f", v);
-    else if (a >= 1e4) snprintf(buf, len, "%.0f", v);
+    else if (a >= 1e4 || (v == floor(v) && a < 1e9)) snprintf(buf, len, "%.0f", v); /* 2, not 2.000 */
     else if (a >= 100) snprintf(buf, len, "%.1f", v);
     else snprintf(buf, len, "%.3g", v);
 }
 
 static void report_cell(const bench_rec *r, char *buf, size_t len) {
-    if (r->is_text) {
-        snprintf(buf, len, "%s", r->text);
+    if (r->is_text && !strncmp(r->text, "n/a: ", 5)) { /* the reason follows under the table */
+        snprintf(buf, len, "n/a");
+        return;
+    }
+    if (r->is_text) { /* a path by its file name: a cut-off folder says nothing */
+        const char *slash = r->text[0] == '/' ? strrchr(r->text, '/') : NULL;
+        snprintf(buf, len, "%s", slash && slash[1] ? slash + 1 : r->text);
         return;
     }
     report_number(buf, len, r->s.median, r->unit);
@@ -41,14 +46,40 @@ static void report_cell(const bench_rec *r, char *buf, size_t len) {
 
 /* ------------------------------------------------------------- table */
 
+/* Why a value is n/a (without the "n/a: " prefix), or "" when it is not. */
+static const char *report_why(const bench_rec *r) {
+    const char *w = r->is_text ? (strncmp(r->text, "n/a: ", 5) ? "" : r->text) : bench_isnan(r->s.median) ? r->note : "";
+    return strncmp(w, "n/a: ", 5) ? w : w + 5;
+}
+
 #define REPORT_MAXCOL 24
 #define REPORT_MAXROW 256
 #define REPORT_CELLW 30
+#define REPORT_WIDTH 100 /* a terminal of 100 columns shows every line whole */
+
+/* A line without trailing blanks, wrapped at REPORT_WIDTH on spaces with
+ * the continuation indented. */
+void bench_line(FILE *out, const char *line) {
+    size_t len = strlen(line), indent = 0;
+    while (len && line[len - 1] == ' ') len--;
+    while (len > REPORT_WIDTH - indent) {
+        size_t cut = REPORT_WIDTH - indent;
+        while (cut > 20 && line[cut] != ' ') cut--;
+        if (cut <= 20) cut = REPORT_WIDTH - indent;
+        fprintf(out, "%*s%.*s\n", (int)indent, "", (int)cut, line);
+        line += cut;
+        len -= cut;
+        while (len && *line == ' ') line++, len--;
+        indent = 6;
+    }
+    fprintf(out, "%*s%.*s\n", (int)indent, "", (int)len, line);
+}
 
 void bench_print_section(FILE *out, const char *section, const char *title) {
     const char *keys[REPORT_MAXCOL];
     char kunit[REPORT_MAXCOL][16];
-    int rdev[REPORT_MAXROW], nk = 0, nr = 0, i, k, r, w[REPORT_MAXCOL + 2], nnotes = 0;
+    int rdev[REPORT_MAXROW], nk = 0, nr = 0, i, k, k0, k1, r, w[REPORT_MAXCOL + 2], nnotes = 0;
+    char line[1024];
     const char *ritem[REPORT_MAXROW];
     int n = bench_rec_count();
     for (i = 0; i < n; i++) {
@@ -90,45 +121,59 @@ void bench_print_section(FILE *out, const char *section, const char *title) {
         report_cell(rec, cell, sizeof cell);
         if ((int)strlen(cell) > w[k + 2]) w[k + 2] = (int)strlen(cell) > REPORT_CELLW ? REPORT_CELLW : (int)strlen(cell);
     }
-    fprintf(out, "%-*s %-*s", w[0], "device", w[1], "item");
-    for (k = 0; k < nk; k++) {
-        char head[64];
-        snprintf(head, sizeof head, "%.40s%s%.15s%s", keys[k], kunit[k][0] ? " (" : "", kunit[k], kunit[k][0] ? ")" : "");
-        fprintf(out, "  %*s", w[k + 2], head);
-    }
-    fputc('\n', out);
-    for (r = 0; r < nr; r++) {
-        char dn[16];
-        report_device_name(rdev[r], dn, sizeof dn);
-        fprintf(out, "%-*s %-*s", w[0], dn, w[1], ritem[r]);
-        for (k = 0; k < nk; k++) {
-            char cell[256] = "";
-            for (i = 0; i < n; i++) {
-                const bench_rec *rec = bench_rec_at(i);
-                if (rec->device == rdev[r] && !strcmp(rec->section, section) && !strcmp(rec->item, ritem[r]) &&
-                    !strcmp(rec->key, keys[k])) {
-                    report_cell(rec, cell, sizeof cell);
-                    break;
-                }
-            }
-            if ((int)strlen(cell) > w[k + 2]) cell[w[k + 2]] = 0;
-            fprintf(out, "  %*s", w[k + 2], cell);
+    /* Columns in groups that fit REPORT_WIDTH, each group a table of its
+     * own with the device and item repeated, rows without a value in the
+     * group left out. */
+    for (k0 = 0; k0 < nk; k0 = k1) {
+        int used = w[0] + 1 + w[1];
+        for (k1 = k0; k1 < nk && (k1 == k0 || used + 2 + w[k1 + 2] <= REPORT_WIDTH); k1++) used += 2 + w[k1 + 2];
+        if (k0 > 0) fputc('\n', out);
+        snprintf(line, sizeof line, "%-*s %-*s", w[0], "device", w[1], "item");
+        for (k = k0; k < k1; k++) {
+            char head[64];
+            size_t at = strlen(line);
+            snprintf(head, sizeof head, "%.40s%s%.15s%s", keys[k], kunit[k][0] ? " (" : "", kunit[k], kunit[k][0] ? ")" : "");
+            snprintf(line + at, sizeof line - at, "  %*s", w[k + 2], head);
         }
-        fputc('\n', out);
+        bench_line(out, line);
+        for (r = 0; r < nr; r++) {
+            char dn[16];
+            int any = 0;
+            report_device_name(rdev[r], dn, sizeof dn);
+            snprintf(line, sizeof line, "%-*s %-*s", w[0], dn, w[1], ritem[r]);
+            for (k = k0; k < k1; k++) {
+                char cell[256] = "";
+                size_t at = strlen(line);
+                for (i = 0; i < n; i++) {
+                    const bench_rec *rec = bench_rec_at(i);
+                    if (rec->device == rdev[r] && !strcmp(rec->section, section) && !strcmp(rec->item, ritem[r]) &&
+                        !strcmp(rec->key, keys[k])) {
+                        report_cell(rec, cell, sizeof cell);
+                        break;
+                    }
+                }
+                if ((int)strlen(cell) > w[k + 2]) cell[w[k + 2]] = 0;
+                any |= cell[0] != 0;
+                snprintf(line + at, sizeof line - at, "  %*s", w[k + 2], cell);
+            }
+            if (any) bench_line(out, line);
+        }
     }
     /* why each n/a is n/a, once per distinct reason */
     for (i = 0; i < n && nnotes < 12; i++) {
         const bench_rec *rec = bench_rec_at(i), *prev;
         int seen = 0, j;
         char dn[16];
-        if (strcmp(rec->section, section) || rec->is_text || !bench_isnan(rec->s.median) || !rec->note[0]) continue;
+        const char *why = report_why(rec);
+        if (strcmp(rec->section, section) || !why[0]) continue;
         for (j = 0; j < i && !seen; j++) {
             prev = bench_rec_at(j);
-            seen = !strcmp(prev->section, section) && !strcmp(prev->note, rec->note) && bench_isnan(prev->s.median);
+            seen = !strcmp(prev->section, section) && !strcmp(report_why(prev), why);
         }
         if (seen) continue;
         report_device_name(rec->device, dn, sizeof dn);
-        fprintf(out, "   %s %s %s: %s\n", dn, rec->item, rec->key, rec->note);
+        snprintf(line, sizeof line, "   %s %s %s: n/a: %s", dn, rec->item, rec->key, why);
+        bench_line(out, line);
         nnotes++;
     }
 }
@@ -136,6 +181,7 @@ void bench_print_section(FILE *out, const char *section, const char *title) {
 #undef REPORT_MAXCOL
 #undef REPORT_MAXROW
 #undef REPORT_CELLW
+#undef REPORT_WIDTH
 
 /* ------------------------------------------------------------- JSON */
 
@@ -319,10 +365,11 @@ static const char *report_text(const char *section, int device, const char *item
 
 int bench_write_svg(const char *path) {
     static const char *const models[] = {"mlp", "cnn"};
+    static const char *const headings[] = {"MLP 784-128-10", "CNN (two conv+pool blocks, batch norm)"};
     char labels[64][96];
     const char *lp[64];
     double values[64];
-    int nv = 0, m, i, n = bench_rec_count();
+    int nv = 0, m, i, n = bench_rec_count(), counts[2] = {0, 0};
     for (m = 0; m < 2; m++)
         for (i = 0; i < n && nv < 64; i++) {
             const bench_rec *r = bench_rec_at(i);
@@ -331,13 +378,16 @@ int bench_write_svg(const char *path) {
                 strcmp(r->key, "samples_s") || bench_isnan(r->s.median))
                 continue;
             name = r->device >= 0 ? report_text("devices", r->device, "info", "name") : NULL;
-            if (r->device < 0) snprintf(labels[nv], sizeof labels[nv], "%s all devices", m ? "CNN" : "MLP");
-            else snprintf(labels[nv], sizeof labels[nv], "%s d%d %.60s", m ? "CNN" : "MLP", r->device, name ? name : "");
+            if (r->device < 0) snprintf(labels[nv], sizeof labels[nv], "all devices together");
+            else snprintf(labels[nv], sizeof labels[nv], "d%d %.60s", r->device, name ? name : "");
             lp[nv] = labels[nv];
             values[nv] = r->s.median;
+            counts[m]++;
             nv++;
         }
     if (!nv) return 1;
-    return nncl_svg_bar_chart(path, "nncl training throughput (batch 100, Adam): each device alone and all together",
-                              "samples/s", lp, values, nv) != NNCL_OK;
+    /* One panel per model: the CNN's few hundred samples/s would be a sliver
+     * on the MLP's scale of tens of thousands. */
+    return nncl_svg_bar_panels(path, "nncl training throughput, batch 100, Adam: each device alone and all together",
+                               "samples/s", 2, headings, counts, lp, values) != NNCL_OK;
 }

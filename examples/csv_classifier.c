@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
     tc.max_batch = 16;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
     tc.optim.lr = 0.01f;
+    ex_compiling(ctx);
     if (!loss || nncl_trainer_create(ctx, g, loss, &tc, &t) != NNCL_OK) {
         failed = "model";
         failed_ctx = ctx;

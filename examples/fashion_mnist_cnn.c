@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
 
     tc.max_batch = 100;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
-    printf("compiling kernels for the devices (seconds on a first run; cached after)...\n");
+    ex_compiling(ctx);
     if ((st = nncl_trainer_create(ctx, g, loss, &tc, &t)) != NNCL_OK) return fail(ctx, "trainer", st);
     nncl_trainer_summary(t, stdout);
 

@@ -148,6 +148,19 @@ static inline int ex_init(const char *prog, const char *devices, nncl_context **
     return 0;
 }
 
+/* Said before creating a trainer: its first build of the kernels takes
+ * seconds on some drivers (PoCL), and a silent wait looks like a hang. */
+static inline void ex_compiling(nncl_context *ctx) {
+    int i, n = nncl_device_count(ctx);
+    printf("compiling kernels for");
+    for (i = 0; i < n; i++) {
+        nncl_device_info info;
+        nncl_device_info_get(ctx, i, &info);
+        printf("%s %s", i ? "," : "", info.name);
+    }
+    printf(" (seconds the first time; cached after)...\n");
+}
+
 /* DIR/PART-KIND-idxN-ubyte or the same with .gz, whichever exists. */
 static inline const char *ex_idx_path(const char *dir, const char *part, const char *kind, char *buf, size_t len) {
     snprintf(buf, len, "%s/%s-%s-idx%d-ubyte", dir, part, kind, strcmp(kind, "images") ? 1 : 3);

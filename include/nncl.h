@@ -825,6 +825,13 @@ NNCL_API nncl_status nncl_curve_write_svg(const nncl_curve *c, const char *path,
  * unit ("samples/s"); title on top. Written atomically. */
 NNCL_API nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *unit,
                                         const char *const *labels, const double *values, int n);
+/* Several bar charts in one SVG under one title, each panel with its own
+ * value axis, so that small values beside large ones stay visible (e.g.
+ * an MLP's and a CNN's throughput): panel p is headed headings[p] (NULL or
+ * "" for none) and takes the next counts[p] labels and values. */
+NNCL_API nncl_status nncl_svg_bar_panels(const char *path, const char *title, const char *unit, int panels,
+                                         const char *const *headings, const int *counts, const char *const *labels,
+                                         const double *values);
 
 /* ---------------------------------------------------------------- fit */
 

@@ -335,27 +335,91 @@ static void plot_label(FILE *f, const char *s) {
     plot_text(f, cut);
 }
 
-static void plot_bars_svg(FILE *f, const char *title, const char *unit, const char *const *labels,
-                          const double *values, int n) {
-    plot_fmt pf;
+/* One panel of bars from y0 (its heading above it when given), with its
+ * own value axis; returns the height it took. */
+static double plot_bars_panel(FILE *f, plot_fmt *pf, double y0, double x0, double w, const char *heading,
+                              const char *unit, const char *const *labels, const double *values, int n) {
     plot_axis xa;
-    double mx = 0, lw, x0, w, y0 = 74, bar_h = 24, pitch = 36, H, W = 820;
-    int i, k, nt, longest = 0;
+    double mx = 0, bar_h = 24, pitch = 36, top = y0;
+    int i, k, nt;
+    for (i = 0; i < n; i++)
+        if (plot_finite(values[i]) && values[i] > mx) mx = values[i];
+    plot_nice(0, mx > 0 ? mx : 1, 5, 0, &xa);
+    xa.lo = 0;
+    if (heading && *heading) {
+        fprintf(f, "<text x=\"%s\" y=\"%s\" font-size=\"15\" font-weight=\"bold\" fill=\"%s\">", plot_n(pf, x0),
+                plot_n(pf, y0 + 4), PLOT_TEXT);
+        plot_text(f, heading);
+        fprintf(f, "</text>\n");
+        y0 += 22;
+    }
+    /* Vertical grid and value ticks along the bottom. */
+    nt = (int)floor((xa.hi - xa.lo) / xa.step + 0.5);
+    for (k = 0; k <= nt && k <= 60; k++) {
+        double v = xa.lo + k * xa.step, x = x0 + (v - xa.lo) / (xa.hi - xa.lo) * w;
+        fprintf(f, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" stroke-width=\"1\"/>\n",
+                plot_n(pf, x), plot_n(pf, y0 - 8), plot_n(pf, x), plot_n(pf, y0 + n * pitch), PLOT_GRID);
+        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"12\" fill=\"%s\">%s</text>\n",
+                plot_n(pf, x), plot_n(pf, y0 + n * pitch + 18), PLOT_TEXT, plot_tick(pf, v, xa.step));
+    }
+    fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"13\" fill=\"%s\">", plot_n(pf, x0 + w / 2),
+            plot_n(pf, y0 + n * pitch + 38), PLOT_TEXT);
+    plot_text(f, unit);
+    fprintf(f, "</text>\n");
+    if (!n)
+        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"16\" fill=\"#888888\">no data</text>\n",
+                plot_n(pf, x0 + w / 2), plot_n(pf, y0 + pitch / 2));
+    for (i = 0; i < n; i++) {
+        double y = y0 + i * pitch + (pitch - bar_h) / 2, v = values[i];
+        int ok = plot_finite(v);
+        double bw = ok ? v / (xa.hi - xa.lo) * w : 0;
+        fprintf(f, "<g class=\"bar\">\n");
+        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" font-size=\"13\" fill=\"%s\">", plot_n(pf, x0 - 10),
+                plot_n(pf, y + bar_h / 2 + 4.5), PLOT_TEXT);
+        plot_label(f, labels[i]);
+        fprintf(f, "</text>\n");
+        if (ok)
+            fprintf(f, "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" rx=\"3\" fill=\"%s\"/>\n", plot_n(pf, x0),
+                    plot_n(pf, y), plot_n(pf, bw), plot_n(pf, bar_h), PLOT_BAR);
+        fprintf(f, "<text x=\"%s\" y=\"%s\" font-size=\"12\" fill=\"%s\">", plot_n(pf, x0 + bw + 6),
+                plot_n(pf, y + bar_h / 2 + 4), PLOT_TEXT);
+        if (ok) {
+            fprintf(f, "%s ", plot_value(pf, v));
+            plot_text(f, unit);
+        } else {
+            fprintf(f, "n/a");
+        }
+        fprintf(f, "</text>\n</g>\n");
+    }
+    /* Value axis line at zero. */
+    fprintf(f, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" stroke-width=\"1.2\"/>\n", plot_n(pf, x0),
+            plot_n(pf, y0 - 8), plot_n(pf, x0), plot_n(pf, y0 + n * pitch), PLOT_AXIS);
+    return y0 - top + (n ? n : 1) * pitch + 58;
+}
+
+/* Panels stacked under one title. The title's font shrinks to fit the
+ * width (an average glyph is ~0.6 of the font size), never below 11. */
+static void plot_bars_svg(FILE *f, const char *title, const char *unit, int panels, const char *const *headings,
+                          const int *counts, const char *const *labels, const double *values) {
+    plot_fmt pf;
+    double lw, x0, w, y, H, W = 820, font;
+    int i, p, n = 0, longest = 0, tch = plot_chars(title);
     pf.next = 0;
+    for (p = 0; p < panels; p++) n += counts[p];
     for (i = 0; i < n; i++) {
         int ch = plot_chars(labels[i]);
         if (ch > PLOT_LABEL_MAX) ch = PLOT_LABEL_MAX;
         if (ch > longest) longest = ch;
-        if (plot_finite(values[i]) && values[i] > mx) mx = values[i];
     }
     lw = 7.0 * longest + 12;
     if (lw < 60) lw = 60;
     x0 = 24 + lw;
     w = W - x0 - 150;
-    plot_nice(0, mx > 0 ? mx : 1, 5, 0, &xa);
-    xa.lo = 0;
-    H = y0 + (n ? n : 1) * pitch + 62;
-
+    font = tch > 0 ? (W - 40) / (0.6 * tch) : 19;
+    if (font > 19) font = 19;
+    if (font < 11) font = 11;
+    H = 56;
+    for (p = 0; p < panels; p++) H += (headings && headings[p] && *headings[p] ? 22 : 0) + (counts[p] ? counts[p] : 1) * 36 + 58;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" "
                "font-family=\"%s\">\n",
@@ -364,62 +428,31 @@ static void plot_bars_svg(FILE *f, const char *title, const char *unit, const ch
     plot_text(f, title);
     fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" fill=\"#ffffff\"/>\n", plot_n(&pf, W),
             plot_n(&pf, H));
-    fprintf(f, "<text x=\"%s\" y=\"34\" text-anchor=\"middle\" font-size=\"19\" font-weight=\"bold\" fill=\"%s\">",
-            plot_n(&pf, W / 2), PLOT_TEXT);
+    fprintf(f, "<text x=\"%s\" y=\"34\" text-anchor=\"middle\" font-size=\"%s\" font-weight=\"bold\" fill=\"%s\">",
+            plot_n(&pf, W / 2), plot_n(&pf, font), PLOT_TEXT);
     plot_text(f, title);
     fprintf(f, "</text>\n");
-    /* Vertical grid and value ticks along the bottom. */
-    nt = (int)floor((xa.hi - xa.lo) / xa.step + 0.5);
-    for (k = 0; k <= nt && k <= 60; k++) {
-        double v = xa.lo + k * xa.step, x = x0 + (v - xa.lo) / (xa.hi - xa.lo) * w;
-        fprintf(f, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" stroke-width=\"1\"/>\n",
-                plot_n(&pf, x), plot_n(&pf, y0 - 8), plot_n(&pf, x), plot_n(&pf, y0 + n * pitch), PLOT_GRID);
-        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"12\" fill=\"%s\">%s</text>\n",
-                plot_n(&pf, x), plot_n(&pf, y0 + n * pitch + 18), PLOT_TEXT, plot_tick(&pf, v, xa.step));
-    }
-    fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"13\" fill=\"%s\">", plot_n(&pf, x0 + w / 2),
-            plot_n(&pf, y0 + n * pitch + 42), PLOT_TEXT);
-    plot_text(f, unit);
-    fprintf(f, "</text>\n");
-    if (!n)
-        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"16\" fill=\"#888888\">no data</text>\n",
-                plot_n(&pf, x0 + w / 2), plot_n(&pf, y0 + pitch / 2));
-    for (i = 0; i < n; i++) {
-        double y = y0 + i * pitch + (pitch - bar_h) / 2, v = values[i];
-        int ok = plot_finite(v);
-        double bw = ok ? v / (xa.hi - xa.lo) * w : 0;
-        fprintf(f, "<g class=\"bar\">\n");
-        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" font-size=\"13\" fill=\"%s\">", plot_n(&pf, x0 - 10),
-                plot_n(&pf, y + bar_h / 2 + 4.5), PLOT_TEXT);
-        plot_label(f, labels[i]);
-        fprintf(f, "</text>\n");
-        if (ok)
-            fprintf(f, "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" rx=\"3\" fill=\"%s\"/>\n", plot_n(&pf, x0),
-                    plot_n(&pf, y), plot_n(&pf, bw), plot_n(&pf, bar_h), PLOT_BAR);
-        fprintf(f, "<text x=\"%s\" y=\"%s\" font-size=\"12\" fill=\"%s\">", plot_n(&pf, x0 + bw + 6),
-                plot_n(&pf, y + bar_h / 2 + 4), PLOT_TEXT);
-        if (ok) {
-            fprintf(f, "%s ", plot_value(&pf, v));
-            plot_text(f, unit);
-        } else {
-            fprintf(f, "n/a");
-        }
-        fprintf(f, "</text>\n</g>\n");
-    }
-    /* Value axis line at zero. */
-    fprintf(f, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" stroke-width=\"1.2\"/>\n", plot_n(&pf, x0),
-            plot_n(&pf, y0 - 8), plot_n(&pf, x0), plot_n(&pf, y0 + n * pitch), PLOT_AXIS);
+    for (p = 0, i = 0, y = 74; p < panels; i += counts[p], p++)
+        y += plot_bars_panel(f, &pf, y, x0, w, headings ? headings[p] : NULL, unit, labels + i, values + i, counts[p]);
     fprintf(f, "</svg>\n");
 }
 
-nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *unit, const char *const *labels,
-                               const double *values, int n) {
+nncl_status nncl_svg_bar_panels(const char *path, const char *title, const char *unit, int panels,
+                                const char *const *headings, const int *counts, const char *const *labels,
+                                const double *values) {
     nncl__afile af;
     const char **lab;
-    int i;
+    int i, p, n = 0;
     nncl_status s;
-    if (!path || n < 0 || (n && (!labels || !values)))
-        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_svg_bar_chart: bad argument (n %d)", n);
+    if (!path || panels < 1 || panels > 64 || !counts)
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "bar chart: path, 1..64 panels and their counts are needed");
+    for (p = 0; p < panels; p++) {
+        if (counts[p] < 0 || counts[p] > 100000)
+            return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "bar chart %s: panel %d has %d bars", path, p, counts[p]);
+        n += counts[p];
+    }
+    if (n && (!labels || !values))
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "bar chart %s: labels or values missing", path);
     for (i = 0; i < n; i++)
         if (values[i] < 0 || (values[i] == values[i] && !plot_finite(values[i])))
             return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT,
@@ -430,11 +463,17 @@ nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *
     for (i = 0; i < n; i++) lab[i] = labels[i] ? labels[i] : "";
     s = nncl__afile_open(&af, path, "bar chart SVG");
     if (s == NNCL_OK) {
-        plot_bars_svg(af.f, title ? title : "", unit ? unit : "", lab, values, n);
+        plot_bars_svg(af.f, title ? title : "", unit ? unit : "", panels, headings, counts, lab, values);
         s = nncl__afile_commit(&af, "bar chart SVG");
     }
     NNCL_FREE(lab);
     return s;
+}
+
+nncl_status nncl_svg_bar_chart(const char *path, const char *title, const char *unit, const char *const *labels,
+                               const double *values, int n) {
+    if (n < 0) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_svg_bar_chart: bad argument (n %d)", n);
+    return nncl_svg_bar_panels(path, title, unit, 1, NULL, &n, labels, values);
 }
 
 #undef PLOT_FONT

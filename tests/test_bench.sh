@@ -54,10 +54,26 @@ else
     echo "FAIL bench: the CSV is missing or short"
     fails=$((fails + 1))
 fi
-if grep -q '<svg' "$dir/b.svg" 2>/dev/null && grep -q '</svg>' "$dir/b.svg"; then
-    echo "PASS bench: SVG chart written"
+if grep -q '<svg' "$dir/b.svg" 2>/dev/null && grep -q '</svg>' "$dir/b.svg" && grep -q '>MLP 784-128-10<' "$dir/b.svg" &&
+   grep -q '>CNN (' "$dir/b.svg"; then
+    echo "PASS bench: SVG chart written, MLP and CNN on panels of their own"
 else
-    echo "FAIL bench: no SVG chart"
+    echo "FAIL bench: no SVG chart, or not one panel per model"
+    fails=$((fails + 1))
+fi
+# (the closing lines hold the caller's paths, which may be longer)
+wide=$(grep -v '^wrote ' "$dir/out.txt" | awk 'length($0) > 100' | wc -l)
+if [ "$wide" -eq 0 ]; then
+    echo "PASS bench: no output line is wider than 100 columns"
+else
+    echo "FAIL bench: $wide output lines are wider than 100 columns, e.g.:"
+    grep -v '^wrote ' "$dir/out.txt" | awk 'length($0) > 100' | head -n 2 | cut -c1-160 | sed 's/^/    /'
+    fails=$((fails + 1))
+fi
+if [ "$(tail -n 3 "$dir/out.txt" | tr '\n' ' ')" = "wrote JSON $dir/b.json wrote CSV $dir/b.csv wrote SVG $dir/b.svg " ]; then
+    echo "PASS bench: the closing lines name the files written"
+else
+    echo "FAIL bench: the closing lines do not name the files: $(tail -n 3 "$dir/out.txt" | tr '\n' ' ')"
     fails=$((fails + 1))
 fi
 
