@@ -11,6 +11,13 @@ typedef struct nncl__conv_dims {
     int pointwise;    /* 1x1, stride 1, no padding: x is its own column matrix */
 } nncl__conv_dims;
 
+/* Kernel slots of a conv2d node (its row's kernel list, after the dense
+ * helpers'): the im2col path's, then the own path's. */
+enum {
+    NNCL_CONV_K_IM2COL = NNCL_K_DENSE_END, NNCL_CONV_K_COL2IM, NNCL_CONV_K_REORDER,
+    NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX
+};
+
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
 /* Floats of workspace a conv node may take: 1/8 of the plan's activation
  * arena, at least 64 Ki. */

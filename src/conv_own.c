@@ -98,14 +98,12 @@ static nncl_status cown_ws(nncl__exec *x, const nncl_node *n, size_t floats) {
     return NNCL_OK;
 }
 
-static const char *const cown_kernels[5] = {"nncl_conv_pack_b_f32", "nncl_conv_pack_dy_f32", "nncl_conv_pack_colt_f32",
-                                            "nncl_conv_wt_f32", "nncl_conv_dx_f32"};
-
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     nncl__gemm_args g;
+    nncl__gemm_variant v;
+    const nncl__gemm_variant *all;
     size_t floats, ignored = 0;
-    int S, i;
-    cl_kernel k;
+    int S, count;
     *bytes = 0;
     if (nncl__gemm_mode() == 1) return NNCL_OK;
     cown_gemm_fwd(d, &g);
@@ -116,8 +114,15 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
         g.n = d->ckk;
         g.k = (size_t)S * d->ohw;
         NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored));
+        NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk, g.k, &v));
+        NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
     }
-    for (i = 0; i < 5; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", cown_kernels[i], &k));
+    /* the packed kernels the steps launch: the forward's, and the device's
+     * first, which a smaller last chunk's weight gradient falls back to */
+    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
+    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 1, &all, &count));
+    NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &all[0], &g));
     *bytes = floats * sizeof(float);
     return NNCL_OK;
 }
@@ -160,7 +165,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         nncl__args a;
-        NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_pack_b_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_B, &a));
         nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
@@ -203,7 +208,7 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         p.k = (size_t)ns * d->ohw;
         p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
         p.beta = s0 == 0 && !acc ? 0.0f : 1.0f;
-        NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_pack_dy_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_DY, &a));
         nncl__arg_view(&a, cown_at(dy, (size_t)s0 * ys_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, 0);
@@ -211,7 +216,7 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         global[0] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         global[1] = p.k;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
-        NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_pack_colt_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
         nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
@@ -236,13 +241,13 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     size_t floats;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_wt_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_WT, &a));
     nncl__arg_view(&a, w);
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 8));
     NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 8));
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_dx_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DX, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, 0);

@@ -17,6 +17,7 @@ enum {
 
 typedef struct nncl__gemm_variant {
     int kind, mr, nr, vw, wg;
+    int index;         /* its place in the device's list (its kernels' row) */
     char name[32];     /* e.g. "packed6x16v8" */
     char options[128]; /* build options of its program of cl/gemm.cl */
 } nncl__gemm_variant;
@@ -68,6 +69,10 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
 /* Bytes of temp nncl__gemm_own needs for g's shape through v. */
 size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g);
 
+/* Resolves the kernels a product of g through variant v (NULL: CLBlast)
+ * launches, so that running it later looks nothing up (plan preparation). */
+nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                                   const nncl__gemm_args *g);
 /* The epilogue alone, over C of g (after CLBlast). */
 nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
 
@@ -89,6 +94,10 @@ typedef struct nncl__gemm_state {
     int n_choices, cap_choices, loaded;
     cl_mem scratch;
     size_t scratch_bytes;
+    /* Each variant's kernels (pack A, pack B, product) and the epilogue,
+     * resolved on first use (a plan's prepare measures every product it
+     * will run), then launched by index. */
+    nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][3], epilogue;
 } nncl__gemm_state;
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out);

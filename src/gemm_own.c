@@ -57,6 +57,30 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         s->n_timed = 3;
     }
     for (i = 0; i < s->n_timed; i++) s->timed[i] = i;
+    for (i = 0; i < s->n_all; i++) s->all[i].index = i;
+}
+
+/* Kernel `which` of variant v (0 pack A, 1 pack B, 2 its product), with
+ * arguments begun: resolved once per device and variant. */
+enum { OWN_K_PACK_A, OWN_K_PACK_B, OWN_K_PRODUCT };
+static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int which,
+                              nncl__args *a) {
+    static const char *const names[2] = {"nncl_gemm_pack_a_f32", "nncl_gemm_pack_b_f32"};
+    nncl__gemm_state *s = NULL;
+    nncl__kslot *k;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (v->index < 0 || v->index >= s->n_all)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
+    k = &s->kernels[v->index][which];
+    if (!k->kernel) {
+        const char *name = which < OWN_K_PRODUCT                ? names[which]
+                           : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
+                           : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
+                                                          : "nncl_gemm_f32_packed";
+        NNCL_TRY(nncl__kslot_resolve_opts(ctx, dev, "gemm", v->options, name, k));
+    }
+    nncl__args_begin_slot(a, ctx, k);
+    return NNCL_OK;
 }
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out) {
@@ -101,14 +125,12 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
                             cl_mem dst, size_t dst_off) {
     const char *kernel = is_b ? "nncl_gemm_pack_b_f32" : "nncl_gemm_pack_a_f32";
     int tile = is_b ? v->nr : v->mr;
-    cl_kernel kern;
     nncl__args a;
     size_t per = nncl__gemm_pack_floats(tile, rows, k), global[3], local[3] = {1, 1, 1};
     if (rows == 0 || k == 0 || batch == 0) return NNCL_OK;
     NNCL_TRY(own_fits(ctx, kernel, dst_off + per * batch));
     NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + (rows > k ? rows : k) * ld));
-    NNCL_TRY(nncl__kernel_opts(ctx, dev, "gemm", v->options, kernel, &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(own_kernel(ctx, dev, v, is_b ? OWN_K_PACK_B : OWN_K_PACK_A, &a));
     nncl__arg_mem(&a, src);
     nncl__arg_int(&a, (int)off);
     nncl__arg_int(&a, (int)stride);
@@ -163,7 +185,6 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
 
 nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                               const nncl__gemm_packed_args *p) {
-    cl_kernel kern;
     nncl__args a;
     size_t last_c = p->c_off + (p->batch - 1) * p->c_stride + (p->m - 1) * p->ldc + p->n;
     if (p->m == 0 || p->n == 0 || p->batch == 0) return NNCL_OK;
@@ -172,9 +193,7 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, p->k)));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, p->k)));
-    NNCL_TRY(nncl__kernel_opts(ctx, dev, "gemm", v->options,
-                               v->kind == NNCL__GEMM_LOCAL ? "nncl_gemm_f32_local" : "nncl_gemm_f32_packed", &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
     nncl__arg_mem(&a, p->ap);
     nncl__arg_int(&a, (int)p->ap_off);
     nncl__arg_int(&a, (int)p->ap_stride);
@@ -206,13 +225,11 @@ size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g
 
 static nncl_status own_direct(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                               const nncl__gemm_args *g) {
-    cl_kernel kern;
     nncl__args a;
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->a_off + (g->trans_a ? g->k : g->m) * g->lda));
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->b_off + (g->trans_b ? g->n : g->k) * g->ldb));
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->c_off + g->m * g->ldc));
-    NNCL_TRY(nncl__kernel_opts(ctx, dev, "gemm", v->options, "nncl_gemm_f32_direct", &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
     nncl__arg_mem(&a, g->a);
     nncl__arg_int(&a, (int)g->a_off);
     nncl__arg_int(&a, 0);
@@ -283,14 +300,31 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
     return nncl__gemm_packed(ctx, dev, v, &p);
 }
 
+nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                                   const nncl__gemm_args *g) {
+    nncl__gemm_state *s = NULL;
+    nncl__args a;
+    int k;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!v) {
+        if ((g->epi.bias || g->epi.act) && !s->epilogue.kernel)
+            NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
+        return NNCL_OK;
+    }
+    for (k = v->kind == NNCL__GEMM_DIRECT ? OWN_K_PRODUCT : OWN_K_PACK_A; k <= OWN_K_PRODUCT; k++)
+        NNCL_TRY(own_kernel(ctx, dev, v, k, &a));
+    return NNCL_OK;
+}
+
 nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
-    cl_kernel kern;
+    nncl__gemm_state *s = NULL;
     nncl__args a;
     size_t global[2], local[2] = {16, 4};
     if (!g->epi.bias && !g->epi.act) return NNCL_OK;
     NNCL_TRY(own_fits(ctx, "GEMM epilogue", g->c_off + g->m * g->ldc));
-    NNCL_TRY(nncl__kernel(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!s->epilogue.kernel) NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
+    nncl__args_begin_slot(&a, ctx, &s->epilogue);
     nncl__arg_mem(&a, g->c);
     nncl__arg_int(&a, (int)g->c_off);
     nncl__arg_int(&a, (int)g->ldc);

@@ -51,6 +51,17 @@ enum {
 
 typedef struct nncl__exec nncl__exec;
 
+/* A kernel an op launches: cl/<family>.cl's kernel `name`. */
+typedef struct nncl__kdecl {
+    const char *family, *name;
+} nncl__kdecl;
+#define NNCL_OP_KERNELS 12
+/* The dense helpers below (bias, activation) run as slots 0-2 of the ops
+ * that use them (linear, conv2d): list NNCL_DENSE_KERNELS first. */
+enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END };
+#define NNCL_DENSE_KERNELS                                                                                     \
+    {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_inplace_f32"}, {"dense", "nncl_bias_grad_f32"}
+
 /* What the host reference of an op sees besides its arrays. */
 typedef struct nncl__refctx {
     int batch;                 /* samples */
@@ -63,6 +74,10 @@ typedef struct nncl__refctx {
 /* One op's definition. Device functions queue kernels and never wait. */
 typedef struct nncl__opdef {
     const char *name;
+    /* Every kernel the op launches, listed once: the plan resolves them on
+     * its device when it is made, and a launch names its slot
+     * (nncl__kbegin), so a step neither builds nor looks anything up. */
+    nncl__kdecl kernels[NNCL_OP_KERNELS];
     /* Sets n->ndim/shape/batched (and state_size) from the inputs and
      * attributes; a mismatch returns NNCL_ERR_SHAPE with a message naming the
      * node and both shapes (nncl__graph_fail). */
@@ -70,9 +85,9 @@ typedef struct nncl__opdef {
     /* Extra floats the node keeps from forward to backward (masks, saved
      * statistics, argmax) for a batch of that many samples. NULL: none. */
     size_t (*aux_size)(const nncl_node *n, int batch);
-    /* At plan creation (x->batch is the largest batch): build programs,
-     * create kernels, and report the CLBlast workspace the op's GEMMs need.
-     * NULL: nothing to prepare. */
+    /* At plan creation (x->batch is the largest batch, the kernels are
+     * resolved): report the CLBlast workspace the op's GEMMs need. NULL:
+     * nothing to prepare. */
     nncl_status (*prepare)(nncl__exec *x, nncl_node *n, size_t *gemm_temp_bytes);
     nncl_status (*forward)(nncl__exec *x, nncl_node *n);
     /* Adds this node's contribution to the gradients of its inputs that
@@ -147,6 +162,7 @@ struct nncl__exec {
     nncl_status (*sync)(nncl__exec *x, const nncl_node *n, int phase, void *user);
     void *sync_user;
     nncl__view *value, *grad, *aux; /* indexed by node id; mem NULL where absent */
+    nncl__kslot *kernels;      /* node id * NNCL_OP_KERNELS + slot: the op's kernels on dev */
     unsigned char *grad_acc;   /* per node: 1 once its gradient has been written this step */
     cl_mem params, grads, state;
     cl_mem gemm_temp;          /* CLBlast temporary buffer, or NULL */
@@ -161,18 +177,23 @@ int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i);
  * it), 0 when this is the first (overwrite it). Marks it written: call once
  * per input per backward, just before the launch that writes it. */
 int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
-/* Kernel `name` of cl/<family>.cl on the exec's device, with arguments begun. */
-nncl_status nncl__kbegin(nncl__exec *x, const char *family, const char *name, nncl__args *a);
+/* Kernel `slot` of n's op (its opdef's kernels[slot]) on the exec's device,
+ * resolved at plan creation, with arguments begun. */
+nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a);
 void nncl__arg_view(nncl__args *a, nncl__view v);  /* the buffer, then the offset as int */
 
-/* Launch helpers of op_dense.c that linear and conv2d share (cl/dense.cl).
+/* Launch helpers of op_dense.c that linear and conv2d share (cl/dense.cl),
+ * run as node n's NNCL_DENSE_KERNELS slots.
  * y viewed as [rows, cols, inner] (inner 1 for linear, H*W for NCHW):
  * y = act(y + b[col]) in place over n elements (bias may be NULL). */
-nncl_status nncl__bias_act(nncl__exec *x, nncl__view y, const nncl_node *bias, int cols, int inner, size_t n, int act);
-/* dy *= act'(y) in place over n elements, from the activation's output y. */
-nncl_status nncl__act_backward_inplace(nncl__exec *x, nncl__view dy, nncl__view y, size_t n, int act);
+nncl_status nncl__bias_act(nncl__exec *x, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
+                           size_t count, int act);
+/* dy *= act'(y) in place over count elements, from the activation's output y. */
+nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
+                                       int act);
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
-nncl_status nncl__bias_grad(nncl__exec *x, nncl__view dy, int rows, int cols, int inner, nncl__view db, int acc);
+nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
+                            nncl__view db, int acc);
 /* The fused activations (nncl_act) and their derivative from the output, in
  * double, for the host references of linear and conv2d. */
 double nncl__act_ref(double v, int act);

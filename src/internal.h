@@ -116,6 +116,14 @@ const char *nncl__cl_error_name(cl_int err);
 
 typedef struct nncl_program nncl_program;
 
+/* A kernel resolved once (at plan or optimizer creation) for launches that
+ * then only index: the kernel and the largest work-group it may run on its
+ * device (CL_KERNEL_WORK_GROUP_SIZE). */
+typedef struct nncl__kslot {
+    cl_kernel kernel;
+    size_t wg;
+} nncl__kslot;
+
 typedef struct nncl_device {
     nncl_device_info info;
     cl_platform_id platform;
@@ -125,6 +133,8 @@ typedef struct nncl_device {
     size_t max_work_group;
     unsigned mem_base_align;  /* bytes a sub-buffer origin must be a multiple of */
     nncl_program *programs;   /* built programs, one per kernel family */
+    unsigned long lookups;    /* kernels looked up by name and programs built (nncl__kernel_lookups) */
+    nncl__kslot optim_kernels[5]; /* the optimizer's, resolved on first use (optim.c) */
     struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
     uint64_t mem_in_use, mem_peak;
     /* Kernel timing between nncl_profile_start and _stop (profiling queues). */
@@ -202,13 +212,27 @@ void nncl__bcache_store(nncl_context *ctx, nncl_device *dev, const char *src, si
                         cl_program prog);
 
 /* Sets kernel arguments in order; the first failure is reported by launch. */
+/* Looks kernel `name` of cl/<family>.cl up on dev (building the family when
+ * it is not yet built) and asks its work-group limit. Not for a step. */
+nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
+                                nncl__kslot *out);
+/* The same in the family's program built with extra options (variants). */
+nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                     const char *name, nncl__kslot *out);
+/* Kernel look-ups by name and program builds on dev so far: a training
+ * step must add none (tests read it). */
+unsigned long nncl__kernel_lookups(const nncl_device *dev);
+
 typedef struct nncl__args {
     nncl_context *ctx;
     cl_kernel kernel;
+    size_t wg;                /* the kernel's work-group limit; 0: ask at launch */
     cl_uint index, bad_index;
     cl_int err;
 } nncl__args;
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k);
+/* The same from a resolved kernel (no query at launch). */
+void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k);
 void nncl__arg_mem(nncl__args *a, cl_mem m);
 void nncl__arg_int(nncl__args *a, int v);
 void nncl__arg_float(nncl__args *a, float v);

@@ -128,22 +128,27 @@ static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t n
 /* CLBlast's temporary floats for the GEMMs of chunks of S samples, with
  * offsets of 1 so that every matrix counts as needing a padded copy: a
  * bound for any offsets, and never smaller for a larger S. */
-static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t S, size_t *floats) {
+static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t S, int choose,
+                             size_t *floats) {
+    /* at prepare (choose), the GEMMs of chunks of S are also given their
+     * kernels, so that a step measures nothing */
+    nncl_status (*size)(nncl_context *, nncl_device *, const nncl__gemm_args *, size_t *) =
+        choose ? nncl__sgemm_prepare : nncl__sgemm_temp_size;
     nncl__gemm_args g;
     nncl__view one;
     size_t N = S * d->ohw, t = 0, most = 0;
     one.mem = NULL;
     one.off = 1;
     conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL);
-    NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &most));
+    NNCL_TRY(size(x->ctx, x->dev, &g, &most));
     if (nncl__need_grad(x, n, 1)) {
         conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL);
-        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &t));
+        NNCL_TRY(size(x->ctx, x->dev, &g, &t));
         if (t > most) most = t;
     }
     if (nncl__need_grad(x, n, 0)) {
         conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL);
-        NNCL_TRY(nncl__sgemm_temp_size(x->ctx, x->dev, &g, &t));
+        NNCL_TRY(size(x->ctx, x->dev, &g, &t));
         if (t > most) most = t;
     }
     *floats = (most + sizeof(float) - 1) / sizeof(float);
@@ -174,7 +179,7 @@ static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     probe = budget / per;
     if (probe < 1) probe = 1;
-    NNCL_TRY(conv_temp(x, n, d, probe, &tp));
+    NNCL_TRY(conv_temp(x, n, d, probe, 0, &tp));
     cap = budget / (per + (tp + probe - 1) / probe);
     if (cap < 1) cap = 1;
     *chunk = cap < (size_t)d->B ? (int)cap : d->B;
@@ -215,9 +220,10 @@ static nncl_status conv_gemm(nncl__exec *x, int ta, int tb, size_t m, size_t nn,
     return nncl__sgemm(x->ctx, x->dev, &g);
 }
 
-static nncl_status conv_im2col(nncl__exec *x, const nncl__conv_dims *d, nncl__view xs, int S, nncl__view col) {
+static nncl_status conv_im2col(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view xs, int S,
+                               nncl__view col) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_im2col_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_IM2COL, &a));
     nncl__arg_view(&a, xs);
     nncl__arg_view(&a, col);
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
@@ -226,9 +232,10 @@ static nncl_status conv_im2col(nncl__exec *x, const nncl__conv_dims *d, nncl__vi
     return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
 }
 
-static nncl_status conv_col2im(nncl__exec *x, const nncl__conv_dims *d, nncl__view col, int S, nncl__view dxs, int acc) {
+static nncl_status conv_col2im(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view col, int S,
+                               nncl__view dxs, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_col2im_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_COL2IM, &a));
     nncl__arg_view(&a, col);
     nncl__arg_view(&a, dxs);
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
@@ -238,9 +245,10 @@ static nncl_status conv_col2im(nncl__exec *x, const nncl__conv_dims *d, nncl__vi
     return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
 }
 
-static nncl_status conv_reorder(nncl__exec *x, const nncl__conv_dims *d, nncl__view nchw, nncl__view gl, int S, int to_nchw) {
+static nncl_status conv_reorder(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view nchw,
+                                nncl__view gl, int S, int to_nchw) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "conv", "nncl_conv_reorder_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_REORDER, &a));
     nncl__arg_view(&a, nchw);
     nncl__arg_view(&a, gl);
     nncl__arg_int(&a, d->O);
@@ -258,21 +266,16 @@ static nncl__view conv_at(nncl__view v, size_t off) {
 /* ------------------------------------------------------------- device */
 
 static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
-    static const char *const kernels[3] = {"nncl_im2col_f32", "nncl_col2im_f32", "nncl_conv_reorder_f32"};
-    static const char *const dense[3] = {"nncl_bias_act_f32", "nncl_act_backward_inplace_f32", "nncl_bias_grad_f32"};
     nncl__conv_dims d;
     size_t temp, ws;
-    int S, i;
-    cl_kernel k;
+    int S;
     nncl__conv_dims_of(n, x->batch, &d);
-    for (i = 0; i < 3; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "dense", dense[i], &k));
     NNCL_TRY(nncl__conv_own_prepare(x, n, &d, bytes));
     if (nncl__conv_own_wanted(x, &d)) return NNCL_OK;
     NNCL_TRY(conv_chunk(x, n, &d, &S));
-    NNCL_TRY(conv_temp(x, n, &d, (size_t)S, &temp));
+    NNCL_TRY(conv_temp(x, n, &d, (size_t)S, 1, &temp));
     ws = conv_ws_floats(&d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
-    for (i = 0; i < 3; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "conv", kernels[i], &k));
     return NNCL_OK;
 }
 
@@ -294,17 +297,17 @@ static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
         if (S == 1) { /* the GEMM writes the sample's NCHW planes directly */
             nncl__view b = xs;
             if (!d.pointwise) {
-                NNCL_TRY(conv_im2col(x, &d, xs, 1, col));
+                NNCL_TRY(conv_im2col(x, n, &d, xs, 1, col));
                 b = col;
             }
             NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f));
         } else {
-            NNCL_TRY(conv_im2col(x, &d, xs, ns, col));
+            NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
             NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f));
-            NNCL_TRY(conv_reorder(x, &d, ys, gout, ns, 1));
+            NNCL_TRY(conv_reorder(x, n, &d, ys, gout, ns, 1));
         }
     }
-    return nncl__bias_act(x, y, n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw, (size_t)d.B * ys_n, d.act);
+    return nncl__bias_act(x, n, y, n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw, (size_t)d.B * ys_n, d.act);
 }
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
@@ -315,9 +318,10 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims_of(n, x->batch, &d);
     xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
     ys_n = (size_t)d.O * d.ohw;
-    NNCL_TRY(nncl__act_backward_inplace(x, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
+    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
     if (n->n_in == 3 && nncl__need_grad(x, n, 2))
-        NNCL_TRY(nncl__bias_grad(x, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
+        NNCL_TRY(nncl__bias_grad(x, n, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]),
+                                 nncl__grad_accumulate(x, n, 2)));
     if (!need_x && !need_w) return NNCL_OK;
     if (nncl__conv_own_wanted(x, &d)) return nncl__conv_own_backward(x, n, &d, dy);
     NNCL_TRY(conv_chunk(x, n, &d, &S));
@@ -333,13 +337,13 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
         size_t N = (size_t)ns * d.ohw;
         float beta_w = (s0 == 0 && !acc_w) ? 0.0f : 1.0f;
         if (S > 1) {
-            NNCL_TRY(conv_reorder(x, &d, g, gout, ns, 0));
+            NNCL_TRY(conv_reorder(x, n, &d, g, gout, ns, 0));
             g = gout;
         }
         if (need_w) {
             nncl__view b = xs;
             if (S > 1 || !d.pointwise) {
-                NNCL_TRY(conv_im2col(x, &d, xs, ns, col));
+                NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
                 b = col;
             }
             NNCL_TRY(conv_gemm(x, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w));
@@ -349,7 +353,7 @@ static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
                 NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f));
             } else {
                 NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f));
-                NNCL_TRY(conv_col2im(x, &d, col, ns, dxs, acc_x));
+                NNCL_TRY(conv_col2im(x, n, &d, col, ns, dxs, acc_x));
             }
         }
     }
@@ -415,6 +419,9 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 
 const nncl__opdef nncl__opdef_conv2d = {
     .name = "conv2d",
+    .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
+                {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"}, {"conv", "nncl_conv_pack_dy_f32"},
+                {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"}, {"conv", "nncl_conv_dx_f32"}},
     .shape = conv_shape,
     .prepare = conv_prepare,
     .forward = conv_forward,

@@ -20,38 +20,42 @@ double nncl__act_grad_ref(double y, int act) {
     return 1;
 }
 
-nncl_status nncl__bias_act(nncl__exec *x, nncl__view y, const nncl_node *bias, int cols, int inner, size_t n, int act) {
+nncl_status nncl__bias_act(nncl__exec *x, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
+                           size_t count, int act) {
     nncl__args a;
     nncl__view b = bias ? nncl__val(x, bias) : y;
     if (!bias && act == NNCL_ACT_NONE) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "dense", "nncl_bias_act_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_K_BIAS_ACT, &a));
     nncl__arg_view(&a, y);
     nncl__arg_view(&a, b);
     nncl__arg_int(&a, bias != NULL);
     nncl__arg_int(&a, cols);
     nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, (int)n);
+    nncl__arg_int(&a, (int)count);
     nncl__arg_int(&a, act);
-    return nncl__launch_1d(&a, x->dev, n);
+    return nncl__launch_1d(&a, x->dev, count);
 }
 
-nncl_status nncl__act_backward_inplace(nncl__exec *x, nncl__view dy, nncl__view y, size_t n, int act) {
+nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
+                                       int act) {
     nncl__args a;
     if (act == NNCL_ACT_NONE) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "dense", "nncl_act_backward_inplace_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_K_ACT_BACKWARD, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, y);
-    nncl__arg_int(&a, (int)n);
+    nncl__arg_int(&a, (int)count);
     nncl__arg_int(&a, act);
-    return nncl__launch_1d(&a, x->dev, n);
+    return nncl__launch_1d(&a, x->dev, count);
 }
 
-nncl_status nncl__bias_grad(nncl__exec *x, nncl__view dy, int rows, int cols, int inner, nncl__view db, int acc) {
+nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
+                            nncl__view db, int acc) {
     nncl__args a;
     size_t local = 64, global;
     if (local > x->dev->max_work_group) local = x->dev->max_work_group;
+    while (local > 1 && local / 2 >= (size_t)rows * (size_t)inner) local /= 2; /* no idle items in a small sum */
     global = (size_t)cols * local;
-    NNCL_TRY(nncl__kbegin(x, "dense", "nncl_bias_grad_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_K_BIAS_GRAD, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_int(&a, rows);
     nncl__arg_int(&a, cols);
@@ -153,14 +157,14 @@ static nncl_status linear_backward(nncl__exec *x, nncl_node *n) {
     size_t rows, out_f = (size_t)n->in[1]->shape[0];
     int which;
     rows = nncl__numel(n, x->batch) / out_f;
-    NNCL_TRY(nncl__act_backward_inplace(x, nncl__grd(x, n), nncl__val(x, n), rows * out_f, n->iattr[0]));
+    NNCL_TRY(nncl__act_backward_inplace(x, n, nncl__grd(x, n), nncl__val(x, n), rows * out_f, n->iattr[0]));
     for (which = 0; which < 2; which++) {
         if (!nncl__need_grad(x, n, which)) continue;
         linear_gemm_bwd(x, n, which, nncl__grad_accumulate(x, n, which), &g);
         NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
     }
     if (n->n_in == 3 && nncl__need_grad(x, n, 2))
-        NNCL_TRY(nncl__bias_grad(x, nncl__grd(x, n), (int)rows, (int)out_f, 1, nncl__grd(x, n->in[2]),
+        NNCL_TRY(nncl__bias_grad(x, n, nncl__grd(x, n), (int)rows, (int)out_f, 1, nncl__grd(x, n->in[2]),
                                  nncl__grad_accumulate(x, n, 2)));
     return NNCL_OK;
 }
@@ -196,6 +200,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 
 const nncl__opdef nncl__opdef_linear = {
     .name = "linear",
+    .kernels = {NNCL_DENSE_KERNELS},
     .shape = linear_shape,
     .prepare = linear_prepare,
     .forward = linear_forward,

@@ -42,13 +42,18 @@ static nncl_status ew_binary_shape(nncl_graph *g, nncl_node *n) {
 
 static int ew_cols(const nncl_node *n) { return n->shape[n->ndim - 1]; }
 
+/* Kernel slots of the rows below: the op's forward and backward kernels,
+ * then the shared gradient kernels an op lists when it needs them. */
+enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST };
+#define EW_KERNEL(NAME) {"elementwise", NAME}
+#define EW_AXPY_COLSUM EW_KERNEL("nncl_axpy_f32"), {"reduce", "nncl_sum_f32_axis0"}
+
 /* ------------------------------------------------------------- binary */
 
 static nncl_status ew_binary_forward(nncl__exec *x, nncl_node *n) {
-    static const char *k[3] = {"nncl_add_f32", "nncl_sub_f32", "nncl_mul_f32"};
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, "elementwise", k[n->op - NNCL_OP_ADD], &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_int(&a, (int)nncl__numel(n->in[1], x->batch));
@@ -58,9 +63,10 @@ static nncl_status ew_binary_forward(nncl__exec *x, nncl_node *n) {
 }
 
 /* dst (+)= alpha * dy, the gradient of a sum's operand of the same shape. */
-static nncl_status ew_axpy(nncl__exec *x, nncl__view dy, nncl__view dst, size_t count, float alpha, int acc) {
+static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view dst, size_t count, float alpha,
+                           int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "elementwise", "nncl_axpy_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_AXPY, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, dst);
     nncl__arg_int(&a, (int)count);
@@ -70,9 +76,10 @@ static nncl_status ew_axpy(nncl__exec *x, nncl__view dy, nncl__view dst, size_t 
 }
 
 /* db[c] (+)= alpha * sum over rows of dy[r, c]. */
-static nncl_status ew_colsum(nncl__exec *x, nncl__view dy, nncl__view db, int rows, int cols, float alpha, int acc) {
+static nncl_status ew_colsum(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view db, int rows, int cols,
+                             float alpha, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "reduce", "nncl_sum_f32_axis0", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_COLSUM, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, db);
     nncl__arg_int(&a, rows);
@@ -82,10 +89,10 @@ static nncl_status ew_colsum(nncl__exec *x, nncl__view dy, nncl__view db, int ro
     return nncl__launch_cols(&a, x->dev, (size_t)rows, (size_t)cols);
 }
 
-static nncl_status ew_mul_grad(nncl__exec *x, nncl__view dy, nncl__view other, size_t on, nncl__view dst,
-                               size_t count, int acc) {
+static nncl_status ew_mul_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view other, size_t on,
+                               nncl__view dst, size_t count, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, "elementwise", "nncl_mul_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, other);
     nncl__arg_int(&a, (int)on);
@@ -103,19 +110,19 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
     if (nncl__need_grad(x, n, 0)) {
         int acc = nncl__grad_accumulate(x, n, 0);
         if (n->op == NNCL_OP_MUL)
-            NNCL_TRY(ew_mul_grad(x, dy, nncl__val(x, n->in[1]), bn, nncl__grd(x, n->in[0]), count, acc));
+            NNCL_TRY(ew_mul_grad(x, n, dy, nncl__val(x, n->in[1]), bn, nncl__grd(x, n->in[0]), count, acc));
         else
-            NNCL_TRY(ew_axpy(x, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
+            NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
     }
     if (nncl__need_grad(x, n, 1)) {
         int acc = nncl__grad_accumulate(x, n, 1);
         nncl__view db = nncl__grd(x, n->in[1]);
         if (n->op != NNCL_OP_MUL)
-            return bc ? ew_colsum(x, dy, db, rows, cols, sign, acc) : ew_axpy(x, dy, db, count, sign, acc);
-        if (!bc) return ew_mul_grad(x, dy, nncl__val(x, n->in[0]), count, db, count, acc);
+            return bc ? ew_colsum(x, n, dy, db, rows, cols, sign, acc) : ew_axpy(x, n, dy, db, count, sign, acc);
+        if (!bc) return ew_mul_grad(x, n, dy, nncl__val(x, n->in[0]), count, db, count, acc);
         {
             nncl__args a;
-            NNCL_TRY(nncl__kbegin(x, "elementwise", "nncl_mul_bcast_grad_f32", &a));
+            NNCL_TRY(nncl__kbegin(x, n, EW_K_MUL_BCAST, &a));
             nncl__arg_view(&a, dy);
             nncl__arg_view(&a, nncl__val(x, n->in[0]));
             nncl__arg_view(&a, db);
@@ -158,9 +165,9 @@ static void ew_binary_ref_backward(const nncl_node *n, const nncl__refctx *r, co
  * output when its row reads NNCL_BW_OUTPUT and its input otherwise; and its
  * maths in double for the reference: y = f(x, p) and dy/dx = df(x, y, p).
  * p is the node's fattr[0] (scale's alpha, leaky relu's slope, elu's alpha),
- * passed to the kernels when has_p is set. */
+ * passed to the kernels when has_p is set. An op without a backward kernel
+ * (scale) adds p dy with axpy. */
 typedef struct ew_unary_def {
-    const char *forward, *backward;
     int has_p;
     double (*f)(double x, double p);
     double (*df)(double x, double y, double p);
@@ -174,7 +181,7 @@ static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
     const ew_unary_def *u = ew_unary_of(n);
     nncl__args a;
     size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, "elementwise", u->forward, &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, (int)count);
@@ -189,9 +196,9 @@ static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
     int acc, from_y = nncl__opdef_get(n->op)->bw_reads == NNCL_BW_OUTPUT;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     acc = nncl__grad_accumulate(x, n, 0);
-    if (!u->backward) /* linear: dx (+)= p dy */
-        return ew_axpy(x, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
-    NNCL_TRY(nncl__kbegin(x, "elementwise", u->backward, &a));
+    if (!nncl__opdef_get(n->op)->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
+        return ew_axpy(x, n, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, from_y ? n : n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
@@ -265,7 +272,7 @@ static double ew_softplus_d(double x, double y, double p) { (void)y; (void)p; re
 static nncl_status ew_softmax_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int cols = ew_cols(n), rows = (int)(nncl__numel(n, x->batch) / (size_t)cols);
-    NNCL_TRY(nncl__kbegin(x, "softmax", n->op == NNCL_OP_SOFTMAX ? "nncl_softmax_f32" : "nncl_log_softmax_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, rows);
@@ -277,8 +284,7 @@ static nncl_status ew_softmax_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int cols = ew_cols(n), rows = (int)(nncl__numel(n, x->batch) / (size_t)cols);
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "softmax",
-                          n->op == NNCL_OP_SOFTMAX ? "nncl_softmax_backward_f32" : "nncl_log_softmax_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
@@ -318,29 +324,38 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
 
 /* ------------------------------------------------------------- table */
 
-#define EW_BINARY(NAME)                                                                                     \
-    {.name = NAME, .shape = ew_binary_shape, .forward = ew_binary_forward, .backward = ew_binary_backward,    \
-     .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward, .ref_backward = ew_binary_ref_backward}
-/* One unary op: its row in the op table and its ew_unary_def, kernels named
- * after the op. HAS_P: the kernels take fattr[0]. */
-#define EW_UNARY(NAME, READS, HAS_P)                                                                        \
-    static const ew_unary_def ew_def_##NAME = {"nncl_" #NAME "_f32", "nncl_" #NAME "_backward_f32", HAS_P,  \
-                                               ew_##NAME, ew_##NAME##_d};                                   \
+/* Same-shape or broadcast binary ops: forward kernel nncl_<op>_f32; add and
+ * sub pass gradients on with axpy and a column sum, mul with its own. */
+#define EW_BINARY(NAME, KERNELS)                                                                            \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
-        .name = #NAME, .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,  \
+        .name = #NAME, .kernels = KERNELS, .shape = ew_binary_shape, .forward = ew_binary_forward,          \
+        .backward = ew_binary_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward,   \
+        .ref_backward = ew_binary_ref_backward};
+#define EW_SUM_KERNELS(NAME) {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM}
+EW_BINARY(add, EW_SUM_KERNELS(add))
+EW_BINARY(sub, EW_SUM_KERNELS(sub))
+#define EW_MUL_KERNELS                                                                                      \
+    {EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},              \
+     EW_KERNEL("nncl_mul_bcast_grad_f32")}
+EW_BINARY(mul, EW_MUL_KERNELS)
+
+/* One unary op: its row in the op table and its ew_unary_def, kernels
+ * nncl_<op>_f32 and nncl_<op>_backward_f32. HAS_P: the kernels take
+ * fattr[0]. */
+#define EW_UNARY(NAME, READS, HAS_P)                                                                        \
+    static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d};                            \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME,                                                                                      \
+        .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
+        .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,                \
         .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,       \
         .impl = &ew_def_##NAME};
-#define EW_SOFTMAX(NAME)                                                                                    \
-    {.name = NAME, .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,   \
-     .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward, .ref_backward = ew_softmax_ref_backward}
-const nncl__opdef nncl__opdef_add = EW_BINARY("add");
-const nncl__opdef nncl__opdef_sub = EW_BINARY("sub");
-const nncl__opdef nncl__opdef_mul = EW_BINARY("mul");
-/* scale's backward is an axpy with alpha (no kernel of its own) */
-static const ew_unary_def ew_def_scale = {"nncl_scale_f32", NULL, 1, ew_scale, ew_scale_d};
-const nncl__opdef nncl__opdef_scale = {.name = "scale", .shape = ew_unary_shape, .forward = ew_unary_forward,
-                                       .backward = ew_unary_backward, .ref_forward = ew_unary_ref_forward,
-                                       .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale};
+/* scale has no backward kernel: axpy with alpha */
+static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d};
+const nncl__opdef nncl__opdef_scale = {
+    .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
+    .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,
+    .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale};
 EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
 EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
 EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)
@@ -350,11 +365,24 @@ EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
 EW_UNARY(silu, NNCL_BW_INPUTS, 0)
 EW_UNARY(elu, NNCL_BW_INPUTS, 1)
 EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
-const nncl__opdef nncl__opdef_softmax = EW_SOFTMAX("softmax");
-const nncl__opdef nncl__opdef_log_softmax = EW_SOFTMAX("log_softmax");
+
+/* Row-wise softmaxes of cl/softmax.cl. */
+#define EW_SOFTMAX(NAME)                                                                                    \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME,                                                                                      \
+        .kernels = {{"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"}},         \
+        .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,            \
+        .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward,                                  \
+        .ref_backward = ew_softmax_ref_backward};
+EW_SOFTMAX(softmax)
+EW_SOFTMAX(log_softmax)
 #undef EW_BINARY
 #undef EW_UNARY
 #undef EW_SOFTMAX
+#undef EW_SUM_KERNELS
+#undef EW_KERNEL
+#undef EW_AXPY_COLSUM
+#undef EW_MUL_KERNELS
 
 /* ------------------------------------------------------------- builders */
 

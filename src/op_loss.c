@@ -6,13 +6,18 @@
 #include <math.h>
 #include <stdio.h>
 
-static nncl_status loss_sum(nncl__exec *x, nncl__view terms, size_t n, double scale, nncl__view out) {
+/* Kernel slots of every loss: its terms (forward), its gradient, the sum. */
+enum { LOSS_K_TERMS, LOSS_K_BACKWARD, LOSS_K_SUM };
+#define LOSS_KERNELS(TERMS, BACKWARD) {{"loss", TERMS}, {"loss", BACKWARD}, {"loss", "nncl_sum_scalar_f32"}}
+
+static nncl_status loss_sum(nncl__exec *x, const nncl_node *n, nncl__view terms, size_t count, double scale,
+                            nncl__view out) {
     nncl__args a;
     size_t local = 64;
     while (local > x->dev->max_work_group) local /= 2;
-    NNCL_TRY(nncl__kbegin(x, "loss", "nncl_sum_scalar_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_SUM, &a));
     nncl__arg_view(&a, terms);
-    nncl__arg_int(&a, (int)n);
+    nncl__arg_int(&a, (int)count);
     nncl__arg_float(&a, (float)scale);
     nncl__arg_view(&a, out);
     nncl__arg_local(&a, local * sizeof(float));
@@ -56,7 +61,7 @@ static nncl_status ce_forward(nncl__exec *x, nncl_node *n) {
     int C = n->in[0]->shape[1], B = x->batch;
     nncl__view probs = nncl__auxv(x, n), terms = probs;
     terms.off += (size_t)B * (size_t)C;
-    NNCL_TRY(nncl__kbegin(x, "loss", "nncl_softmax_ce_rows_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_TERMS, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, probs);
@@ -64,14 +69,14 @@ static nncl_status ce_forward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, B);
     nncl__arg_int(&a, C);
     NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)B));
-    return loss_sum(x, terms, (size_t)B, 1.0 / B, nncl__val(x, n));
+    return loss_sum(x, n, terms, (size_t)B, 1.0 / B, nncl__val(x, n));
 }
 
 static nncl_status ce_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int C = n->in[0]->shape[1], B = x->batch;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "loss", "nncl_softmax_ce_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__grd(x, n));
@@ -109,6 +114,7 @@ static void ce_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_softmax_ce = {
     .name = "softmax_cross_entropy",
+    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"),
     .shape = ce_shape,
     .aux_size = ce_aux,
     .forward = ce_forward,
@@ -122,26 +128,26 @@ const nncl__opdef nncl__opdef_softmax_ce = {
 
 static size_t pair_aux(const nncl_node *n, int batch) { return nncl__numel(n->in[0], batch); }
 
-static nncl_status pair_forward(nncl__exec *x, nncl_node *n, const char *kernel) {
+static nncl_status pair_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     size_t count = nncl__numel(n->in[0], x->batch);
-    NNCL_TRY(nncl__kbegin(x, "loss", kernel, &a));
+    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_TERMS, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)count);
     NNCL_TRY(nncl__launch_1d(&a, x->dev, count));
-    return loss_sum(x, nncl__auxv(x, n), count, 1.0 / (double)count, nncl__val(x, n));
+    return loss_sum(x, n, nncl__auxv(x, n), count, 1.0 / (double)count, nncl__val(x, n));
 }
 
-static nncl_status pair_backward(nncl__exec *x, nncl_node *n, const char *kernel) {
+static nncl_status pair_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     size_t count = nncl__numel(n->in[0], x->batch);
     int want0 = nncl__need_grad(x, n, 0), want1 = nncl__need_grad(x, n, 1);
     nncl__view g0 = want0 ? nncl__grd(x, n->in[0]) : nncl__grd(x, n);
     nncl__view g1 = want1 ? nncl__grd(x, n->in[1]) : nncl__grd(x, n);
     if (!want0 && !want1) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "loss", kernel, &a));
+    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__grd(x, n));
@@ -155,10 +161,6 @@ static nncl_status pair_backward(nncl__exec *x, nncl_node *n, const char *kernel
     return nncl__launch_1d(&a, x->dev, count);
 }
 
-static nncl_status bce_forward(nncl__exec *x, nncl_node *n) { return pair_forward(x, n, "nncl_bce_terms_f32"); }
-static nncl_status bce_backward(nncl__exec *x, nncl_node *n) { return pair_backward(x, n, "nncl_bce_backward_f32"); }
-static nncl_status mse_forward(nncl__exec *x, nncl_node *n) { return pair_forward(x, n, "nncl_mse_terms_f32"); }
-static nncl_status mse_backward(nncl__exec *x, nncl_node *n) { return pair_backward(x, n, "nncl_mse_backward_f32"); }
 
 static void bce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
     size_t count = nncl__numel(n->in[0], r->batch), i;
@@ -202,20 +204,22 @@ static void mse_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_bce_logits = {
     .name = "bce_with_logits",
+    .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
     .shape = loss_same_shape,
     .aux_size = pair_aux,
-    .forward = bce_forward,
-    .backward = bce_backward,
+    .forward = pair_forward,
+    .backward = pair_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = bce_ref_forward,
     .ref_backward = bce_ref_backward,
 };
 const nncl__opdef nncl__opdef_mse = {
     .name = "mse",
+    .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"),
     .shape = loss_same_shape,
     .aux_size = pair_aux,
-    .forward = mse_forward,
-    .backward = mse_backward,
+    .forward = pair_forward,
+    .backward = pair_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = mse_ref_forward,
     .ref_backward = mse_ref_backward,
@@ -241,3 +245,5 @@ nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target) {
     in[1] = target;
     return nncl__node_add(g, NNCL_OP_MSE, NULL, 2, in, NULL, 0, NULL, 0);
 }
+
+#undef LOSS_KERNELS

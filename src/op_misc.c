@@ -6,12 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 
-static nncl_status misc_kernels(nncl__exec *x, const char *const *names, int count) {
-    cl_kernel k;
-    int i;
-    for (i = 0; i < count; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "misc", names[i], &k));
-    return NNCL_OK;
-}
+/* Kernel slots of the ops below: forward, backward, and embedding's zero
+ * fill for its indices' gradient. */
+enum { MISC_K_FORWARD, MISC_K_BACKWARD, MISC_K_ZERO };
 
 /* The bits of u as an int and back, without implementation-defined casts. */
 static int misc_u2i(uint32_t u) {
@@ -81,20 +78,13 @@ static nncl_status drop_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status drop_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
-    static const char *const names[] = {"nncl_dropout_f32"};
-    (void)n;
-    *temp = 0;
-    return misc_kernels(x, names, 1);
-}
-
 /* dst (+)= dropout(src): the forward (acc 0) and the backward. */
 static nncl_status drop_run(nncl__exec *x, const nncl_node *n, nncl__view src, nncl__view dst, int acc) {
     nncl__args a;
     uint32_t k0, k1;
     size_t total = nncl__numel(n, x->batch);
     drop_keys(n, x->step_seed, &k0, &k1);
-    NNCL_TRY(nncl__kbegin(x, "misc", "nncl_dropout_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, MISC_K_FORWARD, &a));
     nncl__arg_view(&a, src);
     nncl__arg_view(&a, dst);
     nncl__arg_int(&a, (int)total);
@@ -149,8 +139,8 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 
 const nncl__opdef nncl__opdef_dropout = {
     .name = "dropout",
+    .kernels = {{"misc", "nncl_dropout_f32"}},
     .shape = drop_shape,
-    .prepare = drop_prepare,
     .forward = drop_forward,
     .backward = drop_backward,
     .ref_forward = drop_ref_forward,
@@ -190,17 +180,10 @@ static nncl_status emb_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status emb_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
-    static const char *const names[] = {"nncl_embedding_fwd_f32", "nncl_embedding_bwd_f32", "nncl_misc_zero_f32"};
-    (void)n;
-    *temp = 0;
-    return misc_kernels(x, names, 3);
-}
-
 static nncl_status emb_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     size_t rows = nncl__numel(n->in[0], x->batch);
-    NNCL_TRY(nncl__kbegin(x, "misc", "nncl_embedding_fwd_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, MISC_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__val(x, n));
@@ -216,13 +199,13 @@ static nncl_status emb_backward(nncl__exec *x, nncl_node *n) {
     int num = n->iattr[0], dim = n->iattr[1], nblk = (dim + 31) / 32;
     if (nncl__need_grad(x, n, 0) && !nncl__grad_accumulate(x, n, 0)) {
         /* indices are piecewise constant: their gradient is zero */
-        NNCL_TRY(nncl__kbegin(x, "misc", "nncl_misc_zero_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, MISC_K_ZERO, &a));
         nncl__arg_view(&a, nncl__grd(x, n->in[0]));
         nncl__arg_int(&a, (int)rows);
         NNCL_TRY(nncl__launch_1d(&a, x->dev, rows));
     }
     if (!nncl__need_grad(x, n, 1)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "misc", "nncl_embedding_bwd_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, MISC_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[1]));
@@ -263,8 +246,8 @@ static void emb_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
+    .kernels = {{"misc", "nncl_embedding_fwd_f32"}, {"misc", "nncl_embedding_bwd_f32"}, {"misc", "nncl_misc_zero_f32"}},
     .shape = emb_shape,
-    .prepare = emb_prepare,
     .forward = emb_forward,
     .backward = emb_backward,
     .bw_reads = NNCL_BW_INPUTS,
@@ -400,18 +383,11 @@ static nncl_status cat_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status cat_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
-    static const char *const names[] = {"nncl_concat_f32", "nncl_concat_grad_f32"};
-    (void)n;
-    *temp = 0;
-    return misc_kernels(x, names, 2);
-}
-
 static nncl_status cat_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int rows, ca, cb;
     cat_layout(n, x->batch, &rows, &ca, &cb);
-    NNCL_TRY(nncl__kbegin(x, "misc", "nncl_concat_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, MISC_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__val(x, n));
@@ -427,7 +403,7 @@ static nncl_status cat_backward(nncl__exec *x, nncl_node *n) {
     cat_layout(n, x->batch, &rows, &ca, &cb);
     for (k = 0; k < 2; k++) {
         if (!nncl__need_grad(x, n, k)) continue;
-        NNCL_TRY(nncl__kbegin(x, "misc", "nncl_concat_grad_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, MISC_K_BACKWARD, &a));
         nncl__arg_view(&a, nncl__grd(x, n));
         nncl__arg_view(&a, nncl__grd(x, n->in[k]));
         nncl__arg_int(&a, rows);
@@ -466,8 +442,8 @@ static void cat_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_concat = {
     .name = "concat",
+    .kernels = {{"misc", "nncl_concat_f32"}, {"misc", "nncl_concat_grad_f32"}},
     .shape = cat_shape,
-    .prepare = cat_prepare,
     .forward = cat_forward,
     .backward = cat_backward,
     .ref_forward = cat_ref_forward,

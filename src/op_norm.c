@@ -8,12 +8,9 @@
 
 /* fattr of both: [0] eps, [1] momentum (batch norm). */
 
-static nncl_status norm_kernels(nncl__exec *x, const char *const *names, int count) {
-    cl_kernel k;
-    int i;
-    for (i = 0; i < count; i++) NNCL_TRY(nncl__kernel(x->ctx, x->dev, "norm", names[i], &k));
-    return NNCL_OK;
-}
+/* Kernel slots (cl/norm.cl), in the order of the rows' kernel lists. */
+enum { BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX };
+enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB };
 
 /* Weight and bias for a norm layer over `features`: NAME.weight ones and
  * NAME.bias zeros, as PyTorch initialises them. */
@@ -63,15 +60,6 @@ static size_t bn_aux(const nncl_node *n, int batch) {
     return 4 * (size_t)bn_channels(n);
 }
 
-static nncl_status bn_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
-    static const char *const names[] = {"nncl_batchnorm_stats_f32", "nncl_batchnorm_eval_stats_f32",
-                                        "nncl_batchnorm_apply_f32", "nncl_batchnorm_grad_stats_f32",
-                                        "nncl_batchnorm_dx_f32"};
-    (void)n;
-    *temp = 0;
-    return norm_kernels(x, names, 5);
-}
-
 static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int C = bn_channels(n), inner = bn_inner(n), B = x->batch;
@@ -80,7 +68,7 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     st.mem = x->state;
     st.off = n->state_off;
     if (x->training) {
-        NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_stats_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, BN_K_STATS, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
         nncl__arg_view(&a, nncl__auxv(x, n));
         nncl__arg_view(&a, st);
@@ -93,14 +81,14 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
         NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
         if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
     } else {
-        NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_eval_stats_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, BN_K_EVAL_STATS, &a));
         nncl__arg_view(&a, nncl__auxv(x, n));
         nncl__arg_view(&a, st);
         nncl__arg_int(&a, C);
         nncl__arg_float(&a, n->fattr[0]);
         NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
     }
-    NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_apply_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, BN_K_APPLY, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -120,7 +108,7 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     nncl__view dw = want_w ? nncl__grd(x, n->in[1]) : nncl__auxv(x, n);
     nncl__view db = want_b ? nncl__grd(x, n->in[2]) : nncl__auxv(x, n);
     if (want_w || want_b || (want_x && x->training)) {
-        NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_grad_stats_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, BN_K_GRAD_STATS, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
         nncl__arg_view(&a, nncl__grd(x, n));
         nncl__arg_view(&a, nncl__auxv(x, n));
@@ -137,7 +125,7 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
         if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
     }
     if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "norm", "nncl_batchnorm_dx_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, BN_K_DX, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__auxv(x, n));
@@ -215,9 +203,11 @@ static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_batchnorm = {
     .name = "batchnorm",
+    .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
+                {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_grad_stats_f32"},
+                {"norm", "nncl_batchnorm_dx_f32"}},
     .shape = bn_shape,
     .aux_size = bn_aux,
-    .prepare = bn_prepare,
     .forward = bn_forward,
     .backward = bn_backward,
     .bw_reads = NNCL_BW_INPUTS,
@@ -276,18 +266,11 @@ static nncl_status ln_shape(nncl_graph *g, nncl_node *n) {
 /* aux: (mean, invstd) per row. */
 static size_t ln_aux(const nncl_node *n, int batch) { return 2 * (nncl__numel(n, batch) / (size_t)ln_dim(n)); }
 
-static nncl_status ln_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
-    static const char *const names[] = {"nncl_layernorm_fwd_f32", "nncl_layernorm_dx_f32", "nncl_layernorm_dwdb_f32"};
-    (void)n;
-    *temp = 0;
-    return norm_kernels(x, names, 3);
-}
-
 static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    NNCL_TRY(nncl__kbegin(x, "norm", "nncl_layernorm_fwd_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__val(x, n->in[2]));
@@ -307,7 +290,7 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     if (want_w || want_b) {
         nncl__view dw = want_w ? nncl__grd(x, n->in[1]) : nncl__auxv(x, n);
         nncl__view db = want_b ? nncl__grd(x, n->in[2]) : nncl__auxv(x, n);
-        NNCL_TRY(nncl__kbegin(x, "norm", "nncl_layernorm_dwdb_f32", &a));
+        NNCL_TRY(nncl__kbegin(x, n, LN_K_DWDB, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
         nncl__arg_view(&a, nncl__grd(x, n));
         nncl__arg_view(&a, nncl__auxv(x, n));
@@ -322,7 +305,7 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
         NNCL_TRY(nncl__launch_cols(&a, x->dev, rows, (size_t)D));
     }
     if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "norm", "nncl_layernorm_dx_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, LN_K_DX, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -374,9 +357,9 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
+    .kernels = {{"norm", "nncl_layernorm_fwd_f32"}, {"norm", "nncl_layernorm_dx_f32"}, {"norm", "nncl_layernorm_dwdb_f32"}},
     .shape = ln_shape,
     .aux_size = ln_aux,
-    .prepare = ln_prepare,
     .forward = ln_forward,
     .backward = ln_backward,
     .bw_reads = NNCL_BW_INPUTS,

@@ -71,35 +71,36 @@ static void pool_args_geometry(nncl__args *a, const pool_dims *d) {
     nncl__arg_int(a, d->pad);
 }
 
-static nncl_status pool_prepare_kernels(nncl__exec *x, const char *fwd, const char *bwd) {
-    cl_kernel k;
-    NNCL_TRY(nncl__kernel(x->ctx, x->dev, "pool", fwd, &k));
-    return nncl__kernel(x->ctx, x->dev, "pool", bwd, &k);
+/* One work-item per element of cols x rows planes: NDRange (cols, rows,
+ * planes), so that kernels get coordinates without dividing. */
+static nncl_status pool_launch_planes(nncl__args *a, nncl__exec *x, int cols, int rows, int planes) {
+    size_t global[3];
+    global[0] = (size_t)cols;
+    global[1] = (size_t)rows;
+    global[2] = (size_t)planes;
+    return nncl__launch(a, x->dev, 3, global, NULL);
 }
+
+/* Kernel slots of the pooling rows: forward, backward. */
+enum { POOL_K_FORWARD, POOL_K_BACKWARD };
 
 /* ------------------------------------------------------------- max */
 
 /* argmax per output element */
 static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch); }
 
-static nncl_status maxpool_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
-    (void)n;
-    *bytes = 0;
-    return pool_prepare_kernels(x, "nncl_maxpool2d_f32", "nncl_maxpool2d_backward_f32");
-}
-
 static nncl_status maxpool_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     pool_dims d;
     size_t count = nncl__numel(n, x->batch);
     pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_maxpool2d_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)count);
     pool_args_geometry(&a, &d);
-    return nncl__launch_1d(&a, x->dev, count);
+    return pool_launch_planes(&a, x, d.OW, d.OH, d.planes);
 }
 
 static nncl_status maxpool_backward(nncl__exec *x, nncl_node *n) {
@@ -108,14 +109,14 @@ static nncl_status maxpool_backward(nncl__exec *x, nncl_node *n) {
     size_t count = nncl__numel(n->in[0], x->batch);
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_maxpool2d_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
     nncl__arg_int(&a, (int)count);
     pool_args_geometry(&a, &d);
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, count);
+    return pool_launch_planes(&a, x, d.W, d.H, d.planes);
 }
 
 static void maxpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
@@ -158,9 +159,9 @@ static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 
 const nncl__opdef nncl__opdef_maxpool2d = {
     .name = "maxpool2d",
+    .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}},
     .shape = pool_shape,
     .aux_size = maxpool_aux,
-    .prepare = maxpool_prepare,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
     .ref_forward = maxpool_ref_forward,
@@ -169,18 +170,12 @@ const nncl__opdef nncl__opdef_maxpool2d = {
 
 /* ------------------------------------------------------------- average */
 
-static nncl_status avgpool_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
-    (void)n;
-    *bytes = 0;
-    return pool_prepare_kernels(x, "nncl_avgpool2d_f32", "nncl_avgpool2d_backward_f32");
-}
-
 static nncl_status avgpool_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     pool_dims d;
     size_t count = nncl__numel(n, x->batch);
     pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_avgpool2d_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, (int)count);
@@ -194,7 +189,7 @@ static nncl_status avgpool_backward(nncl__exec *x, nncl_node *n) {
     size_t count = nncl__numel(n->in[0], x->batch);
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_avgpool2d_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
     nncl__arg_int(&a, (int)count);
@@ -244,8 +239,8 @@ static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 
 const nncl__opdef nncl__opdef_avgpool2d = {
     .name = "avgpool2d",
+    .kernels = {{"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}},
     .shape = pool_shape,
-    .prepare = avgpool_prepare,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
     .ref_forward = avgpool_ref_forward,
@@ -264,19 +259,11 @@ static nncl_status gap_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status gap_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
-    cl_kernel k;
-    (void)n;
-    *bytes = 0;
-    NNCL_TRY(nncl__kernel(x->ctx, x->dev, "reduce", "nncl_sum_f32_axis1", &k));
-    return nncl__kernel(x->ctx, x->dev, "pool", "nncl_global_avgpool_backward_f32", &k);
-}
-
 /* Row means of x viewed as [B*C, H*W], by the shared row-sum kernel. */
 static nncl_status gap_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     size_t rows = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
-    NNCL_TRY(nncl__kbegin(x, "reduce", "nncl_sum_f32_axis1", &a));
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, (int)rows);
@@ -290,7 +277,7 @@ static nncl_status gap_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     size_t count = nncl__numel(n->in[0], x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, "pool", "nncl_global_avgpool_backward_f32", &a));
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
     nncl__arg_int(&a, (int)count);
@@ -324,8 +311,8 @@ static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_global_avgpool = {
     .name = "global_avgpool",
+    .kernels = {{"reduce", "nncl_sum_f32_axis1"}, {"pool", "nncl_global_avgpool_backward_f32"}},
     .shape = gap_shape,
-    .prepare = gap_prepare,
     .forward = gap_forward,
     .backward = gap_backward,
     .ref_forward = gap_ref_forward,

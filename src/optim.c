@@ -141,22 +141,32 @@ size_t nncl__optim_state_floats(const nncl_optim_config *o) {
 
 size_t nncl__optim_scratch_floats(void) { return NNCL_OPTIM_GROUPS + 1; }
 
-static const char *opt_kernel_name(nncl_optimizer k) {
-    switch (k) {
-    case NNCL_OPT_SGD: return "nncl_sgd_f32";
-    case NNCL_OPT_RMSPROP: return "nncl_rmsprop_f32";
-    default: return "nncl_adam_f32";
-    }
+/* The optimizer's kernels of cl/optimizer.cl, slots of dev->optim_kernels:
+ * resolved once per device (by nncl__optim_prepare when a trainer is made),
+ * then launched by index. */
+enum { OPT_K_SGD, OPT_K_ADAM, OPT_K_RMSPROP, OPT_K_SUMSQ_PARTIAL, OPT_K_SUMSQ_FINAL };
+static const char *const opt_kernel_names[5] = {"nncl_sgd_f32", "nncl_adam_f32", "nncl_rmsprop_f32",
+                                                "nncl_sumsq_f32_partial", "nncl_sumsq_f32_final"};
+
+static int opt_update_slot(nncl_optimizer k) {
+    return k == NNCL_OPT_SGD ? OPT_K_SGD : k == NNCL_OPT_RMSPROP ? OPT_K_RMSPROP : OPT_K_ADAM;
+}
+
+static nncl_status opt_kernel(nncl_context *ctx, nncl_device *dev, int slot, nncl__args *a) {
+    nncl__kslot *k = &dev->optim_kernels[slot];
+    if (!k->kernel) NNCL_TRY(nncl__kslot_resolve(ctx, dev, "optimizer", opt_kernel_names[slot], k));
+    nncl__args_begin_slot(a, ctx, k);
+    return NNCL_OK;
 }
 
 nncl_status nncl__optim_prepare(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o) {
-    cl_kernel k;
+    nncl__args a;
     NNCL_TRY(nncl__optim_check(ctx, o));
     if (!dev) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl__optim_prepare: device is NULL");
-    NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", opt_kernel_name(o->kind), &k));
+    NNCL_TRY(opt_kernel(ctx, dev, opt_update_slot(o->kind), &a));
     if (o->clip_norm > 0) {
-        NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", "nncl_sumsq_f32_partial", &k));
-        NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", "nncl_sumsq_f32_final", &k));
+        NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_PARTIAL, &a));
+        NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_FINAL, &a));
     }
     return NNCL_OK;
 }
@@ -179,7 +189,6 @@ static nncl_status opt_check_view(nncl_context *ctx, nncl__view v, size_t count,
 }
 
 nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view grads, cl_mem scratch, size_t n) {
-    cl_kernel kern;
     nncl__args a;
     nncl__view sv;
     /* Work-items in groups of 16, each summing at least 256 floats (fewer
@@ -192,16 +201,14 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     sv.off = 0;
     NNCL_TRY(opt_check_view(ctx, grads, n, "grads"));
     NNCL_TRY(opt_check_view(ctx, sv, nncl__optim_scratch_floats(), "clipping scratch"));
-    NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", "nncl_sumsq_f32_partial", &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_PARTIAL, &a));
     nncl__arg_mem(&a, grads.mem);
     nncl__arg_int(&a, (int)grads.off);
     nncl__arg_mem(&a, scratch);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, (int)n);
     NNCL_TRY(nncl__launch(&a, dev, 1, &items, &local));
-    NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", "nncl_sumsq_f32_final", &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_FINAL, &a));
     nncl__arg_mem(&a, scratch);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, (int)items);
@@ -221,7 +228,6 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
                                nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n) {
     size_t k, sfloats = 0;
     int clip;
-    cl_kernel kern;
     cl_mem smem;
     nncl__args a;
     float lr;
@@ -249,9 +255,8 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
     }
     lr = nncl_optim_lr(o, t - 1);
 
-    NNCL_TRY(nncl__kernel(ctx, dev, "optimizer", opt_kernel_name(o->kind), &kern));
+    NNCL_TRY(opt_kernel(ctx, dev, opt_update_slot(o->kind), &a));
     smem = k ? state.mem : params.mem; /* never touched when there is no state */
-    nncl__args_begin(&a, ctx, kern);
     nncl__arg_mem(&a, params.mem);
     nncl__arg_int(&a, (int)params.off);
     nncl__arg_mem(&a, grads.mem);
@@ -277,8 +282,8 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
         nncl__arg_float(&a, o->beta2);
         nncl__arg_float(&a, o->eps);
         nncl__arg_float(&a, o->weight_decay);
-        nncl__arg_float(&a, (float)(1.0 - pow((double)o->beta1, (double)t)));
-        nncl__arg_float(&a, (float)(1.0 - pow((double)o->beta2, (double)t)));
+        nncl__arg_float(&a, (float)((double)lr / (1.0 - pow((double)o->beta1, (double)t))));
+        nncl__arg_float(&a, (float)sqrt(1.0 - pow((double)o->beta2, (double)t)));
         nncl__arg_float(&a, o->clip_norm);
         nncl__arg_int(&a, o->kind == NNCL_OPT_ADAMW);
         break;

@@ -254,6 +254,7 @@ void nncl__plan_free(nncl__plan *p) {
         nncl__buffer_release(dev, p->x.gemm_temp, p->gemm_temp_bytes);
     }
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
+    NNCL_FREE(p->x.kernels);
     NNCL_FREE(p->fwd); NNCL_FREE(p->bwd);
     NNCL_FREE(p);
 }
@@ -326,7 +327,8 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     p->x.grad = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
     p->x.aux = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
     p->x.grad_acc = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1);
-    if (!p->x.value || !p->x.grad || !p->x.aux || !p->x.grad_acc) {
+    p->x.kernels = (nncl__kslot *)nncl__calloc((size_t)g->n_nodes * NNCL_OP_KERNELS, sizeof(nncl__kslot));
+    if (!p->x.value || !p->x.grad || !p->x.aux || !p->x.grad_acc || !p->x.kernels) {
         nncl__plan_free(p);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
@@ -337,13 +339,18 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     }
     if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
     NNCL_FREE(blocks);
-    /* Ops build their programs and size their GEMM workspace now, so that
-     * a step neither compiles nor allocates. */
+    /* Every op's kernels are resolved and its GEMM workspace sized now, so
+     * that a step neither compiles, nor looks up, nor allocates. */
     for (i = 0; st == NNCL_OK && i < p->n_fwd; i++) {
         nncl_node *n = g->nodes[p->fwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);
         size_t bytes = 0;
-        if (d->prepare) st = d->prepare(&p->x, n, &bytes);
+        int k;
+        for (k = 0; st == NNCL_OK && k < NNCL_OP_KERNELS; k++)
+            if (d->kernels[k].name)
+                st = nncl__kslot_resolve(ctx, dev, d->kernels[k].family, d->kernels[k].name,
+                                         &p->x.kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)k]);
+        if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, n, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
     }
     if (st == NNCL_OK && p->gemm_temp_bytes) {
@@ -438,10 +445,14 @@ int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
     return acc;
 }
 
-nncl_status nncl__kbegin(nncl__exec *x, const char *family, const char *name, nncl__args *a) {
-    cl_kernel k;
-    NNCL_TRY(nncl__kernel(x->ctx, x->dev, family, name, &k));
-    nncl__args_begin(a, x->ctx, k);
+nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a) {
+    const nncl__kslot *k = slot >= 0 && slot < NNCL_OP_KERNELS
+                               ? &x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot]
+                               : NULL;
+    if (!k || !k->kernel)
+        return nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
+                          nncl__opdef_get(n->op)->name, n->name, slot);
+    nncl__args_begin_slot(a, x->ctx, k);
     return NNCL_OK;
 }
 

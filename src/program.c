@@ -39,6 +39,7 @@ void nncl__programs_release(nncl_device *dev) {
         p = pn;
     }
     dev->programs = NULL;
+    memset(dev->optim_kernels, 0, sizeof dev->optim_kernels); /* they were the programs' */
 }
 
 static nncl_status prog_file_embedded(nncl_context *ctx, const char *file, const char **src, size_t *len) {
@@ -157,6 +158,7 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
 nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                                nncl_program **out) {
     nncl_program *p;
+    dev->lookups++;
     if (strlen(options) >= sizeof p->options)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "build options of cl/%s.cl too long: %s", family, options);
     for (p = dev->programs; p; p = p->next)
@@ -180,6 +182,7 @@ nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *f
     nncl_program *p;
     prog_kernel *k;
     cl_int err;
+    dev->lookups++;
     NNCL_TRY(nncl__program_opts(ctx, dev, family, options, &p));
     for (k = p->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
@@ -201,11 +204,36 @@ nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *f
     return NNCL_OK;
 }
 
+unsigned long nncl__kernel_lookups(const nncl_device *dev) { return dev->lookups; }
+
+nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
+                                nncl__kslot *out) {
+    return nncl__kslot_resolve_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                     const char *name, nncl__kslot *out) {
+    size_t wg = 0;
+    NNCL_TRY(nncl__kernel_opts(ctx, dev, family, options, name, &out->kernel));
+    if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
+            CL_SUCCESS ||
+        wg == 0)
+        wg = dev->max_work_group;
+    out->wg = wg;
+    return NNCL_OK;
+}
+
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
     a->ctx = ctx;
     a->kernel = k;
+    a->wg = 0;
     a->index = 0;
     a->err = CL_SUCCESS;
+}
+
+void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k) {
+    nncl__args_begin(a, ctx, k->kernel);
+    a->wg = k->wg;
 }
 
 static void prog_arg(nncl__args *a, size_t size, const void *value) {
@@ -258,10 +286,10 @@ nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n) {
 /* Work-items a group of the launching kernel may have on dev, capped at the
  * size of the kernels' local arrays. */
 static size_t prog_group_cap(nncl__args *a, nncl_device *dev) {
-    size_t k = 0;
-    if (clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS ||
-        k == 0)
-        k = dev->max_work_group;
+    size_t k = a->wg; /* resolved with the kernel; else asked now (eager launches) */
+    if (!k && clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS)
+        k = 0;
+    if (k == 0) k = dev->max_work_group;
     return k < NNCL_RED_WG ? k : NNCL_RED_WG;
 }
 
