@@ -189,7 +189,6 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
 /* The packed micro-kernel over k of panels kp long (k < kp: one K block). */
 static nncl_status own_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                               const nncl__gemm_packed_args *p, size_t k, size_t kp) {
-    cl_kernel kern;
     nncl__args a;
     size_t last_c = p->c_off + (p->batch - 1) * p->c_stride + (p->m - 1) * p->ldc + p->n;
     if (p->m == 0 || p->n == 0 || p->batch == 0) return NNCL_OK;
@@ -198,9 +197,7 @@ static nncl_status own_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, kp)));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, kp)));
-    NNCL_TRY(nncl__kernel_opts(ctx, dev, "gemm", v->options,
-                               v->kind == NNCL__GEMM_LOCAL ? "nncl_gemm_f32_local" : "nncl_gemm_f32_packed", &kern));
-    nncl__args_begin(&a, ctx, kern);
+    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
     nncl__arg_mem(&a, p->ap);
     nncl__arg_int(&a, (int)p->ap_off);
     nncl__arg_int(&a, (int)p->ap_stride);
