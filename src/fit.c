@@ -60,7 +60,8 @@ typedef struct fit_state {
     int best_epoch, bad_epochs;
     float *best_params, *best_state; /* keep_best: that epoch's weights */
     int have_best;
-    int *shard_zero;           /* per device: last seen with no samples (for the message) */
+    int *shard_zero;           /* per device: last state shown (0 in, 1 left out, 2 failed) */
+    int *failed;               /* per device: a step reported it failed */
 } fit_state;
 
 /* "shards 60/40" for the progress line, and a message when a device gets no
@@ -74,7 +75,9 @@ static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, ch
     for (i = 0; i < n && i < 16 && used + 8 < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "/" : "", t->alive[i] ? sizes[i] : 0);
     for (i = 0; i < n && i < 16; i++) {
-        int state = !t->alive[i] ? 2 : sizes[i] == 0 ? 1 : 0;
+        /* The trainer leaves a device out (alive 0 too) when the others alone
+         * are faster; only a step's report says that it failed. */
+        int state = !t->alive[i] ? (fs->failed[i] ? 2 : 1) : sizes[i] == 0 ? 1 : 0;
         if (state != fs->shard_zero[i]) {
             nncl_device_info info;
             char msg[256];
@@ -277,6 +280,11 @@ static nncl_status fit_run(nncl_trainer *t, const nncl_dataset *train, const nnc
             f[1].node = cfg->labels;
             f[1].data = y;
             if ((st = nncl_trainer_step(t, f, 2, b, &info)) != NNCL_OK) break;
+            if (info.failed_device >= 0) {
+                int k;
+                for (k = 0; k < t->nd; k++)
+                    if (t->device[k] == info.failed_device) fs->failed[k] = 1;
+            }
             {
                 long correct = fit_correct(watch, y, b, C);
                 if (!info.skipped) fs->loss_sum += (double)info.loss * b;
@@ -387,11 +395,12 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
     res.val_samples = val ? nncl_dataset_size(val) : 0;
     watch = (float *)nncl__calloc((size_t)t->cfg.max_batch * (size_t)cfg->logits->shape[1], sizeof(float));
     fs.shard_zero = (int *)nncl__calloc((size_t)t->nd + 16, sizeof(int));
+    fs.failed = (int *)nncl__calloc((size_t)t->nd + 16, sizeof(int));
     if (cfg->keep_best) {
         fs.best_params = (float *)nncl__calloc(t->graph->n_params + 1, sizeof(float));
         fs.best_state = (float *)nncl__calloc(t->graph->n_state + 1, sizeof(float));
     }
-    if (st == NNCL_OK && (!watch || !fs.shard_zero || (cfg->keep_best && (!fs.best_params || !fs.best_state))))
+    if (st == NNCL_OK && (!watch || !fs.shard_zero || !fs.failed || (cfg->keep_best && (!fs.best_params || !fs.best_state))))
         st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "fit: out of host memory");
     if (st == NNCL_OK) {
         t->watch = cfg->logits;
@@ -414,6 +423,7 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
     if (cfg->result) *cfg->result = res;
     NNCL_FREE(watch);
     NNCL_FREE(fs.shard_zero);
+    NNCL_FREE(fs.failed);
     NNCL_FREE(fs.best_params);
     NNCL_FREE(fs.best_state);
     nncl_dataset_free(own_train);
