@@ -6,6 +6,7 @@
  * run. */
 #include "harness.h"
 #include "trainer.h" /* the failure injection of two-device runs */
+#include <locale.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,41 @@ static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
     remove(path);
     nncl_dataset_free(ds);
     tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Under a decimal-comma locale the metadata keeps '.', and reads back. */
+static int test_locale(nncl_context *ctx) {
+    const char *name = "model metadata keeps '.' under a decimal-comma locale and reads back";
+    const char *locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "de_DE", NULL};
+    float mean[TF_D] = {0.5f, 1.25f, 2, 3}, std[TF_D] = {0.75f, 1, 1, 1.5f};
+    nncl_model_meta meta = nncl_model_meta_default();
+    nncl_safetensors *st = NULL;
+    nncl_model *m = NULL;
+    tf_model t;
+    char path[160];
+    int i, set = 0, ok;
+    for (i = 0; locales[i] && !set; i++) set = setlocale(LC_NUMERIC, locales[i]) != NULL;
+    if (!set) {
+        th_skip(name, "no decimal-comma locale installed");
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/tf_locale_%d.safetensors", tf_tmp(), (int)getpid());
+    ok = tf_build(ctx, 0, &t, NNCL_OPT_ADAM, 0.01f) == 0;
+    meta.mean = mean;
+    meta.std = std;
+    meta.scale = 0.5f;
+    ok = ok && nncl_trainer_save_model(t.t, path, &meta) == NNCL_OK && nncl_safetensors_load(path, &st) == NNCL_OK;
+    ok = ok && strcmp(nncl_safetensors_meta(st, "nncl.mean"), "[0.5,1.25,2,3]") == 0 &&
+         strcmp(nncl_safetensors_meta(st, "nncl.scale"), "0.5") == 0 &&
+         nncl_model_from_safetensors(NULL, st, 0, &m) == NNCL_OK;
+    setlocale(LC_NUMERIC, "C");
+    nncl_model_free(m);
+    nncl_safetensors_free(st);
+    tf_free(&t);
+    remove(path);
+    TH_CHECK(name, ok);
     th_pass("%s", name);
     return 0;
 }
@@ -501,6 +537,7 @@ int main(void) {
         return th_exit_code();
     }
     test_selection_messages();
+    test_locale(ctx);
     test_device_messages(ctx, ds);
     for (d = 0, n = nncl_device_count(ctx); d < n; d++) {
         test_model_file(ctx, d, ds);
