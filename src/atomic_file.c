@@ -6,6 +6,7 @@
  * "NAME.tmp.PID.N" behind; the next write of NAME removes those of
  * processes that no longer run. */
 #include "internal.h"
+#include <locale.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -245,6 +246,23 @@ void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x) {
      * output: put the '.' back so CSV, SVG and JSON stay valid. */
     for (p = buf; *p; p++)
         if (*p == ',') *p = '.';
+}
+
+double nncl__parse_double(const char *s, char **end) {
+    char buf[72], *e = NULL, point = '.';
+    const struct lconv *lc = localeconv();
+    size_t n = 0;
+    double v;
+    if (lc && lc->decimal_point && lc->decimal_point[0] && !lc->decimal_point[1]) point = lc->decimal_point[0];
+    /* The number's own characters only, with the locale's point for '.'. */
+    while (n + 1 < sizeof buf && s[n] && strchr("0123456789+-.eEinfatyINFATY", s[n])) {
+        buf[n] = s[n] == '.' ? point : s[n];
+        n++;
+    }
+    buf[n] = 0;
+    v = strtod(buf, &e);
+    if (end) *end = (char *)s + (e - buf);
+    return v;
 }
 
 nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_size) {
