@@ -131,6 +131,17 @@ bench_raw_kernel *bench_raw_add_create(nncl_context *ctx, int device, const nncl
                                        nncl_tensor *out, char *err, size_t errlen);
 int bench_raw_add_enqueue(bench_raw_kernel *k);
 void bench_raw_add_free(bench_raw_kernel *k);
+/* nncl's own GEMM variants that device times when choosing (count, name of
+ * the i-th), one product through variant i (packing included, into the
+ * device's scratch buffer), and the name of the kernel nncl_gemm runs for a
+ * shape ("clblast" or a variant; "" before it was chosen). */
+int bench_raw_own_count(nncl_context *ctx, int device);
+const char *bench_raw_own_name(nncl_context *ctx, int device, int i);
+int bench_raw_own_sgemm(nncl_context *ctx, int device, int i, int ta, int tb, int m, int n, int k,
+                        const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
+const char *bench_raw_chosen(nncl_context *ctx, int device, int ta, int tb, int m, int n, int k);
+/* Whether a CLBlast tuning is stored for device (nncl_init applied it). */
+int bench_raw_tuned(nncl_context *ctx, int device);
 /* Index in nncl_devices_list() of context device d, -1 when not found. */
 int bench_list_index(nncl_context *ctx, int device);
 /* Builds every kernel family of cl/ through the library's own build path

@@ -1,8 +1,12 @@
-/* gemm.c - SGEMM throughput per device: square sizes, the three GEMMs of
- * the MLP's first layer and a CNN im2col GEMM, each through nncl_gemm and
- * through a raw CLBlastSgemm on the same queue and buffers (timed in
- * alternation; their ratio is the library's overhead), beside an OpenMP
- * loop and a BLAS on the host CPU. */
+/* gemm.c - SGEMM throughput per device: square sizes, the GEMMs of the
+ * MLP (batch 100, both layers, forward and both backward products) and of
+ * the CNN, each through nncl_gemm (the kernel chosen for the shape: named in
+ * the note) and through a raw CLBlastSgemm on the same queue and buffers
+ * (with the stored tuning when there is one; timed in alternation, their
+ * ratio is the library's overhead), and through each of nncl's own GEMM
+ * variants (packing included), beside an OpenMP loop and a BLAS on the
+ * host CPU (OpenBLAS when installed). bench/pytorch_compare.py --gemm puts
+ * torch.mm beside these. */
 #include "bench.h"
 #include <math.h>
 #include <stdlib.h>
@@ -13,16 +17,19 @@ typedef struct gemm_shape {
     const char *what;
 } gemm_shape;
 
-/* The MLP shapes at batch 128: fc1 forward y = x W^T (x [128,784], W
- * [128,784]); fc1's weight gradient dW = dy^T x, [128,784] with k the
- * batch; and dx-like [784,128] = [784,128] x [128,128]. The CNN shape is
- * the second conv layer's im2col GEMM for a batch of 100: W [32, 16*3*3]
- * times col [144, 100*14*14]. */
+/* The MLP 784-128-10 at batch 100: per layer the forward y = x W^T, the
+ * input gradient dx = dy W and the weight gradient dW = dy^T x. The CNN:
+ * the second conv layer's im2col GEMM for a batch of 100, W [32, 16*3*3]
+ * times col [144, 100*14*14], and its first dense layer forward. */
 static const gemm_shape gemm_model_shapes[] = {
-    {128, 128, 784, 0, 1, "mlp fc1 forward x W^T"},
-    {128, 784, 128, 1, 0, "mlp fc1 weight grad dy^T x"},
-    {784, 128, 128, 0, 0, "mlp dx-like"},
+    {100, 128, 784, 0, 1, "mlp fc1 forward x W^T"},
+    {100, 784, 128, 0, 0, "mlp fc1 input grad dy W"},
+    {128, 784, 100, 1, 0, "mlp fc1 weight grad dy^T x"},
+    {100, 10, 128, 0, 1, "mlp fc2 forward x W^T"},
+    {100, 128, 10, 0, 0, "mlp fc2 input grad dy W"},
+    {10, 128, 100, 1, 0, "mlp fc2 weight grad dy^T x"},
     {32, 19600, 144, 0, 0, "cnn conv2 im2col W col"},
+    {100, 128, 1568, 0, 1, "cnn fc1 forward x W^T"},
 };
 #define GEMM_N_MODEL ((int)(sizeof gemm_model_shapes / sizeof gemm_model_shapes[0]))
 
@@ -40,6 +47,9 @@ static int gemm_shapes(const bench_opts *o, gemm_shape *out, int max) {
 }
 
 int bench_gemm_steps(const bench_opts *o, int n_devices) { return (o->n_sizes + GEMM_N_MODEL) * (n_devices + 1); }
+
+/* Keys of the figures of own variant i: "own0_gflops" ... (the note names it). */
+#define GEMM_MAX_OWN 8
 
 static void gemm_item(const gemm_shape *s, char *buf, size_t len) {
     snprintf(buf, len, "%dx%dx%d %s%s", s->m, s->n, s->k, s->ta ? "T" : "N", s->tb ? "T" : "N");
@@ -69,6 +79,22 @@ static int gemm_raw(void *arg, int iters) {
     int i;
     for (i = 0; i < iters; i++)
         if (bench_raw_sgemm(j->ctx, j->device, j->s->ta, j->s->tb, j->s->m, j->s->n, j->s->k, j->a, j->b, j->c))
+            return 1;
+    return bench_raw_finish(j->ctx, j->device);
+}
+
+typedef struct gemm_own_job {
+    gemm_job *j;
+    int variant;
+} gemm_own_job;
+
+static int gemm_own(void *arg, int iters) {
+    gemm_own_job *o = (gemm_own_job *)arg;
+    gemm_job *j = o->j;
+    int i;
+    for (i = 0; i < iters; i++)
+        if (bench_raw_own_sgemm(j->ctx, j->device, o->variant, j->s->ta, j->s->tb, j->s->m, j->s->n, j->s->k, j->a,
+                                j->b, j->c))
             return 1;
     return bench_raw_finish(j->ctx, j->device);
 }
@@ -195,8 +221,28 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                 bench_stat gn = bench_stat_inverse(tn, flops * 1e-9), gr = bench_stat_inverse(tr, flops * 1e-9);
                 /* time(raw)/time(nncl) per repeat = throughput nncl/raw */
                 bench_stat r = bench_stat_inverse(ratio, 1.0);
-                bench_put("gemm", d, item, "nncl_gflops", gn, "GFLOP/s", "nncl_gemm, alpha 1, beta 0");
-                bench_put("gemm", d, item, "raw_gflops", gr, "GFLOP/s", "CLBlastSgemm on the same queue and buffers");
+                char chosen[160], raw_note[160];
+                int v, nv = bench_raw_own_count(ctx, d);
+                snprintf(chosen, sizeof chosen, "nncl_gemm, alpha 1, beta 0: %s (the kernel chosen for the shape)",
+                         bench_raw_chosen(ctx, d, s->ta, s->tb, s->m, s->n, s->k));
+                snprintf(raw_note, sizeof raw_note, "CLBlastSgemm on the same queue and buffers, %s",
+                         bench_raw_tuned(ctx, d) ? "stored tuning applied" : "CLBlast's own parameters (no tuning stored)");
+                bench_put("gemm", d, item, "nncl_gflops", gn, "GFLOP/s", chosen);
+                bench_put("gemm", d, item, "raw_gflops", gr, "GFLOP/s", raw_note);
+                for (v = 0; v < nv && v < GEMM_MAX_OWN; v++) {
+                    gemm_own_job oj;
+                    bench_stat to;
+                    char key[32], vnote[96];
+                    oj.j = &j;
+                    oj.variant = v;
+                    snprintf(key, sizeof key, "own%d_gflops", v);
+                    snprintf(vnote, sizeof vnote, "own kernel %s, packing included", bench_raw_own_name(ctx, d, v));
+                    bench_progress("gemm d%d %s: own kernel %s", d, item, bench_raw_own_name(ctx, d, v));
+                    if (bench_time(gemm_own, &oj, &tm, &to) == 0)
+                        bench_put("gemm", d, item, key, bench_stat_inverse(to, flops * 1e-9), "GFLOP/s", vnote);
+                    else
+                        bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s", "n/a: the kernel failed");
+                }
                 bench_put("gemm", d, item, "nncl_over_raw", r, "x",
                           "median of per-repeat throughput ratios, alternating runs; target >= 0.95");
                 bench_put_num("gemm", d, item, "dev_over_omp", gn.median / omp.median, "x", "nncl_gemm / OpenMP loop");
@@ -216,3 +262,4 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
     }
 }
 #undef GEMM_N_MODEL
+#undef GEMM_MAX_OWN

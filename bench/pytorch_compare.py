@@ -9,11 +9,20 @@ and nncl's ratio to PyTorch: from --bench-json FILE (written by
 `bench --json FILE`), or by running the bench itself
 (build/bench/bench --only training; --bench-quick for its quick mode).
 
+With --gemm it compares matrix products instead: torch.mm (transposes as
+views, so BLAS gets the flags) on the bench's GEMM shapes, squares of
+--sizes and the MLP and CNN shapes, against the bench's gemm section
+(nncl_gemm with the chosen kernel, raw CLBlast, each own kernel).
+
+--rounds N alternates the two sides N times (PyTorch, then the bench, and
+again), so that both see the same machine load; each ratio is reported as
+the median of the per-round ratios with their range.
+
 When PyTorch is not installed it says so and exits 0.
 
   python3 bench/pytorch_compare.py [--threads N] [--repeats N] [--seconds S]
           [--bench-json FILE | --bench PATH] [--bench-quick] [--devices SEL]
-          [--no-bench] [--json FILE]
+          [--no-bench] [--json FILE] [--gemm] [--sizes LIST] [--rounds N]
 """
 import argparse
 import json
@@ -45,7 +54,51 @@ def parse_args():
     p.add_argument("--devices", default=None, help="--devices for the bench (default: its own)")
     p.add_argument("--no-bench", action="store_true", help="PyTorch figures only")
     p.add_argument("--json", help="write the comparison as JSON to this file")
-    return p.parse_args()
+    p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
+    p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes for --gemm")
+    p.add_argument("--rounds", type=int, default=1, help="alternate PyTorch and the bench this many times")
+    a = p.parse_args()
+    if a.rounds > 1 and a.bench_json:
+        p.error("--rounds runs the bench each round: leave out --bench-json")
+    return a
+
+
+# The bench's GEMM shapes besides the squares (bench/gemm.c): m, n, k, ta, tb.
+GEMM_MODEL = [(100, 128, 784, 0, 1), (100, 784, 128, 0, 0), (128, 784, 100, 1, 0), (100, 10, 128, 0, 1),
+              (100, 128, 10, 0, 0), (10, 128, 100, 1, 0), (32, 19600, 144, 0, 0), (100, 128, 1568, 0, 1)]
+
+
+def gemm_item(m, n, k, ta, tb):
+    return "%dx%dx%d %s%s" % (m, n, k, "T" if ta else "N", "T" if tb else "N")
+
+
+def gemm_shapes(args):
+    sq = [int(x) for x in args.sizes.split(",") if x.strip()]
+    return [(s, s, s, 0, 0) for s in sq] + GEMM_MODEL
+
+
+def measure_mm(torch, shape, args):
+    """GFLOP/s of torch.mm on one shape: (median, min, max)."""
+    m, n, k, ta, tb = shape
+    gen = torch.Generator().manual_seed(2)
+    a = torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5
+    b = torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5
+    a = a.t() if ta else a
+    b = b.t() if tb else b
+    out = torch.empty(m, n)
+    for _ in range(3):
+        torch.mm(a, b, out=out)
+    t0 = time.perf_counter()
+    torch.mm(a, b, out=out)
+    one = time.perf_counter() - t0
+    calls = max(3, int(args.seconds / 5 / max(one, 1e-7)) + 1)
+    rates = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            torch.mm(a, b, out=out)
+        rates.append(2.0 * m * n * k * calls / (time.perf_counter() - t0) * 1e-9)
+    return statistics.median(rates), min(rates), max(rates)
 
 
 def models(torch):
@@ -108,7 +161,9 @@ def nncl_figures(args):
             return None, None
         fd, tmp = tempfile.mkstemp(suffix=".json")
         os.close(fd)
-        cmd = [args.bench, "--only", "training", "--json", tmp]
+        cmd = [args.bench, "--only", "gemm" if args.gemm else "training", "--json", tmp]
+        if args.gemm:
+            cmd += ["--sizes", args.sizes]
         if args.bench_quick:
             cmd.append("--quick")
         if args.devices:
@@ -125,6 +180,29 @@ def nncl_figures(args):
     if tmp:
         os.unlink(tmp)
     figs, names = {}, {}
+    if args.gemm:
+        # {(item, device): {"nncl": GFLOP/s, "clblast": ..., "<own kernel>": ..., "chosen": name}}
+        for row in j.get("gemm", []):
+            if row.get("device") is None:
+                continue
+            f = {}
+            for key, v in row.items():
+                if not isinstance(v, dict) or v.get("median") is None:
+                    continue
+                note = v.get("note", "")
+                if key == "nncl_gflops":
+                    f["nncl"] = v["median"]
+                    f["chosen"] = note.split(": ")[-1].split(" ")[0] if ": " in note else "?"
+                elif key == "raw_gflops":
+                    f["clblast"] = v["median"]
+                elif key.startswith("own") and key.endswith("_gflops"):
+                    f[note.split("own kernel ")[-1].split(",")[0]] = v["median"]
+            if "nncl" in f:
+                figs[(row["item"], row["device"])] = f
+        for row in j.get("devices", []):
+            if "name" in row:
+                names[row["device"]] = row["name"]
+        return figs, names
     for row in j.get("training", []):
         s = row.get("samples_s")
         if isinstance(s, dict) and s.get("median") is not None:
@@ -133,6 +211,58 @@ def nncl_figures(args):
         if "name" in row:
             names[row["device"]] = row["name"]
     return figs, names
+
+
+def spread(values):
+    """median and range of a list, as text and as a dict."""
+    med = statistics.median(values)
+    return {"median": med, "min": min(values), "max": max(values), "rounds": len(values)}
+
+
+def gemm_main(args, torch, result):
+    shapes = gemm_shapes(args)
+    rounds = {"torch": {}, "nncl": {}, "ratio": {}}
+    names = {}
+    for r in range(args.rounds):
+        print("round %d/%d: torch.mm" % (r + 1, args.rounds), flush=True)
+        for sh in shapes:
+            med, lo, hi = measure_mm(torch, sh, args)
+            rounds["torch"].setdefault(gemm_item(*sh), []).append(med)
+        if args.no_bench:
+            continue
+        figs, names = nncl_figures(args)
+        if figs is None:
+            break
+        for (item, dev), f in figs.items():
+            t = rounds["torch"].get(item)
+            if not t:
+                continue
+            key = "%s d%d" % (item, dev)
+            d = rounds["nncl"].setdefault(key, {})
+            for k, v in f.items():
+                d.setdefault(k, []).append(v)
+            rounds["ratio"].setdefault(key, []).append(f["nncl"] / t[-1])
+    print("torch.mm, %d threads, GFLOP/s (median of %d repeats per round; median over rounds):"
+          % (args.threads, args.repeats))
+    for sh in shapes:
+        item = gemm_item(*sh)
+        result["torch"][item] = spread(rounds["torch"][item])
+    print("%-18s %-4s %9s %9s %9s  %-16s %s" % ("shape", "dev", "torch.mm", "nncl", "CLBlast", "chosen",
+                                              "nncl/torch (range)  own kernels"))
+    for sh in shapes:
+        item = gemm_item(*sh)
+        for key in sorted(k for k in rounds["nncl"] if k.startswith(item + " d")):
+            d = rounds["nncl"][key]
+            ratio = spread(rounds["ratio"][key])
+            nums = {k: statistics.median(v) for k, v in d.items() if k != "chosen"}
+            chosen = max(set(d["chosen"]), key=d["chosen"].count)
+            result["nncl"][key] = dict(nums, chosen=chosen)
+            result["ratio"][key] = ratio
+            own = "  ".join("%s %.1f" % (k, v) for k, v in nums.items() if k not in ("nncl", "clblast"))
+            print("%-18s %-4s %9.1f %9.1f %9.1f  %-16s %5.2fx (%.2f-%.2f)  %s"
+                  % (item, key.split(" ")[-1], result["torch"][item]["median"], nums["nncl"],
+                     nums.get("clblast", float("nan")), chosen, ratio["median"], ratio["min"], ratio["max"], own))
+    return write(args, result)
 
 
 def main():
@@ -147,7 +277,11 @@ def main():
           "synthetic data" % (torch.__version__, args.threads, torch.get_num_threads(), BATCH))
     torch.manual_seed(0)
     result = {"torch_version": torch.__version__, "threads": args.threads, "batch": BATCH, "torch": {},
-              "nncl": {}, "ratio": {}}
+              "nncl": {}, "ratio": {}, "rounds": args.rounds}
+    if args.gemm:
+        return gemm_main(args, torch, result)
+    if args.rounds > 1:
+        return rounds_main(args, torch, result)
     for name, (model, shape) in models(torch).items():
         med, lo, hi, steps = measure(torch, model, shape, args)
         result["torch"][name] = {"median": med, "min": lo, "max": hi, "steps_per_repeat": steps}
@@ -170,6 +304,36 @@ def main():
         result["nncl"][key] = rate
         result["ratio"][key] = ratio
         print("  %-3s %-44s %9.0f samples/s  %6.3fx PyTorch" % (model, label[:44], rate, ratio))
+    return write(args, result)
+
+
+def rounds_main(args, torch, result):
+    """Training in alternating rounds: per round PyTorch's samples/s, then
+    the bench's; ratios per round, median and range over rounds."""
+    per = {"torch": {}, "nncl": {}, "ratio": {}}
+    for r in range(args.rounds):
+        print("round %d/%d: PyTorch" % (r + 1, args.rounds), flush=True)
+        for name, (model, shape) in models(torch).items():
+            per["torch"].setdefault(name, []).append(measure(torch, model, shape, args)[0])
+        figs, names = nncl_figures(args)
+        if figs is None:
+            break
+        for (model, dev), rate in figs.items():
+            if model not in per["torch"]:
+                continue
+            key = "%s %s" % (model, "all" if dev is None else "d%d" % dev)
+            per["nncl"].setdefault(key, []).append(rate)
+            per["ratio"].setdefault(key, []).append(rate / per["torch"][model][-1])
+    for name, v in per["torch"].items():
+        result["torch"][name] = spread(v)
+        print("  torch %-3s %9.0f samples/s (rounds: %s)" % (name, statistics.median(v),
+                                                            ", ".join("%.0f" % x for x in v)))
+    for key in sorted(per["ratio"]):
+        result["nncl"][key] = spread(per["nncl"][key])
+        result["ratio"][key] = spread(per["ratio"][key])
+        print("  nncl  %-10s %9.0f samples/s  %6.3fx PyTorch (range %.3f-%.3f over %d rounds)"
+              % (key, result["nncl"][key]["median"], result["ratio"][key]["median"], result["ratio"][key]["min"],
+                 result["ratio"][key]["max"], len(per["ratio"][key])))
     return write(args, result)
 
 

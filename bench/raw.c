@@ -3,7 +3,7 @@
  * (a raw CLBlastSgemm, a raw clEnqueueNDRangeKernel of nncl_add_f32) run
  * on exactly the queue and memory nncl uses; the build of every kernel
  * family through the library's own path; the theoretical peak. */
-#include "internal.h"
+#include "gemm.h"
 #include "bench.h"
 #include <clblast_c.h>
 #include <stdio.h>
@@ -21,6 +21,65 @@ int bench_raw_sgemm(nncl_context *ctx, int device, int ta, int tb, int m, int n,
                                        1.0f, a->mem, 0, lda, b->mem, 0, ldb, 0.0f, c->mem, 0, (size_t)n, &dev->queue,
                                        NULL);
     return s != CLBlastSuccess;
+}
+
+int bench_raw_own_count(nncl_context *ctx, int device) {
+    const nncl__gemm_variant *v;
+    int n = 0;
+    return nncl__gemm_variants(ctx, &ctx->devices[device], 0, &v, &n) == NNCL_OK ? n : 0;
+}
+
+const char *bench_raw_own_name(nncl_context *ctx, int device, int i) {
+    const nncl__gemm_variant *v;
+    int n = 0;
+    if (nncl__gemm_variants(ctx, &ctx->devices[device], 0, &v, &n) != NNCL_OK || i < 0 || i >= n) return "?";
+    return v[i].name;
+}
+
+static void raw_args(nncl__gemm_args *g, int ta, int tb, int m, int n, int k) {
+    memset(g, 0, sizeof *g);
+    g->trans_a = ta;
+    g->trans_b = tb;
+    g->m = (size_t)m;
+    g->n = (size_t)n;
+    g->k = (size_t)k;
+    g->alpha = 1.0f;
+    g->lda = (size_t)(ta ? m : k);
+    g->ldb = (size_t)(tb ? k : n);
+    g->ldc = (size_t)n;
+}
+
+int bench_raw_own_sgemm(nncl_context *ctx, int device, int i, int ta, int tb, int m, int n, int k,
+                        const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c) {
+    const nncl__gemm_variant *v;
+    nncl__gemm_args g;
+    int count = 0;
+    if (nncl__gemm_variants(ctx, &ctx->devices[device], 0, &v, &count) != NNCL_OK || i < 0 || i >= count) return 1;
+    raw_args(&g, ta, tb, m, n, k);
+    g.a = a->mem;
+    g.b = b->mem;
+    g.c = c->mem;
+    return nncl__gemm_own(ctx, &ctx->devices[device], &v[i], &g) != NNCL_OK;
+}
+
+const char *bench_raw_chosen(nncl_context *ctx, int device, int ta, int tb, int m, int n, int k) {
+    nncl_device *dev = &ctx->devices[device];
+    const nncl__gemm_choice *c;
+    nncl__gemm_args g;
+    int mode = nncl__gemm_mode(), idx;
+    if (mode == 1) return "clblast";
+    raw_args(&g, ta, tb, m, n, k);
+    if (!dev->gemm || !(c = nncl__gemm_choice_find(dev->gemm, &g))) return "";
+    idx = mode == 2 ? c->best_own : c->best;
+    return idx < 0 ? "clblast" : dev->gemm->all[idx].name;
+}
+
+int bench_raw_tuned(nncl_context *ctx, int device) {
+    char path[1200];
+    FILE *f;
+    if (!nncl__tune_file(ctx, device, path, sizeof path) || !(f = fopen(path, "rb"))) return 0;
+    fclose(f);
+    return nncl__tune_mode(ctx) >= 0;
 }
 
 int bench_raw_finish(nncl_context *ctx, int device) { return clFinish(ctx->devices[device].queue) != CL_SUCCESS; }

@@ -42,12 +42,14 @@ __kernel void nncl_act_backward_inplace_f32(__global float *dy, int dy_off, __gl
 __kernel void nncl_bias_grad_f32(__global const float *dy, int dy_off, int rows, int cols, int inner,
                                  __global float *db, int db_off, int acc, __local float *part) {
     int c = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
-    int total = rows * inner, k;
+    int r, j;
     float sum = 0.0f;
-    for (k = lid; k < total; k += ls) {
-        int r = k / inner, j = k % inner;
-        sum += dy[dy_off + (r * cols + c) * inner + j];
-    }
+    /* no division per element: CPU drivers run it as a scalar loop per lane */
+    if (inner == 1)
+        for (r = lid; r < rows; r += ls) sum += dy[dy_off + r * cols + c];
+    else
+        for (r = 0; r < rows; r++)
+            for (j = lid; j < inner; j += ls) sum += dy[dy_off + (r * cols + c) * inner + j];
     sum = nncl_group_sum(part, sum);
     if (lid == 0) db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + sum;
 }

@@ -19,7 +19,9 @@
  * linear), 2 adds bias[i] (per row, convolution's [O, pixels]); act as
  * nncl_act, NaN-propagating like PyTorch. beta == 0 never reads C.
  * A third NDRange dimension runs a batch of products (strides in elements;
- * an A stride of 0 shares A). */
+ * an A stride of 0 shares A). The packed kernels take k, the depth to sum
+ * over, and kp, the length of the panels (k <= kp: a K block of panels that
+ * start at the offsets given). */
 
 #ifndef NNCL_MR
 #define NNCL_MR 6
@@ -155,14 +157,14 @@ __kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int 
 #define NNCL_TN (NNCL_NR / NNCL_WG)
 __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_gemm_f32_local(
     __global const float *ap, int ap_off, int ap_stride, __global const float *bp, int bp_off, int bp_stride,
-    __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k, float alpha, float beta,
+    __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k, int kp, float alpha, float beta,
     __global const float *bias, int bias_off, int epi) {
     __local float as[NNCL_KB * NNCL_MR], bs[NNCL_KB * NNCL_NR];
     int p = get_group_id(0), q = get_group_id(1), z = get_global_id(2);
     int x = get_local_id(0), y = get_local_id(1), lid = y * NNCL_WG + x, u, w, kk, k0, t;
     float acc[NNCL_TM][NNCL_TN];
-    const __global float *a = ap + ap_off + z * ap_stride + p * k * NNCL_MR;
-    const __global float *b = bp + bp_off + z * bp_stride + q * k * NNCL_NR;
+    const __global float *a = ap + ap_off + z * ap_stride + p * kp * NNCL_MR;
+    const __global float *b = bp + bp_off + z * bp_stride + q * kp * NNCL_NR;
     __global float *cz = c + c_off + z * c_stride;
     for (u = 0; u < NNCL_TM; u++)
         for (w = 0; w < NNCL_TN; w++) acc[u][w] = 0.0f;
@@ -257,12 +259,12 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
  * loads of the B panel and MR broadcasts of the A panel. */
 __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_stride, __global const float *bp,
                                    int bp_off, int bp_stride, __global float *c, int c_off, int c_stride, int ldc,
-                                   int m, int n, int k, float alpha, float beta, __global const float *bias,
+                                   int m, int n, int k, int kp, float alpha, float beta, __global const float *bias,
                                    int bias_off, int epi) {
     int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), r, v, kk;
     vfloat acc[NNCL_MR * NNCL_NV];
-    const __global float *a = ap + ap_off + z * ap_stride + p * k * NNCL_MR;
-    const __global float *b = bp + bp_off + z * bp_stride + q * k * NNCL_NR;
+    const __global float *a = ap + ap_off + z * ap_stride + p * kp * NNCL_MR;
+    const __global float *b = bp + bp_off + z * bp_stride + q * kp * NNCL_NR;
     if (p * NNCL_MR >= m || q * NNCL_NR >= n) return;
 #pragma unroll
     for (r = 0; r < NNCL_MR * NNCL_NV; r++) acc[r] = (vfloat)0.0f;

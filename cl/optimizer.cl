@@ -73,14 +73,17 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g
 }
 
 /* torch.optim.Adam (decoupled 0) and AdamW (decoupled 1). State: m at slot
- * 0, v at slot 1. bc1 = 1 - beta1^step, bc2 = 1 - beta2^step (step 1-based),
- * computed on the host in double.
+ * 0, v at slot 1. bc1 = 1 - beta1^step, bc2 = 1 - beta2^step (step 1-based);
+ * the host passes step_size = lr/bc1 and bc2_sqrt = sqrt(bc2), computed in
+ * double as PyTorch does (and one division and one square root fewer per
+ * element).
  *   AdamW: p = p*(1 - lr*wd);  Adam: g = g + wd*p
  *   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
- *   p = p - (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps) */
+ *   p = p - step_size * m / (sqrt(v)/bc2_sqrt + eps) */
 __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
                             int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
-                            float beta2, float eps, float wd, float bc1, float bc2, float clip_norm, int decoupled) {
+                            float beta2, float eps, float wd, float step_size, float bc2_sqrt, float clip_norm,
+                            int decoupled) {
     size_t i = get_global_id(0);
     float pi, gi, m, v;
     if (i >= (size_t)n) return;
@@ -96,7 +99,7 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *
     v = beta2 * s[s_off + (size_t)n + i] + (1.0f - beta2) * gi * gi;
     s[s_off + i] = m;
     s[s_off + (size_t)n + i] = v;
-    p[p_off + i] = pi - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps);
+    p[p_off + i] = pi - step_size * m / (sqrt(v) / bc2_sqrt + eps);
 }
 
 /* torch.optim.RMSprop, centered=False. State: the square average a at slot

@@ -14,8 +14,9 @@ size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
 }
 
-static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg) {
+static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc) {
     v->kind = kind;
+    v->kc = kc;
     v->mr = mr;
     v->nr = nr;
     v->vw = vw;
@@ -26,6 +27,7 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
                  mr, nr, wg);
     } else {
         snprintf(v->name, sizeof v->name, "%s%dx%dv%d", kind == NNCL__GEMM_DIRECT ? "direct" : "packed", mr, nr, vw);
+        if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s", mr, nr, vw,
                  kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "");
     }
@@ -44,16 +46,17 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     while ((size_t)wg * wg > dev->max_work_group && wg > 1) wg /= 2;
     s->n_all = 0;
     if (cpu) {
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1);
-        s->n_timed = 3;
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 4096 / vw);
+        s->n_timed = 4;
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0);
     } else {
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
         s->n_timed = 3;
     }
     for (i = 0; i < s->n_timed; i++) s->timed[i] = i;
@@ -183,16 +186,17 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
     return nncl__launch(a, dev, 3, global, local);
 }
 
-nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
-                              const nncl__gemm_packed_args *p) {
+/* The packed micro-kernel over k of panels kp long (k < kp: one K block). */
+static nncl_status own_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                              const nncl__gemm_packed_args *p, size_t k, size_t kp) {
     nncl__args a;
     size_t last_c = p->c_off + (p->batch - 1) * p->c_stride + (p->m - 1) * p->ldc + p->n;
     if (p->m == 0 || p->n == 0 || p->batch == 0) return NNCL_OK;
     if (v->kind == NNCL__GEMM_DIRECT)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s takes no packed panels", v->name);
     NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
-    NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, p->k)));
-    NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, p->k)));
+    NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, kp)));
+    NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, kp)));
     NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
     nncl__arg_mem(&a, p->ap);
     nncl__arg_int(&a, (int)p->ap_off);
@@ -206,11 +210,17 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
     nncl__arg_int(&a, (int)p->ldc);
     nncl__arg_int(&a, (int)p->m);
     nncl__arg_int(&a, (int)p->n);
-    nncl__arg_int(&a, (int)p->k);
+    nncl__arg_int(&a, (int)k);
+    nncl__arg_int(&a, (int)kp);
     nncl__arg_float(&a, p->alpha);
     nncl__arg_float(&a, p->beta);
     own_arg_epi(&a, &p->epi, p->c);
     return own_launch(&a, dev, v, p->m, p->n, p->batch);
+}
+
+nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                              const nncl__gemm_packed_args *p) {
+    return own_packed(ctx, dev, v, p, p->k, p->k);
 }
 
 static size_t own_b_offset(const nncl__gemm_variant *v, size_t m, size_t k) {
@@ -274,7 +284,7 @@ static nncl_status own_scratch(nncl_context *ctx, nncl_device *dev, size_t bytes
 nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                            const nncl__gemm_args *g) {
     nncl__gemm_packed_args p;
-    size_t need = nncl__gemm_own_temp(v, g), bytes = 0;
+    size_t need = nncl__gemm_own_temp(v, g), bytes = 0, k0;
     cl_mem ws = g->temp;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
     if (v->kind == NNCL__GEMM_DIRECT) return own_direct(ctx, dev, v, g);
@@ -297,7 +307,20 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
     p.alpha = g->alpha;
     p.beta = g->beta;
     p.epi = g->epi;
-    return nncl__gemm_packed(ctx, dev, v, &p);
+    if (!v->kc || g->k <= (size_t)v->kc) return nncl__gemm_packed(ctx, dev, v, &p);
+    /* K blocks: each adds its partial product to C (beta 1 after the
+     * first); the epilogue comes with the last. A block of B panels small
+     * enough for L1 then serves the work-items of consecutive A panels. */
+    for (k0 = 0; k0 < g->k; k0 += (size_t)v->kc) {
+        nncl__gemm_packed_args b = p;
+        size_t kc = g->k - k0 < (size_t)v->kc ? g->k - k0 : (size_t)v->kc;
+        b.ap_off = p.ap_off + k0 * (size_t)v->mr;
+        b.bp_off = p.bp_off + k0 * (size_t)v->nr;
+        if (k0) b.beta = 1.0f;
+        if (k0 + kc < g->k) memset(&b.epi, 0, sizeof b.epi);
+        NNCL_TRY(own_packed(ctx, dev, v, &b, kc, g->k));
+    }
+    return NNCL_OK;
 }
 
 nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,

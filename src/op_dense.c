@@ -53,6 +53,7 @@ nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, in
     nncl__args a;
     size_t local = 64, global;
     if (local > x->dev->max_work_group) local = x->dev->max_work_group;
+    while (local > 1 && local / 2 >= (size_t)rows * (size_t)inner) local /= 2; /* no idle items in a small sum */
     global = (size_t)cols * local;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_K_BIAS_GRAD, &a));
     nncl__arg_view(&a, dy);

@@ -71,6 +71,16 @@ static void pool_args_geometry(nncl__args *a, const pool_dims *d) {
     nncl__arg_int(a, d->pad);
 }
 
+/* One work-item per element of cols x rows planes: NDRange (cols, rows,
+ * planes), so that kernels get coordinates without dividing. */
+static nncl_status pool_launch_planes(nncl__args *a, nncl__exec *x, int cols, int rows, int planes) {
+    size_t global[3];
+    global[0] = (size_t)cols;
+    global[1] = (size_t)rows;
+    global[2] = (size_t)planes;
+    return nncl__launch(a, x->dev, 3, global, NULL);
+}
+
 /* Kernel slots of the pooling rows: forward, backward. */
 enum { POOL_K_FORWARD, POOL_K_BACKWARD };
 
@@ -90,7 +100,7 @@ static nncl_status maxpool_forward(nncl__exec *x, nncl_node *n) {
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)count);
     pool_args_geometry(&a, &d);
-    return nncl__launch_1d(&a, x->dev, count);
+    return pool_launch_planes(&a, x, d.OW, d.OH, d.planes);
 }
 
 static nncl_status maxpool_backward(nncl__exec *x, nncl_node *n) {
@@ -106,7 +116,7 @@ static nncl_status maxpool_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, (int)count);
     pool_args_geometry(&a, &d);
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, count);
+    return pool_launch_planes(&a, x, d.W, d.H, d.planes);
 }
 
 static void maxpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,

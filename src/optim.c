@@ -197,6 +197,7 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     size_t items = (n + 255) / 256, one = 1;
     if (items > NNCL_OPTIM_GROUPS) items = NNCL_OPTIM_GROUPS;
     items = (items + local - 1) / local * local;
+    if (items > NNCL_OPTIM_GROUPS) items = NNCL_OPTIM_GROUPS / local * local; /* a group size not dividing 256 */
     sv.mem = scratch;
     sv.off = 0;
     NNCL_TRY(opt_check_view(ctx, grads, n, "grads"));
@@ -282,8 +283,8 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
         nncl__arg_float(&a, o->beta2);
         nncl__arg_float(&a, o->eps);
         nncl__arg_float(&a, o->weight_decay);
-        nncl__arg_float(&a, (float)(1.0 - pow((double)o->beta1, (double)t)));
-        nncl__arg_float(&a, (float)(1.0 - pow((double)o->beta2, (double)t)));
+        nncl__arg_float(&a, (float)((double)lr / (1.0 - pow((double)o->beta1, (double)t))));
+        nncl__arg_float(&a, (float)sqrt(1.0 - pow((double)o->beta2, (double)t)));
         nncl__arg_float(&a, o->clip_norm);
         nncl__arg_int(&a, o->kind == NNCL_OPT_ADAMW);
         break;

@@ -66,7 +66,7 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         nncl_device_info_get(t->ctx, t->device[i], &info);
         summary_bytes(all, sizeof all, (double)p->bytes + (double)t->opt_floats * 4);
         summary_bytes(act, sizeof act, (double)p->arena_floats * 4);
-        fprintf(out, "device %d (%.48s): plan %s for batch %d (activations %s), optimizer state %zu floats\n", t->device[i],
+        fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s), optimizer state %zu floats\n", t->device[i],
                 info.name, all, p->max_batch, act, t->opt_floats);
     }
     fflush(out);

@@ -106,8 +106,9 @@ def val(sec, dev, item_prefix, key):
 def pos(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 for d in range(n):
-    checks = [("gemm", "128x128x784", "nncl_gflops"), ("gemm", "128x128x784", "raw_gflops"),
-              ("gemm", "128x128x784", "nncl_over_raw"), ("bandwidth", "", "d2d_gbs"),
+    checks = [("gemm", "100x128x784", "nncl_gflops"), ("gemm", "100x128x784", "raw_gflops"),
+              ("gemm", "100x128x784", "own0_gflops"),
+              ("gemm", "100x128x784", "nncl_over_raw"), ("bandwidth", "", "d2d_gbs"),
               ("bandwidth", "", "h2d_gbs"), ("launch", "add 4096 back", "nncl_us"),
               ("launch", "add 4096 back", "nncl_over_raw"), ("build", "kernels", "cold_ms"),
               ("build", "kernels", "warm_ms"), ("training", "mlp", "samples_s")]
@@ -118,7 +119,7 @@ for d in range(n):
         bad.append("d%d not in devices" % d)
     if not any(r["device"] == d for r in j["monitor"]):
         bad.append("d%d not in monitor" % d)
-    nse = val("gemm", d, "128x128x784", "nse_vs_cpu")
+    nse = val("gemm", d, "100x128x784", "nse_vs_cpu")
     if not (isinstance(nse, (int, float)) and nse < 1e-8):
         bad.append("d%d gemm result differs from the CPU (nse %r)" % (d, nse))
     ratio = val("training", d, "mlp", "mem_ratio")
