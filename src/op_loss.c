@@ -114,15 +114,9 @@ static void ce_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_softmax_ce = {
     .name = "softmax_cross_entropy",
-    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"),
-    .shape = ce_shape,
-    .aux_size = ce_aux,
-    .forward = ce_forward,
-    .backward = ce_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = ce_ref_forward,
-    .ref_backward = ce_ref_backward,
-};
+    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"), .shape = ce_shape,
+    .aux_size = ce_aux, .forward = ce_forward, .backward = ce_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward};
 
 /* ------------------------------------------------------------- BCE and MSE */
 
@@ -203,27 +197,13 @@ static void mse_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_bce_logits = {
-    .name = "bce_with_logits",
-    .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
-    .shape = loss_same_shape,
-    .aux_size = pair_aux,
-    .forward = pair_forward,
-    .backward = pair_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = bce_ref_forward,
-    .ref_backward = bce_ref_backward,
-};
+    .name = "bce_with_logits", .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
+    .shape = loss_same_shape, .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = bce_ref_forward, .ref_backward = bce_ref_backward};
 const nncl__opdef nncl__opdef_mse = {
-    .name = "mse",
-    .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"),
-    .shape = loss_same_shape,
-    .aux_size = pair_aux,
-    .forward = pair_forward,
-    .backward = pair_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = mse_ref_forward,
-    .ref_backward = mse_ref_backward,
-};
+    .name = "mse", .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
+    .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = mse_ref_forward, .ref_backward = mse_ref_backward};
 
 nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
     nncl_node *in[2];
