@@ -51,7 +51,9 @@ enum {
 
 typedef struct nncl__exec nncl__exec;
 
-/* A kernel an op launches: cl/<family>.cl's kernel `name`. */
+/* A kernel an op launches: cl/<family>.cl's kernel `name`. Kernels are
+ * named nncl_<op>_<dtype>[_<variant>], an op's gradient kernels
+ * nncl_<op>_backward_<dtype>[_<variant>] (never _bwd, _grad, _dx). */
 typedef struct nncl__kdecl {
     const char *family, *name;
 } nncl__kdecl;
@@ -60,7 +62,7 @@ typedef struct nncl__kdecl {
  * that use them (linear, conv2d): list NNCL_DENSE_KERNELS first. */
 enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END };
 #define NNCL_DENSE_KERNELS                                                                                     \
-    {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_inplace_f32"}, {"dense", "nncl_bias_grad_f32"}
+    {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_f32_inplace"}, {"dense", "nncl_bias_backward_f32"}
 
 /* What the host reference of an op sees besides its arrays. */
 typedef struct nncl__refctx {

@@ -212,8 +212,8 @@ static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 const nncl__opdef nncl__opdef_batchnorm = {
     .name = "batchnorm",
     .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
-                {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_grad_stats_f32"},
-                {"norm", "nncl_batchnorm_dx_f32"}},
+                {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
+                {"norm", "nncl_batchnorm_backward_f32"}},
     .shape = bn_shape, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward, .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward};
 
@@ -348,8 +348,8 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
-    .kernels = {{"norm", "nncl_layernorm_fwd_f32"}, {"norm", "nncl_layernorm_dx_f32"},
-                {"norm", "nncl_layernorm_dwdb_f32"}},
+    .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
+                {"norm", "nncl_layernorm_backward_f32_params"}},
     .shape = ln_shape, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward, .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward};
 
