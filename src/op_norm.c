@@ -13,7 +13,7 @@ enum { BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX };
 enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB };
 
 /* Begins the kernel in slot that sums the weight and bias gradients of a
- * norm node (batch norm's grad_stats, layer norm's dwdb), with their shared
+ * norm node (nncl_batchnorm_backward_f32_params, nncl_layernorm_backward_f32_params), with their shared
  * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
  * (aux stands in for a gradient not wanted). */
 static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
@@ -243,6 +243,25 @@ nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps
     fattr[0] = eps;
     fattr[1] = momentum;
     return nncl__node_add(g, NNCL_OP_BATCHNORM, name, 3, in, NULL, 0, fattr, 2);
+}
+
+/* Synchronised batch norm (syncbn.c) exchanges these; aux is
+ * [mean, invstd, sum dy, sum dy xhat] per channel (bn_aux). */
+nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write) {
+    nncl__view aux = nncl__auxv(x, n);
+    size_t C = (size_t)bn_channels(n), off = (aux.off + (size_t)phase * 2 * C) * sizeof(float);
+    if (write)
+        NNCL_CL(x->ctx, clEnqueueWriteBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
+                                             NULL));
+    else
+        NNCL_CL(x->ctx, clEnqueueReadBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
+                                            NULL));
+    return NNCL_OK;
+}
+
+void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var) {
+    *mean = state + n->state_off;
+    *var = *mean + bn_channels(n);
 }
 
 /* ------------------------------------------------------------- layer norm */
