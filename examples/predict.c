@@ -150,7 +150,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     memset(&r, 0, sizeof r);
-    if (!quiet) setvbuf(stdout, NULL, _IOFBF, 1 << 16); /* one line per row: buffered */
     if (ex_init("predict", devices, &ctx)) return 1;
     if ((st = nncl_model_load(ctx, pos[0], batch, &m)) != NNCL_OK) {
         fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
@@ -180,8 +179,6 @@ int main(int argc, char **argv) {
             correct += want == cls[i];
         }
     }
-    fflush(stdout);
-    setvbuf(stdout, NULL, _IOLBF, 0);
     printf("%zu rows classified by %s\n", r.n, pos[0]);
     if (quiet)
         for (k = 0; k < C; k++)

@@ -640,8 +640,11 @@ typedef struct nncl_safetensors_entry {
 /* Reads and checks a whole file. *out receives an object owning the names,
  * metadata and the tensors as float; free it with nncl_safetensors_free().
  * NNCL_ERR_IO when the file cannot be read, NNCL_ERR_FORMAT when it is
- * malformed, NNCL_ERR_UNSUPPORTED for a dtype other than F32/F16/BF16/F64;
- * the message names the file, the tensor and what is wrong. */
+ * malformed, NNCL_ERR_UNSUPPORTED for a dtype other than F32/F16/BF16/F64,
+ * the integers (I8..I64, U8..U64) and BOOL, or for an integer that float
+ * cannot hold exactly (above 2^24 and not a multiple of its spacing): an
+ * integer is never rounded. The message names the file, the tensor and
+ * what is wrong. */
 NNCL_API nncl_status nncl_safetensors_load(const char *path, nncl_safetensors **out);
 /* The same from bytes in memory (copied; the caller keeps them). source
  * names the bytes in messages (NULL: "<memory>"). */

@@ -2,9 +2,13 @@
  * the old file or the complete new one (temporary name in the same folder,
  * flush, fsync, rename over the target, fsync the folder), reading one
  * whole, and a locale-independent number formatter for the text formats
- * nncl writes. */
+ * nncl writes. A write killed before its rename leaves its temporary
+ * "NAME.tmp.PID.N" behind; the next write of NAME removes those of
+ * processes that no longer run. */
 #include "internal.h"
+#include <locale.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 
 #if defined(_WIN32)
@@ -12,13 +16,76 @@
 #include <process.h>
 #include <windows.h>
 #else
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #endif
 
-/* Distinguishes temporary names of several writes from one process. */
+/* Distinguishes temporary names of several writes from one process; device
+ * threads write files too (stored GEMM choices), hence the lock. */
 static unsigned afile_counter;
+static pthread_mutex_t afile_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned afile_next(void) {
+    unsigned n;
+    pthread_mutex_lock(&afile_lock);
+    n = afile_counter++;
+    pthread_mutex_unlock(&afile_lock);
+    return n;
+}
+
+#if !defined(_WIN32)
+/* The process id of a temporary name "BASE.tmp.PID.N" of base (PID and N
+ * decimal), or 0 when name is not one. */
+static unsigned long afile_tmp_pid(const char *name, const char *base, size_t base_len) {
+    unsigned long pid = 0;
+    const char *p;
+    if (strncmp(name, base, base_len) != 0 || strncmp(name + base_len, ".tmp.", 5) != 0) return 0;
+    p = name + base_len + 5;
+    if (*p < '0' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (pid > 4000000000UL) return 0;
+        pid = pid * 10 + (unsigned long)(*p - '0');
+    }
+    if (*p++ != '.' || *p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    return *p ? 0 : pid;
+}
+
+/* Removes temporaries of path left by processes that no longer run (killed
+ * during a write). A live process's are kept, this one's included: they may
+ * be another thread's write in progress; a reused process id only keeps a
+ * stale file longer. Best effort: a folder that cannot be read is left. */
+static void afile_sweep(const char *path) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t dir_len = slash ? (size_t)(slash - path) : 0, base_len = strlen(base);
+    char *dir = (char *)NNCL_MALLOC(dir_len + 2), *full;
+    DIR *d;
+    struct dirent *e;
+    if (!dir) return;
+    if (!slash) strcpy(dir, ".");
+    else if (dir_len == 0) strcpy(dir, "/");
+    else {
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = 0;
+    }
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL) {
+        unsigned long pid = afile_tmp_pid(e->d_name, base, base_len);
+        if (pid == 0 || pid > (unsigned long)INT_MAX) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* running (or not ours to ask) */
+        full = (char *)NNCL_MALLOC(strlen(dir) + strlen(e->d_name) + 2);
+        if (!full) continue;
+        sprintf(full, "%s/%s", dir, e->d_name);
+        remove(full);
+        NNCL_FREE(full);
+    }
+    if (d) closedir(d);
+    NNCL_FREE(dir);
+}
+#endif
 
 static void afile_release(nncl__afile *af) {
     NNCL_FREE(af->path);
@@ -61,6 +128,9 @@ nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what
         afile_release(af);
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "%s %s: out of memory", what, path);
     }
+#if !defined(_WIN32)
+    afile_sweep(path);
+#endif
     for (tries = 0; tries < 100; tries++) {
         unsigned long pid;
 #if defined(_WIN32)
@@ -68,7 +138,7 @@ nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what
 #else
         pid = (unsigned long)getpid();
 #endif
-        sprintf(af->tmp, "%s.tmp.%lu.%u", path, pid, afile_counter++);
+        sprintf(af->tmp, "%s.tmp.%lu.%u", path, pid, afile_next());
         af->f = afile_create(af->tmp);
         if (af->f || errno != EEXIST) break;
     }
@@ -176,6 +246,23 @@ void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x) {
      * output: put the '.' back so CSV, SVG and JSON stay valid. */
     for (p = buf; *p; p++)
         if (*p == ',') *p = '.';
+}
+
+double nncl__parse_double(const char *s, char **end) {
+    char buf[72], *e = NULL, point = '.';
+    const struct lconv *lc = localeconv();
+    size_t n = 0;
+    double v;
+    if (lc && lc->decimal_point && lc->decimal_point[0] && !lc->decimal_point[1]) point = lc->decimal_point[0];
+    /* The number's own characters only, with the locale's point for '.'. */
+    while (n + 1 < sizeof buf && s[n] && strchr("0123456789+-.eEinfatyINFATY", s[n])) {
+        buf[n] = s[n] == '.' ? point : s[n];
+        n++;
+    }
+    buf[n] = 0;
+    v = strtod(buf, &e);
+    if (end) *end = (char *)s + (e - buf);
+    return v;
 }
 
 nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_size) {

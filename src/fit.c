@@ -60,7 +60,8 @@ typedef struct fit_state {
     int best_epoch, bad_epochs;
     float *best_params, *best_state; /* keep_best: that epoch's weights */
     int have_best;
-    int *shard_zero;           /* per device: last seen with no samples (for the message) */
+    int *shard_zero;           /* per device: last state shown (0 in, 1 left out, 2 failed) */
+    int *failed;               /* per device: a step reported it failed */
 } fit_state;
 
 /* "shards 60/40" for the progress line, and a message when a device gets no
@@ -74,7 +75,9 @@ static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, ch
     for (i = 0; i < n && i < 16 && used + 8 < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "/" : "", t->alive[i] ? sizes[i] : 0);
     for (i = 0; i < n && i < 16; i++) {
-        int state = !t->alive[i] ? 2 : sizes[i] == 0 ? 1 : 0;
+        /* The trainer leaves a device out (alive 0 too) when the others alone
+         * are faster; only a step's report says that it failed. */
+        int state = !t->alive[i] ? (fs->failed[i] ? 2 : 1) : sizes[i] == 0 ? 1 : 0;
         if (state != fs->shard_zero[i]) {
             nncl_device_info info;
             char msg[256];
@@ -95,6 +98,28 @@ static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, ch
 
 /* ------------------------------------------------------------- checkpoints */
 
+/* n numbers, each after a space. */
+static void fit_nums(nncl__buf *b, const double *v, int n) {
+    int k;
+    for (k = 0; k < n; k++) {
+        nncl__buf_put(b, " ");
+        nncl__buf_num(b, v[k]);
+    }
+}
+
+/* "NUMBER INT INT" as fit_save writes it; 0 when malformed. */
+static int fit_scan3(const char *s, double *x, long *a, long *b) {
+    char *e;
+    *x = nncl__parse_double(s, &e);
+    if (e == s || *e != ' ') return 0;
+    s = e + 1;
+    *a = strtol(s, &e, 10);
+    if (e == s || *e != ' ') return 0;
+    s = e + 1;
+    *b = strtol(s, &e, 10);
+    return e != s && !*e && *a >= 0 && *b >= 0 && *a < 0x7fffffffL && *b < 0x7fffffffL;
+}
+
 static nncl_status fit_save(nncl_trainer *t, const nncl_fit_config *cfg, const fit_state *fs, size_t n_train) {
     char epoch[24], batch[24], seed[32], bsize[24], ntrain[32], sums[96], best[64], *curve = NULL;
     const char *meta[24];
@@ -106,8 +131,10 @@ static nncl_status fit_save(nncl_trainer *t, const nncl_fit_config *cfg, const f
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)cfg->seed);
     snprintf(bsize, sizeof bsize, "%d", cfg->batch);
     snprintf(ntrain, sizeof ntrain, "%zu", n_train);
-    snprintf(sums, sizeof sums, "%.17g %ld %ld", fs->loss_sum, fs->samples, fs->correct);
-    snprintf(best, sizeof best, "%.17g %d %d", fs->best_loss, fs->best_epoch, fs->bad_epochs);
+    nncl__fmt_double(sums, 40, "%.17g", fs->loss_sum); /* '.' whatever the locale */
+    snprintf(sums + strlen(sums), sizeof sums - strlen(sums), " %ld %ld", fs->samples, fs->correct);
+    nncl__fmt_double(best, 40, "%.17g", fs->best_loss);
+    snprintf(best + strlen(best), sizeof best - strlen(best), " %d %d", fs->best_epoch, fs->bad_epochs);
     meta[k++] = "nncl.fit.epoch"; meta[k++] = epoch;
     meta[k++] = "nncl.fit.batch"; meta[k++] = batch;
     meta[k++] = "nncl.fit.seed"; meta[k++] = seed;
@@ -116,14 +143,22 @@ static nncl_status fit_save(nncl_trainer *t, const nncl_fit_config *cfg, const f
     meta[k++] = "nncl.fit.sums"; meta[k++] = sums;
     meta[k++] = "nncl.fit.best"; meta[k++] = best;
     if (rows > 0) { /* the curve so far, one row per line, for the resumed run's CSV and plot */
-        size_t cap = (size_t)rows * 7 * 26 + 1, used = 0;
-        if (!(curve = (char *)nncl__calloc(cap, 1))) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        nncl__buf b;
+        memset(&b, 0, sizeof b);
         for (i = 0; i < rows; i++) {
             nncl_curve_row r;
+            double v[6];
             nncl_curve_get(cfg->curve, i, &r);
-            used += (size_t)snprintf(curve + used, cap - used, "%s%d %.9g %.9g %.9g %.9g %.6g %.6g", i ? "\n" : "",
-                                     r.epoch, r.train_loss, r.train_acc, r.val_loss, r.val_acc, r.seconds, r.samples_per_s);
+            v[0] = r.train_loss, v[1] = r.train_acc, v[2] = r.val_loss, v[3] = r.val_acc, v[4] = r.seconds;
+            v[5] = r.samples_per_s;
+            nncl__buf_put(&b, "%s%d", i ? "\n" : "", r.epoch);
+            fit_nums(&b, v, 6);
         }
+        if (b.failed) {
+            NNCL_FREE(b.s);
+            return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        }
+        curve = b.s;
         meta[k++] = "nncl.fit.curve"; meta[k++] = curve;
     }
     meta[k] = NULL;
@@ -161,7 +196,7 @@ static nncl_status fit_resume(nncl_trainer *t, const nncl_fit_config *cfg, fit_s
                               size_t n_batches) {
     nncl_safetensors *st = NULL;
     nncl_status s;
-    long epoch, batch, bsize, ntrain;
+    long epoch, batch, bsize, ntrain, be = 0, bad = 0;
     const char *seed, *sums, *best, *curve;
     char *end;
     if ((s = nncl_safetensors_load(cfg->resume, &st)) != NNCL_OK) return nncl__fail(t->ctx, s, "resume: %s", nncl_last_error(NULL));
@@ -177,11 +212,11 @@ static nncl_status fit_resume(nncl_trainer *t, const nncl_fit_config *cfg, fit_s
         s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                        "resume: %s is of another run (seed %s, batch %ld, %ld training samples; this run: seed %llu, batch %d, %zu)",
                        cfg->resume, seed, bsize, ntrain, (unsigned long long)cfg->seed, cfg->batch, n_train);
-    } else if (sscanf(sums, "%lf %ld %ld", &fs->loss_sum, &fs->samples, &fs->correct) != 3 ||
-               sscanf(best, "%lf %d %d", &fs->best_loss, &fs->best_epoch, &fs->bad_epochs) != 3 || fs->samples < 0 ||
-               fs->correct < 0 || fs->best_epoch < 0 || fs->bad_epochs < 0) {
+    } else if (!fit_scan3(sums, &fs->loss_sum, &fs->samples, &fs->correct) || !fit_scan3(best, &fs->best_loss, &be, &bad)) {
         s = nncl__fail(t->ctx, NNCL_ERR_FORMAT, "resume: %s: malformed nncl.fit.sums or nncl.fit.best", cfg->resume);
     }
+    fs->best_epoch = (int)be;
+    fs->bad_epochs = (int)bad;
     if (s == NNCL_OK && fs->best_params && nncl_safetensors_find(st, "nncl.fit.best_params") >= 0) {
         const float *d;
         int64_t np = (int64_t)t->graph->n_params, ns = (int64_t)t->graph->n_state;
@@ -199,14 +234,17 @@ static nncl_status fit_resume(nncl_trainer *t, const nncl_fit_config *cfg, fit_s
         int rows = 0;
         while (*curve && rows++ < FIT_MAX_CURVE && s == NNCL_OK) {
             nncl_curve_row r;
-            int used = 0;
+            double v[6];
+            char *e;
+            int k;
             memset(&r, 0, sizeof r);
-            if (sscanf(curve, "%d %lf %lf %lf %lf %lf %lf%n", &r.epoch, &r.train_loss, &r.train_acc, &r.val_loss, &r.val_acc,
-                       &r.seconds, &r.samples_per_s, &used) != 7)
-                break; /* the curve is a convenience: a malformed one is dropped, the run goes on */
+            r.epoch = (int)strtol(curve, &e, 10);
+            for (k = 0; k < 6 && e != curve && *e == ' '; k++) v[k] = nncl__parse_double(curve = e + 1, &e);
+            if (k < 6 || e == curve || (*e && *e != '\n')) break; /* a convenience: a malformed curve is dropped */
+            r.train_loss = v[0], r.train_acc = v[1], r.val_loss = v[2], r.val_acc = v[3], r.seconds = v[4];
+            r.samples_per_s = v[5];
             s = nncl_curve_add(cfg->curve, &r);
-            curve += used;
-            while (*curve == '\n') curve++;
+            curve = *e ? e + 1 : e;
         }
     }
     if (s == NNCL_OK) {
@@ -277,6 +315,11 @@ static nncl_status fit_run(nncl_trainer *t, const nncl_dataset *train, const nnc
             f[1].node = cfg->labels;
             f[1].data = y;
             if ((st = nncl_trainer_step(t, f, 2, b, &info)) != NNCL_OK) break;
+            if (info.failed_device >= 0) {
+                int k;
+                for (k = 0; k < t->nd; k++)
+                    if (t->device[k] == info.failed_device) fs->failed[k] = 1;
+            }
             {
                 long correct = fit_correct(watch, y, b, C);
                 if (!info.skipped) fs->loss_sum += (double)info.loss * b;
@@ -387,11 +430,12 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
     res.val_samples = val ? nncl_dataset_size(val) : 0;
     watch = (float *)nncl__calloc((size_t)t->cfg.max_batch * (size_t)cfg->logits->shape[1], sizeof(float));
     fs.shard_zero = (int *)nncl__calloc((size_t)t->nd + 16, sizeof(int));
+    fs.failed = (int *)nncl__calloc((size_t)t->nd + 16, sizeof(int));
     if (cfg->keep_best) {
         fs.best_params = (float *)nncl__calloc(t->graph->n_params + 1, sizeof(float));
         fs.best_state = (float *)nncl__calloc(t->graph->n_state + 1, sizeof(float));
     }
-    if (st == NNCL_OK && (!watch || !fs.shard_zero || (cfg->keep_best && (!fs.best_params || !fs.best_state))))
+    if (st == NNCL_OK && (!watch || !fs.shard_zero || !fs.failed || (cfg->keep_best && (!fs.best_params || !fs.best_state))))
         st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "fit: out of host memory");
     if (st == NNCL_OK) {
         t->watch = cfg->logits;
@@ -414,6 +458,7 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
     if (cfg->result) *cfg->result = res;
     NNCL_FREE(watch);
     NNCL_FREE(fs.shard_zero);
+    NNCL_FREE(fs.failed);
     NNCL_FREE(fs.best_params);
     NNCL_FREE(fs.best_state);
     nncl_dataset_free(own_train);

@@ -311,6 +311,20 @@ nncl_status nncl__read_file(const char *path, unsigned char **data, size_t *size
 /* Writes x with printf format fmt ("%.6g", ...) using '.' as the decimal
  * point whatever the C locale, "nan"/"inf"/"-inf" for non-finite values. */
 void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);
+/* strtod for text nncl wrote: '.' is the decimal point whatever the
+ * locale (nncl__fmt_double's counterpart); *end as strtod sets it. */
+double nncl__parse_double(const char *s, char **end);
+
+/* Growing text (graph_text.c): NUL-terminated s of n bytes; failed set
+ * (and s kept) when memory ran out. Free s with NNCL_FREE. */
+typedef struct nncl__buf {
+    char *s;
+    size_t n, cap;
+    int failed;
+} nncl__buf;
+void nncl__buf_put(nncl__buf *b, const char *fmt, ...) NNCL_PRINTF(2, 3);
+/* A number as "%.9g" with '.' whatever the locale (a float round-trips). */
+void nncl__buf_num(nncl__buf *b, double x);
 
 /* ------------------------------------------------------------- gemm tuning */
 

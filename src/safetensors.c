@@ -97,9 +97,28 @@ static float sft_half_to_float(unsigned h) {
     return f;
 }
 
-/* Converts n elements of a tensor's little-endian bytes to float. */
-static void sft_convert(const unsigned char *src, const char *dtype, size_t n, float *dst) {
-    size_t i;
+/* Little-endian integer element i of a dtype of size bytes, signed or not,
+ * as a 64-bit value (an unsigned one above INT64_MAX is marked in *huge). */
+static int64_t sft_int_at(const unsigned char *src, size_t i, int size, int is_signed, int *huge) {
+    uint64_t u = 0;
+    int k;
+    for (k = size - 1; k >= 0; k--) u = u << 8 | src[(size_t)size * i + (size_t)k];
+    *huge = 0;
+    if (is_signed && size < 8 && (u >> (8 * size - 1)) & 1) u |= ~(uint64_t)0 << (8 * size); /* sign-extend */
+    if (!is_signed && u > (uint64_t)INT64_MAX) {
+        *huge = 1;
+        return 0;
+    }
+    return (int64_t)u; /* two's complement: the implementation-defined conversion every target does */
+}
+
+/* Converts a tensor's little-endian bytes to float. Floating dtypes always
+ * convert; integers (PyTorch stores num_batches_tracked as I64, masks as
+ * BOOL) only where the float holds the value exactly: a count above 2^24
+ * that float would round is refused rather than changed. */
+static nncl_status sft_convert(const char *source, const sft_tensor *t, const unsigned char *src, float *dst) {
+    const char *dtype = t->dtype;
+    size_t i, n = t->numel;
     if (!strcmp(dtype, "F32")) {
         if (sft_host_le()) {
             if (n) memcpy(dst, src, n * 4);
@@ -117,7 +136,7 @@ static void sft_convert(const unsigned char *src, const char *dtype, size_t n, f
             uint32_t u = ((uint32_t)src[2 * i] | (uint32_t)src[2 * i + 1] << 8) << 16;
             memcpy(dst + i, &u, 4);
         }
-    } else { /* F64 */
+    } else if (!strcmp(dtype, "F64")) {
         for (i = 0; i < n; i++) {
             uint64_t u = sft_get_u64(src + 8 * i);
             double d;
@@ -127,7 +146,31 @@ static void sft_convert(const unsigned char *src, const char *dtype, size_t n, f
             else if (d < -3.4028234663852886e38) dst[i] = -(float)HUGE_VAL;
             else dst[i] = (float)d;
         }
+    } else if (!strcmp(dtype, "BOOL")) {
+        for (i = 0; i < n; i++) {
+            if (src[i] > 1)
+                return sft_fail(source, NNCL_ERR_FORMAT, "tensor '%.200s' (BOOL) element %zu is %u, not 0 or 1", t->name,
+                                i, (unsigned)src[i]);
+            dst[i] = (float)src[i];
+        }
+    } else { /* I8..I64, U8..U64 */
+        int is_signed = dtype[0] == 'I', huge;
+        for (i = 0; i < n; i++) {
+            int64_t v = sft_int_at(src, i, t->dsize, is_signed, &huge);
+            float f = (float)v;
+            /* exact when converting back gives v: |f| < 2^63 keeps the cast defined */
+            if (huge || f >= 9.2233720368547758e18f || f < -9.2233720368547758e18f || (int64_t)f != v) {
+                char text[32];
+                if (huge) snprintf(text, sizeof text, "above 2^63");
+                else snprintf(text, sizeof text, "%lld", (long long)v);
+                return sft_fail(source, NNCL_ERR_UNSUPPORTED,
+                                "tensor '%.200s' (%s) element %zu is %s, which float cannot hold exactly", t->name, dtype,
+                                i, text);
+            }
+            dst[i] = f;
+        }
     }
+    return NNCL_OK;
 }
 
 /* Offset of the first byte that is not valid UTF-8 (overlong forms,
@@ -437,7 +480,7 @@ static int sft_dtype_size(const char *dtype, int *supported) {
     int i;
     for (i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
         if (!strcmp(dtype, names[i])) {
-            *supported = i < 4;
+            *supported = i < 4 || names[i][0] == 'I' || names[i][0] == 'U' || names[i][0] == 'B'; /* not F8 */
             return sizes[i];
         }
     *supported = 0;
@@ -582,7 +625,8 @@ static nncl_status sft_parse_tensor(nncl_safetensors *st, sft_json *j, char *nam
         return sft_fail(st->source, NNCL_ERR_FORMAT, "tensor '%.200s' has unknown dtype \"%s\"", name, t->dtype);
     if (!supported)
         return sft_fail(st->source, NNCL_ERR_UNSUPPORTED,
-                       "tensor '%.200s' has dtype %s; nncl reads F32, F16, BF16 and F64 only", name, t->dtype);
+                       "tensor '%.200s' has dtype %s; nncl reads F32, F16, BF16, F64, integers and BOOL", name,
+                       t->dtype);
     for (i = 0; i < t->ndim; i++) {
         uint64_t d = (uint64_t)t->shape[i];
         if (d && numel > UINT64_MAX / d) {
@@ -799,8 +843,12 @@ nncl_status nncl_safetensors_parse(const void *bytes, size_t size, const char *s
         nncl_safetensors_free(st);
         return s;
     }
-    for (i = 0; i < st->count; i++)
-        sft_convert(b + 8 + header_len + st->t[i].begin, st->t[i].dtype, st->t[i].numel, st->t[i].data);
+    for (i = 0; i < st->count && s == NNCL_OK; i++)
+        s = sft_convert(st->source, &st->t[i], b + 8 + header_len + st->t[i].begin, st->t[i].data);
+    if (s != NNCL_OK) {
+        nncl_safetensors_free(st);
+        return s;
+    }
     *out = st;
     return NNCL_OK;
 }
@@ -859,15 +907,16 @@ static nncl_status sft_load_file(FILE *f, nncl_safetensors *st) {
          * Every offset is a multiple of 4 since the tensors tile the region. */
         NNCL_TRY(sft_read(f, st->source, st->data, (size_t)data_len, "the tensor data"));
         for (i = 0; i < st->count; i++) st->t[i].data = st->data + st->t[i].begin / 4;
-        if (!sft_host_le()) sft_convert((const unsigned char *)st->data, "F32", (size_t)(data_len / 4), st->data);
+        if (!sft_host_le())
+            for (i = 0; i < st->count; i++)
+                sft_convert(st->source, &st->t[i], (const unsigned char *)st->t[i].data, st->t[i].data);
         return NNCL_OK;
     }
     buf = (unsigned char *)NNCL_MALLOC(data_len ? (size_t)data_len : 1);
     if (!buf) return sft_fail(st->source, NNCL_ERR_OUT_OF_MEMORY, "out of memory for %llu data bytes",
                              (unsigned long long)data_len);
     s = sft_read(f, st->source, buf, (size_t)data_len, "the tensor data");
-    if (s == NNCL_OK)
-        for (i = 0; i < st->count; i++) sft_convert(buf + st->t[i].begin, st->t[i].dtype, st->t[i].numel, st->t[i].data);
+    for (i = 0; i < st->count && s == NNCL_OK; i++) s = sft_convert(st->source, &st->t[i], buf + st->t[i].begin, st->t[i].data);
     NNCL_FREE(buf);
     return s;
 }

@@ -371,7 +371,7 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     cl_command_queue q = p->x.dev->queue;
     double t0 = nncl__seconds();
     t->waited[i] = 0;
-    if (t->step == t->fail_step && i == t->fail_device && !t->fail_in_update)
+    if (t->step == t->fail_step && (i == t->fail_device || t->fail_device == -2) && !t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE, "injected failure on device %d",
                           t->device[i]);
     p->x.batch_offset = offset;

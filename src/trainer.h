@@ -33,7 +33,7 @@ struct nncl_trainer {
     int64_t tracked;           /* training batches seen (batch norm's num_batches_tracked) */
     int steps_since_balance;
     int fixed_shares;          /* the split was given: no measuring */
-    int fail_device, fail_step; /* tests: inject a failure (device index, step), -1: none */
+    int fail_device, fail_step; /* tests: inject a failure (device index or -2: all, step), -1: none */
     nncl_status fail_status;   /* tests: the injected failure's status (0: NNCL_ERR_DEVICE) */
     int fail_in_update;        /* tests: inject it in the optimizer update, not the pass */
     /* Overlap: per device a transfer queue, and for every backward position

@@ -342,6 +342,7 @@ static nncl_status io_check_optimizer(nncl_trainer *t, const nncl_safetensors *s
 static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const char *path, int checkpoint) {
     io_tensors w;
     nncl_status s;
+    int64_t tracked = -1; /* a model's num_batches_tracked (a checkpoint has nncl.tracked) */
     int i, k;
     if ((s = io_collect(t, &w, t->opt_floats, 0)) != NNCL_OK) return s;
     /* Everything is checked into host copies first: a bad file changes nothing. */
@@ -357,11 +358,16 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
         if (is_tracked && nncl_safetensors_find(st, w.e[i].name) < 0) continue; /* optional */
         s = nncl_safetensors_expect(st, w.e[i].name, w.e[i].ndim, shape, &data);
         if (s != NNCL_OK) nncl__fail(t->ctx, s, "%s", nncl_last_error(NULL));
-        else memcpy((float *)w.e[i].data, data, count * sizeof(float));
+        else if (is_tracked) { /* batches seen: a whole number, as PyTorch's int64 counter */
+            if (!(data[0] >= 0 && data[0] <= (float)IO_COUNT_MAX && data[0] == floorf(data[0])))
+                s = nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: %s = %g is not a whole number in 0..2^53", path, w.e[i].name,
+                               (double)data[0]);
+            else if (!checkpoint) tracked = (int64_t)data[0];
+        } else memcpy((float *)w.e[i].data, data, count * sizeof(float));
     }
     if (s == NNCL_OK && checkpoint) {
         const float *data = NULL;
-        int64_t shape[1], step = 0, tracked = 0;
+        int64_t shape[1], step = 0;
         shape[0] = (int64_t)t->opt_floats;
         s = io_meta_count(t, st, path, "nncl.step", &step);
         if (s == NNCL_OK) s = io_meta_count(t, st, path, "nncl.tracked", &tracked);
@@ -372,9 +378,9 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
         if (s == NNCL_OK) {
             if (t->opt_floats) memcpy(w.extra, data, t->opt_floats * sizeof(float));
             t->step = step;
-            t->tracked = tracked;
         }
     }
+    if (s == NNCL_OK && tracked >= 0) t->tracked = tracked;
     if (s == NNCL_OK) s = nncl__trainer_upload(t, w.params, w.state);
     for (i = 0; s == NNCL_OK && checkpoint && t->opt_floats && i < t->nd; i++)
         if (t->alive[i] && clEnqueueWriteBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4,

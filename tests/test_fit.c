@@ -5,6 +5,8 @@
  * resumed from its checkpoint that ends bit for bit as the uninterrupted
  * run. */
 #include "harness.h"
+#include "trainer.h" /* the failure injection of two-device runs */
+#include <locale.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +193,41 @@ static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
     remove(path);
     nncl_dataset_free(ds);
     tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Under a decimal-comma locale the metadata keeps '.', and reads back. */
+static int test_locale(nncl_context *ctx) {
+    const char *name = "model metadata keeps '.' under a decimal-comma locale and reads back";
+    const char *locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "de_DE", NULL};
+    float mean[TF_D] = {0.5f, 1.25f, 2, 3}, std[TF_D] = {0.75f, 1, 1, 1.5f};
+    nncl_model_meta meta = nncl_model_meta_default();
+    nncl_safetensors *st = NULL;
+    nncl_model *m = NULL;
+    tf_model t;
+    char path[160];
+    int i, set = 0, ok;
+    for (i = 0; locales[i] && !set; i++) set = setlocale(LC_NUMERIC, locales[i]) != NULL;
+    if (!set) {
+        th_skip(name, "no decimal-comma locale installed");
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/tf_locale_%d.safetensors", tf_tmp(), (int)getpid());
+    ok = tf_build(ctx, 0, &t, NNCL_OPT_ADAM, 0.01f) == 0;
+    meta.mean = mean;
+    meta.std = std;
+    meta.scale = 0.5f;
+    ok = ok && nncl_trainer_save_model(t.t, path, &meta) == NNCL_OK && nncl_safetensors_load(path, &st) == NNCL_OK;
+    ok = ok && strcmp(nncl_safetensors_meta(st, "nncl.mean"), "[0.5,1.25,2,3]") == 0 &&
+         strcmp(nncl_safetensors_meta(st, "nncl.scale"), "0.5") == 0 &&
+         nncl_model_from_safetensors(NULL, st, 0, &m) == NNCL_OK;
+    setlocale(LC_NUMERIC, "C");
+    nncl_model_free(m);
+    nncl_safetensors_free(st);
+    tf_free(&t);
+    remove(path);
+    TH_CHECK(name, ok);
     th_pass("%s", name);
     return 0;
 }
@@ -423,6 +460,72 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     return 0;
 }
 
+/* Two devices with a fixed split; device 1 fails at step 3: the progress
+ * says so once, with the split, and training goes on. */
+static int test_device_messages(nncl_context *ctx, nncl_dataset *ds) {
+    const char *name = "fit says when a device fails and leaves, and shows the split";
+    int devs[2] = {0, 1}, in[1] = {TF_D};
+    float shares[2] = {1, 1};
+    nncl_train_config c = nncl_train_default();
+    nncl_fit_config f;
+    nncl_progress *p = NULL;
+    tf_model m;
+    FILE *out = tmpfile();
+    char buf[8192];
+    size_t n;
+    if (nncl_device_count(ctx) < 2) {
+        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\")");
+        if (out) fclose(out);
+        return 0;
+    }
+    TH_CHECK(name, out != NULL);
+    memset(&m, 0, sizeof m);
+    m.g = nncl_graph_create(ctx, 5);
+    m.x = nncl_input(m.g, "x", 1, in);
+    m.y = nncl_input(m.g, "y", 0, NULL);
+    m.logits = nncl_linear(m.g, nncl_linear(m.g, m.x, 8, 1, NNCL_ACT_RELU, "fc1"), TF_C, 1, NNCL_ACT_NONE, "fc2");
+    m.loss = nncl_softmax_cross_entropy(m.g, m.logits, m.y);
+    c.max_batch = 16;
+    c.devices = devs;
+    c.n_devices = 2;
+    c.shares = shares;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &m.t));
+    m.t->fail_device = 1;
+    m.t->fail_step = 3;
+    TH_OK(name, NULL, nncl_progress_create(out, 2, 0, &p));
+    nncl_progress_set_interval(p, 0);
+    f = tf_fit(&m, 2);
+    f.progress = p;
+    TH_OK(name, ctx, nncl_trainer_fit(m.t, ds, &f));
+    nncl_progress_free(p);
+    rewind(out);
+    n = fread(buf, 1, sizeof buf - 1, out);
+    buf[n] = 0;
+    fclose(out);
+    TH_CHECK(name, strstr(buf, "shards 8/8") != NULL);
+    TH_CHECK(name, strstr(buf, "device 1 (") && strstr(buf, ") failed and left; the others go on"));
+    TH_CHECK(name, strstr(buf, "shards 16/0") != NULL);
+    tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* A selection that matches nothing lists the devices; an index past the
+ * matches says so. */
+static int test_selection_messages(void) {
+    const char *name = "a device selection that matches nothing lists the devices; :k out of range says so";
+    nncl_config cfg = nncl_config_default();
+    nncl_context *c = NULL;
+    cfg.devices = "no-such-device-name";
+    TH_CHECK(name, nncl_init(&cfg, &c) == NNCL_ERR_NO_DEVICE && c == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "nothing matches \"no-such-device-name\"; the devices are 0: ") != NULL);
+    cfg.devices = "all:99";
+    TH_CHECK(name, nncl_init(&cfg, &c) == NNCL_ERR_NO_DEVICE && c == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "index 99 is out of range") != NULL);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     nncl_dataset *ds = tf_data();
@@ -433,6 +536,9 @@ int main(void) {
         nncl_free(ctx);
         return th_exit_code();
     }
+    test_selection_messages();
+    test_locale(ctx);
+    test_device_messages(ctx, ds);
     for (d = 0, n = nncl_device_count(ctx); d < n; d++) {
         test_model_file(ctx, d, ds);
         test_summary(ctx, d);

@@ -1,6 +1,7 @@
 /* test_safetensors.c - the safetensors reader and writer: round trips,
  * the exact layout PyTorch's safetensors writes, reference files made by the
- * Python safetensors package (tests/data), hostile inputs, atomic writes. */
+ * Python safetensors package (tests/data), integer dtypes, hostile inputs,
+ * atomic writes. */
 #include "harness.h"
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <unistd.h>
 #endif
 
@@ -302,6 +305,81 @@ static int expect_bad(const char *what, const char *json, size_t data_len, nncl_
 
 #define T1(x) "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" x "}}"
 
+/* One tensor t of dtype and n elements whose bytes are data (size bytes). */
+static nncl_status parse_one(const char *dtype, int n, const unsigned char *data, size_t size, nncl_safetensors **st) {
+    char json[160];
+    size_t total, i;
+    unsigned char *b;
+    nncl_status s;
+    snprintf(json, sizeof json, "{\"t\":{\"dtype\":\"%s\",\"shape\":[%d],\"data_offsets\":[0,%u]}}", dtype, n,
+             (unsigned)size);
+    b = make_file(json, size, &total);
+    for (i = 0; i < size; i++) b[total - size + i] = data[i];
+    s = nncl_safetensors_parse(b, total, "ints", st);
+    free(b);
+    return s;
+}
+
+/* Integer and BOOL tensors (PyTorch's num_batches_tracked is I64) read as
+ * float where float holds the value exactly, refused where it does not. */
+static int test_integer_dtypes(void) {
+    const char *name = "safetensors integer and BOOL dtypes read exactly or are refused";
+    static const unsigned char i64[24] = {5, 0, 0, 0, 0, 0, 0, 0, 0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                          0, 0, 0, 1, 0, 0, 0, 0},          /* 5, -7, 2^24 */
+        i64_odd[8] = {1, 0, 0, 1, 0, 0, 0, 0},                                /* 2^24 + 1 */
+        u64_top[8] = {0, 0, 0, 0, 0, 0, 0, 0x80},                             /* 2^63 */
+        i32[8] = {0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0x7f},                     /* -2^31 (exact), 2^31 - 1 (not) */
+        i16[4] = {0x00, 0x80, 0xff, 0x7f}, i8[2] = {0x80, 0x7f}, u8[2] = {0, 255}, u16[2] = {0xff, 0xff},
+        u32[4] = {0, 0, 0, 0x80}, boolean[3] = {1, 0, 1}, bool_bad[1] = {2};
+    nncl_safetensors *st = NULL;
+    nncl_safetensors_entry e;
+    TH_OK(name, NULL, parse_one("I64", 3, i64, 24, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == 5 && e.data[1] == -7 && e.data[2] == 16777216.0f && strcmp(e.dtype, "I64") == 0);
+    nncl_safetensors_free(st);
+    TH_CHECK(name, parse_one("I64", 1, i64_odd, 8, &st) == NNCL_ERR_UNSUPPORTED && st == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "'t' (I64) element 0 is 16777217"));
+    TH_CHECK(name, parse_one("U64", 1, u64_top, 8, &st) == NNCL_ERR_UNSUPPORTED);
+    TH_CHECK(name, parse_one("I64", 1, u64_top, 8, &st) == NNCL_OK); /* -2^63: a power of two, exact */
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == -9223372036854775808.0f);
+    nncl_safetensors_free(st);
+    TH_CHECK(name, parse_one("I32", 2, i32, 8, &st) == NNCL_ERR_UNSUPPORTED);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "element 1 is 2147483647"));
+    TH_OK(name, NULL, parse_one("I32", 1, i32, 4, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == -2147483648.0f);
+    nncl_safetensors_free(st);
+    TH_OK(name, NULL, parse_one("I16", 2, i16, 4, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == -32768 && e.data[1] == 32767);
+    nncl_safetensors_free(st);
+    TH_OK(name, NULL, parse_one("I8", 2, i8, 2, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == -128 && e.data[1] == 127);
+    nncl_safetensors_free(st);
+    TH_OK(name, NULL, parse_one("U8", 2, u8, 2, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == 0 && e.data[1] == 255);
+    nncl_safetensors_free(st);
+    TH_OK(name, NULL, parse_one("U16", 1, u16, 2, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == 65535);
+    nncl_safetensors_free(st);
+    TH_OK(name, NULL, parse_one("U32", 1, u32, 4, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == 2147483648.0f);
+    nncl_safetensors_free(st);
+    TH_OK(name, NULL, parse_one("BOOL", 3, boolean, 3, &st));
+    TH_OK(name, NULL, nncl_safetensors_get(st, 0, &e));
+    TH_CHECK(name, e.data[0] == 1 && e.data[1] == 0 && e.data[2] == 1);
+    nncl_safetensors_free(st);
+    TH_CHECK(name, parse_one("BOOL", 1, bool_bad, 1, &st) == NNCL_ERR_FORMAT && st == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(NULL), "not 0 or 1"));
+    th_pass(name);
+    return 0;
+}
+
 static int test_hostile(void) {
     const char *name = "safetensors hostile inputs give NNCL_ERR_FORMAT with a useful message";
     int bad = 0;
@@ -392,8 +470,8 @@ static int test_hostile(void) {
                       NNCL_ERR_FORMAT, "more than 8 dimensions");
     bad |= expect_bad("unknown dtype", "{\"t\":{\"dtype\":\"F99\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
                       NNCL_ERR_FORMAT, "unknown dtype \"F99\"");
-    bad |= expect_bad("unsupported dtype", "{\"t\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
-                      NNCL_ERR_UNSUPPORTED, "'t' has dtype I32");
+    bad |= expect_bad("unsupported dtype", "{\"t\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
+                      NNCL_ERR_UNSUPPORTED, "'t' has dtype F8_E4M3");
     memset(big, 'n', 1025);
     big[1025] = 0;
     {
@@ -636,6 +714,49 @@ static int test_atomic(void) {
     return 0;
 }
 
+#if !defined(_WIN32)
+/* Creates an empty file at tmpdir/name. */
+static int touch_in_tmp(const char *name) {
+    char path[512];
+    FILE *f;
+    path_in_tmp(path, sizeof path, name);
+    f = fopen(path, "wb");
+    return f ? fclose(f) : -1;
+}
+
+static int exists_in_tmp(const char *name) {
+    char path[512];
+    struct stat sb;
+    path_in_tmp(path, sizeof path, name);
+    return stat(path, &sb) == 0;
+}
+
+/* A write killed before its rename leaves NAME.tmp.PID.N: the next save of
+ * NAME removes those of dead processes, and nothing else. */
+static int test_stale_temporaries(void) {
+    const char *name = "safetensors save removes the temporaries of dead processes";
+    float x[1] = {1};
+    nncl_safetensors_entry e;
+    char path[512], dead[96], live[96], other[96], odd[96];
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    TH_CHECK(name, child > 0 && waitpid(child, NULL, 0) == child); /* a process id that no longer runs */
+    snprintf(dead, sizeof dead, "s.safetensors.tmp.%ld.0", (long)child);
+    snprintf(live, sizeof live, "s.safetensors.tmp.%ld.999", (long)getpid());
+    snprintf(other, sizeof other, "t.safetensors.tmp.%ld.0", (long)child);
+    snprintf(odd, sizeof odd, "s.safetensors.tmp.%ld.0x", (long)child);
+    TH_CHECK(name, !touch_in_tmp(dead) && !touch_in_tmp(live) && !touch_in_tmp(other) && !touch_in_tmp(odd));
+    memset(&e, 0, sizeof e);
+    e.name = "x"; e.ndim = 1; e.shape[0] = 1; e.data = x;
+    path_in_tmp(path, sizeof path, "s.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, NULL));
+    TH_CHECK(name, !exists_in_tmp(dead));
+    TH_CHECK(name, exists_in_tmp(live) && exists_in_tmp(other) && exists_in_tmp(odd));
+    th_pass(name);
+    return 0;
+}
+#endif
+
 /* ------------------------------------------------------------ main */
 
 static void remove_tmpdir(void) {
@@ -667,10 +788,14 @@ int main(void) {
     test_expect();
     test_reference_files();
     test_hostile();
+    test_integer_dtypes();
     test_unusual_valid();
     test_file_errors();
     test_save_arguments();
     test_atomic();
+#if !defined(_WIN32)
+    test_stale_temporaries();
+#endif
     remove_tmpdir();
     return th_exit_code();
 }

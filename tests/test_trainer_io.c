@@ -3,7 +3,8 @@
  * make_torch_model.py) loads into nncl and gives PyTorch's logits on every
  * device; a saved model loads back bit for bit; a file of another shape is
  * refused and changes nothing; frozen parameters stay as they were; a
- * checkpoint's metadata (step, batches tracked, optimizer) is checked. */
+ * checkpoint's metadata (step, batches tracked, optimizer) is checked; a
+ * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads. */
 #include "harness.h"
 #include "trainer.h"
 #include <math.h>
@@ -126,6 +127,75 @@ static int test_freeze(nncl_context *ctx) {
     return 0;
 }
 
+/* A PyTorch CNN with batch norm (tests/data/torch_bn.safetensors, made by
+ * make_torch_bn.py): its state dict holds num_batches_tracked as I64. It
+ * loads, gives PyTorch's evaluation logits, and its batch count survives a
+ * save and a load. */
+static int test_pytorch_batchnorm(nncl_context *ctx) {
+    const char *name = "a PyTorch state dict with batch norm (num_batches_tracked I64) loads and round-trips";
+    nncl_safetensors *st = NULL;
+    nncl_graph *g[2];
+    nncl_node *x[2], *logits[2], *loss[2];
+    nncl_trainer *t[2] = {NULL, NULL};
+    nncl_train_config c = nncl_train_default();
+    const float *in, *want, *tracked;
+    int64_t is[4] = {5, 1, 6, 6}, ls[2] = {5, 3}, none[1] = {0};
+    int xs[3] = {1, 6, 6}, k, d = 0;
+    float got[15], p0[600], p1[600], s0[8], s1[8];
+    char path[64];
+    double num = 0, den = 0;
+    snprintf(path, sizeof path, "/tmp/nncl-tio-bn-%ld.safetensors", (long)getpid());
+    c.max_batch = 5;
+    c.devices = &d;
+    c.n_devices = 1;
+    for (k = 0; k < 2; k++) {
+        nncl_node *h, *y;
+        g[k] = nncl_graph_create(ctx, 5);
+        x[k] = nncl_input(g[k], "x", 3, xs);
+        y = nncl_input(g[k], "y", 0, NULL);
+        h = nncl_conv2d(g[k], x[k], 4, 3, 1, 1, 1, NNCL_ACT_NONE, "conv1");
+        h = nncl_flatten(g[k], nncl_op_relu(g[k], nncl_batchnorm(g[k], h, 0.1f, 1e-5f, "bn1")));
+        logits[k] = nncl_linear(g[k], h, 3, 1, NNCL_ACT_NONE, "fc");
+        loss[k] = nncl_softmax_cross_entropy(g[k], logits[k], y);
+        TH_CHECK(name, loss[k] != NULL);
+        TH_OK(name, ctx, nncl_trainer_create(ctx, g[k], loss[k], &c, &t[k]));
+    }
+    TH_OK(name, ctx, nncl_trainer_load(t[0], "tests/data/torch_bn.safetensors"));
+    TH_CHECK(name, t[0]->tracked == 5);
+    TH_OK(name, NULL, nncl_safetensors_load("tests/data/torch_bn.safetensors", &st));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "check.input", 4, is, &in));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "check.logits", 2, ls, &want));
+    {
+        nncl_feed f;
+        f.node = x[0];
+        f.data = in;
+        TH_OK(name, ctx, nncl_trainer_predict(t[0], &f, 1, 5, logits[0], got));
+    }
+    for (k = 0; k < 15; k++) {
+        num += ((double)got[k] - want[k]) * ((double)got[k] - want[k]);
+        den += (double)want[k] * want[k];
+    }
+    TH_CHECK(name, num / den < 1e-10);
+    nncl_safetensors_free(st);
+    /* nncl's own file: the count and every value come back */
+    TH_OK(name, ctx, nncl_trainer_save(t[0], path));
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    TH_OK(name, NULL, nncl_safetensors_expect(st, "bn1.num_batches_tracked", 0, none, &tracked));
+    TH_CHECK(name, tracked[0] == 5.0f);
+    nncl_safetensors_free(st);
+    TH_OK(name, ctx, nncl_trainer_load(t[1], path));
+    TH_CHECK(name, t[1]->tracked == 5 && g[0]->n_params <= 600 && g[0]->n_state <= 8);
+    TH_CHECK(name, !nncl__trainer_download(t[0], p0, s0) && !nncl__trainer_download(t[1], p1, s1));
+    TH_CHECK(name, memcmp(p0, p1, g[0]->n_params * 4) == 0 && memcmp(s0, s1, g[0]->n_state * 4) == 0);
+    remove(path);
+    for (k = 0; k < 2; k++) {
+        nncl_trainer_free(t[k]);
+        nncl_graph_free(g[k]);
+    }
+    th_pass("%s (normalised squared error %.2g)", name, num / den);
+    return 0;
+}
+
 /* Copies checkpoint src to dst with metadata key set to value. */
 static int tio_rewrite(const char *src, const char *dst, const char *key, const char *value) {
     nncl_safetensors *st = NULL;
@@ -201,6 +271,7 @@ int main(void) {
     test_round_trip_and_refusal(ctx);
     test_freeze(ctx);
     test_checkpoint_meta(ctx);
+    test_pytorch_batchnorm(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

@@ -3,10 +3,11 @@
 # tests with are installed. As root it installs the missing ones (apt-get);
 # otherwise it prints the exact command to run and exits non-zero.
 # usage: sh tools/setup-debian.sh [--ci]   (--ci adds the CI-only packages)
+# Open MPI is in the default set: the MPI test (tests/test_mpi.sh) is part of
+# the plain pass of `make check`.
 pkgs="build-essential pkg-config ocl-icd-opencl-dev opencl-headers libclblast-dev
-pocl-opencl-icd clinfo zlib1g-dev dataset-fashion-mnist"
-[ "$1" = "--ci" ] && pkgs="$pkgs clang mesa-opencl-icd libopenmpi-dev openmpi-bin
-valgrind libclang-rt-14-dev"
+pocl-opencl-icd clinfo zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin"
+[ "$1" = "--ci" ] && pkgs="$pkgs clang mesa-opencl-icd valgrind libclang-rt-14-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "setup-debian.sh: not a Debian/Ubuntu system; install a C compiler, OpenCL headers" \
