@@ -80,39 +80,43 @@ __kernel void nncl_conv_reorder_f32(__global float *a, int a_off, __global float
  * stored as such, the packing kernels read x directly. Each work-item
  * writes one run of nr (or mr) floats of a panel. */
 
-/* Forward B of sample z: B(r, j) = col_z(r, j), [C*k*k, OH*OW]; sample z's
- * panels at bp_off + z * ceil(OH*OW / nr) * nr * C*k*k. NDRange (panels,
- * C*k*k, samples). */
+/* Forward B of each of S samples: B(r, j) = col_z(r, j), [C*k*k, OH*OW];
+ * sample z's panels at bp_off + z * ceil(OH*OW / nr) * nr * C*k*k.
+ * NDRange (ceil(OH*OW / nr) * nr, C*k*k), in groups of (nr, 1) where the
+ * device allows: one
+ * work-item per column j and row r, for every sample. Neighbouring items
+ * take neighbouring j, so CPU drivers, which run them as SIMD lanes, store
+ * whole vectors and (stride 1) load them, and no lane divides integers
+ * (scalar loops on those drivers). */
 __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
-                                   int W, int k, int st, int pad, int OH, int OW, int nr) {
-    int q = get_global_id(0), r = get_global_id(1), z = get_global_id(2);
-    int kk = k * k, ckk = C * kk, ohw = OH * OW, panels = (ohw + nr - 1) / nr, c, j, oh, ow, ci, ki, kj;
-    __global const float *xs;
+                                   int W, int k, int st, int pad, int OH, int OW, int nr, int S) {
+    int j = get_global_id(0), r = get_global_id(1);
+    int kk = k * k, ckk = C * kk, ohw = OH * OW, panels = (ohw + nr - 1) / nr, q, c, oh, ci, ki, kj, ih, iw, z;
+    int in, src;
     __global float *d;
-    if (q >= panels || r >= ckk) return;
+    if (j >= panels * nr || r >= ckk) return;
+    q = get_local_size(0) == nr ? (int)get_group_id(0) : j / nr; /* groups of nr items: a panel each */
+    c = j - q * nr;
+    /* j / OW: the quotient of j + 1/2 is at least 1/(2 OW) from an integer,
+     * and a float division errs by less than that below 2^22 */
+    oh = ohw < (1 << 22) ? (int)(((float)j + 0.5f) / (float)OW) : j / OW;
     ci = r / kk;
     ki = (r - ci * kk) / k;
     kj = r - ci * kk - ki * k;
-    xs = x + x_off + (z * C + ci) * H * W;
-    d = bp + bp_off + (z * panels * ckk + q * ckk + r) * nr;
-    j = q * nr;
-    oh = j / OW;
-    ow = j - oh * OW;
-    for (c = 0; c < nr; c++, j++) {
-        int ih = oh * st - pad + ki, iw = ow * st - pad + kj;
-        d[c] = j < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W ? xs[ih * W + iw] : 0.0f;
-        if (++ow == OW) {
-            ow = 0;
-            oh++;
-        }
-    }
+    ih = oh * st - pad + ki;
+    iw = (j - oh * OW) * st - pad + kj;
+    in = j < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W;
+    src = x_off + (ci * H + (in ? ih : 0)) * W + (in ? iw : 0);
+    d = bp + bp_off + (q * ckk + r) * nr + c;
+    for (z = 0; z < S; z++) d[z * panels * ckk * nr] = in ? x[src + z * C * H * W] : 0.0f;
 }
 
 /* Weight gradient A over S samples: A(o, kk) = dy[s, o, p] with kk = s*OH*OW
- * + p, [O, S*OH*OW]. NDRange (panels of mr rows, S*OH*OW). */
+ * + p, [O, S*OH*OW]. NDRange (S*OH*OW, panels of mr rows): neighbouring
+ * items read neighbouring dy. */
 __kernel void nncl_conv_pack_dy_f32(__global const float *dy, int dy_off, __global float *ap, int ap_off, int O,
                                     int ohw, int S, int mr) {
-    int p = get_global_id(0), kk = get_global_id(1), K = S * ohw, s, px, r;
+    int kk = get_global_id(0), p = get_global_id(1), K = S * ohw, s, px, r;
     __global float *d;
     __global const float *src;
     if (p * mr >= O || kk >= K) return;
@@ -124,10 +128,11 @@ __kernel void nncl_conv_pack_dy_f32(__global const float *dy, int dy_off, __glob
 }
 
 /* Weight gradient B over S samples: B(kk, r) = col_s(r, p) with kk = s*OH*OW
- * + p, [S*OH*OW, C*k*k]. NDRange (panels of nr rows of col, S*OH*OW). */
+ * + p, [S*OH*OW, C*k*k]. NDRange (S*OH*OW, panels of nr rows of col):
+ * neighbouring items read neighbouring x (stride 1). */
 __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
                                       int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr) {
-    int q = get_global_id(0), kk = get_global_id(1), ohw = OH * OW, K = S * ohw, ckk = C * k * k;
+    int kk = get_global_id(0), q = get_global_id(1), ohw = OH * OW, K = S * ohw, ckk = C * k * k;
     int s, px, ih0, iw0, c, r, ci, ki, kj;
     __global float *d;
     __global const float *xs;

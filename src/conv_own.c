@@ -137,11 +137,12 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
     size_t floats, per_b, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw;
-    size_t global[3];
+    size_t global[2], local[2] = {1, 1};
     int S, s0;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    if ((size_t)v.nr <= x->dev->max_work_group) local[0] = (size_t)v.nr; /* a group per panel */
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
@@ -172,10 +173,10 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
         nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr);
-        global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr;
+        nncl__arg_int(&a, ns);
+        global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr * (size_t)v.nr;
         global[1] = d->ckk;
-        global[2] = (size_t)ns;
-        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, NULL));
+        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
         p.batch = (size_t)ns;
         p.c_off = y.off + (size_t)s0 * ys_n;
         NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
@@ -213,8 +214,8 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, 0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
-        global[0] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
-        global[1] = p.k;
+        global[0] = p.k;
+        global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
         nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
@@ -223,8 +224,8 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
         nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
-        global[0] = (d->ckk + (size_t)v.nr - 1) / (size_t)v.nr;
-        global[1] = p.k;
+        global[0] = p.k;
+        global[1] = (d->ckk + (size_t)v.nr - 1) / (size_t)v.nr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
     }

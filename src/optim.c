@@ -197,6 +197,7 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     size_t items = (n + 255) / 256, one = 1;
     if (items > NNCL_OPTIM_GROUPS) items = NNCL_OPTIM_GROUPS;
     items = (items + local - 1) / local * local;
+    if (items > NNCL_OPTIM_GROUPS) items = NNCL_OPTIM_GROUPS / local * local; /* a group size not dividing 256 */
     sv.mem = scratch;
     sv.off = 0;
     NNCL_TRY(opt_check_view(ctx, grads, n, "grads"));
