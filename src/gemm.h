@@ -86,6 +86,7 @@ typedef struct nncl__gemm_choice {
     int ta, tb, epi;          /* epi: bias | act << 2 */
     size_t m, n, k;
     int best, best_own;       /* variant index, -1 for CLBlast */
+    int ready;                /* its kernels are resolved on the device (not stored) */
 } nncl__gemm_choice;
 
 typedef struct nncl__gemm_state {

@@ -39,15 +39,16 @@ const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl_
     return NULL;
 }
 
-/* The smallest measured product of g's kind (transposes, k, epilogue) that
- * covers g's m and n: the choice a plan's smaller batch or last chunk takes,
- * so that a step never measures. NULL when there is none. */
-static const nncl__gemm_choice *pick_near(nncl__gemm_state *s, const nncl__gemm_args *g) {
-    const nncl__gemm_choice *best = NULL;
+/* The smallest prepared product (kernels resolved) of g's kind
+ * (transposes, k, epilogue) that covers g's m and n: the choice a plan's
+ * smaller batch or last chunk takes, so that a step neither measures nor
+ * looks a kernel up. NULL when there is none. */
+static nncl__gemm_choice *pick_near(nncl__gemm_state *s, const nncl__gemm_args *g) {
+    nncl__gemm_choice *best = NULL;
     int i, epi = pick_epi(&g->epi);
     for (i = 0; i < s->n_choices; i++) {
-        const nncl__gemm_choice *c = &s->choices[i];
-        if (c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->k != g->k || c->epi != epi ||
+        nncl__gemm_choice *c = &s->choices[i];
+        if (!c->ready || c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->k != g->k || c->epi != epi ||
             c->m < g->m || c->n < g->n)
             continue;
         if (!best || c->m * c->n < best->m * best->n) best = c;
@@ -329,16 +330,25 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     return st;
 }
 
-/* The choice for g's shape: stored, or (near) that of a measured product
- * covering it, or measured now and stored. */
+/* The choice for g's shape: stored, or measured now and stored. With near
+ * (a step), a stored one not yet prepared gives way to a prepared one that
+ * covers g (pick_near). */
 static nncl_status pick_choice(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int near,
-                               const nncl__gemm_choice **out) {
+                               nncl__gemm_choice **out) {
     nncl__gemm_state *s = NULL;
-    nncl__gemm_choice c;
+    nncl__gemm_choice c, *exact, *cover;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     if (!s->loaded) pick_load(ctx, dev, s);
-    if ((*out = nncl__gemm_choice_find(s, g)) != NULL) return NNCL_OK;
-    if (near && (*out = pick_near(s, g)) != NULL) return NNCL_OK;
+    exact = (nncl__gemm_choice *)nncl__gemm_choice_find(s, g);
+    if (exact && (exact->ready || !near)) {
+        *out = exact;
+        return NNCL_OK;
+    }
+    if (near && (cover = pick_near(s, g)) != NULL) {
+        *out = cover;
+        return NNCL_OK;
+    }
+    if ((*out = exact) != NULL) return NNCL_OK;
     memset(&c, 0, sizeof c);
     c.ta = g->trans_a != 0;
     c.tb = g->trans_b != 0;
@@ -371,33 +381,26 @@ nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nnc
 }
 
 nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
-    const nncl__gemm_choice *c;
-    nncl__gemm_state *s;
-    int mode = nncl__gemm_mode(), i, epi = pick_epi(&g->epi);
+    nncl__gemm_choice *c;
+    int mode = nncl__gemm_mode(), idx;
     NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, NULL, g));
-    if (mode != 1) {
+    if (mode != 1) { /* the chosen kernels resolved now: a step only launches them */
         NNCL_TRY(pick_choice(ctx, dev, g, 0, &c));
-        /* the kernels of every choice a smaller product of this kind may
-         * take in a step (exactly or as pick_near), resolved now */
-        s = dev->gemm;
-        for (i = 0; i < s->n_choices; i++) {
-            int idx = mode == 2 ? s->choices[i].best_own : s->choices[i].best;
-            c = &s->choices[i];
-            if (idx >= 0 && idx < s->n_all && c->ta == (g->trans_a != 0) && c->tb == (g->trans_b != 0) &&
-                c->k == g->k && c->epi == epi)
-                NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, &s->all[idx], g));
-        }
+        idx = mode == 2 ? c->best_own : c->best;
+        if (idx >= 0) NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, &dev->gemm->all[idx], g));
+        c->ready = 1;
     }
     return nncl__sgemm_temp_size(ctx, dev, g, bytes);
 }
 
 nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
-    const nncl__gemm_choice *c;
+    nncl__gemm_choice *c;
     int mode = nncl__gemm_mode(), idx;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
     if (mode == 1) return nncl__sgemm_clblast(ctx, dev, g);
     NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
     idx = mode == 2 ? c->best_own : c->best;
+    c->ready = 1; /* its kernels are resolved by the run below */
     if (idx < 0 || !nncl__gemm_own_fits(g)) return nncl__sgemm_clblast(ctx, dev, g);
     return nncl__gemm_own(ctx, dev, &dev->gemm->all[idx], g);
 }
