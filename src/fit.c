@@ -74,6 +74,10 @@ static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, ch
     used = (size_t)snprintf(buf, len, "shards ");
     for (i = 0; i < n && i < 16 && used + 8 < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "/" : "", t->alive[i] ? sizes[i] : 0);
+    for (i = 0; i < n && i < 16 && used + 24 < len; i++) /* why a device has no samples, on the line itself */
+        if (!t->alive[i] || !sizes[i])
+            used += (size_t)snprintf(buf + used, len - used, " (d%d %s)", t->device[i],
+                                     fs->failed[i] ? "failed" : "out: faster without");
     for (i = 0; i < n && i < 16; i++) {
         /* The trainer leaves a device out (alive 0 too) when the others alone
          * are faster; only a step's report says that it failed. */
