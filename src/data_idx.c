@@ -148,9 +148,12 @@ static int idx_header_total(const unsigned char *p, size_t len, uint64_t *total)
 
 /* Inflates a whole gzip stream (several members allowed) into a new buffer.
  * Truncated or corrupt input (bad CRC or length trailer too) is
- * NNCL_ERR_FORMAT. As soon as the IDX header is out, the output is held to
- * the size it calls for, so a hostile file costs no more memory than its
- * header claims (and never more than IDX_MAX_INFLATED). */
+ * NNCL_ERR_FORMAT. The header is inflated first into a small buffer (the
+ * gzip trailer's size is untrusted and never used); once it is out, the
+ * output is held to the size it calls for plus one byte (to see an
+ * excess), checked against IDX_MAX_INFLATED and against what deflate can
+ * produce from this many bytes, so a hostile file costs no more memory than
+ * a header it could honour. */
 static nncl_status idx_gunzip(const unsigned char *in, size_t in_size, const char *name, unsigned char **out,
                               size_t *out_size) {
     z_stream zs;
@@ -160,18 +163,8 @@ static nncl_status idx_gunzip(const unsigned char *in, size_t in_size, const cha
     int zr = Z_OK, hdr = 0, stop = 0;
     nncl_status st = NNCL_OK;
     if ((uint64_t)(size_t)-1 < cap_max) cap_max = (size_t)-1;
-    /* Start from the size the trailer claims, but never beyond what deflate
-     * can produce from this many bytes (ratio 1032:1), as it is untrusted. */
-    cap = 65536;
-    if (in_size >= 18) {
-        uint32_t isize = (uint32_t)in[in_size - 4] | ((uint32_t)in[in_size - 3] << 8) |
-                         ((uint32_t)in[in_size - 2] << 16) | ((uint32_t)in[in_size - 1] << 24);
-        uint64_t bound = (uint64_t)in_size * 1032u + 64u;
-        uint64_t want = isize;
-        if (want > bound) want = bound;
-        if (want > cap_max) want = cap_max;
-        if (want > cap) cap = (size_t)want;
-    }
+    /* room for the largest header (4 + 4 * 255 bytes) */
+    cap = 1024 + 64;
     buf = (unsigned char *)NNCL_MALLOC(cap);
     if (!buf)
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes to decompress", name, cap);
@@ -224,6 +217,14 @@ static nncl_status idx_gunzip(const unsigned char *in, size_t in_size, const cha
                     st = nncl__fail(NULL, NNCL_ERR_FORMAT,
                                     "%s: IDX header calls for %llu bytes, beyond the %llu-byte limit for gzip data",
                                     name, (unsigned long long)total, (unsigned long long)cap_max);
+                    break;
+                }
+                /* deflate expands at most 1032:1: a header asking for more
+                 * than the file can hold is refused before its buffer exists */
+                if (hdr == 1 && total / 1032u > (uint64_t)in_size) {
+                    st = nncl__fail(NULL, NNCL_ERR_FORMAT,
+                                    "%s: IDX header calls for %llu bytes, more than %zu bytes of gzip data can inflate to",
+                                    name, (unsigned long long)total, in_size);
                     break;
                 }
                 if (hdr == 2) {

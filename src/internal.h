@@ -16,6 +16,7 @@
 
 #include "nncl.h"
 #include <CL/cl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -229,6 +230,8 @@ typedef struct nncl__args {
     size_t wg;                /* the kernel's work-group limit; 0: ask at launch */
     cl_uint index, bad_index;
     cl_int err;
+    size_t too_big;           /* an offset or count past INT_MAX given (0: none): launch refuses */
+    cl_uint too_big_index;
 } nncl__args;
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k);
 /* The same from a resolved kernel (no query at launch). */
@@ -237,6 +240,10 @@ void nncl__arg_mem(nncl__args *a, cl_mem m);
 void nncl__arg_int(nncl__args *a, int v);
 void nncl__arg_float(nncl__args *a, float v);
 void nncl__arg_local(nncl__args *a, size_t bytes);
+/* An element offset or count: kernels take them as int, so one past INT_MAX
+ * is not passed but makes the launch fail with NNCL_ERR_INVALID_ARGUMENT
+ * (never wrapped). nncl__arg_view passes its offset through this check. */
+void nncl__arg_count(nncl__args *a, size_t v);
 /* Enqueues without waiting; global sizes are rounded up to the local ones
  * (kernels check their bounds); a zero global size launches nothing. */
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);

@@ -259,16 +259,48 @@ void nncl__plan_free(nncl__plan *p) {
     NNCL_FREE(p);
 }
 
+/* Kernels take element offsets and counts as int: every node's value at
+ * max_batch, and every buffer (the arena once packed, parameters, running
+ * statistics), must stay within INT_MAX elements, or a plan is refused
+ * before any buffer exists rather than let an offset wrap. */
+static nncl_status plan_check_node_sizes(nncl__plan *p) {
+    nncl_graph *g = p->graph;
+    size_t limit = (size_t)INT_MAX;
+    int i;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        char s[96];
+        if (n->sample_numel > (n->batched ? limit / (size_t)p->max_batch : limit))
+            return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "plan: node \"%s\" %s holds more than 2^31-1 elements at max_batch %d, more than a kernel "
+                              "can address; lower max_batch", n->name, nncl__shape_str(n, s, sizeof s), p->max_batch);
+    }
+    if (g->n_params > limit || g->n_state > limit)
+        return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: %zu parameters and %zu statistics: more than 2^31-1",
+                          g->n_params, g->n_state);
+    return NNCL_OK;
+}
+
 static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
     nncl_graph *g = p->graph;
     nncl_context *ctx = p->ctx;
     nncl_device *dev = p->x.dev;
+    size_t total = 0;
     int i;
+    if (p->arena_floats > (size_t)INT_MAX)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "plan: the activations need %zu floats at max_batch %d, more than the 2^31-1 a kernel can "
+                          "address; lower max_batch", p->arena_floats, p->max_batch);
+    /* bytes in size_t: checked, a 32-bit size_t holds less than 2^31 floats' worth */
+    if (nncl__add_overflow(p->arena_floats, g->n_params, &total) || nncl__add_overflow(total, g->n_trainable, &total) ||
+        nncl__add_overflow(total, g->n_state, &total) || nncl__mul_overflow(total, 4, &total))
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "plan: %zu + %zu + %zu floats overflow the size of memory",
+                          p->arena_floats, g->n_params, g->n_state);
     NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena_floats * 4, &p->arena));
     NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 4, &p->x.params));
     NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_trainable * 4, &p->x.grads));
     NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_state * 4, &p->x.state));
-    p->bytes = (p->arena_floats + g->n_params + g->n_trainable + g->n_state) * 4;
+    p->bytes = total;
     for (i = 0; i < nb; i++) {
         nncl__view v;
         v.mem = p->arena;
@@ -332,7 +364,8 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
         nncl__plan_free(p);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    st = plan_schedule(p, &blocks, &nb);
+    st = plan_check_node_sizes(p);
+    if (st == NNCL_OK) st = plan_schedule(p, &blocks, &nb);
     if (st == NNCL_OK) {
         p->arena_floats = plan_pack(blocks, nb);
         if (p->arena_floats == (size_t)-1) st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -458,7 +491,7 @@ nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args
 
 void nncl__arg_view(nncl__args *a, nncl__view v) {
     nncl__arg_mem(a, v.mem);
-    nncl__arg_int(a, (int)v.off);
+    nncl__arg_count(a, v.off);
 }
 
 #undef PLAN_ALIGN

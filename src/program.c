@@ -229,6 +229,7 @@ void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
     a->wg = 0;
     a->index = 0;
     a->err = CL_SUCCESS;
+    a->too_big = 0;
 }
 
 void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k) {
@@ -250,6 +251,15 @@ void nncl__arg_int(nncl__args *a, int v) { prog_arg(a, sizeof v, &v); }
 void nncl__arg_float(nncl__args *a, float v) { prog_arg(a, sizeof v, &v); }
 void nncl__arg_local(nncl__args *a, size_t bytes) { prog_arg(a, bytes, NULL); }
 
+void nncl__arg_count(nncl__args *a, size_t v) {
+    int i = (int)(v <= (size_t)INT_MAX ? v : 0);
+    if (v > (size_t)INT_MAX && !a->too_big) {
+        a->too_big = v;
+        a->too_big_index = a->index;
+    }
+    prog_arg(a, sizeof i, &i);
+}
+
 static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
 
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {
@@ -257,6 +267,10 @@ nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const si
     size_t g[3];
     cl_uint i;
     cl_int err;
+    if (a->too_big) /* the caller's sizes, not the device's fault */
+        return nncl__fail(a->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "kernel argument %u: %zu elements pass 2^31-1, the most a kernel offset or count holds",
+                          (unsigned)a->too_big_index, a->too_big);
     if (a->err != CL_SUCCESS) {
         char what[64];
         snprintf(what, sizeof what, "clSetKernelArg(arg %u)", a->bad_index);

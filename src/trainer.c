@@ -198,6 +198,10 @@ static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_status st = NNCL_OK;
     int i;
     t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
+    if (t->opt_floats > (size_t)INT_MAX) /* kernels index with int */
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
+                          "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
     for (i = 0; st == NNCL_OK && i < t->nd; i++) {
         nncl__plan *p;
         st = nncl__plan_create(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, &t->plan[i]);

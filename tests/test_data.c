@@ -207,6 +207,76 @@ static size_t gz_compress(const unsigned char *src, size_t n, unsigned char *dst
     return out;
 }
 
+/* A field of /proc/self/status in kB ("VmPeak"), or -1 where there is none. */
+static long proc_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0 && line[n] == ':') v = strtol(line + n + 1, NULL, 10);
+    if (f) fclose(f);
+    return v;
+}
+
+/* A gzip bomb: 64 MB of zeros behind an IDX header that asks for 2 bytes
+ * (about 64 KB compressed, streamed so that the test never holds the 64 MB).
+ * Refused, and the reader's address space grows by far less than the size
+ * the gzip trailer claims: it sizes its buffer from the header alone. Run
+ * first, while the process's peak is still its size. */
+static int test_idx_gzip_bomb(void) {
+    const char *T = "data idx gzip bomb costs no more memory than its header";
+    static unsigned char zeros[1 << 20], head[16];
+    uint32_t small[1] = {2};
+    double v[2] = {1, 2};
+    size_t cap = 1 << 20, hn;
+    unsigned char *gz = (unsigned char *)malloc(cap);
+    z_stream zs;
+    nncl_idx a;
+    long before, after;
+    int k, ok;
+    memset(&zs, 0, sizeof zs);
+    hn = make_idx(head, NNCL_IDX_U8, 1, small, v, 2);
+    if (!gz || deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(gz);
+        th_fail(T, "zlib set-up failed");
+        return 1;
+    }
+    zs.next_out = gz;
+    zs.avail_out = (uInt)cap;
+    zs.next_in = head;
+    zs.avail_in = (uInt)hn;
+    ok = deflate(&zs, Z_NO_FLUSH) == Z_OK;
+    for (k = 0; k < 64 && ok; k++) {
+        zs.next_in = zeros;
+        zs.avail_in = sizeof zeros;
+        ok = deflate(&zs, k == 63 ? Z_FINISH : Z_NO_FLUSH) == (k == 63 ? Z_STREAM_END : Z_OK);
+    }
+    deflateEnd(&zs);
+    before = proc_status_kb("VmSize");
+    if (!ok) {
+        free(gz);
+        th_fail(T, "compressing the bomb failed");
+        return 1;
+    }
+    if (nncl_idx_parse(gz, (size_t)zs.total_out, "bomb.gz", &a) != NNCL_ERR_FORMAT || !err_has("more than the 10 bytes")) {
+        free(gz);
+        th_fail(T, "not refused: %s", nncl_last_error(NULL));
+        return 1;
+    }
+    after = proc_status_kb("VmPeak");
+    free(gz);
+    if (before < 0 || after < 0) {
+        th_skip(T, "no /proc/self/status to read the address space from (refusal checked)");
+        return -1;
+    }
+    if (after - before > 16 * 1024) {
+        th_fail(T, "the address space grew by %ld kB for a header of 10 bytes", after - before);
+        return 1;
+    }
+    return 0;
+}
+
 /* A gzip file inflates only as far as its IDX header allows. */
 static int test_idx_gzip_limits(void) {
     const char *T = "data idx gzip held to the header's size";
@@ -230,6 +300,13 @@ static int test_idx_gzip_limits(void) {
         th_fail(T, "huge header: %s", nncl_last_error(NULL));
         goto done;
     }
+    /* header asks for 100 MB that 1 KB of gzip cannot hold: refused before its buffer exists */
+    small[0] = 100000000;
+    gzsz = gz_compress(raw, make_idx(raw, NNCL_IDX_U8, 1, small, v, 0) + 100, gz, BIG);
+    if (!gzsz || nncl_idx_parse(gz, gzsz, "tall.gz", &a) != NNCL_ERR_FORMAT || !err_has("can inflate to")) {
+        th_fail(T, "header beyond what the file can hold: %s", nncl_last_error(NULL));
+        goto done;
+    }
     /* a bad header inside gzip is reported as such */
     raw[0] = 7;
     gzsz = gz_compress(raw, 1000, gz, BIG);
@@ -246,6 +323,10 @@ done:
 #else
 static int test_idx_gzip_limits(void) {
     th_skip("data idx gzip held to the header's size", "built without zlib");
+    return -1;
+}
+static int test_idx_gzip_bomb(void) {
+    th_skip("data idx gzip bomb costs no more memory than its header", "built without zlib");
     return -1;
 }
 #endif
@@ -930,6 +1011,7 @@ static int test_dataset_idx(void) {
 int main(int argc, char **argv) {
     (void)argc;
     g_argv0 = argv[0];
+    RUN(test_idx_gzip_bomb, "data idx gzip bomb costs no more memory than its header");
     RUN(test_idx_types, "data idx round trip, every type");
     RUN(test_idx_endian, "data idx big-endian decoding");
     RUN(test_idx_hostile, "data idx hostile headers");

@@ -97,6 +97,45 @@ static int eg_nan(nncl_context *ctx, const char *what, int which) {
     return 0;
 }
 
+/* The activations fused into a linear layer and a convolution propagate NaN
+ * too: a sample with a NaN gives NaN outputs (a ReLU that made them 0 would
+ * hide the NaN from the trainer's skip), the other sample stays finite. */
+static int eg_nan_fused(nncl_context *ctx, nncl_act act) {
+    char name[160];
+    nncl_graph *g = nncl_graph_create(ctx, 3);
+    int xs[1] = {4}, is[3] = {1, 3, 3}, d, k;
+    float in[8] = {-1.5f, 0.0f, 0.75f, 0.25f, 1, 2, -3, 4}, img[18], out[2 * 4 * 9], params[64], state[1];
+    nncl_node *a = nncl_input(g, "a", 1, xs), *im = nncl_input(g, "im", 3, is);
+    nncl_node *lin = nncl_linear(g, a, 3, 1, act, "fc"), *conv = nncl_conv2d(g, im, 4, 3, 1, 1, 1, act, "conv");
+    snprintf(name, sizeof name, "NaN through a linear layer and a convolution with fused activation %d", (int)act);
+    TH_CHECK(name, lin && conv);
+    in[1] = (float)NAN;
+    for (k = 0; k < 18; k++) img[k] = k == 4 ? (float)NAN : (float)(k % 5) - 2.0f;
+    for (d = 0; d < nncl_device_count(ctx); d++) {
+        nncl__plan *p = NULL;
+        TH_OK(name, ctx, nncl__plan_create(ctx, g, NULL, d, 2, &p));
+        TH_CHECK(name, g->n_params <= 64);
+        nncl__graph_init_values(g, params, state);
+        TH_CHECK(name, clEnqueueWriteBuffer(p->x.dev->queue, p->x.params, CL_TRUE, 0, g->n_params * 4, params, 0, NULL,
+                                            NULL) == CL_SUCCESS);
+        TH_OK(name, ctx, nncl__plan_feed(p, a, in, 2));
+        TH_OK(name, ctx, nncl__plan_feed(p, im, img, 2));
+        TH_OK(name, ctx, nncl__plan_forward_to(p, 2, 0, lin));
+        TH_OK(name, ctx, nncl__plan_read(p, lin, out, 2, NULL));
+        TH_CHECK(name, clFinish(p->x.dev->queue) == CL_SUCCESS);
+        for (k = 0; k < 3; k++) TH_CHECK(name, out[k] != out[k] && out[3 + k] == out[3 + k]);
+        TH_OK(name, ctx, nncl__plan_forward_to(p, 2, 0, conv));
+        TH_OK(name, ctx, nncl__plan_read(p, conv, out, 2, NULL));
+        TH_CHECK(name, clFinish(p->x.dev->queue) == CL_SUCCESS);
+        /* every output of sample 0 sees the NaN at the centre; sample 1 has none */
+        for (k = 0; k < 36; k++) TH_CHECK(name, out[k] != out[k] && out[36 + k] == out[36 + k]);
+        nncl__plan_free(p);
+    }
+    nncl_graph_free(g);
+    th_pass("%s on every device", name);
+    return 0;
+}
+
 static int eg_shape_errors(nncl_context *ctx) {
     const char *name = "elementwise shape errors";
     nncl_graph *g = nncl_graph_create(ctx, 1);
@@ -118,6 +157,9 @@ int main(void) {
     int w;
     if (!ctx) return th_exit_code();
     eg_shape_errors(ctx);
+    eg_nan_fused(ctx, NNCL_ACT_RELU);
+    eg_nan_fused(ctx, NNCL_ACT_SIGMOID);
+    eg_nan_fused(ctx, NNCL_ACT_TANH);
     for (w = 0; w < 15; w++) {
         eg_check(ctx, names[w], 1, 1, 1, w, 0);
         eg_check(ctx, names[w], 3, 7, 13, w, 0);

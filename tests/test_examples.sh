@@ -120,4 +120,14 @@ if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$
 else
     fail "csv_classifier on iris failed"
 fi
+# early exits after the context, the table and the datasets exist: status 1
+# with the reason, and (in the sanitized pass) nothing leaked
+printf 'a,label\n1,x\n2,x\n' >"$dir/one.csv"
+for c in "$dir/missing.csv:data" "$dir/one.csv:at least two classes"; do
+    "$ex/csv_classifier" "${c%%:*}" --devices "$dev" --epochs 1 --quiet --out "$dir/o.safetensors" >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 1 ] && grep -q "${c#*:}" "$dir/err" && ! grep -q "LeakSanitizer" "$dir/err"; then
+        pass "csv_classifier $(basename "${c%%:*}") stops with status 1, freeing everything"
+    else fail "csv_classifier $(basename "${c%%:*}"): status $s"; fi
+done
 exit 0

@@ -148,11 +148,51 @@ static int check_full_shapes(nncl_context *ctx) {
     return 0;
 }
 
+/* Kernels take offsets and counts as int: a plan whose node values or
+ * whose packed activations pass 2^31-1 floats (a huge max_batch) is refused
+ * before any buffer exists, and an offset past INT_MAX given to a kernel
+ * fails its launch as an argument error, never wraps. */
+static int check_int_limits(nncl_context *ctx) {
+    const char *name = "plans and kernel arguments past 2^31-1 elements are refused, never wrapped";
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    int xs[1] = {1000};
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL);
+    nncl_node *h = nncl_linear(g, x, 1000, 1, NNCL_ACT_TANH, "fc1");
+    nncl_node *loss = nncl_softmax_cross_entropy(g, nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc2"), y);
+    nncl__plan *p = NULL;
+    nncl__args a;
+    cl_kernel k;
+    nncl__view v;
+    TH_CHECK(name, loss != NULL);
+    /* 3e6 samples of 1000: every [B,1000] node alone passes 2^31-1 */
+    TH_CHECK(name, nncl__plan_create(ctx, g, loss, 0, 3000000, &p) == NNCL_ERR_INVALID_ARGUMENT && p == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "2^31-1") && strstr(nncl_last_error(ctx), "max_batch 3000000"));
+    /* 2e6: each node fits, the activations together do not */
+    TH_CHECK(name, nncl__plan_create(ctx, g, loss, 0, 2000000, &p) == NNCL_ERR_INVALID_ARGUMENT && p == NULL);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "the activations need") && strstr(nncl_last_error(ctx), "2^31-1"));
+    /* an offset past INT_MAX: the launch refuses it as the caller's error */
+    TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, 0, 4, &p));
+    TH_OK(name, ctx, nncl__kernel(ctx, p->x.dev, "elementwise", "nncl_relu_f32", &k));
+    nncl__args_begin(&a, ctx, k);
+    v = nncl__val(&p->x, h);
+    v.off = (size_t)INT_MAX + 1;
+    nncl__arg_view(&a, v);
+    nncl__arg_view(&a, nncl__val(&p->x, h));
+    nncl__arg_int(&a, 8);
+    TH_CHECK(name, nncl__launch_1d(&a, p->x.dev, 8) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "2147483648 elements pass 2^31-1") != NULL);
+    nncl__plan_free(p);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     if (!ctx) return th_exit_code();
     check_errors(ctx);
     check_full_shapes(ctx);
+    check_int_limits(ctx);
     check_reuse(ctx);
     check_linear_ce(ctx, 1, 1, 2, 1, NNCL_ACT_NONE);
     check_linear_ce(ctx, 7, 13, 10, 1, NNCL_ACT_NONE);
