@@ -163,7 +163,7 @@ def nncl_figures(args):
         os.close(fd)
         cmd = [args.bench, "--only", "gemm" if args.gemm else "training", "--json", tmp]
         if args.gemm:
-            cmd += ["--sizes", args.sizes]
+            cmd += ["--sizes", args.sizes, "--repeats", str(args.repeats)]
         if args.bench_quick:
             cmd.append("--quick")
         if args.devices:

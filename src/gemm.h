@@ -67,6 +67,9 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
  * micro-kernel; the direct variant reads A and B in place. */
 nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                            const nncl__gemm_args *g);
+/* Whether every index of g (offsets, leading dimensions, panels) fits the
+ * own kernels' int arguments; when not, products stay with CLBlast. */
+int nncl__gemm_own_fits(const nncl__gemm_args *g);
 /* Bytes of temp nncl__gemm_own needs for g's shape through v. */
 size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g);
 

@@ -121,6 +121,23 @@ static nncl_status own_fits(nncl_context *ctx, const char *what, size_t last) {
     return NNCL_OK;
 }
 
+int nncl__gemm_own_fits(const nncl__gemm_args *g) {
+    size_t lim = (size_t)INT_MAX, ea, eb, ec, pa, pb;
+    /* each extent below lim/4 and the products of sizes checked one factor at a time */
+    if (g->m >= lim / 4 || g->n >= lim / 4 || g->k >= lim / 4 || g->lda >= lim / 4 || g->ldb >= lim / 4 ||
+        g->ldc >= lim / 4)
+        return 0;
+    if ((g->trans_a ? g->k : g->m) > lim / 4 / (g->lda + 1) || (g->trans_b ? g->n : g->k) > lim / 4 / (g->ldb + 1) ||
+        g->m > lim / 4 / (g->ldc + 1) || g->m + 64 > lim / 4 / (g->k + 1) || g->n + 64 > lim / 4 / (g->k + 1))
+        return 0;
+    ea = g->a_off + (g->trans_a ? g->k : g->m) * g->lda;
+    eb = g->b_off + (g->trans_b ? g->n : g->k) * g->ldb;
+    ec = g->c_off + g->m * g->ldc;
+    pa = (g->m + 64) * g->k;
+    pb = (g->n + 64) * g->k;
+    return ea < lim && eb < lim && ec < lim && pa + pb + 64 < lim;
+}
+
 /* Packs rows x k (A: op(A) [m,k]; B, is_b: op(B) [k,n] with rows = n),
  * one work-item per panel and block of OWN_PACK_KB values of k. */
 static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int is_b, int trans,
@@ -132,7 +149,7 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
     size_t per = nncl__gemm_pack_floats(tile, rows, k), global[3], local[3] = {1, 1, 1};
     if (rows == 0 || k == 0 || batch == 0) return NNCL_OK;
     NNCL_TRY(own_fits(ctx, kernel, dst_off + per * batch));
-    NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + (rows > k ? rows : k) * ld));
+    NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + ((is_b ? !trans : trans) ? k : rows) * ld));
     NNCL_TRY(own_kernel(ctx, dev, v, is_b ? OWN_K_PACK_B : OWN_K_PACK_A, &a));
     nncl__arg_mem(&a, src);
     nncl__arg_int(&a, (int)off);

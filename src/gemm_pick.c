@@ -297,18 +297,12 @@ static nncl_status pick_time(nncl_context *ctx, nncl_device *dev, nncl__gemm_sta
     return NNCL_OK;
 }
 
-/* Whether every index of g's shape fits the own kernels' int arguments. */
-static int pick_own_fits(const nncl__gemm_args *g) {
-    size_t lim = (size_t)INT_MAX / 2;
-    return g->m < lim / (g->k + 1) && g->n < lim / (g->k + 1) && g->m < lim / (g->n + 1);
-}
-
 static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, const nncl__gemm_args *g,
                                 nncl__gemm_choice *c) {
     pick_bench b;
     size_t temp = 0;
     double t, best = HUGE_VAL, best_own = HUGE_VAL, t0 = nncl__seconds();
-    int i, own = pick_own_fits(g);
+    int i, own = nncl__gemm_own_fits(g);
     nncl_status st;
     NNCL_TRY(nncl__sgemm_temp_size(ctx, dev, g, &temp));
     st = pick_bench_init(ctx, dev, g, temp, &b);
@@ -377,7 +371,7 @@ nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nnc
     nncl__gemm_state *s = NULL;
     int i;
     NNCL_TRY(nncl__sgemm_clblast_temp(ctx, dev, g, bytes));
-    if (nncl__gemm_mode() == 1) return NNCL_OK;
+    if (nncl__gemm_mode() == 1 || !nncl__gemm_own_fits(g)) return NNCL_OK;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     for (i = 0; i < s->n_all; i++) {
         size_t t = nncl__gemm_own_temp(&s->all[i], g);
@@ -407,7 +401,7 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
     NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
     idx = mode == 2 ? c->best_own : c->best;
     c->ready = 1; /* its kernels are resolved by the run below */
-    if (idx < 0) return nncl__sgemm_clblast(ctx, dev, g);
+    if (idx < 0 || !nncl__gemm_own_fits(g)) return nncl__sgemm_clblast(ctx, dev, g);
     return nncl__gemm_own(ctx, dev, &dev->gemm->all[idx], g);
 }
 

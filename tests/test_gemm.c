@@ -207,6 +207,30 @@ static int tg_batched(nncl_context *ctx, int d, const nncl__gemm_variant *v, con
     return 0;
 }
 
+/* The int-index guard: a long-k product fits, one whose A spans more than
+ * an int can index does not (and stays with CLBlast). */
+static void tg_fits(void) {
+    const char *name = "gemm own index guard";
+    nncl__gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.m = 100, g.n = 10, g.k = 1000000, g.lda = 1000000, g.ldb = 10, g.ldc = 10;
+    if (!nncl__gemm_own_fits(&g)) {
+        th_fail(name, "100x10x1e6 rejected");
+        return;
+    }
+    g.lda = 30000000;
+    if (nncl__gemm_own_fits(&g)) {
+        th_fail(name, "A of 100 rows with lda 3e7 (3e9 elements) accepted");
+        return;
+    }
+    g.lda = 1000000, g.trans_b = 1, g.ldb = 300000000;
+    if (nncl__gemm_own_fits(&g)) {
+        th_fail(name, "B^T of 10 rows with ldb 3e8 accepted");
+        return;
+    }
+    th_pass("%s: long k accepted, spans past INT_MAX refused", name);
+}
+
 static nncl_context *tg_open(int d) {
     nncl_config cfg = nncl_config_default();
     nncl_context *ctx = NULL;
@@ -313,6 +337,7 @@ int main(void) {
         return th_exit_code();
     }
     setenv("NNCL_CACHE_DIR", dir, 1);
+    tg_fits();
     if (!(ctx = th_context())) return th_exit_code();
     for (d = 0; d < nncl_device_count(ctx); d++) {
         const char *label = th_device_label(ctx, d);
