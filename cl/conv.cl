@@ -182,7 +182,7 @@ __kernel void nncl_conv_wt_f32(__global const float *w, int w_off, __global floa
  * element has one writer and one order of additions (no atomics: the same
  * result on every device), and there is no barrier. NDRange (W, H,
  * S*ceil(C/8)). */
-__kernel void nncl_conv_dx_f32(__global const float *dy, int dy_off, __global const float *wt, int wt_off,
+__kernel void nncl_conv_backward_f32_input(__global const float *dy, int dy_off, __global const float *wt, int wt_off,
                                __global float *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
                                int OH, int OW, int acc) {
     int w = get_global_id(0), h = get_global_id(1), z = get_global_id(2), cb = (C + 7) / 8, Cp = cb * 8;

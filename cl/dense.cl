@@ -31,7 +31,7 @@ __kernel void nncl_bias_act_f32(__global float *y, int y_off, __global const flo
 }
 
 /* dy[i] *= act'(y[i]), in place: the layer's gradient is not read again. */
-__kernel void nncl_act_backward_inplace_f32(__global float *dy, int dy_off, __global const float *y, int y_off, int n,
+__kernel void nncl_act_backward_f32_inplace(__global float *dy, int dy_off, __global const float *y, int y_off, int n,
                                             int act) {
     int i = get_global_id(0);
     if (i < n) dy[dy_off + i] *= nncl_dense_act_grad(y[y_off + i], act);
@@ -39,7 +39,7 @@ __kernel void nncl_act_backward_inplace_f32(__global float *dy, int dy_off, __gl
 
 /* db[c] (+)= sum over r and inner of dy[r, c, inner]: one work-group per
  * column, a tree in local memory. */
-__kernel void nncl_bias_grad_f32(__global const float *dy, int dy_off, int rows, int cols, int inner,
+__kernel void nncl_bias_backward_f32(__global const float *dy, int dy_off, int rows, int cols, int inner,
                                  __global float *db, int db_off, int acc, __local float *part) {
     int c = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
     int r, j;

@@ -156,7 +156,7 @@ __kernel void nncl_mul_backward_f32(__global const float *dy, int dy_off, __glob
 
 /* Gradient of a broadcast row vector b[cols] in out = a * b:
  * db[c] (+)= sum over r of dy[r, c] a[r, c], one work-item per column. */
-__kernel void nncl_mul_bcast_grad_f32(__global const float *dy, int dy_off, __global const float *a, int a_off,
+__kernel void nncl_mul_backward_f32_bcast(__global const float *dy, int dy_off, __global const float *a, int a_off,
                                       __global float *db, int db_off, int rows, int cols, int acc) {
     size_t c = get_global_id(0);
     if (c < (size_t)cols) {

@@ -39,7 +39,7 @@ __kernel void nncl_dropout_f32(__global const float *src, int src_off, __global 
 
 /* y[r, d] = w[idx[r], d]; an index that is not a whole number in [0, num)
  * gives a row of NaN (the trainer skips such steps) and reads nothing. */
-__kernel void nncl_embedding_fwd_f32(__global const float *ind, int ind_off, __global const float *w, int w_off,
+__kernel void nncl_embedding_f32(__global const float *ind, int ind_off, __global const float *w, int w_off,
                                      __global float *y, int y_off, int rows, int num, int dim) {
     int i = (int)get_global_id(0);
     if (i < rows * dim) {
@@ -53,7 +53,7 @@ __kernel void nncl_embedding_fwd_f32(__global const float *ind, int ind_off, __g
  * t owns row j = t / nblk, columns [32 (t % nblk), +32): no two work-items
  * write the same element, so no atomics, and the rows are added in order,
  * so the result is the same every run. Invalid indices match no row. */
-__kernel void nncl_embedding_bwd_f32(__global const float *ind, int ind_off, __global const float *dy, int dy_off,
+__kernel void nncl_embedding_backward_f32(__global const float *ind, int ind_off, __global const float *dy, int dy_off,
                                      __global float *dw, int dw_off, int rows, int num, int dim, int nblk, int acc) {
     int t = (int)get_global_id(0), j, d0, d1, d, r;
     float fj;
@@ -82,7 +82,7 @@ __kernel void nncl_concat_f32(__global const float *a, int a_off, __global const
 
 /* The part of dy [rows, ca + cb] that came from input `second` (0: a, 1: b)
  * into dst [rows, ca or cb]. */
-__kernel void nncl_concat_grad_f32(__global const float *dy, int dy_off, __global float *dst, int dst_off, int rows,
+__kernel void nncl_concat_backward_f32(__global const float *dy, int dy_off, __global float *dst, int dst_off, int rows,
                                    int ca, int cb, int second, int acc) {
     int i = (int)get_global_id(0), c = second ? cb : ca;
     if (i < rows * c) {

@@ -72,7 +72,7 @@ __kernel void nncl_batchnorm_apply_f32(__global const float *x, int x_off, __glo
 
 /* One work-group per channel: sum dy and sum dy*xhat into aux (for dx), and
  * db[c] (+)= sum dy, dw[c] (+)= sum dy*xhat where wanted. */
-__kernel void nncl_batchnorm_grad_stats_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+__kernel void nncl_batchnorm_backward_f32_params(__global const float *x, int x_off, __global const float *dy, int dy_off,
                                             __global float *aux, int aux_off, __global float *dw, int dw_off,
                                             int want_w, int acc_w, __global float *db, int db_off, int want_b,
                                             int acc_b, int B, int C, int inner) {
@@ -100,7 +100,7 @@ __kernel void nncl_batchnorm_grad_stats_f32(__global const float *x, int x_off, 
 
 /* Training: dx = w invstd (dy - (sum dy + xhat sum dy*xhat) / count), the
  * gradient through the batch statistics; evaluation: dx = w invstd dy. */
-__kernel void nncl_batchnorm_dx_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+__kernel void nncl_batchnorm_backward_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
                                     __global const float *aux, int aux_off, __global const float *w, int w_off,
                                     __global float *dx, int dx_off, int acc, int C, int inner, int n, int count,
                                     int training) {
@@ -121,7 +121,7 @@ __kernel void nncl_batchnorm_dx_f32(__global const float *x, int x_off, __global
 
 /* One work-group per row of D: y = (x - mean) invstd w + b; aux[2r] = mean,
  * aux[2r+1] = invstd (biased variance, as PyTorch). */
-__kernel void nncl_layernorm_fwd_f32(__global const float *x, int x_off, __global const float *w, int w_off,
+__kernel void nncl_layernorm_f32(__global const float *x, int x_off, __global const float *w, int w_off,
                                      __global const float *b, int b_off, __global float *y, int y_off,
                                      __global float *aux, int aux_off, int rows, int D, float eps) {
     __local float buf[NNCL_RED_WG];
@@ -144,7 +144,7 @@ __kernel void nncl_layernorm_fwd_f32(__global const float *x, int x_off, __globa
 
 /* One work-group per row: with g = dy w,
  * dx = invstd (g - (sum g + xhat sum g*xhat) / D). */
-__kernel void nncl_layernorm_dx_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+__kernel void nncl_layernorm_backward_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
                                     __global const float *w, int w_off, __global const float *aux, int aux_off,
                                     __global float *dx, int dx_off, int acc, int rows, int D) {
     __local float buf[NNCL_RED_WG];
@@ -170,7 +170,7 @@ __kernel void nncl_layernorm_dx_f32(__global const float *x, int x_off, __global
 
 /* dw[d] (+)= sum over rows of dy xhat, db[d] (+)= sum of dy: 2-D groups
  * (nncl__launch_cols), columns along dimension 0, row lanes along 1. */
-__kernel void nncl_layernorm_dwdb_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
+__kernel void nncl_layernorm_backward_f32_params(__global const float *x, int x_off, __global const float *dy, int dy_off,
                                       __global const float *aux, int aux_off, __global float *dw, int dw_off,
                                       int want_w, int acc_w, __global float *db, int db_off, int want_b, int acc_b,
                                       int rows, int D) {

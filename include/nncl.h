@@ -688,9 +688,10 @@ NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetens
  * use the model without the program that trained it (all text, readable
  * from PyTorch with safetensors.safe_open(...).metadata()):
  *   nncl.graph       the architecture, one node per line:
- *                    "ID OP NAME [SHAPE] (INPUT IDS) i=INT,.. f=FLOAT,.."
- *                    (inputs: "0 input x [784]"; parameters:
- *                    "2 param fc1.weight [128,784] init=fan_in_uniform")
+ *                    "ID OP NAME [SHAPE] (INPUT IDS) ATTRIBUTE=VALUE ...",
+ *                    e.g. "4 conv2d conv1 [16,28,28] (0,2,3) kernel=3
+ *                    stride=1 padding=1 act=relu"; inputs "0 input x [784]";
+ *                    parameters "2 param fc1.weight [128,784] init=uniform"
  *   nncl.input       name of the input fed with samples
  *   nncl.output      name of the node giving the class scores (logits)
  *   nncl.scale, nncl.shift   x * scale + shift applied to raw rows first
@@ -753,7 +754,6 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
  * [n]; either may be NULL. The rows are preprocessed on a copy. */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
-/* @@MODEL@@ */
 
 /* ---------------------------------------------------------------- progress */
 /* Progress output, training curves and plots. nncl never prints on its own:

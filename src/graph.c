@@ -39,6 +39,19 @@ nncl_status nncl__graph_error(nncl_graph *g, nncl_status st, const char *fmt, ..
     return st;
 }
 
+nncl_status nncl__check_feed(nncl_context *ctx, const nncl_graph *g, const nncl_node *input, const float *data,
+                             int batch) {
+    int i, k;
+    for (i = input->id + 1; i < g->n_nodes; i++) { /* readers come after their inputs */
+        const nncl_node *n = g->nodes[i];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        if (!d->check_feed) continue;
+        for (k = 0; k < n->n_in; k++)
+            if (n->in[k] == input) NNCL_TRY(d->check_feed(ctx, n, k, data, batch));
+    }
+    return NNCL_OK;
+}
+
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len) {
     size_t used = 0;
     int i;

@@ -51,7 +51,9 @@ enum {
 
 typedef struct nncl__exec nncl__exec;
 
-/* A kernel an op launches: cl/<family>.cl's kernel `name`. */
+/* A kernel an op launches: cl/<family>.cl's kernel `name`. Kernels are
+ * named nncl_<op>_<dtype>[_<variant>], an op's gradient kernels
+ * nncl_<op>_backward_<dtype>[_<variant>] (never _bwd, _grad, _dx). */
 typedef struct nncl__kdecl {
     const char *family, *name;
 } nncl__kdecl;
@@ -60,7 +62,7 @@ typedef struct nncl__kdecl {
  * that use them (linear, conv2d): list NNCL_DENSE_KERNELS first. */
 enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END };
 #define NNCL_DENSE_KERNELS                                                                                     \
-    {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_inplace_f32"}, {"dense", "nncl_bias_grad_f32"}
+    {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_f32_inplace"}, {"dense", "nncl_bias_backward_f32"}
 
 /* What the host reference of an op sees besides its arrays. */
 typedef struct nncl__refctx {
@@ -104,7 +106,19 @@ typedef struct nncl__opdef {
     void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                          const double *gout, double *const *gin, double *aux);
     const void *impl;          /* what the family's shared functions read for this op */
+    /* The op's contract on host data fed to its input `in` (batch samples),
+     * checked before any device works (class labels in range): an
+     * argument error naming the input. NULL: any data. */
+    nncl_status (*check_feed)(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch);
 } nncl__opdef;
+
+/* Runs the check_feed of every op that reads input node `input`, on the
+ * data fed to it (batch samples). */
+nncl_status nncl__check_feed(nncl_context *ctx, const nncl_graph *g, const nncl_node *input, const float *data,
+                             int batch);
+/* Class labels y[0..n) of a C-class classifier: whole numbers in 0..C-1
+ * (the cross-entropy's contract, and evaluation's). */
+nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n);
 
 /* The table, indexed by nncl__op and generated from ops.def (ops_table.c);
  * each family file defines the rows of its ops. Rows name the fields they
@@ -194,6 +208,15 @@ nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
 nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc);
+/* Batch norm's statistics as synchronised batch norm exchanges them
+ * (op_norm.c owns their layout): the 2C floats of node n's aux for phase 0
+ * ([mean, invstd] of the shard) or phase 1 ([sum dy, sum dy xhat]), read
+ * into host (write 0) or written from it (write 1); blocking. */
+nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write);
+/* Node n's running mean and variance (C floats each) in a host copy of the
+ * graph's state buffer. */
+void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var);
+
 /* The fused activations (nncl_act) and their derivative from the output, in
  * double, for the host references of linear and conv2d. */
 double nncl__act_ref(double v, int act);

@@ -1,6 +1,6 @@
 /* graph_text.c - a graph as text and back: the nncl.graph description a
  * model file carries in its safetensors __metadata__, one node per line
- * ("ID OP NAME [SHAPE] (INPUT IDS) i=INT,.. f=FLOAT,..", parameters with
+ * ("ID OP NAME [SHAPE] (INPUT IDS) ATTRIBUTE=VALUE ...", parameters with
  * their init), written with every save and rebuilt into a graph by
  * nncl_graph_from_safetensors. The text is untrusted when read: its length,
  * node count, every number and every reference are checked, and each node
@@ -15,6 +15,37 @@
 #define GTEXT_MAX_NODES 100000
 
 static const char *const gtext_inits[] = {"zeros", "ones", "uniform", "normal", "fan_in_uniform"};
+static const char *const gtext_acts[] = {"none", "relu", "sigmoid", "tanh"}; /* nncl_act */
+
+/* The names of an op's integer and float attributes, as its builder fills
+ * them, so that the text reads "conv2d conv1 ... kernel=3 stride=1
+ * padding=1 act=relu"; other slots are written iK= / fK=. */
+typedef struct gtext_names {
+    nncl__op op;
+    const char *i[8], *f[4];
+} gtext_names;
+
+static const gtext_names gtext_table[] = {
+    {NNCL_OP_LINEAR, {"act"}, {NULL}},
+    {NNCL_OP_CONV2D, {"kernel", "stride", "padding", "act"}, {NULL}},
+    {NNCL_OP_MAXPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
+    {NNCL_OP_AVGPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
+    {NNCL_OP_DROPOUT, {"seed_lo", "seed_hi"}, {"p"}},
+    {NNCL_OP_EMBEDDING, {"num", "dim"}, {NULL}},
+    {NNCL_OP_RESHAPE, {"ndim", "d1", "d2", "d3", "d4"}, {NULL}},
+    {NNCL_OP_CONCAT, {"axis"}, {NULL}},
+    {NNCL_OP_BATCHNORM, {NULL}, {"eps", "momentum"}},
+    {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
+    {NNCL_OP_SCALE, {NULL}, {"alpha"}},
+    {NNCL_OP_LEAKY_RELU, {NULL}, {"slope"}},
+};
+
+static const gtext_names *gtext_names_of(nncl__op op) {
+    size_t k;
+    for (k = 0; k < sizeof gtext_table / sizeof gtext_table[0]; k++)
+        if (gtext_table[k].op == op) return &gtext_table[k];
+    return NULL;
+}
 
 /* ------------------------------------------------------------- text buffer */
 
@@ -67,7 +98,8 @@ static int gtext_token_ok(const char *s) {
  * token (the file is then saved without a description). */
 char *nncl__graph_describe(const nncl_graph *g) {
     nncl__buf b;
-    int i, k, last;
+    const gtext_names *names;
+    int i, k;
     memset(&b, 0, sizeof b);
     for (i = 0; i < g->n_nodes; i++) {
         const nncl_node *n = g->nodes[i];
@@ -92,13 +124,21 @@ char *nncl__graph_describe(const nncl_graph *g) {
         nncl__buf_put(&b, " (");
         for (k = 0; k < n->n_in; k++) nncl__buf_put(&b, "%s%d", k ? "," : "", n->in[k]->id);
         nncl__buf_put(&b, ")");
-        for (last = 7; last >= 0 && !n->iattr[last]; last--) {}
-        if (last >= 0) nncl__buf_put(&b, " i=");
-        for (k = 0; k <= last; k++) nncl__buf_put(&b, "%s%d", k ? "," : "", n->iattr[k]);
-        for (last = 3; last >= 0 && n->fattr[last] == 0; last--) {}
-        if (last >= 0) nncl__buf_put(&b, " f=");
-        for (k = 0; k <= last; k++) {
-            if (k) nncl__buf_put(&b, ",");
+        names = gtext_names_of(n->op);
+        for (k = 0; k < 8; k++) {
+            const char *key = names ? names->i[k] : NULL;
+            int v = n->iattr[k];
+            /* Zeros only where they say something (padding=0, act=none). */
+            if (!v && (!key || (strcmp(key, "padding") && strcmp(key, "act") && strcmp(key, "axis")))) continue;
+            if (!key) nncl__buf_put(&b, " i%d=%d", k, v);
+            else if (!strcmp(key, "act") && v >= 0 && v < 4) nncl__buf_put(&b, " act=%s", gtext_acts[v]);
+            else nncl__buf_put(&b, " %s=%d", key, v);
+        }
+        for (k = 0; k < 4; k++) {
+            const char *key = names ? names->f[k] : NULL;
+            if (!key && n->fattr[k] == 0) continue;
+            if (key) nncl__buf_put(&b, " %s=", key);
+            else nncl__buf_put(&b, " f%d=", k);
             nncl__buf_num(&b, (double)n->fattr[k]);
         }
     }
@@ -191,27 +231,36 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
             in[k] = g->nodes[ins[k]];
         }
         while ((tok = strtok_r(NULL, " ", &save)) != NULL) {
-            if (strncmp(tok, "i=", 2) == 0) {
-                char *s = tok + 2;
-                for (k2 = 0; k2 < 8 && *s; k2++) {
-                    long v;
-                    errno = 0;
-                    v = strtol(s, &p, 10);
-                    if (errno || p == s || v < -0x7fffffffL - 1 || v > 0x7fffffffL || (*p && *p != ',')) return gtext_bad(ctx, id, "bad i=");
-                    iattr[k2] = (int)v;
-                    s = *p ? p + 1 : p;
-                }
-                if (*s) return gtext_bad(ctx, id, "more than 8 values in i=");
-            } else if (strncmp(tok, "f=", 2) == 0) {
-                char *s = tok + 2;
-                for (k2 = 0; k2 < 4 && *s; k2++) {
-                    fattr[k2] = (float)nncl__parse_double(s, &p);
-                    if (p == s || !isfinite(fattr[k2]) || (*p && *p != ',')) return gtext_bad(ctx, id, "bad f=");
-                    s = *p ? p + 1 : p;
-                }
-                if (*s) return gtext_bad(ctx, id, "more than 4 values in f=");
+            const gtext_names *names = gtext_names_of((nncl__op)op);
+            char *eq = strchr(tok, '='), *val;
+            int slot = -1, is_float = 0;
+            if (!eq) return gtext_bad(ctx, id, "an attribute without '='");
+            *eq = 0;
+            val = eq + 1;
+            for (k2 = 0; names && k2 < 8 && slot < 0; k2++)
+                if (names->i[k2] && !strcmp(names->i[k2], tok)) slot = k2;
+            for (k2 = 0; names && k2 < 4 && slot < 0; k2++)
+                if (names->f[k2] && !strcmp(names->f[k2], tok)) slot = k2, is_float = 1;
+            if (slot < 0 && (tok[0] == 'i' || tok[0] == 'f') && tok[1] >= '0' && tok[1] <= '7' && !tok[2]) {
+                slot = tok[1] - '0';
+                is_float = tok[0] == 'f';
+                if (is_float && slot > 3) slot = -1;
+            }
+            if (slot < 0) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: unknown attribute \"%.40s\"", id, tok);
+            if (is_float) {
+                fattr[slot] = (float)nncl__parse_double(val, &p);
+                if (p == val || *p || !isfinite(fattr[slot])) return gtext_bad(ctx, id, "an attribute is not a finite number");
             } else {
-                return gtext_bad(ctx, id, "unknown field");
+                long v = -1;
+                for (k2 = 0; k2 < 4 && !strcmp(tok, "act"); k2++)
+                    if (!strcmp(val, gtext_acts[k2])) v = k2;
+                if (v < 0) {
+                    errno = 0;
+                    v = strtol(val, &p, 10);
+                    if (errno || p == val || *p || v < -0x7fffffffL - 1 || v > 0x7fffffffL)
+                        return gtext_bad(ctx, id, "an attribute is not a whole number");
+                }
+                iattr[slot] = (int)v;
             }
         }
         n = nncl__node_add(g, (nncl__op)op, name, n_in, in, iattr, 8, fattr, 4);

@@ -370,66 +370,55 @@ static ptrdiff_t conv_ref_xi(const nncl__conv_dims *d, int b, int c, int oh, int
     return (((ptrdiff_t)b * d->C + c) * d->H + ih) * d->W + iw;
 }
 
-static void conv_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
-                             double *aux) {
+/* One loop nest for both directions: without gout, y = act(conv(x) + b);
+ * with it (and the output y_in), the gradients of the inputs with a gin. */
+static void conv_ref(const nncl_node *n, int batch, const double *const *in, double *y, const double *y_in,
+                     const double *gout, double *const *gin) {
     nncl__conv_dims d;
     int b, o, oh, ow, c, ki, kj;
     size_t yi = 0;
-    (void)aux;
-    nncl__conv_dims_of(n, r->batch, &d);
+    nncl__conv_dims_of(n, batch, &d);
     for (b = 0; b < d.B; b++)
         for (o = 0; o < d.O; o++)
             for (oh = 0; oh < d.OH; oh++)
                 for (ow = 0; ow < d.OW; ow++, yi++) {
-                    double s = n->n_in == 3 ? in[2][o] : 0;
-                    for (c = 0; c < d.C; c++)
-                        for (ki = 0; ki < d.k; ki++)
-                            for (kj = 0; kj < d.k; kj++) {
-                                ptrdiff_t xi = conv_ref_xi(&d, b, c, oh, ow, ki, kj);
-                                if (xi >= 0) s += in[0][xi] * in[1][((o * d.C + c) * d.k + ki) * d.k + kj];
-                            }
-                    out[yi] = nncl__act_ref(s, d.act);
-                }
-}
-
-static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
-                              const double *gout, double *const *gin, double *aux) {
-    nncl__conv_dims d;
-    int b, o, oh, ow, c, ki, kj;
-    size_t yi = 0;
-    (void)aux;
-    nncl__conv_dims_of(n, r->batch, &d);
-    for (b = 0; b < d.B; b++)
-        for (o = 0; o < d.O; o++)
-            for (oh = 0; oh < d.OH; oh++)
-                for (ow = 0; ow < d.OW; ow++, yi++) {
-                    double g = gout[yi] * nncl__act_grad_ref(out[yi], d.act);
-                    if (n->n_in == 3 && gin[2]) gin[2][o] += g;
+                    double s = n->n_in == 3 && !gout ? in[2][o] : 0, g = 0;
+                    if (gout) g = gout[yi] * nncl__act_grad_ref(y_in[yi], d.act);
+                    if (gout && n->n_in == 3 && gin[2]) gin[2][o] += g;
                     for (c = 0; c < d.C; c++)
                         for (ki = 0; ki < d.k; ki++)
                             for (kj = 0; kj < d.k; kj++) {
                                 ptrdiff_t xi = conv_ref_xi(&d, b, c, oh, ow, ki, kj);
                                 int wi = ((o * d.C + c) * d.k + ki) * d.k + kj;
                                 if (xi < 0) continue;
-                                if (gin[0]) gin[0][xi] += g * in[1][wi];
-                                if (gin[1]) gin[1][wi] += g * in[0][xi];
+                                if (!gout) s += in[0][xi] * in[1][wi];
+                                if (gout && gin[0]) gin[0][xi] += g * in[1][wi];
+                                if (gout && gin[1]) gin[1][wi] += g * in[0][xi];
                             }
+                    if (!gout) y[yi] = nncl__act_ref(s, d.act);
                 }
+}
+
+static void conv_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                             double *aux) {
+    (void)aux;
+    conv_ref(n, r->batch, in, out, NULL, NULL, NULL);
+}
+
+static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                              const double *gout, double *const *gin, double *aux) {
+    (void)aux;
+    conv_ref(n, r->batch, in, NULL, out, gout, gin);
 }
 
 const nncl__opdef nncl__opdef_conv2d = {
     .name = "conv2d",
     .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
-                {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"}, {"conv", "nncl_conv_pack_dy_f32"},
-                {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"}, {"conv", "nncl_conv_dx_f32"}},
-    .shape = conv_shape,
-    .prepare = conv_prepare,
-    .forward = conv_forward,
-    .backward = conv_backward,
-    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
-    .ref_forward = conv_ref_forward,
-    .ref_backward = conv_ref_backward,
-};
+                {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"},
+                {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
+                {"conv", "nncl_conv_backward_f32_input"}},
+    .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
+    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward};
 
 /* ------------------------------------------------------------- builder */
 

@@ -336,7 +336,7 @@ EW_BINARY(add, EW_SUM_KERNELS(add))
 EW_BINARY(sub, EW_SUM_KERNELS(sub))
 #define EW_MUL_KERNELS                                                                                      \
     {EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},              \
-     EW_KERNEL("nncl_mul_bcast_grad_f32")}
+     EW_KERNEL("nncl_mul_backward_f32_bcast")}
 EW_BINARY(mul, EW_MUL_KERNELS)
 
 /* One unary op: its row in the op table and its ew_unary_def, kernels

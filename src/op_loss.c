@@ -112,17 +112,26 @@ static void ce_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
             gin[0][(size_t)b * C + c] += gout[0] * (aux[(size_t)b * C + c] - (c == (int)in[1][b])) / r->batch;
 }
 
+nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n) {
+    int b;
+    for (b = 0; b < n; b++)
+        if (!(y[b] >= 0 && y[b] < C && y[b] == floorf(y[b])))
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "labels \"%s\"[%d] = %g is not a class index in 0..%d",
+                              labels->name, b, (double)y[b], C - 1);
+    return NNCL_OK;
+}
+
+/* The labels (input 1) must be class indices of the logits' C classes: an
+ * index out of range would read past a row on the device. */
+static nncl_status ce_check_feed(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch) {
+    return in == 1 ? nncl__check_labels(ctx, n->in[1], n->in[0]->shape[1], data, batch) : NNCL_OK;
+}
+
 const nncl__opdef nncl__opdef_softmax_ce = {
     .name = "softmax_cross_entropy",
-    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"),
-    .shape = ce_shape,
-    .aux_size = ce_aux,
-    .forward = ce_forward,
-    .backward = ce_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = ce_ref_forward,
-    .ref_backward = ce_ref_backward,
-};
+    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"), .shape = ce_shape,
+    .aux_size = ce_aux, .forward = ce_forward, .backward = ce_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward, .check_feed = ce_check_feed};
 
 /* ------------------------------------------------------------- BCE and MSE */
 
@@ -203,27 +212,13 @@ static void mse_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_bce_logits = {
-    .name = "bce_with_logits",
-    .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
-    .shape = loss_same_shape,
-    .aux_size = pair_aux,
-    .forward = pair_forward,
-    .backward = pair_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = bce_ref_forward,
-    .ref_backward = bce_ref_backward,
-};
+    .name = "bce_with_logits", .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
+    .shape = loss_same_shape, .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = bce_ref_forward, .ref_backward = bce_ref_backward};
 const nncl__opdef nncl__opdef_mse = {
-    .name = "mse",
-    .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"),
-    .shape = loss_same_shape,
-    .aux_size = pair_aux,
-    .forward = pair_forward,
-    .backward = pair_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = mse_ref_forward,
-    .ref_backward = mse_ref_backward,
-};
+    .name = "mse", .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
+    .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = mse_ref_forward, .ref_backward = mse_ref_backward};
 
 nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
     nncl_node *in[2];

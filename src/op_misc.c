@@ -138,14 +138,8 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_dropout = {
-    .name = "dropout",
-    .kernels = {{"misc", "nncl_dropout_f32"}},
-    .shape = drop_shape,
-    .forward = drop_forward,
-    .backward = drop_backward,
-    .ref_forward = drop_ref_forward,
-    .ref_backward = drop_ref_backward,
-};
+    .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .forward = drop_forward,
+    .backward = drop_backward, .ref_forward = drop_ref_forward, .ref_backward = drop_ref_backward};
 
 nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p) {
     int iattr[2];
@@ -246,14 +240,9 @@ static void emb_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
-    .kernels = {{"misc", "nncl_embedding_fwd_f32"}, {"misc", "nncl_embedding_bwd_f32"}, {"misc", "nncl_misc_zero_f32"}},
-    .shape = emb_shape,
-    .forward = emb_forward,
-    .backward = emb_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = emb_ref_forward,
-    .ref_backward = emb_ref_backward,
-};
+    .kernels = {{"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}},
+    .shape = emb_shape, .forward = emb_forward, .backward = emb_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward};
 
 /* NAME.weight [num, dim] ~ N(0, 1) as PyTorch. An index that is not a whole
  * number in [0, num) gives a row of NaN and no gradient. */
@@ -324,10 +313,7 @@ static nncl_status reshape_shape(nncl_graph *g, nncl_node *n) {
 }
 
 const nncl__opdef nncl__opdef_reshape = {
-    .name = "reshape",
-    .shape = reshape_shape,
-    .alias = 1,
-};
+    .name = "reshape", .shape = reshape_shape, .alias = 1};
 
 nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const int *sample_shape) {
     int iattr[1 + NNCL_MAX_DIMS], i;
@@ -441,14 +427,8 @@ static void cat_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_concat = {
-    .name = "concat",
-    .kernels = {{"misc", "nncl_concat_f32"}, {"misc", "nncl_concat_grad_f32"}},
-    .shape = cat_shape,
-    .forward = cat_forward,
-    .backward = cat_backward,
-    .ref_forward = cat_ref_forward,
-    .ref_backward = cat_ref_backward,
-};
+    .name = "concat", .kernels = {{"misc", "nncl_concat_f32"}, {"misc", "nncl_concat_backward_f32"}}, .shape = cat_shape,
+    .forward = cat_forward, .backward = cat_backward, .ref_forward = cat_ref_forward, .ref_backward = cat_ref_backward};
 
 /* axis counts per-sample dimensions (0 is the first after the batch);
  * negative counts from the end, as in PyTorch. */

@@ -12,6 +12,25 @@
 enum { BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX };
 enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB };
 
+/* Begins the kernel in slot that sums the weight and bias gradients of a
+ * norm node (nncl_batchnorm_backward_f32_params, nncl_layernorm_backward_f32_params), with their shared
+ * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
+ * (aux stands in for a gradient not wanted). */
+static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
+    int want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
+    NNCL_TRY(nncl__kbegin(x, n, slot, a));
+    nncl__arg_view(a, nncl__val(x, n->in[0]));
+    nncl__arg_view(a, nncl__grd(x, n));
+    nncl__arg_view(a, nncl__auxv(x, n));
+    nncl__arg_view(a, want_w ? nncl__grd(x, n->in[1]) : nncl__auxv(x, n));
+    nncl__arg_int(a, want_w);
+    nncl__arg_int(a, want_w ? nncl__grad_accumulate(x, n, 1) : 0);
+    nncl__arg_view(a, want_b ? nncl__grd(x, n->in[2]) : nncl__auxv(x, n));
+    nncl__arg_int(a, want_b);
+    nncl__arg_int(a, want_b ? nncl__grad_accumulate(x, n, 2) : 0);
+    return NNCL_OK;
+}
+
 /* Weight and bias for a norm layer over `features`: NAME.weight ones and
  * NAME.bias zeros, as PyTorch initialises them. */
 static int norm_params(nncl_graph *g, const char *name, int features, nncl_node **w, nncl_node **b) {
@@ -105,19 +124,8 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     int C = bn_channels(n), inner = bn_inner(n), B = x->batch;
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
     size_t total = nncl__numel(n, B);
-    nncl__view dw = want_w ? nncl__grd(x, n->in[1]) : nncl__auxv(x, n);
-    nncl__view db = want_b ? nncl__grd(x, n->in[2]) : nncl__auxv(x, n);
     if (want_w || want_b || (want_x && x->training)) {
-        NNCL_TRY(nncl__kbegin(x, n, BN_K_GRAD_STATS, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, dw);
-        nncl__arg_int(&a, want_w);
-        nncl__arg_int(&a, want_w ? nncl__grad_accumulate(x, n, 1) : 0);
-        nncl__arg_view(&a, db);
-        nncl__arg_int(&a, want_b);
-        nncl__arg_int(&a, want_b ? nncl__grad_accumulate(x, n, 2) : 0);
+        NNCL_TRY(norm_begin_param_grads(x, n, BN_K_GRAD_STATS, &a));
         nncl__arg_int(&a, B);
         nncl__arg_int(&a, C);
         nncl__arg_int(&a, inner);
@@ -204,16 +212,10 @@ static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 const nncl__opdef nncl__opdef_batchnorm = {
     .name = "batchnorm",
     .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
-                {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_grad_stats_f32"},
-                {"norm", "nncl_batchnorm_dx_f32"}},
-    .shape = bn_shape,
-    .aux_size = bn_aux,
-    .forward = bn_forward,
-    .backward = bn_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = bn_ref_forward,
-    .ref_backward = bn_ref_backward,
-};
+                {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
+                {"norm", "nncl_batchnorm_backward_f32"}},
+    .shape = bn_shape, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward};
 
 /* Running statistics live in the graph's state buffer at n->state_off:
  * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).
@@ -241,6 +243,25 @@ nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps
     fattr[0] = eps;
     fattr[1] = momentum;
     return nncl__node_add(g, NNCL_OP_BATCHNORM, name, 3, in, NULL, 0, fattr, 2);
+}
+
+/* Synchronised batch norm (syncbn.c) exchanges these; aux is
+ * [mean, invstd, sum dy, sum dy xhat] per channel (bn_aux). */
+nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write) {
+    nncl__view aux = nncl__auxv(x, n);
+    size_t C = (size_t)bn_channels(n), off = (aux.off + (size_t)phase * 2 * C) * sizeof(float);
+    if (write)
+        NNCL_CL(x->ctx, clEnqueueWriteBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
+                                             NULL));
+    else
+        NNCL_CL(x->ctx, clEnqueueReadBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
+                                            NULL));
+    return NNCL_OK;
+}
+
+void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var) {
+    *mean = state + n->state_off;
+    *var = *mean + bn_channels(n);
 }
 
 /* ------------------------------------------------------------- layer norm */
@@ -288,18 +309,7 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
     if (want_w || want_b) {
-        nncl__view dw = want_w ? nncl__grd(x, n->in[1]) : nncl__auxv(x, n);
-        nncl__view db = want_b ? nncl__grd(x, n->in[2]) : nncl__auxv(x, n);
-        NNCL_TRY(nncl__kbegin(x, n, LN_K_DWDB, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, dw);
-        nncl__arg_int(&a, want_w);
-        nncl__arg_int(&a, want_w ? nncl__grad_accumulate(x, n, 1) : 0);
-        nncl__arg_view(&a, db);
-        nncl__arg_int(&a, want_b);
-        nncl__arg_int(&a, want_b ? nncl__grad_accumulate(x, n, 2) : 0);
+        NNCL_TRY(norm_begin_param_grads(x, n, LN_K_DWDB, &a));
         nncl__arg_int(&a, (int)rows);
         nncl__arg_int(&a, D);
         NNCL_TRY(nncl__launch_cols(&a, x->dev, rows, (size_t)D));
@@ -357,15 +367,10 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
-    .kernels = {{"norm", "nncl_layernorm_fwd_f32"}, {"norm", "nncl_layernorm_dx_f32"}, {"norm", "nncl_layernorm_dwdb_f32"}},
-    .shape = ln_shape,
-    .aux_size = ln_aux,
-    .forward = ln_forward,
-    .backward = ln_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = ln_ref_forward,
-    .ref_backward = ln_ref_backward,
-};
+    .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
+                {"norm", "nncl_layernorm_backward_f32_params"}},
+    .shape = ln_shape, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward};
 
 nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
     nncl_node *in[3];

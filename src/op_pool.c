@@ -89,35 +89,31 @@ enum { POOL_K_FORWARD, POOL_K_BACKWARD };
 /* argmax per output element */
 static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch); }
 
-static nncl_status maxpool_forward(nncl__exec *x, nncl_node *n) {
+/* Forward and backward of both pools, kernels pool.cl's nncl_<op>_f32
+ * (x, y[, argmax], count, geometry) and nncl_<op>_backward_f32 (dy[, argmax],
+ * dx, count, geometry, acc); the max pool keeps its argmax in aux and runs
+ * one work-item per output (or input) pixel of each plane. */
+static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     nncl__args a;
     pool_dims d;
-    size_t count = nncl__numel(n, x->batch);
+    int max = n->op == NNCL_OP_MAXPOOL2D;
+    size_t count = nncl__numel(backward ? n->in[0] : n, x->batch);
+    if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
+    NNCL_TRY(nncl__kbegin(x, n, backward ? POOL_K_BACKWARD : POOL_K_FORWARD, &a));
+    nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, n->in[0]));
+    if (backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
+    if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)count);
     pool_args_geometry(&a, &d);
-    return pool_launch_planes(&a, x, d.OW, d.OH, d.planes);
+    if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    if (!max) return nncl__launch_1d(&a, x->dev, count);
+    return pool_launch_planes(&a, x, backward ? d.W : d.OW, backward ? d.H : d.OH, d.planes);
 }
 
-static nncl_status maxpool_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    pool_dims d;
-    size_t count = nncl__numel(n->in[0], x->batch);
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, (int)count);
-    pool_args_geometry(&a, &d);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return pool_launch_planes(&a, x, d.W, d.H, d.planes);
-}
+static nncl_status pool_forward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 0); }
+static nncl_status pool_backward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 1); }
 
 static void maxpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                                 double *aux) {
@@ -158,45 +154,11 @@ static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 }
 
 const nncl__opdef nncl__opdef_maxpool2d = {
-    .name = "maxpool2d",
-    .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}},
-    .shape = pool_shape,
-    .aux_size = maxpool_aux,
-    .forward = maxpool_forward,
-    .backward = maxpool_backward,
-    .ref_forward = maxpool_ref_forward,
-    .ref_backward = maxpool_ref_backward,
-};
+    .name = "maxpool2d", .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}},
+    .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
+    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward};
 
 /* ------------------------------------------------------------- average */
-
-static nncl_status avgpool_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    pool_dims d;
-    size_t count = nncl__numel(n, x->batch);
-    pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, (int)count);
-    pool_args_geometry(&a, &d);
-    return nncl__launch_1d(&a, x->dev, count);
-}
-
-static nncl_status avgpool_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    pool_dims d;
-    size_t count = nncl__numel(n->in[0], x->batch);
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, (int)count);
-    pool_args_geometry(&a, &d);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, count);
-}
 
 /* One loop nest for both directions: with y, y = window means of x; without,
  * gx += gy / k^2 over every window. */
@@ -238,14 +200,9 @@ static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 }
 
 const nncl__opdef nncl__opdef_avgpool2d = {
-    .name = "avgpool2d",
-    .kernels = {{"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}},
-    .shape = pool_shape,
-    .forward = avgpool_forward,
-    .backward = avgpool_backward,
-    .ref_forward = avgpool_ref_forward,
-    .ref_backward = avgpool_ref_backward,
-};
+    .name = "avgpool2d", .kernels = {{"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}},
+    .shape = pool_shape, .forward = pool_forward, .backward = pool_backward, .ref_forward = avgpool_ref_forward,
+    .ref_backward = avgpool_ref_backward};
 
 /* ------------------------------------------------------------- global average */
 
@@ -311,13 +268,8 @@ static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_global_avgpool = {
     .name = "global_avgpool",
-    .kernels = {{"reduce", "nncl_sum_f32_axis1"}, {"pool", "nncl_global_avgpool_backward_f32"}},
-    .shape = gap_shape,
-    .forward = gap_forward,
-    .backward = gap_backward,
-    .ref_forward = gap_ref_forward,
-    .ref_backward = gap_ref_backward,
-};
+    .kernels = {{"reduce", "nncl_sum_f32_axis1"}, {"pool", "nncl_global_avgpool_backward_f32"}}, .shape = gap_shape,
+    .forward = gap_forward, .backward = gap_backward, .ref_forward = gap_ref_forward, .ref_backward = gap_ref_backward};
 
 /* ------------------------------------------------------------- builders */
 

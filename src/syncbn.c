@@ -61,7 +61,6 @@ static int syncbn_takes_part(const nncl_trainer *t, int i) { return t->alive[i] 
 static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, void *user) {
     nncl_trainer *t = (nncl_trainer *)user;
     struct nncl__syncbn *s = t->syncbn;
-    nncl__view aux = nncl__auxv(x, n);
     int C = n->in[0]->shape[1], i, me = 0, c, first = -1, aborted;
     double t0;
     size_t inner = n->in[0]->sample_numel / (size_t)C, block = 8 * (size_t)C;
@@ -73,9 +72,8 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
     }
     mine = base + (size_t)me * block;
     out = mine + 2 * (size_t)C;
-    /* phase 0: aux holds [mean, invstd] of the shard; phase 1: [sum dy, sum dy*xhat] */
-    NNCL_CL(t->ctx, clEnqueueReadBuffer(x->dev->queue, aux.mem, CL_TRUE, (aux.off + (size_t)phase * 2 * C) * 4,
-                                        (size_t)C * 2 * 4, mine, 0, NULL, NULL));
+    /* phase 0: [mean, invstd] of the shard; phase 1: [sum dy, sum dy*xhat] */
+    NNCL_TRY(nncl__batchnorm_stats_io(x, n, phase, mine, 0));
     t0 = nncl__seconds();
     aborted = syncbn_barrier(s);
     t->waited[me] += nncl__seconds() - t0;
@@ -115,9 +113,7 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
             out[C + c] = (float)(b * scale);
         }
     }
-    NNCL_CL(t->ctx, clEnqueueWriteBuffer(x->dev->queue, aux.mem, CL_TRUE, (aux.off + (size_t)phase * 2 * C) * 4,
-                                         (size_t)C * 2 * 4, out, 0, NULL, NULL));
-    return NNCL_OK;
+    return nncl__batchnorm_stats_io(x, n, phase, out, 1);
 }
 
 /* After the step's exchange: the running statistics (the same old values on
@@ -131,15 +127,16 @@ void nncl__syncbn_running(nncl_trainer *t, float *state, int batch) {
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
         int C;
+        float *rm, *rv;
         double mom, N;
         if (n->op != NNCL_OP_BATCHNORM) continue;
         C = n->in[0]->shape[1];
         mom = n->fattr[1];
         N = (double)batch * (double)(n->in[0]->sample_numel / (size_t)C);
+        nncl__batchnorm_running(n, state, &rm, &rv);
         for (c = 0; c < C; c++) {
-            float *rm = state + n->state_off + c, *rv = rm + C;
-            *rm = (float)((1 - mom) * *rm + mom * s->global[s->off[i] + c]);
-            if (N > 1) *rv = (float)((1 - mom) * *rv + mom * s->global[s->off[i] + C + c] * N / (N - 1));
+            rm[c] = (float)((1 - mom) * rm[c] + mom * s->global[s->off[i] + c]);
+            if (N > 1) rv[c] = (float)((1 - mom) * rv[c] + mom * s->global[s->off[i] + C + c] * N / (N - 1));
         }
     }
 }

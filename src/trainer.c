@@ -294,17 +294,6 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
 
 /* ------------------------------------------------------------- a step */
 
-/* Checks that labels[0..n) are class indices of a C-class cross-entropy:
- * whole numbers in 0..C-1. The training step and evaluation share it. */
-nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n) {
-    int b;
-    for (b = 0; b < n; b++)
-        if (!(y[b] >= 0 && y[b] < C && y[b] == floorf(y[b])))
-            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "labels \"%s\"[%d] = %g is not a class index in 0..%d",
-                              labels->name, b, (double)y[b], C - 1);
-    return NNCL_OK;
-}
-
 nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, const char *fn) {
     nncl_graph *g = t->graph;
     int k, j;
@@ -333,8 +322,9 @@ nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, i
 }
 
 /* Checks every feed (nncl__trainer_check_feeds), that the feeds cover the
- * graph's inputs and that class labels of the cross-entropy are whole
- * numbers in range, so a bad batch is refused before any device work. */
+ * graph's inputs and that each op reading a feed accepts its data (class
+ * labels in range: the ops' check_feed), so a bad batch is refused before
+ * any device work. */
 static nncl_status trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch) {
     nncl_graph *g = t->graph;
     int i, k;
@@ -346,13 +336,7 @@ static nncl_status trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, 
             if (feeds[k].node == n) break;
         if (k == n_feeds) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: input \"%s\" is not fed", n->name);
     }
-    for (i = 0; i < g->n_nodes; i++) {
-        nncl_node *n = g->nodes[i];
-        if (n->op != NNCL_OP_SOFTMAX_CE) continue;
-        for (k = 0; k < n_feeds; k++)
-            if (feeds[k].node == n->in[1]) break;
-        if (k < n_feeds) NNCL_TRY(nncl__check_labels(t->ctx, n->in[1], n->in[0]->shape[1], feeds[k].data, batch));
-    }
+    for (k = 0; k < n_feeds; k++) NNCL_TRY(nncl__check_feed(t->ctx, g, feeds[k].node, feeds[k].data, batch));
     return NNCL_OK;
 }
 

@@ -82,8 +82,6 @@ void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg)
 /* Checks every feed before any device works: a node of t's graph, an input,
  * fed once, with data; batch in 1..max_batch. fn names the caller. */
 nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, const char *fn);
-/* Class labels y[0..n) of a C-class cross-entropy: whole numbers in 0..C-1. */
-nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n);
 /* After a pass of every device: the first device whose status is not OK and
  * not a device fault (an argument, shape or data error), or -1. Such an
  * error is the caller's and retires no device. */

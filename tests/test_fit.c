@@ -241,8 +241,11 @@ static int test_bad_descriptions(void) {
         "0 input x [0]",                                /* zero dimension */
         "1 input x [4]",                                /* numbering */
         "0 param w [4] init=sideways",                  /* init */
-        "0 input x [4]\n1 scale s [4] (0) f=nan",       /* number */
-        "0 input x [4]\n1 scale s [4] (0) i=99999999999",
+        "0 input x [4]\n1 scale s [4] (0) alpha=nan",   /* number */
+        "0 input x [4]\n1 scale s [4] (0) i0=99999999999",
+        "0 input x [4]\n1 scale s [4] (0) beta=2",      /* unknown attribute */
+        "0 input x [4]\n1 scale s [4] (0) f4=2",
+        "0 input x [4]\n1 scale s [4] (0) alpha",
         "0 input x [4]\n0 input x [4]",
         "0 input x [4,4,4,4,4]",
         ""};
