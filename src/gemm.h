@@ -89,11 +89,9 @@ typedef struct nncl__gemm_choice {
 } nncl__gemm_choice;
 
 typedef struct nncl__gemm_state {
-    int ready;
     nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
     int n_all;
-    int timed[NNCL__GEMM_MAX_VARIANTS]; /* indexes into all of those worth timing */
-    int n_timed;
+    int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
     cl_mem scratch;

@@ -33,11 +33,13 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
     }
 }
 
-/* Variants by device. CPUs: register tiles of vectors of the preferred
- * width, 6 rows of two vectors (the shape of the fastest CPU BLAS kernels)
- * and 4 rows of four (fewer rows to pad when m is small), and the direct
- * kernel for small products; then, for tests, a narrower vector and the
- * local-memory kernel. GPUs: the local-memory kernel first. */
+/* Variants by device, those worth timing first. CPUs: register tiles of
+ * vectors of the preferred width, 6 rows of two vectors (the shape of the
+ * fastest CPU BLAS kernels) and 4 rows of four (fewer rows to pad when m is
+ * small), the direct kernel for small products, and the 6-row tile over K
+ * blocks whose B panel block fits L1 (large products); then, for tests, a
+ * narrower vector and the local-memory kernel. GPUs: the local-memory
+ * kernel first. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
     int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
@@ -59,7 +61,6 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
         s->n_timed = 3;
     }
-    for (i = 0; i < s->n_timed; i++) s->timed[i] = i;
     for (i = 0; i < s->n_all; i++) s->all[i].index = i;
 }
 
@@ -90,7 +91,6 @@ nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm
         dev->gemm = (nncl__gemm_state *)nncl__calloc(1, sizeof *dev->gemm);
         if (!dev->gemm) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         own_fill(dev, dev->gemm);
-        dev->gemm->ready = 1;
     }
     *out = dev->gemm;
     return NNCL_OK;

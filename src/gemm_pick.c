@@ -318,15 +318,14 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     if (st == NNCL_OK) st = pick_time(ctx, dev, s, &b, -1, &t);
     if (st == NNCL_OK && t < best) best = t;
     for (i = 0; own && st == NNCL_OK && i < s->n_timed; i++) {
-        int idx = s->timed[i];
-        st = pick_time(ctx, dev, s, &b, idx, &t);
+        st = pick_time(ctx, dev, s, &b, i, &t);
         if (t < best_own) {
             best_own = t;
-            c->best_own = idx;
+            c->best_own = i;
         }
         if (t < best) {
             best = t;
-            c->best = idx;
+            c->best = i;
         }
     }
     pick_bench_free(dev, &b, temp);
@@ -365,7 +364,7 @@ static nncl_status pick_choice(nncl_context *ctx, nncl_device *dev, const nncl__
     c.k = g->k;
     c.epi = pick_epi(&g->epi);
     c.best = -1;
-    c.best_own = s->timed[0];
+    c.best_own = 0;
     if (g->m && g->n && g->k) NNCL_TRY(pick_measure(ctx, dev, s, g, &c));
     if (!pick_add(s, &c)) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     pick_store(ctx, dev, s);
