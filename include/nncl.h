@@ -761,7 +761,6 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
  * [n]; either may be NULL. The rows are preprocessed on a copy. */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
-/* @@MODEL@@ */
 
 /* ---------------------------------------------------------------- progress */
 /* Progress output, training curves and plots. nncl never prints on its own:

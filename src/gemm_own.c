@@ -33,11 +33,13 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
     }
 }
 
-/* Variants by device. CPUs: register tiles of vectors of the preferred
- * width, 6 rows of two vectors (the shape of the fastest CPU BLAS kernels)
- * and 4 rows of four (fewer rows to pad when m is small), and the direct
- * kernel for small products; then, for tests, a narrower vector and the
- * local-memory kernel. GPUs: the local-memory kernel first. */
+/* Variants by device, those worth timing first. CPUs: register tiles of
+ * vectors of the preferred width, 6 rows of two vectors (the shape of the
+ * fastest CPU BLAS kernels) and 4 rows of four (fewer rows to pad when m is
+ * small), the direct kernel for small products, and the 6-row tile over K
+ * blocks whose B panel block fits L1 (large products); then, for tests, a
+ * narrower vector and the local-memory kernel. GPUs: the local-memory
+ * kernel first. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
     int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
@@ -59,13 +61,11 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
         s->n_timed = 3;
     }
-    for (i = 0; i < s->n_timed; i++) s->timed[i] = i;
     for (i = 0; i < s->n_all; i++) s->all[i].index = i;
 }
 
 /* Kernel `which` of variant v (0 pack A, 1 pack B, 2 its product), with
  * arguments begun: resolved once per device and variant. */
-enum { OWN_K_PACK_A, OWN_K_PACK_B, OWN_K_PRODUCT };
 static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int which,
                               nncl__args *a) {
     static const char *const names[2] = {"nncl_gemm_pack_a_f32", "nncl_gemm_pack_b_f32"};
@@ -76,7 +76,7 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
     k = &s->kernels[v->index][which];
     if (!k->kernel) {
-        const char *name = which < OWN_K_PRODUCT                ? names[which]
+        const char *name = which < NNCL__GEMM_K_PRODUCT                ? names[which]
                            : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
                            : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
                                                           : "nncl_gemm_f32_packed";
@@ -91,7 +91,6 @@ nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm
         dev->gemm = (nncl__gemm_state *)nncl__calloc(1, sizeof *dev->gemm);
         if (!dev->gemm) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         own_fill(dev, dev->gemm);
-        dev->gemm->ready = 1;
     }
     *out = dev->gemm;
     return NNCL_OK;
@@ -150,7 +149,7 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
     if (rows == 0 || k == 0 || batch == 0) return NNCL_OK;
     NNCL_TRY(own_fits(ctx, kernel, dst_off + per * batch));
     NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + ((is_b ? !trans : trans) ? k : rows) * ld));
-    NNCL_TRY(own_kernel(ctx, dev, v, is_b ? OWN_K_PACK_B : OWN_K_PACK_A, &a));
+    NNCL_TRY(own_kernel(ctx, dev, v, is_b ? NNCL__GEMM_K_PACK_B : NNCL__GEMM_K_PACK_A, &a));
     nncl__arg_mem(&a, src);
     nncl__arg_int(&a, (int)off);
     nncl__arg_int(&a, (int)stride);
@@ -214,7 +213,7 @@ static nncl_status own_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, kp)));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, kp)));
-    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
+    NNCL_TRY(own_kernel(ctx, dev, v, NNCL__GEMM_K_PRODUCT, &a));
     nncl__arg_mem(&a, p->ap);
     nncl__arg_int(&a, (int)p->ap_off);
     nncl__arg_int(&a, (int)p->ap_stride);
@@ -256,7 +255,7 @@ static nncl_status own_direct(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->a_off + (g->trans_a ? g->k : g->m) * g->lda));
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->b_off + (g->trans_b ? g->n : g->k) * g->ldb));
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->c_off + g->m * g->ldc));
-    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
+    NNCL_TRY(own_kernel(ctx, dev, v, NNCL__GEMM_K_PRODUCT, &a));
     nncl__arg_mem(&a, g->a);
     nncl__arg_int(&a, (int)g->a_off);
     nncl__arg_int(&a, 0);
@@ -351,7 +350,7 @@ nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nn
             NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
         return NNCL_OK;
     }
-    for (k = v->kind == NNCL__GEMM_DIRECT ? OWN_K_PRODUCT : OWN_K_PACK_A; k <= OWN_K_PRODUCT; k++)
+    for (k = v->kind == NNCL__GEMM_DIRECT ? NNCL__GEMM_K_PRODUCT : NNCL__GEMM_K_PACK_A; k <= NNCL__GEMM_K_PRODUCT; k++)
         NNCL_TRY(own_kernel(ctx, dev, v, k, &a));
     return NNCL_OK;
 }
