@@ -86,7 +86,6 @@ typedef struct nncl__gemm_choice {
     int ta, tb, epi;          /* epi: bias | act << 2 */
     size_t m, n, k;
     int best, best_own;       /* variant index, -1 for CLBlast */
-    int ready;                /* its kernels are resolved on the device (not stored) */
 } nncl__gemm_choice;
 
 typedef struct nncl__gemm_state {
@@ -102,6 +101,7 @@ typedef struct nncl__gemm_state {
      * will run), then launched by index. */
     nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][3], epilogue;
 } nncl__gemm_state;
+enum { NNCL__GEMM_K_PACK_A, NNCL__GEMM_K_PACK_B, NNCL__GEMM_K_PRODUCT }; /* columns of kernels */
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out);
 void nncl__gemm_state_free(nncl_device *dev);

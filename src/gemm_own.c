@@ -66,7 +66,6 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
 
 /* Kernel `which` of variant v (0 pack A, 1 pack B, 2 its product), with
  * arguments begun: resolved once per device and variant. */
-enum { OWN_K_PACK_A, OWN_K_PACK_B, OWN_K_PRODUCT };
 static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int which,
                               nncl__args *a) {
     static const char *const names[2] = {"nncl_gemm_pack_a_f32", "nncl_gemm_pack_b_f32"};
@@ -77,7 +76,7 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
     k = &s->kernels[v->index][which];
     if (!k->kernel) {
-        const char *name = which < OWN_K_PRODUCT                ? names[which]
+        const char *name = which < NNCL__GEMM_K_PRODUCT                ? names[which]
                            : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
                            : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
                                                           : "nncl_gemm_f32_packed";
@@ -150,7 +149,7 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
     if (rows == 0 || k == 0 || batch == 0) return NNCL_OK;
     NNCL_TRY(own_fits(ctx, kernel, dst_off + per * batch));
     NNCL_TRY(own_fits(ctx, kernel, off + stride * batch + ((is_b ? !trans : trans) ? k : rows) * ld));
-    NNCL_TRY(own_kernel(ctx, dev, v, is_b ? OWN_K_PACK_B : OWN_K_PACK_A, &a));
+    NNCL_TRY(own_kernel(ctx, dev, v, is_b ? NNCL__GEMM_K_PACK_B : NNCL__GEMM_K_PACK_A, &a));
     nncl__arg_mem(&a, src);
     nncl__arg_int(&a, (int)off);
     nncl__arg_int(&a, (int)stride);
@@ -214,7 +213,7 @@ static nncl_status own_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, kp)));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->bp_off + p->batch * p->bp_stride + nncl__gemm_pack_floats(v->nr, p->n, kp)));
-    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
+    NNCL_TRY(own_kernel(ctx, dev, v, NNCL__GEMM_K_PRODUCT, &a));
     nncl__arg_mem(&a, p->ap);
     nncl__arg_int(&a, (int)p->ap_off);
     nncl__arg_int(&a, (int)p->ap_stride);
@@ -256,7 +255,7 @@ static nncl_status own_direct(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->a_off + (g->trans_a ? g->k : g->m) * g->lda));
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->b_off + (g->trans_b ? g->n : g->k) * g->ldb));
     NNCL_TRY(own_fits(ctx, "direct GEMM", g->c_off + g->m * g->ldc));
-    NNCL_TRY(own_kernel(ctx, dev, v, OWN_K_PRODUCT, &a));
+    NNCL_TRY(own_kernel(ctx, dev, v, NNCL__GEMM_K_PRODUCT, &a));
     nncl__arg_mem(&a, g->a);
     nncl__arg_int(&a, (int)g->a_off);
     nncl__arg_int(&a, 0);
@@ -351,7 +350,7 @@ nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nn
             NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
         return NNCL_OK;
     }
-    for (k = v->kind == NNCL__GEMM_DIRECT ? OWN_K_PRODUCT : OWN_K_PACK_A; k <= OWN_K_PRODUCT; k++)
+    for (k = v->kind == NNCL__GEMM_DIRECT ? NNCL__GEMM_K_PRODUCT : NNCL__GEMM_K_PACK_A; k <= NNCL__GEMM_K_PRODUCT; k++)
         NNCL_TRY(own_kernel(ctx, dev, v, k, &a));
     return NNCL_OK;
 }

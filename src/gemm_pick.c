@@ -39,16 +39,24 @@ const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl_
     return NULL;
 }
 
-/* The smallest prepared product (kernels resolved) of g's kind
- * (transposes, k, epilogue) that covers g's m and n: the choice a plan's
- * smaller batch or last chunk takes, so that a step neither measures nor
- * looks a kernel up. NULL when there is none. */
+/* Whether the kernels choice c runs (in the GEMM mode) are resolved on the
+ * device: CLBlast's are CLBlast's own business, an own variant's are
+ * resolved by a plan's prepare (nncl__sgemm_prepare) or a first run. */
+static int pick_resolved(const nncl__gemm_state *s, const nncl__gemm_choice *c) {
+    int idx = nncl__gemm_mode() == 2 ? c->best_own : c->best;
+    return idx < 0 || s->kernels[idx][NNCL__GEMM_K_PRODUCT].kernel != NULL;
+}
+
+/* The smallest product of g's kind (transposes, k, epilogue) with resolved
+ * kernels that covers g's m and n: the choice a plan's smaller batch or
+ * last chunk takes when its own shape has none, so that a step neither
+ * measures nor looks a kernel up. NULL when there is none. */
 static nncl__gemm_choice *pick_near(nncl__gemm_state *s, const nncl__gemm_args *g) {
     nncl__gemm_choice *best = NULL;
     int i, epi = pick_epi(&g->epi);
     for (i = 0; i < s->n_choices; i++) {
         nncl__gemm_choice *c = &s->choices[i];
-        if (!c->ready || c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->k != g->k || c->epi != epi ||
+        if (!pick_resolved(s, c) || c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->k != g->k || c->epi != epi ||
             c->m < g->m || c->n < g->n)
             continue;
         if (!best || c->m * c->n < best->m * best->n) best = c;
@@ -330,8 +338,8 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
 }
 
 /* The choice for g's shape: stored, or measured now and stored. With near
- * (a step), a stored one not yet prepared gives way to a prepared one that
- * covers g (pick_near). */
+ * (a step), a stored one whose kernels are not resolved gives way to a
+ * resolved one that covers g (pick_near). */
 static nncl_status pick_choice(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int near,
                                nncl__gemm_choice **out) {
     nncl__gemm_state *s = NULL;
@@ -339,7 +347,7 @@ static nncl_status pick_choice(nncl_context *ctx, nncl_device *dev, const nncl__
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     if (!s->loaded) pick_load(ctx, dev, s);
     exact = (nncl__gemm_choice *)nncl__gemm_choice_find(s, g);
-    if (exact && (exact->ready || !near)) {
+    if (exact && (!near || pick_resolved(s, exact))) {
         *out = exact;
         return NNCL_OK;
     }
@@ -387,7 +395,6 @@ nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl_
         NNCL_TRY(pick_choice(ctx, dev, g, 0, &c));
         idx = mode == 2 ? c->best_own : c->best;
         if (idx >= 0) NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, &dev->gemm->all[idx], g));
-        c->ready = 1;
     }
     return nncl__sgemm_temp_size(ctx, dev, g, bytes);
 }
@@ -399,7 +406,6 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
     if (mode == 1) return nncl__sgemm_clblast(ctx, dev, g);
     NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
     idx = mode == 2 ? c->best_own : c->best;
-    c->ready = 1; /* its kernels are resolved by the run below */
     if (idx < 0 || !nncl__gemm_own_fits(g)) return nncl__sgemm_clblast(ctx, dev, g);
     return nncl__gemm_own(ctx, dev, &dev->gemm->all[idx], g);
 }

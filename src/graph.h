@@ -152,12 +152,6 @@ int nncl__same_shape(const nncl_node *a, const nncl_node *b);
 
 /* ------------------------------------------------------------- execution */
 
-/* A place in a device buffer: the buffer and an element offset. */
-typedef struct nncl__view {
-    cl_mem mem;
-    size_t off;
-} nncl__view;
-
 /* Per-device state a launcher uses: where every node's value, gradient and
  * aux space live, the current batch and mode, and the step's random seed. */
 struct nncl__exec {
@@ -208,6 +202,16 @@ nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
 nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc);
+/* The double maths of the unary ops (op_elementwise.c's rows): y = f(x, p)
+ * and dy/dx from x and y (p: the op's float parameter), and of the row
+ * softmaxes (dx overwritten, or added to with acc). The graph's references
+ * and the eager references (reference.c) both use these. */
+double nncl__unary_ref(nncl__op op, double x, double p);
+double nncl__unary_ref_grad(nncl__op op, double x, double y, double p);
+void nncl__softmax_ref(const double *x, size_t rows, size_t cols, int log_out, double *y);
+void nncl__softmax_ref_backward(const double *dy, const double *y, size_t rows, size_t cols, int log_in, double *dx,
+                                int acc);
+
 /* Batch norm's statistics as synchronised batch norm exchanges them
  * (op_norm.c owns their layout): the 2C floats of node n's aux for phase 0
  * ([mean, invstd] of the shard) or phase 1 ([sum dy, sum dy xhat]), read

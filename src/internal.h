@@ -117,6 +117,12 @@ const char *nncl__cl_error_name(cl_int err);
 
 typedef struct nncl_program nncl_program;
 
+/* A place in a device buffer: the buffer and an element offset. */
+typedef struct nncl__view {
+    cl_mem mem;
+    size_t off;
+} nncl__view;
+
 /* A kernel resolved once (at plan or optimizer creation) for launches that
  * then only index: the kernel and the largest work-group it may run on its
  * device (CL_KERNEL_WORK_GROUP_SIZE). */

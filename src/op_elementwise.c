@@ -208,6 +208,14 @@ static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
     return nncl__launch_1d(&a, x->dev, count);
 }
 
+double nncl__unary_ref(nncl__op op, double x, double p) {
+    return ((const ew_unary_def *)nncl__opdef_get(op)->impl)->f(x, p);
+}
+
+double nncl__unary_ref_grad(nncl__op op, double x, double y, double p) {
+    return ((const ew_unary_def *)nncl__opdef_get(op)->impl)->df(x, y, p);
+}
+
 static void ew_unary_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                                  double *aux) {
     const ew_unary_def *u = ew_unary_of(n);
@@ -294,32 +302,45 @@ static nncl_status ew_softmax_backward(nncl__exec *x, nncl_node *n) {
     return nncl__launch_rows(&a, x->dev, (size_t)rows, (size_t)cols);
 }
 
-static void ew_softmax_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
-                                   double *aux) {
-    size_t cols = (size_t)ew_cols(n), rows = nncl__numel(n, r->batch) / cols, i, j;
-    (void)aux;
+void nncl__softmax_ref(const double *x, size_t rows, size_t cols, int log_out, double *y) {
+    size_t i, j;
     for (i = 0; i < rows; i++) {
-        const double *z = in[0] + i * cols;
+        const double *z = x + i * cols;
         double m = z[0], s = 0;
         for (j = 1; j < cols; j++) m = z[j] > m ? z[j] : m;
         for (j = 0; j < cols; j++) s += exp(z[j] - m);
-        for (j = 0; j < cols; j++)
-            out[i * cols + j] = n->op == NNCL_OP_SOFTMAX ? exp(z[j] - m) / s : z[j] - m - log(s);
+        for (j = 0; j < cols; j++) y[i * cols + j] = log_out ? z[j] - m - log(s) : exp(z[j] - m) / s;
     }
+}
+
+void nncl__softmax_ref_backward(const double *dy, const double *y, size_t rows, size_t cols, int log_in, double *dx,
+                                int acc) {
+    size_t i, j;
+    for (i = 0; i < rows; i++) {
+        const double *yr = y + i * cols, *g = dy + i * cols;
+        double s = 0;
+        for (j = 0; j < cols; j++) s += log_in ? g[j] : g[j] * yr[j];
+        for (j = 0; j < cols; j++) {
+            double d = log_in ? g[j] - exp(yr[j]) * s : yr[j] * (g[j] - s);
+            dx[i * cols + j] = acc ? dx[i * cols + j] + d : d;
+        }
+    }
+}
+
+static void ew_softmax_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                                   double *aux) {
+    size_t cols = (size_t)ew_cols(n);
+    (void)aux;
+    nncl__softmax_ref(in[0], nncl__numel(n, r->batch) / cols, cols, n->op == NNCL_OP_LOG_SOFTMAX, out);
 }
 
 static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in,
                                     const double *out, const double *gout, double *const *gin, double *aux) {
-    size_t cols = (size_t)ew_cols(n), rows = nncl__numel(n, r->batch) / cols, i, j;
+    size_t cols = (size_t)ew_cols(n);
     (void)in; (void)aux;
-    if (!gin[0]) return;
-    for (i = 0; i < rows; i++) {
-        const double *y = out + i * cols, *g = gout + i * cols;
-        double s = 0;
-        for (j = 0; j < cols; j++) s += n->op == NNCL_OP_SOFTMAX ? g[j] * y[j] : g[j];
-        for (j = 0; j < cols; j++)
-            gin[0][i * cols + j] += n->op == NNCL_OP_SOFTMAX ? y[j] * (g[j] - s) : g[j] - exp(y[j]) * s;
-    }
+    if (gin[0])
+        nncl__softmax_ref_backward(gout, out, nncl__numel(n, r->batch) / cols, cols, n->op == NNCL_OP_LOG_SOFTMAX,
+                                   gin[0], 1);
 }
 
 /* ------------------------------------------------------------- table */

@@ -3,7 +3,7 @@
  * and a double-precision host reference of the same math. */
 #ifndef NNCL_OPTIM_H
 #define NNCL_OPTIM_H
-#include "graph.h"
+#include "internal.h"
 
 /* Most partial sums of the clipping reduction (one per work-item); the
  * scratch buffer holds these plus the total, at NNCL_OPTIM_TOTAL. */

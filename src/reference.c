@@ -1,12 +1,23 @@
 /* reference.c - host references of the eager ops and activation backward
  * rules: plain loops over doubles, the numerically careful form of each
  * formula (max-subtracted softmax, erfc for gelu), the yardstick for every
- * device kernel. */
+ * device kernel. Activations and softmaxes use the graph ops' maths. */
 #include "reference.h"
-#include <math.h>
+#include "graph.h"
 
-#define REF_SQRT1_2 0.70710678118654752440
-#define REF_INV_SQRT_2PI 0.39894228040143267794
+/* The activations' maths is the graph ops' (op_elementwise.c): one
+ * definition of each, here applied to whole arrays. */
+static void ref_unary(nncl__op op, const double *x, size_t n, double p, double *out) {
+    size_t i;
+    for (i = 0; i < n; i++) out[i] = nncl__unary_ref(op, x[i], p);
+}
+
+/* dx = dy f'(.), from the input x or the output y (whichever the rule reads). */
+static void ref_unary_backward(nncl__op op, const double *dy, const double *x, const double *y, size_t n, double p,
+                               double *dx) {
+    size_t i;
+    for (i = 0; i < n; i++) dx[i] = dy[i] * nncl__unary_ref_grad(op, x ? x[i] : y[i], y ? y[i] : x[i], p);
+}
 
 void nncl__ref_add(const double *a, size_t n, const double *b, size_t bn, double *out) {
     size_t i;
@@ -21,47 +32,21 @@ void nncl__ref_mul(const double *a, size_t n, const double *b, size_t bn, double
     for (i = 0; i < n; i++) out[i] = a[i] * b[i % bn];
 }
 void nncl__ref_scale(const double *x, size_t n, double alpha, double *out) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = alpha * x[i];
+    ref_unary(NNCL_OP_SCALE, x, n, alpha, out);
 }
-void nncl__ref_relu(const double *x, size_t n, double *out) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = x[i] < 0 ? 0 : x[i];
-}
+void nncl__ref_relu(const double *x, size_t n, double *out) { ref_unary(NNCL_OP_RELU, x, n, 0, out); }
 void nncl__ref_leaky_relu(const double *x, size_t n, double slope, double *out) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = x[i] < 0 ? slope * x[i] : x[i];
+    ref_unary(NNCL_OP_LEAKY_RELU, x, n, slope, out);
 }
-void nncl__ref_sigmoid(const double *x, size_t n, double *out) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = 1 / (1 + exp(-x[i]));
-}
-void nncl__ref_tanh(const double *x, size_t n, double *out) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = tanh(x[i]);
-}
-/* 1 + erf(t) = erfc(-t), exact also where erf(t) is close to -1 */
-void nncl__ref_gelu(const double *x, size_t n, double *out) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = 0.5 * x[i] * erfc(-x[i] * REF_SQRT1_2);
-}
+void nncl__ref_sigmoid(const double *x, size_t n, double *out) { ref_unary(NNCL_OP_SIGMOID, x, n, 0, out); }
+void nncl__ref_tanh(const double *x, size_t n, double *out) { ref_unary(NNCL_OP_TANH, x, n, 0, out); }
+void nncl__ref_gelu(const double *x, size_t n, double *out) { ref_unary(NNCL_OP_GELU, x, n, 0, out); }
 
-static void ref_softmax_rows(const double *x, size_t rows, size_t cols, int log_out, double *out) {
-    size_t r, c;
-    for (r = 0; r < rows; r++) {
-        const double *xr = x + r * cols;
-        double *yr = out + r * cols, m = xr[0], s = 0;
-        for (c = 1; c < cols; c++)
-            if (xr[c] > m) m = xr[c];
-        for (c = 0; c < cols; c++) s += exp(xr[c] - m);
-        for (c = 0; c < cols; c++) yr[c] = log_out ? xr[c] - m - log(s) : exp(xr[c] - m) / s;
-    }
-}
 void nncl__ref_softmax(const double *x, size_t rows, size_t cols, double *out) {
-    ref_softmax_rows(x, rows, cols, 0, out);
+    nncl__softmax_ref(x, rows, cols, 0, out);
 }
 void nncl__ref_log_softmax(const double *x, size_t rows, size_t cols, double *out) {
-    ref_softmax_rows(x, rows, cols, 1, out);
+    nncl__softmax_ref(x, rows, cols, 1, out);
 }
 
 void nncl__ref_sum(const double *x, size_t rows, size_t cols, int axis, double *out) {
@@ -89,44 +74,24 @@ void nncl__ref_gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, doub
 }
 
 void nncl__ref_relu_backward(const double *dy, const double *y, size_t n, double *dx) {
-    size_t i;
-    for (i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
+    ref_unary_backward(NNCL_OP_RELU, dy, NULL, y, n, 0, dx);
 }
 void nncl__ref_leaky_relu_backward(const double *dy, const double *x, size_t n, double slope, double *dx) {
-    size_t i;
-    for (i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : slope * dy[i];
+    ref_unary_backward(NNCL_OP_LEAKY_RELU, dy, x, NULL, n, slope, dx);
 }
 void nncl__ref_sigmoid_backward(const double *dy, const double *y, size_t n, double *dx) {
-    size_t i;
-    for (i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1 - y[i]);
+    ref_unary_backward(NNCL_OP_SIGMOID, dy, NULL, y, n, 0, dx);
 }
 void nncl__ref_tanh_backward(const double *dy, const double *y, size_t n, double *dx) {
-    size_t i;
-    for (i = 0; i < n; i++) dx[i] = dy[i] * (1 - y[i] * y[i]);
+    ref_unary_backward(NNCL_OP_TANH, dy, NULL, y, n, 0, dx);
 }
-/* gelu'(x) = Phi(x) + x phi(x) */
 void nncl__ref_gelu_backward(const double *dy, const double *x, size_t n, double *dx) {
-    size_t i;
-    for (i = 0; i < n; i++)
-        dx[i] = dy[i] * (0.5 * erfc(-x[i] * REF_SQRT1_2) + x[i] * REF_INV_SQRT_2PI * exp(-0.5 * x[i] * x[i]));
+    ref_unary_backward(NNCL_OP_GELU, dy, x, NULL, n, 0, dx);
 }
 
-static void ref_softmax_backward_rows(const double *dy, const double *y, size_t rows, size_t cols, int log_in,
-                                      double *dx) {
-    size_t r, c;
-    for (r = 0; r < rows; r++) {
-        const double *g = dy + r * cols, *yr = y + r * cols;
-        double *d = dx + r * cols, s = 0;
-        for (c = 0; c < cols; c++) s += log_in ? g[c] : g[c] * yr[c];
-        for (c = 0; c < cols; c++) d[c] = log_in ? g[c] - exp(yr[c]) * s : yr[c] * (g[c] - s);
-    }
-}
 void nncl__ref_softmax_backward(const double *dy, const double *y, size_t rows, size_t cols, double *dx) {
-    ref_softmax_backward_rows(dy, y, rows, cols, 0, dx);
+    nncl__softmax_ref_backward(dy, y, rows, cols, 0, dx, 0);
 }
 void nncl__ref_log_softmax_backward(const double *dy, const double *y, size_t rows, size_t cols, double *dx) {
-    ref_softmax_backward_rows(dy, y, rows, cols, 1, dx);
+    nncl__softmax_ref_backward(dy, y, rows, cols, 1, dx, 0);
 }
-
-#undef REF_SQRT1_2
-#undef REF_INV_SQRT_2PI
