@@ -23,13 +23,20 @@ void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
  * arena, at least 64 Ki. */
 nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats);
 
-/* Whether node n runs on the own path: NNCL_GEMM=own, or (auto) when the
- * measured choice for its forward product [O, OH*OW, C*k*k] on this device
- * is one of the own kernels. */
-int nncl__conv_own_wanted(nncl__exec *x, const nncl__conv_dims *d);
-/* At plan creation: measures the products the own path runs (forward and
- * weight gradient) and, when it is chosen, the workspace it needs. */
+/* Whether node n runs on the own path: NNCL_GEMM=own, or (auto) when timing
+ * the layer both ways at prepare found it faster (src/conv_pick.c). Looks up
+ * only: measures and builds nothing. */
+int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+/* At plan creation: chooses node n's path (cached, timed or forced) and
+ * prepares it: its kernels, GEMM choices and workspace bytes. */
+nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+/* Each path's preparation (GEMM choices, kernels) and workspace bytes. */
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+/* dW and dx from dy (the activation's derivative and the bias gradient are
+ * the caller's). */
+nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 /* dW and dx from dy (the activation's derivative and the bias gradient are
  * the caller's). */

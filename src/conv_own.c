@@ -1,7 +1,7 @@
 /* conv_own.c - 2-D convolution (the node of src/op_conv.c) as an implicit
  * GEMM on nncl's own packed kernels (src/gemm.h), run instead of im2col +
- * CLBlast where the measured choice for its forward product is an own
- * kernel, or with NNCL_GEMM=own.
+ * CLBlast where timing the whole layer both ways at prepare found it faster
+ * (src/conv_pick.c), or with NNCL_GEMM=own.
  *
  * No column matrix: the packing kernels read x (and dy) and write the GEMM
  * panels directly. Per chunk of S samples (S fixed per node and device at
@@ -35,18 +35,6 @@ static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
     g->m = (size_t)d->O;
     g->n = d->ohw;
     g->k = d->ckk;
-}
-
-int nncl__conv_own_wanted(nncl__exec *x, const nncl__conv_dims *d) {
-    nncl__gemm_state *s = NULL;
-    nncl__gemm_args g;
-    const nncl__gemm_choice *c;
-    int mode = nncl__gemm_mode();
-    if (mode != 0) return mode == 2;
-    if (nncl__gemm_state_get(x->ctx, x->dev, &s) != NNCL_OK) return 0;
-    cown_gemm_fwd(d, &g);
-    c = nncl__gemm_choice_find(s, &g);
-    return c && c->best >= 0;
 }
 
 /* The largest tile rows and columns of the device's packed variants: panels
@@ -105,10 +93,8 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
     size_t floats, ignored = 0;
     int S, count;
     *bytes = 0;
-    if (nncl__gemm_mode() == 1) return NNCL_OK;
     cown_gemm_fwd(d, &g);
-    NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored)); /* measures: own or CLBlast */
-    if (!nncl__conv_own_wanted(x, d)) return NNCL_OK;
+    NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored)); /* measures: its best own variant */
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     if (nncl__need_grad(x, n, 1)) { /* the weight gradient's product, for its kernel */
         g.n = d->ckk;

@@ -88,12 +88,23 @@ typedef struct nncl__gemm_choice {
     int best, best_own;       /* variant index, -1 for CLBlast */
 } nncl__gemm_choice;
 
+/* A conv2d layer's path (src/conv_own.c), measured on the whole layer:
+ * key C H W O k stride pad act bias dx dw; own 1 for the implicit GEMM on
+ * own kernels, 0 for im2col + CLBlast. */
+#define NNCL__CONV_KEY 11
+typedef struct nncl__conv_choice {
+    int key[NNCL__CONV_KEY];
+    int own;
+} nncl__conv_choice;
+
 typedef struct nncl__gemm_state {
     nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
     int n_all;
     int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
+    nncl__conv_choice *convs;
+    int n_convs, cap_convs;
     cl_mem scratch;
     size_t scratch_bytes;
     /* Each variant's kernels (pack A, pack B, product) and the epilogue,
@@ -108,6 +119,11 @@ void nncl__gemm_state_free(nncl_device *dev);
 
 /* The stored choice for g's shape on dev: NULL when none yet. */
 const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl__gemm_args *g);
+/* The stored path of the conv layer with key (NNCL__CONV_KEY ints): 1 own,
+ * 0 im2col + CLBlast, -1 none yet (reads the cache file first). */
+int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key);
+/* Records a conv layer's measured path, in memory and in the cache file. */
+nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int own);
 /* $NNCL_GEMM: 0 auto (default), 1 clblast, 2 own. */
 int nncl__gemm_mode(void);
 

@@ -100,6 +100,7 @@ void nncl__gemm_state_free(nncl_device *dev) {
     if (!dev->gemm) return;
     if (dev->gemm->scratch) nncl__buffer_release(dev, dev->gemm->scratch, dev->gemm->scratch_bytes);
     NNCL_FREE(dev->gemm->choices);
+    NNCL_FREE(dev->gemm->convs);
     NNCL_FREE(dev->gemm);
     dev->gemm = NULL;
 }

@@ -4,7 +4,9 @@
  * checking their results against each other. A choice is kept in memory and
  * in a file of the cache folder named after the device's identity (driver
  * and CLBlast versions included), so a second run measures nothing; a
- * damaged file, or one written for another identity, is ignored. Plans
+ * damaged file, or one written for another identity, is ignored. The same
+ * file keeps each conv2d layer's measured path ("conv" lines, written by
+ * src/conv_own.c's timing of the whole layer both ways). Plans
  * choose at prepare time (nncl__sgemm_prepare); a product nobody prepared
  * (eager nncl_gemm) chooses on its first call. $NNCL_GEMM=clblast|own|auto
  * forces a side. */
@@ -78,6 +80,20 @@ static int pick_add(nncl__gemm_state *s, const nncl__gemm_choice *c) {
     return 1;
 }
 
+static int pick_add_conv(nncl__gemm_state *s, const nncl__conv_choice *c) {
+    if (s->n_convs == s->cap_convs) {
+        int cap = s->cap_convs ? 2 * s->cap_convs : 8;
+        nncl__conv_choice *nc = (nncl__conv_choice *)nncl__calloc((size_t)cap, sizeof *nc);
+        if (!nc) return 0;
+        if (s->n_convs) memcpy(nc, s->convs, (size_t)s->n_convs * sizeof *nc);
+        NNCL_FREE(s->convs);
+        s->convs = nc;
+        s->cap_convs = cap;
+    }
+    s->convs[s->n_convs++] = *c;
+    return 1;
+}
+
 /* ------------------------------------------------------------- the file */
 
 static uint64_t pick_fnv(const char *p, size_t n) {
@@ -124,6 +140,15 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
         *nl = 0;
         next = nl + 1;
         memset(&c, 0, sizeof c);
+        if (!strncmp(line, "conv ", 5)) {
+            nncl__conv_choice cc;
+            int *q = cc.key;
+            if (sscanf(line + 5, "%d %d %d %d %d %d %d %d %d %d %d %d", &q[0], &q[1], &q[2], &q[3], &q[4], &q[5], &q[6],
+                       &q[7], &q[8], &q[9], &q[10], &cc.own) != NNCL__CONV_KEY + 1 ||
+                (cc.own & ~1) || !pick_add_conv(s, &cc))
+                return 0;
+            continue;
+        }
         if (sscanf(line, "choice %d %d %lu %lu %lu %d %31s %31s", &c.ta, &c.tb, &m, &nn, &k, &c.epi, best, own) != 8)
             return 0;
         c.m = m;
@@ -156,7 +181,7 @@ static void pick_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) 
                 nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: %d GEMM choices from %s", dev->info.index, s->n_choices,
                           path);
             else {
-                s->n_choices = 0;
+                s->n_choices = s->n_convs = 0;
                 nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM choices %s ignored: %s", dev->info.index, path, why);
             }
             NNCL_FREE(buf);
@@ -170,7 +195,7 @@ static void pick_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s)
     char path[1200], id[1024], line[256];
     nncl__afile af;
     char *text;
-    size_t cap = 2048 + (size_t)s->n_choices * 160, len;
+    size_t cap = 2048 + (size_t)(s->n_choices + s->n_convs) * 160, len;
     int i;
     if (!nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path)) return;
     if (!(text = (char *)NNCL_MALLOC(cap))) return;
@@ -181,6 +206,11 @@ static void pick_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s)
         snprintf(line, sizeof line, "choice %d %d %lu %lu %lu %d %s %s\n", c->ta, c->tb, (unsigned long)c->m,
                  (unsigned long)c->n, (unsigned long)c->k, c->epi, pick_name(s, c->best), pick_name(s, c->best_own));
         len += (size_t)snprintf(text + len, cap - len, "%s", line);
+    }
+    for (i = 0; i < s->n_convs && len < cap; i++) {
+        const int *q = s->convs[i].key;
+        len += (size_t)snprintf(text + len, cap - len, "conv %d %d %d %d %d %d %d %d %d %d %d %d\n", q[0], q[1], q[2], q[3],
+                                q[4], q[5], q[6], q[7], q[8], q[9], q[10], s->convs[i].own);
     }
     if (len + 32 < cap) {
         snprintf(text + len, cap - len, "check %016llx\n", (unsigned long long)pick_fnv(text, len));
@@ -408,6 +438,28 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
     idx = mode == 2 ? c->best_own : c->best;
     if (idx < 0 || !nncl__gemm_own_fits(g)) return nncl__sgemm_clblast(ctx, dev, g);
     return nncl__gemm_own(ctx, dev, &dev->gemm->all[idx], g);
+}
+
+int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key) {
+    nncl__gemm_state *s = NULL;
+    int i;
+    if (nncl__gemm_state_get(ctx, dev, &s) != NNCL_OK) return -1;
+    if (!s->loaded) pick_load(ctx, dev, s);
+    for (i = 0; i < s->n_convs; i++)
+        if (!memcmp(s->convs[i].key, key, sizeof s->convs[i].key)) return s->convs[i].own;
+    return -1;
+}
+
+nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int own) {
+    nncl__gemm_state *s = NULL;
+    nncl__conv_choice c;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!s->loaded) pick_load(ctx, dev, s);
+    memcpy(c.key, key, sizeof c.key);
+    c.own = own;
+    if (!pick_add_conv(s, &c)) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    pick_store(ctx, dev, s);
+    return NNCL_OK;
 }
 
 nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_t m, size_t n, size_t k,

@@ -174,6 +174,7 @@ struct nncl__exec {
     unsigned char *grad_acc;   /* per node: 1 once its gradient has been written this step */
     cl_mem params, grads, state;
     cl_mem gemm_temp;          /* CLBlast temporary buffer, or NULL */
+    size_t conv_budget;        /* nonzero: a conv2d's workspace budget in floats (its timing, src/conv_pick.c) */
 };
 
 nncl__view nncl__val(nncl__exec *x, const nncl_node *n);

@@ -1,8 +1,7 @@
 /* op_conv.c - 2-D convolution, NCHW, square kernel, as im2col + CLBlast GEMM
  * over chunks of samples, with bias and fused activation by the dense
- * helpers; or, where the measured choice for its forward product is one of
- * nncl's own GEMM kernels (or NNCL_GEMM=own), as the implicit GEMM of
- * src/conv_own.c. Nothing is kept from forward to backward: backward
+ * helpers; or, where timing the layer both ways found it faster (or with
+ * NNCL_GEMM=own; src/conv_pick.c), as the implicit GEMM of src/conv_own.c. Nothing is kept from forward to backward: backward
  * recomputes the column matrix, so a conv layer costs no memory beyond x, y
  * and dy.
  *
@@ -166,6 +165,10 @@ static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv
 nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats) {
     size_t arena = 0, budget;
     cl_mem m = nncl__val(x, n).mem;
+    if (x->conv_budget) {
+        *floats = x->conv_budget;
+        return NNCL_OK;
+    }
     if (m) NNCL_CL(x->ctx, clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof arena, &arena, NULL));
     budget = arena / sizeof(float) / CONV_WS_DIV;
     if (budget < CONV_WS_FLOOR) budget = CONV_WS_FLOOR;
@@ -265,27 +268,33 @@ static nncl__view conv_at(nncl__view v, size_t off) {
 
 /* ------------------------------------------------------------- device */
 
-static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
-    nncl__conv_dims d;
+nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     size_t temp, ws;
     int S;
-    nncl__conv_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__conv_own_prepare(x, n, &d, bytes));
-    if (nncl__conv_own_wanted(x, &d)) return NNCL_OK;
-    NNCL_TRY(conv_chunk(x, n, &d, &S));
-    NNCL_TRY(conv_temp(x, n, &d, (size_t)S, 1, &temp));
-    ws = conv_ws_floats(&d, S);
+    NNCL_TRY(conv_chunk(x, n, d, &S));
+    NNCL_TRY(conv_temp(x, n, d, (size_t)S, 1, &temp));
+    ws = conv_ws_floats(d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
     return NNCL_OK;
 }
 
+static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    nncl__conv_dims d;
+    nncl__conv_dims_of(n, x->batch, &d);
+    return nncl__conv_pick(x, n, &d, bytes);
+}
+
 static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
+    nncl__conv_dims_of(n, x->batch, &d);
+    return nncl__conv_own_wanted(x, n, &d) ? nncl__conv_own_forward(x, n, &d) : nncl__conv_col_forward(x, n, &d);
+}
+
+nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims) {
+    nncl__conv_dims d = *dims;
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n), col, gout;
     size_t xs_n, ys_n;
     int S, s0;
-    nncl__conv_dims_of(n, x->batch, &d);
-    if (nncl__conv_own_wanted(x, &d)) return nncl__conv_own_forward(x, n, &d);
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
@@ -312,18 +321,22 @@ static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
-    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), dy = nncl__grd(x, n), col, gout, dx, dw;
-    size_t xs_n, ys_n;
-    int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
+    nncl__view dy = nncl__grd(x, n);
     nncl__conv_dims_of(n, x->batch, &d);
-    xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
-    ys_n = (size_t)d.O * d.ohw;
-    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d.B * ys_n, d.act));
+    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d.B * (size_t)d.O * d.ohw, d.act));
     if (n->n_in == 3 && nncl__need_grad(x, n, 2))
         NNCL_TRY(nncl__bias_grad(x, n, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]),
                                  nncl__grad_accumulate(x, n, 2)));
-    if (!need_x && !need_w) return NNCL_OK;
-    if (nncl__conv_own_wanted(x, &d)) return nncl__conv_own_backward(x, n, &d, dy);
+    if (!nncl__need_grad(x, n, 0) && !nncl__need_grad(x, n, 1)) return NNCL_OK;
+    if (nncl__conv_own_wanted(x, n, &d)) return nncl__conv_own_backward(x, n, &d, dy);
+    return nncl__conv_col_backward(x, n, &d, dy);
+}
+
+nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims, nncl__view dy) {
+    nncl__conv_dims d = *dims;
+    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), col, gout, dx, dw;
+    size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
+    int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
     NNCL_TRY(conv_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     dx = need_x ? nncl__grd(x, n->in[0]) : xv;

@@ -1,0 +1,224 @@
+/* conv_pick.c - which path a conv2d layer takes: im2col + CLBlast
+ * (src/op_conv.c) or the implicit GEMM on nncl's own kernels
+ * (src/conv_own.c). The faster GEMM for the forward product alone does not
+ * say which layer is faster (the own path's backward gather, or CLBlast's
+ * column matrix, may weigh more on one device than on another), so at a
+ * plan's prepare the layer's whole training work (forward, and the weight
+ * and input gradients the plan needs) is timed both ways on scratch buffers
+ * of a representative batch: the plan's, cut to about CPICK_FLOPS of work.
+ * Both ways must agree (else CLBlast's is kept); the faster is kept, in
+ * memory and in the device's GEMM choice file (src/gemm_pick.c), so that a
+ * later plan or run times nothing. NNCL_GEMM=own|clblast forces a side. A
+ * step only looks the choice up. */
+#include "conv.h"
+#include "gemm.h"
+#include <math.h>
+
+#define CPICK_FLOPS 3e7      /* work of one timed pass: enough to see, small to choose */
+#define CPICK_MIN_SECONDS 0.01 /* timed passes per side: at least 2 and this long... */
+#define CPICK_MAX_RUNS 5       /* ...and at most this many */
+#define CPICK_TOL 1e-3         /* max-norm disagreement, relative to the largest |value| */
+
+/* A conv layer's key among the stored paths: its geometry and gradients. */
+static void cpick_key(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *key) {
+    key[0] = d->C; key[1] = d->H; key[2] = d->W; key[3] = d->O; key[4] = d->k; key[5] = d->st;
+    key[6] = d->pad; key[7] = d->act; key[8] = n->n_in == 3;
+    key[9] = nncl__need_grad(x, n, 0); key[10] = nncl__need_grad(x, n, 1);
+}
+
+int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode();
+    if (mode != 0) return mode == 2;
+    cpick_key(x, n, d, key);
+    return nncl__conv_choice_find(x->ctx, x->dev, key) == 1;
+}
+
+/* The scratch side of a timing: an exec whose views of n's inputs, output
+ * and gradients are buffers of its own (mem[], filled with seeded values). */
+enum { CPICK_X, CPICK_W, CPICK_B, CPICK_Y, CPICK_DY, CPICK_DX, CPICK_DW, CPICK_TEMP, CPICK_N };
+typedef struct cpick_scratch {
+    nncl__exec t;
+    cl_mem mem[CPICK_N];
+    size_t floats[CPICK_N];
+    float *out[2];  /* y, dx, dw of each side's first pass, one after another */
+    size_t n_out;
+} cpick_scratch;
+
+static nncl_status cpick_buf(nncl_context *ctx, nncl_device *dev, cpick_scratch *s, int i, size_t n, unsigned *seed) {
+    float *h = (float *)NNCL_MALLOC(n * sizeof(float));
+    size_t j;
+    cl_int err;
+    if (!h) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (j = 0; j < n; j++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        h[j] = (float)((*seed >> 8) * (1.0 / 16777216.0) - 0.5);
+    }
+    s->mem[i] = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(float), h, &err);
+    NNCL_FREE(h);
+    NNCL_CL_CHECK(ctx, err, "clCreateBuffer (conv2d path timing)");
+    s->floats[i] = n;
+    return NNCL_OK;
+}
+
+static nncl__view cpick_view(const cpick_scratch *s, int i) {
+    nncl__view v;
+    v.mem = s->mem[i];
+    v.off = 0;
+    return v;
+}
+
+static void cpick_free(nncl__exec *x, cpick_scratch *s) {
+    int i;
+    for (i = 0; i < CPICK_N; i++)
+        if (s->mem[i]) clReleaseMemObject(s->mem[i]);
+    NNCL_FREE(s->t.value);
+    NNCL_FREE(s->t.grad);
+    NNCL_FREE(s->t.grad_acc);
+    NNCL_FREE(s->out[0]);
+    NNCL_FREE(s->out[1]);
+    (void)x;
+}
+
+static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
+    size_t nodes = (size_t)x->graph->n_nodes, xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
+    unsigned seed = 7u;
+    nncl__exec *t = &s->t;
+    *t = *x;
+    t->batch = d->B;
+    t->value = (nncl__view *)nncl__calloc(nodes, sizeof(nncl__view));
+    t->grad = (nncl__view *)nncl__calloc(nodes, sizeof(nncl__view));
+    t->grad_acc = (unsigned char *)nncl__calloc(nodes, 1);
+    if (!t->value || !t->grad || !t->grad_acc) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(t->value, x->value, nodes * sizeof(nncl__view));
+    memcpy(t->grad, x->grad, nodes * sizeof(nncl__view));
+    NNCL_TRY(nncl__conv_budget(x, n, &t->conv_budget)); /* the plan's, so the chunks are the plan's */
+    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_X, (size_t)d->B * xs, &seed));
+    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_W, (size_t)d->O * d->ckk, &seed));
+    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_Y, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    t->value[n->in[0]->id] = cpick_view(s, CPICK_X);
+    t->value[n->in[1]->id] = cpick_view(s, CPICK_W);
+    t->value[n->id] = cpick_view(s, CPICK_Y);
+    t->grad[n->id] = cpick_view(s, CPICK_DY);
+    if (n->n_in == 3) {
+        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_B, (size_t)d->O, &seed));
+        t->value[n->in[2]->id] = cpick_view(s, CPICK_B);
+    }
+    if (nncl__need_grad(x, n, 0)) {
+        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DX, (size_t)d->B * xs, &seed));
+        t->grad[n->in[0]->id] = cpick_view(s, CPICK_DX);
+    }
+    if (nncl__need_grad(x, n, 1)) {
+        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DW, (size_t)d->O * d->ckk, &seed));
+        t->grad[n->in[1]->id] = cpick_view(s, CPICK_DW);
+    }
+    s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW];
+    s->out[0] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
+    s->out[1] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
+    if (!s->out[0] || !s->out[1]) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    return NNCL_OK;
+}
+
+/* One pass of the layer's training work on one side, finished. */
+static nncl_status cpick_pass(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int own) {
+    nncl__exec *t = &s->t;
+    memset(t->grad_acc, 0, (size_t)t->graph->n_nodes);
+    NNCL_TRY(own ? nncl__conv_own_forward(t, n, d) : nncl__conv_col_forward(t, n, d));
+    if (s->mem[CPICK_DX] || s->mem[CPICK_DW])
+        NNCL_TRY(own ? nncl__conv_own_backward(t, n, d, cpick_view(s, CPICK_DY))
+                     : nncl__conv_col_backward(t, n, d, cpick_view(s, CPICK_DY)));
+    NNCL_CL(t->ctx, clFinish(t->dev->queue));
+    return NNCL_OK;
+}
+
+/* Side own's first pass (its results kept in out[own]), then its best time
+ * over a few more. */
+static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int own, double *best) {
+    nncl__exec *t = &s->t;
+    double total = 0, t0, dt;
+    size_t at = 0;
+    int i, r;
+    *best = HUGE_VAL;
+    NNCL_TRY(cpick_pass(s, n, d, own));
+    for (i = CPICK_Y; i <= CPICK_DW; i += (i == CPICK_Y ? 2 : 1)) /* y, dx, dw */
+        if (s->mem[i]) {
+            NNCL_CL(t->ctx, clEnqueueReadBuffer(t->dev->queue, s->mem[i], CL_TRUE, 0, s->floats[i] * sizeof(float),
+                                                s->out[own] + at, 0, NULL, NULL));
+            at += s->floats[i];
+        }
+    for (r = 0; r < CPICK_MAX_RUNS && (r < 2 || total < CPICK_MIN_SECONDS); r++) {
+        t0 = nncl__seconds();
+        NNCL_TRY(cpick_pass(s, n, d, own));
+        dt = nncl__seconds() - t0;
+        total += dt;
+        if (dt < *best) *best = dt;
+    }
+    return NNCL_OK;
+}
+
+/* Times node n both ways at a representative batch; *own 1 when the own
+ * path agrees with im2col + CLBlast and is faster. */
+static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *own) {
+    cpick_scratch s;
+    nncl__conv_dims dt = *d;
+    double flops = 6.0 * (double)d->O * (double)d->ohw * (double)d->ckk, t_col = HUGE_VAL, t_own = HUGE_VAL, big = 0,
+           worst = 0, t0 = nncl__seconds();
+    size_t own_b = 0, col_b = 0, i;
+    nncl_status st;
+    *own = 0;
+    memset(&s, 0, sizeof s);
+    dt.B = flops * d->B > CPICK_FLOPS ? (int)ceil(CPICK_FLOPS / flops) : d->B;
+    if (dt.B < 1) dt.B = 1;
+    st = cpick_init(x, n, &dt, &s);
+    if (st == NNCL_OK) st = nncl__conv_own_prepare(&s.t, n, &dt, &own_b);
+    if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &col_b);
+    if (st == NNCL_OK && (own_b > col_b ? own_b : col_b) > 0) {
+        size_t bytes = own_b > col_b ? own_b : col_b;
+        cl_int err;
+        s.mem[CPICK_TEMP] = clCreateBuffer(x->dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+        if (err != CL_SUCCESS) st = nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "conv2d \"%s\": no %zu bytes to time its paths",
+                                               n->name, bytes);
+        s.t.gemm_temp = s.mem[CPICK_TEMP];
+    }
+    if (st == NNCL_OK) st = cpick_time(&s, n, &dt, 0, &t_col);
+    if (st == NNCL_OK && cpick_time(&s, n, &dt, 1, &t_own) != NNCL_OK) {
+        nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": own path fails: %s", n->name, x->ctx->message);
+        t_own = HUGE_VAL;
+    }
+    if (st == NNCL_OK && t_own < HUGE_VAL) {
+        for (i = 0; i < s.n_out; i++) {
+            double dd = fabs((double)s.out[1][i] - s.out[0][i]);
+            if (fabs(s.out[0][i]) > big) big = fabs(s.out[0][i]);
+            if (!(dd <= worst)) worst = dd; /* NaN too */
+        }
+        if (!(worst <= CPICK_TOL * (big + 1))) {
+            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": own path disagrees with im2col + CLBlast (%.3g): not used",
+                      n->name, worst);
+            t_own = HUGE_VAL;
+        }
+        *own = t_own < t_col;
+        nncl__log(x->ctx, NNCL_LOG_DEBUG, "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms: "
+                  "%s, chosen in %.3f s", x->dev->info.index, n->name, dt.B, t_col * 1e3, t_own * 1e3,
+                  *own ? "own" : "im2col + CLBlast", nncl__seconds() - t0);
+    }
+    cpick_free(x, &s);
+    return st;
+}
+
+nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode(), own = mode == 2;
+    if (mode == 0) {
+        cpick_key(x, n, d, key);
+        own = nncl__conv_choice_find(x->ctx, x->dev, key);
+        if (own < 0) {
+            NNCL_TRY(cpick_measure(x, n, d, &own));
+            NNCL_TRY(nncl__conv_choice_add(x->ctx, x->dev, key, own));
+        }
+    }
+    return own ? nncl__conv_own_prepare(x, n, d, bytes) : nncl__conv_col_prepare(x, n, d, bytes);
+}
+
+#undef CPICK_FLOPS
+#undef CPICK_MIN_SECONDS
+#undef CPICK_MAX_RUNS
+#undef CPICK_TOL
