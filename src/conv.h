@@ -33,6 +33,8 @@ nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_
 /* Each path's preparation (GEMM choices, kernels) and workspace bytes. */
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+/* Samples per GEMM of the im2col path at d's batch. */
+nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk);
 nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 /* dW and dx from dy (the activation's derivative and the bias gradient are
  * the caller's). */

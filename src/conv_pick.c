@@ -5,7 +5,8 @@
  * column matrix, may weigh more on one device than on another), so at a
  * plan's prepare the layer's whole training work (forward, and the weight
  * and input gradients the plan needs) is timed both ways on scratch buffers
- * of a representative batch: the plan's, cut to about CPICK_FLOPS of work.
+ * of one chunk of the im2col path (its GEMMs then have the plan's shapes,
+ * measured once for both), a few passes each.
  * Both ways must agree (else CLBlast's is kept); the faster is kept, in
  * memory and in the device's GEMM choice file (src/gemm_pick.c), so that a
  * later plan or run times nothing. NNCL_GEMM=own|clblast forces a side. A
@@ -14,7 +15,6 @@
 #include "gemm.h"
 #include <math.h>
 
-#define CPICK_FLOPS 3e7      /* work of one timed pass: enough to see, small to choose */
 #define CPICK_MIN_SECONDS 0.01 /* timed passes per side: at least 2 and this long... */
 #define CPICK_MAX_RUNS 5       /* ...and at most this many */
 #define CPICK_TOL 1e-3         /* max-norm disagreement, relative to the largest |value| */
@@ -156,20 +156,18 @@ static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__
     return NNCL_OK;
 }
 
-/* Times node n both ways at a representative batch; *own 1 when the own
+/* Times node n both ways on one chunk; *own 1 when the own
  * path agrees with im2col + CLBlast and is faster. */
 static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *own) {
     cpick_scratch s;
     nncl__conv_dims dt = *d;
-    double flops = 6.0 * (double)d->O * (double)d->ohw * (double)d->ckk, t_col = HUGE_VAL, t_own = HUGE_VAL, big = 0,
-           worst = 0, t0 = nncl__seconds();
+    double t_col = HUGE_VAL, t_own = HUGE_VAL, big = 0, worst = 0, t0 = nncl__seconds();
     size_t own_b = 0, col_b = 0, i;
     nncl_status st;
     *own = 0;
     memset(&s, 0, sizeof s);
-    dt.B = flops * d->B > CPICK_FLOPS ? (int)ceil(CPICK_FLOPS / flops) : d->B;
-    if (dt.B < 1) dt.B = 1;
-    st = cpick_init(x, n, &dt, &s);
+    st = nncl__conv_col_chunk(x, n, d, &dt.B);
+    if (st == NNCL_OK) st = cpick_init(x, n, &dt, &s);
     if (st == NNCL_OK) st = nncl__conv_own_prepare(&s.t, n, &dt, &own_b);
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &col_b);
     if (st == NNCL_OK && (own_b > col_b ? own_b : col_b) > 0) {
@@ -218,7 +216,6 @@ nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_
     return own ? nncl__conv_own_prepare(x, n, d, bytes) : nncl__conv_col_prepare(x, n, d, bytes);
 }
 
-#undef CPICK_FLOPS
 #undef CPICK_MIN_SECONDS
 #undef CPICK_MAX_RUNS
 #undef CPICK_TOL

@@ -180,7 +180,7 @@ nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats)
     return NNCL_OK;
 }
 
-static nncl_status conv_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk) {
+nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk) {
     size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap;
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     probe = budget / per;
@@ -274,7 +274,7 @@ static nncl__view conv_at(nncl__view v, size_t off) {
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     size_t temp, ws;
     int S;
-    NNCL_TRY(conv_chunk(x, n, d, &S));
+    NNCL_TRY(nncl__conv_col_chunk(x, n, d, &S));
     NNCL_TRY(conv_temp(x, n, d, (size_t)S, 1, &temp));
     ws = conv_ws_floats(d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
@@ -298,7 +298,7 @@ nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n), col, gout;
     size_t xs_n, ys_n;
     int S, s0;
-    NNCL_TRY(conv_chunk(x, n, &d, &S));
+    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
     ys_n = (size_t)d.O * d.ohw;
@@ -340,7 +340,7 @@ nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nnc
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), col, gout, dx, dw;
     size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
     int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
-    NNCL_TRY(conv_chunk(x, n, &d, &S));
+    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     dx = need_x ? nncl__grd(x, n->in[0]) : xv;
     dw = need_w ? nncl__grd(x, n->in[1]) : w;
