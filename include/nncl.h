@@ -383,8 +383,10 @@ typedef struct nncl_feed {
 
 typedef struct nncl_step_info {
     float loss;                /* batch mean */
-    int skipped;               /* 1: NaN/Inf in the gradient, no update was made */
-    int n_devices;             /* devices that took part */
+    /* 1: NaN/Inf in the gradient or the statistics: parameters, optimizer
+     * state, running statistics and counts are as before, on every device */
+    int skipped;
+    int n_devices;             /* devices that computed a shard and are still training at the step's end */
     int failed_device;         /* context index of a device that failed and left, else -1 */
     double exchange_seconds;   /* time in the gradient exchange */
     double seconds;            /* the whole step */
@@ -395,7 +397,12 @@ typedef struct nncl_step_info {
 NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
                                          const nncl_train_config *cfg, nncl_trainer **out);
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
-/* One optimisation step on a global batch, split over the devices. */
+/* One optimisation step on a global batch, split over the devices. Every
+ * feed is checked before any device works (a node of this graph, an input,
+ * fed once, data not NULL; class labels in range): a bad feed is
+ * NNCL_ERR_INVALID_ARGUMENT naming the node and changes nothing. Only a
+ * device's own failure (OpenCL, CLBlast, device memory) makes it leave;
+ * the step is then redone on the others. */
 NNCL_API nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch,
                                        nncl_step_info *info);
 /* Evaluation-mode forward on batch samples; copies node out's values

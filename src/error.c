@@ -58,15 +58,17 @@ void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) {
     if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Records msg as ctx's last error (or this thread's) and logs it. */
-static void error_record(nncl_context *ctx, const char *msg) {
+/* Records msg as this thread's last message and as ctx's last error (or,
+ * without ctx, this thread's), and logs it when log is set. */
+static void error_record(nncl_context *ctx, const char *msg, int log) {
+    memcpy(thread_last, msg, NNCL_MSG_MAX);
     if (!ctx) {
         memcpy(thread_message, msg, NNCL_MSG_MAX);
         return;
     }
     if (ctx->lock_ready) pthread_mutex_lock(&ctx->lock);
     memcpy(ctx->message, msg, NNCL_MSG_MAX);
-    if (ctx->config.log && ctx->config.log_level >= NNCL_LOG_ERROR)
+    if (log && ctx->config.log && ctx->config.log_level >= NNCL_LOG_ERROR)
         ctx->config.log(ctx->config.log_user, NNCL_LOG_ERROR, msg);
     if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
 }
@@ -74,22 +76,14 @@ static void error_record(nncl_context *ctx, const char *msg) {
 nncl_status nncl__vfail(nncl_context *ctx, nncl_status status, const char *fmt, va_list ap) {
     char msg[NNCL_MSG_MAX];
     vsnprintf(msg, NNCL_MSG_MAX, fmt, ap);
-    memcpy(thread_last, msg, NNCL_MSG_MAX);
-    error_record(ctx, msg);
+    error_record(ctx, msg, 1);
     return status;
 }
 
 void nncl__set_error(nncl_context *ctx, const char *msg) {
     char copy[NNCL_MSG_MAX];
     snprintf(copy, sizeof copy, "%s", msg);
-    memcpy(thread_last, copy, NNCL_MSG_MAX);
-    if (!ctx) {
-        memcpy(thread_message, copy, NNCL_MSG_MAX);
-        return;
-    }
-    if (ctx->lock_ready) pthread_mutex_lock(&ctx->lock);
-    memcpy(ctx->message, copy, NNCL_MSG_MAX);
-    if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
+    error_record(ctx, copy, 0);
 }
 
 nncl_status nncl__fail(nncl_context *ctx, nncl_status status, const char *fmt, ...) {

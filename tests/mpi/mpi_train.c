@@ -2,7 +2,9 @@
  * same MLP on its part of each global batch and the trainer averages the
  * gradients through MPI_Allreduce. Run with -np 1 it writes the reference
  * parameters; with -np N and --compare REF it checks that N ranks end where
- * one process with the same global batch ends. Built by tests/test_mpi.sh. */
+ * one process with the same global batch ends. Step 6 carries a NaN in the
+ * last sample (the last rank's slice): every rank must skip it and keep its
+ * parameters. Built by tests/test_mpi.sh. */
 #include "nncl.h"
 #include <math.h>
 #include <mpi.h>
@@ -55,15 +57,26 @@ int main(int argc, char **argv) {
     for (i = 0; i < 12; i++) { /* rank r takes its slice of each global batch */
         int start = (i * MT_B) % (MT_N - MT_B + 1), lo = MT_B * rank / size, hi = MT_B * (rank + 1) / size;
         nncl_feed f[2];
+        nncl_step_info info;
+        float before[48], after[48], keep = x[(start + MT_B - 1) * MT_D];
+        if (i == 6) x[(start + MT_B - 1) * MT_D] = NAN;
+        nncl_trainer_param_get(t, "fc1.weight", before, 48);
         f[0].node = in;
         f[0].data = x + (size_t)(start + lo) * MT_D;
         f[1].node = lab;
         f[1].data = y + start + lo;
-        if (nncl_trainer_step(t, f, 2, hi - lo, NULL) != NNCL_OK) {
+        if (nncl_trainer_step(t, f, 2, hi - lo, &info) != NNCL_OK) {
             printf("FAIL mpi: step %d on rank %d: %s\n", i, rank, nncl_last_error(ctx));
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+        x[(start + MT_B - 1) * MT_D] = keep;
+        nncl_trainer_param_get(t, "fc1.weight", after, 48);
+        if (i == 6 && (!info.skipped || memcmp(before, after, sizeof before) != 0 || nncl_trainer_step_count(t) != 6)) {
+            printf("FAIL mpi: the NaN step was not skipped on rank %d of %d\n", rank, size);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
+    if (rank == 0 && size > 1) printf("PASS mpi: a NaN in rank %d's slice is skipped on all %d ranks\n", size - 1, size);
     if (rank == 0 && argc >= 2 && strcmp(argv[1], "--compare") != 0) {
         if (nncl_trainer_save(t, argv[1]) != NNCL_OK) rc = 1;
     } else if (rank == 0 && argc >= 3) {
