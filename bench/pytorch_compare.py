@@ -16,13 +16,15 @@ views, so BLAS gets the flags) on the bench's GEMM shapes, squares of
 
 --rounds N alternates the two sides N times (PyTorch, then the bench, and
 again), so that both see the same machine load; each ratio is reported as
-the median of the per-round ratios with their range.
+the median of the per-round ratios with their range. --tinygrad adds a third
+side to each round: the MLP trained by tinygrad on its OpenCL device
+(bench/tinygrad_compare.py, run with the same Python).
 
 When PyTorch is not installed it says so and exits 0.
 
   python3 bench/pytorch_compare.py [--threads N] [--repeats N] [--seconds S]
           [--bench-json FILE | --bench PATH] [--bench-quick] [--devices SEL]
-          [--no-bench] [--json FILE] [--gemm] [--sizes LIST] [--rounds N]
+          [--no-bench] [--json FILE] [--gemm] [--sizes LIST] [--rounds N] [--tinygrad]
 """
 import argparse
 import json
@@ -57,6 +59,8 @@ def parse_args():
     p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
     p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes for --gemm")
     p.add_argument("--rounds", type=int, default=1, help="alternate PyTorch and the bench this many times")
+    p.add_argument("--tinygrad", action="store_true",
+                   help="with --rounds: also tinygrad's MLP on its OpenCL device in each round")
     a = p.parse_args()
     if a.rounds > 1 and a.bench_json:
         p.error("--rounds runs the bench each round: leave out --bench-json")
@@ -307,10 +311,23 @@ def main():
     return write(args, result)
 
 
+def tinygrad_mlp(args):
+    """tinygrad's MLP samples/s from bench/tinygrad_compare.py, or None."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tinygrad_compare.py")
+    out = subprocess.run([sys.executable, script, "--json", "--repeats", str(args.repeats),
+                          "--seconds", str(args.seconds)], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            return json.loads(line)["mlp"]
+    print("  tinygrad: no figure (%s)" % (out.stdout.strip() or out.stderr.strip()[-200:]))
+    return None
+
+
 def rounds_main(args, torch, result):
     """Training in alternating rounds: per round PyTorch's samples/s, then
-    the bench's; ratios per round, median and range over rounds."""
-    per = {"torch": {}, "nncl": {}, "ratio": {}}
+    the bench's (then tinygrad's MLP); ratios per round, median and range
+    over rounds."""
+    per = {"torch": {}, "nncl": {}, "ratio": {}, "tinygrad": [], "vs_tinygrad": {}}
     for r in range(args.rounds):
         print("round %d/%d: PyTorch" % (r + 1, args.rounds), flush=True)
         for name, (model, shape) in models(torch).items():
@@ -324,6 +341,15 @@ def rounds_main(args, torch, result):
             key = "%s %s" % (model, "all" if dev is None else "d%d" % dev)
             per["nncl"].setdefault(key, []).append(rate)
             per["ratio"].setdefault(key, []).append(rate / per["torch"][model][-1])
+        if args.tinygrad:
+            print("round %d/%d: tinygrad" % (r + 1, args.rounds), flush=True)
+            tg = tinygrad_mlp(args)
+            if tg:
+                per["tinygrad"].append(tg)
+                for (model, dev), rate in figs.items():
+                    if model == "mlp":
+                        key = "mlp %s" % ("all" if dev is None else "d%d" % dev)
+                        per["vs_tinygrad"].setdefault(key, []).append(rate / tg)
     for name, v in per["torch"].items():
         result["torch"][name] = spread(v)
         print("  torch %-3s %9.0f samples/s (rounds: %s)" % (name, statistics.median(v),
@@ -334,6 +360,15 @@ def rounds_main(args, torch, result):
         print("  nncl  %-10s %9.0f samples/s  %6.3fx PyTorch (range %.3f-%.3f over %d rounds)"
               % (key, result["nncl"][key]["median"], result["ratio"][key]["median"], result["ratio"][key]["min"],
                  result["ratio"][key]["max"], len(per["ratio"][key])))
+    if per["tinygrad"]:
+        result["tinygrad"] = {"mlp": spread(per["tinygrad"])}
+        result["vs_tinygrad"] = {}
+        print("  tinygrad mlp %9.0f samples/s (rounds: %s)" % (statistics.median(per["tinygrad"]),
+                                                           ", ".join("%.0f" % x for x in per["tinygrad"])))
+        for key in sorted(per["vs_tinygrad"]):
+            r = result["vs_tinygrad"][key] = spread(per["vs_tinygrad"][key])
+            print("  nncl  %-10s %6.3fx tinygrad (range %.3f-%.3f over %d rounds)"
+                  % (key, r["median"], r["min"], r["max"], r["rounds"]))
     return write(args, result)
 
 

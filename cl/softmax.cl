@@ -64,18 +64,14 @@ void nncl_sm_backward(__global const float *dy, __global const float *y, __globa
 }
 
 /* (dy, dy_off, y, y_off, dx, dx_off, rows, cols, acc) */
-__kernel void nncl_softmax_backward_f32(__global const float *dy, int dy_off, __global const float *y, int y_off,
-                                        __global float *dx, int dx_off, int rows, int cols, int acc) {
-    __local float buf[NNCL_RED_WG];
-    size_t r = get_group_id(0);
-    if (r >= (size_t)rows || get_local_size(0) > NNCL_RED_WG) return;
-    nncl_sm_backward(dy + dy_off + r * cols, y + y_off + r * cols, dx + dx_off + r * cols, cols, 0, acc, buf);
-}
-
-__kernel void nncl_log_softmax_backward_f32(__global const float *dy, int dy_off, __global const float *y, int y_off,
-                                            __global float *dx, int dx_off, int rows, int cols, int acc) {
-    __local float buf[NNCL_RED_WG];
-    size_t r = get_group_id(0);
-    if (r >= (size_t)rows || get_local_size(0) > NNCL_RED_WG) return;
-    nncl_sm_backward(dy + dy_off + r * cols, y + y_off + r * cols, dx + dx_off + r * cols, cols, 1, acc, buf);
-}
+#define NNCL_SM_BACKWARD(NAME, LOG_IN)                                                                       \
+    __kernel void NAME(__global const float *dy, int dy_off, __global const float *y, int y_off,             \
+                       __global float *dx, int dx_off, int rows, int cols, int acc) {                         \
+        __local float buf[NNCL_RED_WG];                                                                      \
+        size_t r = get_group_id(0);                                                                          \
+        if (r >= (size_t)rows || get_local_size(0) > NNCL_RED_WG) return;                                    \
+        nncl_sm_backward(dy + dy_off + r * cols, y + y_off + r * cols, dx + dx_off + r * cols, cols, LOG_IN, acc, \
+                         buf);                                                                               \
+    }
+NNCL_SM_BACKWARD(nncl_softmax_backward_f32, 0)
+NNCL_SM_BACKWARD(nncl_log_softmax_backward_f32, 1)

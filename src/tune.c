@@ -4,124 +4,12 @@
  * whose results are right, applies it with CLBlastOverrideParameters and
  * stores it in the cache folder, so that nncl_init applies it later. */
 #include "internal.h"
+#include "tune_data.h"
 #include <clblast_c.h>
 #include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
-
-#define TUNE_NX 16            /* parameters of CLBlast's "Xgemm" kernel */
-#define TUNE_ND 10            /* parameters of "XgemmDirect" */
-#define TUNE_ALL_DIRECT 4096  /* XGEMM_MIN_INDIRECT_SIZE sending every measured shape to XgemmDirect */
-#define TUNE_FILE_MAX 4096    /* a larger file is not one of ours */
-#define TUNE_MAX_NSE 1e-9     /* float32 against a double reference, K up to 2352 */
-#define TUNE_PRUNE 1.5        /* a candidate this much slower than the best so far is dropped early */
-#define TUNE_DEFAULT_SECONDS 60.0
-#define TUNE_GUARD 256        /* floats around C that a GEMM must leave alone */
-#define TUNE_SENTINEL 1234.5f
-#define TUNE_MAGIC "nncl-gemm-tuning 1"
-
-/* Names exactly as CLBlast 1.5 expects them, in its database order. */
-static const char *const tune_xnames[TUNE_NX] = {"GEMMK", "KREG", "KWG", "KWI",   "MDIMA", "MDIMC", "MWG", "NDIMB",
-                                                 "NDIMC", "NWG",  "SA",  "SB",    "STRM",  "STRN",  "VWM", "VWN"};
-static const char *const tune_dnames[TUNE_ND] = {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD",
-                                                 "PADA", "PADB",   "VWMD",   "VWND",   "WGD"};
-static const char *const tune_tname[1] = {"XGEMM_MIN_INDIRECT_SIZE"};
-
-/* Xgemm candidates. cpu 1: register tiles with wide vectors and no local
- * memory (no barriers, so CPU drivers keep the tile in registers), measured
- * best on PoCL, tried first on CPUs; cpu 0: entries of CLBlast's own
- * database for GPUs of AMD, ARM, Intel, NVIDIA, Qualcomm and for Intel CPUs,
- * tried first on everything else. Each list is in order of promise, so a
- * short budget still tries the likely winners. GEMMK=1 (CLBlast's second
- * kernel) is left out: some of its database entries corrupted the heap of
- * the process on PoCL. */
-typedef struct tune_xrow {
-    int cpu;
-    unsigned short v[TUNE_NX];
-} tune_xrow;
-static const tune_xrow tune_xcand[] = {
-    /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
-    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 128, 0, 0, 0, 0, 8, 16}},
-    {1, {0, 1, 16, 2, 4, 4, 32, 8, 8, 128, 0, 0, 0, 0, 8, 16}},
-    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 128, 0, 0, 1, 1, 8, 16}},
-    {1, {0, 1, 16, 4, 4, 4, 64, 4, 4, 64, 0, 0, 0, 0, 16, 16}},
-    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 8, 8}},
-    {1, {0, 1, 32, 2, 8, 8, 64, 8, 8, 128, 0, 0, 0, 0, 8, 16}},
-    {1, {0, 1, 16, 2, 8, 8, 32, 8, 8, 128, 0, 0, 0, 0, 4, 16}},
-    {1, {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4}},
-    {1, {0, 1, 16, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 8}},
-    {1, {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4}},    /* Intel CPU default */
-    {1, {0, 1, 32, 2, 16, 32, 32, 8, 8, 64, 0, 1, 0, 0, 1, 8}},    /* Core i7-6770HQ */
-    {1, {0, 1, 16, 2, 8, 8, 128, 16, 8, 128, 0, 1, 1, 1, 1, 8}},   /* Core i7-2670QM */
-    {0, {0, 1, 32, 2, 8, 8, 32, 16, 16, 32, 1, 1, 0, 0, 4, 2}},    /* generic default (CLBlast 1.5) */
-    {0, {0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 1, 1, 0, 0, 4, 4}},    /* AMD GPU default */
-    {0, {0, 1, 32, 2, 16, 8, 64, 8, 8, 64, 1, 1, 1, 1, 4, 8}},     /* NVIDIA GTX 1080 */
-    {0, {0, 1, 16, 2, 16, 16, 64, 16, 8, 128, 1, 1, 1, 0, 4, 8}},  /* NVIDIA GTX 980 */
-    {0, {0, 1, 32, 2, 16, 16, 64, 8, 8, 32, 1, 1, 0, 0, 4, 2}},    /* ARM Mali default */
-    {0, {0, 1, 32, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 4, 1}},      /* Qualcomm Adreno */
-    {0, {0, 1, 32, 2, 8, 8, 128, 32, 16, 64, 0, 0, 1, 0, 4, 2}},   /* Intel HD Graphics 530 */
-    {0, {0, 1, 16, 2, 8, 8, 128, 8, 8, 128, 1, 1, 1, 0, 1, 8}},    /* Core i7-4790K */
-    {0, {0, 1, 32, 2, 32, 8, 128, 8, 8, 128, 1, 1, 1, 1, 2, 8}},   /* Core i7-3770 */
-    {0, {0, 1, 32, 2, 16, 8, 32, 8, 32, 128, 1, 1, 1, 1, 1, 4}},   /* Xeon E5-2630 v3 */
-    {0, {0, 1, 32, 8, 32, 32, 64, 32, 16, 64, 1, 1, 1, 0, 2, 2}},  /* Core i5-6200U */
-    {0, {0, 1, 32, 2, 16, 16, 128, 16, 16, 128, 1, 1, 0, 0, 8, 8}},
-};
-
-/* XgemmDirect candidates, in the same spirit; on CPUs the ones that compile
- * quickly come first (wide direct kernels take a minute to build on PoCL). */
-typedef struct tune_drow {
-    int cpu;
-    unsigned short v[TUNE_ND];
-} tune_drow;
-static const tune_drow tune_dcand[] = {
-    /* KWID MDIMAD MDIMCD NDIMBD NDIMCD PADA PADB VWMD VWND WGD */
-    {1, {2, 8, 8, 8, 8, 0, 0, 2, 2, 32}},
-    {1, {2, 8, 8, 8, 8, 1, 1, 4, 4, 32}},     /* Intel CPU default */
-    {1, {16, 8, 16, 16, 16, 0, 0, 1, 1, 32}}, /* Xeon E5-2630 v3/v4 */
-    {1, {8, 8, 8, 8, 8, 0, 0, 4, 4, 32}},
-    {1, {16, 16, 8, 8, 8, 0, 0, 2, 4, 32}},   /* Core i7 920 */
-    {1, {2, 16, 16, 16, 16, 0, 0, 4, 4, 64}},
-    {1, {2, 8, 8, 8, 8, 0, 0, 2, 2, 64}},     /* Core i7-4790K */
-    {1, {8, 4, 4, 4, 4, 0, 0, 8, 8, 32}},
-    {1, {8, 8, 8, 8, 8, 0, 0, 8, 4, 64}},     /* Core i5-4590S */
-    {1, {2, 8, 8, 16, 8, 0, 0, 4, 4, 64}},    /* Core i7-6770HQ */
-    {1, {8, 16, 16, 16, 16, 0, 0, 1, 1, 64}}, /* Core i5-4570 */
-    {1, {8, 8, 8, 8, 8, 0, 0, 8, 8, 64}},
-    {0, {2, 8, 8, 8, 8, 1, 1, 1, 1, 16}},     /* generic default (CLBlast 1.5) */
-    {0, {2, 8, 8, 16, 16, 1, 1, 4, 2, 32}},   /* NVIDIA default */
-    {0, {16, 8, 8, 16, 16, 1, 1, 1, 1, 32}},  /* NVIDIA Tesla P100 */
-    {0, {2, 16, 16, 8, 8, 1, 1, 2, 2, 32}},   /* ARM Mali */
-    {0, {2, 16, 16, 8, 8, 1, 1, 1, 1, 16}},   /* AMD GPU default */
-    {0, {16, 16, 16, 32, 8, 0, 1, 1, 1, 32}}, /* AMD Tonga */
-    {0, {2, 8, 8, 8, 8, 1, 1, 2, 1, 16}},     /* Qualcomm Adreno */
-};
-
-/* Rows of CLBlast's generic default above: the fallback after a failure. */
-#define TUNE_X_GENERIC 12
-#define TUNE_D_GENERIC 12
-#define TUNE_NXC ((int)(sizeof tune_xcand / sizeof tune_xcand[0]))
-#define TUNE_NDC ((int)(sizeof tune_dcand / sizeof tune_dcand[0]))
-
-/* The GEMMs nncl issues, smallest first (so that a slow candidate is dropped
- * before the large ones): the small output layer of a classifier (forward
- * x W^T), conv1 and conv2 of the CNN example (forward, dW, dX, with view
- * offsets), the linear layers of the MLP and the CNN (forward x W^T,
- * dx = dy W, dW = dy^T x), and two squares. */
-typedef struct tune_shape {
-    int ta, tb;
-    size_t m, n, k, a_off, b_off;
-    float beta;
-} tune_shape;
-static const tune_shape tune_shapes[] = {
-    {0, 1, 100, 10, 128, 0, 0, 0.0f},      {0, 1, 16, 9, 2352, 32, 32, 1.0f},
-    {0, 0, 16, 2352, 9, 16, 0, 0.0f},      {0, 1, 100, 128, 784, 0, 0, 0.0f},
-    {0, 0, 100, 784, 128, 0, 0, 0.0f},     {1, 0, 128, 784, 100, 0, 0, 1.0f},
-    {0, 0, 32, 2352, 144, 0, 32, 0.0f},    {0, 1, 32, 144, 2352, 32, 32, 0.0f},
-    {1, 0, 144, 2352, 32, 0, 32, 0.0f},    {0, 0, 256, 256, 256, 0, 0, 0.0f},
-    {0, 1, 100, 128, 1568, 0, 0, 0.0f},    {0, 0, 512, 512, 512, 0, 0, 0.0f},
-};
-#define TUNE_NS ((int)(sizeof tune_shapes / sizeof tune_shapes[0]))
 
 /* A tuning: for each family its parameters, or (has_* 0) CLBlast's own. */
 typedef struct tune_set {
@@ -719,16 +607,133 @@ static int tune_best_candidate(const tune_bench *b, const tune_family *f, int n)
     return best;
 }
 
+/* The candidates dev can run at all, as family members (candidate row + 1):
+ * on a CPU the CPU rows first, on anything else the GPU rows first; at most
+ * max of each family when max > 0. */
+static void tune_candidates(const nncl_device *dev, const tune_limits *L, int max, int *xidx, int *nx, int *didx,
+                            int *nd) {
+    int cpu = dev->info.type == NNCL_DEVICE_CPU, pass, i, j;
+    *nx = *nd = 0;
+    for (pass = 0; pass < 2; pass++) {
+        int want = pass == 0 ? cpu : !cpu;
+        for (i = 0; i < TUNE_NXC; i++) {
+            size_t v[TUNE_NX];
+            for (j = 0; j < TUNE_NX; j++) v[j] = tune_xcand[i].v[j];
+            if (tune_xcand[i].cpu == want && tune_x_ok(v, L) && (max <= 0 || *nx < max)) xidx[(*nx)++] = i + 1;
+        }
+        for (i = 0; i < TUNE_NDC; i++) {
+            size_t v[TUNE_ND];
+            for (j = 0; j < TUNE_ND; j++) v[j] = tune_dcand[i].v[j];
+            if (tune_dcand[i].cpu == want && tune_d_ok(v, L) && (max <= 0 || *nd < max)) didx[(*nd)++] = i + 1;
+        }
+    }
+}
+
+/* CLBlast's own parameters first, both kernels (they weigh the shapes),
+ * then the candidates while time is left, a third of it for XgemmDirect:
+ * Xgemm carries the larger products, and direct kernels build slowly on
+ * some drivers (a minute each on PoCL). */
+static void tune_search(tune_state *st, int n_shapes, const int *xidx, int nx, const int *didx, int nd) {
+    double spent_x = 0, spent_d = 0;
+    int i, xi, di;
+    for (i = 0; i < TUNE_NS; i++) st->bench.ref_time[i] = 1;
+    tune_try(st, 1, 0);
+    tune_try(st, 0, 0);
+    for (i = 0; i < n_shapes; i++) {
+        double d = st->fd.ok[0] ? st->fd.times[i] : 1e30, x = st->fx.ok[0] ? st->fx.times[i] : 1e30;
+        st->bench.ref_time[i] = d < x ? d : x < 1e30 ? x : 1;
+    }
+    for (xi = di = 0; (xi < nx || di < nd) && tune_time_left(st);) {
+        double t0 = tune_now();
+        int direct = di < nd && (2 * spent_d <= spent_x || xi >= nx);
+        if (direct) tune_try(st, 1, didx[di++]);
+        else tune_try(st, 0, xidx[xi++]);
+        if (direct) spent_d += tune_now() - t0;
+        else spent_x += tune_now() - t0;
+    }
+    nncl__log(st->ctx, NNCL_LOG_INFO,
+              "GEMM tuning on %s: %d of %d XgemmDirect and %d of %d Xgemm candidates tried in %.1f s",
+              st->dev->info.name, di, nd, xi, nx, tune_now() - st->t0);
+}
+
+/* The best pair of family members that work and the routing threshold
+ * between them, measured together as a score; 0 when no pair works. */
+static int tune_best_pair(const tune_state *st, int *best_x, int *best_d, size_t *best_t) {
+    double best = 1e300, sc;
+    int i, j;
+    *best_x = *best_d = -1;
+    *best_t = 1;
+    for (i = 0; i <= TUNE_NDC; i++) {
+        if (!st->fd.ok[i]) continue;
+        for (j = 0; j <= TUNE_NXC; j++) {
+            size_t t;
+            if (!st->fx.ok[j]) continue;
+            t = tune_pick_threshold(&st->bench, st->fd.times + (size_t)i * TUNE_NS, st->fx.times + (size_t)j * TUNE_NS,
+                                    &sc);
+            if (sc < best) best = sc, *best_d = i, *best_x = j, *best_t = t;
+        }
+    }
+    return *best_d >= 0 && *best_x >= 0;
+}
+
+/* Applies the chosen tuning in this process and checks the pair (measured
+ * apart) once together. A family whose winner is CLBlast's own keeps the
+ * best candidate that works here (CLBlast has no call to restore its
+ * parameters); the file says "default", so later processes get CLBlast's
+ * own. Logs the GFLOP/s before and after per shape. */
+static nncl_status tune_confirm(tune_state *st, const tune_set *chosen, int best_x, int best_d, int n_shapes) {
+    tune_set now = *chosen;
+    double after[TUNE_NS], sc;
+    int i, rc, bx = tune_best_candidate(&st->bench, &st->fx, TUNE_NXC);
+    int bd = tune_best_candidate(&st->bench, &st->fd, TUNE_NDC);
+    now.has_x = now.has_d = 1;
+    if (!chosen->has_x && bx > 0)
+        for (i = 0; i < TUNE_NX; i++) now.x[i] = tune_xcand[bx - 1].v[i];
+    if (!chosen->has_d && bd > 0)
+        for (i = 0; i < TUNE_ND; i++) now.d[i] = tune_dcand[bd - 1].v[i];
+    /* and the routing that suits what this process gets */
+    if ((!chosen->has_x && bx > 0) || (!chosen->has_d && bd > 0)) {
+        const double *td = st->fd.times + (size_t)(chosen->has_d ? best_d : bd) * TUNE_NS;
+        const double *tx = st->fx.times + (size_t)(chosen->has_x ? best_x : bx) * TUNE_NS;
+        now.min_indirect = tune_pick_threshold(&st->bench, td, tx, &sc);
+    }
+    rc = tune_apply(st->dev, &now);
+    for (i = 0; !rc && i < n_shapes; i++) {
+        double bad = 0;
+        rc = tune_time_shape(&st->bench, i, &after[i], &bad);
+    }
+    if (rc)
+        return nncl__fail(st->ctx, NNCL_ERR_BLAS, "nncl_tune_gemm: the chosen GEMM parameters fail together (%d)", rc);
+    for (i = 0; i < n_shapes; i++) {
+        const tune_shape *s = &tune_shapes[i];
+        nncl__log(st->ctx, NNCL_LOG_INFO,
+                  "GEMM tuning: %c%c %lux%lux%lu: CLBlast's own %.2f (direct) / %.2f (indirect) GFLOP/s, tuned %.2f",
+                  s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (unsigned long)s->m, (unsigned long)s->n, (unsigned long)s->k,
+                  st->fd.ok[0] ? tune_gflops(s, st->fd.times[i]) : 0.0,
+                  st->fx.ok[0] ? tune_gflops(s, st->fx.times[i]) : 0.0, tune_gflops(s, after[i]));
+    }
+    return NNCL_OK;
+}
+
+static void tune_log_stored(nncl_context *ctx, const tune_set *chosen, const char *path) {
+    char line[512];
+    tune_format_family(line, sizeof line, "Xgemm", chosen->has_x, tune_xnames, chosen->x, TUNE_NX);
+    nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: %s", line);
+    tune_format_family(line, sizeof line, "XgemmDirect", chosen->has_d, tune_dnames, chosen->d, TUNE_ND);
+    nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: %s", line);
+    nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: XGEMM_MIN_INDIRECT_SIZE=%lu; stored at %s",
+              (unsigned long)chosen->min_indirect, path);
+}
+
 nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes) {
     tune_state st;
     tune_limits L;
     tune_set chosen;
     nncl_status status = NNCL_OK;
     nncl_device *dev = nncl__device(ctx, device);
-    int i, nx = 0, nd = 0, xi, di, best_x = -1, best_d = -1, rc, cpu, pass;
+    int i, nx, nd, best_x, best_d;
     int xidx[TUNE_NXC + 1], didx[TUNE_NDC + 1];
-    double best = 1e300, sc, spent_x = 0, spent_d = 0;
-    size_t best_t = 1;
+    size_t best_t;
     char path[1200];
     if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
     if (n_shapes <= 0 || n_shapes > TUNE_NS) n_shapes = TUNE_NS;
@@ -741,128 +746,31 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
     tune_get_limits(dev, &L);
     for (i = 0; i < TUNE_NX; i++) st.generic_x[i] = tune_xcand[TUNE_X_GENERIC].v[i];
     for (i = 0; i < TUNE_ND; i++) st.generic_d[i] = tune_dcand[TUNE_D_GENERIC].v[i];
-    /* the candidates this device can run at all: on a CPU the CPU rows
-     * first, on anything else the GPU rows first */
-    cpu = dev->info.type == NNCL_DEVICE_CPU;
-    for (pass = 0; pass < 2; pass++) {
-        int want = pass == 0 ? cpu : !cpu;
-        for (i = 0; i < TUNE_NXC; i++) {
-            size_t v[TUNE_NX];
-            int j;
-            for (j = 0; j < TUNE_NX; j++) v[j] = tune_xcand[i].v[j];
-            if (tune_xcand[i].cpu == want && tune_x_ok(v, &L) && (max_candidates <= 0 || nx < max_candidates))
-                xidx[nx++] = i + 1;
-        }
-        for (i = 0; i < TUNE_NDC; i++) {
-            size_t v[TUNE_ND];
-            int j;
-            for (j = 0; j < TUNE_ND; j++) v[j] = tune_dcand[i].v[j];
-            if (tune_dcand[i].cpu == want && tune_d_ok(v, &L) && (max_candidates <= 0 || nd < max_candidates))
-                didx[nd++] = i + 1;
-        }
-    }
+    tune_candidates(dev, &L, max_candidates, xidx, &nx, didx, &nd);
     NNCL_TRY(tune_bench_init(ctx, dev, n_shapes, &st.bench));
     st.fx.times = (double *)nncl__calloc((size_t)(TUNE_NXC + 1) * TUNE_NS, sizeof(double));
     st.fd.times = (double *)nncl__calloc((size_t)(TUNE_NDC + 1) * TUNE_NS, sizeof(double));
     st.fx.ok = (int *)nncl__calloc(TUNE_NXC + 1, sizeof(int));
     st.fd.ok = (int *)nncl__calloc(TUNE_NDC + 1, sizeof(int));
-    if (!st.fx.times || !st.fd.times || !st.fx.ok || !st.fd.ok) {
-        status = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tune_gemm: out of host memory");
-        goto done;
-    }
     st.fx.best = st.fd.best = -1;
-    for (i = 0; i < TUNE_NS; i++) st.bench.ref_time[i] = 1;
-    /* CLBlast's own parameters first, both kernels: they weigh the shapes */
-    tune_try(&st, 1, 0);
-    tune_try(&st, 0, 0);
-    for (i = 0; i < n_shapes; i++) {
-        double d = st.fd.ok[0] ? st.fd.times[i] : 1e30, x = st.fx.ok[0] ? st.fx.times[i] : 1e30;
-        st.bench.ref_time[i] = d < x ? d : x < 1e30 ? x : 1;
-    }
-    /* then the candidates while time is left, a third of it for
-     * XgemmDirect: Xgemm carries the larger products, and direct kernels
-     * build slowly on some drivers (a minute each on PoCL) */
-    for (xi = di = 0; (xi < nx || di < nd) && tune_time_left(&st);) {
-        double t0 = tune_now();
-        int direct = di < nd && (2 * spent_d <= spent_x || xi >= nx);
-        if (direct) tune_try(&st, 1, didx[di++]);
-        else tune_try(&st, 0, xidx[xi++]);
-        if (direct) spent_d += tune_now() - t0;
-        else spent_x += tune_now() - t0;
-    }
-    nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning on %s: %d of %d XgemmDirect and %d of %d Xgemm candidates tried in %.1f s",
-              dev->info.name, di, nd, xi, nx, tune_now() - st.t0);
-    /* the best pair and routing threshold together */
-    for (i = 0; i <= TUNE_NDC; i++) {
-        int j;
-        if (!st.fd.ok[i]) continue;
-        for (j = 0; j <= TUNE_NXC; j++) {
-            size_t t;
-            if (!st.fx.ok[j]) continue;
-            t = tune_pick_threshold(&st.bench, st.fd.times + (size_t)i * TUNE_NS, st.fx.times + (size_t)j * TUNE_NS, &sc);
-            if (sc < best) best = sc, best_d = i, best_x = j, best_t = t;
-        }
-    }
-    if (best_d < 0 || best_x < 0) {
+    if (!st.fx.times || !st.fd.times || !st.fx.ok || !st.fd.ok)
+        status = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tune_gemm: out of host memory");
+    if (status == NNCL_OK) tune_search(&st, n_shapes, xidx, nx, didx, nd);
+    if (status == NNCL_OK && !tune_best_pair(&st, &best_x, &best_d, &best_t))
         status = nncl__fail(ctx, NNCL_ERR_BLAS,
                             "nncl_tune_gemm: no parameter set of CLBlast's GEMM works on device %d (%s)", device,
                             dev->info.name);
-        goto done;
-    }
-    memset(&chosen, 0, sizeof chosen);
-    chosen.has_x = best_x > 0;
-    chosen.has_d = best_d > 0;
-    for (i = 0; i < TUNE_NX; i++) chosen.x[i] = best_x > 0 ? tune_xcand[best_x - 1].v[i] : st.generic_x[i];
-    for (i = 0; i < TUNE_ND; i++) chosen.d[i] = best_d > 0 ? tune_dcand[best_d - 1].v[i] : st.generic_d[i];
-    chosen.min_indirect = best_t;
-    /* In this process a family whose winner is CLBlast's own keeps the best
-     * candidate that works (CLBlast has no call to restore its parameters);
-     * the file says "default", so that later processes get CLBlast's own. */
-    {
-        tune_set now = chosen;
-        double after[TUNE_NS];
-        int bx = tune_best_candidate(&st.bench, &st.fx, TUNE_NXC), bd = tune_best_candidate(&st.bench, &st.fd, TUNE_NDC);
-        now.has_x = now.has_d = 1;
-        if (!chosen.has_x && bx > 0)
-            for (i = 0; i < TUNE_NX; i++) now.x[i] = tune_xcand[bx - 1].v[i];
-        if (!chosen.has_d && bd > 0)
-            for (i = 0; i < TUNE_ND; i++) now.d[i] = tune_dcand[bd - 1].v[i];
-        /* and the routing that suits what this process gets */
-        if ((!chosen.has_x && bx > 0) || (!chosen.has_d && bd > 0))
-            now.min_indirect = tune_pick_threshold(&st.bench, st.fd.times + (size_t)(chosen.has_d ? best_d : bd) * TUNE_NS,
-                                                   st.fx.times + (size_t)(chosen.has_x ? best_x : bx) * TUNE_NS, &sc);
-        rc = tune_apply(dev, &now);
-        /* the pair was measured apart: check it once together */
-        for (i = 0; !rc && i < n_shapes; i++) {
-            double bad = 0;
-            rc = tune_time_shape(&st.bench, i, &after[i], &bad);
-        }
-        if (rc) {
-            status = nncl__fail(ctx, NNCL_ERR_BLAS, "nncl_tune_gemm: the chosen GEMM parameters fail together (%d)",
-                                rc);
-            goto done;
-        }
-        for (i = 0; i < n_shapes; i++) {
-            const tune_shape *s = &tune_shapes[i];
-            nncl__log(ctx, NNCL_LOG_INFO,
-                      "GEMM tuning: %c%c %lux%lux%lu: CLBlast's own %.2f (direct) / %.2f (indirect) GFLOP/s, "
-                      "tuned %.2f",
-                      s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (unsigned long)s->m, (unsigned long)s->n,
-                      (unsigned long)s->k, st.fd.ok[0] ? tune_gflops(s, st.fd.times[i]) : 0.0,
-                      st.fx.ok[0] ? tune_gflops(s, st.fx.times[i]) : 0.0, tune_gflops(s, after[i]));
-        }
-    }
-    status = tune_store(ctx, dev, &chosen, path, sizeof path);
     if (status == NNCL_OK) {
-        char line[512];
-        tune_format_family(line, sizeof line, "Xgemm", chosen.has_x, tune_xnames, chosen.x, TUNE_NX);
-        nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: %s", line);
-        tune_format_family(line, sizeof line, "XgemmDirect", chosen.has_d, tune_dnames, chosen.d, TUNE_ND);
-        nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: %s", line);
-        nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: XGEMM_MIN_INDIRECT_SIZE=%lu; stored at %s",
-                  (unsigned long)chosen.min_indirect, path);
+        memset(&chosen, 0, sizeof chosen);
+        chosen.has_x = best_x > 0;
+        chosen.has_d = best_d > 0;
+        for (i = 0; i < TUNE_NX; i++) chosen.x[i] = best_x > 0 ? tune_xcand[best_x - 1].v[i] : st.generic_x[i];
+        for (i = 0; i < TUNE_ND; i++) chosen.d[i] = best_d > 0 ? tune_dcand[best_d - 1].v[i] : st.generic_d[i];
+        chosen.min_indirect = best_t;
+        status = tune_confirm(&st, &chosen, best_x, best_d, n_shapes);
     }
-done:
+    if (status == NNCL_OK) status = tune_store(ctx, dev, &chosen, path, sizeof path);
+    if (status == NNCL_OK) tune_log_stored(ctx, &chosen, path);
     NNCL_FREE(st.fx.times);
     NNCL_FREE(st.fd.times);
     NNCL_FREE(st.fx.ok);
