@@ -35,12 +35,10 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 /* Samples per GEMM of the im2col path at d's batch. */
 nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk);
+/* Each path's forward, and its dW and dx from dy (the activation's
+ * derivative and the bias gradient are the caller's). */
 nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
-/* dW and dx from dy (the activation's derivative and the bias gradient are
- * the caller's). */
 nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
-/* dW and dx from dy (the activation's derivative and the bias gradient are
- * the caller's). */
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 #endif

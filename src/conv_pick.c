@@ -67,7 +67,7 @@ static nncl__view cpick_view(const cpick_scratch *s, int i) {
     return v;
 }
 
-static void cpick_free(nncl__exec *x, cpick_scratch *s) {
+static void cpick_free(cpick_scratch *s) {
     int i;
     for (i = 0; i < CPICK_N; i++)
         if (s->mem[i]) clReleaseMemObject(s->mem[i]);
@@ -76,7 +76,6 @@ static void cpick_free(nncl__exec *x, cpick_scratch *s) {
     NNCL_FREE(s->t.grad_acc);
     NNCL_FREE(s->out[0]);
     NNCL_FREE(s->out[1]);
-    (void)x;
 }
 
 static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
@@ -199,7 +198,7 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
                   "%s, chosen in %.3f s", x->dev->info.index, n->name, dt.B, t_col * 1e3, t_own * 1e3,
                   *own ? "own" : "im2col + CLBlast", nncl__seconds() - t0);
     }
-    cpick_free(x, &s);
+    cpick_free(&s);
     return st;
 }
 
