@@ -130,12 +130,9 @@ static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t n
 static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t S, int choose,
                              size_t *floats) {
     /* at prepare (choose), the GEMMs of chunks of S are also given their
-     * kernels, so that a step measures nothing, and the bound covers own
-     * kernels' packing too; the chunk's probe counts CLBlast's alone, so
-     * that S is the same whichever kernels the products get (a bound for
-     * every own variant's packing would make it needlessly small) */
+     * kernels, so that a step measures nothing */
     nncl_status (*size)(nncl_context *, nncl_device *, const nncl__gemm_args *, size_t *) =
-        choose ? nncl__sgemm_prepare : nncl__sgemm_clblast_temp;
+        choose ? nncl__sgemm_prepare : nncl__sgemm_temp_size;
     nncl__gemm_args g;
     nncl__view one;
     size_t N = S * d->ohw, t = 0, most = 0;
