@@ -63,6 +63,24 @@ static void plot_text(FILE *f, const char *s) {
     }
 }
 
+/* The document's opening: the svg element of W x H, its title, a white
+ * background and the title drawn centred at baseline y in font px. */
+static void plot_head(FILE *f, plot_fmt *pf, double W, double H, const char *title, double y, double font) {
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" "
+               "font-family=\"%s\">\n",
+            plot_n(pf, W), plot_n(pf, H), plot_n(pf, W), plot_n(pf, H), PLOT_FONT);
+    fprintf(f, "<title>");
+    plot_text(f, title);
+    fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" fill=\"#ffffff\"/>\n", plot_n(pf, W),
+            plot_n(pf, H));
+    fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"%s\" font-weight=\"bold\" fill=\"%s\">",
+            plot_n(pf, W / 2), plot_n(pf, y), plot_n(pf, font), PLOT_TEXT);
+    plot_text(f, title);
+    fprintf(f, "</text>\n");
+}
+
+
 /* An axis range [lo, hi] in whole steps of 1, 2, 2.5 or 5 times a power of
  * ten, about `target` steps covering [mn, mx]. */
 typedef struct plot_axis {
@@ -232,18 +250,7 @@ static void plot_curve_svg(FILE *f, const char *title, int n, const double *ep, 
     have_train = plot_any(tl, n) || plot_any(ta, n);
     have_val = plot_any(vl, n) || plot_any(va, n);
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" "
-               "font-family=\"%s\">\n",
-            plot_n(&pf, W), plot_n(&pf, H), plot_n(&pf, W), plot_n(&pf, H), PLOT_FONT);
-    fprintf(f, "<title>");
-    plot_text(f, title);
-    fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" fill=\"#ffffff\"/>\n", plot_n(&pf, W),
-            plot_n(&pf, H));
-    fprintf(f, "<text x=\"%s\" y=\"32\" text-anchor=\"middle\" font-size=\"19\" font-weight=\"bold\" fill=\"%s\">",
-            plot_n(&pf, W / 2), PLOT_TEXT);
-    plot_text(f, title);
-    fprintf(f, "</text>\n");
+    plot_head(f, &pf, W, H, title, 32, 19);
     /* Legend, centred under the title. */
     {
         double lx = W / 2 - (have_train && have_val ? 110 : 50);
@@ -420,18 +427,7 @@ static void plot_bars_svg(FILE *f, const char *title, const char *unit, int pane
     if (font < 11) font = 11;
     H = 56;
     for (p = 0; p < panels; p++) H += (headings && headings[p] && *headings[p] ? 22 : 0) + (counts[p] ? counts[p] : 1) * 36 + 58;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" "
-               "font-family=\"%s\">\n",
-            plot_n(&pf, W), plot_n(&pf, H), plot_n(&pf, W), plot_n(&pf, H), PLOT_FONT);
-    fprintf(f, "<title>");
-    plot_text(f, title);
-    fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" fill=\"#ffffff\"/>\n", plot_n(&pf, W),
-            plot_n(&pf, H));
-    fprintf(f, "<text x=\"%s\" y=\"34\" text-anchor=\"middle\" font-size=\"%s\" font-weight=\"bold\" fill=\"%s\">",
-            plot_n(&pf, W / 2), plot_n(&pf, font), PLOT_TEXT);
-    plot_text(f, title);
-    fprintf(f, "</text>\n");
+    plot_head(f, &pf, W, H, title, 34, font);
     for (p = 0, i = 0, y = 74; p < panels; i += counts[p], p++)
         y += plot_bars_panel(f, &pf, y, x0, w, headings ? headings[p] : NULL, unit, labels + i, values + i, counts[p]);
     fprintf(f, "</svg>\n");
