@@ -18,6 +18,7 @@ typedef struct nncl__plan {
     size_t arena_floats, gemm_temp_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory the plan holds */
+    float seed;                  /* the loss's gradient backward starts from: 1, or the loss scale */
     /* Called after the i-th backward op is queued (the trainer starts
      * reading finished gradients from there); NULL: none. */
     nncl_status (*after_backward)(void *user, int i);

@@ -7,6 +7,7 @@
  * device that fails leaves, and its step is redone on the others. */
 #include "trainer.h"
 #include "optim.h"
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #ifdef NNCL_HAVE_MPI
@@ -230,6 +231,39 @@ static nncl_status trainer_devices(nncl_trainer *t) {
     return st;
 }
 
+/* The precision and loss-scaling fields, and that every op the training
+ * runs has storage in the precision asked for. */
+static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
+                                           const nncl_train_config *cfg) {
+    static const char *const names[3] = {"fp32", "fp16", "bf16"};
+    int i;
+    if ((int)cfg->precision < (int)NNCL_PRECISION_FP32 || (int)cfg->precision > (int)NNCL_PRECISION_BF16)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: precision = %d is not NNCL_PRECISION_FP32, _FP16 or _BF16",
+                          (int)cfg->precision);
+    if (cfg->loss_scaling < -1 || cfg->loss_scaling > 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scaling = %d must be -1 (off), 0 (on with fp16) or 1 (on)",
+                          cfg->loss_scaling);
+    if (!(cfg->loss_scale_init >= 0 && cfg->loss_scale_init <= FLT_MAX))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scale_init = %g must be finite and > 0 (0: 65536)",
+                          (double)cfg->loss_scale_init);
+    if (cfg->loss_scale_growth_interval < 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scale_growth_interval = %d must be >= 1 (0: 2000)",
+                          cfg->loss_scale_growth_interval);
+    if (cfg->precision == NNCL_PRECISION_FP32) return NNCL_OK;
+    for (i = 0; i <= loss->id && i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
+        return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED,
+                          "nncl_trainer_create: precision %s: op %s (node \"%s\") has no %s storage yet; train it in fp32",
+                          names[cfg->precision], nncl__opdef_get(n->op)->name, n->name, names[cfg->precision]);
+    }
+    return NNCL_OK;
+}
+
 nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                                 nncl_trainer **out) {
     nncl_trainer *t;
@@ -245,6 +279,7 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
                           cfg->n_devices);
     NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
+    NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
     t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
     if (!t) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     t->ctx = ctx;
@@ -255,6 +290,9 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     t->cfg.shares = NULL; /* not kept: the caller's array */
     t->fixed_shares = cfg->shares != NULL;
     t->fail_device = t->fail_step = -1;
+    t->scaling = cfg->loss_scaling > 0 || (cfg->loss_scaling == 0 && cfg->precision == NNCL_PRECISION_FP16);
+    t->scale = cfg->loss_scale_init > 0 ? cfg->loss_scale_init : 65536.0f;
+    if (t->cfg.loss_scale_growth_interval == 0) t->cfg.loss_scale_growth_interval = 2000;
     t->nd = cfg->devices ? cfg->n_devices : nncl_device_count(ctx);
     t->device = (int *)nncl__calloc((size_t)t->nd, sizeof(int));
     if (!t->device) {
@@ -487,19 +525,20 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
     if (!solo) { /* the averaged gradient and its sum of squares (for clipping) */
-        if (g->n_trainable) {
+        if (g->n_trainable)
             NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gavg, 0, NULL, NULL));
-            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0,
-                                                 NULL, NULL));
-        }
         if (g->n_state)
             NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->savg, 0, NULL, NULL));
     }
     if (!g->n_trainable) return NNCL_OK;
+    if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
+        NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0, NULL,
+                                             NULL));
     pv.mem = p->x.params; pv.off = 0;
     gv.mem = p->x.grads; gv.off = 0;
     sv.mem = t->opt_state[i]; sv.off = 0;
-    return nncl__optim_update(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i], g->n_trainable);
+    return nncl__optim_update_scaled(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i],
+                                     g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
@@ -586,6 +625,25 @@ static nncl_status trainer_pass_job(nncl_trainer *t, int i, void *arg) {
     return st;
 }
 
+/* GradScaler.update with growth factor 2 and backoff 0.5: an overflow
+ * halves the scale and restarts the count of clean steps; the
+ * growth_interval-th clean step in a row doubles it (unless that would be
+ * Inf) and restarts the count. Every replica decides from the same
+ * exchanged verdict, so the scale is the same everywhere. */
+static void trainer_scale_update(nncl_trainer *t, nncl_step_info *info, int overflow) {
+    if (overflow) {
+        info->overflow = 1;
+        nncl__log(t->ctx, NNCL_LOG_INFO, "step %lld skipped: Inf or NaN in the gradient at loss scale %g; now %g",
+                  (long long)t->step, (double)t->scale, (double)t->scale * 0.5);
+        t->scale *= 0.5f;
+        t->growth = 0;
+    } else if (++t->growth == t->cfg.loss_scale_growth_interval) {
+        float grown = t->scale * 2.0f;
+        if (isfinite(grown)) t->scale = grown;
+        t->growth = 0;
+    }
+}
+
 static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
     return t->alive[i] ? trainer_update(t, i, *(const int *)arg) : NNCL_OK;
 }
@@ -603,6 +661,8 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
     g = t->graph;
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
+    info->loss_scale = t->scaling ? t->scale : 1.0f;
+    for (i = 0; i < t->nd; i++) t->plan[i]->seed = info->loss_scale;
     job.snapshot = 1;
     for (;;) { /* until a pass succeeds on every device that is left */
         int failed = 0;
@@ -654,9 +714,13 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     if (bad) { /* parameters, optimizer state, statistics and counts stay as they were */
         info->skipped = 1;
         trainer_restore(t, info);
-        nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
-                  (long long)t->step);
+        if (t->scaling) trainer_scale_update(t, info, 1);
+        else
+            nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
+                      (long long)t->step);
     } else {
+        if (t->scaling) /* clipping reads the norm of the unscaled gradient (exact: the scale is a power of two) */
+            for (i = 0; i < t->nd; i++) t->sumsq[i] = (float)((double)t->sumsq[i] / ((double)t->scale * t->scale));
         nncl__trainer_each_device(t, trainer_update_job, &solo);
         if ((caller = nncl__trainer_caller_error(t)) >= 0) {
             nncl__set_error(t->ctx, nncl__trainer_dev_msg(t, caller));
@@ -667,6 +731,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
         t->step++;
         t->tracked++;
+        if (t->scaling) trainer_scale_update(t, info, 0);
     }
     info->n_devices = trainer_n_working(t);
     info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;

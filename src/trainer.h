@@ -49,6 +49,11 @@ struct nncl_trainer {
      * node watch's value of the whole batch into watch_dst; NULL: none. */
     const nncl_node *watch;
     float *watch_dst;
+    /* Dynamic loss scaling (GradScaler): on, the current scale, and clean
+     * steps since it last changed (its growth tracker). */
+    int scaling;
+    float scale;
+    int growth;
 };
 
 /* Overlapped gradient read-back (overlap.c): set up once, switched on for
