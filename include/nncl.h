@@ -663,7 +663,9 @@ typedef struct nncl_safetensors_entry {
     int64_t shape[NNCL_ST_MAX_DIMS];
     const float *data;              /* numel floats, row-major */
     size_t numel;                   /* reader: product of shape; writer ignores it */
-    char dtype[8];                  /* reader: dtype in the file ("F32", "F16"...); writer ignores it */
+    /* reader: dtype in the file ("F32", "F16"...); writer: "F16" or "BF16"
+     * stores that dtype (rounded to nearest even), anything else F32 */
+    char dtype[8];
 } nncl_safetensors_entry;
 
 /* Reads and checks a whole file. *out receives an object owning the names,
@@ -745,6 +747,10 @@ typedef struct nncl_model_meta {
     const char *const *class_names;  /* n_classes names, or NULL */
     int n_classes;
     const char *label_name;          /* the label column of a CSV table, or NULL */
+    /* dtype of the weights and running statistics in the file: FP32
+     * (default), FP16 or BF16 (rounded to nearest even; nncl and PyTorch
+     * load either) */
+    nncl_precision dtype;
 } nncl_model_meta;
 
 NNCL_API nncl_model_meta nncl_model_meta_default(void);

@@ -1,8 +1,8 @@
 /* safetensors.c - reading and writing safetensors files of named tensors.
  * The reader treats every file as hostile: a small strict JSON parser of its
  * own, bounded header, every offset, size and name checked with overflow-safe
- * arithmetic before use. The writer lays F32 tensors out in the order given
- * and replaces the target atomically. */
+ * arithmetic before use. The writer lays F32 tensors (F16 or BF16 on
+ * request) out in the order given and replaces the target atomically. */
 #include "internal.h"
 #include <errno.h>
 #include <limits.h>
@@ -73,30 +73,6 @@ static void sft_put_u64(unsigned char *p, uint64_t v) {
     for (i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static float sft_half_to_float(unsigned h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t ex = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-    float f;
-    if (ex == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal half: normalise into a float exponent */
-            ex = 127 - 15 + 1;
-            while (!(man & 0x400u)) {
-                man <<= 1;
-                ex--;
-            }
-            bits = sign | (ex << 23) | ((man & 0x3ffu) << 13);
-        }
-    } else if (ex == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((ex + 112) << 23) | (man << 13);
-    }
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 /* Little-endian integer element i of a dtype of size bytes, signed or not,
  * as a 64-bit value (an unsigned one above INT64_MAX is marked in *huge). */
 static int64_t sft_int_at(const unsigned char *src, size_t i, int size, int is_signed, int *huge) {
@@ -130,7 +106,7 @@ static nncl_status sft_convert(const char *source, const sft_tensor *t, const un
             }
         }
     } else if (!strcmp(dtype, "F16")) {
-        for (i = 0; i < n; i++) dst[i] = sft_half_to_float((unsigned)src[2 * i] | (unsigned)src[2 * i + 1] << 8);
+        for (i = 0; i < n; i++) dst[i] = nncl__f16_to_f32((unsigned)src[2 * i] | (unsigned)src[2 * i + 1] << 8);
     } else if (!strcmp(dtype, "BF16")) {
         for (i = 0; i < n; i++) {
             uint32_t u = ((uint32_t)src[2 * i] | (uint32_t)src[2 * i + 1] << 8) << 16;
@@ -1104,6 +1080,12 @@ static nncl_status sft_check_text(const char *path, const char *what, const char
     return NNCL_OK;
 }
 
+/* Bytes per element the writer stores: 2 for an entry whose dtype asks for
+ * "F16" or "BF16", else 4 (F32, whatever else dtype holds). */
+static size_t sft_write_size(const nncl_safetensors_entry *e) {
+    return !strncmp(e->dtype, "F16", sizeof e->dtype) || !strncmp(e->dtype, "BF16", sizeof e->dtype) ? 2 : 4;
+}
+
 /* Checks the caller's tensors and metadata; *data_len receives the bytes of
  * the data region. */
 static nncl_status sft_check_save(const char *path, const nncl_safetensors_entry *tensors, int count,
@@ -1130,7 +1112,7 @@ static nncl_status sft_check_save(const char *path, const nncl_safetensors_entry
                                   "safetensors %s: tensor '%.200s': dimension %d (%lld) negative or too large", path,
                                   e->name, k, (long long)e->shape[k]);
         }
-        if (nncl__mul_overflow(numel, 4, &bytes) || (uint64_t)bytes > UINT64_MAX - total)
+        if (nncl__mul_overflow(numel, sft_write_size(e), &bytes) || (uint64_t)bytes > UINT64_MAX - total)
             return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: tensor '%.200s' too large", path,
                               e->name);
         if (numel && !e->data)
@@ -1176,7 +1158,9 @@ static void sft_build_header(sft_buf *b, const nncl_safetensors_entry *tensors, 
         uint64_t numel = 1;
         sft_buf_puts(b, ",");
         sft_buf_json(b, e->name);
-        sft_buf_puts(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        sft_buf_puts(b, ":{\"dtype\":\"");
+        sft_buf_puts(b, sft_write_size(e) == 2 ? e->dtype : "F32");
+        sft_buf_puts(b, "\",\"shape\":[");
         for (k = 0; k < e->ndim; k++) {
             if (k) sft_buf_puts(b, ",");
             sft_buf_u64(b, (uint64_t)e->shape[k]);
@@ -1185,13 +1169,28 @@ static void sft_build_header(sft_buf *b, const nncl_safetensors_entry *tensors, 
         sft_buf_puts(b, "],\"data_offsets\":[");
         sft_buf_u64(b, at);
         sft_buf_puts(b, ",");
-        at += numel * 4;
+        at += numel * sft_write_size(e);
         sft_buf_u64(b, at);
         sft_buf_puts(b, "]}");
     }
     sft_buf_puts(b, "}");
     /* Pad with spaces so that the data starts 8-byte aligned. */
     while (!b->oom && b->n % 8) sft_buf_put(b, " ", 1);
+}
+
+/* F16 and BF16 elements of a tensor to write, converted from its floats
+ * (round to nearest even), little-endian. */
+static void sft_write_halves(FILE *f, const float *x, size_t n, int bf16) {
+    unsigned char chunk[4096];
+    size_t i, k;
+    for (i = 0; i < n; i += k) {
+        for (k = 0; k < sizeof chunk / 2 && i + k < n; k++) {
+            unsigned h = bf16 ? nncl__f32_to_bf16(x[i + k]) : nncl__f32_to_f16(x[i + k]);
+            chunk[2 * k] = (unsigned char)h;
+            chunk[2 * k + 1] = (unsigned char)(h >> 8);
+        }
+        fwrite(chunk, 2, k, f);
+    }
 }
 
 static void sft_write_floats(FILE *f, const float *x, size_t n) {
@@ -1243,7 +1242,8 @@ nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry
     for (i = 0; i < count; i++) {
         size_t numel = 1;
         for (k = 0; k < tensors[i].ndim; k++) numel *= (size_t)tensors[i].shape[k];
-        sft_write_floats(af.f, tensors[i].data, numel);
+        if (sft_write_size(&tensors[i]) == 2) sft_write_halves(af.f, tensors[i].data, numel, tensors[i].dtype[0] == 'B');
+        else sft_write_floats(af.f, tensors[i].data, numel);
     }
     (void)data_len;
     return nncl__afile_commit(&af, "safetensors");

@@ -236,8 +236,8 @@ static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_float
     return nncl__trainer_download(t, w->params, w->state);
 }
 
-nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, const char *const *extra_meta,
-                                  const nncl_safetensors_entry *extra, int n_extra) {
+nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, nncl_precision dtype,
+                                  const char *const *extra_meta, const nncl_safetensors_entry *extra, int n_extra) {
     io_tensors w;
     nncl_status st;
     char step[32], tracked[32], kind[16], scale[32], growth[32], *graph;
@@ -258,6 +258,11 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         NNCL_FREE(meta);
         return st;
     }
+    if ((int)dtype < (int)NNCL_PRECISION_FP32 || (int)dtype > (int)NNCL_PRECISION_BF16)
+        st = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "save %s: dtype %d is not NNCL_PRECISION_FP32, _FP16 or _BF16",
+                        path, (int)dtype);
+    for (i = 0; !checkpoint && dtype != NNCL_PRECISION_FP32 && i < w.n; i++) /* not the batch count: an integer */
+        if (w.e[i].ndim > 0) snprintf(w.e[i].dtype, sizeof w.e[i].dtype, "%s", dtype == NNCL_PRECISION_FP16 ? "F16" : "BF16");
     snprintf(step, sizeof step, "%lld", (long long)t->step);
     snprintf(tracked, sizeof tracked, "%lld", (long long)t->tracked);
     snprintf(kind, sizeof kind, "%d", (int)t->cfg.optim.kind);
@@ -301,9 +306,11 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     return st;
 }
 
-nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return nncl__trainer_save_ex(t, path, 0, NULL, NULL, 0); }
+nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) {
+    return nncl__trainer_save_ex(t, path, 0, NNCL_PRECISION_FP32, NULL, NULL, 0);
+}
 nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) {
-    return nncl__trainer_save_ex(t, path, 1, NULL, NULL, 0);
+    return nncl__trainer_save_ex(t, path, 1, NNCL_PRECISION_FP32, NULL, NULL, 0);
 }
 
 /* Counts in a checkpoint are at most 2^53: exact in a double (the learning
