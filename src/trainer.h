@@ -1,6 +1,7 @@
-/* trainer.h - the trainer's state, shared by trainer.c (steps, data
- * parallelism), trainer_io.c (parameters, files) and the tests that inject
- * a device failure. */
+/* trainer.h - the trainer's state, shared by trainer.c (creation),
+ * trainer_shard.c (the split of a batch), trainer_step.c (steps),
+ * trainer_io.c (parameters, files) and the tests that inject a device
+ * failure. */
 #ifndef NNCL_TRAINER_H
 #define NNCL_TRAINER_H
 #include "plan.h"
@@ -81,8 +82,39 @@ nncl_status nncl__crew_start(nncl_trainer *t);
 void nncl__crew_stop(nncl_trainer *t);
 void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg);
 
+/* Host buffers of the exchange are allocated in whole chunks of
+ * NNCL__TRAINER_CHUNK floats (at least one float more than n), zeros past n. */
+enum { NNCL__TRAINER_CHUNK = 4096 };
+#define nncl__trainer_chunks(n) ((size_t)(n) / NNCL__TRAINER_CHUNK + 1)
+
+/* What a pass of every device (nncl__trainer_pass_job) is for. */
+typedef enum nncl__pass_mode {
+    NNCL__PASS_STEP,            /* a step: every live device its shard of the batch */
+    NNCL__PASS_CALIBRATE_EACH,  /* calibration: every device a shard of t->shard[i] alone (solo) */
+    NNCL__PASS_CALIBRATE_SPLIT  /* calibration: the shards as split, devices without one idle */
+} nncl__pass_mode;
+
+/* What the threads of a pass share. */
+typedef struct nncl__trainer_pass {
+    const nncl_feed *feeds;
+    int n_feeds, batch, solo;
+    nncl__pass_mode mode;
+    int snapshot; /* save the running statistics first (a step's first pass) */
+} nncl__trainer_pass;
+
+/* Device i's part of a pass (trainer_step.c), a crew job; arg: the pass. */
+nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg);
+
+/* Shards (trainer_shard.c): split sets t->shard for batch samples over the
+ * live devices by their cost models; calibrate measures the models at
+ * creation (the caller restores the running statistics); rebalance moves
+ * them towards the last step's times. */
+void nncl__trainer_split(nncl_trainer *t, int batch);
+nncl_status nncl__trainer_calibrate(nncl_trainer *t);
+void nncl__trainer_rebalance(nncl_trainer *t);
+
 /* The message device i's thread recorded with its last failure. */
-#define nncl__trainer_dev_msg(t, i) ((t)->dev_msg + (size_t)(i) * NNCL_MSG_MAX)
+#define nncl__trainer_dev_msg(t, i) ((t)->dev_msg + (size_t)(i)*NNCL_MSG_MAX)
 
 /* Checks every feed before any device works: a node of t's graph, an input,
  * fed once, with data; batch in 1..max_batch. fn names the caller. */
