@@ -166,6 +166,7 @@ static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, cons
             return NNCL_OK;
         }
         NNCL_CL(t->ctx, clEnqueueWriteBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, src, 0, NULL, NULL));
+        if (!is_state) NNCL_TRY(nncl__plan_sync_params(p));
     }
     return NNCL_OK;
 }

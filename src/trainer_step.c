@@ -230,8 +230,9 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     pv.mem = p->x.params; pv.off = 0;
     gv.mem = p->x.grads; gv.off = 0;
     sv.mem = t->opt_state[i]; sv.off = 0;
-    return nncl__optim_update_scaled(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i],
-                                     g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f);
+    NNCL_TRY(nncl__optim_update_scaled(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i],
+                                       g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f));
+    return nncl__plan_sync_params(p); /* half storage: the working copy of the updated weights */
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
