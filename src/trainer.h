@@ -15,9 +15,7 @@ struct nncl_trainer {
     int *device;               /* context device index of each */
     int *alive;                /* 0 once a device has failed */
     nncl__plan **plan;
-    cl_mem *opt_state;         /* optimizer state, per device */
-    cl_mem *scratch;           /* optimizer scratch (clipping), per device */
-    size_t opt_floats;         /* floats of optimizer state per device */
+    size_t opt_floats;         /* floats of optimizer state per device (in each plan's training buffers) */
     double *fixed, *per_sample; /* per device: seconds a pass costs, and each sample on top */
     int *shard;                /* samples per device in the current step */
     float **gbuf, **sbuf;      /* per device: gradients and running statistics read back */
@@ -25,7 +23,6 @@ struct nncl_trainer {
     float *lossv;              /* per device: loss of its shard */
     float *sumsq;              /* per device: the step's gradient's sum of squares, read back (solo) or the host's */
     double *chunk_ss;          /* the host average's sum of squares, per chunk */
-    cl_mem *state_shadow;      /* per device: running statistics before the step, restored when it is skipped */
     double *busy;              /* per device: seconds of the last step's compute */
     double *waited;            /* per device: of those, seconds spent waiting for the others */
     nncl_status *dev_status;
@@ -37,9 +34,8 @@ struct nncl_trainer {
     int fail_device, fail_step; /* tests: inject a failure (device index or -2: all, step), -1: none */
     nncl_status fail_status;   /* tests: the injected failure's status (0: NNCL_ERR_DEVICE) */
     int fail_in_update;        /* tests: inject it in the optimizer update, not the pass */
-    /* Overlap: per device a transfer queue, and for every backward position
-     * the ranges of the gradient buffer that are final after it. */
-    cl_command_queue *xfer;
+    /* Overlap: for every backward position the ranges of the gradient
+     * buffer that are final after it (read on the plans' transfer queues). */
     struct nncl__bucket *buckets;
     int n_buckets;
     struct nncl__overlap_ctx *octx;
