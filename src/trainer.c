@@ -31,7 +31,7 @@ int nncl__trainer_first_alive(const nncl_trainer *t) {
 void nncl_trainer_free(nncl_trainer *t) {
     int i;
     if (!t) return;
-    nncl__crew_stop(t);
+    nncl__crew_stop(t->crew);
     nncl__overlap_free(t);
     nncl__syncbn_free(t);
     for (i = 0; i < t->nd; i++) {
@@ -184,7 +184,9 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     }
     st = nncl__graph_layout(g); /* sizes the flat buffers */
     if (st == NNCL_OK) st = trainer_alloc(t);
-    if (st == NNCL_OK) st = nncl__crew_start(t);
+    if (st == NNCL_OK && t->nd > 64)
+        st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "a trainer takes at most 64 devices, got %d", t->nd);
+    if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
     if (st == NNCL_OK) st = trainer_devices(t);
@@ -207,3 +209,28 @@ int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max) {
 }
 
 int64_t nncl_trainer_step_count(const nncl_trainer *t) { return t ? t->step : 0; }
+
+/* ------------------------------------------------------------- device threads */
+
+typedef struct trainer_job {
+    nncl_trainer *t;
+    nncl__device_job job;
+    void *arg;
+} trainer_job;
+
+static void trainer_job_run(void *arg, int i) {
+    const trainer_job *j = (const trainer_job *)arg;
+    nncl_trainer *t = j->t;
+    nncl_status st = j->job(t, i, j->arg);
+    if (st != NNCL_OK) /* this thread's own message, not whatever another wrote last */
+        memcpy(nncl__trainer_dev_msg(t, i), nncl__thread_error(), NNCL_MSG_MAX);
+    t->dev_status[i] = st;
+}
+
+void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg) {
+    trainer_job j;
+    j.t = t;
+    j.job = job;
+    j.arg = arg;
+    nncl__crew_run(t->crew, trainer_job_run, &j);
+}

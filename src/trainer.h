@@ -41,7 +41,7 @@ struct nncl_trainer {
     struct nncl__overlap_ctx *octx;
     struct nncl__syncbn *syncbn; /* NULL: one device or no batch norm */
     int *peer_failed;          /* per device: stopped because another device failed */
-    struct nncl__crew *crew;   /* the device threads */
+    nncl__crew *crew;          /* the device threads: one member per device */
     /* Read back after every training forward (fit's training accuracy):
      * node watch's value of the whole batch into watch_dst; NULL: none. */
     const nncl_node *watch;
@@ -65,12 +65,10 @@ void nncl__syncbn_abort(nncl_trainer *t);
 void nncl__syncbn_running(nncl_trainer *t, float *state, int batch);
 void nncl__syncbn_free(nncl_trainer *t);
 
-/* Device threads (crew.c), started with the trainer and stopped when it
- * is freed. each_device runs job(t, device, arg) for every device of t at
- * once, one thread each, and leaves each result in t->dev_status[device]. */
+/* Runs job(t, device, arg) for every device of t at once on the trainer's
+ * crew, one thread each, and leaves each result in t->dev_status[device]
+ * (and a failure's message in nncl__trainer_dev_msg). */
 typedef nncl_status (*nncl__device_job)(nncl_trainer *t, int device, void *arg);
-nncl_status nncl__crew_start(nncl_trainer *t);
-void nncl__crew_stop(nncl_trainer *t);
 void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg);
 
 /* Host buffers of the exchange are allocated in whole chunks of
