@@ -357,6 +357,7 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     p->loss = loss;
     p->device = device;
     p->max_batch = max_batch;
+    p->seed = 1.0f; /* the plan outlives the non-blocking write of it */
     p->x.ctx = ctx;
     p->x.dev = dev;
     p->x.graph = g;
@@ -442,14 +443,13 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
 }
 
 nncl_status nncl__plan_backward(nncl__plan *p) {
-    static const float one = 1.0f; /* static: the write below does not block */
     nncl__view seed;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
     seed = p->x.grad[p->loss->id];
     if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &one, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &p->seed, 0, NULL, NULL));
     for (i = 0; i < p->n_bwd; i++) {
         nncl_node *n = p->graph->nodes[p->bwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);

@@ -21,6 +21,7 @@ typedef struct nncl__plan {
     size_t arena_floats, gemm_temp_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
+    float seed;                  /* the loss's gradient backward starts from: 1, or the loss scale */
     /* Training buffers (nncl__plan_train): the optimizer's state and
      * scratch, and the running statistics saved before a step. */
     cl_mem opt, scratch, shadow;

@@ -23,30 +23,6 @@ void nncl__st_put_u64(unsigned char *p, uint64_t v) {
     for (i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static float stv_half_to_float(unsigned h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t ex = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-    float f;
-    if (ex == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal half: normalise into a float exponent */
-            ex = 127 - 15 + 1;
-            while (!(man & 0x400u)) {
-                man <<= 1;
-                ex--;
-            }
-            bits = sign | (ex << 23) | ((man & 0x3ffu) << 13);
-        }
-    } else if (ex == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((ex + 112) << 23) | (man << 13);
-    }
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 /* Little-endian integer element i of a dtype of size bytes, signed or not,
  * as a 64-bit value (an unsigned one above INT64_MAX is marked in *huge). */
 static int64_t stv_int_at(const unsigned char *src, size_t i, int size, int is_signed, int *huge) {
@@ -80,7 +56,7 @@ nncl_status nncl__st_convert(const char *source, const nncl__st_tensor *t, const
             }
         }
     } else if (!strcmp(dtype, "F16")) {
-        for (i = 0; i < n; i++) dst[i] = stv_half_to_float((unsigned)src[2 * i] | (unsigned)src[2 * i + 1] << 8);
+        for (i = 0; i < n; i++) dst[i] = nncl__f16_to_f32((unsigned)src[2 * i] | (unsigned)src[2 * i + 1] << 8);
     } else if (!strcmp(dtype, "BF16")) {
         for (i = 0; i < n; i++) {
             uint32_t u = ((uint32_t)src[2 * i] | (uint32_t)src[2 * i + 1] << 8) << 16;

@@ -1,6 +1,7 @@
 /* safetensors_write.c - writing a safetensors file: the caller's tensors
  * and metadata checked, the JSON header built (data 8-byte aligned), F32
- * tensors laid out in the order given and the target replaced atomically. */
+ * tensors (F16 or BF16 on request) laid out in the order given and the
+ * target replaced atomically. */
 #include "safetensors.h"
 
 typedef struct stw_buf {
@@ -74,6 +75,12 @@ static nncl_status stw_check_text(const char *path, const char *what, const char
     return NNCL_OK;
 }
 
+/* Bytes per element the writer stores: 2 for an entry whose dtype asks for
+ * "F16" or "BF16", else 4 (F32, whatever else dtype holds). */
+static size_t stw_size(const nncl_safetensors_entry *e) {
+    return !strncmp(e->dtype, "F16", sizeof e->dtype) || !strncmp(e->dtype, "BF16", sizeof e->dtype) ? 2 : 4;
+}
+
 /* Checks the caller's tensors and metadata; *data_len receives the bytes of
  * the data region. */
 static nncl_status stw_check_save(const char *path, const nncl_safetensors_entry *tensors, int count,
@@ -100,7 +107,7 @@ static nncl_status stw_check_save(const char *path, const nncl_safetensors_entry
                                   "safetensors %s: tensor '%.200s': dimension %d (%lld) negative or too large", path,
                                   e->name, k, (long long)e->shape[k]);
         }
-        if (nncl__mul_overflow(numel, 4, &bytes) || (uint64_t)bytes > UINT64_MAX - total)
+        if (nncl__mul_overflow(numel, stw_size(e), &bytes) || (uint64_t)bytes > UINT64_MAX - total)
             return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: tensor '%.200s' too large", path,
                               e->name);
         if (numel && !e->data)
@@ -127,6 +134,21 @@ static nncl_status stw_check_save(const char *path, const nncl_safetensors_entry
     return NNCL_OK;
 }
 
+/* F16 and BF16 elements of a tensor, converted from its floats (round to
+ * nearest even), little-endian. */
+static void stw_write_halves(FILE *f, const float *x, size_t n, int bf16) {
+    unsigned char chunk[4096];
+    size_t i, k;
+    for (i = 0; i < n; i += k) {
+        for (k = 0; k < sizeof chunk / 2 && i + k < n; k++) {
+            unsigned h = bf16 ? nncl__f32_to_bf16(x[i + k]) : nncl__f32_to_f16(x[i + k]);
+            chunk[2 * k] = (unsigned char)h;
+            chunk[2 * k + 1] = (unsigned char)(h >> 8);
+        }
+        fwrite(chunk, 2, k, f);
+    }
+}
+
 static void stw_build_header(stw_buf *b, const nncl_safetensors_entry *tensors, int count, const char *const *meta) {
     int i, k, own_format = 0;
     uint64_t at = 0;
@@ -146,7 +168,9 @@ static void stw_build_header(stw_buf *b, const nncl_safetensors_entry *tensors, 
         uint64_t numel = 1;
         stw_puts(b, ",");
         stw_json(b, e->name);
-        stw_puts(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        stw_puts(b, ":{\"dtype\":\"");
+        stw_puts(b, stw_size(e) == 2 ? e->dtype : "F32");
+        stw_puts(b, "\",\"shape\":[");
         for (k = 0; k < e->ndim; k++) {
             if (k) stw_puts(b, ",");
             stw_u64(b, (uint64_t)e->shape[k]);
@@ -155,7 +179,7 @@ static void stw_build_header(stw_buf *b, const nncl_safetensors_entry *tensors, 
         stw_puts(b, "],\"data_offsets\":[");
         stw_u64(b, at);
         stw_puts(b, ",");
-        at += numel * 4;
+        at += numel * stw_size(e);
         stw_u64(b, at);
         stw_puts(b, "]}");
     }
@@ -193,7 +217,8 @@ nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry
     for (i = 0; i < count; i++) {
         size_t numel = 1;
         for (k = 0; k < tensors[i].ndim; k++) numel *= (size_t)tensors[i].shape[k];
-        nncl__st_write_floats(af.f, tensors[i].data, numel);
+        if (stw_size(&tensors[i]) == 2) stw_write_halves(af.f, tensors[i].data, numel, tensors[i].dtype[0] == 'B');
+        else nncl__st_write_floats(af.f, tensors[i].data, numel);
     }
     (void)data_len;
     return nncl__afile_commit(&af, "safetensors");

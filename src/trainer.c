@@ -8,6 +8,7 @@
  * its step is redone on the others. This file creates and frees a trainer,
  * one plan and optimizer state per device. */
 #include "trainer.h"
+#include <float.h>
 #include "optim.h"
 
 nncl_train_config nncl_train_default(void) {
@@ -135,6 +136,39 @@ static nncl_status trainer_devices(nncl_trainer *t) {
     return st;
 }
 
+/* The precision and loss-scaling fields, and that every op the training
+ * runs has storage in the precision asked for. */
+static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
+                                           const nncl_train_config *cfg) {
+    static const char *const names[3] = {"fp32", "fp16", "bf16"};
+    int i;
+    if ((int)cfg->precision < (int)NNCL_PRECISION_FP32 || (int)cfg->precision > (int)NNCL_PRECISION_BF16)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: precision = %d is not NNCL_PRECISION_FP32, _FP16 or _BF16",
+                          (int)cfg->precision);
+    if (cfg->loss_scaling < -1 || cfg->loss_scaling > 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scaling = %d must be -1 (off), 0 (on with fp16) or 1 (on)",
+                          cfg->loss_scaling);
+    if (!(cfg->loss_scale_init >= 0 && cfg->loss_scale_init <= FLT_MAX))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scale_init = %g must be finite and > 0 (0: 65536)",
+                          (double)cfg->loss_scale_init);
+    if (cfg->loss_scale_growth_interval < 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scale_growth_interval = %d must be >= 1 (0: 2000)",
+                          cfg->loss_scale_growth_interval);
+    if (cfg->precision == NNCL_PRECISION_FP32) return NNCL_OK;
+    for (i = 0; i <= loss->id && i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
+        return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED,
+                          "nncl_trainer_create: precision %s: op %s (node \"%s\") has no %s storage yet; train it in fp32",
+                          names[cfg->precision], nncl__opdef_get(n->op)->name, n->name, names[cfg->precision]);
+    }
+    return NNCL_OK;
+}
+
 nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                                 nncl_trainer **out) {
     nncl_trainer *t;
@@ -152,6 +186,7 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
                           cfg->n_devices);
     NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
+    NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
     t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
     if (!t) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     t->ctx = ctx;
@@ -162,6 +197,9 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     t->cfg.shares = NULL; /* not kept: the caller's array */
     t->fixed_shares = cfg->shares != NULL;
     t->fail_device = t->fail_step = -1;
+    t->scaling = cfg->loss_scaling > 0 || (cfg->loss_scaling == 0 && cfg->precision == NNCL_PRECISION_FP16);
+    t->scale = cfg->loss_scale_init > 0 ? cfg->loss_scale_init : 65536.0f;
+    if (t->cfg.loss_scale_growth_interval == 0) t->cfg.loss_scale_growth_interval = 2000;
     t->nd = cfg->devices ? cfg->n_devices : nncl_device_count(ctx);
     t->device = (int *)nncl__calloc((size_t)t->nd, sizeof(int));
     if (!t->device) {

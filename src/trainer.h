@@ -46,6 +46,11 @@ struct nncl_trainer {
      * node watch's value of the whole batch into watch_dst; NULL: none. */
     const nncl_node *watch;
     float *watch_dst;
+    /* Dynamic loss scaling (GradScaler): on, the current scale, and clean
+     * steps since it last changed (its growth tracker). */
+    int scaling;
+    float scale;
+    int growth;
 };
 
 /* Overlapped gradient read-back (overlap.c): set up once, switched on for
@@ -121,9 +126,11 @@ nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state)
 /* The first live device's index among t's devices, or -1. */
 int nncl__trainer_first_alive(const nncl_trainer *t);
 /* Saves (trainer_io.c) with extra metadata pairs (NULL-terminated) and
- * tensors added after the model's own; checkpoint adds the optimizer. */
-nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, const char *const *extra_meta,
-                                  const nncl_safetensors_entry *extra, int n_extra);
+ * tensors added after the model's own; checkpoint adds the optimizer.
+ * dtype: the weights' and statistics' dtype in a model file (a checkpoint
+ * keeps fp32). */
+nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, nncl_precision dtype,
+                                  const char *const *extra_meta, const nncl_safetensors_entry *extra, int n_extra);
 /* Loads parameters (and, for a checkpoint, optimizer state and step) from a
  * parsed file; a bad file changes nothing. */
 nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint);

@@ -207,18 +207,17 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
-    if (!solo) { /* the averaged gradient and its sum of squares (for clipping) */
-        if (g->n_trainable) {
-            NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 0));
-            NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
-        }
+    if (!solo) { /* the averaged gradient and running statistics */
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 0));
         NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->savg, 0));
     }
     if (!g->n_trainable) return NNCL_OK;
-    return nncl__optim_update(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
-                              nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
-                              nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                              g->n_trainable);
+    if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
+    return nncl__optim_update_scaled(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
+                                     nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
+                                     nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
+                                     g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
@@ -281,6 +280,25 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg) {
     return st;
 }
 
+/* GradScaler.update with growth factor 2 and backoff 0.5: an overflow
+ * halves the scale and restarts the count of clean steps; the
+ * growth_interval-th clean step in a row doubles it (unless that would be
+ * Inf) and restarts the count. Every replica decides from the same
+ * exchanged verdict, so the scale is the same everywhere. */
+static void trainer_scale_update(nncl_trainer *t, nncl_step_info *info, int overflow) {
+    if (overflow) {
+        info->overflow = 1;
+        nncl__log(t->ctx, NNCL_LOG_INFO, "step %lld skipped: Inf or NaN in the gradient at loss scale %g; now %g",
+                  (long long)t->step, (double)t->scale, (double)t->scale * 0.5);
+        t->scale *= 0.5f;
+        t->growth = 0;
+    } else if (++t->growth == t->cfg.loss_scale_growth_interval) {
+        float grown = t->scale * 2.0f;
+        if (isfinite(grown)) t->scale = grown;
+        t->growth = 0;
+    }
+}
+
 static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
     return t->alive[i] ? trainer_update(t, i, *(const int *)arg) : NNCL_OK;
 }
@@ -298,6 +316,8 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
     g = t->graph;
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
+    info->loss_scale = t->scaling ? t->scale : 1.0f;
+    for (i = 0; i < t->nd; i++) t->plan[i]->seed = info->loss_scale;
     job.snapshot = 1;
     for (;;) { /* until a pass succeeds on every device that is left */
         int failed = 0;
@@ -349,9 +369,13 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     if (bad) { /* parameters, optimizer state, statistics and counts stay as they were */
         info->skipped = 1;
         trainer_restore(t, info);
-        nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
-                  (long long)t->step);
+        if (t->scaling) trainer_scale_update(t, info, 1);
+        else
+            nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every device: NaN or Inf in the gradient",
+                      (long long)t->step);
     } else {
+        if (t->scaling) /* clipping reads the norm of the unscaled gradient (exact: the scale is a power of two) */
+            for (i = 0; i < t->nd; i++) t->sumsq[i] = (float)((double)t->sumsq[i] / ((double)t->scale * t->scale));
         nncl__trainer_each_device(t, trainer_update_job, &solo);
         if ((caller = nncl__trainer_caller_error(t)) >= 0) {
             nncl__set_error(t->ctx, nncl__trainer_dev_msg(t, caller));
@@ -362,6 +386,7 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
         if (trainer_n_alive(t) == 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
         t->step++;
         t->tracked++;
+        if (t->scaling) trainer_scale_update(t, info, 0);
     }
     info->n_devices = trainer_n_working(t);
     info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;
