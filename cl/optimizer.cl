@@ -3,7 +3,10 @@
  * two-stage sum of squares that gradient clipping by global L2 norm reads
  * without a trip to the host. Arguments: buffers, each followed by its int
  * element offset; then n; then float hyperparameters; then int flags.
- * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i]. */
+ * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i].
+ * unscale: 1 / the loss scale (1 without loss scaling), applied to the
+ * gradient before clipping as GradScaler's unscale_ is; a power of two, so
+ * the product is exact and 1 leaves every bit as it was. */
 
 /* PyTorch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to at
  * most 1. clip_norm <= 0: off, sumsq is not read. A NaN norm gives a NaN
@@ -57,12 +60,12 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int 
  *   p = p - lr*g */
 __kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
                            int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float momentum,
-                           float dampening, float wd, float clip_norm, int nesterov, int first) {
+                           float dampening, float wd, float clip_norm, float unscale, int nesterov, int first) {
     size_t i = get_global_id(0);
     float pi, gi;
     if (i >= (size_t)n) return;
     pi = p[p_off + i];
-    gi = g[g_off + i] * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    gi = g[g_off + i] * unscale * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
     if (wd != 0.0f) gi += wd * pi;
     if (momentum != 0.0f) {
         float b = first ? gi : momentum * s[s_off + i] + (1.0f - dampening) * gi;
@@ -83,12 +86,12 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g
 __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
                             int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
                             float beta2, float eps, float wd, float step_size, float bc2_sqrt, float clip_norm,
-                            int decoupled) {
+                            float unscale, int decoupled) {
     size_t i = get_global_id(0);
     float pi, gi, m, v;
     if (i >= (size_t)n) return;
     pi = p[p_off + i];
-    gi = g[g_off + i] * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    gi = g[g_off + i] * unscale * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
     if (wd != 0.0f) {
         if (decoupled)
             pi *= 1.0f - lr * wd;
@@ -108,12 +111,12 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *
  *   momentum > 0: b = momentum*b + d, p = p - lr*b;  else p = p - lr*d */
 __kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
                                int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float alpha,
-                               float eps, float momentum, float wd, float clip_norm) {
+                               float eps, float momentum, float wd, float clip_norm, float unscale) {
     size_t i = get_global_id(0);
     float pi, gi, a, d;
     if (i >= (size_t)n) return;
     pi = p[p_off + i];
-    gi = g[g_off + i] * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    gi = g[g_off + i] * unscale * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
     if (wd != 0.0f) gi += wd * pi;
     a = alpha * s[s_off + i] + (1.0f - alpha) * gi * gi;
     s[s_off + i] = a;

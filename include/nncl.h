@@ -357,6 +357,9 @@ NNCL_API nncl_optim_config nncl_optim_default(nncl_optimizer kind);
 /* The learning rate the schedule gives at step t (0-based). */
 NNCL_API float nncl_optim_lr(const nncl_optim_config *o, int64_t t);
 
+/* Storage precision of a trainer (nncl_train_config.precision). */
+typedef enum nncl_precision { NNCL_PRECISION_FP32 = 0, NNCL_PRECISION_FP16, NNCL_PRECISION_BF16 } nncl_precision;
+
 /* Options for a trainer. Take nncl_train_default() and change fields. */
 typedef struct nncl_train_config {
     int max_batch;             /* largest global batch a step gets */
@@ -369,6 +372,20 @@ typedef struct nncl_train_config {
     const float *shares;
     int rebalance_every;       /* steps between re-measurements (default 1); 0: never */
     int overlap;               /* read gradients back layer by layer during backward */
+    /* Storage of activations, their gradients and the working copy of the
+     * weights; master weights, optimizer state, averaged gradients and all
+     * arithmetic stay fp32. An op without half storage is refused at
+     * creation (NNCL_ERR_UNSUPPORTED naming it). */
+    nncl_precision precision;
+    /* Dynamic loss scaling with PyTorch GradScaler's rules: the backward
+     * pass starts from the loss times the scale; a step whose gradient
+     * holds an Inf or NaN is skipped on every device and rank and halves
+     * the scale; growth_interval clean steps in a row double it. The
+     * unscaling is fused into the optimizer's pass. 0: on with FP16, off
+     * otherwise; 1: on; -1: off. */
+    int loss_scaling;
+    float loss_scale_init;     /* 0: 65536 (2^16) */
+    int loss_scale_growth_interval; /* 0: 2000 */
 } nncl_train_config;
 
 NNCL_API nncl_train_config nncl_train_default(void);
@@ -390,6 +407,11 @@ typedef struct nncl_step_info {
     int failed_device;         /* context index of a device that failed and left, else -1 */
     double exchange_seconds;   /* time in the gradient exchange */
     double seconds;            /* the whole step */
+    /* Loss scaling: the scale this step's backward used (1 without
+     * scaling), and 1 when the step was skipped for an Inf/NaN in the
+     * scaled gradient (the scale was then halved). */
+    float loss_scale;
+    int overflow;
 } nncl_step_info;
 
 /* Compiles the graph for every chosen device, initialises the parameters
@@ -641,7 +663,9 @@ typedef struct nncl_safetensors_entry {
     int64_t shape[NNCL_ST_MAX_DIMS];
     const float *data;              /* numel floats, row-major */
     size_t numel;                   /* reader: product of shape; writer ignores it */
-    char dtype[8];                  /* reader: dtype in the file ("F32", "F16"...); writer ignores it */
+    /* reader: dtype in the file ("F32", "F16"...); writer: "F16" or "BF16"
+     * stores that dtype (rounded to nearest even), anything else F32 */
+    char dtype[8];
 } nncl_safetensors_entry;
 
 /* Reads and checks a whole file. *out receives an object owning the names,
@@ -723,6 +747,10 @@ typedef struct nncl_model_meta {
     const char *const *class_names;  /* n_classes names, or NULL */
     int n_classes;
     const char *label_name;          /* the label column of a CSV table, or NULL */
+    /* dtype of the weights and running statistics in the file: FP32
+     * (default), FP16 or BF16 (rounded to nearest even; nncl and PyTorch
+     * load either) */
+    nncl_precision dtype;
 } nncl_model_meta;
 
 NNCL_API nncl_model_meta nncl_model_meta_default(void);

@@ -181,7 +181,7 @@ static nncl_status fit_save(nncl_trainer *t, const nncl_fit_config *cfg, const f
             n_extra = 2;
         }
     }
-    st = nncl__trainer_save_ex(t, cfg->checkpoint, 1, meta, extra, n_extra);
+    st = nncl__trainer_save_ex(t, cfg->checkpoint, 1, NNCL_PRECISION_FP32, meta, extra, n_extra);
     NNCL_FREE(curve);
     return st;
 }

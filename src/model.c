@@ -165,7 +165,7 @@ nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nnc
     }
     kv[k] = NULL;
     if (mean.failed || std.failed || classes.failed) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-    else st = nncl__trainer_save_ex(t, path, 0, kv, NULL, 0);
+    else st = nncl__trainer_save_ex(t, path, 0, m.dtype, kv, NULL, 0);
     NNCL_FREE(mean.s);
     NNCL_FREE(std.s);
     NNCL_FREE(classes.s);

@@ -227,6 +227,12 @@ nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_opt
 
 nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n) {
+    return nncl__optim_update_scaled(ctx, dev, o, t, params, grads, state, scratch, n, 1.0f);
+}
+
+nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
+                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
+                                      float unscale) {
     size_t k, sfloats = 0;
     int clip;
     cl_mem smem;
@@ -274,6 +280,7 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
         nncl__arg_float(&a, o->dampening);
         nncl__arg_float(&a, o->weight_decay);
         nncl__arg_float(&a, o->clip_norm);
+        nncl__arg_float(&a, unscale);
         nncl__arg_int(&a, o->nesterov);
         nncl__arg_int(&a, t == 1);
         break;
@@ -286,6 +293,7 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
         nncl__arg_float(&a, (float)((double)lr / (1.0 - pow((double)o->beta1, (double)t))));
         nncl__arg_float(&a, (float)sqrt(1.0 - pow((double)o->beta2, (double)t)));
         nncl__arg_float(&a, o->clip_norm);
+        nncl__arg_float(&a, unscale);
         nncl__arg_int(&a, o->kind == NNCL_OPT_ADAMW);
         break;
     case NNCL_OPT_RMSPROP:
@@ -294,6 +302,7 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
         nncl__arg_float(&a, o->momentum);
         nncl__arg_float(&a, o->weight_decay);
         nncl__arg_float(&a, o->clip_norm);
+        nncl__arg_float(&a, unscale);
         break;
     }
     return nncl__launch_1d(&a, dev, n);

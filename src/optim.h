@@ -78,6 +78,13 @@ nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_opt
 nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n);
 
+/* The same with the gradient multiplied by unscale (1 / the loss scale, a
+ * power of two) before anything else reads it; scratch[NNCL_OPTIM_TOTAL]
+ * must then hold the sum of squares of the unscaled gradient. */
+nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
+                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
+                                      float unscale);
+
 /* Queues the sum of squares of grads[0..n) into scratch[NNCL_OPTIM_TOTAL]
  * (the clipping reduction, also the trainer's NaN/Inf check on one device):
  * one pass over grads without barriers, then one work-item adds the

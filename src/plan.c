@@ -245,6 +245,10 @@ void nncl__plan_free(nncl__plan *p) {
     nncl_device *dev;
     if (!p) return;
     dev = p->x.dev;
+    if (p->xfer) { /* its reads target the plan's gradients */
+        clFinish(p->xfer);
+        clReleaseCommandQueue(p->xfer);
+    }
     if (dev) {
         clFinish(dev->queue);
         nncl__buffer_release(dev, p->arena, p->arena_floats * 4);
@@ -252,6 +256,9 @@ void nncl__plan_free(nncl__plan *p) {
         nncl__buffer_release(dev, p->x.grads, p->graph->n_trainable * 4);
         nncl__buffer_release(dev, p->x.state, p->graph->n_state * 4);
         nncl__buffer_release(dev, p->x.gemm_temp, p->gemm_temp_bytes);
+        nncl__buffer_release(dev, p->opt, p->opt_floats * 4);
+        nncl__buffer_release(dev, p->scratch, p->scratch_floats * 4);
+        if (p->shadow) nncl__buffer_release(dev, p->shadow, p->graph->n_state * 4);
     }
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);
@@ -350,6 +357,7 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     p->loss = loss;
     p->device = device;
     p->max_batch = max_batch;
+    p->seed = 1.0f; /* the plan outlives the non-blocking write of it */
     p->x.ctx = ctx;
     p->x.dev = dev;
     p->x.graph = g;
@@ -435,14 +443,13 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
 }
 
 nncl_status nncl__plan_backward(nncl__plan *p) {
-    static const float one = 1.0f; /* static: the write below does not block */
     nncl__view seed;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
     seed = p->x.grad[p->loss->id];
     if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &one, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &p->seed, 0, NULL, NULL));
     for (i = 0; i < p->n_bwd; i++) {
         nncl_node *n = p->graph->nodes[p->bwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);

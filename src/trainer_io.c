@@ -3,8 +3,10 @@
  * safetensors files under PyTorch's names (models) plus the optimizer state
  * and step count (checkpoints, for exact resume). */
 #include "trainer.h"
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ------------------------------------------------------------- inference */
 
@@ -156,14 +158,10 @@ static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, cons
     if (count != have)
         return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "parameter \"%s\" has %zu elements, not %zu", name, have, count);
     for (i = 0; i < t->nd; i++) {
-        nncl__plan *p = t->plan[i];
-        cl_mem m = is_state ? p->x.state : p->x.params;
+        nncl__pbuf b = is_state ? NNCL__PB_STATE : NNCL__PB_PARAMS;
         if (!t->alive[i]) continue;
-        if (dst) {
-            NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, dst, 0, NULL, NULL));
-            return NNCL_OK;
-        }
-        NNCL_CL(t->ctx, clEnqueueWriteBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, src, 0, NULL, NULL));
+        if (dst) return nncl__plan_get(t->plan[i], b, off, count, dst, 1);
+        NNCL_TRY(nncl__plan_put(t->plan[i], b, off, count, src, 1));
     }
     return NNCL_OK;
 }
@@ -234,18 +232,18 @@ static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_float
     return nncl__trainer_download(t, w->params, w->state);
 }
 
-nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, const char *const *extra_meta,
-                                  const nncl_safetensors_entry *extra, int n_extra) {
+nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, nncl_precision dtype,
+                                  const char *const *extra_meta, const nncl_safetensors_entry *extra, int n_extra) {
     io_tensors w;
     nncl_status st;
-    char step[32], tracked[32], kind[16], *graph;
+    char step[32], tracked[32], kind[16], scale[32], growth[32], *graph;
     const char **meta;
     int k = 0, i, n_meta = 0;
     if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
     while (extra_meta && extra_meta[n_meta]) n_meta++;
     if (n_extra < 0 || (n_extra && !extra))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "extra tensors missing");
-    meta = (const char **)nncl__calloc((size_t)n_meta + 9, sizeof *meta);
+    meta = (const char **)nncl__calloc((size_t)n_meta + 13, sizeof *meta);
     graph = nncl__graph_describe(t->graph); /* NULL: names that cannot be written; weights only */
     if (!meta) {
         NNCL_FREE(graph);
@@ -256,6 +254,11 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         NNCL_FREE(meta);
         return st;
     }
+    if ((int)dtype < (int)NNCL_PRECISION_FP32 || (int)dtype > (int)NNCL_PRECISION_BF16)
+        st = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "save %s: dtype %d is not NNCL_PRECISION_FP32, _FP16 or _BF16",
+                        path, (int)dtype);
+    for (i = 0; !checkpoint && dtype != NNCL_PRECISION_FP32 && i < w.n; i++) /* not the batch count: an integer */
+        if (w.e[i].ndim > 0) snprintf(w.e[i].dtype, sizeof w.e[i].dtype, "%s", dtype == NNCL_PRECISION_FP16 ? "F16" : "BF16");
     snprintf(step, sizeof step, "%lld", (long long)t->step);
     snprintf(tracked, sizeof tracked, "%lld", (long long)t->tracked);
     snprintf(kind, sizeof kind, "%d", (int)t->cfg.optim.kind);
@@ -269,6 +272,12 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         meta[k++] = "nncl.optimizer";
         meta[k++] = kind;
     }
+    if (checkpoint && t->scaling) { /* %.9g gives a float back exactly */
+        snprintf(scale, sizeof scale, "%.9g", (double)t->scale);
+        snprintf(growth, sizeof growth, "%d", t->growth);
+        meta[k++] = "nncl.loss_scale"; meta[k++] = scale;
+        meta[k++] = "nncl.loss_scale_growth"; meta[k++] = growth;
+    }
     if (checkpoint && t->opt_floats) {
         nncl_safetensors_entry *e = &w.e[w.n++];
         i = nncl__trainer_first_alive(t);
@@ -276,8 +285,7 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         e->ndim = 1;
         e->shape[0] = (int64_t)t->opt_floats;
         e->data = w.extra;
-        if (clEnqueueReadBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4, w.extra, 0,
-                                NULL, NULL) != CL_SUCCESS)
+        if (nncl__plan_get(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1) != NNCL_OK)
             st = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "reading the optimizer state failed");
     }
     for (i = 0; i < n_meta; i++) meta[k++] = extra_meta[i];
@@ -293,9 +301,11 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     return st;
 }
 
-nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return nncl__trainer_save_ex(t, path, 0, NULL, NULL, 0); }
+nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) {
+    return nncl__trainer_save_ex(t, path, 0, NNCL_PRECISION_FP32, NULL, NULL, 0);
+}
 nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) {
-    return nncl__trainer_save_ex(t, path, 1, NULL, NULL, 0);
+    return nncl__trainer_save_ex(t, path, 1, NNCL_PRECISION_FP32, NULL, NULL, 0);
 }
 
 /* Counts in a checkpoint are at most 2^53: exact in a double (the learning
@@ -339,11 +349,36 @@ static nncl_status io_check_optimizer(nncl_trainer *t, const nncl_safetensors *s
     return NNCL_OK;
 }
 
+/* A checkpoint's loss scale and count of clean steps (GradScaler's growth
+ * tracker); one written without loss scaling starts scaling afresh. */
+static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, const char *path, float *scale,
+                                 int *growth) {
+    const char *v = nncl_safetensors_meta(st, "nncl.loss_scale");
+    char *end = NULL;
+    double d;
+    int64_t gr = 0;
+    *scale = t->cfg.loss_scale_init > 0 ? t->cfg.loss_scale_init : 65536.0f;
+    *growth = 0;
+    if (!v) return NNCL_OK;
+    d = strtod(v, &end);
+    if (end == v || *end || !(d > 0 && d <= FLT_MAX) || (double)(float)d != d)
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.loss_scale = \"%.40s\" is not a finite float > 0", path, v);
+    NNCL_TRY(io_meta_count(t, st, path, "nncl.loss_scale_growth", &gr));
+    if (gr >= t->cfg.loss_scale_growth_interval)
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
+                          "%s: nncl.loss_scale_growth = %lld clean steps, not below the growth interval %d", path,
+                          (long long)gr, t->cfg.loss_scale_growth_interval);
+    *scale = (float)d;
+    *growth = (int)gr;
+    return NNCL_OK;
+}
+
 static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const char *path, int checkpoint) {
     io_tensors w;
     nncl_status s;
     int64_t tracked = -1; /* a model's num_batches_tracked (a checkpoint has nncl.tracked) */
-    int i, k;
+    float scale = t->scale;
+    int i, k, growth = t->growth;
     if ((s = io_collect(t, &w, t->opt_floats, 0)) != NNCL_OK) return s;
     /* Everything is checked into host copies first: a bad file changes nothing. */
     for (i = 0; i < w.n && s == NNCL_OK; i++) {
@@ -372,19 +407,21 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
         s = io_meta_count(t, st, path, "nncl.step", &step);
         if (s == NNCL_OK) s = io_meta_count(t, st, path, "nncl.tracked", &tracked);
         if (s == NNCL_OK) s = io_check_optimizer(t, st, path);
+        if (s == NNCL_OK && t->scaling) s = io_loss_scale(t, st, path, &scale, &growth);
         if (s == NNCL_OK && t->opt_floats &&
             (s = nncl_safetensors_expect(st, "nncl.optimizer_state", 1, shape, &data)) != NNCL_OK)
             nncl__fail(t->ctx, s, "%s (a checkpoint of another optimizer configuration?)", nncl_last_error(NULL));
         if (s == NNCL_OK) {
             if (t->opt_floats) memcpy(w.extra, data, t->opt_floats * sizeof(float));
             t->step = step;
+            t->scale = scale;
+            t->growth = growth;
         }
     }
     if (s == NNCL_OK && tracked >= 0) t->tracked = tracked;
     if (s == NNCL_OK) s = nncl__trainer_upload(t, w.params, w.state);
     for (i = 0; s == NNCL_OK && checkpoint && t->opt_floats && i < t->nd; i++)
-        if (t->alive[i] && clEnqueueWriteBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4,
-                                                w.extra, 0, NULL, NULL) != CL_SUCCESS)
+        if (t->alive[i] && nncl__plan_put(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1) != NNCL_OK)
             s = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "writing the optimizer state failed");
     io_tensors_free(&w);
     return s;

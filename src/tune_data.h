@@ -1,8 +1,9 @@
-/* tune_data.h - the data of the GEMM tuning (tune.c, its only reader): the
- * limits and constants of the search, the names of CLBlast's kernel
- * parameters, the curated candidate parameter sets of Xgemm and
- * XgemmDirect, and the GEMM shapes nncl issues. A candidate is a row here;
- * the search in tune.c needs no change for a new one. */
+/* tune_data.h - the data of the GEMM tuning (tune.c and tune_search.c, its
+ * only readers): the limits and constants of the search, the names of
+ * CLBlast's kernel parameters, the curated candidate parameter sets of Xgemm
+ * and XgemmDirect, the GEMM shapes nncl issues, and what tune.c lends the
+ * search. A candidate is a row here; the search needs no change for a new
+ * one. */
 #ifndef NNCL_TUNE_DATA_H
 #define NNCL_TUNE_DATA_H
 #include "internal.h"
@@ -119,5 +120,31 @@ static const tune_shape tune_shapes[] = {
     {0, 1, 100, 128, 1568, 0, 0, 0.0f},    {0, 0, 512, 512, 512, 0, 0, 0.0f},
 };
 #define TUNE_NS ((int)(sizeof tune_shapes / sizeof tune_shapes[0]))
+
+/* A tuning: for each family its parameters, or (has_* 0) CLBlast's own. */
+typedef struct tune_set {
+    int has_x, has_d;
+    size_t x[TUNE_NX], d[TUNE_ND];
+    size_t min_indirect;
+} tune_set;
+
+typedef struct tune_limits {
+    size_t max_wg, max_item[3];
+    uint64_t local_mem;
+} tune_limits;
+
+/* tune.c: a device's limits, the validity of a set for them, applying it */
+void nncl__tune_limits(nncl_device *dev, tune_limits *L);
+int nncl__tune_x_ok(const size_t *v, const tune_limits *L);
+int nncl__tune_d_ok(const size_t *v, const tune_limits *L);
+/* one family's parameters; 0 or CLBlast's code */
+int nncl__tune_override(nncl_device *dev, const char *kernel, const char *const *names, const size_t *values, size_t n);
+/* Overrides every family the set names; 0 or the first CLBlast code. */
+int nncl__tune_apply(nncl_device *dev, const tune_set *s);
+/* "FAMILY default" or "FAMILY N1=v1 N2=v2 ..." */
+void nncl__tune_format_family(char *out, size_t size, const char *family, int has, const char *const *names,
+                              const size_t *v, int n);
+/* Writes s as dev's tuning file; its name in path. */
+nncl_status nncl__tune_store(nncl_context *ctx, const nncl_device *dev, const tune_set *s, char *path, size_t size);
 
 #endif /* NNCL_TUNE_DATA_H */

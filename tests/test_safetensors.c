@@ -775,6 +775,77 @@ static void remove_tmpdir(void) {
 #endif
 }
 
+/* F16 and BF16 on request: each element rounded to nearest even as
+ * PyTorch's .to(torch.float16 / torch.bfloat16) does (the bit patterns
+ * below are PyTorch's, from numpy and torch 2.15), overflow to Inf, NaN kept
+ * a NaN; the reader gives back the rounded values, the dtype named. */
+static const float hv_in[24] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65519.0f, 65520.0f, 1.00048828f, 1.00146484f,
+                                5.96046448e-08f, 2.98023224e-08f, 4.47034836e-08f, 6.10351562e-05f, 6.10053539e-05f,
+                                0.100000001f, -3.14159274f, INFINITY, -INFINITY, 1e+10f, 1.00000001e-10f, 1.00390625f,
+                                1.01171875f, 3.38999991e+38f, -1.00000012f};
+static const unsigned short hv_f16[24] = {0x0000, 0x8000, 0x3c00, 0xc100, 0x7bff, 0x7bff, 0x7c00, 0x3c00,
+                                          0x3c02, 0x0001, 0x0000, 0x0001, 0x0400, 0x0400, 0x2e66, 0xc248,
+                                          0x7c00, 0xfc00, 0x7c00, 0x0000, 0x3c04, 0x3c0c, 0x7c00, 0xbc00};
+static const unsigned short hv_bf16[24] = {0x0000, 0x8000, 0x3f80, 0xc020, 0x4780, 0x4780, 0x4780, 0x3f80,
+                                           0x3f80, 0x3380, 0x3300, 0x3340, 0x3880, 0x3880, 0x3dcd, 0xc049,
+                                           0x7f80, 0xff80, 0x5015, 0x2edc, 0x3f80, 0x3f82, 0x7f7f, 0xbf80};
+
+static int test_half_write(void) {
+    const char *name = "safetensors F16 and BF16 on request: PyTorch's rounding, bits and read-back";
+    float in[25];
+    nncl_safetensors_entry e[3];
+    nncl_safetensors *st = NULL;
+    char path[512];
+    unsigned char *bytes;
+    size_t size, hdr;
+    int k, i;
+    memcpy(in, hv_in, sizeof hv_in);
+    in[24] = NAN;
+    memset(e, 0, sizeof e);
+    e[0].name = "h"; e[0].ndim = 1; e[0].shape[0] = 25; e[0].data = in; strcpy(e[0].dtype, "F16");
+    e[1].name = "b"; e[1].ndim = 1; e[1].shape[0] = 25; e[1].data = in; strcpy(e[1].dtype, "BF16");
+    e[2].name = "f"; e[2].ndim = 1; e[2].shape[0] = 25; e[2].data = in; strcpy(e[2].dtype, "I64"); /* F32 */
+    path_in_tmp(path, sizeof path, "half.safetensors");
+    TH_OK(name, NULL, nncl_safetensors_save(path, e, 3, NULL));
+    bytes = slurp(path, &size);
+    TH_CHECK(name, bytes != NULL && size > 8);
+    hdr = 8 + (size_t)bytes[0] + ((size_t)bytes[1] << 8);
+    TH_CHECK(name, size == hdr + 25 * 2 + 25 * 2 + 25 * 4);
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < 25; i++) {
+            const unsigned char *p = bytes + hdr + (size_t)k * 50 + 2 * (size_t)i;
+            unsigned got = (unsigned)p[0] | (unsigned)p[1] << 8, want = i < 24 ? (k ? hv_bf16[i] : hv_f16[i]) : 0;
+            if (i == 24 ? (k ? (got & 0x7f80u) != 0x7f80u || !(got & 0x7fu) : (got & 0x7c00u) != 0x7c00u || !(got & 0x3ffu))
+                        : got != want) {
+                th_fail(name, "%s of %.9g: 0x%04x, PyTorch 0x%04x", k ? "BF16" : "F16", (double)in[i], got, want);
+                free(bytes);
+                return 1;
+            }
+        }
+    free(bytes);
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    for (k = 0; k < 3; k++) {
+        nncl_safetensors_entry g;
+        TH_OK(name, NULL, nncl_safetensors_get(st, k, &g));
+        TH_CHECK(name, strcmp(g.dtype, k == 0 ? "F16" : k == 1 ? "BF16" : "F32") == 0 && g.numel == 25);
+        for (i = 0; i < 24; i++) {
+            uint32_t bits = (uint32_t)(k == 1 ? hv_bf16[i] : 0) << 16;
+            float want = in[i];
+            if (k == 1) memcpy(&want, &bits, 4);
+            if (k == 0) { /* half to float by hand: sign, exponent, mantissa */
+                unsigned h = hv_f16[i], ex = (h >> 10) & 31u, man = h & 1023u;
+                double v = ex == 31 ? HUGE_VAL : ex ? ldexp(1024.0 + man, (int)ex - 25) : ldexp((double)man, -24);
+                want = (float)((h & 0x8000u) ? -v : v);
+            }
+            TH_CHECK(name, memcmp(&g.data[i], &want, 4) == 0);
+        }
+        TH_CHECK(name, isnan(g.data[24]));
+    }
+    nncl_safetensors_free(st);
+    th_pass(name);
+    return 0;
+}
+
 int main(void) {
     const char *base = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/nncl-st-XXXXXX", base && *base ? base : "/tmp");
@@ -783,6 +854,7 @@ int main(void) {
         return 1;
     }
     test_round_trip();
+    test_half_write();
     test_layout();
     test_torch_bytes();
     test_expect();

@@ -101,6 +101,50 @@ static int test_round_trip_and_refusal(nncl_context *ctx) {
     return 0;
 }
 
+/* A model file in F16 or BF16 holds every weight rounded to nearest even
+ * (the rounding test_safetensors checks against PyTorch's) and loads back
+ * as those values; a checkpoint keeps fp32. */
+static int test_half_files(nncl_context *ctx) {
+    const char *name = "save_model in F16 and BF16: each weight rounded, loads back; checkpoints stay F32";
+    tio_model a, b;
+    char path[64];
+    float pa[256], pb[256];
+    nncl_model_meta meta = nncl_model_meta_default();
+    int k, i;
+    snprintf(path, sizeof path, "/tmp/nncl-tio-half-%ld.safetensors", (long)getpid());
+    TH_CHECK(name, tio_build(ctx, 0, 8, &a, 0) == 0 && tio_build(ctx, 0, 8, &b, 0) == 0);
+    TH_OK(name, ctx, nncl_trainer_load(a.t, "tests/data/torch_mlp.safetensors"));
+    TH_CHECK(name, a.g->n_params < 256 && !nncl__trainer_download(a.t, pa, NULL));
+    for (k = 0; k < 3; k++) {
+        nncl_safetensors *st = NULL;
+        nncl_safetensors_entry e;
+        meta.dtype = k == 0 ? NNCL_PRECISION_FP16 : NNCL_PRECISION_BF16;
+        if (k < 2) TH_OK(name, ctx, nncl_trainer_save_model(a.t, path, &meta));
+        else TH_OK(name, ctx, nncl_trainer_save_checkpoint(a.t, path));
+        TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+        for (i = 0; i < nncl_safetensors_count(st); i++) {
+            TH_OK(name, NULL, nncl_safetensors_get(st, i, &e));
+            TH_CHECK(name, strcmp(e.dtype, k == 0 ? "F16" : k == 1 ? "BF16" : "F32") == 0);
+        }
+        nncl_safetensors_free(st);
+        TH_OK(name, ctx, k < 2 ? nncl_trainer_load(b.t, path) : nncl_trainer_load_checkpoint(b.t, path));
+        TH_CHECK(name, !nncl__trainer_download(b.t, pb, NULL));
+        for (i = 0; i < (int)a.g->n_params; i++) {
+            float want = k == 0 ? nncl__f16_to_f32(nncl__f32_to_f16(pa[i]))
+                         : k == 1 ? nncl__bf16_to_f32(nncl__f32_to_bf16(pa[i])) : pa[i];
+            TH_CHECK(name, memcmp(&want, &pb[i], 4) == 0);
+            TH_CHECK(name, k == 2 || fabsf(pb[i] - pa[i]) <= fabsf(pa[i]) * (k == 0 ? 1.0f / 2048 : 1.0f / 256) + 1e-7f);
+        }
+    }
+    meta.dtype = (nncl_precision)5;
+    TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT);
+    remove(path);
+    tio_free(&a);
+    tio_free(&b);
+    th_pass("%s", name);
+    return 0;
+}
+
 static int test_freeze(nncl_context *ctx) {
     const char *name = "frozen parameters get no update and no gradient buffer";
     tio_model m;
@@ -269,6 +313,7 @@ int main(void) {
     if (!ctx) return th_exit_code();
     for (d = 0; d < nncl_device_count(ctx); d++) test_from_pytorch(ctx, d);
     test_round_trip_and_refusal(ctx);
+    test_half_files(ctx);
     test_freeze(ctx);
     test_checkpoint_meta(ctx);
     test_pytorch_batchnorm(ctx);

@@ -1,0 +1,295 @@
+/* test_mixed.c - mixed precision: dynamic loss scaling against PyTorch's
+ * GradScaler (the scale of every step and the skipped steps of recorded
+ * runs with injected overflows, tests/data/gradscaler_ref.txt), scaled
+ * fp32 training equal bit for bit to unscaled (the scale is a power of two),
+ * also clipped and over several devices, the scale resumed exactly from a
+ * checkpoint, and the precision settings checked at creation. */
+#include "harness.h"
+#include "trainer.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TM_N 64
+#define TM_D 6
+#define TM_C 3
+
+static float tm_x[TM_N * TM_D], tm_y[TM_N];
+
+typedef struct tm_model {
+    nncl_graph *g;
+    nncl_node *x, *y, *loss;
+} tm_model;
+
+static void tm_data(void) {
+    unsigned seed = 7;
+    int i, k;
+    for (i = 0; i < TM_N; i++) {
+        tm_y[i] = (float)(i % TM_C);
+        for (k = 0; k < TM_D; k++) tm_x[i * TM_D + k] = (k % TM_C == i % TM_C ? 2.0f : 0.0f) + th_uniform(&seed) - 0.5f;
+    }
+}
+
+static int tm_build(nncl_context *ctx, tm_model *m) {
+    int xs[1] = {TM_D};
+    nncl_node *h;
+    m->g = nncl_graph_create(ctx, 11);
+    m->x = nncl_input(m->g, "x", 1, xs);
+    m->y = nncl_input(m->g, "y", 0, NULL);
+    h = nncl_linear(m->g, m->x, 8, 1, NNCL_ACT_RELU, "fc1");
+    h = nncl_linear(m->g, h, TM_C, 1, NNCL_ACT_NONE, "fc2");
+    m->loss = nncl_softmax_cross_entropy(m->g, h, m->y);
+    return m->loss != NULL;
+}
+
+/* A trainer of m on devices devs[0..nd) (NULL: device 0), Adam, with loss
+ * scaling `scaling` from init, growth interval `interval`. */
+static nncl_trainer *tm_trainer(nncl_context *ctx, tm_model *m, const int *devs, int nd, int scaling, float init,
+                                int interval, float clip) {
+    static const int zero = 0;
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    c.max_batch = 16;
+    c.optim.lr = 0.01f;
+    c.optim.clip_norm = clip;
+    c.devices = devs ? devs : &zero;
+    c.n_devices = devs ? nd : 1;
+    c.shares = nd > 1 ? even : NULL;
+    c.loss_scaling = scaling;
+    c.loss_scale_init = init;
+    c.loss_scale_growth_interval = interval;
+    if (nncl_trainer_create(ctx, m->g, m->loss, &c, &t) != NNCL_OK) return NULL;
+    return t;
+}
+
+/* Step s on batch s mod 4 of 16 samples; a NaN in it when bad. */
+static nncl_status tm_step(nncl_trainer *t, tm_model *m, int s, int bad, nncl_step_info *info) {
+    float x[16 * TM_D];
+    nncl_feed f[2];
+    int start = (s % 4) * 16;
+    memcpy(x, tm_x + start * TM_D, sizeof x);
+    if (bad) x[3] = NAN;
+    f[0].node = m->x;
+    f[0].data = x;
+    f[1].node = m->y;
+    f[1].data = tm_y + start;
+    return nncl_trainer_step(t, f, 2, 16, info);
+}
+
+static FILE *tm_open_ref(void) {
+    static const char *const dirs[3] = {"tests/data", "../tests/data", "../../tests/data"};
+    char path[256];
+    int i;
+    for (i = 0; i < 3; i++) {
+        FILE *f;
+        snprintf(path, sizeof path, "%s/gradscaler_ref.txt", dirs[i]);
+        if ((f = fopen(path, "r")) != NULL) return f;
+    }
+    return NULL;
+}
+
+/* One recorded run: the same overflows injected, the scale of every step
+ * and every skip compared with GradScaler's. */
+static int tm_run_ref(nncl_context *ctx, FILE *f, const char *run, float init, int interval, int steps,
+                      const char *bad_list) {
+    char name[200];
+    tm_model m;
+    nncl_trainer *t;
+    unsigned char *bad = (unsigned char *)calloc((size_t)steps + 1, 1);
+    const char *p = bad_list;
+    int s, n_bad = 0;
+    snprintf(name, sizeof name, "loss scale of every step equals GradScaler's: run %s (%d steps, growth interval %d)",
+             run, steps, interval);
+    TH_CHECK(name, bad != NULL);
+    while (*p) {
+        int k = atoi(p);
+        if (k >= 0 && k < steps) bad[k] = 1;
+        while (*p && *p != ',') p++;
+        if (*p) p++;
+    }
+    TH_CHECK(name, tm_build(ctx, &m));
+    TH_CHECK(name, (t = tm_trainer(ctx, &m, NULL, 1, 1, init, interval, 0)) != NULL);
+    for (s = 0; s < steps; s++) {
+        nncl_step_info info;
+        double want_scale;
+        int want_skip;
+        TH_CHECK(name, fscanf(f, "%lf %d", &want_scale, &want_skip) == 2);
+        TH_OK(name, ctx, tm_step(t, &m, s, bad[s], &info));
+        if ((double)info.loss_scale != want_scale || info.skipped != want_skip || info.overflow != want_skip) {
+            th_fail(name, "step %d: scale %.9g skipped %d overflow %d, GradScaler %.9g skipped %d", s,
+                    (double)info.loss_scale, info.skipped, info.overflow, want_scale, want_skip);
+            return 1;
+        }
+        n_bad += want_skip;
+    }
+    TH_CHECK(name, nncl_trainer_step_count(t) == steps - n_bad);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    free(bad);
+    th_pass("%s, %d overflows", name, n_bad);
+    return 0;
+}
+
+static int test_gradscaler(nncl_context *ctx) {
+    const char *name = "GradScaler reference file";
+    FILE *f = tm_open_ref();
+    char line[512];
+    int runs = 0;
+    if (!f) {
+        th_fail(name, "tests/data/gradscaler_ref.txt not found (run from the source folder)");
+        return 1;
+    }
+    while (fgets(line, sizeof line, f)) {
+        char run[64], list[400];
+        double init;
+        int interval, steps;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (sscanf(line, "run %63s %lf %d %d %399s", run, &init, &interval, &steps, list) != 5) {
+            th_fail(name, "malformed line: %s", line);
+            fclose(f);
+            return 1;
+        }
+        if (tm_run_ref(ctx, f, run, (float)init, interval, steps, list)) {
+            fclose(f);
+            return 1;
+        }
+        if (!fgets(line, sizeof line, f)) break; /* the end of the last step's line */
+        runs++;
+    }
+    fclose(f);
+    TH_CHECK(name, runs == 2);
+    return 0;
+}
+
+static int tm_params(nncl_trainer *t, float *out) { return nncl__trainer_download(t, out, NULL) != NNCL_OK; }
+
+/* Scaled fp32 training changes no bit of the parameters: the gradients are
+ * multiplied by a power of two and divided by it exactly. */
+static int test_scaled_equals_unscaled(nncl_context *ctx, const int *devs, int nd, float clip, const char *what) {
+    char name[200];
+    tm_model a, b;
+    nncl_trainer *ta, *tb;
+    float *pa, *pb;
+    int s;
+    snprintf(name, sizeof name, "fp32 training with loss scale 2^10 equals unscaled bit for bit (%s)", what);
+    TH_CHECK(name, tm_build(ctx, &a) && tm_build(ctx, &b));
+    TH_CHECK(name, (ta = tm_trainer(ctx, &a, devs, nd, -1, 0, 0, clip)) != NULL);
+    TH_CHECK(name, (tb = tm_trainer(ctx, &b, devs, nd, 1, 1024.0f, 4, clip)) != NULL);
+    for (s = 0; s < 12; s++) {
+        nncl_step_info ia, ib;
+        TH_OK(name, ctx, tm_step(ta, &a, s, 0, &ia));
+        TH_OK(name, ctx, tm_step(tb, &b, s, 0, &ib));
+        TH_CHECK(name, ia.loss_scale == 1.0f && ib.loss_scale == (s < 4 ? 1024.0f : s < 8 ? 2048.0f : 4096.0f));
+        TH_CHECK(name, !ib.skipped && !ib.overflow);
+        TH_CHECK(name, ia.loss == ib.loss);
+    }
+    pa = (float *)calloc(a.g->n_params, sizeof(float));
+    pb = (float *)calloc(b.g->n_params, sizeof(float));
+    TH_CHECK(name, pa && pb && !tm_params(ta, pa) && !tm_params(tb, pb));
+    if (memcmp(pa, pb, a.g->n_params * sizeof(float)) != 0) {
+        th_fail(name, "parameters differ: [0] %.9g vs %.9g", pa[0], pb[0]);
+        return 1;
+    }
+    free(pa); free(pb);
+    nncl_trainer_free(ta); nncl_trainer_free(tb);
+    nncl_graph_free(a.g); nncl_graph_free(b.g);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* The scale and its count of clean steps come back from a checkpoint: the
+ * resumed trainer's scales and parameters follow the uninterrupted one's. */
+static int test_resume_scale(nncl_context *ctx) {
+    const char *name = "loss scale and growth count resume exactly from a checkpoint";
+    char path[64];
+    tm_model a, b;
+    nncl_trainer *ta, *tb;
+    float *pa, *pb;
+    int s;
+    snprintf(path, sizeof path, "/tmp/nncl-mixed-%ld.ckpt", (long)rand());
+    TH_CHECK(name, tm_build(ctx, &a) && tm_build(ctx, &b));
+    TH_CHECK(name, (ta = tm_trainer(ctx, &a, NULL, 1, 1, 256.0f, 3, 0)) != NULL);
+    TH_CHECK(name, (tb = tm_trainer(ctx, &b, NULL, 1, 1, 256.0f, 3, 0)) != NULL);
+    for (s = 0; s < 4; s++) TH_OK(name, ctx, tm_step(ta, &a, s, s == 1, NULL)); /* scale 128, 2 clean steps since */
+    TH_OK(name, ctx, nncl_trainer_save_checkpoint(ta, path));
+    TH_OK(name, ctx, nncl_trainer_load_checkpoint(tb, path));
+    remove(path);
+    for (s = 4; s < 12; s++) {
+        nncl_step_info ia, ib;
+        TH_OK(name, ctx, tm_step(ta, &a, s, s == 9, &ia));
+        TH_OK(name, ctx, tm_step(tb, &b, s, s == 9, &ib));
+        if (ia.loss_scale != ib.loss_scale || ia.skipped != ib.skipped) {
+            th_fail(name, "step %d: scale %g resumed, %g uninterrupted", s, (double)ib.loss_scale, (double)ia.loss_scale);
+            return 1;
+        }
+        if (s == 4 || s == 5) /* the third clean step after the backoff doubles it */
+            TH_CHECK(name, ib.loss_scale == (s == 4 ? 128.0f : 256.0f));
+    }
+    pa = (float *)calloc(a.g->n_params, sizeof(float));
+    pb = (float *)calloc(b.g->n_params, sizeof(float));
+    TH_CHECK(name, pa && pb && !tm_params(ta, pa) && !tm_params(tb, pb));
+    TH_CHECK(name, memcmp(pa, pb, a.g->n_params * sizeof(float)) == 0);
+    free(pa); free(pb);
+    nncl_trainer_free(ta); nncl_trainer_free(tb);
+    nncl_graph_free(a.g); nncl_graph_free(b.g);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Bad precision and loss-scaling fields are argument errors naming the
+ * field; the step info says scale 1 without scaling. */
+static int test_config(nncl_context *ctx) {
+    const char *name = "precision and loss-scaling fields are checked at creation";
+    static const int zero = 0;
+    tm_model m;
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    TH_CHECK(name, c.precision == NNCL_PRECISION_FP32 && c.loss_scaling == 0);
+    TH_CHECK(name, tm_build(ctx, &m));
+    c.max_batch = 16;
+    c.devices = &zero;
+    c.n_devices = 1;
+    c.precision = (nncl_precision)7;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "precision = 7") != NULL);
+    c.precision = NNCL_PRECISION_FP32;
+    c.loss_scaling = 2;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scaling = 2") != NULL);
+    c.loss_scaling = 1;
+    c.loss_scale_init = -1.0f;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scale_init") != NULL);
+    c.loss_scale_init = INFINITY;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    c.loss_scale_init = 0;
+    c.loss_scale_growth_interval = -3;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scale_growth_interval") != NULL);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
+int main(void) {
+    nncl_context *ctx;
+    int devs[8], nd, i;
+    tm_data();
+    if (!(ctx = th_context())) return th_exit_code();
+    nd = nncl_device_count(ctx) < 8 ? nncl_device_count(ctx) : 8;
+    for (i = 0; i < nd; i++) devs[i] = i;
+    test_config(ctx);
+    test_gradscaler(ctx);
+    test_scaled_equals_unscaled(ctx, NULL, 1, 0, "one device");
+    test_scaled_equals_unscaled(ctx, NULL, 1, 0.05f, "one device, gradients clipped");
+    if (nd > 1) {
+        test_scaled_equals_unscaled(ctx, devs, nd, 0, "all devices, even split");
+        test_scaled_equals_unscaled(ctx, devs, nd, 0.05f, "all devices, gradients clipped");
+    } else {
+        th_skip("fp32 training with loss scale equals unscaled over several devices", "needs two devices");
+    }
+    test_resume_scale(ctx);
+    nncl_free(ctx);
+    return th_exit_code();
+}
