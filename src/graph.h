@@ -106,15 +106,15 @@ typedef struct nncl__opdef {
     void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                          const double *gout, double *const *gin, double *aux);
     const void *impl;          /* what the family's shared functions read for this op */
+    /* The op's contract on host data fed to its input `in` (batch samples),
+     * checked before any device works (class labels in range): an
+     * argument error naming the input. NULL: any data. */
+    nncl_status (*check_feed)(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch);
     /* Half storage (nncl_train_config.precision): half 1 when the op's
      * kernels take activations in the storage type (cl/common.cl act_t);
      * f32_in has bit i set for an input that stays fp32 (labels, targets);
      * f32_out 1 when the node's value, gradient and aux stay fp32 (losses). */
     int half, f32_in, f32_out;
-    /* The op's contract on host data fed to its input `in` (batch samples),
-     * checked before any device works (class labels in range): an
-     * argument error naming the input. NULL: any data. */
-    nncl_status (*check_feed)(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch);
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the

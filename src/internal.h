@@ -64,6 +64,16 @@ void *nncl__calloc(size_t n, size_t sz);
 char *nncl__strdup(const char *s);
 /* Seconds on a monotonic clock, for durations. */
 double nncl__seconds(void);
+
+/* A pool of worker threads (crew.c): run calls job(arg, i) for every
+ * member i in 0..n-1 at once, member 0 on the calling thread, and returns
+ * when all are done. start takes 1..64 members. */
+typedef struct nncl__crew nncl__crew;
+typedef void (*nncl__crew_job)(void *arg, int member);
+nncl_status nncl__crew_start(nncl_context *ctx, int n, nncl__crew **out);
+void nncl__crew_run(nncl__crew *c, nncl__crew_job job, void *arg);
+void nncl__crew_stop(nncl__crew *c);
+
 /* fp16 and bf16 bit patterns (in the low 16 bits) to and from float,
  * rounding to nearest even (half.c). */
 float nncl__f16_to_f32(unsigned h);
