@@ -91,15 +91,8 @@ static nncl_node *graph_push(nncl_graph *g, nncl__op op, const char *name) {
     nncl_node *n;
     if (g->frozen)
         return nncl__graph_fail(g, NNCL_ERR_STATE, "the graph already has a plan: build the whole model first");
-    if (g->n_nodes == g->cap_nodes) {
-        int cap = g->cap_nodes ? g->cap_nodes * 2 : 32;
-        nncl_node **nn = (nncl_node **)nncl__calloc((size_t)cap, sizeof *nn);
-        if (!nn) return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
-        if (g->nodes) memcpy(nn, g->nodes, (size_t)g->n_nodes * sizeof *nn);
-        NNCL_FREE(g->nodes);
-        g->nodes = nn;
-        g->cap_nodes = cap;
-    }
+    if (nncl__grow_int((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes, 32))
+        return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
     n = (nncl_node *)nncl__calloc(1, sizeof *n);
     if (!n) return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
     n->id = g->n_nodes;

@@ -61,6 +61,11 @@
 
 /* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
 void *nncl__calloc(size_t n, size_t sz);
+/* Room for need elements of elem bytes in the growing array *p of *cap
+ * elements (doubled, from first; the new room zeroed): 0, or nonzero with
+ * nothing changed when memory or the size ran out. _int: int counts. */
+int nncl__grow(void **p, size_t *cap, size_t need, size_t elem, size_t first);
+int nncl__grow_int(void **p, int *cap, int need, size_t elem, int first);
 char *nncl__strdup(const char *s);
 /* Seconds on a monotonic clock, for durations. */
 double nncl__seconds(void);
