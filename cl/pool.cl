@@ -2,7 +2,33 @@
  * argmax (index h*W + w within the plane, as a float) kept for backward,
  * average pooling with the padding counted in the divisor, and the backward
  * of global average pooling. Backward kernels gather per input element over
- * the windows that cover it: no atomics, and acc adds instead of writing. */
+ * the windows that cover it: no atomics, and acc adds instead of writing.
+ *
+ * The usual 2x2 window at stride 2 without padding has kernels of its own
+ * (_2x2) on NDRange (G * plane, ceil(planes / G)): dim 0 one element (an
+ * output forward, an input backward) of a group of G whole planes, G *
+ * plane <= 2^20 (src/op_pool.c), dim 1 the group, and no loop inside. That
+ * is what CPU drivers run as full SIMD lanes (one long regular dimension;
+ * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
+ * them running one work-item at a time), with coordinates from float
+ * quotients rather than integer divisions (one lane at a time there too).
+ * The other kernels run on NDRange (cols, rows, planes). */
+
+/* a / b for 0 <= a < 2^20 and 1 <= b <= 2^20, from inv = 1.0f / b (within
+ * 2.5 ulp): (a + 1/2) / b is at least 1/(2b) from an integer, and the
+ * product errs there by less than 4 (a + 1/2) 2^-23 / b < 1/(2b). */
+int nncl_pool_quot(int a, float inv) { return (int)(((float)a + 0.5f) * inv); }
+
+/* The plane (of the whole tensor), row and column of this work-item's
+ * element in planes of rows x cols on the _2x2 kernels' NDRange; 0 past the
+ * last plane. */
+int nncl_pool_at(int G, int planes, int rows, int cols, int *plane, int *r, int *c) {
+    int j = get_global_id(0), size = rows * cols, pl = nncl_pool_quot(j, 1.0f / (float)size), at = j - pl * size;
+    *r = nncl_pool_quot(at, 1.0f / (float)cols);
+    *c = at - *r * cols;
+    *plane = (int)get_global_id(1) * G + pl;
+    return pl < G && *plane < planes;
+}
 
 /* The output rows (or columns) whose window [o*st - pad, o*st - pad + k)
  * covers input position h: lo..hi inclusive (empty when lo > hi). */
@@ -13,116 +39,123 @@ void nncl_pool_range(int h, int k, int st, int pad, int OH, int *lo, int *hi) {
     if (*hi > OH - 1) *hi = OH - 1;
 }
 
-/* a / st for a >= 0: a shift for the usual stride 2 (integer division is
- * a loop of scalar divisions on CPU drivers, which run work-items as SIMD
- * lanes). */
-int nncl_pool_div(int a, int st) { return st == 2 ? a >> 1 : a / st; }
-
-/* n = planes * OH * OW outputs, NDRange (OW, OH, planes): coordinates
- * without divisions. Padding never wins (-inf); the first maximum in scan
- * order wins ties and a NaN propagates, as in PyTorch. */
-__kernel void nncl_maxpool2d_f32(__global const float *x, int x_off, __global float *y, int y_off,
-                                 __global float *idx, int idx_off, int n, int H, int W, int OH, int OW, int k, int st,
-                                 int pad) {
-    int ow = get_global_id(0), oh = get_global_id(1), plane = get_global_id(2), i;
-    int h0, w0, ki, kj, best_i = -1;
-    float best = -INFINITY;
-    __global const float *xp;
-    i = (plane * OH + oh) * OW + ow;
-    if (ow >= OW || oh >= OH || i >= n) return;
-    h0 = oh * st - pad;
-    w0 = ow * st - pad;
-    xp = x + x_off + plane * H * W;
-    for (ki = 0; ki < k; ki++) {
-        int h = h0 + ki;
-        if (h < 0 || h >= H) continue;
+/* Output (oh, ow) of its plane: the maximum of its window with the first
+ * argmax in scan order (padding never wins; a NaN propagates, as in
+ * PyTorch), and the window's sum (padding as zeros). */
+void nncl_pool_window(__global const float *xp, int oh, int ow, int H, int W, int k, int st, int pad, float *best,
+                      int *best_i, float *sum) {
+    int h0 = oh * st - pad, w0 = ow * st - pad, ki, kj;
+    *best = -INFINITY;
+    *best_i = -1;
+    *sum = 0.0f;
+    for (ki = 0; ki < k; ki++)
         for (kj = 0; kj < k; kj++) {
-            int w = w0 + kj;
+            int h = h0 + ki, w = w0 + kj;
             float v;
-            if (w < 0 || w >= W) continue;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
             v = xp[h * W + w];
-            if (v > best || isnan(v) || best_i < 0) {
-                best = v;
-                best_i = h * W + w;
+            *sum += v;
+            if (v > *best || isnan(v) || *best_i < 0) {
+                *best = v;
+                *best_i = h * W + w;
             }
         }
-    }
+}
+
+__kernel void nncl_maxpool2d_f32(__global const float *x, int x_off, __global float *y, int y_off,
+                                 __global float *idx, int idx_off, int H, int W, int OH, int OW, int k, int st,
+                                 int pad) {
+    int ow = get_global_id(0), oh = get_global_id(1), plane = get_global_id(2), best_i, i;
+    float best, sum;
+    if (ow >= OW || oh >= OH) return;
+    nncl_pool_window(x + x_off + plane * H * W, oh, ow, H, W, k, st, pad, &best, &best_i, &sum);
+    i = (plane * OH + oh) * OW + ow;
     y[y_off + i] = best;
     idx[idx_off + i] = (float)best_i;
 }
 
-/* n = planes * H * W inputs, NDRange (W, H, planes): dx gets dy of every
- * window whose argmax it is; windows that neither overlap nor pad (k ==
- * st, pad 0, the usual 2x2) hold each input at most once. */
-__kernel void nncl_maxpool2d_backward_f32(__global const float *dy, int dy_off, __global const float *idx, int idx_off,
-                                          __global float *dx, int dx_off, int n, int H, int W, int OH, int OW, int k,
-                                          int st, int pad, int acc) {
-    int w = get_global_id(0), h = get_global_id(1), plane = get_global_id(2), i;
-    int lo_h, hi_h, lo_w, hi_w, oh, ow;
-    float me, sum = 0.0f;
-    i = (plane * H + h) * W + w;
-    if (w >= W || h >= H || i >= n) return;
-    me = (float)(h * W + w);
-    if (k == st && pad == 0) {
-        oh = nncl_pool_div(h, st);
-        ow = nncl_pool_div(w, st);
-        if (oh < OH && ow < OW) {
-            int o = (plane * OH + oh) * OW + ow;
-            if (idx[idx_off + o] == me) sum = dy[dy_off + o];
-        }
-        dx[dx_off + i] = acc ? dx[dx_off + i] + sum : sum;
-        return;
-    }
-    nncl_pool_range(h, k, st, pad, OH, &lo_h, &hi_h);
-    nncl_pool_range(w, k, st, pad, OW, &lo_w, &hi_w);
-    for (oh = lo_h; oh <= hi_h; oh++)
-        for (ow = lo_w; ow <= hi_w; ow++) {
-            int o = (plane * OH + oh) * OW + ow;
-            if (idx[idx_off + o] == me) sum += dy[dy_off + o];
-        }
-    dx[dx_off + i] = acc ? dx[dx_off + i] + sum : sum;
+/* The 2x2 window in the order and by the rules of nncl_pool_window. */
+__kernel void nncl_maxpool2d_f32_2x2(__global const float *x, int x_off, __global float *y, int y_off,
+                                     __global float *idx, int idx_off, int planes, int H, int W, int OH, int OW,
+                                     int G) {
+    int plane, oh, ow, at, best_i, i;
+    float best, v;
+    __global const float *xp;
+    if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
+    at = 2 * oh * W + 2 * ow;
+    xp = x + x_off + plane * H * W + at;
+    best = xp[0];
+    best_i = at;
+    v = xp[1];
+    best_i = v > best || isnan(v) ? at + 1 : best_i;
+    best = v > best || isnan(v) ? v : best;
+    v = xp[W];
+    best_i = v > best || isnan(v) ? at + W : best_i;
+    best = v > best || isnan(v) ? v : best;
+    v = xp[W + 1];
+    best_i = v > best || isnan(v) ? at + W + 1 : best_i;
+    best = v > best || isnan(v) ? v : best;
+    i = (plane * OH + oh) * OW + ow;
+    y[y_off + i] = best;
+    idx[idx_off + i] = (float)best_i;
 }
 
 /* Mean over the k*k window, padding included as zeros. */
-__kernel void nncl_avgpool2d_f32(__global const float *x, int x_off, __global float *y, int y_off, int n, int H,
-                                 int W, int OH, int OW, int k, int st, int pad) {
-    int i = get_global_id(0);
-    int ow, oh, plane, h0, w0, ki, kj;
-    float sum = 0.0f;
-    __global const float *xp;
-    if (i >= n) return;
-    ow = i % OW;
-    oh = (i / OW) % OH;
-    plane = i / (OW * OH);
-    h0 = oh * st - pad;
-    w0 = ow * st - pad;
-    xp = x + x_off + plane * H * W;
-    for (ki = 0; ki < k; ki++) {
-        int h = h0 + ki;
-        if (h < 0 || h >= H) continue;
-        for (kj = 0; kj < k; kj++) {
-            int w = w0 + kj;
-            if (w >= 0 && w < W) sum += xp[h * W + w];
-        }
-    }
-    y[y_off + i] = sum / (float)(k * k);
+__kernel void nncl_avgpool2d_f32(__global const float *x, int x_off, __global float *y, int y_off, int H, int W,
+                                 int OH, int OW, int k, int st, int pad) {
+    int ow = get_global_id(0), oh = get_global_id(1), plane = get_global_id(2), best_i;
+    float best, sum;
+    if (ow >= OW || oh >= OH) return;
+    nncl_pool_window(x + x_off + plane * H * W, oh, ow, H, W, k, st, pad, &best, &best_i, &sum);
+    y[y_off + (plane * OH + oh) * OW + ow] = sum / (float)(k * k);
 }
 
-__kernel void nncl_avgpool2d_backward_f32(__global const float *dy, int dy_off, __global float *dx, int dx_off, int n,
-                                          int H, int W, int OH, int OW, int k, int st, int pad, int acc) {
-    int i = get_global_id(0);
-    int w, h, plane, lo_h, hi_h, lo_w, hi_w, oh, ow;
-    float sum = 0.0f;
-    if (i >= n) return;
-    w = i % W;
-    h = (i / W) % H;
-    plane = i / (W * H);
+/* dx gets dy of every window whose argmax it is (with avg, dy / k^2 of
+ * every window covering it). */
+void nncl_pool_backward(__global const float *dy, __global const float *idx, int is_max, __global float *dx, int H,
+                        int W, int OH, int OW, int k, int st, int pad, int acc) {
+    int w = get_global_id(0), h = get_global_id(1), plane = get_global_id(2), lo_h, hi_h, lo_w, hi_w, oh, ow;
+    float me, sum = 0.0f;
+    __global const float *dp, *ip;
+    if (w >= W || h >= H) return;
+    me = (float)(h * W + w);
+    dp = dy + plane * OH * OW;
+    ip = is_max ? idx + plane * OH * OW : dp;
     nncl_pool_range(h, k, st, pad, OH, &lo_h, &hi_h);
     nncl_pool_range(w, k, st, pad, OW, &lo_w, &hi_w);
     for (oh = lo_h; oh <= hi_h; oh++)
-        for (ow = lo_w; ow <= hi_w; ow++) sum += dy[dy_off + (plane * OH + oh) * OW + ow];
-    sum /= (float)(k * k);
-    dx[dx_off + i] = acc ? dx[dx_off + i] + sum : sum;
+        for (ow = lo_w; ow <= hi_w; ow++)
+            if (!is_max || ip[oh * OW + ow] == me) sum += dp[oh * OW + ow];
+    if (!is_max) sum /= (float)(k * k);
+    dx += (plane * H + h) * W + w;
+    *dx = acc ? *dx + sum : sum;
+}
+
+__kernel void nncl_maxpool2d_backward_f32(__global const float *dy, int dy_off, __global const float *idx, int idx_off,
+                                          __global float *dx, int dx_off, int H, int W, int OH, int OW, int k, int st,
+                                          int pad, int acc) {
+    nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
+}
+
+/* The 2x2 window at stride 2 holds each input at most once: one lookup. */
+__kernel void nncl_maxpool2d_backward_f32_2x2(__global const float *dy, int dy_off, __global const float *idx,
+                                              int idx_off, __global float *dx, int dx_off, int planes, int H, int W,
+                                              int OH, int OW, int G, int acc) {
+    int plane, h, w, oh, ow, o, in;
+    float sum;
+    if (!nncl_pool_at(G, planes, H, W, &plane, &h, &w)) return;
+    oh = h >> 1;
+    ow = w >> 1;
+    in = oh < OH && ow < OW;
+    o = in ? (plane * OH + oh) * OW + ow : 0;
+    sum = in && idx[idx_off + o] == (float)(h * W + w) ? dy[dy_off + o] : 0.0f;
+    o = (plane * H + h) * W + w;
+    dx[dx_off + o] = acc ? dx[dx_off + o] + sum : sum;
+}
+
+__kernel void nncl_avgpool2d_backward_f32(__global const float *dy, int dy_off, __global float *dx, int dx_off, int H,
+                                          int W, int OH, int OW, int k, int st, int pad, int acc) {
+    nncl_pool_backward(dy + dy_off, dy, 0, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
 /* dx[p, j] (+)= dy[p] * scale for n = planes * hw inputs (scale 1/hw). */

@@ -61,9 +61,24 @@
 
 /* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
 void *nncl__calloc(size_t n, size_t sz);
+/* Room for need elements of elem bytes in the growing array *p of *cap
+ * elements (doubled, from first; the new room zeroed): 0, or nonzero with
+ * nothing changed when memory or the size ran out. _int: int counts. */
+int nncl__grow(void **p, size_t *cap, size_t need, size_t elem, size_t first);
+int nncl__grow_int(void **p, int *cap, int need, size_t elem, int first);
 char *nncl__strdup(const char *s);
 /* Seconds on a monotonic clock, for durations. */
 double nncl__seconds(void);
+
+/* A pool of worker threads (crew.c): run calls job(arg, i) for every
+ * member i in 0..n-1 at once, member 0 on the calling thread, and returns
+ * when all are done. start takes 1..64 members. */
+typedef struct nncl__crew nncl__crew;
+typedef void (*nncl__crew_job)(void *arg, int member);
+nncl_status nncl__crew_start(nncl_context *ctx, int n, nncl__crew **out);
+void nncl__crew_run(nncl__crew *c, nncl__crew_job job, void *arg);
+void nncl__crew_stop(nncl__crew *c);
+
 /* fp16 and bf16 bit patterns (in the low 16 bits) to and from float,
  * rounding to nearest even (half.c). */
 float nncl__f16_to_f32(unsigned h);
@@ -176,12 +191,25 @@ struct nncl_context {
     char message[NNCL_MSG_MAX];
 };
 
-/* Device d of ctx, or NULL after recording an error. */
+/* Device d of ctx, or NULL after recording an error (device.c, like
+ * everything to the end of this section). */
 nncl_device *nncl__device(nncl_context *ctx, int d);
 
 /* Device buffers are allocated through these, so that memory use is known. */
 nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out);
 void nncl__buffer_release(nncl_device *dev, cl_mem mem, size_t bytes);
+
+/* FNV-1a over n bytes, continuing from h (start: 0xCBF29CE484222325). */
+uint64_t nncl__fnv1a(uint64_t h, const void *data, size_t n);
+/* The cache folder ($NNCL_CACHE_DIR, else $XDG_CACHE_HOME/nncl, else
+ * ~/.cache/nncl) into path, created when missing; 0 when there is none. */
+int nncl__cache_dir(char *path, size_t size);
+/* A file of dev's in the cache folder, named after a hash of dev's identity
+ * (platform, device, vendor, driver, OpenCL and CLBlast versions), with the
+ * given name prefix and extension; 0 when there is no folder. The identity
+ * text itself, one field a line, for files that must check it. */
+int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size);
+void nncl__device_identity(const nncl_device *dev, char *out, size_t size);
 
 /* ------------------------------------------------------------- tensors */
 
@@ -215,6 +243,8 @@ nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *
                                nncl_program **out);
 nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                               const char *name, cl_kernel *out);
+/* Releases every program and kernel of dev (nncl_free). */
+void nncl__programs_release(nncl_device *dev);
 
 /* The disk cache of built programs (binary_cache.c), used for drivers that
  * keep none of their own (config.binary_cache 0), always (1) or never (-1);
@@ -357,11 +387,5 @@ int nncl__tune_mode(const nncl_context *ctx);
 nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
 /* The path of device d's stored tuning into path; 0 when there is no folder. */
 int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
-/* A file of dev's in the cache folder, named after a hash of dev's identity
- * (platform, device, vendor, driver, OpenCL and CLBlast versions), with the
- * given name prefix and extension; 0 when there is no folder. The identity
- * text itself, one field a line, for files that must check it. */
-int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size);
-void nncl__device_identity(const nncl_device *dev, char *out, size_t size);
 
 #endif /* NNCL_INTERNAL_H */

@@ -60,29 +60,41 @@ static nncl_status pool_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-/* The kernels of cl/pool.cl share their trailing geometry arguments. */
-static void pool_args_geometry(nncl__args *a, const pool_dims *d) {
+/* The kernels of cl/pool.cl share their geometry arguments: H, W, OH, OW
+ * and (without tiles) k, stride, padding. */
+static void pool_args_geometry(nncl__args *a, const pool_dims *d, int tiles) {
     nncl__arg_int(a, d->H);
     nncl__arg_int(a, d->W);
     nncl__arg_int(a, d->OH);
     nncl__arg_int(a, d->OW);
+    if (tiles) return;
     nncl__arg_int(a, d->k);
     nncl__arg_int(a, d->st);
     nncl__arg_int(a, d->pad);
 }
 
-/* One work-item per element of cols x rows planes: NDRange (cols, rows,
- * planes), so that kernels get coordinates without dividing. */
-static nncl_status pool_launch_planes(nncl__args *a, nncl__exec *x, int cols, int rows, int planes) {
-    size_t global[3];
-    global[0] = (size_t)cols;
-    global[1] = (size_t)rows;
-    global[2] = (size_t)planes;
-    return nncl__launch(a, x->dev, 3, global, NULL);
+#define POOL_GROUP_MAX (1 << 20) /* elements of dim 0 of the _2x2 kernels (exact float quotients below) */
+#define POOL_LOCAL 256           /* their work-items per group: whole SIMD vectors on CPU drivers */
+
+/* The _2x2 kernels' NDRange (cl/pool.cl) for elements of planes of rows x
+ * cols: groups of G whole planes, G * rows * cols <= 2^20, as few groups
+ * as that allows and of about equal size. Sets the kernel's last arguments:
+ * G, and acc unless negative. */
+static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, int cols, int planes, int acc) {
+    size_t size = (size_t)rows * (size_t)cols, most = POOL_GROUP_MAX / size;
+    size_t groups = ((size_t)planes + most - 1) / most, G = ((size_t)planes + groups - 1) / groups;
+    size_t global[2], local[2] = {POOL_LOCAL, 1};
+    nncl__arg_int(a, (int)G);
+    if (acc >= 0) nncl__arg_int(a, acc);
+    global[0] = G * size;
+    global[1] = ((size_t)planes + G - 1) / G;
+    if (local[0] > x->dev->max_work_group) local[0] = x->dev->max_work_group;
+    return nncl__launch(a, x->dev, 2, global, local);
 }
 
-/* Kernel slots of the pooling rows: forward, backward. */
-enum { POOL_K_FORWARD, POOL_K_BACKWARD };
+/* Kernel slots of the pooling rows: forward, backward (and the max pool's
+ * 2x2 kernels). */
+enum { POOL_K_FORWARD, POOL_K_BACKWARD, POOL_K_FORWARD_2X2, POOL_K_BACKWARD_2X2 };
 
 /* ------------------------------------------------------------- max */
 
@@ -90,26 +102,35 @@ enum { POOL_K_FORWARD, POOL_K_BACKWARD };
 static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch); }
 
 /* Forward and backward of both pools, kernels pool.cl's nncl_<op>_f32
- * (x, y[, argmax], count, geometry) and nncl_<op>_backward_f32 (dy[, argmax],
- * dx, count, geometry, acc); the max pool keeps its argmax in aux and runs
- * one work-item per output (or input) pixel of each plane. */
+ * (x, y[, argmax], geometry) and nncl_<op>_backward_f32 (dy[, argmax], dx,
+ * geometry, acc), one work-item per output (or input) element on NDRange
+ * (cols, rows, planes); the max pool keeps its argmax in aux, and its 2x2
+ * windows at stride 2 take the _2x2 kernels (planes before the geometry,
+ * the group size G after). */
 static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     nncl__args a;
     pool_dims d;
-    int max = n->op == NNCL_OP_MAXPOOL2D;
-    size_t count = nncl__numel(backward ? n->in[0] : n, x->batch);
+    int max = n->op == NNCL_OP_MAXPOOL2D, tiles;
+    size_t global[3];
     if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__kbegin(x, n, backward ? POOL_K_BACKWARD : POOL_K_FORWARD, &a));
+    tiles = max && d.k == 2 && d.st == 2 && d.pad == 0 && (size_t)d.H * (size_t)d.W <= POOL_GROUP_MAX;
+    NNCL_TRY(nncl__kbegin(x, n, (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0), &a));
     nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, n->in[0]));
     if (backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
     if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_int(&a, (int)count);
-    pool_args_geometry(&a, &d);
+    if (tiles) nncl__arg_int(&a, d.planes);
+    pool_args_geometry(&a, &d, tiles);
+    if (tiles) {
+        int rows = backward ? d.H : d.OH, cols = backward ? d.W : d.OW;
+        return pool_launch_groups(&a, x, rows, cols, d.planes, backward ? nncl__grad_accumulate(x, n, 0) : -1);
+    }
     if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    if (!max) return nncl__launch_1d(&a, x->dev, count);
-    return pool_launch_planes(&a, x, backward ? d.W : d.OW, backward ? d.H : d.OH, d.planes);
+    global[0] = (size_t)(backward ? d.W : d.OW);
+    global[1] = (size_t)(backward ? d.H : d.OH);
+    global[2] = (size_t)d.planes;
+    return nncl__launch(&a, x->dev, 3, global, NULL);
 }
 
 static nncl_status pool_forward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 0); }
@@ -154,7 +175,9 @@ static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 }
 
 const nncl__opdef nncl__opdef_maxpool2d = {
-    .name = "maxpool2d", .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}},
+    .name = "maxpool2d",
+    .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
+                {"pool", "nncl_maxpool2d_backward_f32_2x2"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
     .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward};
 
@@ -298,3 +321,6 @@ nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x) {
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_global_avgpool: input is NULL (an earlier builder failed?)");
     return nncl__node_add(g, NNCL_OP_GLOBAL_AVGPOOL, NULL, 1, &x, NULL, 0, NULL, 0);
 }
+
+#undef POOL_GROUP_MAX
+#undef POOL_LOCAL

@@ -53,19 +53,12 @@ static nncl_status overlap_buckets(nncl_trainer *t) {
 static nncl_status overlap_after(void *user, int pos) {
     struct nncl__overlap_ctx *o = (struct nncl__overlap_ctx *)user;
     nncl_trainer *t = o->t;
-    nncl__plan *p = t->plan[o->device];
     int b;
     for (b = 0; b < t->n_buckets; b++) {
-        struct nncl__bucket *k = &t->buckets[b];
-        cl_event done;
-        cl_int err;
-        if (k->pos != pos) continue;
-        NNCL_CL(t->ctx, clEnqueueBarrierWithWaitList(p->x.dev->queue, 0, NULL, &done));
-        err = clEnqueueReadBuffer(t->xfer[o->device], p->x.grads, CL_FALSE, k->off * 4, k->count * 4,
-                                  t->gbuf[o->device] + k->off, 1, &done, NULL);
-        clReleaseEvent(done);
-        NNCL_CL_CHECK(t->ctx, err, "clEnqueueReadBuffer (gradient bucket)");
-        NNCL_CL(t->ctx, clFlush(t->xfer[o->device]));
+        const struct nncl__bucket *k = &t->buckets[b];
+        if (k->pos == pos)
+            NNCL_TRY(nncl__plan_xfer_read(t->plan[o->device], NNCL__PB_GRADS, k->off, k->count,
+                                          t->gbuf[o->device] + k->off));
     }
     return NNCL_OK;
 }
@@ -78,16 +71,12 @@ static int overlap_trusted(const nncl_device *dev) {
 nncl_status nncl__overlap_setup(nncl_trainer *t) {
     /* devices left out by overlap_trusted() get no transfer queue */
     int i;
-    cl_int err;
-    t->xfer = (cl_command_queue *)nncl__calloc((size_t)t->nd, sizeof(cl_command_queue));
     t->octx = (struct nncl__overlap_ctx *)nncl__calloc((size_t)t->nd, sizeof *t->octx);
-    if (!t->xfer || !t->octx) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!t->octx) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     NNCL_TRY(overlap_buckets(t));
     for (i = 0; i < t->nd; i++) {
-        nncl_device *dev = t->plan[i]->x.dev;
-        if (!overlap_trusted(dev)) continue;
-        t->xfer[i] = clCreateCommandQueue(dev->cl_ctx, dev->id, 0, &err);
-        NNCL_CL_CHECK(t->ctx, err, "clCreateCommandQueue (transfer queue)");
+        if (!overlap_trusted(nncl__plan_device(t->plan[i]))) continue;
+        NNCL_TRY(nncl__plan_xfer_open(t->plan[i]));
         t->octx[i].t = t;
         t->octx[i].device = i;
     }
@@ -96,22 +85,16 @@ nncl_status nncl__overlap_setup(nncl_trainer *t) {
 
 void nncl__overlap_enable(nncl_trainer *t, int on) {
     int i;
-    for (i = 0; i < t->nd && t->xfer; i++) {
-        if (on && !overlap_trusted(t->plan[i]->x.dev)) continue;
+    for (i = 0; i < t->nd && t->octx; i++) {
+        if (on && !nncl__plan_has_xfer(t->plan[i])) continue;
         t->plan[i]->after_backward = on ? overlap_after : NULL;
         t->plan[i]->after_user = on ? &t->octx[i] : NULL;
     }
 }
 
+/* The transfer queues go with the plans. */
 void nncl__overlap_free(nncl_trainer *t) {
-    int i;
-    for (i = 0; t->xfer && i < t->nd; i++)
-        if (t->xfer[i]) {
-            clFinish(t->xfer[i]);
-            clReleaseCommandQueue(t->xfer[i]);
-        }
-    NNCL_FREE(t->xfer);
     NNCL_FREE(t->octx);
     NNCL_FREE(t->buckets);
-    t->xfer = NULL;
+    t->octx = NULL;
 }

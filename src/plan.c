@@ -245,6 +245,10 @@ void nncl__plan_free(nncl__plan *p) {
     nncl_device *dev;
     if (!p) return;
     dev = p->x.dev;
+    if (p->xfer) { /* its reads target the plan's gradients */
+        clFinish(p->xfer);
+        clReleaseCommandQueue(p->xfer);
+    }
     if (dev) {
         clFinish(dev->queue);
         nncl__buffer_release(dev, p->arena, p->arena_floats * 4);
@@ -252,6 +256,9 @@ void nncl__plan_free(nncl__plan *p) {
         nncl__buffer_release(dev, p->x.grads, p->graph->n_trainable * 4);
         nncl__buffer_release(dev, p->x.state, p->graph->n_state * 4);
         nncl__buffer_release(dev, p->x.gemm_temp, p->gemm_temp_bytes);
+        nncl__buffer_release(dev, p->opt, p->opt_floats * 4);
+        nncl__buffer_release(dev, p->scratch, p->scratch_floats * 4);
+        if (p->shadow) nncl__buffer_release(dev, p->shadow, p->graph->n_state * 4);
     }
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);

@@ -9,7 +9,14 @@
 #include <math.h>
 #include <pthread.h>
 
+/* What a device's plan hands the hook: the trainer and the device. */
+typedef struct syncbn_seat {
+    nncl_trainer *t;
+    int device;
+} syncbn_seat;
+
 struct nncl__syncbn {
+    syncbn_seat *seat; /* per device */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int waiting, expected, generation, aborted, ready;
@@ -59,17 +66,16 @@ void nncl__syncbn_begin(nncl_trainer *t) {
 static int syncbn_takes_part(const nncl_trainer *t, int i) { return t->alive[i] && t->shard[i] > 0; }
 
 static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, void *user) {
-    nncl_trainer *t = (nncl_trainer *)user;
+    const syncbn_seat *seat = (const syncbn_seat *)user;
+    nncl_trainer *t = seat->t;
     struct nncl__syncbn *s = t->syncbn;
-    int C = n->in[0]->shape[1], i, me = 0, c, first = -1, aborted;
+    int C = n->in[0]->shape[1], i, me = seat->device, c, first = -1, aborted;
     double t0;
     size_t inner = n->in[0]->sample_numel / (size_t)C, block = 8 * (size_t)C;
     double N = (double)x->global_batch * (double)inner, eps = n->fattr[0];
     float *base = s->host + s->off[n->id] * (size_t)t->nd * 4 + (size_t)phase * 4 * C, *mine, *out;
-    for (i = 0; i < t->nd; i++) {
-        if (&t->plan[i]->x == x) me = i;
-        if (first < 0 && syncbn_takes_part(t, i)) first = i;
-    }
+    for (i = 0; i < t->nd && first < 0; i++)
+        if (syncbn_takes_part(t, i)) first = i;
     mine = base + (size_t)me * block;
     out = mine + 2 * (size_t)C;
     /* phase 0: [mean, invstd] of the shard; phase 1: [sum dy, sum dy*xhat] */
@@ -155,10 +161,15 @@ nncl_status nncl__syncbn_setup(nncl_trainer *t) {
     s->off = (size_t *)nncl__calloc((size_t)g->n_nodes, sizeof(size_t));
     s->host = (float *)nncl__calloc(total * 4 * (size_t)t->nd, sizeof(float));
     s->global = (double *)nncl__calloc(total, sizeof(double));
-    if (!s->off || !s->host || !s->global) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    s->seat = (syncbn_seat *)nncl__calloc((size_t)t->nd, sizeof *s->seat);
+    if (!s->off || !s->host || !s->global || !s->seat) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->ready = 1;
+    for (i = 0; i < t->nd; i++) {
+        s->seat[i].t = t;
+        s->seat[i].device = i;
+    }
     for (i = 0, total = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == NNCL_OP_BATCHNORM) {
             s->off[i] = total;
@@ -169,10 +180,8 @@ nncl_status nncl__syncbn_setup(nncl_trainer *t) {
 
 void nncl__syncbn_enable(nncl_trainer *t, int on) {
     int i;
-    for (i = 0; t->syncbn && i < t->nd; i++) {
-        t->plan[i]->x.sync = on ? syncbn_hook : NULL;
-        t->plan[i]->x.sync_user = on ? t : NULL;
-    }
+    for (i = 0; t->syncbn && i < t->nd; i++)
+        nncl__plan_set_sync(t->plan[i], on ? syncbn_hook : NULL, on ? &t->syncbn->seat[i] : NULL);
 }
 
 void nncl__syncbn_free(nncl_trainer *t) {
@@ -185,6 +194,7 @@ void nncl__syncbn_free(nncl_trainer *t) {
     NNCL_FREE(s->off);
     NNCL_FREE(s->host);
     NNCL_FREE(s->global);
+    NNCL_FREE(s->seat);
     NNCL_FREE(s);
     t->syncbn = NULL;
 }

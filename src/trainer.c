@@ -32,25 +32,19 @@ int nncl__trainer_first_alive(const nncl_trainer *t) {
 void nncl_trainer_free(nncl_trainer *t) {
     int i;
     if (!t) return;
-    nncl__crew_stop(t);
+    nncl__crew_stop(t->crew);
     nncl__overlap_free(t);
     nncl__syncbn_free(t);
     for (i = 0; i < t->nd; i++) {
-        nncl__plan *p = t->plan ? t->plan[i] : NULL;
-        if (p) {
-            nncl__buffer_release(p->x.dev, t->opt_state[i], t->opt_floats * 4);
-            nncl__buffer_release(p->x.dev, t->scratch[i], nncl__optim_scratch_floats() * 4);
-            if (t->state_shadow) nncl__buffer_release(p->x.dev, t->state_shadow[i], t->graph->n_state * 4);
-        }
-        nncl__plan_free(p);
+        if (t->plan) nncl__plan_free(t->plan[i]);
         if (t->gbuf) NNCL_FREE(t->gbuf[i]);
         if (t->sbuf) NNCL_FREE(t->sbuf[i]);
     }
-    NNCL_FREE(t->plan); NNCL_FREE(t->opt_state); NNCL_FREE(t->scratch);
+    NNCL_FREE(t->plan);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
     NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg); NNCL_FREE(t->chunk_ss);
     NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->waited); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
-    NNCL_FREE(t->dev_msg); NNCL_FREE(t->sumsq); NNCL_FREE(t->state_shadow);
+    NNCL_FREE(t->dev_msg); NNCL_FREE(t->sumsq);
     NNCL_FREE(t);
 }
 
@@ -58,13 +52,9 @@ nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const flo
     int i;
     nncl_graph *g = t->graph;
     for (i = 0; i < t->nd; i++) {
-        nncl__plan *p = t->plan[i];
-        cl_command_queue q = p->x.dev->queue;
         if (!t->alive[i]) continue;
-        if (params && g->n_params)
-            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.params, CL_TRUE, 0, g->n_params * 4, params, 0, NULL, NULL));
-        if (state && g->n_state)
-            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_TRUE, 0, g->n_state * 4, state, 0, NULL, NULL));
+        if (params) NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
+        if (state) NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_STATE, 0, g->n_state, state, 1));
     }
     return NNCL_OK;
 }
@@ -72,25 +62,9 @@ nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const flo
 nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state) {
     int i = nncl__trainer_first_alive(t);
     nncl_graph *g = t->graph;
-    nncl__plan *p;
     if (i < 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
-    p = t->plan[i];
-    if (params && g->n_params)
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, p->x.params, CL_TRUE, 0, g->n_params * 4, params, 0, NULL,
-                                            NULL));
-    if (state && g->n_state)
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, state, 0, NULL,
-                                            NULL));
-    return NNCL_OK;
-}
-
-/* Zeroes a device buffer of n floats from a host array of zeros. */
-static nncl_status trainer_zero(nncl_trainer *t, nncl_device *dev, cl_mem m, size_t n, const float *zeros, size_t nz) {
-    size_t k;
-    for (k = 0; k < n; k += nz) {
-        size_t c = n - k < nz ? n - k : nz;
-        NNCL_CL(t->ctx, clEnqueueWriteBuffer(dev->queue, m, CL_TRUE, k * 4, c * 4, zeros, 0, NULL, NULL));
-    }
+    if (params) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
+    if (state) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_STATE, 0, g->n_state, state, 1));
     return NNCL_OK;
 }
 
@@ -100,8 +74,6 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     int i;
     t->alive = (int *)nncl__calloc(nd, sizeof(int));
     t->plan = (nncl__plan **)nncl__calloc(nd, sizeof(nncl__plan *));
-    t->opt_state = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
-    t->scratch = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
     t->fixed = (double *)nncl__calloc(nd, sizeof(double));
     t->per_sample = (double *)nncl__calloc(nd, sizeof(double));
     t->shard = (int *)nncl__calloc(nd, sizeof(int));
@@ -114,14 +86,13 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
     t->dev_msg = (char *)nncl__calloc(nd, NNCL_MSG_MAX);
     t->sumsq = (float *)nncl__calloc(nd, sizeof(float));
-    t->state_shadow = (cl_mem *)nncl__calloc(nd, sizeof(cl_mem));
     t->chunk_ss = (double *)nncl__calloc(
         nncl__trainer_chunks(g->n_trainable > g->n_state ? g->n_trainable : g->n_state), sizeof(double));
     t->gavg = (float *)nncl__calloc(nncl__trainer_chunks(g->n_trainable), NNCL__TRAINER_CHUNK * sizeof(float));
     t->savg = (float *)nncl__calloc(nncl__trainer_chunks(g->n_state), NNCL__TRAINER_CHUNK * sizeof(float));
-    if (!t->alive || !t->plan || !t->opt_state || !t->scratch || !t->fixed || !t->per_sample || !t->shard || !t->gbuf ||
-        !t->sbuf || !t->lossv || !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->dev_msg ||
-        !t->sumsq || !t->chunk_ss || !t->state_shadow || !t->gavg || !t->savg)
+    if (!t->alive || !t->plan || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf || !t->lossv ||
+        !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->dev_msg || !t->sumsq || !t->chunk_ss ||
+        !t->gavg || !t->savg)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     for (i = 0; i < t->nd; i++) {
         t->alive[i] = 1;
@@ -137,7 +108,6 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
 static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_graph *g = t->graph;
     float *init = NULL, *state = NULL;
-    static const float zeros[4096] = {0};
     nncl_status st = NNCL_OK;
     int i;
     t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
@@ -146,17 +116,9 @@ static nncl_status trainer_devices(nncl_trainer *t) {
                           "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
                           "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
     for (i = 0; st == NNCL_OK && i < t->nd; i++) {
-        nncl__plan *p;
         st = nncl__plan_create(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, &t->plan[i]);
-        if (st != NNCL_OK) break;
-        p = t->plan[i];
-        st = nncl__buffer_create(t->ctx, p->x.dev, t->opt_floats * 4, &t->opt_state[i]);
-        if (st == NNCL_OK) st = nncl__buffer_create(t->ctx, p->x.dev, nncl__optim_scratch_floats() * 4, &t->scratch[i]);
-        if (st == NNCL_OK && g->n_state)
-            st = nncl__buffer_create(t->ctx, p->x.dev, g->n_state * 4, &t->state_shadow[i]);
-        if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, t->opt_state[i], t->opt_floats, zeros, 4096);
-        if (st == NNCL_OK) st = trainer_zero(t, p->x.dev, p->x.grads, g->n_trainable, zeros, 4096);
-        if (st == NNCL_OK) st = nncl__optim_prepare(t->ctx, p->x.dev, &t->cfg.optim);
+        if (st == NNCL_OK) st = nncl__plan_train(t->plan[i], t->opt_floats, nncl__optim_scratch_floats());
+        if (st == NNCL_OK) st = nncl__optim_prepare(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim);
     }
     if (st != NNCL_OK) return st;
     init = (float *)nncl__calloc(g->n_params + 1, sizeof(float));
@@ -260,7 +222,9 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     }
     st = nncl__graph_layout(g); /* sizes the flat buffers */
     if (st == NNCL_OK) st = trainer_alloc(t);
-    if (st == NNCL_OK) st = nncl__crew_start(t);
+    if (st == NNCL_OK && t->nd > 64)
+        st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "a trainer takes at most 64 devices, got %d", t->nd);
+    if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
     if (st == NNCL_OK) st = trainer_devices(t);
@@ -283,3 +247,28 @@ int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max) {
 }
 
 int64_t nncl_trainer_step_count(const nncl_trainer *t) { return t ? t->step : 0; }
+
+/* ------------------------------------------------------------- device threads */
+
+typedef struct trainer_job {
+    nncl_trainer *t;
+    nncl__device_job job;
+    void *arg;
+} trainer_job;
+
+static void trainer_job_run(void *arg, int i) {
+    const trainer_job *j = (const trainer_job *)arg;
+    nncl_trainer *t = j->t;
+    nncl_status st = j->job(t, i, j->arg);
+    if (st != NNCL_OK) /* this thread's own message, not whatever another wrote last */
+        memcpy(nncl__trainer_dev_msg(t, i), nncl__thread_error(), NNCL_MSG_MAX);
+    t->dev_status[i] = st;
+}
+
+void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg) {
+    trainer_job j;
+    j.t = t;
+    j.job = job;
+    j.arg = arg;
+    nncl__crew_run(t->crew, trainer_job_run, &j);
+}

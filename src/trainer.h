@@ -15,9 +15,7 @@ struct nncl_trainer {
     int *device;               /* context device index of each */
     int *alive;                /* 0 once a device has failed */
     nncl__plan **plan;
-    cl_mem *opt_state;         /* optimizer state, per device */
-    cl_mem *scratch;           /* optimizer scratch (clipping), per device */
-    size_t opt_floats;         /* floats of optimizer state per device */
+    size_t opt_floats;         /* floats of optimizer state per device (in each plan's training buffers) */
     double *fixed, *per_sample; /* per device: seconds a pass costs, and each sample on top */
     int *shard;                /* samples per device in the current step */
     float **gbuf, **sbuf;      /* per device: gradients and running statistics read back */
@@ -25,7 +23,6 @@ struct nncl_trainer {
     float *lossv;              /* per device: loss of its shard */
     float *sumsq;              /* per device: the step's gradient's sum of squares, read back (solo) or the host's */
     double *chunk_ss;          /* the host average's sum of squares, per chunk */
-    cl_mem *state_shadow;      /* per device: running statistics before the step, restored when it is skipped */
     double *busy;              /* per device: seconds of the last step's compute */
     double *waited;            /* per device: of those, seconds spent waiting for the others */
     nncl_status *dev_status;
@@ -37,15 +34,14 @@ struct nncl_trainer {
     int fail_device, fail_step; /* tests: inject a failure (device index or -2: all, step), -1: none */
     nncl_status fail_status;   /* tests: the injected failure's status (0: NNCL_ERR_DEVICE) */
     int fail_in_update;        /* tests: inject it in the optimizer update, not the pass */
-    /* Overlap: per device a transfer queue, and for every backward position
-     * the ranges of the gradient buffer that are final after it. */
-    cl_command_queue *xfer;
+    /* Overlap: for every backward position the ranges of the gradient
+     * buffer that are final after it (read on the plans' transfer queues). */
     struct nncl__bucket *buckets;
     int n_buckets;
     struct nncl__overlap_ctx *octx;
     struct nncl__syncbn *syncbn; /* NULL: one device or no batch norm */
     int *peer_failed;          /* per device: stopped because another device failed */
-    struct nncl__crew *crew;   /* the device threads */
+    nncl__crew *crew;          /* the device threads: one member per device */
     /* Read back after every training forward (fit's training accuracy):
      * node watch's value of the whole batch into watch_dst; NULL: none. */
     const nncl_node *watch;
@@ -74,12 +70,10 @@ void nncl__syncbn_abort(nncl_trainer *t);
 void nncl__syncbn_running(nncl_trainer *t, float *state, int batch);
 void nncl__syncbn_free(nncl_trainer *t);
 
-/* Device threads (crew.c), started with the trainer and stopped when it
- * is freed. each_device runs job(t, device, arg) for every device of t at
- * once, one thread each, and leaves each result in t->dev_status[device]. */
+/* Runs job(t, device, arg) for every device of t at once on the trainer's
+ * crew, one thread each, and leaves each result in t->dev_status[device]
+ * (and a failure's message in nncl__trainer_dev_msg). */
 typedef nncl_status (*nncl__device_job)(nncl_trainer *t, int device, void *arg);
-nncl_status nncl__crew_start(nncl_trainer *t);
-void nncl__crew_stop(nncl_trainer *t);
 void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg);
 
 /* Host buffers of the exchange are allocated in whole chunks of

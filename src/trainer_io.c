@@ -158,14 +158,10 @@ static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, cons
     if (count != have)
         return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "parameter \"%s\" has %zu elements, not %zu", name, have, count);
     for (i = 0; i < t->nd; i++) {
-        nncl__plan *p = t->plan[i];
-        cl_mem m = is_state ? p->x.state : p->x.params;
+        nncl__pbuf b = is_state ? NNCL__PB_STATE : NNCL__PB_PARAMS;
         if (!t->alive[i]) continue;
-        if (dst) {
-            NNCL_CL(t->ctx, clEnqueueReadBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, dst, 0, NULL, NULL));
-            return NNCL_OK;
-        }
-        NNCL_CL(t->ctx, clEnqueueWriteBuffer(p->x.dev->queue, m, CL_TRUE, off * 4, count * 4, src, 0, NULL, NULL));
+        if (dst) return nncl__plan_get(t->plan[i], b, off, count, dst, 1);
+        NNCL_TRY(nncl__plan_put(t->plan[i], b, off, count, src, 1));
     }
     return NNCL_OK;
 }
@@ -289,8 +285,7 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         e->ndim = 1;
         e->shape[0] = (int64_t)t->opt_floats;
         e->data = w.extra;
-        if (clEnqueueReadBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4, w.extra, 0,
-                                NULL, NULL) != CL_SUCCESS)
+        if (nncl__plan_get(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1) != NNCL_OK)
             st = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "reading the optimizer state failed");
     }
     for (i = 0; i < n_meta; i++) meta[k++] = extra_meta[i];
@@ -426,8 +421,7 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
     if (s == NNCL_OK && tracked >= 0) t->tracked = tracked;
     if (s == NNCL_OK) s = nncl__trainer_upload(t, w.params, w.state);
     for (i = 0; s == NNCL_OK && checkpoint && t->opt_floats && i < t->nd; i++)
-        if (t->alive[i] && clEnqueueWriteBuffer(t->plan[i]->x.dev->queue, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4,
-                                                w.extra, 0, NULL, NULL) != CL_SUCCESS)
+        if (t->alive[i] && nncl__plan_put(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1) != NNCL_OK)
             s = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "writing the optimizer state failed");
     io_tensors_free(&w);
     return s;

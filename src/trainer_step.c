@@ -83,41 +83,34 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
                                        int batch, int solo) {
     nncl__plan *p = t->plan[i];
     nncl_graph *g = t->graph;
-    cl_command_queue q = p->x.dev->queue;
     double t0 = nncl__seconds();
     t->waited[i] = 0;
     if (t->step == t->fail_step && (i == t->fail_device || t->fail_device == -2) && !t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE, "injected failure on device %d",
                           t->device[i]);
-    p->x.batch_offset = offset;
-    p->x.global_batch = batch;
-    p->x.step_seed = g->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked;
+    nncl__plan_set_step(p, offset, batch, g->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked);
     NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
     NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
     if (t->watch && t->watch_dst) /* before backward reuses its memory; the loss read below waits for it */
         NNCL_TRY(
             nncl__plan_read(p, t->watch, t->watch_dst + (size_t)offset * t->watch->sample_numel, t->shard[i], NULL));
     NNCL_TRY(nncl__plan_backward(p));
-    if (solo &&
-        g->n_trainable) { /* no host average to see a NaN in: the device sums the squares (clipping reuses them) */
-        nncl__view gv;
-        gv.mem = p->x.grads;
-        gv.off = 0;
-        NNCL_TRY(nncl__optim_sumsq(t->ctx, p->x.dev, gv, t->scratch[i], g->n_trainable));
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0, NULL,
-                                            NULL));
+    /* solo: no host average to see a NaN in, so the device sums the squares
+     * (clipping reuses them) */
+    if (solo && g->n_trainable) {
+        NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), nncl__plan_view(p, NNCL__PB_GRADS),
+                                   nncl__plan_view(p, NNCL__PB_SCRATCH).mem, g->n_trainable));
+        NNCL_TRY(nncl__plan_get(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
     }
     NNCL_TRY(nncl__plan_read(p, t->loss, &t->lossv[i], 1, NULL)); /* waits: the step's one sync */
     t->busy[i] = nncl__seconds() - t0 - t->waited[i]; /* its own work, not its wait for others */
     if (solo) return NNCL_OK;
-    if (t->xfer && t->xfer[i]) /* the gradients are on their way already */
-        NNCL_CL(t->ctx, clFinish(t->xfer[i]));
-    else if (g->n_trainable)
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gbuf[i], 0, NULL, NULL));
-    if (g->n_state)
-        NNCL_CL(t->ctx, clEnqueueReadBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->sbuf[i], 0, NULL, NULL));
-    NNCL_CL(t->ctx, clFinish(q));
-    return NNCL_OK;
+    if (nncl__plan_has_xfer(p)) /* the gradients are on their way already */
+        NNCL_TRY(nncl__plan_xfer_wait(p));
+    else
+        NNCL_TRY(nncl__plan_get(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gbuf[i], 0));
+    NNCL_TRY(nncl__plan_get(p, NNCL__PB_STATE, 0, g->n_state, t->sbuf[i], 0));
+    return nncl__plan_finish(p);
 }
 
 /* One chunk: a = w x (acc 0) or a += w x (acc 1); and the sum of squares
@@ -211,33 +204,26 @@ static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
 static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     nncl__plan *p = t->plan[i];
     nncl_graph *g = t->graph;
-    cl_command_queue q = p->x.dev->queue;
-    nncl__view pv, gv, sv;
     if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
-    if (!solo) { /* the averaged gradient and its sum of squares (for clipping) */
-        if (g->n_trainable)
-            NNCL_CL(t->ctx,
-                    clEnqueueWriteBuffer(q, p->x.grads, CL_FALSE, 0, g->n_trainable * 4, t->gavg, 0, NULL, NULL));
-        if (g->n_state)
-            NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, p->x.state, CL_FALSE, 0, g->n_state * 4, t->savg, 0, NULL, NULL));
+    if (!solo) { /* the averaged gradient and running statistics */
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 0));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->savg, 0));
     }
     if (!g->n_trainable) return NNCL_OK;
     if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
-        NNCL_CL(t->ctx, clEnqueueWriteBuffer(q, t->scratch[i], CL_FALSE, NNCL_OPTIM_TOTAL * 4, 4, &t->sumsq[i], 0, NULL,
-                                             NULL));
-    pv.mem = p->x.params; pv.off = 0;
-    gv.mem = p->x.grads; gv.off = 0;
-    sv.mem = t->opt_state[i]; sv.off = 0;
-    return nncl__optim_update_scaled(t->ctx, p->x.dev, &t->cfg.optim, t->step + 1, pv, gv, sv, t->scratch[i],
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
+    return nncl__optim_update_scaled(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
+                                     nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
+                                     nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
                                      g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
     t->alive[i] = 0;
     nncl__log(t->ctx, NNCL_LOG_WARN, "device %d (%s) failed and left the training: %s", t->device[i],
-              t->plan[i]->x.dev->info.name, nncl__trainer_dev_msg(t, i));
+              nncl__plan_device(t->plan[i])->info.name, nncl__trainer_dev_msg(t, i));
     if (info) info->failed_device = t->device[i];
 }
 
@@ -252,13 +238,11 @@ int nncl__trainer_caller_error(const nncl_trainer *t) {
  * taken before a step, put back when the step is skipped or abandoned, so
  * that only a step known good moves them. */
 static nncl_status trainer_shadow(nncl_trainer *t, int i, int save) {
-    cl_command_queue q = t->plan[i]->x.dev->queue;
-    cl_mem state = t->plan[i]->x.state, shadow = t->state_shadow[i];
-    size_t bytes = t->graph->n_state * 4;
-    if (!bytes) return NNCL_OK;
-    NNCL_CL(t->ctx, clEnqueueCopyBuffer(q, save ? state : shadow, save ? shadow : state, 0, 0, bytes, 0, NULL, NULL));
-    if (!save) NNCL_CL(t->ctx, clFinish(q));
-    return NNCL_OK;
+    nncl__plan *p = t->plan[i];
+    if (!t->graph->n_state) return NNCL_OK;
+    if (save) return nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW);
+    NNCL_TRY(nncl__plan_copy(p, NNCL__PB_SHADOW, NNCL__PB_STATE));
+    return nncl__plan_finish(p);
 }
 
 /* Puts back every live device's running statistics; a device that cannot

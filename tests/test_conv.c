@@ -72,7 +72,8 @@ static void check_pool(nncl_context *ctx, int kind, int batch, int C, int H, int
 
 /* x feeds a conv2d and a pool whose outputs meet in mse(a, b), so that the
  * op running backward second adds to x's gradient (acc) instead of writing
- * it; conv_first builds the conv first, so that it runs backward last. */
+ * it; conv_first builds the conv first, so that it runs backward last. With
+ * k 2, both take 2x2 windows at stride 2 (the max pool's _2x2 kernels). */
 static void check_shared(nncl_context *ctx, int batch, int kind, int conv_first, int k) {
     static const char *const kinds[3] = {"maxpool2d", "avgpool2d", "global_avgpool"};
     char name[160];
@@ -83,9 +84,9 @@ static void check_shared(nncl_context *ctx, int batch, int kind, int conv_first,
     int step;
     for (step = 0; step < 2; step++) {
         if ((step == 0) == (conv_first != 0)) {
-            a = nncl_conv2d(g, x, 2, k, 1, k / 2, 1, NNCL_ACT_NONE, "conv");
+            a = nncl_conv2d(g, x, 2, k, k == 2 ? 2 : 1, k == 2 ? 0 : k / 2, 1, NNCL_ACT_NONE, "conv");
             if (kind == 2) a = nncl_global_avgpool(g, a);
-        } else if (kind == 0) b = nncl_maxpool2d(g, x, 3, 1, 1);
+        } else if (kind == 0) b = k == 2 ? nncl_maxpool2d(g, x, 2, 2, 0) : nncl_maxpool2d(g, x, 3, 1, 1);
         else if (kind == 1) b = nncl_avgpool2d(g, x, 3, 1, 1);
         else b = nncl_global_avgpool(g, x);
     }
@@ -375,6 +376,8 @@ int main(void) {
         for (kind = 0; kind < 3; kind++)
             for (first = 0; first < 2; first++)
                 for (batch = 1; batch <= 3; batch += 2) check_shared(ctx, batch, kind, first, kind == 2 ? 1 : 3);
+        check_shared(ctx, 3, 0, 0, 2);
+        check_shared(ctx, 3, 0, 1, 2);
     }
     check_lenet(ctx, 1);
     check_lenet(ctx, 4);

@@ -86,20 +86,14 @@ static void tg_feeds(const tg_model *m, nncl_feed *f, const float *x, const floa
 static int tg_snapshot(nncl_trainer *t, int i, float **out, size_t *n) {
     nncl__plan *p = t->plan[i];
     nncl_graph *g = t->graph;
-    cl_command_queue q = p->x.dev->queue;
     float *s;
     *n = g->n_params + g->n_state + t->opt_floats;
     s = (float *)calloc(*n + 1, sizeof(float));
     *out = s;
     if (!s) return 1;
-    if (clEnqueueReadBuffer(q, p->x.params, CL_TRUE, 0, g->n_params * 4, s, 0, NULL, NULL) != CL_SUCCESS) return 1;
-    if (g->n_state &&
-        clEnqueueReadBuffer(q, p->x.state, CL_TRUE, 0, g->n_state * 4, s + g->n_params, 0, NULL, NULL) != CL_SUCCESS)
-        return 1;
-    if (t->opt_floats && clEnqueueReadBuffer(q, t->opt_state[i], CL_TRUE, 0, t->opt_floats * 4,
-                                             s + g->n_params + g->n_state, 0, NULL, NULL) != CL_SUCCESS)
-        return 1;
-    return 0;
+    return nncl__plan_get(p, NNCL__PB_PARAMS, 0, g->n_params, s, 1) != NNCL_OK ||
+           nncl__plan_get(p, NNCL__PB_STATE, 0, g->n_state, s + g->n_params, 1) != NNCL_OK ||
+           nncl__plan_get(p, NNCL__PB_OPT, 0, t->opt_floats, s + g->n_params + g->n_state, 1) != NNCL_OK;
 }
 
 static int tg_all_finite(const float *a, size_t n) {
