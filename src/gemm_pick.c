@@ -408,6 +408,7 @@ nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nnc
 nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
     nncl__gemm_choice *c;
     int mode = nncl__gemm_mode(), idx;
+    if (g->store) return nncl__gemm_own_store(ctx, dev, g, 1, bytes);
     NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, NULL, g));
     if (mode != 1) { /* the chosen kernels resolved now: a step only launches them */
         NNCL_TRY(pick_choice(ctx, dev, g, 0, &c));
@@ -421,6 +422,7 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
     nncl__gemm_choice *c;
     int mode = nncl__gemm_mode(), idx;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
+    if (g->store) return nncl__gemm_own_store(ctx, dev, g, 0, NULL);
     if (mode == 1) return nncl__sgemm_clblast(ctx, dev, g);
     NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
     idx = mode == 2 ? c->best_own : c->best;
