@@ -6,7 +6,9 @@
  *   and n, K-major, panels contiguous. The micro-kernels then compute whole
  *   tiles from zero-padded panels and mask only their stores.
  * Variants (build options): NNCL_MR x NNCL_NR tile, NNCL_VW the float vector
- * width (NR a multiple of it).
+ * width (NR a multiple of it), NNCL_FMA to accumulate with fma() (devices
+ * with a fused multiply-add in hardware: PoCL compiles mad() to a multiply
+ * and an add, half the peak of AVX2/AVX-512).
  *   nncl_gemm_f32_packed  (default): one work-item per MR x NR tile, the tile
  *       in MR*NR/VW vector accumulators, no local memory and no barriers: CPU
  *       drivers (PoCL) keep it in registers, where values living across a
@@ -37,6 +39,11 @@
 #define NNCL_VW 8
 #endif
 #define NNCL_NV (NNCL_NR / NNCL_VW)
+#ifdef NNCL_FMA
+#define NNCL_MADD(a, b, c) fma(a, b, c)
+#else
+#define NNCL_MADD(a, b, c) mad(a, b, c)
+#endif
 
 #define NNCL_CAT_(a, b) a##b
 #define NNCL_CAT(a, b) NNCL_CAT_(a, b)
@@ -206,7 +213,7 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
             for (u = 0; u < NNCL_TM; u++) av[u] = as[kk * NNCL_MR + x + NNCL_WG * u];
             for (w = 0; w < NNCL_TN; w++) bv[w] = bs[kk * NNCL_NR + y + NNCL_WG * w];
             for (u = 0; u < NNCL_TM; u++)
-                for (w = 0; w < NNCL_TN; w++) acc[u][w] = mad(av[u], bv[w], acc[u][w]);
+                for (w = 0; w < NNCL_TN; w++) acc[u][w] = NNCL_MADD(av[u], bv[w], acc[u][w]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -238,7 +245,7 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
         _Pragma("unroll") for (r = 0; r < NNCL_MR; r++) {                                                              \
             float av = AV;                                                                                             \
             _Pragma("unroll") for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] =                                     \
-                mad((vfloat)av, bv[v], acc[r * NNCL_NV + v]);                                                          \
+                NNCL_MADD((vfloat)av, bv[v], acc[r * NNCL_NV + v]);                                                    \
         }                                                                                                              \
     }
 
@@ -302,7 +309,7 @@ __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_
         for (r = 0; r < NNCL_MR; r++) {
             vfloat av = (vfloat)a[r];
 #pragma unroll
-            for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] = mad(av, bv[v], acc[r * NNCL_NV + v]);
+            for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] = NNCL_MADD(av, bv[v], acc[r * NNCL_NV + v]);
         }
         a += NNCL_MR;
         b += NNCL_NR;

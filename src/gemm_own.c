@@ -14,7 +14,8 @@ size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
 }
 
-static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc) {
+static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc, int fma) {
+    const char *f = fma ? " -DNNCL_FMA" : "";
     v->kind = kind;
     v->kc = kc;
     v->mr = mr;
@@ -23,42 +24,50 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
     v->wg = wg;
     if (kind == NNCL__GEMM_LOCAL) {
         snprintf(v->name, sizeof v->name, "local%dx%dw%d", mr, nr, wg);
-        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d",
-                 mr, nr, wg);
+        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d%s",
+                 mr, nr, wg, f);
     } else {
         snprintf(v->name, sizeof v->name, "%s%dx%dv%d", kind == NNCL__GEMM_DIRECT ? "direct" : "packed", mr, nr, vw);
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
-        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s", mr, nr, vw,
-                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "");
+        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s%s", mr, nr, vw,
+                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "", f);
     }
 }
 
 /* Variants by device, those worth timing first. CPUs: register tiles of
  * vectors of the preferred width, 6 rows of two vectors (the shape of the
- * fastest CPU BLAS kernels) and 4 rows of four (fewer rows to pad when m is
- * small), the direct kernel for small products, and the 6-row tile over K
- * blocks whose B panel block fits L1 (large products); then, for tests, a
- * narrower vector and the local-memory kernel. GPUs: the local-memory
- * kernel first. */
+ * fastest CPU BLAS kernels on 16 vector registers), with 16-wide vectors
+ * (AVX-512: 32 registers) 14 rows of two (28 accumulators, two B vectors
+ * and a broadcast: every register, the least loads per multiply-add), 4
+ * rows of four (fewer rows to pad when m is small), the direct kernel for
+ * small products, and the tall tile over K blocks whose B panel block
+ * stays in L1 (large products); then, for tests, a narrower vector and the
+ * local-memory kernel. GPUs: the local-memory kernel first. Devices with a
+ * fused multiply-add accumulate with it (NNCL_FMA). */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
-    int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
+    cl_device_fp_config fp = 0;
+    int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16, fma, tall;
     if (clGetDeviceInfo(dev->id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pw, &pw, NULL) != CL_SUCCESS) pw = 4;
+    if (clGetDeviceInfo(dev->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
+    fma = (fp & CL_FP_FMA) != 0;
     vw = pw >= 16 ? 16 : pw >= 8 ? 8 : 4;
+    tall = vw >= 16 ? 14 : 6;
     while ((size_t)wg * wg > dev->max_work_group && wg > 1) wg /= 2;
     s->n_all = 0;
     if (cpu) {
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 4096 / vw);
-        s->n_timed = 4;
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 0, fma);
+        if (tall != 6) own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
+        s->n_timed = s->n_all;
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
     } else {
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         s->n_timed = 3;
     }
     for (i = 0; i < s->n_all; i++) s->all[i].index = i;

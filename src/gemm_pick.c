@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 1"
+#define PICK_MAGIC "nncl-gemm-choice 2" /* 2: fused multiply-add, tall tiles */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_MIN_SECONDS 0.01    /* timing runs per candidate: at least 2 and this long */
@@ -106,6 +106,10 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
     *why = "damaged";
     if (n == 0 || memchr(buf, 0, n)) return 0;
     buf[n] = 0;
+    if (!strncmp(buf, "nncl-gemm-choice ", 17) && (strncmp(buf, PICK_MAGIC, hl) != 0 || buf[hl] != '\n')) {
+        *why = "written by another version of nncl";
+        return 0;
+    }
     check = strstr(buf, "\ncheck ");
     if (!check || sscanf(check + 7, "%16llx", &sum) != 1 || pick_fnv(buf, (size_t)(check + 1 - buf)) != sum) return 0;
     check[1] = 0;
