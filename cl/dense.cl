@@ -10,14 +10,6 @@ float nncl_dense_act(float v, int act) {
     return v;
 }
 
-/* The derivative from the activation's output y. */
-float nncl_dense_act_grad(float y, int act) {
-    if (act == 1) return y > 0.0f ? 1.0f : 0.0f;
-    if (act == 2) return y * (1.0f - y);
-    if (act == 3) return 1.0f - y * y;
-    return 1.0f;
-}
-
 /* y[r, c] = act(y[r, c] + b[c]) for a [rows, cols] block; with inner > 1 the
  * layout is [rows, cols, inner] (NCHW: bias per channel). */
 __kernel void nncl_bias_act_f32(__global float *y, int y_off, __global const float *b, int b_off, int has_bias,
@@ -34,7 +26,7 @@ __kernel void nncl_bias_act_f32(__global float *y, int y_off, __global const flo
 __kernel void nncl_act_backward_f32_inplace(__global float *dy, int dy_off, __global const float *y, int y_off, int n,
                                             int act) {
     int i = get_global_id(0);
-    if (i < n) dy[dy_off + i] *= nncl_dense_act_grad(y[y_off + i], act);
+    if (i < n) dy[dy_off + i] *= nncl_act_grad(y[y_off + i], act);
 }
 
 /* db[c] (+)= sum over r and inner of dy[r, c, inner]: one work-group per
