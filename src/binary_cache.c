@@ -9,17 +9,9 @@
  * reaches the driver, since some drivers abort on a damaged binary. */
 #include "internal.h"
 #include <stdio.h>
-#include <sys/stat.h>
 
 #define BCACHE_MAX_BYTES (256u << 20) /* a larger file is not one of ours */
 #define BCACHE_MAGIC 0x314E4942434E4E4Eull /* "NNNCBIN1" */
-
-static uint64_t bcache_fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ull;
-    return h;
-}
 
 /* Whether dev's driver already caches compiled programs on disk. */
 static int bcache_driver_caches(const nncl_device *dev) {
@@ -37,32 +29,18 @@ int nncl__bcache_enabled(const nncl_context *ctx, const nncl_device *dev) {
 /* The entry's path for this source and options on dev; 0 when no folder. */
 static int bcache_path(const nncl_device *dev, const char *src, size_t len, const char *options, char *path,
                        size_t size, uint64_t *key) {
-    const char *dir = getenv("NNCL_CACHE_DIR"), *base = NULL, *sub = "";
     uint64_t h = 0xCBF29CE484222325ull;
-    h = bcache_fnv(h, src, len);
-    h = bcache_fnv(h, options, strlen(options) + 1);
-    h = bcache_fnv(h, dev->info.platform, strlen(dev->info.platform) + 1);
-    h = bcache_fnv(h, dev->info.name, strlen(dev->info.name) + 1);
-    h = bcache_fnv(h, dev->info.driver, strlen(dev->info.driver) + 1);
-    h = bcache_fnv(h, dev->info.cl_version, strlen(dev->info.cl_version) + 1);
+    size_t n;
+    h = nncl__fnv1a(h, src, len);
+    h = nncl__fnv1a(h, options, strlen(options) + 1);
+    h = nncl__fnv1a(h, dev->info.platform, strlen(dev->info.platform) + 1);
+    h = nncl__fnv1a(h, dev->info.name, strlen(dev->info.name) + 1);
+    h = nncl__fnv1a(h, dev->info.driver, strlen(dev->info.driver) + 1);
+    h = nncl__fnv1a(h, dev->info.cl_version, strlen(dev->info.cl_version) + 1);
     *key = h;
-    if (!dir || !*dir) {
-        if ((base = getenv("XDG_CACHE_HOME")) && *base) sub = "/nncl";
-        else if ((base = getenv("HOME")) && *base) sub = "/.cache/nncl";
-        else return 0;
-        snprintf(path, size, "%s%s", base, sub);
-        mkdir(path, 0755); /* best effort: a missing folder only means no cache */
-        if (!strcmp(sub, "/.cache/nncl")) {
-            char parent[1024];
-            snprintf(parent, sizeof parent, "%s/.cache", base);
-            mkdir(parent, 0755);
-            mkdir(path, 0755);
-        }
-        snprintf(path, size, "%s%s/%016llx.bin", base, sub, (unsigned long long)h);
-    } else {
-        mkdir(dir, 0755);
-        snprintf(path, size, "%s/%016llx.bin", dir, (unsigned long long)h);
-    }
+    if (!nncl__cache_dir(path, size)) return 0;
+    n = strlen(path);
+    snprintf(path + n, size - n, "/%016llx.bin", (unsigned long long)h);
     return 1;
 }
 
@@ -82,7 +60,7 @@ cl_program nncl__bcache_load(nncl_context *ctx, nncl_device *dev, const char *sr
         return NULL;
     }
     if (fread(bin, 1, (size_t)head[2], f) != (size_t)head[2] ||
-        bcache_fnv(0xCBF29CE484222325ull, bin, (size_t)head[2]) != head[3]) {
+        nncl__fnv1a(0xCBF29CE484222325ull, bin, (size_t)head[2]) != head[3]) {
         fclose(f);
         NNCL_FREE(bin);
         return NULL;
@@ -117,7 +95,7 @@ void nncl__bcache_store(nncl_context *ctx, nncl_device *dev, const char *src, si
         nncl__afile_open(&af, path, "kernel cache entry") == NNCL_OK) {
         head[0] = BCACHE_MAGIC;
         head[2] = size;
-        head[3] = bcache_fnv(0xCBF29CE484222325ull, bin, size);
+        head[3] = nncl__fnv1a(0xCBF29CE484222325ull, bin, size);
         if (fwrite(head, sizeof head, 1, af.f) == 1 && fwrite(bin, 1, size, af.f) == size &&
             nncl__afile_commit(&af, "kernel cache entry") == NNCL_OK)
             nncl__log(ctx, NNCL_LOG_DEBUG, "kernel program cached at %s", path);

@@ -1,7 +1,7 @@
 /* context.c - finding every device of every OpenCL platform, choosing the
  * devices a context uses (config, $NNCL_DEVICES or the default), and
  * creating one OpenCL context and in-order queue per chosen device. */
-#include "internal.h"
+#include "gemm.h"
 #include <ctype.h>
 #include <stdio.h>
 
@@ -324,9 +324,6 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
     return NNCL_OK;
 }
 
-void nncl__programs_release(nncl_device *dev);
-void nncl__gemm_state_free(nncl_device *dev);
-
 void nncl_free(nncl_context *ctx) {
     int i;
     if (!ctx) return;
@@ -347,67 +344,6 @@ void nncl_free(nncl_context *ctx) {
     NNCL_FREE(ctx);
 }
 
-int nncl_device_count(const nncl_context *ctx) { return ctx ? ctx->n_devices : 0; }
-
-nncl_device *nncl__device(nncl_context *ctx, int d) {
-    if (!ctx) {
-        nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "context is NULL");
-        return NULL;
-    }
-    if (d < 0 || d >= ctx->n_devices) {
-        nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "device %d does not exist (the context has %d)", d, ctx->n_devices);
-        return NULL;
-    }
-    return &ctx->devices[d];
-}
-
-nncl_status nncl_device_info_get(const nncl_context *ctx, int device, nncl_device_info *out) {
-    nncl_device *dev = nncl__device((nncl_context *)ctx, device);
-    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
-    if (!out) return nncl__fail((nncl_context *)ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_device_info_get: out is NULL");
-    *out = dev->info;
-    return NNCL_OK;
-}
-
-nncl_status nncl_finish(nncl_context *ctx, int device) {
-    nncl_device *dev = nncl__device(ctx, device);
-    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
-    NNCL_CL(ctx, clFinish(dev->queue));
-    return NNCL_OK;
-}
-
-nncl_status nncl_device_memory(const nncl_context *ctx, int device, uint64_t *in_use, uint64_t *peak) {
-    nncl_device *dev = nncl__device((nncl_context *)ctx, device);
-    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
-    if (in_use) *in_use = dev->mem_in_use;
-    if (peak) *peak = dev->mem_peak;
-    return NNCL_OK;
-}
-
-nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out) {
-    cl_int err;
-    *out = NULL;
-    if (bytes == 0) bytes = 4;
-    if ((uint64_t)bytes > dev->info.max_alloc)
-        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
-                          "a buffer of %zu bytes exceeds device %d's largest allocation (%llu bytes)", bytes,
-                          dev->info.index, (unsigned long long)dev->info.max_alloc);
-    *out = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (err != CL_SUCCESS) {
-        *out = NULL;
-        return nncl__cl_fail(ctx, err, "clCreateBuffer", __FILE__, __LINE__);
-    }
-    dev->mem_in_use += bytes;
-    if (dev->mem_in_use > dev->mem_peak) dev->mem_peak = dev->mem_in_use;
-    return NNCL_OK;
-}
-
-void nncl__buffer_release(nncl_device *dev, cl_mem mem, size_t bytes) {
-    if (!mem) return;
-    clReleaseMemObject(mem);
-    if (bytes == 0) bytes = 4;
-    dev->mem_in_use -= bytes < dev->mem_in_use ? bytes : dev->mem_in_use;
-}
 
 #undef CTX_MAX_PLATFORMS
 #undef CTX_MAX_DEVICES

@@ -27,17 +27,8 @@ void nncl_curve_free(nncl_curve *c) {
 
 nncl_status nncl_curve_add(nncl_curve *c, const nncl_curve_row *row) {
     if (!c || !row) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_curve_add: NULL argument");
-    if (c->count == c->cap) {
-        int ncap = c->cap ? c->cap * 2 : 64;
-        nncl_curve_row *rows;
-        if (c->cap > INT_MAX / 2) return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_curve_add: too many rows");
-        rows = (nncl_curve_row *)nncl__calloc((size_t)ncap, sizeof *rows);
-        if (!rows) return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_curve_add: out of memory for %d rows", ncap);
-        if (c->count) memcpy(rows, c->rows, (size_t)c->count * sizeof *rows);
-        NNCL_FREE(c->rows);
-        c->rows = rows;
-        c->cap = ncap;
-    }
+    if (c->count == INT_MAX || nncl__grow_int((void **)&c->rows, &c->cap, c->count + 1, sizeof *c->rows, 64))
+        return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_curve_add: out of memory for %d rows", c->count + 1);
     c->rows[c->count++] = *row;
     return NNCL_OK;
 }

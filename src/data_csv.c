@@ -43,26 +43,6 @@ nncl_csv_options nncl_csv_options_default(void) {
     return o;
 }
 
-/* Makes room for need elements of elem bytes in *p (capacity *cap),
- * doubling; nonzero when that overflows or allocation fails. */
-static int csv_grow(void **p, size_t *cap, size_t need, size_t elem) {
-    size_t ncap = *cap ? *cap : 16, bytes;
-    void *np;
-    if (need <= *cap) return 0;
-    while (ncap < need) {
-        if (ncap > (size_t)-1 / 2) return 1;
-        ncap *= 2;
-    }
-    if (nncl__mul_overflow(ncap, elem, &bytes)) return 1;
-    np = NNCL_MALLOC(bytes);
-    if (!np) return 1;
-    if (*p) memcpy(np, *p, *cap * elem);
-    NNCL_FREE(*p);
-    *p = np;
-    *cap = ncap;
-    return 0;
-}
-
 /* Records a format error at line/column: "name:line L, column C (hdr): ...". */
 static nncl_status csv_error(const csv_parser *P, size_t line, size_t col, const char *fmt, ...)
     NNCL_PRINTF(4, 5);
@@ -84,7 +64,7 @@ static nncl_status csv_oom(const csv_parser *P) {
 }
 
 static int csv_put(csv_parser *P, char c) {
-    if (csv_grow((void **)&P->scratch, &P->scratch_cap, P->scratch_len + 1, 1)) return 1;
+    if (nncl__grow((void **)&P->scratch, &P->scratch_cap, P->scratch_len + 1, 1, 16)) return 1;
     P->scratch[P->scratch_len++] = c;
     return 0;
 }
@@ -171,7 +151,7 @@ static nncl_status csv_read_record(csv_parser *P, int *eof) {
         }
         f.len = P->scratch_len - f.off;
         if (csv_put(P, '\0')) return csv_oom(P);
-        if (csv_grow((void **)&P->fields, &P->fields_cap, P->nfields + 1, sizeof(csv_field))) return csv_oom(P);
+        if (nncl__grow((void **)&P->fields, &P->fields_cap, P->nfields + 1, sizeof(csv_field), 16)) return csv_oom(P);
         P->fields[P->nfields++] = f;
         if (P->pos < P->size && P->text[P->pos] == P->delim) {
             P->pos++;
@@ -299,8 +279,8 @@ static nncl_status csv_take_label(csv_parser *P, csv_build *b, const nncl_csv_op
     b->y[b->rows] = (float)v;
     if (o->label_mode != NNCL_CSV_LABELS_NUMERIC) {
         /* the names are kept until the end decides how labels are read */
-        if (csv_grow((void **)&b->label_off, &b->off_cap, b->rows + 1, sizeof(size_t)) ||
-            csv_grow((void **)&b->pool, &b->pool_cap, b->pool_len + f->len + 1, 1))
+        if (nncl__grow((void **)&b->label_off, &b->off_cap, b->rows + 1, sizeof(size_t), 16) ||
+            nncl__grow((void **)&b->pool, &b->pool_cap, b->pool_len + f->len + 1, 1, 16))
             return csv_oom(P);
         b->label_off[b->rows] = b->pool_len;
         memcpy(b->pool + b->pool_len, text, f->len + 1);
@@ -442,8 +422,8 @@ static nncl_status csv_parse_body(csv_parser *P, const nncl_csv_options *o, size
         if (P->nfields != P->ncols)
             return csv_error(P, P->fields[0].line, 0, "row has %zu fields, the header has %zu", P->nfields, P->ncols);
         if (nncl__mul_overflow(b->rows + 1, cols, &need) ||
-            csv_grow((void **)&b->x, &b->x_cap, need, sizeof(float)) ||
-            csv_grow((void **)&b->y, &b->y_cap, b->rows + 1, sizeof(float)))
+            nncl__grow((void **)&b->x, &b->x_cap, need, sizeof(float), 16) ||
+            nncl__grow((void **)&b->y, &b->y_cap, b->rows + 1, sizeof(float), 16))
             return csv_oom(P);
         row = b->x + b->rows * cols;
         for (j = 0; j < P->ncols; j++) {

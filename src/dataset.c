@@ -84,23 +84,27 @@ static nncl_status ds_check_values(const nncl_dataset *ds, const char *source) {
     return NNCL_OK;
 }
 
-nncl_status nncl_dataset_create(size_t n, int ndim, const int *sample_shape, const float *x, const float *y,
-                                int n_classes, nncl_dataset **out) {
-    nncl_dataset *ds;
-    nncl_status st;
-    if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_create: out is NULL");
-    *out = NULL;
-    if (!x) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_create: x is NULL");
-    NNCL_TRY(ds_alloc(n, ndim, sample_shape, n_classes, &ds));
-    memcpy(ds->x, x, n * ds->d * sizeof(float));
-    if (y) memcpy(ds->y, y, n * sizeof(float));
-    st = ds_check_values(ds, "nncl_dataset_create");
+/* Hands a filled dataset to *out once its values pass, else frees it. */
+static nncl_status ds_finish(nncl_dataset *ds, const char *source, nncl_dataset **out) {
+    nncl_status st = ds_check_values(ds, source);
     if (st != NNCL_OK) {
         nncl_dataset_free(ds);
         return st;
     }
     *out = ds;
     return NNCL_OK;
+}
+
+nncl_status nncl_dataset_create(size_t n, int ndim, const int *sample_shape, const float *x, const float *y,
+                                int n_classes, nncl_dataset **out) {
+    nncl_dataset *ds;
+    if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_create: out is NULL");
+    *out = NULL;
+    if (!x) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_create: x is NULL");
+    NNCL_TRY(ds_alloc(n, ndim, sample_shape, n_classes, &ds));
+    memcpy(ds->x, x, n * ds->d * sizeof(float));
+    if (y) memcpy(ds->y, y, n * sizeof(float));
+    return ds_finish(ds, "nncl_dataset_create", out);
 }
 
 /* With steal set, the arrays of images and labels are taken over instead of
@@ -179,13 +183,7 @@ static nncl_status ds_from_idx(nncl_idx *images, nncl_idx *labels, int steal, nn
         size_t nd = n * ds->d;
         for (i = 0; i < nd; i++) ds->x[i] *= 1.0f / 255.0f;
     }
-    st = ds_check_values(ds, "nncl_dataset_from_idx");
-    if (st != NNCL_OK) {
-        nncl_dataset_free(ds);
-        return st;
-    }
-    *out = ds;
-    return NNCL_OK;
+    return ds_finish(ds, "nncl_dataset_from_idx", out);
 }
 
 nncl_status nncl_dataset_from_idx(const nncl_idx *images, const nncl_idx *labels, nncl_dataset **out) {
@@ -226,7 +224,6 @@ nncl_status nncl_dataset_load_idx(const char *images_path, const char *labels_pa
 
 nncl_status nncl_dataset_from_csv(const nncl_csv *table, nncl_dataset **out) {
     nncl_dataset *ds;
-    nncl_status st;
     int shape, k;
     if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_from_csv: out is NULL");
     *out = NULL;
@@ -252,13 +249,7 @@ nncl_status nncl_dataset_from_csv(const nncl_csv *table, nncl_dataset **out) {
             }
         }
     }
-    st = ds_check_values(ds, "nncl_dataset_from_csv");
-    if (st != NNCL_OK) {
-        nncl_dataset_free(ds);
-        return st;
-    }
-    *out = ds;
-    return NNCL_OK;
+    return ds_finish(ds, "nncl_dataset_from_csv", out);
 }
 
 nncl_status nncl_dataset_load_csv(const char *path, const nncl_csv_options *opt, nncl_dataset **out) {

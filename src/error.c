@@ -149,6 +149,31 @@ void *nncl__calloc(size_t n, size_t sz) {
     return p;
 }
 
+int nncl__grow(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
+    size_t ncap = *cap ? *cap : first;
+    void *q;
+    if (need <= *cap) return 0;
+    while (ncap < need) {
+        if (ncap > (size_t)-1 / 2) return 1;
+        ncap *= 2;
+    }
+    q = nncl__calloc(ncap, elem);
+    if (!q) return 1;
+    if (*p) memcpy(q, *p, *cap * elem);
+    NNCL_FREE(*p);
+    *p = q;
+    *cap = ncap;
+    return 0;
+}
+
+int nncl__grow_int(void **p, int *cap, int need, size_t elem, int first) {
+    size_t c = (size_t)*cap;
+    if (need <= *cap) return 0;
+    if (nncl__grow(p, &c, (size_t)need, elem, (size_t)first)) return 1;
+    *cap = c > (size_t)INT_MAX ? INT_MAX : (int)c; /* counts stay ints: the rest is unused room */
+    return 0;
+}
+
 char *nncl__strdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *p = (char *)NNCL_MALLOC(n);

@@ -67,29 +67,13 @@ static nncl__gemm_choice *pick_near(nncl__gemm_state *s, const nncl__gemm_args *
 }
 
 static int pick_add(nncl__gemm_state *s, const nncl__gemm_choice *c) {
-    if (s->n_choices == s->cap_choices) {
-        int cap = s->cap_choices ? 2 * s->cap_choices : 16;
-        nncl__gemm_choice *nc = (nncl__gemm_choice *)nncl__calloc((size_t)cap, sizeof *nc);
-        if (!nc) return 0;
-        if (s->n_choices) memcpy(nc, s->choices, (size_t)s->n_choices * sizeof *nc);
-        NNCL_FREE(s->choices);
-        s->choices = nc;
-        s->cap_choices = cap;
-    }
+    if (nncl__grow_int((void **)&s->choices, &s->cap_choices, s->n_choices + 1, sizeof *c, 16)) return 0;
     s->choices[s->n_choices++] = *c;
     return 1;
 }
 
 static int pick_add_conv(nncl__gemm_state *s, const nncl__conv_choice *c) {
-    if (s->n_convs == s->cap_convs) {
-        int cap = s->cap_convs ? 2 * s->cap_convs : 8;
-        nncl__conv_choice *nc = (nncl__conv_choice *)nncl__calloc((size_t)cap, sizeof *nc);
-        if (!nc) return 0;
-        if (s->n_convs) memcpy(nc, s->convs, (size_t)s->n_convs * sizeof *nc);
-        NNCL_FREE(s->convs);
-        s->convs = nc;
-        s->cap_convs = cap;
-    }
+    if (nncl__grow_int((void **)&s->convs, &s->cap_convs, s->n_convs + 1, sizeof *c, 8)) return 0;
     s->convs[s->n_convs++] = *c;
     return 1;
 }

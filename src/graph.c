@@ -91,15 +91,8 @@ static nncl_node *graph_push(nncl_graph *g, nncl__op op, const char *name) {
     nncl_node *n;
     if (g->frozen)
         return nncl__graph_fail(g, NNCL_ERR_STATE, "the graph already has a plan: build the whole model first");
-    if (g->n_nodes == g->cap_nodes) {
-        int cap = g->cap_nodes ? g->cap_nodes * 2 : 32;
-        nncl_node **nn = (nncl_node **)nncl__calloc((size_t)cap, sizeof *nn);
-        if (!nn) return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
-        if (g->nodes) memcpy(nn, g->nodes, (size_t)g->n_nodes * sizeof *nn);
-        NNCL_FREE(g->nodes);
-        g->nodes = nn;
-        g->cap_nodes = cap;
-    }
+    if (nncl__grow_int((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes, 32))
+        return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
     n = (nncl_node *)nncl__calloc(1, sizeof *n);
     if (!n) return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
     n->id = g->n_nodes;
@@ -163,49 +156,44 @@ static int graph_valid_shape(int ndim, const int *shape, int lo) {
     return 1;
 }
 
-nncl_node *nncl_input(nncl_graph *g, const char *name, int ndim, const int *sample_shape) {
+/* A new leaf of op (an input or a parameter) named name, of the given
+ * dimensions after a batch dimension of 1 (batched) or alone, once the
+ * checks both builders share have passed; fn names the builder. */
+static nncl_node *graph_leaf(nncl_graph *g, nncl__op op, const char *fn, const char *name, int ndim, const int *shape,
+                             int batched) {
     nncl_node *n;
     int i;
-    if (!g) return nncl__graph_fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_input: graph is NULL");
+    if (!g) return nncl__graph_fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
     if (!name || !*name || strlen(name) >= NNCL_NAME_MAX)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_input: a name of 1 to %d characters is needed",
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: a name of 1 to %d characters is needed", fn,
                                 NNCL_NAME_MAX - 1);
-    if (!graph_valid_shape(ndim, sample_shape, 0))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_input \"%s\": per-sample shape must have 0 to %d positive dimensions", name,
-                                NNCL_MAX_DIMS - 1);
-    if (nncl_graph_find(g, name)) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_input: name \"%s\" is taken", name);
-    if (!(n = graph_push(g, NNCL_OP_INPUT, name))) return NULL;
-    n->batched = 1;
-    n->ndim = ndim + 1;
+    if (!graph_valid_shape(ndim, shape, !batched))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": %s must have %d to %d positive dimensions", fn,
+                                name, batched ? "per-sample shape" : "shape", !batched, NNCL_MAX_DIMS - batched);
+    if (nncl_graph_find(g, name)) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: name \"%s\" is taken", fn, name);
+    if (!(n = graph_push(g, op, name))) return NULL;
+    n->batched = batched;
+    n->ndim = ndim + batched;
     n->shape[0] = 1;
-    for (i = 0; i < ndim; i++) n->shape[i + 1] = sample_shape[i];
+    for (i = 0; i < ndim; i++) n->shape[i + batched] = shape[i];
     if (!graph_count(n)) {
         graph_pop(g);
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_input \"%s\": too many elements per sample", name);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": too many elements%s", fn, name,
+                                batched ? " per sample" : "");
     }
     return n;
 }
 
+nncl_node *nncl_input(nncl_graph *g, const char *name, int ndim, const int *sample_shape) {
+    return graph_leaf(g, NNCL_OP_INPUT, "nncl_input", name, ndim, sample_shape, 1);
+}
+
 nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const int *shape, nncl_init_kind init, float scale) {
-    nncl_node *n;
-    int i;
-    if (!g) return nncl__graph_fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_param: graph is NULL");
-    if (!name || !*name || strlen(name) >= NNCL_NAME_MAX)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param: a name of 1 to %d characters is needed",
-                                NNCL_NAME_MAX - 1);
-    if (!graph_valid_shape(ndim, shape, 1))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": shape must have 1 to %d positive dimensions",
-                                name, NNCL_MAX_DIMS);
-    if ((int)init < NNCL_INIT_ZEROS || (int)init > NNCL_INIT_FAN_IN_UNIFORM)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": unknown init %d", name, (int)init);
-    if (nncl_graph_find(g, name)) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param: name \"%s\" is taken", name);
-    if (!(n = graph_push(g, NNCL_OP_PARAM, name))) return NULL;
-    n->ndim = ndim;
-    for (i = 0; i < ndim; i++) n->shape[i] = shape[i];
-    if (!graph_count(n)) {
+    nncl_node *n = graph_leaf(g, NNCL_OP_PARAM, "nncl_param", name, ndim, shape, 0);
+    if (!n) return NULL;
+    if ((int)init < NNCL_INIT_ZEROS || (int)init > NNCL_INIT_FAN_IN_UNIFORM) {
         graph_pop(g);
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": too many elements", name);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": unknown init %d", name, (int)init);
     }
     n->init = (int)init;
     n->init_scale = scale;

@@ -61,6 +61,11 @@
 
 /* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
 void *nncl__calloc(size_t n, size_t sz);
+/* Room for need elements of elem bytes in the growing array *p of *cap
+ * elements (doubled, from first; the new room zeroed): 0, or nonzero with
+ * nothing changed when memory or the size ran out. _int: int counts. */
+int nncl__grow(void **p, size_t *cap, size_t need, size_t elem, size_t first);
+int nncl__grow_int(void **p, int *cap, int need, size_t elem, int first);
 char *nncl__strdup(const char *s);
 /* Seconds on a monotonic clock, for durations. */
 double nncl__seconds(void);
@@ -186,12 +191,25 @@ struct nncl_context {
     char message[NNCL_MSG_MAX];
 };
 
-/* Device d of ctx, or NULL after recording an error. */
+/* Device d of ctx, or NULL after recording an error (device.c, like
+ * everything to the end of this section). */
 nncl_device *nncl__device(nncl_context *ctx, int d);
 
 /* Device buffers are allocated through these, so that memory use is known. */
 nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out);
 void nncl__buffer_release(nncl_device *dev, cl_mem mem, size_t bytes);
+
+/* FNV-1a over n bytes, continuing from h (start: 0xCBF29CE484222325). */
+uint64_t nncl__fnv1a(uint64_t h, const void *data, size_t n);
+/* The cache folder ($NNCL_CACHE_DIR, else $XDG_CACHE_HOME/nncl, else
+ * ~/.cache/nncl) into path, created when missing; 0 when there is none. */
+int nncl__cache_dir(char *path, size_t size);
+/* A file of dev's in the cache folder, named after a hash of dev's identity
+ * (platform, device, vendor, driver, OpenCL and CLBlast versions), with the
+ * given name prefix and extension; 0 when there is no folder. The identity
+ * text itself, one field a line, for files that must check it. */
+int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size);
+void nncl__device_identity(const nncl_device *dev, char *out, size_t size);
 
 /* ------------------------------------------------------------- tensors */
 
@@ -225,6 +243,8 @@ nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *
                                nncl_program **out);
 nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                               const char *name, cl_kernel *out);
+/* Releases every program and kernel of dev (nncl_free). */
+void nncl__programs_release(nncl_device *dev);
 
 /* The disk cache of built programs (binary_cache.c), used for drivers that
  * keep none of their own (config.binary_cache 0), always (1) or never (-1);
@@ -367,11 +387,5 @@ int nncl__tune_mode(const nncl_context *ctx);
 nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
 /* The path of device d's stored tuning into path; 0 when there is no folder. */
 int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
-/* A file of dev's in the cache folder, named after a hash of dev's identity
- * (platform, device, vendor, driver, OpenCL and CLBlast versions), with the
- * given name prefix and extension; 0 when there is no folder. The identity
- * text itself, one field a line, for files that must check it. */
-int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size);
-void nncl__device_identity(const nncl_device *dev, char *out, size_t size);
 
 #endif /* NNCL_INTERNAL_H */

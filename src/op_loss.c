@@ -171,54 +171,57 @@ static nncl_status pair_backward(nncl__exec *x, nncl_node *n) {
 }
 
 
-static void bce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
+/* A pair loss in double for the host reference: the mean over elements of
+ * term(x, t), and the term's derivatives in x and t. */
+typedef struct pair_impl {
+    double (*term)(double x, double t);
+    void (*grad)(double x, double t, double *dx, double *dt);
+} pair_impl;
+
+static double bce_term(double v, double t) { return (v > 0 ? v : 0) - v * t + log1p(exp(-fabs(v))); }
+static void bce_grad(double v, double t, double *dv, double *dt) {
+    *dv = 1 / (1 + exp(-v)) - t;
+    *dt = -v;
+}
+static double mse_term(double p, double t) { return (p - t) * (p - t); }
+static void mse_grad(double p, double t, double *dp, double *dt) {
+    *dp = 2 * (p - t);
+    *dt = -*dp;
+}
+static const pair_impl bce_impl = {bce_term, bce_grad};
+static const pair_impl mse_impl = {mse_term, mse_grad};
+
+static void pair_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                             double *aux) {
+    const pair_impl *f = (const pair_impl *)nncl__opdef_get(n->op)->impl;
     size_t count = nncl__numel(n->in[0], r->batch), i;
     double s = 0;
     (void)aux;
-    for (i = 0; i < count; i++) {
-        double v = in[0][i];
-        s += (v > 0 ? v : 0) - v * in[1][i] + log1p(exp(-fabs(v)));
-    }
+    for (i = 0; i < count; i++) s += f->term(in[0][i], in[1][i]);
     out[0] = s / (double)count;
 }
 
-static void bce_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
-                             const double *gout, double *const *gin, double *aux) {
+static void pair_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                              const double *gout, double *const *gin, double *aux) {
+    const pair_impl *f = (const pair_impl *)nncl__opdef_get(n->op)->impl;
     size_t count = nncl__numel(n->in[0], r->batch), i;
     (void)out; (void)aux;
     for (i = 0; i < count; i++) {
-        if (gin[0]) gin[0][i] += gout[0] * (1 / (1 + exp(-in[0][i])) - in[1][i]) / (double)count;
-        if (gin[1]) gin[1][i] += -gout[0] * in[0][i] / (double)count;
-    }
-}
-
-static void mse_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
-    size_t count = nncl__numel(n->in[0], r->batch), i;
-    double s = 0;
-    (void)aux;
-    for (i = 0; i < count; i++) s += (in[0][i] - in[1][i]) * (in[0][i] - in[1][i]);
-    out[0] = s / (double)count;
-}
-
-static void mse_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
-                             const double *gout, double *const *gin, double *aux) {
-    size_t count = nncl__numel(n->in[0], r->batch), i;
-    (void)out; (void)aux;
-    for (i = 0; i < count; i++) {
-        double d = 2 * gout[0] * (in[0][i] - in[1][i]) / (double)count;
-        if (gin[0]) gin[0][i] += d;
-        if (gin[1]) gin[1][i] -= d;
+        double dx, dt;
+        f->grad(in[0][i], in[1][i], &dx, &dt);
+        if (gin[0]) gin[0][i] += gout[0] * dx / (double)count;
+        if (gin[1]) gin[1][i] += gout[0] * dt / (double)count;
     }
 }
 
 const nncl__opdef nncl__opdef_bce_logits = {
     .name = "bce_with_logits", .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
     .shape = loss_same_shape, .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward,
-    .bw_reads = NNCL_BW_INPUTS, .ref_forward = bce_ref_forward, .ref_backward = bce_ref_backward};
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &bce_impl};
 const nncl__opdef nncl__opdef_mse = {
     .name = "mse", .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
     .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = mse_ref_forward, .ref_backward = mse_ref_backward};
+    .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &mse_impl};
 
 nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
     nncl_node *in[2];

@@ -5,7 +5,6 @@
  * converted to float (safetensors_dtype.c). Writing: safetensors_write.c. */
 #include "safetensors.h"
 #include <errno.h>
-#include <limits.h>
 #if !defined(_WIN32)
 #include <sys/stat.h>
 #endif
@@ -21,20 +20,6 @@ nncl_status nncl__st_fail(const char *source, nncl_status status, const char *fm
     return nncl__fail(NULL, status, "safetensors %s: %s", source, msg);
 }
 /* ------------------------------------------------------------ header */
-
-static void *sft_grow(void *p, int count, int *cap, size_t elem) {
-    int ncap;
-    void *q;
-    if (count < *cap) return p;
-    if (*cap > INT_MAX / 2) return NULL;
-    ncap = *cap ? *cap * 2 : 16;
-    q = nncl__calloc((size_t)ncap, elem);
-    if (!q) return NULL;
-    if (p) memcpy(q, p, (size_t)count * elem);
-    NNCL_FREE(p);
-    *cap = ncap;
-    return q;
-}
 
 /* Bytes per element of a dtype the format defines; sets *supported when
  * nncl can turn it into float. 0 for a name the format does not know. */
@@ -72,9 +57,8 @@ static nncl_status sft_parse_meta(nncl_safetensors *st, nncl__st_json *j) {
     }
     for (;;) {
         nncl__st_meta *m;
-        void *grown = sft_grow(st->meta, st->n_meta, &st->cap_meta, sizeof *st->meta);
-        if (!grown) return nncl__st_fail(st->source, NNCL_ERR_OUT_OF_MEMORY, "out of memory for metadata");
-        st->meta = (nncl__st_meta *)grown;
+        if (nncl__grow_int((void **)&st->meta, &st->cap_meta, st->n_meta + 1, sizeof *st->meta, 16))
+            return nncl__st_fail(st->source, NNCL_ERR_OUT_OF_MEMORY, "out of memory for metadata");
         m = &st->meta[st->n_meta];
         NNCL_TRY(nncl__st_json_string(j, &m->key, NULL));
         st->n_meta++; /* owns key from here on, freed with st */
@@ -95,7 +79,6 @@ static nncl_status sft_parse_meta(nncl_safetensors *st, nncl__st_json *j) {
 static nncl_status sft_parse_tensor(nncl_safetensors *st, nncl__st_json *j, char *name, size_t name_len,
                                     uint64_t data_len) {
     nncl__st_tensor *t;
-    void *grown;
     int have_dtype = 0, have_shape = 0, have_offsets = 0, supported, i;
     uint64_t numel = 1, bytes;
     char *field = NULL, what_shape[256], what_offsets[256];
@@ -104,12 +87,10 @@ static nncl_status sft_parse_tensor(nncl_safetensors *st, nncl__st_json *j, char
         return nncl__st_fail(st->source, NNCL_ERR_FORMAT, "a tensor name is %zu bytes long, more than %d", name_len,
                              NNCL_ST_MAX_NAME);
     }
-    grown = sft_grow(st->t, st->count, &st->cap, sizeof *st->t);
-    if (!grown) {
+    if (nncl__grow_int((void **)&st->t, &st->cap, st->count + 1, sizeof *st->t, 16)) {
         NNCL_FREE(name);
         return nncl__st_fail(st->source, NNCL_ERR_OUT_OF_MEMORY, "out of memory for %d tensors", st->count + 1);
     }
-    st->t = (nncl__st_tensor *)grown;
     t = &st->t[st->count++];
     t->name = name; /* owned by st from here on */
     snprintf(what_shape, sizeof what_shape, "tensor '%.200s' shape", name);

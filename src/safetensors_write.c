@@ -4,67 +4,16 @@
  * target replaced atomically. */
 #include "safetensors.h"
 
-typedef struct stw_buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} stw_buf;
-
-static void stw_put(stw_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->cap - b->n < n + 1) {
-        size_t ncap = b->cap ? b->cap : 256;
-        char *q;
-        while (ncap - b->n < n + 1) {
-            if (ncap > (size_t)-1 / 2) {
-                b->oom = 1;
-                return;
-            }
-            ncap *= 2;
-        }
-        q = (char *)NNCL_MALLOC(ncap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p) memcpy(q, b->p, b->n);
-        NNCL_FREE(b->p);
-        b->p = q;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void stw_puts(stw_buf *b, const char *s) { stw_put(b, s, strlen(s)); }
-
-static void stw_json(stw_buf *b, const char *s) {
-    static const char hexd[] = "0123456789abcdef";
-    stw_put(b, "\"", 1);
+/* A JSON string; the text was checked to be UTF-8 (stw_check_text). */
+static void stw_json(nncl__buf *b, const char *s) {
+    nncl__buf_put(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        char esc[7];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            stw_put(b, esc, 2);
-        } else if (c < 0x20) {
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hexd[c >> 4];
-            esc[5] = hexd[c & 15];
-            stw_put(b, esc, 6);
-        } else {
-            stw_put(b, s, 1);
-        }
+        if (c == '"' || c == '\\') nncl__buf_put(b, "\\%c", c);
+        else if (c < 0x20) nncl__buf_put(b, "\\u%04x", (unsigned)c);
+        else nncl__buf_put(b, "%c", c);
     }
-    stw_put(b, "\"", 1);
-}
-
-static void stw_u64(stw_buf *b, uint64_t v) {
-    char tmp[24];
-    snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
-    stw_puts(b, tmp);
+    nncl__buf_put(b, "\"");
 }
 
 static nncl_status stw_check_text(const char *path, const char *what, const char *s) {
@@ -149,48 +98,42 @@ static void stw_write_halves(FILE *f, const float *x, size_t n, int bf16) {
     }
 }
 
-static void stw_build_header(stw_buf *b, const nncl_safetensors_entry *tensors, int count, const char *const *meta) {
+static void stw_build_header(nncl__buf *b, const nncl_safetensors_entry *tensors, int count, const char *const *meta) {
     int i, k, own_format = 0;
     uint64_t at = 0;
     for (i = 0; meta && meta[i]; i += 2)
         if (!strcmp(meta[i], "format")) own_format = 1;
-    stw_puts(b, "{\"__metadata__\":{");
-    if (!own_format) stw_puts(b, "\"format\":\"pt\"");
+    nncl__buf_put(b, "{\"__metadata__\":{");
+    if (!own_format) nncl__buf_put(b, "\"format\":\"pt\"");
     for (i = 0; meta && meta[i]; i += 2) {
-        if (i || !own_format) stw_puts(b, ",");
+        nncl__buf_put(b, "%s", i || !own_format ? "," : "");
         stw_json(b, meta[i]);
-        stw_puts(b, ":");
+        nncl__buf_put(b, ":");
         stw_json(b, meta[i + 1]);
     }
-    stw_puts(b, "}");
+    nncl__buf_put(b, "}");
     for (i = 0; i < count; i++) {
         const nncl_safetensors_entry *e = &tensors[i];
         uint64_t numel = 1;
-        stw_puts(b, ",");
+        nncl__buf_put(b, ",");
         stw_json(b, e->name);
-        stw_puts(b, ":{\"dtype\":\"");
-        stw_puts(b, stw_size(e) == 2 ? e->dtype : "F32");
-        stw_puts(b, "\",\"shape\":[");
+        nncl__buf_put(b, ":{\"dtype\":\"%s\",\"shape\":[", stw_size(e) == 2 ? e->dtype : "F32");
         for (k = 0; k < e->ndim; k++) {
-            if (k) stw_puts(b, ",");
-            stw_u64(b, (uint64_t)e->shape[k]);
+            nncl__buf_put(b, "%s%llu", k ? "," : "", (unsigned long long)e->shape[k]);
             numel *= (uint64_t)e->shape[k];
         }
-        stw_puts(b, "],\"data_offsets\":[");
-        stw_u64(b, at);
-        stw_puts(b, ",");
+        nncl__buf_put(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at,
+                      (unsigned long long)(at + numel * stw_size(e)));
         at += numel * stw_size(e);
-        stw_u64(b, at);
-        stw_puts(b, "]}");
     }
-    stw_puts(b, "}");
+    nncl__buf_put(b, "}");
     /* Pad with spaces so that the data starts 8-byte aligned. */
-    while (!b->oom && b->n % 8) stw_put(b, " ", 1);
+    while (!b->failed && b->n % 8) nncl__buf_put(b, " ");
 }
 
 nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry *tensors, int count,
                                   const char *const *meta) {
-    stw_buf b;
+    nncl__buf b;
     nncl__afile af;
     unsigned char prefix[8];
     uint64_t data_len;
@@ -199,21 +142,21 @@ nncl_status nncl_safetensors_save(const char *path, const nncl_safetensors_entry
     NNCL_TRY(stw_check_save(path, tensors, count, meta, &data_len));
     memset(&b, 0, sizeof b);
     stw_build_header(&b, tensors, count, meta);
-    if (b.oom || b.n > NNCL_ST_MAX_HEADER) {
-        NNCL_FREE(b.p);
+    if (b.failed || b.n > NNCL_ST_MAX_HEADER) {
+        NNCL_FREE(b.s);
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "safetensors %s: header too large or out of memory", path);
     }
     {
         nncl_status s = nncl__afile_open(&af, path, "safetensors");
         if (s != NNCL_OK) {
-            NNCL_FREE(b.p);
+            NNCL_FREE(b.s);
             return s;
         }
     }
     nncl__st_put_u64(prefix, (uint64_t)b.n);
     fwrite(prefix, 1, 8, af.f);
-    fwrite(b.p, 1, b.n, af.f);
-    NNCL_FREE(b.p);
+    fwrite(b.s, 1, b.n, af.f);
+    NNCL_FREE(b.s);
     for (i = 0; i < count; i++) {
         size_t numel = 1;
         for (k = 0; k < tensors[i].ndim; k++) numel *= (size_t)tensors[i].shape[k];

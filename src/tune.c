@@ -7,14 +7,6 @@
 #include "tune_data.h"
 #include <clblast_c.h>
 #include <stdio.h>
-#include <sys/stat.h>
-
-static uint64_t tune_fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ull;
-    return h;
-}
 
 /* ------------------------------------------------------------- validity */
 
@@ -85,67 +77,6 @@ int nncl__tune_apply(nncl_device *dev, const tune_set *s) {
 
 /* ------------------------------------------------------------- the file */
 
-/* The cache folder ($NNCL_CACHE_DIR, else $XDG_CACHE_HOME/nncl, else
- * ~/.cache/nncl, as the kernel cache), created when missing; 0 when none. */
-static int tune_dir(char *path, size_t size) {
-    const char *dir = getenv("NNCL_CACHE_DIR"), *base;
-    if (dir && *dir) {
-        snprintf(path, size, "%s", dir);
-    } else if ((base = getenv("XDG_CACHE_HOME")) && *base) {
-        snprintf(path, size, "%s/nncl", base);
-    } else if ((base = getenv("HOME")) && *base) {
-        snprintf(path, size, "%s/.cache", base);
-        mkdir(path, 0755);
-        snprintf(path, size, "%s/.cache/nncl", base);
-    } else {
-        return 0;
-    }
-    mkdir(path, 0755); /* best effort: a missing folder only means nothing is stored */
-    return 1;
-}
-
-#define TUNE_STR(x) #x
-#define TUNE_XSTR(x) TUNE_STR(x)
-#define TUNE_CLBLAST_VERSION \
-    TUNE_XSTR(CLBLAST_VERSION_MAJOR) "." TUNE_XSTR(CLBLAST_VERSION_MINOR) "." TUNE_XSTR(CLBLAST_VERSION_PATCH)
-
-/* The identity lines of dev: what a stored tuning must match exactly. */
-static void tune_identity(const nncl_device *dev, char *out, size_t size) {
-    const char *fields[5];
-    const char *keys[5] = {"platform", "device", "vendor", "driver", "version"};
-    size_t len = 0;
-    int i;
-    fields[0] = dev->info.platform;
-    fields[1] = dev->info.name;
-    fields[2] = dev->info.vendor;
-    fields[3] = dev->info.driver;
-    fields[4] = dev->info.cl_version;
-    out[0] = 0;
-    for (i = 0; i < 5 && len + 1 < size; i++) {
-        const char *p = fields[i];
-        int w = snprintf(out + len, size - len, "%s ", keys[i]);
-        if (w < 0 || (size_t)w >= size - len) break;
-        len += (size_t)w;
-        for (; *p && len + 2 < size; p++) out[len++] = (*p < 32 || *p == 127) ? '?' : *p; /* one line each */
-        out[len++] = '\n';
-        out[len] = 0;
-    }
-    snprintf(out + len, size - len, "clblast %s\n", TUNE_CLBLAST_VERSION);
-}
-
-int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const char *ext, char *path, size_t size) {
-    char id[1024];
-    uint64_t h;
-    size_t n;
-    tune_identity(dev, id, sizeof id);
-    h = tune_fnv(0xCBF29CE484222325ull, id, strlen(id));
-    if (!tune_dir(path, size)) return 0;
-    n = strlen(path);
-    snprintf(path + n, size - n, "/%s-%016llx.%s", prefix, (unsigned long long)h, ext);
-    return 1;
-}
-
-void nncl__device_identity(const nncl_device *dev, char *out, size_t size) { tune_identity(dev, out, size); }
 
 static int tune_path(const nncl_device *dev, char *path, size_t size) {
     return nncl__device_cache_path(dev, "gemm", "tune", path, size);
@@ -173,7 +104,7 @@ static void tune_format(const nncl_device *dev, const tune_set *s, char *out, si
     size_t len;
     snprintf(out, size, "%s\n", TUNE_MAGIC);
     len = strlen(out);
-    tune_identity(dev, out + len, size - len);
+    nncl__device_identity(dev, out + len, size - len);
     len = strlen(out);
     nncl__tune_format_family(line, sizeof line, "Xgemm", s->has_x, tune_xnames, s->x, TUNE_NX);
     snprintf(out + len, size - len, "%s\n", line);
@@ -185,7 +116,7 @@ static void tune_format(const nncl_device *dev, const tune_set *s, char *out, si
     snprintf(out + len, size - len, "%s\n", line);
     len = strlen(out);
     snprintf(out + len, size - len, "check %016llx\n",
-             (unsigned long long)tune_fnv(0xCBF29CE484222325ull, out, len));
+             (unsigned long long)nncl__fnv1a(0xCBF29CE484222325ull, out, len));
 }
 
 /* Parses "FAMILY default" or "FAMILY N1=v1 N2=v2 ..." (names in order). */
@@ -233,12 +164,12 @@ static int tune_load(const nncl_device *dev, const char *path, tune_set *s, cons
     /* the checksum line covers everything before it */
     check = strstr(buf, "\ncheck ");
     if (!check || sscanf(check + 7, "%16llx", &sum) != 1 ||
-        tune_fnv(0xCBF29CE484222325ull, buf, (size_t)(check + 1 - buf)) != (uint64_t)sum)
+        nncl__fnv1a(0xCBF29CE484222325ull, buf, (size_t)(check + 1 - buf)) != (uint64_t)sum)
         return -1;
     check[1] = 0;
     hl = strlen(TUNE_MAGIC);
     if (strncmp(buf, TUNE_MAGIC, hl) != 0 || buf[hl] != '\n') return -1;
-    tune_identity(dev, id, sizeof id);
+    nncl__device_identity(dev, id, sizeof id);
     if (strncmp(buf + hl + 1, id, strlen(id)) != 0) {
         *why = "stored for another device, driver or CLBlast";
         return -1;
@@ -330,6 +261,3 @@ void nncl__tune_on_open(nncl_context *ctx, int device) {
 }
 
 
-#undef TUNE_STR
-#undef TUNE_XSTR
-#undef TUNE_CLBLAST_VERSION
