@@ -48,3 +48,30 @@ float nncl_group_sum(__local float *buf, float v) {
 float nncl_group_max(__local float *buf, float v) {
     return nncl_group_reduce(buf, v, 0, (int)get_local_id(0), 1, (int)get_local_size(0), 1);
 }
+
+/* Storage of activations, their gradients and the working copy of the
+ * weights: NNCL_STORE 1 fp16 (vload_half / vstore_half_rte, core OpenCL
+ * 1.2, no cl_khr_fp16 needed), 2 bf16 (the upper 16 bits of a float,
+ * rounded to nearest even), else fp32. Kernels name such memory
+ * `__global act_t *` and go through NNCL_LD / NNCL_ST; arithmetic stays
+ * fp32 (the _f32 in kernel names), and so do master weights, optimizer
+ * state, parameter gradients, labels and losses. With NNCL_STORE unset the
+ * macros are plain loads and stores: the fp32 build is unchanged. */
+#if defined(NNCL_STORE) && NNCL_STORE == 1
+#define act_t half
+#define NNCL_LD(p, i) vload_half((size_t)(i), (p))
+#define NNCL_ST(v, p, i) vstore_half_rte((v), (size_t)(i), (p))
+#elif defined(NNCL_STORE) && NNCL_STORE == 2
+#define act_t ushort
+#define NNCL_LD(p, i) as_float((uint)(p)[i] << 16)
+#define NNCL_ST(v, p, i) ((p)[i] = nncl_bf16_rne(v))
+ushort nncl_bf16_rne(float v) {
+    uint x = as_uint(v);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x40u); /* NaN stays NaN */
+    return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+#else
+#define act_t float
+#define NNCL_LD(p, i) ((p)[i])
+#define NNCL_ST(v, p, i) ((p)[i] = (v))
+#endif

@@ -1,7 +1,9 @@
 /* dense.cl - what a linear or convolution layer adds around its GEMM: bias
  * plus a fused activation in place, the activation's backward in place on
  * the incoming gradient, and the bias gradient as column sums. act: 0 none,
- * 1 relu, 2 sigmoid, 3 tanh (nncl_act). */
+ * 1 relu, 2 sigmoid, 3 tanh (nncl_act). Activations, their gradients and
+ * the bias in the storage type (act_t, cl/common.cl); the bias gradient,
+ * a parameter gradient, in fp32. */
 
 float nncl_dense_act(float v, int act) {
     if (act == 1) return v < 0.0f ? 0.0f : v; /* NaN stays NaN, as in PyTorch */
@@ -20,36 +22,36 @@ float nncl_dense_act_grad(float y, int act) {
 
 /* y[r, c] = act(y[r, c] + b[c]) for a [rows, cols] block; with inner > 1 the
  * layout is [rows, cols, inner] (NCHW: bias per channel). */
-__kernel void nncl_bias_act_f32(__global float *y, int y_off, __global const float *b, int b_off, int has_bias,
+__kernel void nncl_bias_act_f32(__global act_t *y, int y_off, __global const act_t *b, int b_off, int has_bias,
                                 int cols, int inner, int n, int act) {
     int i = get_global_id(0);
     if (i < n) {
-        float v = y[y_off + i];
-        if (has_bias) v += b[b_off + (i / inner) % cols];
-        y[y_off + i] = nncl_dense_act(v, act);
+        float v = NNCL_LD(y, y_off + i);
+        if (has_bias) v += NNCL_LD(b, b_off + (i / inner) % cols);
+        NNCL_ST(nncl_dense_act(v, act), y, y_off + i);
     }
 }
 
 /* dy[i] *= act'(y[i]), in place: the layer's gradient is not read again. */
-__kernel void nncl_act_backward_f32_inplace(__global float *dy, int dy_off, __global const float *y, int y_off, int n,
+__kernel void nncl_act_backward_f32_inplace(__global act_t *dy, int dy_off, __global const act_t *y, int y_off, int n,
                                             int act) {
     int i = get_global_id(0);
-    if (i < n) dy[dy_off + i] *= nncl_dense_act_grad(y[y_off + i], act);
+    if (i < n) NNCL_ST(NNCL_LD(dy, dy_off + i) * nncl_dense_act_grad(NNCL_LD(y, y_off + i), act), dy, dy_off + i);
 }
 
 /* db[c] (+)= sum over r and inner of dy[r, c, inner]: one work-group per
  * column, a tree in local memory. */
-__kernel void nncl_bias_backward_f32(__global const float *dy, int dy_off, int rows, int cols, int inner,
+__kernel void nncl_bias_backward_f32(__global const act_t *dy, int dy_off, int rows, int cols, int inner,
                                  __global float *db, int db_off, int acc, __local float *part) {
     int c = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
     int r, j;
     float sum = 0.0f;
     /* no division per element: CPU drivers run it as a scalar loop per lane */
     if (inner == 1)
-        for (r = lid; r < rows; r += ls) sum += dy[dy_off + r * cols + c];
+        for (r = lid; r < rows; r += ls) sum += NNCL_LD(dy, dy_off + r * cols + c);
     else
         for (r = 0; r < rows; r++)
-            for (j = lid; j < inner; j += ls) sum += dy[dy_off + (r * cols + c) * inner + j];
+            for (j = lid; j < inner; j += ls) sum += NNCL_LD(dy, dy_off + (r * cols + c) * inner + j);
     sum = nncl_group_sum(part, sum);
     if (lid == 0) db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + sum;
 }

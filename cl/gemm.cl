@@ -6,7 +6,9 @@
  *   and n, K-major, panels contiguous. The micro-kernels then compute whole
  *   tiles from zero-padded panels and mask only their stores.
  * Variants (build options): NNCL_MR x NNCL_NR tile, NNCL_VW the float vector
- * width (NR a multiple of it).
+ * width (NR a multiple of it), NNCL_FMA to accumulate with fma() (devices
+ * with a fused multiply-add in hardware: PoCL compiles mad() to a multiply
+ * and an add, half the peak of AVX2/AVX-512).
  *   nncl_gemm_f32_packed  (default): one work-item per MR x NR tile, the tile
  *       in MR*NR/VW vector accumulators, no local memory and no barriers: CPU
  *       drivers (PoCL) keep it in registers, where values living across a
@@ -21,7 +23,11 @@
  * A third NDRange dimension runs a batch of products (strides in elements;
  * an A stride of 0 shares A). The packed kernels take k, the depth to sum
  * over, and kp, the length of the panels (k <= kp: a K block of panels that
- * start at the offsets given). */
+ * start at the offsets given).
+ * Half storage (NNCL_STORE, cl/common.cl): the packing kernels read A and B
+ * in the storage type into fp32 panels, and the packed kernel stores C (and
+ * reads the bias) in it; the product itself is fp32. A product whose C is
+ * fp32 (a weight gradient) takes the packed kernel of the fp32 build. */
 
 #ifndef NNCL_MR
 #define NNCL_MR 6
@@ -33,6 +39,11 @@
 #define NNCL_VW 8
 #endif
 #define NNCL_NV (NNCL_NR / NNCL_VW)
+#ifdef NNCL_FMA
+#define NNCL_MADD(a, b, c) fma(a, b, c)
+#else
+#define NNCL_MADD(a, b, c) mad(a, b, c)
+#endif
 
 #define NNCL_CAT_(a, b) a##b
 #define NNCL_CAT(a, b) NNCL_CAT_(a, b)
@@ -57,34 +68,34 @@
 #define NNCL_PACK_BODY(TILE)                                                                                           \
     int p = get_global_id(0), k0 = get_global_id(1) * NNCL_PACK_KB, z = get_global_id(2), i0 = p * (TILE), r, kk;      \
     int k1 = min(k0 + NNCL_PACK_KB, k), live = min((TILE), rows - i0);                                                 \
-    const __global float *s = src + src_off + z * src_stride;                                                          \
+    const __global act_t *s = src + src_off + z * src_stride;                                                          \
     __global float *d = dst + dst_off + z * dst_stride + p * k * (TILE);                                               \
     if (i0 >= rows || k0 >= k) return;                                                                                 \
     if (kmajor) {                                                                                                      \
         for (kk = k0; kk < k1; kk++) {                                                                                 \
             if (live == (TILE))                                                                                        \
-                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = s[kk * ld + i0 + r];                                 \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                         \
             else                                                                                                       \
-                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? s[kk * ld + i0 + r] : 0.0f;               \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;       \
         }                                                                                                              \
     } else {                                                                                                           \
         for (r = 0; r < (TILE); r++) {                                                                                 \
             if (r < live)                                                                                              \
-                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = s[(i0 + r) * ld + kk];                               \
+                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = NNCL_LD(s, (i0 + r) * ld + kk);                       \
             else                                                                                                       \
                 for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = 0.0f;                                                \
         }                                                                                                              \
     }
 
 /* A [rows = m, k]: kmajor when A is stored transposed ([k, m]). */
-__kernel void nncl_gemm_pack_a_f32(__global const float *src, int src_off, int src_stride, int ld, int kmajor,
+__kernel void nncl_gemm_pack_a_f32(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
                                    int rows, int k, __global float *dst, int dst_off, int dst_stride) {
     NNCL_PACK_BODY(NNCL_MR)
 }
 
 /* B [k, n] packed as its transpose (rows = n): kmajor when B is NOT
  * transposed (stored [k, n]). */
-__kernel void nncl_gemm_pack_b_f32(__global const float *src, int src_off, int src_stride, int ld, int kmajor,
+__kernel void nncl_gemm_pack_b_f32(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
                                    int rows, int k, __global float *dst, int dst_off, int dst_stride) {
     NNCL_PACK_BODY(NNCL_NR)
 }
@@ -105,26 +116,48 @@ float nncl_gemm_act1(float v, int act) {
     return v;
 }
 
+/* C and the bias in the storage type (cl/common.cl): VW consecutive
+ * elements at a time, through fp32. */
+#if defined(NNCL_STORE) && NNCL_STORE
+vfloat nncl_gemm_cload(__global const act_t *p) {
+    float t[NNCL_VW];
+    int e;
+    for (e = 0; e < NNCL_VW; e++) t[e] = NNCL_LD(p, e);
+    return NNCL_VLOAD(0, t);
+}
+void nncl_gemm_cstore(vfloat v, __global act_t *p) {
+    float t[NNCL_VW];
+    int e;
+    NNCL_VSTORE(v, 0, t);
+    for (e = 0; e < NNCL_VW; e++) NNCL_ST(t[e], p, e);
+}
+#define NNCL_CLOAD(p) nncl_gemm_cload(p)
+#define NNCL_CSTORE(v, p) nncl_gemm_cstore(v, p)
+#else
+#define NNCL_CLOAD(p) NNCL_VLOAD(0, p)
+#define NNCL_CSTORE(v, p) NNCL_VSTORE(v, 0, p)
+#endif
+
 /* Stores row i of a tile, columns j .. j+VW-1 (those below n). */
-void nncl_gemm_store(__global float *c, int ldc, int i, int j, int n, vfloat acc, float alpha, float beta,
-                     __global const float *bias, int epi) {
-    __global float *row = c + i * ldc;
+void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc, float alpha, float beta,
+                     __global const act_t *bias, int epi) {
+    __global act_t *row = c + i * ldc;
     int mode = epi & 3, act = epi >> 2, e;
     if (j + NNCL_VW <= n) {
         vfloat v = alpha * acc;
-        if (beta != 0.0f) v += beta * NNCL_VLOAD(0, row + j);
-        if (mode == 1) v += NNCL_VLOAD(0, bias + j);
-        else if (mode == 2) v += bias[i];
-        NNCL_VSTORE(nncl_gemm_act(v, act), 0, row + j);
+        if (beta != 0.0f) v += beta * NNCL_CLOAD(row + j);
+        if (mode == 1) v += NNCL_CLOAD(bias + j);
+        else if (mode == 2) v += NNCL_LD(bias, i);
+        NNCL_CSTORE(nncl_gemm_act(v, act), row + j);
     } else {
         float t[NNCL_VW];
         NNCL_VSTORE(acc, 0, t);
         for (e = 0; e < NNCL_VW && j + e < n; e++) {
             float v = alpha * t[e];
-            if (beta != 0.0f) v += beta * row[j + e];
-            if (mode == 1) v += bias[j + e];
-            else if (mode == 2) v += bias[i];
-            row[j + e] = nncl_gemm_act1(v, act);
+            if (beta != 0.0f) v += beta * NNCL_LD(row, j + e);
+            if (mode == 1) v += NNCL_LD(bias, j + e);
+            else if (mode == 2) v += NNCL_LD(bias, i);
+            NNCL_ST(nncl_gemm_act1(v, act), row, j + e);
         }
     }
 }
@@ -180,7 +213,7 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
             for (u = 0; u < NNCL_TM; u++) av[u] = as[kk * NNCL_MR + x + NNCL_WG * u];
             for (w = 0; w < NNCL_TN; w++) bv[w] = bs[kk * NNCL_NR + y + NNCL_WG * w];
             for (u = 0; u < NNCL_TM; u++)
-                for (w = 0; w < NNCL_TN; w++) acc[u][w] = mad(av[u], bv[w], acc[u][w]);
+                for (w = 0; w < NNCL_TN; w++) acc[u][w] = NNCL_MADD(av[u], bv[w], acc[u][w]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -212,7 +245,7 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
         _Pragma("unroll") for (r = 0; r < NNCL_MR; r++) {                                                              \
             float av = AV;                                                                                             \
             _Pragma("unroll") for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] =                                     \
-                mad((vfloat)av, bv[v], acc[r * NNCL_NV + v]);                                                          \
+                NNCL_MADD((vfloat)av, bv[v], acc[r * NNCL_NV + v]);                                                    \
         }                                                                                                              \
     }
 
@@ -258,8 +291,8 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
 /* CPU style: the MR x NR tile in MR*NV vector accumulators; per k, NV vector
  * loads of the B panel and MR broadcasts of the A panel. */
 __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_stride, __global const float *bp,
-                                   int bp_off, int bp_stride, __global float *c, int c_off, int c_stride, int ldc,
-                                   int m, int n, int k, int kp, float alpha, float beta, __global const float *bias,
+                                   int bp_off, int bp_stride, __global act_t *c, int c_off, int c_stride, int ldc,
+                                   int m, int n, int k, int kp, float alpha, float beta, __global const act_t *bias,
                                    int bias_off, int epi) {
     int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), r, v, kk;
     vfloat acc[NNCL_MR * NNCL_NV];
@@ -276,7 +309,7 @@ __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_
         for (r = 0; r < NNCL_MR; r++) {
             vfloat av = (vfloat)a[r];
 #pragma unroll
-            for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] = mad(av, bv[v], acc[r * NNCL_NV + v]);
+            for (v = 0; v < NNCL_NV; v++) acc[r * NNCL_NV + v] = NNCL_MADD(av, bv[v], acc[r * NNCL_NV + v]);
         }
         a += NNCL_MR;
         b += NNCL_NR;

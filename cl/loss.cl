@@ -1,11 +1,13 @@
 /* loss.cl - losses as per-row or per-element terms written to scratch, then
  * one work-group summing them into the scalar mean; and the backward rules,
  * scaled by the loss's incoming gradient g[0] read on the device (no host
- * round trip). */
+ * round trip). Half storage (cl/common.cl): the predictions and their
+ * gradients in the storage type (act_t); labels, targets, the per-row
+ * terms, the softmax and the loss in fp32. */
 
 /* Softmax cross-entropy over rows of C logits with class-index labels:
  * probs[r, :] = softmax(x[r, :]); term[r] = logsumexp - x[r, label]. */
-__kernel void nncl_softmax_ce_rows_f32(__global const float *x, int x_off, __global const float *lab, int lab_off,
+__kernel void nncl_softmax_ce_rows_f32(__global const act_t *x, int x_off, __global const float *lab, int lab_off,
                                        __global float *probs, int p_off, __global float *term, int t_off,
                                        int rows, int C) {
     int r = get_global_id(0), c, y;
@@ -13,27 +15,27 @@ __kernel void nncl_softmax_ce_rows_f32(__global const float *x, int x_off, __glo
     if (r >= rows) return;
     x += x_off + r * C;
     probs += p_off + r * C;
-    m = x[0];
-    for (c = 1; c < C; c++) m = fmax(m, x[c]);
+    m = NNCL_LD(x, 0);
+    for (c = 1; c < C; c++) m = fmax(m, NNCL_LD(x, c));
     for (c = 0; c < C; c++) {
-        float e = exp(x[c] - m);
+        float e = exp(NNCL_LD(x, c) - m);
         probs[c] = e;
         s += e;
     }
     for (c = 0; c < C; c++) probs[c] /= s;
     y = (int)lab[lab_off + r];
-    term[t_off + r] = (y >= 0 && y < C) ? log(s) + m - x[y] : NAN;
+    term[t_off + r] = (y >= 0 && y < C) ? log(s) + m - NNCL_LD(x, y) : NAN;
 }
 
 /* dx[r, c] (+)= g * (probs[r, c] - [c == label]) / rows */
 __kernel void nncl_softmax_ce_backward_f32(__global const float *probs, int p_off, __global const float *lab,
-                                           int lab_off, __global const float *g, int g_off, __global float *dx,
+                                           int lab_off, __global const float *g, int g_off, __global act_t *dx,
                                            int dx_off, int rows, int C, int acc) {
     int i = get_global_id(0);
     if (i < rows * C) {
         int r = i / C, c = i % C;
         float d = (probs[p_off + i] - (c == (int)lab[lab_off + r] ? 1.0f : 0.0f)) * g[g_off] / rows;
-        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
     }
 }
 

@@ -21,6 +21,7 @@ typedef struct nncl__gemm_variant {
     int index;         /* its place in the device's list (its kernels' row) */
     char name[32];     /* e.g. "packed6x16v8" */
     char options[128]; /* build options of its program of cl/gemm.cl */
+    int store;         /* its kernels' build for half storage (cl/common.cl NNCL_STORE), 0: fp32 */
 } nncl__gemm_variant;
 
 /* ceil(rows / tile) * tile * k: the floats of one batch item's panels. */
@@ -67,6 +68,13 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
  * micro-kernel; the direct variant reads A and B in place. */
 nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                            const nncl__gemm_args *g);
+/* A product with half storage (g->store): through the packed variant the
+ * device would pack g's shape with (K blocks off, so that C is written
+ * once), the packing reading fp16/bf16 into fp32 panels and the product
+ * storing C in the storage type, or in fp32 with g->c_f32. prepare: only
+ * resolve its kernels and give the temp bytes it needs in *bytes. */
+nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int prepare,
+                                 size_t *bytes);
 /* Whether every index of g (offsets, leading dimensions, panels) fits the
  * own kernels' int arguments; when not, products stay with CLBlast. */
 int nncl__gemm_own_fits(const nncl__gemm_args *g);
@@ -111,6 +119,7 @@ typedef struct nncl__gemm_state {
      * resolved on first use (a plan's prepare measures every product it
      * will run), then launched by index. */
     nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][3], epilogue;
+    nncl__kslot kernels_store[2][NNCL__GEMM_MAX_VARIANTS][3]; /* the same built for fp16 and bf16 storage */
 } nncl__gemm_state;
 enum { NNCL__GEMM_K_PACK_A, NNCL__GEMM_K_PACK_B, NNCL__GEMM_K_PRODUCT }; /* columns of kernels */
 

@@ -14,7 +14,8 @@ size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
 }
 
-static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc) {
+static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc, int fma) {
+    const char *f = fma ? " -DNNCL_FMA" : "";
     v->kind = kind;
     v->kc = kc;
     v->mr = mr;
@@ -23,42 +24,50 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
     v->wg = wg;
     if (kind == NNCL__GEMM_LOCAL) {
         snprintf(v->name, sizeof v->name, "local%dx%dw%d", mr, nr, wg);
-        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d",
-                 mr, nr, wg);
+        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d%s",
+                 mr, nr, wg, f);
     } else {
         snprintf(v->name, sizeof v->name, "%s%dx%dv%d", kind == NNCL__GEMM_DIRECT ? "direct" : "packed", mr, nr, vw);
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
-        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s", mr, nr, vw,
-                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "");
+        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s%s", mr, nr, vw,
+                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "", f);
     }
 }
 
 /* Variants by device, those worth timing first. CPUs: register tiles of
  * vectors of the preferred width, 6 rows of two vectors (the shape of the
- * fastest CPU BLAS kernels) and 4 rows of four (fewer rows to pad when m is
- * small), the direct kernel for small products, and the 6-row tile over K
- * blocks whose B panel block fits L1 (large products); then, for tests, a
- * narrower vector and the local-memory kernel. GPUs: the local-memory
- * kernel first. */
+ * fastest CPU BLAS kernels on 16 vector registers), with 16-wide vectors
+ * (AVX-512: 32 registers) 14 rows of two (28 accumulators, two B vectors
+ * and a broadcast: every register, the least loads per multiply-add), 4
+ * rows of four (fewer rows to pad when m is small), the direct kernel for
+ * small products, and the tall tile over K blocks whose B panel block
+ * stays in L1 (large products); then, for tests, a narrower vector and the
+ * local-memory kernel. GPUs: the local-memory kernel first. Devices with a
+ * fused multiply-add accumulate with it (NNCL_FMA). */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
-    int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16;
+    cl_device_fp_config fp = 0;
+    int vw, i, cpu = dev->info.type == NNCL_DEVICE_CPU, wg = 16, fma, tall;
     if (clGetDeviceInfo(dev->id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pw, &pw, NULL) != CL_SUCCESS) pw = 4;
+    if (clGetDeviceInfo(dev->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
+    fma = (fp & CL_FP_FMA) != 0;
     vw = pw >= 16 ? 16 : pw >= 8 ? 8 : 4;
+    tall = vw >= 16 ? 14 : 6;
     while ((size_t)wg * wg > dev->max_work_group && wg > 1) wg /= 2;
     s->n_all = 0;
     if (cpu) {
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 4096 / vw);
-        s->n_timed = 4;
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 0, fma);
+        if (tall != 6) own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
+        s->n_timed = s->n_all;
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
     } else {
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         s->n_timed = 3;
     }
     for (i = 0; i < s->n_all; i++) s->all[i].index = i;
@@ -74,13 +83,15 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     if (v->index < 0 || v->index >= s->n_all)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
-    k = &s->kernels[v->index][which];
+    k = v->store ? &s->kernels_store[v->store == 2][v->index][which] : &s->kernels[v->index][which];
     if (!k->kernel) {
         const char *name = which < NNCL__GEMM_K_PRODUCT                ? names[which]
                            : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
                            : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
                                                           : "nncl_gemm_f32_packed";
-        NNCL_TRY(nncl__kslot_resolve_opts(ctx, dev, "gemm", v->options, name, k));
+        char opts[160];
+        snprintf(opts, sizeof opts, "%s%s", v->options, v->store == 1 ? " -DNNCL_STORE=1" : v->store == 2 ? " -DNNCL_STORE=2" : "");
+        NNCL_TRY(nncl__kslot_resolve_opts(ctx, dev, "gemm", opts, name, k));
     }
     nncl__args_begin_slot(a, ctx, k);
     return NNCL_OK;
@@ -338,6 +349,59 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
         NNCL_TRY(own_packed(ctx, dev, v, &b, kc, g->k));
     }
     return NNCL_OK;
+}
+
+nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int prepare,
+                                 size_t *bytes) {
+    nncl__gemm_state *s = NULL;
+    nncl__gemm_variant v, pv;
+    nncl__gemm_packed_args p;
+    nncl__args a;
+    size_t need, have = 0;
+    cl_mem ws = g->temp;
+    int i;
+    NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    NNCL_TRY(nncl__gemm_packed_variant(ctx, dev, g->m, g->n, g->k, &v));
+    for (i = 0; v.kind != NNCL__GEMM_PACKED && i < s->n_all; i++) /* the GPU-style kernel stores C in fp32 alone */
+        if (s->all[i].kind == NNCL__GEMM_PACKED) v = s->all[i];
+    if (v.kind != NNCL__GEMM_PACKED)
+        return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "half-precision GEMM: device %s has no packed GEMM kernel",
+                          dev->info.name);
+    v.kc = 0; /* K blocks would round C to half between them */
+    v.store = g->store;
+    pv = v;
+    pv.store = g->c_f32 ? 0 : g->store;
+    need = nncl__gemm_own_temp(&v, g);
+    if (bytes) *bytes = need;
+    if (prepare) {
+        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_A, &a));
+        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_B, &a));
+        return own_kernel(ctx, dev, &pv, NNCL__GEMM_K_PRODUCT, &a);
+    }
+    if (g->m == 0 || g->n == 0) return NNCL_OK;
+    if (!nncl__gemm_own_fits(g))
+        return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "half-precision GEMM [%zu,%zu,%zu]: too large for the kernels' int "
+                          "indices", g->m, g->n, g->k);
+    if (ws) NNCL_CL(ctx, clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof have, &have, NULL));
+    if (!ws || have < need) NNCL_TRY(own_scratch(ctx, dev, need, &ws));
+    NNCL_TRY(nncl__gemm_pack_a(ctx, dev, &v, g->trans_a, g->m, g->k, g->a, g->a_off, g->lda, 0, 1, ws, 0));
+    NNCL_TRY(nncl__gemm_pack_b(ctx, dev, &v, g->trans_b, g->k, g->n, g->b, g->b_off, g->ldb, 0, 1, ws,
+                               own_b_offset(&v, g->m, g->k)));
+    memset(&p, 0, sizeof p);
+    p.m = g->m;
+    p.n = g->n;
+    p.k = g->k;
+    p.batch = 1;
+    p.ap = ws;
+    p.bp = ws;
+    p.bp_off = own_b_offset(&v, g->m, g->k);
+    p.c = g->c;
+    p.c_off = g->c_off;
+    p.ldc = g->ldc;
+    p.alpha = g->alpha;
+    p.beta = g->beta;
+    p.epi = g->epi;
+    return nncl__gemm_packed(ctx, dev, &pv, &p);
 }
 
 nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,

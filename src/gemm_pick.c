@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 1"
+#define PICK_MAGIC "nncl-gemm-choice 2" /* 2: fused multiply-add, tall tiles */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_MIN_SECONDS 0.01    /* timing runs per candidate: at least 2 and this long */
@@ -106,6 +106,10 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
     *why = "damaged";
     if (n == 0 || memchr(buf, 0, n)) return 0;
     buf[n] = 0;
+    if (!strncmp(buf, "nncl-gemm-choice ", 17) && (strncmp(buf, PICK_MAGIC, hl) != 0 || buf[hl] != '\n')) {
+        *why = "written by another version of nncl";
+        return 0;
+    }
     check = strstr(buf, "\ncheck ");
     if (!check || sscanf(check + 7, "%16llx", &sum) != 1 || pick_fnv(buf, (size_t)(check + 1 - buf)) != sum) return 0;
     check[1] = 0;
@@ -404,6 +408,7 @@ nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nnc
 nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
     nncl__gemm_choice *c;
     int mode = nncl__gemm_mode(), idx;
+    if (g->store) return nncl__gemm_own_store(ctx, dev, g, 1, bytes);
     NNCL_TRY(nncl__gemm_own_resolve(ctx, dev, NULL, g));
     if (mode != 1) { /* the chosen kernels resolved now: a step only launches them */
         NNCL_TRY(pick_choice(ctx, dev, g, 0, &c));
@@ -417,6 +422,7 @@ nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_ar
     nncl__gemm_choice *c;
     int mode = nncl__gemm_mode(), idx;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
+    if (g->store) return nncl__gemm_own_store(ctx, dev, g, 0, NULL);
     if (mode == 1) return nncl__sgemm_clblast(ctx, dev, g);
     NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
     idx = mode == 2 ? c->best_own : c->best;

@@ -110,6 +110,11 @@ typedef struct nncl__opdef {
      * checked before any device works (class labels in range): an
      * argument error naming the input. NULL: any data. */
     nncl_status (*check_feed)(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch);
+    /* Half storage (nncl_train_config.precision): half 1 when the op's
+     * kernels take activations in the storage type (cl/common.cl act_t);
+     * f32_in has bit i set for an input that stays fp32 (labels, targets);
+     * f32_out 1 when the node's value, gradient and aux stay fp32 (losses). */
+    int half, f32_in, f32_out;
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the
@@ -174,6 +179,8 @@ struct nncl__exec {
     unsigned char *grad_acc;   /* per node: 1 once its gradient has been written this step */
     cl_mem params, grads, state;
     cl_mem gemm_temp;          /* CLBlast temporary buffer, or NULL */
+    int store;                 /* activations' storage: 0 fp32, 1 fp16, 2 bf16 (nncl_precision) */
+    cl_mem params_h;           /* half storage: the parameters' working copy in that type */
     size_t conv_budget;        /* nonzero: a conv2d's workspace budget in floats (its timing, src/conv_pick.c) */
 };
 

@@ -326,6 +326,9 @@ typedef struct nncl__gemm_args {
     size_t a_off, b_off, c_off;
     size_t lda, ldb, ldc;
     nncl__gemm_epi epi;
+    /* Half storage (nncl_precision 1 fp16, 2 bf16): A, B, the bias and C
+     * in that type, C in fp32 when c_f32; nncl's own kernels only. 0: fp32. */
+    int store, c_f32;
 } nncl__gemm_args;
 nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
 /* Bytes of temp the product of g's shape may use, whichever kernel runs. */

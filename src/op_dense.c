@@ -97,6 +97,7 @@ static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *
     g->b = wv.mem; g->b_off = wv.off; g->ldb = g->k;
     g->c = yv.mem; g->c_off = yv.off; g->ldc = g->n;
     g->temp = x->gemm_temp;
+    g->store = x->store;
     if (n->n_in == 3) {
         nncl__view bv = nncl__val(x, n->in[2]);
         g->epi.bias = 1;
@@ -121,6 +122,8 @@ static void linear_gemm_bwd(nncl__exec *x, const nncl_node *n, int which, int ac
     g->alpha = 1;
     g->beta = acc ? 1.0f : 0.0f;
     g->temp = x->gemm_temp;
+    g->store = x->store;
+    g->c_f32 = which == 1 && n->in[1]->op == NNCL_OP_PARAM; /* a weight gradient stays fp32 */
     if (which == 0) {
         nncl__view dx = nncl__grd(x, n->in[0]);
         g->m = f.m; g->n = f.k; g->k = f.n;
@@ -201,7 +204,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 const nncl__opdef nncl__opdef_linear = {
     .name = "linear", .kernels = {NNCL_DENSE_KERNELS}, .shape = linear_shape, .prepare = linear_prepare,
     .forward = linear_forward, .backward = linear_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
-    .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward};
+    .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 1};
 
 /* Creates NAME.weight (and NAME.bias) with PyTorch's default
  * initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */

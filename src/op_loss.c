@@ -131,7 +131,8 @@ const nncl__opdef nncl__opdef_softmax_ce = {
     .name = "softmax_cross_entropy",
     .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"), .shape = ce_shape,
     .aux_size = ce_aux, .forward = ce_forward, .backward = ce_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward, .check_feed = ce_check_feed};
+    .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward, .check_feed = ce_check_feed,
+    .half = 1, .f32_in = 2, .f32_out = 1};
 
 /* ------------------------------------------------------------- BCE and MSE */
 

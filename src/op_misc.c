@@ -313,7 +313,7 @@ static nncl_status reshape_shape(nncl_graph *g, nncl_node *n) {
 }
 
 const nncl__opdef nncl__opdef_reshape = {
-    .name = "reshape", .shape = reshape_shape, .alias = 1};
+    .name = "reshape", .shape = reshape_shape, .alias = 1, .half = 1};
 
 nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const int *sample_shape) {
     int iattr[1 + NNCL_MAX_DIMS], i;

@@ -81,6 +81,7 @@ typedef struct plan_block {
     int first, last;      /* steps during which the block is live */
     size_t size, off;     /* floats */
     int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
+    int f32;              /* half storage: the block stays fp32 (arena32) */
 } plan_block;
 
 /* Storage owner of a node's value: reshapes share their input's memory. */
@@ -251,7 +252,10 @@ void nncl__plan_free(nncl__plan *p) {
     }
     if (dev) {
         clFinish(dev->queue);
-        nncl__buffer_release(dev, p->arena, p->arena_floats * 4);
+        nncl__buffer_release(dev, p->arena, p->arena_floats * (p->x.store ? 2 : 4));
+        nncl__buffer_release(dev, p->arena32, p->arena32_floats * 4);
+        nncl__buffer_release(dev, p->stage, p->stage_floats * 4);
+        nncl__buffer_release(dev, p->x.params_h, p->graph->n_params * 2);
         nncl__buffer_release(dev, p->x.params, p->graph->n_params * 4);
         nncl__buffer_release(dev, p->x.grads, p->graph->n_trainable * 4);
         nncl__buffer_release(dev, p->x.state, p->graph->n_state * 4);
@@ -264,6 +268,112 @@ void nncl__plan_free(nncl__plan *p) {
     NNCL_FREE(p->x.kernels);
     NNCL_FREE(p->fwd); NNCL_FREE(p->bwd);
     NNCL_FREE(p);
+}
+
+/* ------------------------------------------------------------- half storage */
+
+/* Whether input node n is read as fp32 (labels, targets: an f32_in slot of
+ * a consumer); *mixed is set when another consumer reads it as half. */
+static int plan_input_f32(const nncl_graph *g, const nncl_node *n, int *mixed) {
+    int i, k, f32 = 0, half = 0;
+    for (i = n->id + 1; i < g->n_nodes; i++) {
+        const nncl_node *c = g->nodes[i];
+        for (k = 0; k < c->n_in; k++)
+            if (c->in[k] == n) {
+                if (nncl__opdef_get(c->op)->f32_in & (1 << k)) f32 = 1;
+                else half = 1;
+            }
+    }
+    if (mixed) *mixed = f32 && half;
+    return f32;
+}
+
+nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const nncl_node *loss, int store) {
+    static const char *const names[3] = {"fp32", "fp16", "bf16"};
+    int i, mixed = 0;
+    if (store < 1 || store > 2) return NNCL_OK;
+    for (i = 0; i < g->n_nodes && (!loss || i <= loss->id); i++) {
+        const nncl_node *n = g->nodes[i];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        if (n->op == NNCL_OP_PARAM) continue;
+        if (n->op == NNCL_OP_INPUT) {
+            plan_input_f32(g, n, &mixed);
+            if (mixed)
+                return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: input \"%s\" is read both as labels or "
+                                  "targets (fp32) and as an activation", names[store], n->name);
+            continue;
+        }
+        if (!d->half)
+            return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") has no %s kernels yet; "
+                              "train this model in fp32", names[store], d->name, n->name, names[store]);
+    }
+    if (loss && !nncl__opdef_get(loss->op)->f32_out)
+        return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: the loss \"%s\" (%s) is not a loss op, whose value "
+                          "stays fp32", names[store], loss->name, nncl__opdef_get(loss->op)->name);
+    return NNCL_OK;
+}
+
+/* Half storage: marks the blocks that stay fp32 (everything of a loss,
+ * the values of label inputs), moves them to the end (*n32 of them) and
+ * packs them into arena32; sizes the upload stage for the half inputs. */
+static nncl_status plan_split_f32(nncl__plan *p, plan_block *b, int nb, int *n32) {
+    const nncl_graph *g = p->graph;
+    int i, j = 0;
+    plan_block t;
+    for (i = 0; i < nb; i++) {
+        const nncl_node *n = g->nodes[b[i].node];
+        b[i].f32 = nncl__opdef_get(n->op)->f32_out || (n->op == NNCL_OP_INPUT && plan_input_f32(g, n, NULL));
+        if (n->op == NNCL_OP_INPUT && b[i].kind == 0 && !b[i].f32 && nncl__numel(n, p->max_batch) > p->stage_floats)
+            p->stage_floats = nncl__numel(n, p->max_batch);
+    }
+    for (i = 0; i < nb; i++) /* stable: the half blocks keep their order, and so their packing */
+        if (!b[i].f32) {
+            t = b[i];
+            memmove(b + j + 1, b + j, (size_t)(i - j) * sizeof *b);
+            b[j++] = t;
+        }
+    *n32 = nb - j;
+    p->arena32_floats = plan_pack(b + j, nb - j);
+    if (p->arena32_floats == (size_t)-1) return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!p->arena32_floats) p->arena32_floats = 1;
+    if (!p->stage_floats) p->stage_floats = 1;
+    return NNCL_OK;
+}
+
+int nncl__plan_view_half(const nncl__plan *p, nncl__view v) {
+    return p->x.store && v.mem && (v.mem == p->arena || v.mem == p->x.params_h);
+}
+
+nncl_status nncl__plan_sync_params(nncl__plan *p) {
+    nncl__args a;
+    size_t n = p->graph->n_params;
+    if (!p->x.store || !n) return NNCL_OK;
+    nncl__args_begin_slot(&a, p->ctx, &p->store_k);
+    nncl__arg_mem(&a, p->x.params_h);
+    nncl__arg_int(&a, 0);
+    nncl__arg_mem(&a, p->x.params);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, (int)n);
+    return nncl__launch_1d(&a, p->x.dev, n);
+}
+
+nncl_status nncl__plan_read_view(nncl__plan *p, nncl__view v, float *dst, size_t count) {
+    size_t i;
+    if (!nncl__plan_view_half(p, v)) {
+        NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL));
+        return NNCL_OK;
+    }
+    NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 2, count * 2, dst, 0, NULL, NULL));
+    /* in place from the end: element i's 2 bytes sit at or past 2i, its float goes to 4i */
+    for (i = count; i-- > 0;) {
+        const unsigned char *h = (const unsigned char *)dst + 2 * i;
+        unsigned bits;
+        uint16_t u;
+        memcpy(&u, h, 2);
+        bits = u;
+        dst[i] = p->x.store == 1 ? nncl__f16_to_f32(bits) : nncl__bf16_to_f32(bits);
+    }
+    return NNCL_OK;
 }
 
 /* Kernels take element offsets and counts as int: every node's value at
@@ -303,14 +413,21 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
         nncl__add_overflow(total, g->n_state, &total) || nncl__mul_overflow(total, 4, &total))
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "plan: %zu + %zu + %zu floats overflow the size of memory",
                           p->arena_floats, g->n_params, g->n_state);
-    NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena_floats * 4, &p->arena));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena_floats * (p->x.store ? 2 : 4), &p->arena));
     NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 4, &p->x.params));
     NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_trainable * 4, &p->x.grads));
     NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_state * 4, &p->x.state));
     p->bytes = total;
+    if (p->x.store) { /* the arena counted at 4 bytes above holds 2-byte elements */
+        p->bytes -= (uint64_t)p->arena_floats * 2;
+        NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena32_floats * 4, &p->arena32));
+        NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 2, &p->x.params_h));
+        NNCL_TRY(nncl__buffer_create(ctx, dev, p->stage_floats * 4, &p->stage));
+        p->bytes += ((uint64_t)p->arena32_floats + p->stage_floats) * 4 + (uint64_t)g->n_params * 2;
+    }
     for (i = 0; i < nb; i++) {
         nncl__view v;
-        v.mem = p->arena;
+        v.mem = b[i].f32 ? p->arena32 : p->arena;
         v.off = b[i].off;
         if (b[i].kind == 0) p->x.value[b[i].node] = v;
         else if (b[i].kind == 1) p->x.grad[b[i].node] = v;
@@ -319,7 +436,7 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
         if (n->op == NNCL_OP_PARAM) {
-            p->x.value[i].mem = p->x.params;
+            p->x.value[i].mem = p->x.store ? p->x.params_h : p->x.params;
             p->x.value[i].off = n->param_off;
             if (n->trainable) {
                 p->x.grad[i].mem = p->x.grads;
@@ -336,9 +453,15 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
 
 nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                               nncl__plan **out) {
+    return nncl__plan_create_store(ctx, g, loss, device, max_batch, 0, out);
+}
+
+nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
+                                    int store, nncl__plan **out) {
+    static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
     nncl__plan *p;
     plan_block *blocks = NULL;
-    int nb = 0, i;
+    int nb = 0, n32 = 0, i;
     nncl_status st;
     nncl_device *dev = nncl__device(ctx, device);
     *out = NULL;
@@ -349,6 +472,8 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     if (loss && (loss->batched || loss->sample_numel != 1))
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "plan: the loss \"%s\" must be a scalar, not per-sample or of %zu elements",
                           loss->name, loss->sample_numel);
+    if (store < 0 || store > 2) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: storage %d is not 0, 1 or 2", store);
+    if (store) NNCL_TRY(nncl__plan_check_store(ctx, g, loss, store));
     NNCL_TRY(nncl__graph_layout(g));
     p = (nncl__plan *)nncl__calloc(1, sizeof *p);
     if (!p) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -363,6 +488,7 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     p->x.graph = g;
     p->x.batch = max_batch;
     p->x.global_batch = max_batch;
+    p->x.store = store;
     p->x.value = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
     p->x.grad = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
     p->x.aux = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
@@ -374,8 +500,9 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     }
     st = plan_check_node_sizes(p);
     if (st == NNCL_OK) st = plan_schedule(p, &blocks, &nb);
+    if (st == NNCL_OK && store) st = plan_split_f32(p, blocks, nb, &n32);
     if (st == NNCL_OK) {
-        p->arena_floats = plan_pack(blocks, nb);
+        p->arena_floats = plan_pack(blocks, nb - n32);
         if (p->arena_floats == (size_t)-1) st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
@@ -389,11 +516,12 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
         int k;
         for (k = 0; st == NNCL_OK && k < NNCL_OP_KERNELS; k++)
             if (d->kernels[k].name)
-                st = nncl__kslot_resolve(ctx, dev, d->kernels[k].family, d->kernels[k].name,
-                                         &p->x.kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)k]);
+                st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
+                                              &p->x.kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)k]);
         if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, n, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
     }
+    if (st == NNCL_OK && store) st = nncl__kslot_resolve_opts(ctx, dev, "half", opts[store], "nncl_store_f32", &p->store_k);
     if (st == NNCL_OK && p->gemm_temp_bytes) {
         st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->x.gemm_temp);
         p->bytes += p->gemm_temp_bytes;
@@ -420,6 +548,16 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
     v = p->x.value[input->id];
     if (!v.mem) return NNCL_OK; /* an input nothing reads */
     n = nncl__numel(input, batch);
+    if (nncl__plan_view_half(p, v)) { /* fp32 to the stage, converted into the arena */
+        nncl__args a;
+        NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, p->stage, CL_FALSE, 0, n * 4, data, 0, NULL, NULL));
+        nncl__args_begin_slot(&a, p->ctx, &p->store_k);
+        nncl__arg_view(&a, v);
+        nncl__arg_mem(&a, p->stage);
+        nncl__arg_int(&a, 0);
+        nncl__arg_int(&a, (int)n);
+        return nncl__launch_1d(&a, p->x.dev, n);
+    }
     NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, v.mem, CL_FALSE, v.off * 4, n * 4, data, 0, NULL, NULL));
     return NNCL_OK;
 }
@@ -463,6 +601,10 @@ nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int b
     nncl__view v = p->x.value[n->id];
     size_t count = nncl__numel(n, batch);
     if (!v.mem) return nncl__fail(p->ctx, NNCL_ERR_STATE, "node \"%s\" has no value in this plan", n->name);
+    if (nncl__plan_view_half(p, v)) { /* converted on the host: a blocking read */
+        if (done) *done = NULL;
+        return nncl__plan_read_view(p, v, dst, count);
+    }
     NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, done ? CL_FALSE : CL_TRUE, v.off * 4, count * 4, dst, 0,
                                         NULL, done));
     return NNCL_OK;

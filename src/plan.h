@@ -22,6 +22,12 @@ typedef struct nncl__plan {
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
     float seed;                  /* the loss's gradient backward starts from: 1, or the loss scale */
+    /* Half storage (x.store): the arena holds fp16/bf16 elements
+     * (arena_floats of them); fp32 blocks (losses, labels) go to arena32;
+     * samples fed to a half input are uploaded to stage and converted. */
+    cl_mem arena32, stage;
+    size_t arena32_floats, stage_floats;
+    nncl__kslot store_k;
     /* Training buffers (nncl__plan_train): the optimizer's state and
      * scratch, and the running statistics saved before a step. */
     cl_mem opt, scratch, shadow;
@@ -42,6 +48,21 @@ void nncl__graph_init_values(const nncl_graph *g, float *params, float *state);
 
 nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                               nncl__plan **out);
+/* The same with activations stored in precision store (nncl_precision):
+ * fp16 or bf16 need nncl__plan_check_store to pass. */
+nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
+                                    int store, nncl__plan **out);
+/* Whether every op training g to loss runs with half storage:
+ * NNCL_ERR_UNSUPPORTED naming the first op that does not. */
+nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const nncl_node *loss, int store);
+/* Half storage: queues the conversion of the fp32 parameters into their
+ * working copy (after every change to them); nothing in fp32. */
+nncl_status nncl__plan_sync_params(nncl__plan *p);
+/* Whether v lies in storage of the half type (1) or fp32 (0). */
+int nncl__plan_view_half(const nncl__plan *p, nncl__view v);
+/* Blocking read of count elements at v into dst as floats, converted from
+ * the storage type where v is half. */
+nncl_status nncl__plan_read_view(nncl__plan *p, nncl__view v, float *dst, size_t count);
 void nncl__plan_free(nncl__plan *p);
 /* Non-blocking upload of batch samples of an input node; the host array must
  * stay valid until the device's queue has passed it (the step's sync). */

@@ -71,7 +71,7 @@ nncl_status nncl__plan_put(nncl__plan *p, nncl__pbuf b, size_t off, size_t count
     if (!(m = pex_range(p, b, off, count, "write"))) return NNCL_ERR_STATE;
     NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, m, wait ? CL_TRUE : CL_FALSE, off * 4, count * 4, src, 0,
                                          NULL, NULL));
-    return NNCL_OK;
+    return b == NNCL__PB_PARAMS ? nncl__plan_sync_params(p) : NNCL_OK; /* half storage: the weights' working copy */
 }
 
 nncl_status nncl__plan_copy(nncl__plan *p, nncl__pbuf from, nncl__pbuf to) {

@@ -116,7 +116,8 @@ static nncl_status trainer_devices(nncl_trainer *t) {
                           "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
                           "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
     for (i = 0; st == NNCL_OK && i < t->nd; i++) {
-        st = nncl__plan_create(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, &t->plan[i]);
+        st = nncl__plan_create_store(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, (int)t->cfg.precision,
+                                     &t->plan[i]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[i], t->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK) st = nncl__optim_prepare(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim);
     }
@@ -140,8 +141,6 @@ static nncl_status trainer_devices(nncl_trainer *t) {
  * runs has storage in the precision asked for. */
 static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
                                            const nncl_train_config *cfg) {
-    static const char *const names[3] = {"fp32", "fp16", "bf16"};
-    int i;
     if ((int)cfg->precision < (int)NNCL_PRECISION_FP32 || (int)cfg->precision > (int)NNCL_PRECISION_BF16)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "nncl_trainer_create: precision = %d is not NNCL_PRECISION_FP32, _FP16 or _BF16",
@@ -158,15 +157,8 @@ static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nnc
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "nncl_trainer_create: loss_scale_growth_interval = %d must be >= 1 (0: 2000)",
                           cfg->loss_scale_growth_interval);
-    if (cfg->precision == NNCL_PRECISION_FP32) return NNCL_OK;
-    for (i = 0; i <= loss->id && i < g->n_nodes; i++) {
-        const nncl_node *n = g->nodes[i];
-        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
-        return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED,
-                          "nncl_trainer_create: precision %s: op %s (node \"%s\") has no %s storage yet; train it in fp32",
-                          names[cfg->precision], nncl__opdef_get(n->op)->name, n->name, names[cfg->precision]);
-    }
-    return NNCL_OK;
+    if (loss->id >= g->n_nodes || g->nodes[loss->id] != loss) return NNCL_OK; /* the plan says so */
+    return nncl__plan_check_store(ctx, g, loss, (int)cfg->precision);
 }
 
 nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,

@@ -214,10 +214,11 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     if (!g->n_trainable) return NNCL_OK;
     if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
         NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
-    return nncl__optim_update_scaled(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
-                                     nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
-                                     nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                                     g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f);
+    NNCL_TRY(nncl__optim_update_scaled(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
+                                       nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
+                                       nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
+                                       g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f));
+    return nncl__plan_sync_params(p); /* half storage: the working copy of the updated weights */
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {

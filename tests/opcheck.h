@@ -52,8 +52,12 @@ static int oc_fd(const char *name, nncl__ref *r, const nncl_node *loss) {
     return 0;
 }
 
+/* Storage of the devices' activations: 0 fp32, else nncl_precision's fp16
+ * (1) or bf16 (2), with the caller's tolerance set from that format. */
+static int oc_store;
+
 static int oc_read(nncl__plan *p, nncl__view v, float *dst, size_t count) {
-    return clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL) != CL_SUCCESS;
+    return nncl__plan_read_view(p, v, dst, count) != NNCL_OK;
 }
 
 static int oc_compare(const char *name, const char *what, const nncl_node *n, const float *got, const double *want,
@@ -72,20 +76,26 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
     nncl_device *dev;
     for (i = 0; i < g->n_nodes; i++)
         if (nncl__numel(g->nodes[i], batch) > most) most = nncl__numel(g->nodes[i], batch);
-    TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, d, batch, &p));
+    TH_OK(name, ctx, nncl__plan_create_store(ctx, g, loss, d, batch, oc_store, &p));
     dev = p->x.dev;
     host = (float *)malloc((most + p->arena_floats + g->n_params + g->n_state + 2) * sizeof(float));
     pbuf = host + most;
     sbuf = pbuf + g->n_params + 1;
     th_poison(host, most);
+    if (oc_store) memset(host, 0xff, most * sizeof(float)); /* 0xffff: a NaN in fp16 and bf16 */
     for (k = 0; k < p->arena_floats; k += most < p->arena_floats - k ? most : p->arena_floats - k) {
-        size_t c = most < p->arena_floats - k ? most : p->arena_floats - k;
-        clEnqueueWriteBuffer(dev->queue, p->arena, CL_TRUE, k * 4, c * 4, host, 0, NULL, NULL);
+        size_t c = most < p->arena_floats - k ? most : p->arena_floats - k, e = oc_store ? 2 : 4;
+        clEnqueueWriteBuffer(dev->queue, p->arena, CL_TRUE, k * e, c * e, host, 0, NULL, NULL);
     }
+    th_poison(host, most);
+    for (k = 0; k < p->arena32_floats && oc_store; k += most < p->arena32_floats - k ? most : p->arena32_floats - k)
+        clEnqueueWriteBuffer(dev->queue, p->arena32, CL_TRUE, k * 4,
+                             (most < p->arena32_floats - k ? most : p->arena32_floats - k) * 4, host, 0, NULL, NULL);
     if (g->n_trainable)
         clEnqueueWriteBuffer(dev->queue, p->x.grads, CL_TRUE, 0, g->n_trainable * 4, host, 0, NULL, NULL);
     nncl__graph_init_values(g, pbuf, sbuf);
     if (g->n_params) clEnqueueWriteBuffer(dev->queue, p->x.params, CL_TRUE, 0, g->n_params * 4, pbuf, 0, NULL, NULL);
+    TH_OK(name, ctx, nncl__plan_sync_params(p));
     if (g->n_state) clEnqueueWriteBuffer(dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, sbuf, 0, NULL, NULL);
     for (i = 0; i < nf; i++) TH_OK(name, ctx, nncl__plan_feed(p, feeds[i].node, feeds[i].data, batch));
     p->x.batch = batch;

@@ -285,7 +285,7 @@ static int tg_choice(int d, const char *label) {
     TH_CHECK(name, bytes > 0);
     nncl_free(ctx);
     text = tg_slurp(path);
-    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 1\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
+    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 2\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
     strcpy(saved, text);
     /* a fresh context finds it without measuring: one choice, loaded */
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);

@@ -4,7 +4,7 @@
  * fp32 training equal bit for bit to unscaled (the scale is a power of two),
  * also clipped and over several devices, the scale resumed exactly from a
  * checkpoint, and the precision settings checked at creation. */
-#include "harness.h"
+#include "opcheck.h"
 #include "trainer.h"
 #include <math.h>
 #include <stdlib.h>
@@ -237,6 +237,128 @@ static int test_resume_scale(nncl_context *ctx) {
     return 0;
 }
 
+/* The MLP trained in fp16 and bf16 storage follows fp32: the same steps
+ * give parameters within the storage format's rounding (relative to their
+ * size), a loss close to fp32's, and every device learns the problem. */
+static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
+    char name[200];
+    tm_model a, b;
+    nncl_trainer *ta = NULL, *tb = NULL;
+    nncl_train_config c = nncl_train_default();
+    float *pa, *pb, la = 0, lb = 0;
+    double num = 0, den = 0, tol = prec == NNCL_PRECISION_FP16 ? 1e-4 : 3e-3;
+    size_t k;
+    int s, skipped = 0;
+    snprintf(name, sizeof name, "MLP trained with %s storage follows fp32 on %s", prec == NNCL_PRECISION_FP16 ? "fp16" : "bf16",
+             th_device_label(ctx, d));
+    TH_CHECK(name, tm_build(ctx, &a) && tm_build(ctx, &b));
+    c.max_batch = 16;
+    c.optim.lr = 0.01f;
+    c.devices = &d;
+    c.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, a.g, a.loss, &c, &ta));
+    c.precision = prec;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, b.g, b.loss, &c, &tb));
+    for (s = 0; s < 40; s++) {
+        nncl_step_info ia, ib;
+        TH_OK(name, ctx, tm_step(ta, &a, s, 0, &ia));
+        TH_OK(name, ctx, tm_step(tb, &b, s, 0, &ib));
+        TH_CHECK(name, ib.loss_scale == (prec == NNCL_PRECISION_FP16 ? 65536.0f : 1.0f) || ib.overflow || skipped);
+        skipped += ib.skipped;
+        la = ia.loss;
+        lb = ib.loss;
+    }
+    TH_CHECK(name, skipped == 0);
+    pa = (float *)calloc(a.g->n_params, sizeof(float));
+    pb = (float *)calloc(b.g->n_params, sizeof(float));
+    TH_CHECK(name, pa && pb && !tm_params(ta, pa) && !tm_params(tb, pb));
+    for (k = 0; k < a.g->n_params; k++) {
+        num += ((double)pa[k] - pb[k]) * ((double)pa[k] - pb[k]);
+        den += (double)pa[k] * pa[k];
+    }
+    if (!(num / den < tol) || !(fabsf(la - lb) < 0.02f) || !(la < 0.5f)) {
+        th_fail(name, "parameters' normalised squared difference %.3g (tolerance %.0e), loss %.5f vs fp32 %.5f", num / den,
+                tol, (double)lb, (double)la);
+        return 1;
+    }
+    free(pa); free(pb);
+    nncl_trainer_free(ta); nncl_trainer_free(tb);
+    nncl_graph_free(a.g); nncl_graph_free(b.g);
+    th_pass("%s (parameters' normalised squared difference %.2g, loss %.4f vs %.4f)", name, num / den, (double)lb,
+            (double)la);
+    return 0;
+}
+
+/* ------------------------------------------------------------- ops in half storage */
+
+/* Tolerances (normalised squared error against the double reference) from
+ * the formats' unit roundoff u, 2^-11 for fp16 and 2^-8 for bf16: every
+ * stored activation, gradient and working weight is within u of its value
+ * (relative), so one rounding gives a normalised squared error near u^2/3;
+ * a value checked here went through at most a few dozen such roundings on
+ * its way (inputs, two layers forward and back), so the bound is 40 u^2:
+ * 1e-5 for fp16, 6e-4 for bf16. Sums (the GEMM's K, the bias gradient, the
+ * softmax) accumulate in fp32 and add nothing comparable. The same bound
+ * serves every op below:
+ *   linear (own GEMM: half A, B and bias, fp32 panels and product; C in the
+ *     storage type, the weight gradient in fp32), its bias gradient and the
+ *     activations' backward in place;
+ *   softmax cross-entropy (half logits and their gradient; labels, softmax,
+ *     terms and the loss in fp32);
+ *   reshape/flatten (an alias: no kernel). */
+static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
+
+static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f, int out_f, int bias, nncl_act act) {
+    char name[160];
+    nncl_graph *g = nncl_graph_create(ctx, 42);
+    int xs[1], i;
+    unsigned seed = 3;
+    nncl_node *x, *y, *h, *loss;
+    oc_feed f[2];
+    float *xd = (float *)malloc((size_t)batch * in_f * sizeof(float)), *yd = (float *)malloc((size_t)batch * sizeof(float));
+    xs[0] = in_f;
+    th_fill_uniform(xd, (size_t)batch * in_f, -1, 1, &seed);
+    for (i = 0; i < batch; i++) yd[i] = (float)((i * 7 + 3) % out_f);
+    x = nncl_input(g, "x", 1, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    x->needs_grad = 1; /* the input gradient too: a half C of the dx product */
+    h = nncl_linear(g, x, 9, 1, NNCL_ACT_TANH, "fc1");
+    h = nncl_flatten(g, nncl_reshape(g, h, 2, (int[2]){3, 3}));
+    h = nncl_linear(g, h, out_f, bias, act, "fc2");
+    loss = nncl_softmax_cross_entropy(g, h, y);
+    f[0].node = x; f[0].data = xd;
+    f[1].node = y; f[1].data = yd;
+    snprintf(name, sizeof name, "%s storage: linear+reshape+ce b%d in%d out%d bias%d act%d", store == 1 ? "fp16" : "bf16",
+             batch, in_f, out_f, bias, (int)act);
+    oc_store = store;
+    oc_check(name, ctx, g, loss, f, 2, batch, tm_half_tol(store));
+    oc_store = 0;
+    free(xd); free(yd);
+    nncl_graph_free(g);
+}
+
+/* An op without half kernels is refused when the trainer is made, naming it. */
+static int test_half_refused(nncl_context *ctx) {
+    const char *name = "an op without half storage is refused at creation, named";
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    int xs[1] = {4}, zero = 0;
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL), *h, *loss;
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    h = nncl_layernorm(g, nncl_linear(g, x, 4, 1, NNCL_ACT_NONE, "fc"), 1e-5f, "ln");
+    loss = nncl_softmax_cross_entropy(g, h, y);
+    TH_CHECK(name, loss != NULL);
+    c.devices = &zero;
+    c.n_devices = 1;
+    c.precision = NNCL_PRECISION_BF16;
+    TH_CHECK(name, nncl_trainer_create(ctx, g, loss, &c, &t) == NNCL_ERR_UNSUPPORTED && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "layernorm") && strstr(nncl_last_error(ctx), "\"ln\"") &&
+                       strstr(nncl_last_error(ctx), "bf16"));
+    nncl_graph_free(g);
+    th_pass("%s: %s", name, nncl_last_error(ctx));
+    return 0;
+}
+
 /* Bad precision and loss-scaling fields are argument errors naming the
  * field; the step info says scale 1 without scaling. */
 static int test_config(nncl_context *ctx) {
@@ -290,6 +412,18 @@ int main(void) {
         th_skip("fp32 training with loss scale equals unscaled over several devices", "needs two devices");
     }
     test_resume_scale(ctx);
+    test_half_refused(ctx);
+    for (i = 1; i <= 2; i++) {
+        tm_check_linear_ce(ctx, i, 1, 1, 2, 1, NNCL_ACT_NONE);
+        tm_check_linear_ce(ctx, i, 7, 13, 10, 1, NNCL_ACT_RELU);
+        tm_check_linear_ce(ctx, i, 33, 5, 3, 0, NNCL_ACT_NONE);
+        tm_check_linear_ce(ctx, i, 5, 6, 4, 1, NNCL_ACT_SIGMOID);
+        tm_check_linear_ce(ctx, i, 40, 70, 21, 1, NNCL_ACT_TANH);
+    }
+    for (i = 0; i < nncl_device_count(ctx); i++) {
+        test_half_training(ctx, i, NNCL_PRECISION_FP16);
+        test_half_training(ctx, i, NNCL_PRECISION_BF16);
+    }
     nncl_free(ctx);
     return th_exit_code();
 }
