@@ -337,6 +337,55 @@ static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f
     nncl_graph_free(g);
 }
 
+/* Data parallelism in half storage: all devices (even split) against one
+ * device with the same global batch, to fp16's tolerance (the shards'
+ * activations round differently from the whole batch's only through the
+ * GEMM's order of summation, which the storage then rounds). */
+static int test_half_parallel(nncl_context *ctx, const int *devs, int nd) {
+    const char *name = "fp16 storage: all devices equal one device with the same global batch";
+    tm_model a, b;
+    nncl_trainer *ta = NULL, *tb = NULL;
+    nncl_train_config c = nncl_train_default();
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float *pa, *pb;
+    double num = 0, den = 0;
+    size_t k;
+    int s, zero = 0;
+    TH_CHECK(name, tm_build(ctx, &a) && tm_build(ctx, &b));
+    c.max_batch = 16;
+    c.optim.lr = 0.01f;
+    c.precision = NNCL_PRECISION_FP16;
+    c.devices = &zero;
+    c.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, a.g, a.loss, &c, &ta));
+    c.devices = devs;
+    c.n_devices = nd;
+    c.shares = even;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, b.g, b.loss, &c, &tb));
+    for (s = 0; s < 20; s++) {
+        nncl_step_info ia, ib;
+        TH_OK(name, ctx, tm_step(ta, &a, s, 0, &ia));
+        TH_OK(name, ctx, tm_step(tb, &b, s, 0, &ib));
+        TH_CHECK(name, ib.n_devices == nd && ia.loss_scale == ib.loss_scale && ia.skipped == ib.skipped);
+    }
+    pa = (float *)calloc(a.g->n_params, sizeof(float));
+    pb = (float *)calloc(b.g->n_params, sizeof(float));
+    TH_CHECK(name, pa && pb && !tm_params(ta, pa) && !tm_params(tb, pb));
+    for (k = 0; k < a.g->n_params; k++) {
+        num += ((double)pa[k] - pb[k]) * ((double)pa[k] - pb[k]);
+        den += (double)pa[k] * pa[k];
+    }
+    if (!(num / den < tm_half_tol(1))) {
+        th_fail(name, "parameters' normalised squared difference %.3g > %.0e", num / den, tm_half_tol(1));
+        return 1;
+    }
+    free(pa); free(pb);
+    nncl_trainer_free(ta); nncl_trainer_free(tb);
+    nncl_graph_free(a.g); nncl_graph_free(b.g);
+    th_pass("%s (%d devices, parameters' normalised squared difference %.2g)", name, nd, num / den);
+    return 0;
+}
+
 /* An op without half kernels is refused when the trainer is made, naming it. */
 static int test_half_refused(nncl_context *ctx) {
     const char *name = "an op without half storage is refused at creation, named";
@@ -408,8 +457,10 @@ int main(void) {
     if (nd > 1) {
         test_scaled_equals_unscaled(ctx, devs, nd, 0, "all devices, even split");
         test_scaled_equals_unscaled(ctx, devs, nd, 0.05f, "all devices, gradients clipped");
+        test_half_parallel(ctx, devs, nd);
     } else {
         th_skip("fp32 training with loss scale equals unscaled over several devices", "needs two devices");
+        th_skip("fp16 storage: all devices equal one device with the same global batch", "needs two devices");
     }
     test_resume_scale(ctx);
     test_half_refused(ctx);
