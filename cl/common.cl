@@ -75,3 +75,19 @@ ushort nncl_bf16_rne(float v) {
 #define NNCL_LD(p, i) ((p)[i])
 #define NNCL_ST(v, p, i) ((p)[i] = (v))
 #endif
+
+/* a / b for 0 <= a < 2^20 and 1 <= b <= 2^20, from inv = 1.0f / b (within
+ * 2.5 ulp): (a + 1/2) / b is at least 1/(2b) from an integer, and the
+ * product errs there by less than 4 (a + 1/2) 2^-23 / b < 1/(2b). CPU
+ * drivers, which run work-items as SIMD lanes, divide integers one lane at
+ * a time. */
+int nncl_quot(int a, float inv) { return (int)(((float)a + 0.5f) * inv); }
+
+/* The derivative of activation act (nncl_act: 0 none, 1 relu, 2 sigmoid,
+ * 3 tanh) from its output y. */
+float nncl_act_grad(float y, int act) {
+    if (act == 1) return y > 0.0f ? 1.0f : 0.0f;
+    if (act == 2) return y * (1.0f - y);
+    if (act == 3) return 1.0f - y * y;
+    return 1.0f;
+}

@@ -77,17 +77,17 @@ __kernel void nncl_conv_reorder_f32(__global float *a, int a_off, __global float
  * Ap[p][kk][r] = A(p*mr + r, kk), K-major, zero past the matrix): the
  * column matrix col_s(r, j) = x[s, ci, oh*st - pad + ki, ow*st - pad + kj]
  * (r = (ci*k + ki)*k + kj, j = oh*OW + ow, zero in the padding) is never
- * stored as such, the packing kernels read x directly. Each work-item
- * writes one run of nr (or mr) floats of a panel. */
+ * stored as such, the packing kernels read x (and dy) directly.
+ * Neighbouring work-items read or write neighbouring floats, CPU drivers
+ * run them as SIMD lanes; coordinates that vary along dim 0 come from
+ * float quotients (nncl_quot: exact as dim 0 stays below 2^20,
+ * src/conv_own.c), the others are the same along a row of dim 0. */
 
 /* Forward B of each of S samples: B(r, j) = col_z(r, j), [C*k*k, OH*OW];
  * sample z's panels at bp_off + z * ceil(OH*OW / nr) * nr * C*k*k.
- * NDRange (ceil(OH*OW / nr) * nr, C*k*k), in groups of (nr, 1) where the
- * device allows: one
- * work-item per column j and row r, for every sample. Neighbouring items
- * take neighbouring j, so CPU drivers, which run them as SIMD lanes, store
- * whole vectors and (stride 1) load them, and no lane divides integers
- * (scalar loops on those drivers). */
+ * NDRange (ceil(OH*OW / nr) * nr, C*k*k), in groups of whole panels where
+ * the device allows: one work-item per column j and row r, for every
+ * sample (the coordinates, once for all of them). */
 __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
                                    int W, int k, int st, int pad, int OH, int OW, int nr, int S) {
     int j = get_global_id(0), r = get_global_id(1);
@@ -95,11 +95,9 @@ __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global 
     int in, src;
     __global float *d;
     if (j >= panels * nr || r >= ckk) return;
-    q = get_local_size(0) == nr ? (int)get_group_id(0) : j / nr; /* groups of nr items: a panel each */
+    q = nncl_quot(j, 1.0f / (float)nr);
     c = j - q * nr;
-    /* j / OW: the quotient of j + 1/2 is at least 1/(2 OW) from an integer,
-     * and a float division errs by less than that below 2^22 */
-    oh = ohw < (1 << 22) ? (int)(((float)j + 0.5f) / (float)OW) : j / OW;
+    oh = nncl_quot(j, 1.0f / (float)OW);
     ci = r / kk;
     ki = (r - ci * kk) / k;
     kj = r - ci * kk - ki * k;
@@ -111,53 +109,65 @@ __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global 
     for (z = 0; z < S; z++) d[z * panels * ckk * nr] = in ? x[src + z * C * H * W] : 0.0f;
 }
 
-/* Weight gradient A over S samples: A(o, kk) = dy[s, o, p] with kk = s*OH*OW
- * + p, [O, S*OH*OW]. NDRange (S*OH*OW, panels of mr rows): neighbouring
- * items read neighbouring dy. */
-__kernel void nncl_conv_pack_dy_f32(__global const float *dy, int dy_off, __global float *ap, int ap_off, int O,
-                                    int ohw, int S, int mr) {
-    int kk = get_global_id(0), p = get_global_id(1), K = S * ohw, s, px, r;
-    __global float *d;
-    __global const float *src;
+/* Weight gradient A over S samples: A(o, kk) = g[s, o, p] with kk = s*OH*OW
+ * + p, [O, S*OH*OW], g = dy * act'(y) (also written back over dy with
+ * inplace: the input gradient's gather reads it). NDRange (S*OH*OW, panels
+ * of mr rows): neighbouring items read neighbouring dy. */
+__kernel void nncl_conv_pack_dy_f32(__global float *dy, int dy_off, __global const float *y, int y_off,
+                                    __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act,
+                                    int inplace) {
+    int kk = get_global_id(0), p = get_global_id(1), K = S * ohw, s, px, r, o, in;
+    __global float *d, *src;
+    __global const float *ys;
+    float g;
     if (p * mr >= O || kk >= K) return;
-    s = kk / ohw;
+    s = nncl_quot(kk, 1.0f / (float)ohw);
     px = kk - s * ohw;
     d = ap + ap_off + (p * K + kk) * mr;
     src = dy + dy_off + (s * O + p * mr) * ohw + px;
-    for (r = 0; r < mr; r++) d[r] = p * mr + r < O ? src[r * ohw] : 0.0f;
+    ys = y + y_off + (s * O + p * mr) * ohw + px;
+    for (r = 0; r < mr; r++) {
+        o = p * mr + r;
+        in = o < O;
+        g = in ? src[r * ohw] : 0.0f;
+        if (act) {
+            g *= nncl_act_grad(in ? ys[r * ohw] : 0.0f, act);
+            if (inplace && in) src[r * ohw] = g;
+        }
+        d[r] = g;
+    }
 }
 
 /* Weight gradient B over S samples: B(kk, r) = col_s(r, p) with kk = s*OH*OW
- * + p, [S*OH*OW, C*k*k]. NDRange (S*OH*OW, panels of nr rows of col):
- * neighbouring items read neighbouring x (stride 1). */
+ * + p, [S*OH*OW, C*k*k], and with ones, one more column of ones (r ==
+ * C*k*k: the product's extra column is the bias gradient). NDRange (nr, OH*OW,
+ * S*panels): items c of pixel p of panel q of sample s write one run of nr
+ * floats. */
 __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
-                                      int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr) {
-    int kk = get_global_id(0), q = get_global_id(1), ohw = OH * OW, K = S * ohw, ckk = C * k * k;
-    int s, px, ih0, iw0, c, r, ci, ki, kj;
-    __global float *d;
-    __global const float *xs;
-    if (q * nr >= ckk || kk >= K) return;
-    s = kk / ohw;
-    px = kk - s * ohw;
-    ih0 = (px / OW) * st - pad;
-    iw0 = (px % OW) * st - pad;
-    d = bp + bp_off + (q * K + kk) * nr;
-    xs = x + x_off + s * C * H * W;
-    r = q * nr;
-    ci = r / (k * k);
-    ki = (r - ci * k * k) / k;
-    kj = r - ci * k * k - ki * k;
-    for (c = 0; c < nr; c++, r++) {
-        int ih = ih0 + ki, iw = iw0 + kj;
-        d[c] = r < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W ? xs[(ci * H + ih) * W + iw] : 0.0f;
-        if (++kj == k) {
-            kj = 0;
-            if (++ki == k) {
-                ki = 0;
-                ci++;
-            }
-        }
-    }
+                                      int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
+    int c = get_global_id(0), px = get_global_id(1), z = get_global_id(2), kk = k * k, ckk = C * kk, ohw = OH * OW;
+    int panels = (ckk + ones + nr - 1) / nr, s = z / panels, q = z - s * panels, oh = px / OW, ow = px - oh * OW;
+    int r = q * nr + c, ci = nncl_quot(r, 1.0f / (float)kk), t = r - ci * kk, ki = nncl_quot(t, 1.0f / (float)k);
+    int ih = oh * st - pad + ki, iw = ow * st - pad + t - ki * k, in;
+    float v;
+    if (px >= ohw || s >= S) return;
+    in = r < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W;
+    v = in ? x[x_off + ((s * C + ci) * H + ih) * W + iw] : 0.0f;
+    bp[bp_off + (q * S * ohw + s * ohw + px) * nr + c] = ones && r == ckk ? 1.0f : v;
+}
+
+/* The weight gradient's product with its bias column, ct [O, C*k*k + 1],
+ * into dW [O, C*k*k] and db [O], each written or (acc_w, acc_b) added to. */
+__kernel void nncl_conv_dw_split_f32(__global const float *ct, int ct_off, __global float *dw, int dw_off,
+                                     __global float *db, int db_off, int O, int ckk, int acc_w, int acc_b) {
+    int i = get_global_id(0), o, r;
+    float v;
+    if (i >= O * (ckk + 1)) return;
+    o = i / (ckk + 1);
+    r = i - o * (ckk + 1);
+    v = ct[ct_off + i];
+    if (r < ckk) dw[dw_off + o * ckk + r] = acc_w ? dw[dw_off + o * ckk + r] + v : v;
+    else db[db_off + o] = acc_b ? db[db_off + o] + v : v;
 }
 
 /* The weights for the input gradient's gather, once per step:

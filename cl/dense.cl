@@ -12,14 +12,6 @@ float nncl_dense_act(float v, int act) {
     return v;
 }
 
-/* The derivative from the activation's output y. */
-float nncl_dense_act_grad(float y, int act) {
-    if (act == 1) return y > 0.0f ? 1.0f : 0.0f;
-    if (act == 2) return y * (1.0f - y);
-    if (act == 3) return 1.0f - y * y;
-    return 1.0f;
-}
-
 /* y[r, c] = act(y[r, c] + b[c]) for a [rows, cols] block; with inner > 1 the
  * layout is [rows, cols, inner] (NCHW: bias per channel). */
 __kernel void nncl_bias_act_f32(__global act_t *y, int y_off, __global const act_t *b, int b_off, int has_bias,
@@ -36,7 +28,7 @@ __kernel void nncl_bias_act_f32(__global act_t *y, int y_off, __global const act
 __kernel void nncl_act_backward_f32_inplace(__global act_t *dy, int dy_off, __global const act_t *y, int y_off, int n,
                                             int act) {
     int i = get_global_id(0);
-    if (i < n) NNCL_ST(NNCL_LD(dy, dy_off + i) * nncl_dense_act_grad(NNCL_LD(y, y_off + i), act), dy, dy_off + i);
+    if (i < n) NNCL_ST(NNCL_LD(dy, dy_off + i) * nncl_act_grad(NNCL_LD(y, y_off + i), act), dy, dy_off + i);
 }
 
 /* db[c] (+)= sum over r and inner of dy[r, c, inner]: one work-group per

@@ -11,20 +11,15 @@
  * is what CPU drivers run as full SIMD lanes (one long regular dimension;
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
  * them running one work-item at a time), with coordinates from float
- * quotients rather than integer divisions (one lane at a time there too).
+ * quotients (nncl_quot) rather than integer divisions.
  * The other kernels run on NDRange (cols, rows, planes). */
-
-/* a / b for 0 <= a < 2^20 and 1 <= b <= 2^20, from inv = 1.0f / b (within
- * 2.5 ulp): (a + 1/2) / b is at least 1/(2b) from an integer, and the
- * product errs there by less than 4 (a + 1/2) 2^-23 / b < 1/(2b). */
-int nncl_pool_quot(int a, float inv) { return (int)(((float)a + 0.5f) * inv); }
 
 /* The plane (of the whole tensor), row and column of this work-item's
  * element in planes of rows x cols on the _2x2 kernels' NDRange; 0 past the
  * last plane. */
 int nncl_pool_at(int G, int planes, int rows, int cols, int *plane, int *r, int *c) {
-    int j = get_global_id(0), size = rows * cols, pl = nncl_pool_quot(j, 1.0f / (float)size), at = j - pl * size;
-    *r = nncl_pool_quot(at, 1.0f / (float)cols);
+    int j = get_global_id(0), size = rows * cols, pl = nncl_quot(j, 1.0f / (float)size), at = j - pl * size;
+    *r = nncl_quot(at, 1.0f / (float)cols);
     *c = at - *r * cols;
     *plane = (int)get_global_id(1) * G + pl;
     return pl < G && *plane < planes;

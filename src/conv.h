@@ -15,7 +15,8 @@ typedef struct nncl__conv_dims {
  * helpers'): the im2col path's, then the own path's. */
 enum {
     NNCL_CONV_K_IM2COL = NNCL_K_DENSE_END, NNCL_CONV_K_COL2IM, NNCL_CONV_K_REORDER,
-    NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX
+    NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX,
+    NNCL_CONV_K_DW_SPLIT
 };
 
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
@@ -27,6 +28,9 @@ nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats)
  * the layer both ways at prepare found it faster (src/conv_pick.c). Looks up
  * only: measures and builds nothing. */
 int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+/* Whether the own path's kernels take d's sizes (their coordinates come
+ * from float quotients, exact below 2^20); else im2col + CLBlast runs. */
+int nncl__conv_own_fits(const nncl__conv_dims *d);
 /* At plan creation: chooses node n's path (cached, timed or forced) and
  * prepares it: its kernels, GEMM choices and workspace bytes. */
 nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
@@ -35,10 +39,14 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 /* Samples per GEMM of the im2col path at d's batch. */
 nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk);
-/* Each path's forward, and its dW and dx from dy (the activation's
- * derivative and the bias gradient are the caller's). */
+/* Each path's forward, and its backward from the node's incoming gradient
+ * dy: the activation's derivative (applied to dy in place), the bias
+ * gradient, dW and dx, as the plan needs them. */
 nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+/* dy *= act'(y) in place and the bias gradient from it (the im2col path's
+ * first step, and the own path's without a weight gradient). */
+nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 #endif

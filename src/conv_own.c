@@ -26,9 +26,15 @@
 #include "gemm.h"
 #include <limits.h>
 
-#define COWN_ALIGN 64 /* floats: panels start on a cache line */
+#define COWN_ALIGN 64    /* floats: panels start on a cache line */
+#define COWN_GROUP 1024  /* work-items per group of the packing kernels, at most */
+#define COWN_QUOT (1 << 20) /* dim 0 of the packing kernels stays below (exact float quotients) */
 
 static size_t cown_round(size_t f) { return (f + COWN_ALIGN - 1) / COWN_ALIGN * COWN_ALIGN; }
+
+/* Work-items per group of the packing kernels: enough for whole rows of
+ * panels, few enough to spread over the device's cores. */
+static size_t cown_group_cap(nncl__exec *x) { return x->dev->max_work_group < COWN_GROUP ? x->dev->max_work_group : COWN_GROUP; }
 
 static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
     memset(g, 0, sizeof *g);
@@ -37,12 +43,19 @@ static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
     g->k = d->ckk;
 }
 
-/* The largest tile rows and columns of the device's packed variants: panels
- * sized with them fit whichever variant a product gets. */
+int nncl__conv_own_fits(const nncl__conv_dims *d) {
+    /* the packing kernels' quotients: pixels of a plane, rows of the column
+     * matrix (tiles of up to 256 included); a chunk's pixels (cown_chunk) */
+    return d->ohw + 256 <= COWN_QUOT && d->ckk + 256 <= COWN_QUOT;
+}
+
+/* The largest tile rows and columns of the packed variants a product may
+ * get on the device (those timed for its choice; the first is the
+ * fallback): panels sized with them fit whichever it gets. */
 static nncl_status cown_tiles(nncl__exec *x, int *mr, int *nr) {
     const nncl__gemm_variant *v;
     int n = 0, i;
-    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 1, &v, &n));
+    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));
     *mr = *nr = 1;
     for (i = 0; i < n; i++)
         if (v[i].kind != NNCL__GEMM_DIRECT) {
@@ -52,23 +65,32 @@ static nncl_status cown_tiles(nncl__exec *x, int *mr, int *nr) {
     return NNCL_OK;
 }
 
+/* Whether the weight gradient's product also sums dy into the bias
+ * gradient: an extra column of ones in its B panels (its C then goes
+ * through the workspace, nncl_conv_dw_split). */
+static int cown_ones(nncl__exec *x, const nncl_node *n) {
+    return n->n_in == 3 && nncl__need_grad(x, n, 1) && nncl__need_grad(x, n, 2);
+}
+
 /* Samples per chunk and the workspace floats the chunks need. Forward: Wp,
- * then S samples' B panels; weight gradient: S samples' A and B panels.
+ * then S samples' B panels; weight gradient: S samples' A and B panels, and
+ * at the end the product [O, C*k*k + 1] when it carries the bias gradient.
  * Bounded by nncl__conv_budget (never by the batch, so S only shrinks with
- * it) and by the kernels' int offsets. */
+ * it), by the kernels' int offsets and by their quotients (S*OH*OW < 2^20). */
 static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
-    size_t budget, fixed, wt, fwd, bwd, per, cap;
+    size_t budget, fixed, wt, fwd, bwd, per, cap, ones = (size_t)cown_ones(x, n);
     int mr, nr;
     NNCL_TRY(cown_tiles(x, &mr, &nr));
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
     wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 7) / 8 * 8); /* the gather's weights */
-    fixed = cown_round(fixed > wt ? fixed : wt) + 2 * COWN_ALIGN;
+    fixed = cown_round(fixed > wt ? fixed : wt) + 3 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
     fwd = nncl__gemm_pack_floats(nr, d->ohw, d->ckk);
-    bwd = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ohw) + nncl__gemm_pack_floats(nr, d->ckk, d->ohw);
+    bwd = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ohw) + nncl__gemm_pack_floats(nr, d->ckk + ones, d->ohw);
     per = fwd > bwd ? fwd : bwd;
     cap = budget > fixed ? (budget - fixed) / per : 1;
     if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
+    if (cap > (COWN_QUOT - 1) / d->ohw) cap = (COWN_QUOT - 1) / d->ohw;
     if (cap < 1) cap = 1;
     *S = cap < (size_t)d->B ? (int)cap : d->B;
     if (*S < 1) *S = 1;
@@ -97,10 +119,10 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
     NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored)); /* measures: its best own variant */
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     if (nncl__need_grad(x, n, 1)) { /* the weight gradient's product, for its kernel */
-        g.n = d->ckk;
+        g.n = d->ckk + (size_t)cown_ones(x, n);
         g.k = (size_t)S * d->ohw;
         NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored));
-        NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk, g.k, &v));
+        NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, g.n, g.k, &v));
         NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
     }
     /* the packed kernels the steps launch: the forward's, and the device's
@@ -128,7 +150,8 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
-    if ((size_t)v.nr <= x->dev->max_work_group) local[0] = (size_t)v.nr; /* a group per panel */
+    if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a group per panel */
+
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
@@ -158,8 +181,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_int(&a, (int)p.bp_off);
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr);
-        nncl__arg_int(&a, ns);
+        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr); nncl__arg_int(&a, ns);
         global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr * (size_t)v.nr;
         global[1] = d->ckk;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
@@ -170,36 +192,44 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     return NNCL_OK;
 }
 
-/* dW (+)= sum over the chunks of dY_chunk col_chunk^T. */
-static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int acc) {
+/* dW (+)= sum over the chunks of G_chunk col_chunk^T, G = dy * act'(y)
+ * made while packing (and written back over dy for the input gradient's
+ * gather when it follows); with ones (cown_ones), the product has one more
+ * column, the bias gradient, and goes through the end of the workspace,
+ * split into dW and db by nncl_conv_dw_split. */
+static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
-    nncl__view xv = nncl__val(x, n->in[0]), dw = nncl__grd(x, n->in[1]);
-    size_t floats, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[2];
-    int S, s0;
+    nncl__view xv = nncl__val(x, n->in[0]), dw = nncl__grd(x, n->in[1]), y = nncl__val(x, n);
+    size_t floats, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[3];
+    size_t local[3] = {1, 1, 1}, cap = cown_group_cap(x), ct_off;
+    int S, s0, ones = cown_ones(x, n), acc = nncl__grad_accumulate(x, n, 1), inplace = nncl__need_grad(x, n, 0);
+    nncl__args a;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
-    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk, (size_t)S * d->ohw, &v));
+    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
+    ct_off = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
     memset(&p, 0, sizeof p);
     p.m = (size_t)d->O;
-    p.n = d->ckk;
+    p.n = d->ckk + (size_t)ones;
     p.batch = 1;
     p.ap = p.bp = x->gemm_temp;
-    p.c = dw.mem;
-    p.c_off = dw.off;
-    p.ldc = d->ckk;
+    p.c = ones ? x->gemm_temp : dw.mem;
+    p.c_off = ones ? ct_off : dw.off;
+    p.ldc = p.n;
     p.alpha = 1.0f;
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
-        nncl__args a;
         p.k = (size_t)ns * d->ohw;
         p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
-        p.beta = s0 == 0 && !acc ? 0.0f : 1.0f;
+        p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
         NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_DY, &a));
         nncl__arg_view(&a, cown_at(dy, (size_t)s0 * ys_n));
+        nncl__arg_view(&a, cown_at(y, (size_t)s0 * ys_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, 0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
+        nncl__arg_int(&a, d->act); nncl__arg_int(&a, inplace);
         global[0] = p.k;
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
@@ -210,12 +240,28 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
         nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
-        global[0] = p.k;
-        global[1] = (d->ckk + (size_t)v.nr - 1) / (size_t)v.nr;
-        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
+        nncl__arg_int(&a, ones);
+        local[0] = (size_t)v.nr <= cap ? (size_t)v.nr : 1;
+        local[1] = cap / local[0] < 8 ? cap / local[0] : 8;
+        global[0] = (size_t)v.nr;
+        global[1] = d->ohw;
+        global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
+        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+        local[1] = 1;
         NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
     }
-    return NNCL_OK;
+    if (!ones) return NNCL_OK;
+    {
+        nncl__view db = nncl__grd(x, n->in[2]);
+        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DW_SPLIT, &a));
+        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_int(&a, (int)ct_off);
+        nncl__arg_view(&a, dw);
+        nncl__arg_view(&a, db);
+        nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ckk); nncl__arg_int(&a, acc);
+        nncl__arg_int(&a, nncl__grad_accumulate(x, n, 2));
+        return nncl__launch_1d(&a, x->dev, (size_t)d->O * (d->ckk + 1));
+    }
 }
 
 /* dx (+)= the gather of dy and the weights, reordered first into the start
@@ -249,9 +295,12 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
 }
 
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
-    if (nncl__need_grad(x, n, 1)) NNCL_TRY(cown_dw(x, n, d, dy, nncl__grad_accumulate(x, n, 1)));
+    if (nncl__need_grad(x, n, 1)) NNCL_TRY(cown_dw(x, n, d, dy));
+    else NNCL_TRY(nncl__conv_act_bias_backward(x, n, d, dy));
     if (nncl__need_grad(x, n, 0)) NNCL_TRY(cown_dx(x, n, d, dy, nncl__grad_accumulate(x, n, 0)));
     return NNCL_OK;
 }
 
 #undef COWN_ALIGN
+#undef COWN_GROUP
+#undef COWN_QUOT

@@ -28,6 +28,7 @@ static void cpick_key(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *
 
 int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
     int key[NNCL__CONV_KEY], mode = nncl__gemm_mode();
+    if (!nncl__conv_own_fits(d)) return 0;
     if (mode != 0) return mode == 2;
     cpick_key(x, n, d, key);
     return nncl__conv_choice_find(x->ctx, x->dev, key) == 1;
@@ -35,12 +36,12 @@ int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_di
 
 /* The scratch side of a timing: an exec whose views of n's inputs, output
  * and gradients are buffers of its own (mem[], filled with seeded values). */
-enum { CPICK_X, CPICK_W, CPICK_B, CPICK_Y, CPICK_DY, CPICK_DX, CPICK_DW, CPICK_TEMP, CPICK_N };
+enum { CPICK_X, CPICK_W, CPICK_B, CPICK_DY0, CPICK_DY, CPICK_Y, CPICK_DX, CPICK_DW, CPICK_DB, CPICK_TEMP, CPICK_N };
 typedef struct cpick_scratch {
     nncl__exec t;
     cl_mem mem[CPICK_N];
     size_t floats[CPICK_N];
-    float *out[2];  /* y, dx, dw of each side's first pass, one after another */
+    float *out[2];  /* y, dx, dw, db of each side's first pass, one after another */
     size_t n_out;
 } cpick_scratch;
 
@@ -94,6 +95,7 @@ static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__con
     NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_X, (size_t)d->B * xs, &seed));
     NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_W, (size_t)d->O * d->ckk, &seed));
     NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_Y, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY0, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
     NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
     t->value[n->in[0]->id] = cpick_view(s, CPICK_X);
     t->value[n->in[1]->id] = cpick_view(s, CPICK_W);
@@ -111,19 +113,26 @@ static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__con
         NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DW, (size_t)d->O * d->ckk, &seed));
         t->grad[n->in[1]->id] = cpick_view(s, CPICK_DW);
     }
-    s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW];
+    if (n->n_in == 3 && nncl__need_grad(x, n, 2)) {
+        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DB, (size_t)d->O, &seed));
+        t->grad[n->in[2]->id] = cpick_view(s, CPICK_DB);
+    }
+    s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW] + s->floats[CPICK_DB];
     s->out[0] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     s->out[1] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     if (!s->out[0] || !s->out[1]) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     return NNCL_OK;
 }
 
-/* One pass of the layer's training work on one side, finished. */
+/* One pass of the layer's training work on one side, finished; dy afresh
+ * from its copy (backward multiplies it by act'(y) in place). */
 static nncl_status cpick_pass(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int own) {
     nncl__exec *t = &s->t;
     memset(t->grad_acc, 0, (size_t)t->graph->n_nodes);
     NNCL_TRY(own ? nncl__conv_own_forward(t, n, d) : nncl__conv_col_forward(t, n, d));
-    if (s->mem[CPICK_DX] || s->mem[CPICK_DW])
+    NNCL_CL(t->ctx, clEnqueueCopyBuffer(t->dev->queue, s->mem[CPICK_DY0], s->mem[CPICK_DY], 0, 0,
+                                        s->floats[CPICK_DY] * sizeof(float), 0, NULL, NULL));
+    if (s->mem[CPICK_DX] || s->mem[CPICK_DW] || s->mem[CPICK_DB])
         NNCL_TRY(own ? nncl__conv_own_backward(t, n, d, cpick_view(s, CPICK_DY))
                      : nncl__conv_col_backward(t, n, d, cpick_view(s, CPICK_DY)));
     NNCL_CL(t->ctx, clFinish(t->dev->queue));
@@ -139,7 +148,7 @@ static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__
     int i, r;
     *best = HUGE_VAL;
     NNCL_TRY(cpick_pass(s, n, d, own));
-    for (i = CPICK_Y; i <= CPICK_DW; i += (i == CPICK_Y ? 2 : 1)) /* y, dx, dw */
+    for (i = CPICK_Y; i <= CPICK_DB; i++) /* y, dx, dw, db */
         if (s->mem[i]) {
             NNCL_CL(t->ctx, clEnqueueReadBuffer(t->dev->queue, s->mem[i], CL_TRUE, 0, s->floats[i] * sizeof(float),
                                                 s->out[own] + at, 0, NULL, NULL));
@@ -203,8 +212,8 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
 }
 
 nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
-    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode(), own = mode == 2;
-    if (mode == 0) {
+    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode(), own = mode == 2 && nncl__conv_own_fits(d);
+    if (mode == 0 && nncl__conv_own_fits(d)) {
         cpick_key(x, n, d, key);
         own = nncl__conv_choice_find(x->ctx, x->dev, key);
         if (own < 0) {

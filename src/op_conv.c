@@ -321,15 +321,19 @@ nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
-    nncl__view dy = nncl__grd(x, n);
     nncl__conv_dims_of(n, x->batch, &d);
-    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d.B * (size_t)d.O * d.ohw, d.act));
+    if ((nncl__need_grad(x, n, 0) || nncl__need_grad(x, n, 1)) && nncl__conv_own_wanted(x, n, &d))
+        return nncl__conv_own_backward(x, n, &d, nncl__grd(x, n));
+    return nncl__conv_col_backward(x, n, &d, nncl__grd(x, n));
+}
+
+/* dy *= act'(y) in place, and the bias gradient from it. */
+nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d->B * (size_t)d->O * d->ohw, d->act));
     if (n->n_in == 3 && nncl__need_grad(x, n, 2))
-        NNCL_TRY(nncl__bias_grad(x, n, dy, d.B, d.O, (int)d.ohw, nncl__grd(x, n->in[2]),
+        NNCL_TRY(nncl__bias_grad(x, n, dy, d->B, d->O, (int)d->ohw, nncl__grd(x, n->in[2]),
                                  nncl__grad_accumulate(x, n, 2)));
-    if (!nncl__need_grad(x, n, 0) && !nncl__need_grad(x, n, 1)) return NNCL_OK;
-    if (nncl__conv_own_wanted(x, n, &d)) return nncl__conv_own_backward(x, n, &d, dy);
-    return nncl__conv_col_backward(x, n, &d, dy);
+    return NNCL_OK;
 }
 
 nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims, nncl__view dy) {
@@ -337,6 +341,8 @@ nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nnc
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), col, gout, dx, dw;
     size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
     int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
+    NNCL_TRY(nncl__conv_act_bias_backward(x, n, &d, dy));
+    if (!need_x && !need_w) return NNCL_OK;
     NNCL_TRY(nncl__conv_col_chunk(x, n, &d, &S));
     NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
     dx = need_x ? nncl__grd(x, n->in[0]) : xv;
@@ -429,7 +435,7 @@ const nncl__opdef nncl__opdef_conv2d = {
     .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
                 {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"},
                 {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
-                {"conv", "nncl_conv_backward_f32_input"}},
+                {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward};
 
