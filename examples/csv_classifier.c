@@ -14,7 +14,7 @@
 
 int main(int argc, char **argv) {
     const char *path = "examples/data/iris.csv", *out = "csv_classifier.safetensors", *devices = NULL, *pos[1];
-    const char *checkpoint = NULL, *resume = NULL;
+    const char *checkpoint = NULL, *resume = NULL, *precision = "fp32", *save_dtype = "f32";
     double val = 0.2;
     int epochs = 60, patience = 0, keep_best = 0, quiet = 0;
     nncl_csv_options opt = nncl_csv_options_default();
@@ -28,6 +28,8 @@ int main(int argc, char **argv) {
         {"--checkpoint", OPT_STR, &checkpoint, "FILE", "write a checkpoint at each epoch's end"},
         {"--resume", OPT_STR, &resume, "FILE", "go on from a checkpoint of this run"},
         {"--out", OPT_STR, &out, "FILE", "the model file (csv_classifier.safetensors)"},
+        {"--precision", OPT_STR, &precision, "P", "storage of activations and working weights: fp32, fp16 (loss-scaled), bf16 (fp32)"},
+        {"--save-dtype", OPT_STR, &save_dtype, "D", "dtype of the saved model's weights: f32, f16, bf16 (f32)"},
         {"--quiet", OPT_FLAG, &quiet, "", "no progress lines"},
         {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
@@ -53,6 +55,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (ex_check_writable("--out", out) || (checkpoint && ex_check_writable("--checkpoint", checkpoint))) return 2;
+    if (ex_precision("--precision", precision, &tc.precision) || ex_precision("--save-dtype", save_dtype, &meta.dtype))
+        return 2;
     if (ex_init("csv_classifier", devices, &ctx)) return 1;
     memset(&table, 0, sizeof table);
     if (nncl_csv_load(path, &opt, &table) != NNCL_OK || nncl_dataset_from_csv(&table, &all) != NNCL_OK) {

@@ -37,7 +37,7 @@ static nncl_status load(const char *dir, const char *part, int limit, nncl_datas
 
 int main(int argc, char **argv) {
     const char *dir = "/usr/share/datasets/fashion-mnist", *out = "fashion_mnist_cnn.safetensors", *devices = NULL;
-    const char *checkpoint = NULL, *resume = NULL;
+    const char *checkpoint = NULL, *resume = NULL, *precision = "fp32", *save_dtype = "f32";
     double val = 0.1;
     int epochs = 5, patience = 0, keep_best = 0, every = 0, limit = 0, quiet = 0;
     const ex_option opts[] = {
@@ -52,6 +52,8 @@ int main(int argc, char **argv) {
         {"--resume", OPT_STR, &resume, "FILE", "go on from a checkpoint of this run"},
         {"--limit", OPT_INT, &limit, "N", "train and test on the first N images of each set (a quick try)"},
         {"--out", OPT_STR, &out, "FILE", "the model file (fashion_mnist_cnn.safetensors); curve in FILE's .csv and .svg"},
+        {"--precision", OPT_STR, &precision, "P", "storage of activations and working weights: fp32, fp16 (loss-scaled), bf16 (fp32)"},
+        {"--save-dtype", OPT_STR, &save_dtype, "D", "dtype of the saved model's weights: f32, f16, bf16 (f32)"},
         {"--quiet", OPT_FLAG, &quiet, "", "no progress lines"},
         {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
@@ -79,6 +81,8 @@ int main(int argc, char **argv) {
     ex_beside(out, ".csv", csv, sizeof csv);
     ex_beside(out, ".svg", svg, sizeof svg);
     if (ex_check_writable("--out", out) || (checkpoint && ex_check_writable("--checkpoint", checkpoint))) return 2;
+    if (ex_precision("--precision", precision, &tc.precision) || ex_precision("--save-dtype", save_dtype, &meta.dtype))
+        return 2;
     if (ex_init("fashion_mnist_cnn", devices, &ctx)) return 1;
     if ((st = load(dir, "train", limit, &train)) != NNCL_OK || (st = load(dir, "t10k", limit, &test)) != NNCL_OK)
         return fail(NULL, "data (install dataset-fashion-mnist, or pass --data DIR holding train-images-idx3-ubyte[.gz] ...)", st);

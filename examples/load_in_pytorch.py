@@ -18,8 +18,11 @@ path = sys.argv[1] if len(sys.argv) > 1 else "build/fashion_mnist_mlp.safetensor
 data = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/datasets/fashion-mnist"
 
 
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
 def load_safetensors(name):
-    """The tensors (F32, as nncl writes them) and the __metadata__ of a file."""
+    """The tensors (F32, or F16/BF16 with --save-dtype) and the __metadata__ of a file."""
     with open(name, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
         header = json.loads(f.read(n))
@@ -27,10 +30,11 @@ def load_safetensors(name):
     meta = header.pop("__metadata__", {})
     tensors = {}
     for key, t in header.items():
-        if t["dtype"] != "F32":
-            raise SystemExit(f"{name}: {key} is {t['dtype']}, this reader takes F32")
+        if t["dtype"] not in DTYPES:
+            raise SystemExit(f"{name}: {key} is {t['dtype']}, this reader takes F32, F16 and BF16")
         a, b = t["data_offsets"]
-        tensors[key] = torch.from_numpy(np.frombuffer(blob[a:b], dtype="<f4").reshape(t["shape"]).copy())
+        raw = bytearray(blob[a:b])  # little-endian, as on every machine torch runs on here
+        tensors[key] = torch.frombuffer(raw, dtype=DTYPES[t["dtype"]]).reshape(t["shape"]).clone()
     return tensors, meta
 
 

@@ -129,6 +129,22 @@ static inline int ex_check_writable(const char *what, const char *path) {
     return 0;
 }
 
+/* --precision fp32|fp16|bf16 (storage while training) or --save-dtype
+ * f32|f16|bf16 (the saved model's weights): 0 and *out set, or 1 after
+ * saying what is wrong. */
+static inline int ex_precision(const char *what, const char *s, nncl_precision *out) {
+    static const char *const names[2][3] = {{"fp32", "fp16", "bf16"}, {"f32", "f16", "bf16"}};
+    int i, k;
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < 3; i++)
+            if (!strcmp(s, names[k][i])) {
+                *out = (nncl_precision)i;
+                return 0;
+            }
+    fprintf(stderr, "error: %s %s: not fp32, fp16 or bf16\n", what, s);
+    return 1;
+}
+
 /* nncl_init with the selection; on failure the message lists the devices. */
 static inline int ex_init(const char *prog, const char *devices, nncl_context **ctx) {
     nncl_config cfg = nncl_config_default();

@@ -168,9 +168,10 @@ static nncl_node *graph_leaf(nncl_graph *g, nncl__op op, const char *fn, const c
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: a name of 1 to %d characters is needed", fn,
                                 NNCL_NAME_MAX - 1);
     if (!graph_valid_shape(ndim, shape, !batched))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": %s must have %d to %d positive dimensions", fn,
-                                name, batched ? "per-sample shape" : "shape", !batched, NNCL_MAX_DIMS - batched);
-    if (nncl_graph_find(g, name)) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: name \"%s\" is taken", fn, name);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": %s must have %d to %d positive dimensions",
+                                fn, name, batched ? "per-sample shape" : "shape", !batched, NNCL_MAX_DIMS - batched);
+    if (nncl_graph_find(g, name))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: name \"%s\" is taken", fn, name);
     if (!(n = graph_push(g, op, name))) return NULL;
     n->batched = batched;
     n->ndim = ndim + batched;

@@ -65,9 +65,10 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         memset(&info, 0, sizeof info);
         nncl_device_info_get(t->ctx, t->device[i], &info);
         summary_bytes(all, sizeof all, (double)p->bytes + (double)t->opt_floats * 4);
-        summary_bytes(act, sizeof act, (double)p->arena_floats * 4);
-        fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s), optimizer state %zu floats\n", t->device[i],
-                info.name, all, p->max_batch, act, t->opt_floats);
+        summary_bytes(act, sizeof act, (double)p->arena_floats * (p->x.store ? 2 : 4) + (double)p->arena32_floats * 4);
+        fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s%s), optimizer state %zu floats\n", t->device[i],
+                info.name, all, p->max_batch, act, p->x.store == 1 ? " in fp16" : p->x.store == 2 ? " in bf16" : "",
+                t->opt_floats);
     }
     fflush(out);
     NNCL_FREE(seen);

@@ -162,7 +162,8 @@ nncl_status nncl__syncbn_setup(nncl_trainer *t) {
     s->host = (float *)nncl__calloc(total * 4 * (size_t)t->nd, sizeof(float));
     s->global = (double *)nncl__calloc(total, sizeof(double));
     s->seat = (syncbn_seat *)nncl__calloc((size_t)t->nd, sizeof *s->seat);
-    if (!s->off || !s->host || !s->global || !s->seat) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!s->off || !s->host || !s->global || !s->seat)
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->ready = 1;

@@ -174,7 +174,8 @@ nncl_status nncl__trainer_calibrate(nncl_trainer *t) {
                 t->alive[i] = 0;
                 nncl__log(t->ctx, NNCL_LOG_INFO,
                           "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)", t->device[i],
-                          nncl__plan_device(t->plan[i])->info.name, nncl__plan_device(t->plan[best])->info.name, alone, together);
+                          nncl__plan_device(t->plan[i])->info.name, nncl__plan_device(t->plan[best])->info.name, alone,
+                          together);
             }
     }
     NNCL_FREE(zeros);

@@ -305,7 +305,10 @@ static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
  *     activations' backward in place;
  *   softmax cross-entropy (half logits and their gradient; labels, softmax,
  *     terms and the loss in fp32);
- *   reshape/flatten (an alias: no kernel). */
+ *   reshape/flatten (an alias: no kernel);
+ *   the unary activations (relu, leaky relu, sigmoid, tanh, gelu, gelu_tanh,
+ *     silu, elu, softplus, scale) and dropout: fp32 arithmetic on each
+ *     element between a half load and a half store. */
 static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
 
 static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f, int out_f, int bias, nncl_act act) {
@@ -337,6 +340,95 @@ static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f
     nncl_graph_free(g);
 }
 
+/* One unary op (or dropout, op -1) between two linear layers. */
+static void tm_check_unary(nncl_context *ctx, int store, int op) {
+    static const char *const names[12] = {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "elu",
+                                          "softplus", "scale", "dropout", "?"};
+    char name[160];
+    nncl_graph *g = nncl_graph_create(ctx, 9);
+    int xs[1] = {7}, i, batch = 6;
+    unsigned seed = 11;
+    nncl_node *x, *y, *h, *loss;
+    oc_feed f[2];
+    float xd[6 * 7], yd[6];
+    th_fill_uniform(xd, 6 * 7, -2, 2, &seed);
+    for (i = 0; i < batch; i++) yd[i] = (float)(i % 4);
+    x = nncl_input(g, "x", 1, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    h = nncl_linear(g, x, 10, 1, NNCL_ACT_NONE, "fc1");
+    switch (op) {
+    case 0: h = nncl_op_relu(g, h); break;
+    case 1: h = nncl_op_leaky_relu(g, h, 0.1f); break;
+    case 2: h = nncl_op_sigmoid(g, h); break;
+    case 3: h = nncl_op_tanh(g, h); break;
+    case 4: h = nncl_op_gelu(g, h); break;
+    case 5: h = nncl_op_gelu_tanh(g, h); break;
+    case 6: h = nncl_op_silu(g, h); break;
+    case 7: h = nncl_op_elu(g, h, 1.0f); break;
+    case 8: h = nncl_op_softplus(g, h); break;
+    case 9: h = nncl_op_scale(g, h, -1.75f); break;
+    default: h = nncl_dropout(g, h, 0.3f); break;
+    }
+    h = nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc2");
+    loss = nncl_softmax_cross_entropy(g, h, y);
+    f[0].node = x; f[0].data = xd;
+    f[1].node = y; f[1].data = yd;
+    snprintf(name, sizeof name, "%s storage: linear+%s+linear+ce", store == 1 ? "fp16" : "bf16", names[op]);
+    oc_store = store;
+    oc_check(name, ctx, g, loss, f, 2, batch, tm_half_tol(store));
+    oc_store = 0;
+    nncl_graph_free(g);
+}
+
+/* Data parallelism in half storage: all devices (even split) against one
+ * device with the same global batch, to fp16's tolerance (the shards'
+ * activations round differently from the whole batch's only through the
+ * GEMM's order of summation, which the storage then rounds). */
+static int test_half_parallel(nncl_context *ctx, const int *devs, int nd) {
+    const char *name = "fp16 storage: all devices equal one device with the same global batch";
+    tm_model a, b;
+    nncl_trainer *ta = NULL, *tb = NULL;
+    nncl_train_config c = nncl_train_default();
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float *pa, *pb;
+    double num = 0, den = 0;
+    size_t k;
+    int s, zero = 0;
+    TH_CHECK(name, tm_build(ctx, &a) && tm_build(ctx, &b));
+    c.max_batch = 16;
+    c.optim.lr = 0.01f;
+    c.precision = NNCL_PRECISION_FP16;
+    c.devices = &zero;
+    c.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, a.g, a.loss, &c, &ta));
+    c.devices = devs;
+    c.n_devices = nd;
+    c.shares = even;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, b.g, b.loss, &c, &tb));
+    for (s = 0; s < 20; s++) {
+        nncl_step_info ia, ib;
+        TH_OK(name, ctx, tm_step(ta, &a, s, 0, &ia));
+        TH_OK(name, ctx, tm_step(tb, &b, s, 0, &ib));
+        TH_CHECK(name, ib.n_devices == nd && ia.loss_scale == ib.loss_scale && ia.skipped == ib.skipped);
+    }
+    pa = (float *)calloc(a.g->n_params, sizeof(float));
+    pb = (float *)calloc(b.g->n_params, sizeof(float));
+    TH_CHECK(name, pa && pb && !tm_params(ta, pa) && !tm_params(tb, pb));
+    for (k = 0; k < a.g->n_params; k++) {
+        num += ((double)pa[k] - pb[k]) * ((double)pa[k] - pb[k]);
+        den += (double)pa[k] * pa[k];
+    }
+    if (!(num / den < tm_half_tol(1))) {
+        th_fail(name, "parameters' normalised squared difference %.3g > %.0e", num / den, tm_half_tol(1));
+        return 1;
+    }
+    free(pa); free(pb);
+    nncl_trainer_free(ta); nncl_trainer_free(tb);
+    nncl_graph_free(a.g); nncl_graph_free(b.g);
+    th_pass("%s (%d devices, parameters' normalised squared difference %.2g)", name, nd, num / den);
+    return 0;
+}
+
 /* An op without half kernels is refused when the trainer is made, naming it. */
 static int test_half_refused(nncl_context *ctx) {
     const char *name = "an op without half storage is refused at creation, named";
@@ -354,6 +446,16 @@ static int test_half_refused(nncl_context *ctx) {
     TH_CHECK(name, nncl_trainer_create(ctx, g, loss, &c, &t) == NNCL_ERR_UNSUPPORTED && !t);
     TH_CHECK(name, strstr(nncl_last_error(ctx), "layernorm") && strstr(nncl_last_error(ctx), "\"ln\"") &&
                        strstr(nncl_last_error(ctx), "bf16"));
+    nncl_graph_free(g);
+    g = nncl_graph_create(ctx, 1); /* a parameter trained by an op other than linear: its gradient would be half */
+    x = nncl_input(g, "x", 1, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    h = nncl_op_relu(g, nncl_param(g, "p", 1, xs, NNCL_INIT_ONES, 0));
+    loss = nncl_softmax_cross_entropy(g, nncl_op_add(g, x, h), y);
+    TH_CHECK(name, loss != NULL);
+    c.precision = NNCL_PRECISION_FP16;
+    TH_CHECK(name, nncl_trainer_create(ctx, g, loss, &c, &t) == NNCL_ERR_UNSUPPORTED && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "\"p\""));
     nncl_graph_free(g);
     th_pass("%s: %s", name, nncl_last_error(ctx));
     return 0;
@@ -396,7 +498,7 @@ static int test_config(nncl_context *ctx) {
 
 int main(void) {
     nncl_context *ctx;
-    int devs[8], nd, i;
+    int devs[8], nd, i, k;
     tm_data();
     if (!(ctx = th_context())) return th_exit_code();
     nd = nncl_device_count(ctx) < 8 ? nncl_device_count(ctx) : 8;
@@ -408,8 +510,10 @@ int main(void) {
     if (nd > 1) {
         test_scaled_equals_unscaled(ctx, devs, nd, 0, "all devices, even split");
         test_scaled_equals_unscaled(ctx, devs, nd, 0.05f, "all devices, gradients clipped");
+        test_half_parallel(ctx, devs, nd);
     } else {
         th_skip("fp32 training with loss scale equals unscaled over several devices", "needs two devices");
+        th_skip("fp16 storage: all devices equal one device with the same global batch", "needs two devices");
     }
     test_resume_scale(ctx);
     test_half_refused(ctx);
@@ -419,6 +523,7 @@ int main(void) {
         tm_check_linear_ce(ctx, i, 33, 5, 3, 0, NNCL_ACT_NONE);
         tm_check_linear_ce(ctx, i, 5, 6, 4, 1, NNCL_ACT_SIGMOID);
         tm_check_linear_ce(ctx, i, 40, 70, 21, 1, NNCL_ACT_TANH);
+        for (k = 0; k <= 10; k++) tm_check_unary(ctx, i, k);
     }
     for (i = 0; i < nncl_device_count(ctx); i++) {
         test_half_training(ctx, i, NNCL_PRECISION_FP16);
