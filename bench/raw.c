@@ -95,17 +95,19 @@ bench_raw_kernel *bench_raw_add_create(nncl_context *ctx, int device, const nncl
                                        nncl_tensor *out, char *err, size_t errlen) {
     nncl_device *dev = &ctx->devices[device];
     bench_raw_kernel *k;
-    const char *src = NULL;
-    size_t len = 0, i;
+    const char *src[2] = {NULL, NULL}; /* cl/common.cl, then the family, as program.c puts them */
+    size_t len[2] = {0, 0}, i;
+    char opts[96];
     cl_int e;
     int zero = 0, n = (int)a->numel;
-    for (i = 0; nncl__kernels[i].name; i++)
-        if (!strcmp(nncl__kernels[i].name, "elementwise.cl")) {
-            src = nncl__kernels[i].source;
-            len = nncl__kernels[i].size;
-        }
-    if (!src) {
-        snprintf(err, errlen, "cl/elementwise.cl is not embedded in the library");
+    for (i = 0; nncl__kernels[i].name; i++) {
+        int which = !strcmp(nncl__kernels[i].name, "common.cl") ? 0 : !strcmp(nncl__kernels[i].name, "elementwise.cl") ? 1 : -1;
+        if (which < 0) continue;
+        src[which] = nncl__kernels[i].source;
+        len[which] = nncl__kernels[i].size;
+    }
+    if (!src[0] || !src[1]) {
+        snprintf(err, errlen, "cl/common.cl or cl/elementwise.cl is not embedded in the library");
         return NULL;
     }
     k = (bench_raw_kernel *)calloc(1, sizeof *k);
@@ -114,11 +116,10 @@ bench_raw_kernel *bench_raw_add_create(nncl_context *ctx, int device, const nncl
         return NULL;
     }
     k->queue = dev->queue;
-    k->program = clCreateProgramWithSource(dev->cl_ctx, 1, &src, &len, &e);
+    k->program = clCreateProgramWithSource(dev->cl_ctx, 2, src, len, &e);
     /* the options the library builds with (program.c) */
-    if (e == CL_SUCCESS)
-        e = clBuildProgram(k->program, 1, &dev->id, dev->info.fp64 ? "-cl-std=CL1.2 -DNNCL_FP64=1" : "-cl-std=CL1.2",
-                           NULL, NULL);
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s", NNCL_RED_WG, dev->info.fp64 ? " -DNNCL_FP64=1" : "");
+    if (e == CL_SUCCESS) e = clBuildProgram(k->program, 1, &dev->id, opts, NULL, NULL);
     if (e == CL_SUCCESS) k->kernel = clCreateKernel(k->program, "nncl_add_f32", &e);
     if (e == CL_SUCCESS) e = clSetKernelArg(k->kernel, 0, sizeof(cl_mem), &a->mem);
     if (e == CL_SUCCESS) e = clSetKernelArg(k->kernel, 1, sizeof(int), &zero);

@@ -228,8 +228,9 @@ static void train_shards_text(const train_run *r, char *buf, size_t len) {
  * under device key dkey (-1 for all together); overlap reads gradients back
  * during backward (stored as item "mlp_overlap" / "cnn_overlap"). */
 static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const int *devs, int n, int dkey,
-                        const train_data *td, train_run *run, int overlap) {
-    const char *item = overlap ? (cnn ? "cnn_overlap" : "mlp_overlap") : cnn ? "cnn" : "mlp";
+                        const train_data *td, train_run *run, int overlap, nncl_precision prec) {
+    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
+    const char *item = overlap ? (cnn ? "cnn_overlap" : "mlp_overlap") : items[cnn][prec];
     train_model m;
     nncl_train_config tc = nncl_train_default();
     nncl_trainer *t = NULL;
@@ -249,6 +250,7 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
     tc.devices = n ? devs : NULL;
     tc.n_devices = n;
     tc.overlap = overlap;
+    tc.precision = prec;
     t0 = bench_now();
     st = nncl_trainer_create(ctx, m.g, m.loss, &tc, &t);
     if (st == NNCL_OK) bench_put_num("training", dkey, item, "create_s", bench_now() - t0, "s",
@@ -307,6 +309,69 @@ static void train_breakdown(int d, const char *model, nncl_context *pc, int step
     bench_put_num("kernels", d, row, "ms_per_step", total / steps * 1e3, "ms", "");
 }
 #undef TRAIN_TOP
+
+/* Peak device memory (MiB) of the training plan of model cnn in prec on a
+ * fresh context of device d alone; negative when it cannot be made (why
+ * in why). */
+static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int cnn, nncl_precision prec, char *why,
+                             size_t len) {
+    char sel[16];
+    nncl_config cfg = nncl_config_default();
+    nncl_context *pc = NULL;
+    nncl_train_config tc = nncl_train_default();
+    nncl_trainer *t = NULL;
+    train_model m;
+    uint64_t in_use = 0, peak = 0;
+    int li = bench_list_index(ctx, d);
+    memset(&m, 0, sizeof m);
+    if (li < 0) return -1;
+    snprintf(sel, sizeof sel, "%d", li);
+    cfg.devices = sel;
+    if (nncl_init(&cfg, &pc) != NNCL_OK) {
+        snprintf(why, len, "n/a: %s", nncl_last_error(NULL));
+        return -1;
+    }
+    tc.max_batch = o->batch;
+    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    tc.precision = prec;
+    if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
+        snprintf(why, len, "n/a: %s", nncl_last_error(pc));
+        nncl_graph_free(m.g);
+        nncl_free(pc);
+        return -1;
+    }
+    nncl_device_memory(pc, 0, &in_use, &peak);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    nncl_free(pc);
+    return peak / 1048576.0;
+}
+
+/* Rows <model>_fp16 and <model>_bf16 on device d: samples/s and the plan's
+ * peak memory, each beside fp32's (samples_fp32, measured just before in
+ * the same run; the peaks on fresh contexts one after the other). */
+static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
+                             double samples_fp32) {
+    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
+    char why[300];
+    double peak32 = train_peak_mib(o, ctx, d, cnn, NNCL_PRECISION_FP32, why, sizeof why);
+    int prec;
+    for (prec = NNCL_PRECISION_FP16; prec <= NNCL_PRECISION_BF16; prec++) {
+        const char *item = items[cnn][prec];
+        train_run run;
+        double peak;
+        if (train_config(o, ctx, cnn, &d, 1, d, td, &run, 0, (nncl_precision)prec) != 0) continue; /* n/a row written */
+        if (samples_fp32 > 0)
+            bench_put_num("training", d, item, "vs_fp32", run.samples_s.median / samples_fp32, "x",
+                          "samples/s / fp32's samples/s, same run");
+        peak = train_peak_mib(o, ctx, d, cnn, (nncl_precision)prec, why, sizeof why);
+        if (peak < 0) continue;
+        bench_put_num("training", d, item, "peak_mib", peak, "MiB",
+                      "nncl_device_memory peak after nncl_trainer_create on a fresh context");
+        if (peak32 > 0)
+            bench_put_num("training", d, item, "mem_vs_fp32", peak / peak32, "x", "peak / fp32's peak; CNN target <= 0.6");
+    }
+}
 
 /* Fresh context with profiling on device ctx-device d: the plan's peak
  * memory against the model's need, then the host-overhead share and the
@@ -483,7 +548,7 @@ static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const
 }
 
 int bench_training_steps(const bench_opts *o, int n_devices) {
-    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
+    return o->train ? 2 * (3 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {
@@ -498,19 +563,22 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
         int ok = 1;
         for (d = 0; d < nd; d++) {
             train_run run;
-            if (train_config(o, ctx, cnn, &d, 1, d, &td, &run, 0) == 0) {
+            if (train_config(o, ctx, cnn, &d, 1, d, &td, &run, 0, NNCL_PRECISION_FP32) == 0) {
                 sum += run.samples_s.median;
                 if (run.samples_s.median > best) best = run.samples_s.median;
             } else {
                 ok = 0;
+                run.samples_s.median = 0;
             }
+            bench_progress_step();
+            train_precisions(o, ctx, d, cnn, &td, run.samples_s.median);
             bench_progress_step();
             train_profile(o, ctx, d, cnn, &td);
             bench_progress_step();
         }
         if (nd > 1) {
             train_run run;
-            if (train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 0) == 0 && ok) {
+            if (train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 0, NNCL_PRECISION_FP32) == 0 && ok) {
                 bench_put_num("training", -1, item, "sum_alone", sum, "samples/s", "sum of each device alone");
                 bench_put_num("training", -1, item, "scaling_eff", run.samples_s.median / sum, "",
                               "all together / sum of each alone");
@@ -523,7 +591,7 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
             }
             bench_progress_step();
             if (!o->quick) { /* what reading gradients back during backward saves */
-                train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 1);
+                train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 1, NNCL_PRECISION_FP32);
                 bench_progress_step();
             }
         }

@@ -6,7 +6,9 @@
  * the output; then sizes; then float parameters; then `acc` where present
  * (1: add to the destination, 0: overwrite it without reading it). Global
  * sizes are rounded up to the work-group size, so every kernel checks its
- * bound (as size_t, so the padding never wraps to a negative index). */
+ * bound (as size_t, so the padding never wraps to a negative index).
+ * The unary activations, their backward rules and axpy take activations in
+ * the storage type (act_t, cl/common.cl); the binary ops are fp32 only. */
 
 #define NNCL_SQRT1_2 0.70710678118654752f      /* 1/sqrt(2) */
 #define NNCL_INV_SQRT_2PI 0.39894228040143268f /* 1/sqrt(2 pi) */
@@ -51,22 +53,22 @@ NNCL_BINARY(nncl_mul_f32, x * y)
 
 /* y[i] = f(x[i]): (x, x_off, y, y_off, n). x and y may be the same. */
 #define NNCL_UNARY(NAME, EXPR)                                               \
-__kernel void NAME(__global const float *x, int x_off,                       \
-                   __global float *y, int y_off, int n) {                     \
+__kernel void NAME(__global const act_t *x, int x_off,                       \
+                   __global act_t *y, int y_off, int n) {                     \
     size_t i = get_global_id(0);                                             \
     if (i < (size_t)n) {                                                     \
-        float v = x[x_off + i];                                              \
-        y[y_off + i] = EXPR;                                                 \
+        float v = NNCL_LD(x, x_off + i);                                     \
+        NNCL_ST(EXPR, y, y_off + i);                                         \
     }                                                                        \
 }
 /* The same with one float parameter p: (x, x_off, y, y_off, n, p). */
 #define NNCL_UNARY_P(NAME, EXPR)                                             \
-__kernel void NAME(__global const float *x, int x_off,                       \
-                   __global float *y, int y_off, int n, float p) {            \
+__kernel void NAME(__global const act_t *x, int x_off,                       \
+                   __global act_t *y, int y_off, int n, float p) {            \
     size_t i = get_global_id(0);                                             \
     if (i < (size_t)n) {                                                     \
-        float v = x[x_off + i];                                              \
-        y[y_off + i] = EXPR;                                                 \
+        float v = NNCL_LD(x, x_off + i);                                     \
+        NNCL_ST(EXPR, y, y_off + i);                                         \
     }                                                                        \
 }
 /* v < 0 rather than max(v, 0): a NaN stays a NaN, as in PyTorch. */
@@ -90,12 +92,12 @@ __kernel void nncl_fill_f32(__global float *y, int y_off, int n, float value) {
 
 /* y = acc * y + alpha * x: (x, x_off, y, y_off, n, alpha, acc). Gradient
  * accumulation (acc 1) and scaled copies (acc 0). */
-__kernel void nncl_axpy_f32(__global const float *x, int x_off, __global float *y, int y_off, int n, float alpha,
+__kernel void nncl_axpy_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n, float alpha,
                             int acc) {
     size_t i = get_global_id(0);
     if (i < (size_t)n) {
-        float d = alpha * x[x_off + i];
-        y[y_off + i] = acc ? y[y_off + i] + d : d;
+        float d = alpha * NNCL_LD(x, x_off + i);
+        NNCL_ST(acc ? NNCL_LD(y, y_off + i) + d : d, y, y_off + i);
     }
 }
 
@@ -103,14 +105,14 @@ __kernel void nncl_axpy_f32(__global const float *x, int x_off, __global float *
  * y (relu, sigmoid, tanh) or input x (gelu, leaky relu):
  * (dy, dy_off, v, v_off, dx, dx_off, n, acc). dx may be dy. */
 #define NNCL_BACKWARD(NAME, EXPR)                                            \
-__kernel void NAME(__global const float *dy, int dy_off,                     \
-                   __global const float *vbuf, int v_off,                    \
-                   __global float *dx, int dx_off, int n, int acc) {          \
+__kernel void NAME(__global const act_t *dy, int dy_off,                     \
+                   __global const act_t *vbuf, int v_off,                    \
+                   __global act_t *dx, int dx_off, int n, int acc) {          \
     size_t i = get_global_id(0);                                             \
     if (i < (size_t)n) {                                                     \
-        float g = dy[dy_off + i], v = vbuf[v_off + i];                       \
+        float g = NNCL_LD(dy, dy_off + i), v = NNCL_LD(vbuf, v_off + i);     \
         float d = EXPR;                                                      \
-        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;                       \
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);      \
     }                                                                        \
 }
 NNCL_BACKWARD(nncl_relu_backward_f32, v > 0.0f ? g : 0.0f)       /* v = y */
@@ -122,24 +124,24 @@ NNCL_BACKWARD(nncl_silu_backward_f32, g * nncl_silu_grad(v))     /* v = x */
 NNCL_BACKWARD(nncl_softplus_backward_f32, v > 20.0f ? g : g / (1.0f + exp(-v))) /* v = x */
 
 /* (dy, dy_off, x, x_off, dx, dx_off, n, alpha, acc) */
-__kernel void nncl_elu_backward_f32(__global const float *dy, int dy_off, __global const float *x, int x_off,
-                                    __global float *dx, int dx_off, int n, float alpha, int acc) {
+__kernel void nncl_elu_backward_f32(__global const act_t *dy, int dy_off, __global const act_t *x, int x_off,
+                                    __global act_t *dx, int dx_off, int n, float alpha, int acc) {
     size_t i = get_global_id(0);
     if (i < (size_t)n) {
-        float g = dy[dy_off + i], v = x[x_off + i];
+        float g = NNCL_LD(dy, dy_off + i), v = NNCL_LD(x, x_off + i);
         float d = v > 0.0f ? g : g * alpha * exp(v);
-        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
     }
 }
 
 /* (dy, dy_off, x, x_off, dx, dx_off, n, slope, acc) */
-__kernel void nncl_leaky_relu_backward_f32(__global const float *dy, int dy_off, __global const float *x, int x_off,
-                                           __global float *dx, int dx_off, int n, float slope, int acc) {
+__kernel void nncl_leaky_relu_backward_f32(__global const act_t *dy, int dy_off, __global const act_t *x, int x_off,
+                                           __global act_t *dx, int dx_off, int n, float slope, int acc) {
     size_t i = get_global_id(0);
     if (i < (size_t)n) {
-        float g = dy[dy_off + i];
-        float d = x[x_off + i] > 0.0f ? g : slope * g;
-        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+        float g = NNCL_LD(dy, dy_off + i);
+        float d = NNCL_LD(x, x_off + i) > 0.0f ? g : slope * g;
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
     }
 }
 

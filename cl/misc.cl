@@ -2,7 +2,8 @@
  * src/op_misc.c, so host and device masks agree bit for bit), embedding
  * lookup and its atomics-free gradient, concatenation and its split, and a
  * zero fill. Buffers are followed by their int element offsets; `acc` 1
- * means add into the output. */
+ * means add into the output. Dropout takes activations in the storage
+ * type (act_t, cl/common.cl); the others are fp32 only. */
 
 /* A 32-bit avalanche mix (lowbias32): uint arithmetic only. */
 uint nncl_drop_mix(uint h) {
@@ -24,16 +25,16 @@ int nncl_drop_keep(uint k0, uint k1, uint sample, uint elem, uint thr) {
 /* dst (+)= mask * scale * src over n elements, per elements per sample
  * (per 0: not batched, one sample of index 0). Forward (acc 0) and backward
  * use the same mask; with training 0 it is the identity. */
-__kernel void nncl_dropout_f32(__global const float *src, int src_off, __global float *dst, int dst_off, int n,
+__kernel void nncl_dropout_f32(__global const act_t *src, int src_off, __global act_t *dst, int dst_off, int n,
                                int per, int sample0, uint k0, uint k1, uint thr, float scale, int training, int acc) {
     int i = (int)get_global_id(0);
     if (i < n) {
-        float v = src[src_off + i];
+        float v = NNCL_LD(src, src_off + i);
         if (training) {
             uint sample = per ? (uint)(sample0 + i / per) : 0u, elem = per ? (uint)(i % per) : (uint)i;
             v = nncl_drop_keep(k0, k1, sample, elem, thr) ? v * scale : 0.0f;
         }
-        dst[dst_off + i] = acc ? dst[dst_off + i] + v : v;
+        NNCL_ST(acc ? NNCL_LD(dst, dst_off + i) + v : v, dst, dst_off + i);
     }
 }
 

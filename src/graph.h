@@ -111,7 +111,8 @@ typedef struct nncl__opdef {
      * argument error naming the input. NULL: any data. */
     nncl_status (*check_feed)(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch);
     /* Half storage (nncl_train_config.precision): half 1 when the op's
-     * kernels take activations in the storage type (cl/common.cl act_t);
+     * kernels take activations in the storage type (cl/common.cl act_t),
+     * 2 when also the gradients of parameter inputs (kept fp32);
      * f32_in has bit i set for an input that stays fp32 (labels, targets);
      * f32_out 1 when the node's value, gradient and aux stay fp32 (losses). */
     int half, f32_in, f32_out;

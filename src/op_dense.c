@@ -204,7 +204,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 const nncl__opdef nncl__opdef_linear = {
     .name = "linear", .kernels = {NNCL_DENSE_KERNELS}, .shape = linear_shape, .prepare = linear_prepare,
     .forward = linear_forward, .backward = linear_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
-    .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 1};
+    .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 2};
 
 /* Creates NAME.weight (and NAME.bias) with PyTorch's default
  * initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */

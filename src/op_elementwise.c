@@ -370,13 +370,13 @@ EW_BINARY(mul, EW_MUL_KERNELS)
         .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
         .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,                \
         .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,       \
-        .impl = &ew_def_##NAME};
+        .impl = &ew_def_##NAME, .half = 1};
 /* scale has no backward kernel: axpy with alpha */
 static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d};
 const nncl__opdef nncl__opdef_scale = {
     .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
     .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,
-    .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale};
+    .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale, .half = 1};
 EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
 EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
 EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)

@@ -139,7 +139,7 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 
 const nncl__opdef nncl__opdef_dropout = {
     .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .forward = drop_forward,
-    .backward = drop_backward, .ref_forward = drop_ref_forward, .ref_backward = drop_ref_backward};
+    .backward = drop_backward, .ref_forward = drop_ref_forward, .ref_backward = drop_ref_backward, .half = 1};
 
 nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p) {
     int iattr[2];

@@ -290,7 +290,7 @@ static int plan_input_f32(const nncl_graph *g, const nncl_node *n, int *mixed) {
 
 nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const nncl_node *loss, int store) {
     static const char *const names[3] = {"fp32", "fp16", "bf16"};
-    int i, mixed = 0;
+    int i, k, mixed = 0;
     if (store < 1 || store > 2) return NNCL_OK;
     for (i = 0; i < g->n_nodes && (!loss || i <= loss->id); i++) {
         const nncl_node *n = g->nodes[i];
@@ -306,6 +306,11 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
         if (!d->half)
             return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") has no %s kernels yet; "
                               "train this model in fp32", names[store], d->name, n->name, names[store]);
+        for (k = 0; d->half < 2 && k < n->n_in; k++) /* its gradient would be written in the half type */
+            if (n->in[k]->op == NNCL_OP_PARAM && n->in[k]->needs_grad)
+                return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") trains parameter \"%s\" "
+                                  "directly, which only linear does yet; train this model in fp32", names[store], d->name,
+                                  n->name, n->in[k]->name);
     }
     if (loss && !nncl__opdef_get(loss->op)->f32_out)
         return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: the loss \"%s\" (%s) is not a loss op, whose value "

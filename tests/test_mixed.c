@@ -305,7 +305,10 @@ static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
  *     activations' backward in place;
  *   softmax cross-entropy (half logits and their gradient; labels, softmax,
  *     terms and the loss in fp32);
- *   reshape/flatten (an alias: no kernel). */
+ *   reshape/flatten (an alias: no kernel);
+ *   the unary activations (relu, leaky relu, sigmoid, tanh, gelu, gelu_tanh,
+ *     silu, elu, softplus, scale) and dropout: fp32 arithmetic on each
+ *     element between a half load and a half store. */
 static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
 
 static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f, int out_f, int bias, nncl_act act) {
@@ -334,6 +337,46 @@ static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f
     oc_check(name, ctx, g, loss, f, 2, batch, tm_half_tol(store));
     oc_store = 0;
     free(xd); free(yd);
+    nncl_graph_free(g);
+}
+
+/* One unary op (or dropout, op -1) between two linear layers. */
+static void tm_check_unary(nncl_context *ctx, int store, int op) {
+    static const char *const names[12] = {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "elu",
+                                          "softplus", "scale", "dropout", "?"};
+    char name[160];
+    nncl_graph *g = nncl_graph_create(ctx, 9);
+    int xs[1] = {7}, i, batch = 6;
+    unsigned seed = 11;
+    nncl_node *x, *y, *h, *loss;
+    oc_feed f[2];
+    float xd[6 * 7], yd[6];
+    th_fill_uniform(xd, 6 * 7, -2, 2, &seed);
+    for (i = 0; i < batch; i++) yd[i] = (float)(i % 4);
+    x = nncl_input(g, "x", 1, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    h = nncl_linear(g, x, 10, 1, NNCL_ACT_NONE, "fc1");
+    switch (op) {
+    case 0: h = nncl_op_relu(g, h); break;
+    case 1: h = nncl_op_leaky_relu(g, h, 0.1f); break;
+    case 2: h = nncl_op_sigmoid(g, h); break;
+    case 3: h = nncl_op_tanh(g, h); break;
+    case 4: h = nncl_op_gelu(g, h); break;
+    case 5: h = nncl_op_gelu_tanh(g, h); break;
+    case 6: h = nncl_op_silu(g, h); break;
+    case 7: h = nncl_op_elu(g, h, 1.0f); break;
+    case 8: h = nncl_op_softplus(g, h); break;
+    case 9: h = nncl_op_scale(g, h, -1.75f); break;
+    default: h = nncl_dropout(g, h, 0.3f); break;
+    }
+    h = nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc2");
+    loss = nncl_softmax_cross_entropy(g, h, y);
+    f[0].node = x; f[0].data = xd;
+    f[1].node = y; f[1].data = yd;
+    snprintf(name, sizeof name, "%s storage: linear+%s+linear+ce", store == 1 ? "fp16" : "bf16", names[op]);
+    oc_store = store;
+    oc_check(name, ctx, g, loss, f, 2, batch, tm_half_tol(store));
+    oc_store = 0;
     nncl_graph_free(g);
 }
 
@@ -404,6 +447,16 @@ static int test_half_refused(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "layernorm") && strstr(nncl_last_error(ctx), "\"ln\"") &&
                        strstr(nncl_last_error(ctx), "bf16"));
     nncl_graph_free(g);
+    g = nncl_graph_create(ctx, 1); /* a parameter trained by an op other than linear: its gradient would be half */
+    x = nncl_input(g, "x", 1, xs);
+    y = nncl_input(g, "y", 0, NULL);
+    h = nncl_op_relu(g, nncl_param(g, "p", 1, xs, NNCL_INIT_ONES, 0));
+    loss = nncl_softmax_cross_entropy(g, nncl_op_add(g, x, h), y);
+    TH_CHECK(name, loss != NULL);
+    c.precision = NNCL_PRECISION_FP16;
+    TH_CHECK(name, nncl_trainer_create(ctx, g, loss, &c, &t) == NNCL_ERR_UNSUPPORTED && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "\"p\""));
+    nncl_graph_free(g);
     th_pass("%s: %s", name, nncl_last_error(ctx));
     return 0;
 }
@@ -445,7 +498,7 @@ static int test_config(nncl_context *ctx) {
 
 int main(void) {
     nncl_context *ctx;
-    int devs[8], nd, i;
+    int devs[8], nd, i, k;
     tm_data();
     if (!(ctx = th_context())) return th_exit_code();
     nd = nncl_device_count(ctx) < 8 ? nncl_device_count(ctx) : 8;
@@ -470,6 +523,7 @@ int main(void) {
         tm_check_linear_ce(ctx, i, 33, 5, 3, 0, NNCL_ACT_NONE);
         tm_check_linear_ce(ctx, i, 5, 6, 4, 1, NNCL_ACT_SIGMOID);
         tm_check_linear_ce(ctx, i, 40, 70, 21, 1, NNCL_ACT_TANH);
+        for (k = 0; k <= 10; k++) tm_check_unary(ctx, i, k);
     }
     for (i = 0; i < nncl_device_count(ctx); i++) {
         test_half_training(ctx, i, NNCL_PRECISION_FP16);
