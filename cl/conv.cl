@@ -172,8 +172,8 @@ __kernel void nncl_conv_dw_split_f32(__global const float *ct, int ct_off, __glo
 
 /* The weights for the input gradient's gather, once per step:
  * wt[((o*k + ki)*k + kj)*Cp + c] = w[o, c, ki, kj], zero for c >= C (Cp:
- * C rounded up to 8), so that 8 neighbouring channels are one vector load.
- * One work-item per element of wt. */
+ * C rounded up to 16), so that 16 neighbouring channels are one vector
+ * load. One work-item per element of wt. */
 __kernel void nncl_conv_wt_f32(__global const float *w, int w_off, __global float *wt, int wt_off, int O, int C,
                                int k, int Cp) {
     int i = get_global_id(0), kk = k * k, c, t, o;
@@ -184,40 +184,52 @@ __kernel void nncl_conv_wt_f32(__global const float *w, int w_off, __global floa
     wt[wt_off + i] = c < C ? w[w_off + (o * C + c) * kk + t] : 0.0f;
 }
 
+/* The output column of input column w under kernel column kj, or -1 where
+ * none covers it. */
+int nncl_conv_dx_col(int w, int kj, int st, int pad, int OW) {
+    int t = w + pad - kj;
+    return t >= 0 && t % st == 0 && t / st < OW ? t / st : -1;
+}
+
 /* Input gradient by a gather: dx[s, c, h, w] (+)= sum over o, ki, kj of
  * w[o, c, ki, kj] * dy[s, o, oh, ow] where oh*st = h + pad - ki and ow*st =
- * w + pad - kj fall on the output. One work-item per (s, h, w) and 8
- * neighbouring channels, accumulated as a float8 from wt (nncl_conv_wt):
- * per tap one scalar of dy and one vector of weights for each o. Each dx
- * element has one writer and one order of additions (no atomics: the same
- * result on every device), and there is no barrier. NDRange (W, H,
- * S*ceil(C/8)). */
+ * w + pad - kj fall on the output. One work-item per (s, h) and two
+ * neighbouring columns w, w + 1 of 16 neighbouring channels, accumulated as
+ * two float16 from wt (nncl_conv_wt): per tap and o, one vector of weights
+ * serves two scalars of dy. Each dx element has one writer and one order of
+ * additions (no atomics: the same result on every device), and there is no
+ * barrier. NDRange (ceil(W/2), H, S*ceil(C/16)). */
 __kernel void nncl_conv_backward_f32_input(__global const float *dy, int dy_off, __global const float *wt, int wt_off,
                                __global float *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
                                int OH, int OW, int acc) {
-    int w = get_global_id(0), h = get_global_id(1), z = get_global_id(2), cb = (C + 7) / 8, Cp = cb * 8;
-    int s = z / cb, c0 = (z - s * cb) * 8, ohw = OH * OW, ostride = k * k * Cp, o, ki, kj, e;
-    float8 sum = (float8)(0.0f);
-    float t[8];
+    int w = get_global_id(0) * 2, h = get_global_id(1), z = get_global_id(2), cb = (C + 15) / 16, Cp = cb * 16;
+    int s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o, ki, kj, e, two;
+    float16 s0 = (float16)(0.0f), s1 = (float16)(0.0f);
+    float t[32];
     __global float *out;
     if (w >= W || h >= H) return;
+    two = w + 1 < W;
     for (ki = 0; ki < k; ki++) {
         int th = h + pad - ki, oh;
         if (th < 0 || th % st) continue;
         oh = th / st;
         if (oh >= OH) continue;
         for (kj = 0; kj < k; kj++) {
-            int tw = w + pad - kj, ow;
-            __global const float *d, *wv;
-            if (tw < 0 || tw % st) continue;
-            ow = tw / st;
-            if (ow >= OW) continue;
-            d = dy + dy_off + s * O * ohw + oh * OW + ow;
-            wv = wt + wt_off + (ki * k + kj) * Cp + c0;
-            for (o = 0; o < O; o++) sum = mad((float8)(d[o * ohw]), vload8(0, wv + o * ostride), sum);
+            int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
+            __global const float *d = dy + dy_off + s * O * ohw + oh * OW, *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
+            if (ow0 < 0 && ow1 < 0) continue;
+            for (o = 0; o < O; o++) {
+                float16 wo = vload16(0, wv + o * ostride);
+                s0 = mad((float16)(ow0 >= 0 ? d[o * ohw + ow0] : 0.0f), wo, s0);
+                s1 = mad((float16)(ow1 >= 0 ? d[o * ohw + ow1] : 0.0f), wo, s1);
+            }
         }
     }
-    vstore8(sum, 0, t);
+    vstore16(s0, 0, t);
+    vstore16(s1, 0, t + 16);
     out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
-    for (e = 0; e < 8 && c0 + e < C; e++) out[e * H * W] = acc ? out[e * H * W] + t[e] : t[e];
+    for (e = 0; e < 16 && c0 + e < C; e++) {
+        out[e * H * W] = acc ? out[e * H * W] + t[e] : t[e];
+        if (two) out[e * H * W + 1] = acc ? out[e * H * W + 1] + t[16 + e] : t[16 + e];
+    }
 }

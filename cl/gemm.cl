@@ -63,7 +63,9 @@
  * of k (dimension 1) of batch item get_global_id(2): the source is read
  * along whichever direction is contiguous in memory. Source element (i, kk)
  * of the rows x k matrix being packed is at src[kk*ld + i] when kmajor,
- * else src[i*ld + kk]. */
+ * else src[i*ld + kk]. A whole block of the transposing direction goes
+ * through a private TILE x KB block: rows read as runs of KB, panel rows
+ * written as runs of TILE (element by element, both directions scatter). */
 #define NNCL_PACK_KB 16
 #define NNCL_PACK_BODY(TILE)                                                                                           \
     int p = get_global_id(0), k0 = get_global_id(1) * NNCL_PACK_KB, z = get_global_id(2), i0 = p * (TILE), r, kk;      \
@@ -78,6 +80,13 @@
             else                                                                                                       \
                 for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;       \
         }                                                                                                              \
+    } else if (live == (TILE) && k1 - k0 == NNCL_PACK_KB) {                                                            \
+        float t[(TILE) * NNCL_PACK_KB];                                                                                \
+        _Pragma("unroll") for (r = 0; r < (TILE); r++)                                                                 \
+            _Pragma("unroll") for (kk = 0; kk < NNCL_PACK_KB; kk++) t[r * NNCL_PACK_KB + kk] =                         \
+                NNCL_LD(s, (i0 + r) * ld + k0 + kk);                                                                   \
+        _Pragma("unroll") for (kk = 0; kk < NNCL_PACK_KB; kk++)                                                        \
+            _Pragma("unroll") for (r = 0; r < (TILE); r++) d[(k0 + kk) * (TILE) + r] = t[r * NNCL_PACK_KB + kk];       \
     } else {                                                                                                           \
         for (r = 0; r < (TILE); r++) {                                                                                 \
             if (r < live)                                                                                              \

@@ -13,13 +13,15 @@
  *             s of the chunk in one batched launch sharing Wp, bias (per
  *             row) and activation in the GEMM's epilogue: y is written once,
  *             in NCHW, with no reorder.
- *   backward  dW (+)= dY col^T as one product over the chunk, K = S*OH*OW,
- *             A packed from dy (nncl_conv_pack_dy), B from x
- *             (nncl_conv_pack_colt); dx (+)= the direct gather of W and dy
- *             (nncl_conv_dx: 8 channels of one pixel per work-item as a
- *             float8, from weights reordered once per step channel-minor by
- *             nncl_conv_wt; no atomics, no barriers, so the same result on
- *             every device).
+ *   backward  G = dy * act'(y) made while packing dy (nncl_conv_pack_dy);
+ *             dW (+)= G col^T as one product over the chunk, K = S*OH*OW,
+ *             A packed from G, B from x (nncl_conv_pack_colt) with a
+ *             column of ones whose product is the bias gradient (split from
+ *             dW by nncl_conv_dw_split); dx (+)= the direct gather of W and
+ *             G (nncl_conv_backward_f32_input: 16 channels of two pixels per
+ *             work-item as float16, from weights reordered once per step
+ *             channel-minor by nncl_conv_wt; no atomics, no barriers, so the
+ *             same result on every device).
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. */
 #include "conv.h"
@@ -83,7 +85,7 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     NNCL_TRY(cown_tiles(x, &mr, &nr));
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
-    wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 7) / 8 * 8); /* the gather's weights */
+    wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16); /* the gather's weights */
     fixed = cown_round(fixed > wt ? fixed : wt) + 3 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
     fwd = nncl__gemm_pack_floats(nr, d->ohw, d->ckk);
     bwd = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ohw) + nncl__gemm_pack_floats(nr, d->ckk + ones, d->ohw);
@@ -269,7 +271,7 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
 static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int acc) {
     nncl__view w = nncl__val(x, n->in[1]), dx = nncl__grd(x, n->in[0]);
     nncl__args a;
-    size_t global[3], cb = ((size_t)d->C + 7) / 8;
+    size_t global[3], cb = ((size_t)d->C + 15) / 16;
     int S;
     size_t floats;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
@@ -278,8 +280,8 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     nncl__arg_view(&a, w);
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 8));
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 8));
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 16));
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 16));
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DX, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_mem(&a, x->gemm_temp);
@@ -288,7 +290,7 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
     nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
-    global[0] = (size_t)d->W;
+    global[0] = ((size_t)d->W + 1) / 2;
     global[1] = (size_t)d->H;
     global[2] = (size_t)d->B * cb;
     return nncl__launch(&a, x->dev, 3, global, NULL);

@@ -13,7 +13,7 @@ enum {
     NNCL__GEMM_LOCAL = 2,  /* GPU style: local-memory tiles */
     NNCL__GEMM_DIRECT = 3  /* no packing: reads A and B in place (small products) */
 };
-#define NNCL__GEMM_MAX_VARIANTS 8
+#define NNCL__GEMM_MAX_VARIANTS 10
 
 typedef struct nncl__gemm_variant {
     int kind, mr, nr, vw, wg;

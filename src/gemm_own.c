@@ -40,7 +40,8 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * (AVX-512: 32 registers) 14 rows of two (28 accumulators, two B vectors
  * and a broadcast: every register, the least loads per multiply-add), 4
  * rows of four (fewer rows to pad when m is small), the direct kernel for
- * small products, and the tall tile over K blocks whose B panel block
+ * small products (also 8 rows of one vector: narrow products such as a
+ * classifier's 10 outputs waste fewer lanes), and the tall tile over K blocks whose B panel block
  * stays in L1 (large products); then, for tests, a narrower vector and the
  * local-memory kernel. GPUs: the local-memory kernel first. Devices with a
  * fused multiply-add accumulate with it (NNCL_FMA). */
@@ -60,6 +61,7 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         if (tall != 6) own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 8, vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
         s->n_timed = s->n_all;
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0, fma);

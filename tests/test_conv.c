@@ -352,10 +352,11 @@ int main(void) {
     check_conv(ctx, 3, 2, 5, 7, 2, 1, 2, 1, 1, NNCL_ACT_NONE);
     check_conv(ctx, 3, 1, 28, 28, 4, 5, 1, 2, 1, NNCL_ACT_TANH);   /* chunks of 2 and 1 */
     check_conv(ctx, 3, 16, 14, 14, 4, 5, 1, 2, 1, NNCL_ACT_RELU);  /* one sample per GEMM */
-    /* channels and outputs off every tile (GEMM tiles, 8-channel gather) */
+    /* channels and outputs off every tile (GEMM tiles, 16-channel gather) */
     check_conv(ctx, 2, 9, 7, 9, 7, 3, 2, 1, 1, NNCL_ACT_RELU);
     check_conv(ctx, 2, 9, 7, 9, 5, 5, 1, 2, 0, NNCL_ACT_NONE);
     check_conv(ctx, 3, 9, 6, 7, 13, 1, 1, 0, 1, NNCL_ACT_TANH);
+    check_conv(ctx, 2, 18, 7, 6, 3, 3, 2, 1, 1, NNCL_ACT_SIGMOID); /* two blocks of 16 channels in the dx gather */
     check_path();
     /* pooling */
     check_pool(ctx, 0, 3, 2, 5, 7, 2, 2, 0);
