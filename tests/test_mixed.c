@@ -308,7 +308,10 @@ static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
  *   reshape/flatten (an alias: no kernel);
  *   the unary activations (relu, leaky relu, sigmoid, tanh, gelu, gelu_tanh,
  *     silu, elu, softplus, scale) and dropout: fp32 arithmetic on each
- *     element between a half load and a half store. */
+ *     element between a half load and a half store;
+ *   max and average pooling (the argmax kept in fp32), mse and binary
+ *     cross-entropy (targets, terms and the loss in fp32): checked through
+ *     the op table's rows (tests/test_op_table.c). */
 static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
 
 static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f, int out_f, int bias, nncl_act act) {
