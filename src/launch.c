@@ -132,6 +132,73 @@ nncl_status nncl__k_sum(nncl__kl k, int axis, nncl__view x, nncl__view out, size
     return axis ? nncl__launch_rows(&g, k.dev, rows, cols) : nncl__launch_cols(&g, k.dev, rows, cols);
 }
 
+nncl_status nncl__k_ce_rows(nncl__kl k, nncl__view x, nncl__view labels, nncl__view probs, nncl__view terms,
+                            size_t rows, size_t C) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, x);
+    nncl__arg_view(&g, labels);
+    nncl__arg_view(&g, probs);
+    nncl__arg_view(&g, terms);
+    nncl__arg_count(&g, rows);
+    nncl__arg_count(&g, C);
+    return nncl__launch_1d(&g, k.dev, rows);
+}
+
+nncl_status nncl__k_ce_backward(nncl__kl k, nncl__view probs, nncl__view labels, nncl__view g, nncl__view dx,
+                                size_t rows, size_t C, int acc) {
+    nncl__args a;
+    NNCL_TRY(launch_begin(&k, &a));
+    nncl__arg_view(&a, probs);
+    nncl__arg_view(&a, labels);
+    nncl__arg_view(&a, g);
+    nncl__arg_view(&a, dx);
+    nncl__arg_count(&a, rows);
+    nncl__arg_count(&a, C);
+    nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, k.dev, rows * C);
+}
+
+nncl_status nncl__k_pair_terms(nncl__kl k, nncl__view p, nncl__view t, nncl__view terms, size_t n) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, p);
+    nncl__arg_view(&g, t);
+    nncl__arg_view(&g, terms);
+    nncl__arg_count(&g, n);
+    return nncl__launch_1d(&g, k.dev, n);
+}
+
+nncl_status nncl__k_pair_backward(nncl__kl k, nncl__view p, nncl__view t, nncl__view g, nncl__view dp, int acc_p,
+                                  nncl__view dt, int acc_t, int want_p, int want_t, size_t n) {
+    nncl__args a;
+    NNCL_TRY(launch_begin(&k, &a));
+    nncl__arg_view(&a, p);
+    nncl__arg_view(&a, t);
+    nncl__arg_view(&a, g);
+    nncl__arg_view(&a, dp);
+    nncl__arg_int(&a, acc_p);
+    nncl__arg_view(&a, dt);
+    nncl__arg_int(&a, acc_t);
+    nncl__arg_int(&a, want_p);
+    nncl__arg_int(&a, want_t);
+    nncl__arg_count(&a, n);
+    return nncl__launch_1d(&a, k.dev, n);
+}
+
+nncl_status nncl__k_sum_scalar(nncl__kl k, nncl__view terms, size_t n, float scale, nncl__view out) {
+    nncl__args g;
+    size_t local = 64;
+    while (local > k.dev->max_work_group) local /= 2;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, terms);
+    nncl__arg_count(&g, n);
+    nncl__arg_float(&g, scale);
+    nncl__arg_view(&g, out);
+    nncl__arg_local(&g, local * sizeof(float));
+    return nncl__launch(&g, k.dev, 1, &local, &local);
+}
+
 nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot) {
     nncl__kl k;
     k.ctx = x->ctx;

@@ -1,11 +1,11 @@
-/* launch.h - each shared kernel's argument order, written once: typed launch
+/* launch.h - each kernel's argument order, written once: typed launch
  * wrappers for the kernel families that graph ops, eager ops and tests all
- * launch (cl/elementwise.cl, cl/softmax.cl, cl/reduce.cl). A wrapper takes
- * a resolved kernel (nncl__kl) and views (buffer and element offset): the
- * graph ops pass their node's slot (nncl__kl_of, graph.h), the eager ops
- * and tests a kernel found by name (nncl__kl_find). Every wrapper queues one
- * launch and waits for nothing. acc 1 adds to the destination, 0 overwrites
- * it without reading it. */
+ * launch (cl/elementwise.cl, cl/softmax.cl, cl/reduce.cl) and for the
+ * losses (cl/loss.cl). A wrapper takes a resolved kernel (nncl__kl) and
+ * views (buffer and element offset): the graph ops pass their node's slot
+ * (nncl__kl_of, graph.h), the eager ops and tests a kernel found by name
+ * (nncl__kl_find). Every wrapper queues one launch and waits for nothing.
+ * acc 1 adds to the destination, 0 overwrites it without reading it. */
 #ifndef NNCL_LAUNCH_H
 #define NNCL_LAUNCH_H
 #include "internal.h"
@@ -54,4 +54,21 @@ nncl_status nncl__k_softmax_backward(nncl__kl k, nncl__view dy, nncl__view y, nn
  * nncl_sum_f32_axis1: rows sums). out must not overlap x. */
 nncl_status nncl__k_sum(nncl__kl k, int axis, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha,
                         int acc);
+
+/* cl/loss.cl. Softmax cross-entropy over rows of C logits x with class
+ * labels: probabilities into probs [rows, C], per-row terms into terms. */
+nncl_status nncl__k_ce_rows(nncl__kl k, nncl__view x, nncl__view labels, nncl__view probs, nncl__view terms,
+                            size_t rows, size_t C);
+/* dx (+)= g[0] (probs - onehot(labels)) / rows. */
+nncl_status nncl__k_ce_backward(nncl__kl k, nncl__view probs, nncl__view labels, nncl__view g, nncl__view dx,
+                                size_t rows, size_t C, int acc);
+/* A pair loss of prediction p and target t (nncl_bce/mse_terms_f32): the
+ * elementwise terms of n elements. */
+nncl_status nncl__k_pair_terms(nncl__kl k, nncl__view p, nncl__view t, nncl__view terms, size_t n);
+/* Its gradients, scaled by g[0]: into dp where want_p, into dt where
+ * want_t (nncl_bce/mse_backward_f32). */
+nncl_status nncl__k_pair_backward(nncl__kl k, nncl__view p, nncl__view t, nncl__view g, nncl__view dp, int acc_p,
+                                  nncl__view dt, int acc_t, int want_p, int want_t, size_t n);
+/* out[0] = scale * the sum of n terms, in one work-group (nncl_sum_scalar_f32). */
+nncl_status nncl__k_sum_scalar(nncl__kl k, nncl__view terms, size_t n, float scale, nncl__view out);
 #endif

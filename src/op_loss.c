@@ -12,16 +12,7 @@ enum { LOSS_K_TERMS, LOSS_K_BACKWARD, LOSS_K_SUM };
 
 static nncl_status loss_sum(nncl__exec *x, const nncl_node *n, nncl__view terms, size_t count, double scale,
                             nncl__view out) {
-    nncl__args a;
-    size_t local = 64;
-    while (local > x->dev->max_work_group) local /= 2;
-    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_SUM, &a));
-    nncl__arg_view(&a, terms);
-    nncl__arg_int(&a, (int)count);
-    nncl__arg_float(&a, (float)scale);
-    nncl__arg_view(&a, out);
-    nncl__arg_local(&a, local * sizeof(float));
-    return nncl__launch(&a, x->dev, 1, &local, &local);
+    return nncl__k_sum_scalar(nncl__kl_of(x, n, LOSS_K_SUM), terms, count, (float)scale, out);
 }
 
 static void loss_scalar(nncl_node *n) {
@@ -57,34 +48,19 @@ static nncl_status ce_shape(nncl_graph *g, nncl_node *n) {
 static size_t ce_aux(const nncl_node *n, int batch) { return (n->in[0]->sample_numel + 1) * (size_t)batch; }
 
 static nncl_status ce_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
     int C = n->in[0]->shape[1], B = x->batch;
     nncl__view probs = nncl__auxv(x, n), terms = probs;
     terms.off += (size_t)B * (size_t)C;
-    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_TERMS, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, probs);
-    nncl__arg_view(&a, terms);
-    nncl__arg_int(&a, B);
-    nncl__arg_int(&a, C);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)B));
+    NNCL_TRY(nncl__k_ce_rows(nncl__kl_of(x, n, LOSS_K_TERMS), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]), probs,
+                             terms, (size_t)B, (size_t)C));
     return loss_sum(x, n, terms, (size_t)B, 1.0 / B, nncl__val(x, n));
 }
 
 static nncl_status ce_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int C = n->in[0]->shape[1], B = x->batch;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, B);
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, (size_t)B * (size_t)C);
+    return nncl__k_ce_backward(nncl__kl_of(x, n, LOSS_K_BACKWARD), nncl__auxv(x, n), nncl__val(x, n->in[1]),
+                               nncl__grd(x, n), nncl__grd(x, n->in[0]), (size_t)x->batch,
+                               (size_t)n->in[0]->shape[1], nncl__grad_accumulate(x, n, 0));
 }
 
 static void ce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
@@ -139,36 +115,22 @@ const nncl__opdef nncl__opdef_softmax_ce = {
 static size_t pair_aux(const nncl_node *n, int batch) { return nncl__numel(n->in[0], batch); }
 
 static nncl_status pair_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
     size_t count = nncl__numel(n->in[0], x->batch);
-    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_TERMS, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_int(&a, (int)count);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, count));
+    NNCL_TRY(nncl__k_pair_terms(nncl__kl_of(x, n, LOSS_K_TERMS), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
+                                nncl__auxv(x, n), count));
     return loss_sum(x, n, nncl__auxv(x, n), count, 1.0 / (double)count, nncl__val(x, n));
 }
 
 static nncl_status pair_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
     size_t count = nncl__numel(n->in[0], x->batch);
-    int want0 = nncl__need_grad(x, n, 0), want1 = nncl__need_grad(x, n, 1);
+    int want0 = nncl__need_grad(x, n, 0), want1 = nncl__need_grad(x, n, 1), acc0, acc1;
     nncl__view g0 = want0 ? nncl__grd(x, n->in[0]) : nncl__grd(x, n);
     nncl__view g1 = want1 ? nncl__grd(x, n->in[1]) : nncl__grd(x, n);
     if (!want0 && !want1) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, LOSS_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, g0);
-    nncl__arg_int(&a, want0 ? nncl__grad_accumulate(x, n, 0) : 0);
-    nncl__arg_view(&a, g1);
-    nncl__arg_int(&a, want1 ? nncl__grad_accumulate(x, n, 1) : 0);
-    nncl__arg_int(&a, want0);
-    nncl__arg_int(&a, want1);
-    nncl__arg_int(&a, (int)count);
-    return nncl__launch_1d(&a, x->dev, count);
+    acc0 = want0 ? nncl__grad_accumulate(x, n, 0) : 0;
+    acc1 = want1 ? nncl__grad_accumulate(x, n, 1) : 0;
+    return nncl__k_pair_backward(nncl__kl_of(x, n, LOSS_K_BACKWARD), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
+                                 nncl__grd(x, n), g0, acc0, g1, acc1, want0, want1, count);
 }
 
 
