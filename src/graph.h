@@ -115,8 +115,9 @@ typedef struct nncl__opdef {
      * kernels take activations in the storage type (cl/common.cl act_t),
      * 2 when also the gradients of parameter inputs (kept fp32);
      * f32_in has bit i set for an input that stays fp32 (labels, targets);
-     * f32_out 1 when the node's value, gradient and aux stay fp32 (losses). */
-    int half, f32_in, f32_out;
+     * f32_out 1 when the node's value, gradient and aux stay fp32 (losses);
+     * f32_aux 1 when its aux alone does (indices). */
+    int half, f32_in, f32_out, f32_aux;
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the

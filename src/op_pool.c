@@ -179,7 +179,7 @@ const nncl__opdef nncl__opdef_maxpool2d = {
     .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
                 {"pool", "nncl_maxpool2d_backward_f32_2x2"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
-    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward};
+    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1, .f32_aux = 1};
 
 /* ------------------------------------------------------------- average */
 
@@ -225,7 +225,7 @@ static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 const nncl__opdef nncl__opdef_avgpool2d = {
     .name = "avgpool2d", .kernels = {{"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}},
     .shape = pool_shape, .forward = pool_forward, .backward = pool_backward, .ref_forward = avgpool_ref_forward,
-    .ref_backward = avgpool_ref_backward};
+    .ref_backward = avgpool_ref_backward, .half = 1};
 
 /* ------------------------------------------------------------- global average */
 

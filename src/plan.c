@@ -236,6 +236,11 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
         if (!d->half)
             return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") has no %s kernels yet; "
                               "train this model in fp32", names[store], d->name, n->name, names[store]);
+        for (k = 0; k < n->n_in; k++)
+            if ((d->f32_in & (1 << k)) && n->in[k]->op != NNCL_OP_INPUT)
+                return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") takes its input %d "
+                                  "(\"%s\") as fp32 labels or targets, but it is computed, not fed",
+                                  names[store], d->name, n->name, k, n->in[k]->name);
         for (k = 0; d->half < 2 && k < n->n_in; k++) /* its gradient would be written in the half type */
             if (n->in[k]->op == NNCL_OP_PARAM && n->in[k]->needs_grad)
                 return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") trains parameter \"%s\" "
@@ -249,7 +254,7 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
 }
 
 /* Half storage: marks the blocks that stay fp32 (everything of a loss,
- * the values of label inputs), moves them to the end (*n32 of them) and
+ * indices kept for backward, label inputs), moves them to the end (*n32 of them) and
  * packs them into arena32; sizes the upload stage for the half inputs. */
 static nncl_status plan_split_f32(nncl__plan *p, plan_block *b, int nb, int *n32) {
     const nncl_graph *g = p->graph;
@@ -257,7 +262,8 @@ static nncl_status plan_split_f32(nncl__plan *p, plan_block *b, int nb, int *n32
     plan_block t;
     for (i = 0; i < nb; i++) {
         const nncl_node *n = g->nodes[b[i].node];
-        b[i].f32 = nncl__opdef_get(n->op)->f32_out || (n->op == NNCL_OP_INPUT && plan_input_f32(g, n, NULL));
+        b[i].f32 = nncl__opdef_get(n->op)->f32_out || (b[i].kind == 2 && nncl__opdef_get(n->op)->f32_aux) ||
+                   (n->op == NNCL_OP_INPUT && plan_input_f32(g, n, NULL));
         if (n->op == NNCL_OP_INPUT && b[i].kind == 0 && !b[i].f32 && nncl__numel(n, p->max_batch) > p->stage_floats)
             p->stage_floats = nncl__numel(n, p->max_batch);
     }
