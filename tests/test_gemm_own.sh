@@ -21,11 +21,13 @@ for t in test_op_table test_graph test_conv test_norm test_trainer; do
     rc=$?
     sed -n 's/^\(PASS\|FAIL\|SKIP\) /\1 [own] /p' "$dir/$t.log"
     if [ $rc -ne 0 ]; then
-        grep -q '^FAIL ' "$dir/$t.log" || echo "FAIL [own] $t: exited with status $rc"
-        # a sanitizer's own report lines, for the runner (its rerun after
-        # LeakSanitizer's tracer crashed looks for them) and the reader
-        grep -E '^Tracer caught signal|Sanitizer has encountered a fatal error|^ERROR: [A-Za-z]+Sanitizer' \
-            "$dir/$t.log"
+        if ! grep -q '^FAIL ' "$dir/$t.log"; then
+            echo "FAIL [own] $t: exited with status $rc"
+            tail -n 8 "$dir/$t.log" | sed 's/^/    /'
+        fi
+        # a sanitizer's own report lines, unindented: the runner's rerun
+        # after LeakSanitizer's tracer crashed looks for them
+        grep -E '^Tracer caught signal|Sanitizer has encountered a fatal error' "$dir/$t.log"
         status=1
     fi
 done
