@@ -41,10 +41,11 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * and a broadcast: every register, the least loads per multiply-add), 4
  * rows of four (fewer rows to pad when m is small), the direct kernel for
  * small products (also 8 rows of one vector: narrow products such as a
- * classifier's 10 outputs waste fewer lanes), and the tall tile over K blocks whose B panel block
- * stays in L1 (large products); then, for tests, a narrower vector and the
- * local-memory kernel. GPUs: the local-memory kernel first. Devices with a
- * fused multiply-add accumulate with it (NNCL_FMA). */
+ * classifier's 10 outputs waste fewer lanes), and the tall tile over K
+ * blocks whose B panel block stays in L1 (large products); then, for tests,
+ * a narrower vector and the local-memory kernel. GPUs: the local-memory
+ * kernel first. Devices with a fused multiply-add accumulate with it
+ * (NNCL_FMA). */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
     cl_device_fp_config fp = 0;

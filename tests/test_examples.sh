@@ -120,6 +120,22 @@ if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$
 else
     fail "csv_classifier on iris failed"
 fi
+# --- CSV in bf16 storage, saved as F16: predict reads the half file
+if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --epochs 30 --quiet \
+    --precision bf16 --save-dtype f16 --out iris16.safetensors >"$dir/c.out" 2>"$dir/err") &&
+    grep -q '"dtype":"F16"' "$dir/iris16.safetensors"; then
+    "$ex/predict" "$dir/iris16.safetensors" "$top/examples/data/iris.csv" --devices "$dev" --quiet >"$dir/p.out" 2>"$dir/err"
+    s=$?
+    acc=$(sed -n 's/^accuracy \([0-9.]*\) .*/\1/p' "$dir/p.out")
+    if [ $s -eq 0 ] && [ -n "$acc" ] && awk "BEGIN { exit !($acc > 0.8) }"; then
+        pass "csv_classifier --precision bf16 --save-dtype f16: predict reads the F16 file, accuracy $acc"
+    else fail "predict on the F16 iris model: status $s, accuracy '$acc'"; fi
+else
+    fail "csv_classifier --precision bf16 --save-dtype f16 failed or wrote no F16 tensor"
+fi
+if "$ex/fashion_mnist_mlp" --precision fp8 >"$dir/out" 2>"$dir/err"; then s=0; else s=$?; fi
+if [ $s -eq 2 ] && grep -q "fp8" "$dir/err"; then pass "--precision fp8 is refused with status 2"
+else fail "--precision fp8: status $s"; fi
 # early exits after the context, the table and the datasets exist: status 1
 # with the reason, and (in the sanitized pass) nothing leaked
 printf 'a,label\n1,x\n2,x\n' >"$dir/one.csv"

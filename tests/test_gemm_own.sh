@@ -35,6 +35,9 @@ for t in test_op_table test_graph test_conv test_norm test_trainer; do
             echo "FAIL [own] $t: exited with status $rc"
             tail -n 8 "$dir/$t.log" | sed 's/^/    /'
         fi
+        # a sanitizer's own report lines, unindented: the runner's rerun
+        # after LeakSanitizer's tracer crashed looks for them
+        grep -E '^Tracer caught signal|Sanitizer has encountered a fatal error' "$dir/$t.log"
         status=1
     fi
 done
