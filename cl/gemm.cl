@@ -76,9 +76,9 @@
         if (kmajor) {                                                                                                  \
             for (kk = k0; kk < k1; kk++) {                                                                             \
                 if (live == (TILE))                                                                                    \
-                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                     \
+                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                    \
                 else                                                                                                   \
-                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;   \
+                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;  \
             }                                                                                                          \
         } else if (live == (TILE) && k1 - k0 == NNCL_PACK_KB) {                                                        \
             float t[(TILE) * NNCL_PACK_KB];                                                                            \
@@ -90,7 +90,7 @@
         } else {                                                                                                       \
             for (r = 0; r < (TILE); r++) {                                                                             \
                 if (r < live)                                                                                          \
-                    for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = NNCL_LD(s, (i0 + r) * ld + kk);                   \
+                    for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = NNCL_LD(s, (i0 + r) * ld + kk);                  \
                 else                                                                                                   \
                     for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = 0.0f;                                            \
             }                                                                                                          \
