@@ -7,7 +7,8 @@ nncl_status nncl__kl_find(nncl_context *ctx, nncl_device *dev, const char *famil
     out->ctx = ctx;
     out->dev = dev;
     out->slot.kernel = NULL;
-    return nncl__kslot_resolve(ctx, dev, family, name, &out->slot);
+    out->slot.wg = 0; /* asked by the launches that need it (rows, columns): an eager add asks nothing */
+    return nncl__kernel(ctx, dev, family, name, &out->slot.kernel);
 }
 
 static nncl_status launch_begin(const nncl__kl *k, nncl__args *a) {
