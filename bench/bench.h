@@ -187,4 +187,18 @@ void bench_training(const bench_opts *o, nncl_context *ctx);
 int bench_gemm_steps(const bench_opts *o, int n_devices);
 int bench_training_steps(const bench_opts *o, int n_devices);
 
+/* The sections, one table (main.c), in the order they run and print:
+ * name (--only, the JSON key, the CSV's first column) and the title of
+ * its terminal table; run measures it (NULL: main fills it, or the
+ * section named in part_of does); steps are its units on the progress line
+ * (NULL: one per device, counted by main after run). `bench --list` prints
+ * the table; tests/test_bench.sh reads that list. Ends with a NULL name. */
+typedef struct bench_section {
+    const char *name, *title;
+    void (*run)(const bench_opts *o, nncl_context *ctx);
+    int (*steps)(const bench_opts *o, int n_devices);
+    const char *part_of;
+} bench_section;
+extern const bench_section bench_sections[];
+
 #endif

@@ -9,6 +9,24 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A section that steps the progress line once per device itself. */
+static int main_per_device(const bench_opts *o, int n_devices) {
+    (void)o;
+    return n_devices;
+}
+
+const bench_section bench_sections[] = {
+    {"devices", "devices", NULL, NULL, NULL},
+    {"gemm", "SGEMM: nncl_gemm vs raw CLBlastSgemm, beside the host CPU", bench_gemm, bench_gemm_steps, NULL},
+    {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
+    {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
+    {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
+    {"training", "training (batch 100, Adam): each device alone and all together", bench_training,
+     bench_training_steps, NULL},
+    {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
+    {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
 static void main_usage(FILE *f) {
     fputs("usage: bench [options]\n"
           "  --devices SEL   devices to measure, as NNCL_DEVICES: \"all\", \"gpu\", \"cpu\", \"0,2\", \"portable\",\n"
@@ -23,8 +41,9 @@ static void main_usage(FILE *f) {
           "  --quick         small sizes, synthetic data, short runs (what the tests run)\n"
           "  --no-train      leave out the training section (and its per-kernel breakdown: which\n"
           "                  kernels take a profiled MLP and CNN step's time, ms per step and share)\n"
-          "  --only LIST     run only these sections: gemm,bandwidth,launch,build,training\n"
-          "                  (devices and monitor are always there)\n"
+          "  --only LIST     run only these sections, comma-separated: those --list names with a\n"
+          "                  measurement of their own (devices and monitor are always there)\n"
+          "  --list          the sections, one a line: name, a tab, the title of its table\n"
           "  --data DIR      Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist;\n"
           "                  synthetic data of the same shapes when absent or with --quick)\n"
           "  --json FILE     all results as JSON     --csv FILE   as CSV\n"
@@ -53,7 +72,7 @@ static int main_sizes(const char *s, bench_opts *o) {
 
 static void main_devices(nncl_context *ctx) {
     int d, nd = nncl_device_count(ctx);
-    printf("\n== devices (%d in the context)\n", nd);
+    printf("\n== %s (%d in the context)\n", bench_sections[0].title, nd); /* the table's first row */
     for (d = 0; d < nd; d++) {
         char peak[96], gm[32], line[1024];
         double p = bench_get("devices", d, "info", "peak_gflops");
@@ -118,6 +137,7 @@ void bench_devices(const bench_opts *o, nncl_context *ctx) {
 int bench_wanted(const bench_opts *o, const char *name) {
     const char *p = o->only;
     size_t n = strlen(name);
+    if (!o->train && !strcmp(name, "training")) return 0;
     if (!p) return 1;
     while (*p) {
         size_t len = strcspn(p, ",");
@@ -140,6 +160,7 @@ int main(int argc, char **argv) {
     nncl_config cfg = nncl_config_default();
     nncl_context *ctx = NULL;
     nncl_status st;
+    const bench_section *sec;
     static char self[4096];
     int i, nd, rc = 0, sizes_given = 0, repeats_given = 0, seconds_given = 0;
     memset(&o, 0, sizeof o);
@@ -151,6 +172,9 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             main_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--list")) {
+            for (sec = bench_sections; sec->name; sec++) printf("%s\t%s\n", sec->name, sec->title);
             return 0;
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
@@ -225,54 +249,33 @@ int main(int argc, char **argv) {
         return 1;
     }
     nd = nncl_device_count(ctx);
-    bench_progress_init((bench_wanted(&o, "gemm") ? bench_gemm_steps(&o, nd) : 0) +
-                        nd * (bench_wanted(&o, "bandwidth") + bench_wanted(&o, "launch") + bench_wanted(&o, "build")) +
-                        (bench_wanted(&o, "training") ? bench_training_steps(&o, nd) : 0));
+    {
+        int steps = 0;
+        for (sec = bench_sections; sec->name; sec++)
+            if (sec->run && bench_wanted(&o, sec->name)) steps += sec->steps ? sec->steps(&o, nd) : nd;
+        bench_progress_init(steps);
+    }
     bench_monitor_start(ctx);
-
     bench_devices(&o, ctx);
     main_devices(ctx);
     fflush(stdout);
-
-    if (bench_wanted(&o, "gemm")) {
-        bench_gemm(&o, ctx);
+    for (sec = bench_sections; sec->name; sec++) {
+        const bench_section *part;
+        if (!sec->run || !bench_wanted(&o, sec->name)) continue;
+        sec->run(&o, ctx);
+        if (!sec->steps)
+            for (i = 0; i < nd; i++) bench_progress_step();
         bench_monitor_note_memory(ctx);
         bench_progress_done();
-        bench_print_section(stdout, "gemm", "SGEMM: nncl_gemm vs raw CLBlastSgemm, beside the host CPU");
+        bench_print_section(stdout, sec->name, sec->title);
+        for (part = bench_sections; part->name; part++)
+            if (part->part_of && !strcmp(part->part_of, sec->name)) bench_print_section(stdout, part->name, part->title);
         fflush(stdout);
     }
-    if (bench_wanted(&o, "bandwidth")) {
-        bench_bandwidth(&o, ctx);
-        for (i = 0; i < nd; i++) bench_progress_step();
-        bench_monitor_note_memory(ctx);
-        bench_progress_done();
-        bench_print_section(stdout, "bandwidth", "memory bandwidth");
-        fflush(stdout);
-    }
-    if (bench_wanted(&o, "launch")) {
-        bench_launch(&o, ctx);
-        for (i = 0; i < nd; i++) bench_progress_step();
-        bench_progress_done();
-        bench_print_section(stdout, "launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel");
-        fflush(stdout);
-    }
-    if (bench_wanted(&o, "build")) {
-        bench_build(&o, ctx);
-        bench_progress_done();
-        bench_print_section(stdout, "build", "program build: cold (empty driver cache, child process) and warm");
-        fflush(stdout);
-    }
-    if (o.train && bench_wanted(&o, "training")) {
-        bench_training(&o, ctx);
-        bench_progress_done();
-        bench_print_section(stdout, "training", "training (batch 100, Adam): each device alone and all together");
-        bench_print_section(stdout, "kernels", "kernels of one training step, per device alone (profiling events)");
-        fflush(stdout);
-    }
-
     bench_monitor_note_memory(ctx);
     bench_monitor_stop();
-    bench_print_section(stdout, "monitor", "monitor: profiling busy time, nncl memory, driver telemetry");
+    for (sec = bench_sections; strcmp(sec->name, "monitor"); sec++) {}
+    bench_print_section(stdout, sec->name, sec->title);
     fflush(stdout);
 
     {

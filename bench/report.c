@@ -9,9 +9,6 @@
 #include <time.h>
 #include <sys/utsname.h>
 
-static const char *const report_sections[] = {"devices", "gemm",     "bandwidth", "launch", "build",
-                                              "training", "kernels", "monitor",   NULL};
-
 static void report_device_name(int device, char *buf, size_t len) {
     if (device < 0) snprintf(buf, len, "all/host");
     else snprintf(buf, len, "d%d", device);
@@ -263,8 +260,8 @@ int bench_write_json(const char *path, const bench_opts *o, nncl_context *ctx) {
         }
         fputs("}},\n", f);
     }
-    for (s = 0; report_sections[s]; s++) {
-        const char *sec = report_sections[s];
+    for (s = 0; bench_sections[s].name; s++) {
+        const char *sec = bench_sections[s].name;
         fprintf(f, "  \"%s\": [", sec);
         first_row = 1;
         for (i = 0; i < n; i++) { /* one object per (device, item), at its first record */
@@ -290,7 +287,7 @@ int bench_write_json(const char *path, const bench_opts *o, nncl_context *ctx) {
             fputc('}', f);
             first_row = 0;
         }
-        fprintf(f, "%s]%s\n", first_row ? "" : "\n  ", report_sections[s + 1] ? "," : "");
+        fprintf(f, "%s]%s\n", first_row ? "" : "\n  ", bench_sections[s + 1].name ? "," : "");
     }
     fputs("}\n", f);
     return fclose(f) != 0;

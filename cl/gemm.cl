@@ -63,41 +63,68 @@
  * of k (dimension 1) of batch item get_global_id(2): the source is read
  * along whichever direction is contiguous in memory. Source element (i, kk)
  * of the rows x k matrix being packed is at src[kk*ld + i] when kmajor,
- * else src[i*ld + kk]. */
+ * else src[i*ld + kk]. A whole block of the transposing direction goes
+ * through a private TILE x KB block: rows read as runs of KB, panel rows
+ * written as runs of TILE (element by element, both directions scatter). */
 #define NNCL_PACK_KB 16
-#define NNCL_PACK_BODY(TILE)                                                                                           \
-    int p = get_global_id(0), k0 = get_global_id(1) * NNCL_PACK_KB, z = get_global_id(2), i0 = p * (TILE), r, kk;      \
-    int k1 = min(k0 + NNCL_PACK_KB, k), live = min((TILE), rows - i0);                                                 \
-    const __global act_t *s = src + src_off + z * src_stride;                                                          \
-    __global float *d = dst + dst_off + z * dst_stride + p * k * (TILE);                                               \
-    if (i0 >= rows || k0 >= k) return;                                                                                 \
-    if (kmajor) {                                                                                                      \
-        for (kk = k0; kk < k1; kk++) {                                                                                 \
-            if (live == (TILE))                                                                                        \
-                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                         \
-            else                                                                                                       \
-                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;       \
-        }                                                                                                              \
-    } else {                                                                                                           \
-        for (r = 0; r < (TILE); r++) {                                                                                 \
-            if (r < live)                                                                                              \
-                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = NNCL_LD(s, (i0 + r) * ld + kk);                       \
-            else                                                                                                       \
-                for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = 0.0f;                                                \
+#define NNCL_PACK_FN(NAME, TILE)                                                                                       \
+    void NAME(const __global act_t *s, int ld, int kmajor, int rows, int k, __global float *dst, int p) {             \
+        int k0 = get_global_id(1) * NNCL_PACK_KB, i0 = p * (TILE), r, kk;                                              \
+        int k1 = min(k0 + NNCL_PACK_KB, k), live = min((TILE), rows - i0);                                             \
+        __global float *d = dst + p * k * (TILE);                                                                      \
+        if (i0 >= rows || k0 >= k) return;                                                                             \
+        if (kmajor) {                                                                                                  \
+            for (kk = k0; kk < k1; kk++) {                                                                             \
+                if (live == (TILE))                                                                                    \
+                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                     \
+                else                                                                                                   \
+                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;   \
+            }                                                                                                          \
+        } else if (live == (TILE) && k1 - k0 == NNCL_PACK_KB) {                                                        \
+            float t[(TILE) * NNCL_PACK_KB];                                                                            \
+            _Pragma("unroll") for (r = 0; r < (TILE); r++)                                                             \
+                _Pragma("unroll") for (kk = 0; kk < NNCL_PACK_KB; kk++) t[r * NNCL_PACK_KB + kk] =                     \
+                    NNCL_LD(s, (i0 + r) * ld + k0 + kk);                                                               \
+            _Pragma("unroll") for (kk = 0; kk < NNCL_PACK_KB; kk++)                                                    \
+                _Pragma("unroll") for (r = 0; r < (TILE); r++) d[(k0 + kk) * (TILE) + r] = t[r * NNCL_PACK_KB + kk];   \
+        } else {                                                                                                       \
+            for (r = 0; r < (TILE); r++) {                                                                             \
+                if (r < live)                                                                                          \
+                    for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = NNCL_LD(s, (i0 + r) * ld + kk);                   \
+                else                                                                                                   \
+                    for (kk = k0; kk < k1; kk++) d[kk * (TILE) + r] = 0.0f;                                            \
+            }                                                                                                          \
         }                                                                                                              \
     }
+NNCL_PACK_FN(nncl_gemm_pack_mr, NNCL_MR)
+NNCL_PACK_FN(nncl_gemm_pack_nr, NNCL_NR)
 
 /* A [rows = m, k]: kmajor when A is stored transposed ([k, m]). */
 __kernel void nncl_gemm_pack_a_f32(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
                                    int rows, int k, __global float *dst, int dst_off, int dst_stride) {
-    NNCL_PACK_BODY(NNCL_MR)
+    int z = get_global_id(2);
+    nncl_gemm_pack_mr(src + src_off + z * src_stride, ld, kmajor, rows, k, dst + dst_off + z * dst_stride,
+                      get_global_id(0));
 }
 
 /* B [k, n] packed as its transpose (rows = n): kmajor when B is NOT
  * transposed (stored [k, n]). */
 __kernel void nncl_gemm_pack_b_f32(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
                                    int rows, int k, __global float *dst, int dst_off, int dst_stride) {
-    NNCL_PACK_BODY(NNCL_NR)
+    int z = get_global_id(2);
+    nncl_gemm_pack_nr(src + src_off + z * src_stride, ld, kmajor, rows, k, dst + dst_off + z * dst_stride,
+                      get_global_id(0));
+}
+
+/* Both operands of one product in one launch (a launch costs as much as a
+ * small product's packing): panels 0 .. ceil(m/MR)-1 of dimension 0 are
+ * A's, the rest B's. */
+__kernel void nncl_gemm_pack_ab_f32(__global const act_t *a, int a_off, int lda, int a_kmajor, int m,
+                                    __global const act_t *b, int b_off, int ldb, int b_kmajor, int n, int k,
+                                    __global float *dst, int ap_off, int bp_off) {
+    int p = get_global_id(0), pa = (m + NNCL_MR - 1) / NNCL_MR;
+    if (p < pa) nncl_gemm_pack_mr(a + a_off, lda, a_kmajor, m, k, dst + ap_off, p);
+    else nncl_gemm_pack_nr(b + b_off, ldb, b_kmajor, n, k, dst + bp_off, p - pa);
 }
 
 /* ------------------------------------------------------------- epilogue */

@@ -40,25 +40,25 @@ __kernel void nncl_softmax_ce_backward_f32(__global const float *probs, int p_of
 }
 
 /* Binary cross-entropy with logits, elementwise terms. */
-__kernel void nncl_bce_terms_f32(__global const float *x, int x_off, __global const float *t, int t_off,
+__kernel void nncl_bce_terms_f32(__global const act_t *x, int x_off, __global const float *t, int t_off,
                                  __global float *term, int term_off, int n) {
     int i = get_global_id(0);
     if (i < n) {
-        float v = x[x_off + i];
+        float v = NNCL_LD(x, x_off + i);
         term[term_off + i] = fmax(v, 0.0f) - v * t[t_off + i] + log1p(exp(-fabs(v)));
     }
 }
 
 /* dx (+)= g (sigmoid(x) - t) / n; dt (+)= -g x / n */
-__kernel void nncl_bce_backward_f32(__global const float *x, int x_off, __global const float *t, int t_off,
-                                    __global const float *g, int g_off, __global float *dx, int dx_off, int acc_x,
+__kernel void nncl_bce_backward_f32(__global const act_t *x, int x_off, __global const float *t, int t_off,
+                                    __global const float *g, int g_off, __global act_t *dx, int dx_off, int acc_x,
                                     __global float *dt, int dt_off, int acc_t, int want_x, int want_t, int n) {
     int i = get_global_id(0);
     if (i < n) {
-        float v = x[x_off + i], s = g[g_off] / n;
+        float v = NNCL_LD(x, x_off + i), s = g[g_off] / n;
         if (want_x) {
             float d = (1.0f / (1.0f + exp(-v)) - t[t_off + i]) * s;
-            dx[dx_off + i] = acc_x ? dx[dx_off + i] + d : d;
+            NNCL_ST(acc_x ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
         }
         if (want_t) {
             float d = -v * s;
@@ -67,23 +67,23 @@ __kernel void nncl_bce_backward_f32(__global const float *x, int x_off, __global
     }
 }
 
-__kernel void nncl_mse_terms_f32(__global const float *p, int p_off, __global const float *t, int t_off,
+__kernel void nncl_mse_terms_f32(__global const act_t *p, int p_off, __global const float *t, int t_off,
                                  __global float *term, int term_off, int n) {
     int i = get_global_id(0);
     if (i < n) {
-        float d = p[p_off + i] - t[t_off + i];
+        float d = NNCL_LD(p, p_off + i) - t[t_off + i];
         term[term_off + i] = d * d;
     }
 }
 
 /* dp (+)= 2 g (p - t) / n; dt (+)= -2 g (p - t) / n */
-__kernel void nncl_mse_backward_f32(__global const float *p, int p_off, __global const float *t, int t_off,
-                                    __global const float *g, int g_off, __global float *dp, int dp_off, int acc_p,
+__kernel void nncl_mse_backward_f32(__global const act_t *p, int p_off, __global const float *t, int t_off,
+                                    __global const float *g, int g_off, __global act_t *dp, int dp_off, int acc_p,
                                     __global float *dt, int dt_off, int acc_t, int want_p, int want_t, int n) {
     int i = get_global_id(0);
     if (i < n) {
-        float d = 2.0f * (p[p_off + i] - t[t_off + i]) * g[g_off] / n;
-        if (want_p) dp[dp_off + i] = acc_p ? dp[dp_off + i] + d : d;
+        float d = 2.0f * (NNCL_LD(p, p_off + i) - t[t_off + i]) * g[g_off] / n;
+        if (want_p) NNCL_ST(acc_p ? NNCL_LD(dp, dp_off + i) + d : d, dp, dp_off + i);
         if (want_t) dt[dt_off + i] = acc_t ? dt[dt_off + i] - d : -d;
     }
 }

@@ -53,6 +53,8 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int 
     s[s_off + total] = acc;
 }
 
+#define NNCL_OPT_VW 8 /* parameters per work-item of the Adam update */
+
 /* torch.optim.SGD. State (momentum != 0): the momentum buffer b.
  *   g = clip*grad + wd*p
  *   b = first ? g : momentum*b + (1-dampening)*g
@@ -82,27 +84,47 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g
  * element).
  *   AdamW: p = p*(1 - lr*wd);  Adam: g = g + wd*p
  *   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
- *   p = p - step_size * m / (sqrt(v)/bc2_sqrt + eps) */
+ *   p = p - step_size * m / (sqrt(v)/bc2_sqrt + eps)
+ * NNCL_OPT_VW (8) parameters per work-item as one vector, the last item's
+ * tail one by one through the same expressions (bit for bit the same
+ * values: the division and square root are correctly rounded either way). */
+#define NNCL_ADAM(T, pi, gi, m, v)                                                                                     \
+    {                                                                                                                  \
+        if (wd != 0.0f) {                                                                                              \
+            if (decoupled)                                                                                             \
+                pi *= 1.0f - lr * wd;                                                                                  \
+            else                                                                                                       \
+                gi += wd * pi;                                                                                         \
+        }                                                                                                              \
+        m = beta1 * m + (1.0f - beta1) * gi;                                                                           \
+        v = beta2 * v + (1.0f - beta2) * gi * gi;                                                                      \
+        pi = pi - step_size * m / (sqrt(v) / bc2_sqrt + eps);                                                          \
+    }
 __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
                             int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
                             float beta2, float eps, float wd, float step_size, float bc2_sqrt, float clip_norm,
                             float unscale, int decoupled) {
-    size_t i = get_global_id(0);
-    float pi, gi, m, v;
+    size_t i = get_global_id(0) * NNCL_OPT_VW, e;
+    float c;
+    __global float *m0 = s + s_off, *v0 = s + s_off + (size_t)n;
     if (i >= (size_t)n) return;
-    pi = p[p_off + i];
-    gi = g[g_off + i] * unscale * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
-    if (wd != 0.0f) {
-        if (decoupled)
-            pi *= 1.0f - lr * wd;
-        else
-            gi += wd * pi;
-    }
-    m = beta1 * s[s_off + i] + (1.0f - beta1) * gi;
-    v = beta2 * s[s_off + (size_t)n + i] + (1.0f - beta2) * gi * gi;
-    s[s_off + i] = m;
-    s[s_off + (size_t)n + i] = v;
-    p[p_off + i] = pi - step_size * m / (sqrt(v) / bc2_sqrt + eps);
+    c = nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
+    p += p_off;
+    g += g_off;
+    if (i + NNCL_OPT_VW <= (size_t)n) {
+        float8 pi = vload8(0, p + i), gi = vload8(0, g + i) * unscale * c, m = vload8(0, m0 + i), v = vload8(0, v0 + i);
+        NNCL_ADAM(float8, pi, gi, m, v)
+        vstore8(m, 0, m0 + i);
+        vstore8(v, 0, v0 + i);
+        vstore8(pi, 0, p + i);
+    } else
+        for (e = i; e < (size_t)n; e++) {
+            float pi = p[e], gi = g[e] * unscale * c, m = m0[e], v = v0[e];
+            NNCL_ADAM(float, pi, gi, m, v)
+            m0[e] = m;
+            v0[e] = v;
+            p[e] = pi;
+        }
 }
 
 /* torch.optim.RMSprop, centered=False. State: the square average a at slot

@@ -12,7 +12,9 @@
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
  * them running one work-item at a time), with coordinates from float
  * quotients (nncl_quot) rather than integer divisions.
- * The other kernels run on NDRange (cols, rows, planes). */
+ * The other kernels run on NDRange (cols, rows, planes).
+ * Max and average pooling take activations in the storage type (act_t,
+ * cl/common.cl); the argmax stays fp32. */
 
 /* The plane (of the whole tensor), row and column of this work-item's
  * element in planes of rows x cols on the _2x2 kernels' NDRange; 0 past the
@@ -37,7 +39,7 @@ void nncl_pool_range(int h, int k, int st, int pad, int OH, int *lo, int *hi) {
 /* Output (oh, ow) of its plane: the maximum of its window with the first
  * argmax in scan order (padding never wins; a NaN propagates, as in
  * PyTorch), and the window's sum (padding as zeros). */
-void nncl_pool_window(__global const float *xp, int oh, int ow, int H, int W, int k, int st, int pad, float *best,
+void nncl_pool_window(__global const act_t *xp, int oh, int ow, int H, int W, int k, int st, int pad, float *best,
                       int *best_i, float *sum) {
     int h0 = oh * st - pad, w0 = ow * st - pad, ki, kj;
     *best = -INFINITY;
@@ -48,7 +50,7 @@ void nncl_pool_window(__global const float *xp, int oh, int ow, int H, int W, in
             int h = h0 + ki, w = w0 + kj;
             float v;
             if (h < 0 || h >= H || w < 0 || w >= W) continue;
-            v = xp[h * W + w];
+            v = NNCL_LD(xp, h * W + w);
             *sum += v;
             if (v > *best || isnan(v) || *best_i < 0) {
                 *best = v;
@@ -57,7 +59,7 @@ void nncl_pool_window(__global const float *xp, int oh, int ow, int H, int W, in
         }
 }
 
-__kernel void nncl_maxpool2d_f32(__global const float *x, int x_off, __global float *y, int y_off,
+__kernel void nncl_maxpool2d_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off,
                                  __global float *idx, int idx_off, int H, int W, int OH, int OW, int k, int st,
                                  int pad) {
     int ow = get_global_id(0), oh = get_global_id(1), plane = get_global_id(2), best_i, i;
@@ -65,76 +67,77 @@ __kernel void nncl_maxpool2d_f32(__global const float *x, int x_off, __global fl
     if (ow >= OW || oh >= OH) return;
     nncl_pool_window(x + x_off + plane * H * W, oh, ow, H, W, k, st, pad, &best, &best_i, &sum);
     i = (plane * OH + oh) * OW + ow;
-    y[y_off + i] = best;
+    NNCL_ST(best, y, y_off + i);
     idx[idx_off + i] = (float)best_i;
 }
 
 /* The 2x2 window in the order and by the rules of nncl_pool_window. */
-__kernel void nncl_maxpool2d_f32_2x2(__global const float *x, int x_off, __global float *y, int y_off,
+__kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __global act_t *y, int y_off,
                                      __global float *idx, int idx_off, int planes, int H, int W, int OH, int OW,
                                      int G) {
     int plane, oh, ow, at, best_i, i;
     float best, v;
-    __global const float *xp;
+    __global const act_t *xp;
     if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
     at = 2 * oh * W + 2 * ow;
     xp = x + x_off + plane * H * W + at;
-    best = xp[0];
+    best = NNCL_LD(xp, 0);
     best_i = at;
-    v = xp[1];
+    v = NNCL_LD(xp, 1);
     best_i = v > best || isnan(v) ? at + 1 : best_i;
     best = v > best || isnan(v) ? v : best;
-    v = xp[W];
+    v = NNCL_LD(xp, W);
     best_i = v > best || isnan(v) ? at + W : best_i;
     best = v > best || isnan(v) ? v : best;
-    v = xp[W + 1];
+    v = NNCL_LD(xp, W + 1);
     best_i = v > best || isnan(v) ? at + W + 1 : best_i;
     best = v > best || isnan(v) ? v : best;
     i = (plane * OH + oh) * OW + ow;
-    y[y_off + i] = best;
+    NNCL_ST(best, y, y_off + i);
     idx[idx_off + i] = (float)best_i;
 }
 
 /* Mean over the k*k window, padding included as zeros. */
-__kernel void nncl_avgpool2d_f32(__global const float *x, int x_off, __global float *y, int y_off, int H, int W,
+__kernel void nncl_avgpool2d_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int H, int W,
                                  int OH, int OW, int k, int st, int pad) {
     int ow = get_global_id(0), oh = get_global_id(1), plane = get_global_id(2), best_i;
     float best, sum;
     if (ow >= OW || oh >= OH) return;
     nncl_pool_window(x + x_off + plane * H * W, oh, ow, H, W, k, st, pad, &best, &best_i, &sum);
-    y[y_off + (plane * OH + oh) * OW + ow] = sum / (float)(k * k);
+    NNCL_ST(sum / (float)(k * k), y, y_off + (plane * OH + oh) * OW + ow);
 }
 
 /* dx gets dy of every window whose argmax it is (with avg, dy / k^2 of
  * every window covering it). */
-void nncl_pool_backward(__global const float *dy, __global const float *idx, int is_max, __global float *dx, int H,
+void nncl_pool_backward(__global const act_t *dy, __global const float *idx, int is_max, __global act_t *dx, int H,
                         int W, int OH, int OW, int k, int st, int pad, int acc) {
     int w = get_global_id(0), h = get_global_id(1), plane = get_global_id(2), lo_h, hi_h, lo_w, hi_w, oh, ow;
     float me, sum = 0.0f;
-    __global const float *dp, *ip;
+    __global const act_t *dp;
+    __global const float *ip;
     if (w >= W || h >= H) return;
     me = (float)(h * W + w);
     dp = dy + plane * OH * OW;
-    ip = is_max ? idx + plane * OH * OW : dp;
+    ip = idx + plane * OH * OW; /* read only with is_max */
     nncl_pool_range(h, k, st, pad, OH, &lo_h, &hi_h);
     nncl_pool_range(w, k, st, pad, OW, &lo_w, &hi_w);
     for (oh = lo_h; oh <= hi_h; oh++)
         for (ow = lo_w; ow <= hi_w; ow++)
-            if (!is_max || ip[oh * OW + ow] == me) sum += dp[oh * OW + ow];
+            if (!is_max || ip[oh * OW + ow] == me) sum += NNCL_LD(dp, oh * OW + ow);
     if (!is_max) sum /= (float)(k * k);
     dx += (plane * H + h) * W + w;
-    *dx = acc ? *dx + sum : sum;
+    NNCL_ST(acc ? NNCL_LD(dx, 0) + sum : sum, dx, 0);
 }
 
-__kernel void nncl_maxpool2d_backward_f32(__global const float *dy, int dy_off, __global const float *idx, int idx_off,
-                                          __global float *dx, int dx_off, int H, int W, int OH, int OW, int k, int st,
+__kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, __global const float *idx, int idx_off,
+                                          __global act_t *dx, int dx_off, int H, int W, int OH, int OW, int k, int st,
                                           int pad, int acc) {
     nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
 /* The 2x2 window at stride 2 holds each input at most once: one lookup. */
-__kernel void nncl_maxpool2d_backward_f32_2x2(__global const float *dy, int dy_off, __global const float *idx,
-                                              int idx_off, __global float *dx, int dx_off, int planes, int H, int W,
+__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const float *idx,
+                                              int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                               int OH, int OW, int G, int acc) {
     int plane, h, w, oh, ow, o, in;
     float sum;
@@ -143,14 +146,14 @@ __kernel void nncl_maxpool2d_backward_f32_2x2(__global const float *dy, int dy_o
     ow = w >> 1;
     in = oh < OH && ow < OW;
     o = in ? (plane * OH + oh) * OW + ow : 0;
-    sum = in && idx[idx_off + o] == (float)(h * W + w) ? dy[dy_off + o] : 0.0f;
+    sum = in && idx[idx_off + o] == (float)(h * W + w) ? NNCL_LD(dy, dy_off + o) : 0.0f;
     o = (plane * H + h) * W + w;
-    dx[dx_off + o] = acc ? dx[dx_off + o] + sum : sum;
+    NNCL_ST(acc ? NNCL_LD(dx, dx_off + o) + sum : sum, dx, dx_off + o);
 }
 
-__kernel void nncl_avgpool2d_backward_f32(__global const float *dy, int dy_off, __global float *dx, int dx_off, int H,
+__kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,
                                           int W, int OH, int OW, int k, int st, int pad, int acc) {
-    nncl_pool_backward(dy + dy_off, dy, 0, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
+    nncl_pool_backward(dy + dy_off, 0, 0, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
 /* dx[p, j] (+)= dy[p] * scale for n = planes * hw inputs (scale 1/hw). */

@@ -1,8 +1,8 @@
 /* eager.c - the public eager ops on tensors: argument and shape checks, then
- * one kernel launch on the tensors' device, without waiting. Kernels and
- * their argument conventions: cl/elementwise.cl, cl/softmax.cl,
- * cl/reduce.cl (offsets are 0: a tensor owns its buffer). */
-#include "internal.h"
+ * one kernel launch on the tensors' device, without waiting, through the
+ * typed wrappers the graph ops use (launch.h; offsets are 0: a tensor owns
+ * its buffer). */
+#include "launch.h"
 
 static nncl_status eager_tensor(nncl_context *ctx, const char *fn, const nncl_tensor *t, const char *arg) {
     if (!t) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: tensor argument %s is NULL", fn, arg);
@@ -28,16 +28,18 @@ static nncl_status eager_check(nncl_context *ctx, const char *fn, const nncl_ten
     return NNCL_OK;
 }
 
-/* Begins kernel `name` of cl/<family>.cl on x's device with x and offset 0
- * as its first arguments. After the checks, so bad input builds nothing. */
+/* Kernel `name` of cl/<family>.cl on x's device. After the checks, so bad
+ * input builds nothing. */
 static nncl_status eager_kernel(nncl_context *ctx, const nncl_tensor *x, const char *family, const char *name,
-                                nncl__args *args) {
-    cl_kernel k;
-    NNCL_TRY(nncl__kernel(ctx, &ctx->devices[x->device], family, name, &k));
-    nncl__args_begin(args, ctx, k);
-    nncl__arg_mem(args, x->mem);
-    nncl__arg_int(args, 0);
-    return NNCL_OK;
+                                nncl__kl *k) {
+    return nncl__kl_find(ctx, &ctx->devices[x->device], family, name, k);
+}
+
+static nncl__view eager_view(const nncl_tensor *t) {
+    nncl__view v;
+    v.mem = t->mem;
+    v.off = 0;
+    return v;
 }
 
 /* "[2,3]" into buf. */
@@ -71,7 +73,7 @@ static nncl_status eager_same_shape(nncl_context *ctx, const char *fn, const nnc
 
 static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *a,
                                 const nncl_tensor *b, nncl_tensor *out) {
-    nncl__args args;
+    nncl__kl k;
     int cols;
     NNCL_TRY(eager_check(ctx, fn, a, "a", b, 1, out));
     NNCL_TRY(eager_same_shape(ctx, fn, a, "a", out));
@@ -81,51 +83,36 @@ static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *k
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b is %s; it must have a's shape %s or be a row vector [%d]", fn,
                           eager_shape_str(b, s1, sizeof s1), eager_shape_str(a, s2, sizeof s2), cols);
     }
-    NNCL_TRY(eager_kernel(ctx, a, "elementwise", kernel, &args));
-    nncl__arg_mem(&args, b->mem);
-    nncl__arg_int(&args, 0);
-    nncl__arg_int(&args, (int)b->numel);
-    nncl__arg_mem(&args, out->mem);
-    nncl__arg_int(&args, 0);
-    nncl__arg_int(&args, (int)a->numel);
-    return nncl__launch_1d(&args, &ctx->devices[a->device], a->numel);
+    NNCL_TRY(eager_kernel(ctx, a, "elementwise", kernel, &k));
+    return nncl__k_binary(k, eager_view(a), eager_view(b), b->numel, eager_view(out), a->numel);
 }
 
 /* out = f(x) elementwise; param, when given, is the kernel's float p. */
 static nncl_status eager_unary(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *x,
                                const float *param, nncl_tensor *out) {
-    nncl__args args;
+    nncl__kl k;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     NNCL_TRY(eager_same_shape(ctx, fn, x, "x", out));
-    NNCL_TRY(eager_kernel(ctx, x, "elementwise", kernel, &args));
-    nncl__arg_mem(&args, out->mem);
-    nncl__arg_int(&args, 0);
-    nncl__arg_int(&args, (int)x->numel);
-    if (param) nncl__arg_float(&args, *param);
-    return nncl__launch_1d(&args, &ctx->devices[x->device], x->numel);
+    NNCL_TRY(eager_kernel(ctx, x, "elementwise", kernel, &k));
+    return nncl__k_unary(k, eager_view(x), eager_view(out), x->numel, param);
 }
 
 /* Row-wise over the last dimension, x viewed as [numel/cols, cols]. */
 static nncl_status eager_softmax(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *x,
                                  nncl_tensor *out) {
-    nncl__args args;
+    nncl__kl k;
     size_t cols;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     NNCL_TRY(eager_same_shape(ctx, fn, x, "x", out));
     cols = (size_t)x->shape[x->ndim - 1];
-    NNCL_TRY(eager_kernel(ctx, x, "softmax", kernel, &args));
-    nncl__arg_mem(&args, out->mem);
-    nncl__arg_int(&args, 0);
-    nncl__arg_int(&args, (int)(x->numel / cols));
-    nncl__arg_int(&args, (int)cols);
-    return nncl__launch_rows(&args, &ctx->devices[x->device], x->numel / cols, cols);
+    NNCL_TRY(eager_kernel(ctx, x, "softmax", kernel, &k));
+    return nncl__k_softmax(k, eager_view(x), eager_view(out), x->numel / cols, cols);
 }
 
 static nncl_status eager_sum(nncl_context *ctx, const char *fn, const nncl_tensor *x, int axis, int mean,
                              nncl_tensor *out) {
-    nncl__args args;
+    nncl__kl k;
     size_t rows, cols, want;
-    nncl_device *dev;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     if (axis != 0 && axis != 1)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
@@ -137,15 +124,9 @@ static nncl_status eager_sum(nncl_context *ctx, const char *fn, const nncl_tenso
     if (out->numel != want)
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out has %zu elements; axis %d of x [%zu,%zu] needs %zu", fn,
                           out->numel, axis, rows, cols, want);
-    NNCL_TRY(eager_kernel(ctx, x, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &args));
-    nncl__arg_mem(&args, out->mem);
-    nncl__arg_int(&args, 0);
-    nncl__arg_int(&args, (int)rows);
-    nncl__arg_int(&args, (int)cols);
-    nncl__arg_float(&args, mean ? (float)(1.0 / (double)(axis ? cols : rows)) : 1.0f);
-    nncl__arg_int(&args, 0);
-    dev = &ctx->devices[x->device];
-    return axis ? nncl__launch_rows(&args, dev, rows, cols) : nncl__launch_cols(&args, dev, rows, cols);
+    NNCL_TRY(eager_kernel(ctx, x, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &k));
+    return nncl__k_sum(k, axis, eager_view(x), eager_view(out), rows, cols,
+                       mean ? (float)(1.0 / (double)(axis ? cols : rows)) : 1.0f, 0);
 }
 
 nncl_status nncl_add(nncl_context *ctx, const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *out) {

@@ -13,7 +13,7 @@ enum {
     NNCL__GEMM_LOCAL = 2,  /* GPU style: local-memory tiles */
     NNCL__GEMM_DIRECT = 3  /* no packing: reads A and B in place (small products) */
 };
-#define NNCL__GEMM_MAX_VARIANTS 8
+#define NNCL__GEMM_MAX_VARIANTS 10
 
 typedef struct nncl__gemm_variant {
     int kind, mr, nr, vw, wg;
@@ -115,13 +115,13 @@ typedef struct nncl__gemm_state {
     int n_convs, cap_convs;
     cl_mem scratch;
     size_t scratch_bytes;
-    /* Each variant's kernels (pack A, pack B, product) and the epilogue,
+    /* Each variant's kernels (pack A, pack B, product, both packs) and the epilogue,
      * resolved on first use (a plan's prepare measures every product it
      * will run), then launched by index. */
-    nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][3], epilogue;
-    nncl__kslot kernels_store[2][NNCL__GEMM_MAX_VARIANTS][3]; /* the same built for fp16 and bf16 storage */
+    nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][4], epilogue;
+    nncl__kslot kernels_store[2][NNCL__GEMM_MAX_VARIANTS][4]; /* the same built for fp16 and bf16 storage */
 } nncl__gemm_state;
-enum { NNCL__GEMM_K_PACK_A, NNCL__GEMM_K_PACK_B, NNCL__GEMM_K_PRODUCT }; /* columns of kernels */
+enum { NNCL__GEMM_K_PACK_A, NNCL__GEMM_K_PACK_B, NNCL__GEMM_K_PRODUCT, NNCL__GEMM_K_PACK_AB }; /* columns of kernels */
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out);
 void nncl__gemm_state_free(nncl_device *dev);

@@ -40,7 +40,8 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * (AVX-512: 32 registers) 14 rows of two (28 accumulators, two B vectors
  * and a broadcast: every register, the least loads per multiply-add), 4
  * rows of four (fewer rows to pad when m is small), the direct kernel for
- * small products, and the tall tile over K blocks whose B panel block
+ * small products (also 8 rows of one vector: narrow products such as a
+ * classifier's 10 outputs waste fewer lanes), and the tall tile over K blocks whose B panel block
  * stays in L1 (large products); then, for tests, a narrower vector and the
  * local-memory kernel. GPUs: the local-memory kernel first. Devices with a
  * fused multiply-add accumulate with it (NNCL_FMA). */
@@ -60,6 +61,7 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         if (tall != 6) own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 8, vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
         s->n_timed = s->n_all;
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0, fma);
@@ -77,7 +79,7 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
  * arguments begun: resolved once per device and variant. */
 static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int which,
                               nncl__args *a) {
-    static const char *const names[2] = {"nncl_gemm_pack_a_f32", "nncl_gemm_pack_b_f32"};
+    static const char *const names[4] = {"nncl_gemm_pack_a_f32", "nncl_gemm_pack_b_f32", "", "nncl_gemm_pack_ab_f32"};
     nncl__gemm_state *s = NULL;
     nncl__kslot *k;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
@@ -85,7 +87,7 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
     k = v->store ? &s->kernels_store[v->store == 2][v->index][which] : &s->kernels[v->index][which];
     if (!k->kernel) {
-        const char *name = which < NNCL__GEMM_K_PRODUCT                ? names[which]
+        const char *name = which != NNCL__GEMM_K_PRODUCT               ? names[which]
                            : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
                            : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
                                                           : "nncl_gemm_f32_packed";
@@ -190,6 +192,37 @@ nncl_status nncl__gemm_pack_b(nncl_context *ctx, nncl_device *dev, const nncl__g
                               size_t n, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, size_t batch, cl_mem bp,
                               size_t bp_off) {
     return own_pack(ctx, dev, v, 1, trans, n, k, b, b_off, ldb, b_stride, batch, bp, bp_off);
+}
+
+/* op(A) and op(B) of a whole product g into panels at ap_off and bp_off of
+ * dst, one launch. */
+static nncl_status own_pack_ab(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                               const nncl__gemm_args *g, cl_mem dst, size_t ap_off, size_t bp_off) {
+    nncl__args a;
+    size_t global[3], local[3] = {1, 1, 1};
+    NNCL_TRY(own_fits(ctx, "nncl_gemm_pack_ab_f32", bp_off + nncl__gemm_pack_floats(v->nr, g->n, g->k)));
+    NNCL_TRY(own_fits(ctx, "nncl_gemm_pack_ab_f32", g->a_off + (g->trans_a ? g->k : g->m) * g->lda));
+    NNCL_TRY(own_fits(ctx, "nncl_gemm_pack_ab_f32", g->b_off + (g->trans_b ? g->n : g->k) * g->ldb));
+    NNCL_TRY(own_kernel(ctx, dev, v, NNCL__GEMM_K_PACK_AB, &a));
+    nncl__arg_mem(&a, g->a);
+    nncl__arg_int(&a, (int)g->a_off);
+    nncl__arg_int(&a, (int)g->lda);
+    nncl__arg_int(&a, g->trans_a);
+    nncl__arg_int(&a, (int)g->m);
+    nncl__arg_mem(&a, g->b);
+    nncl__arg_int(&a, (int)g->b_off);
+    nncl__arg_int(&a, (int)g->ldb);
+    nncl__arg_int(&a, !g->trans_b);
+    nncl__arg_int(&a, (int)g->n);
+    nncl__arg_int(&a, (int)g->k);
+    nncl__arg_mem(&a, dst);
+    nncl__arg_int(&a, (int)ap_off);
+    nncl__arg_int(&a, (int)bp_off);
+    global[0] = (g->m + (size_t)v->mr - 1) / (size_t)v->mr + (g->n + (size_t)v->nr - 1) / (size_t)v->nr;
+    global[1] = (g->k + OWN_PACK_KB - 1) / OWN_PACK_KB;
+    global[2] = 1;
+    while (local[1] < 8 && local[1] * 2 <= global[1] && local[1] * 2 <= dev->max_work_group) local[1] *= 2;
+    return nncl__launch(&a, dev, 3, global, local);
 }
 
 /* The epilogue's kernel arguments: bias buffer (C's when none), offset, code. */
@@ -318,9 +351,7 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
     if (v->kind == NNCL__GEMM_DIRECT) return own_direct(ctx, dev, v, g);
     if (ws) NNCL_CL(ctx, clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
     if (!ws || bytes < need) NNCL_TRY(own_scratch(ctx, dev, need, &ws));
-    NNCL_TRY(nncl__gemm_pack_a(ctx, dev, v, g->trans_a, g->m, g->k, g->a, g->a_off, g->lda, 0, 1, ws, 0));
-    NNCL_TRY(nncl__gemm_pack_b(ctx, dev, v, g->trans_b, g->k, g->n, g->b, g->b_off, g->ldb, 0, 1, ws,
-                               own_b_offset(v, g->m, g->k)));
+    if (g->k) NNCL_TRY(own_pack_ab(ctx, dev, v, g, ws, 0, own_b_offset(v, g->m, g->k)));
     memset(&p, 0, sizeof p);
     p.m = g->m;
     p.n = g->n;
@@ -374,8 +405,7 @@ nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl
     need = nncl__gemm_own_temp(&v, g);
     if (bytes) *bytes = need;
     if (prepare) {
-        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_A, &a));
-        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_B, &a));
+        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_AB, &a));
         return own_kernel(ctx, dev, &pv, NNCL__GEMM_K_PRODUCT, &a);
     }
     if (g->m == 0 || g->n == 0) return NNCL_OK;
@@ -384,9 +414,7 @@ nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl
                           "indices", g->m, g->n, g->k);
     if (ws) NNCL_CL(ctx, clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof have, &have, NULL));
     if (!ws || have < need) NNCL_TRY(own_scratch(ctx, dev, need, &ws));
-    NNCL_TRY(nncl__gemm_pack_a(ctx, dev, &v, g->trans_a, g->m, g->k, g->a, g->a_off, g->lda, 0, 1, ws, 0));
-    NNCL_TRY(nncl__gemm_pack_b(ctx, dev, &v, g->trans_b, g->k, g->n, g->b, g->b_off, g->ldb, 0, 1, ws,
-                               own_b_offset(&v, g->m, g->k)));
+    if (g->k) NNCL_TRY(own_pack_ab(ctx, dev, &v, g, ws, 0, own_b_offset(&v, g->m, g->k)));
     memset(&p, 0, sizeof p);
     p.m = g->m;
     p.n = g->n;
@@ -415,7 +443,7 @@ nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nn
             NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
         return NNCL_OK;
     }
-    for (k = v->kind == NNCL__GEMM_DIRECT ? NNCL__GEMM_K_PRODUCT : NNCL__GEMM_K_PACK_A; k <= NNCL__GEMM_K_PRODUCT; k++)
+    for (k = v->kind == NNCL__GEMM_DIRECT ? NNCL__GEMM_K_PRODUCT : NNCL__GEMM_K_PACK_A; k <= NNCL__GEMM_K_PACK_AB; k++)
         NNCL_TRY(own_kernel(ctx, dev, v, k, &a));
     return NNCL_OK;
 }

@@ -49,19 +49,20 @@ static int pick_resolved(const nncl__gemm_state *s, const nncl__gemm_choice *c) 
     return idx < 0 || s->kernels[idx][NNCL__GEMM_K_PRODUCT].kernel != NULL;
 }
 
-/* The smallest product of g's kind (transposes, k, epilogue) with resolved
- * kernels that covers g's m and n: the choice a plan's smaller batch or
- * last chunk takes when its own shape has none, so that a step neither
- * measures nor looks a kernel up. NULL when there is none. */
+/* The smallest product of g's kind (transposes, epilogue) with resolved
+ * kernels that covers g's m, n and k: the choice a plan's smaller batch or
+ * last chunk takes when its own shape has none (a weight gradient's k is
+ * the batch), so that a step neither measures nor looks a kernel up. NULL
+ * when there is none. */
 static nncl__gemm_choice *pick_near(nncl__gemm_state *s, const nncl__gemm_args *g) {
     nncl__gemm_choice *best = NULL;
     int i, epi = pick_epi(&g->epi);
     for (i = 0; i < s->n_choices; i++) {
         nncl__gemm_choice *c = &s->choices[i];
-        if (!pick_resolved(s, c) || c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->k != g->k || c->epi != epi ||
-            c->m < g->m || c->n < g->n)
+        if (!pick_resolved(s, c) || c->ta != (g->trans_a != 0) || c->tb != (g->trans_b != 0) || c->epi != epi ||
+            c->m < g->m || c->n < g->n || c->k < g->k)
             continue;
-        if (!best || c->m * c->n < best->m * best->n) best = c;
+        if (!best || c->m * c->n * c->k < best->m * best->n * best->k) best = c;
     }
     return best;
 }

@@ -5,6 +5,7 @@
 #ifndef NNCL_GRAPH_H
 #define NNCL_GRAPH_H
 #include "internal.h"
+#include "launch.h"
 
 #define NNCL_MAX_INPUTS 4
 #define NNCL_NAME_MAX 64
@@ -114,8 +115,9 @@ typedef struct nncl__opdef {
      * kernels take activations in the storage type (cl/common.cl act_t),
      * 2 when also the gradients of parameter inputs (kept fp32);
      * f32_in has bit i set for an input that stays fp32 (labels, targets);
-     * f32_out 1 when the node's value, gradient and aux stay fp32 (losses). */
-    int half, f32_in, f32_out;
+     * f32_out 1 when the node's value, gradient and aux stay fp32 (losses);
+     * f32_aux 1 when its aux alone does (indices). */
+    int half, f32_in, f32_out, f32_aux;
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the
@@ -197,7 +199,9 @@ int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
 /* Kernel `slot` of n's op (its opdef's kernels[slot]) on the exec's device,
  * resolved at plan creation, with arguments begun. */
 nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a);
-void nncl__arg_view(nncl__args *a, nncl__view v);  /* the buffer, then the offset as int */
+/* The same kernel for the typed wrappers of launch.h (launch.c); a missing
+ * slot is recorded and makes the wrapper fail. */
+nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot);
 
 /* Launch helpers of op_dense.c that linear and conv2d share (cl/dense.cl),
  * run as node n's NNCL_DENSE_KERNELS slots.
@@ -211,10 +215,12 @@ nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
 nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc);
-/* The double maths of the unary ops (op_elementwise.c's rows): y = f(x, p)
- * and dy/dx from x and y (p: the op's float parameter), and of the row
- * softmaxes (dx overwritten, or added to with acc). The graph's references
- * and the eager references (reference.c) both use these. */
+/* The double maths of the elementwise ops (op_elementwise.c's rows), which
+ * their graph references apply and the eager ops' tests use as theirs:
+ * out[i] = a[i] op b[i % bn] (add, sub, mul; bn n, or cols for a row
+ * vector); y = f(x, p) and dy/dx from x and y (p: the op's float
+ * parameter); the row softmaxes (dx overwritten, or added to with acc). */
+void nncl__binary_ref(nncl__op op, const double *a, size_t n, const double *b, size_t bn, double *out);
 double nncl__unary_ref(nncl__op op, double x, double p);
 double nncl__unary_ref_grad(nncl__op op, double x, double y, double p);
 void nncl__softmax_ref(const double *x, size_t rows, size_t cols, int log_out, double *y);

@@ -286,6 +286,8 @@ void nncl__arg_local(nncl__args *a, size_t bytes);
  * is not passed but makes the launch fail with NNCL_ERR_INVALID_ARGUMENT
  * (never wrapped). nncl__arg_view passes its offset through this check. */
 void nncl__arg_count(nncl__args *a, size_t v);
+/* A view: its buffer, then its offset as a count (plan.c). */
+void nncl__arg_view(nncl__args *a, nncl__view v);
 /* Enqueues without waiting; global sizes are rounded up to the local ones
  * (kernels check their bounds); a zero global size launches nothing. */
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);

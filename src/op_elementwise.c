@@ -51,66 +51,27 @@ enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST };
 /* ------------------------------------------------------------- binary */
 
 static nncl_status ew_binary_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_int(&a, (int)nncl__numel(n->in[1], x->batch));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, (int)count);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__k_binary(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
+                          nncl__numel(n->in[1], x->batch), nncl__val(x, n), nncl__numel(n, x->batch));
 }
 
 /* dst (+)= alpha * dy, the gradient of a sum's operand of the same shape. */
 static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view dst, size_t count, float alpha,
                            int acc) {
-    nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_AXPY, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, dst);
-    nncl__arg_int(&a, (int)count);
-    nncl__arg_float(&a, alpha);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
-}
-
-/* db[c] (+)= alpha * sum over rows of dy[r, c]. */
-static nncl_status ew_colsum(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view db, int rows, int cols,
-                             float alpha, int acc) {
-    nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_COLSUM, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, db);
-    nncl__arg_int(&a, rows);
-    nncl__arg_int(&a, cols);
-    nncl__arg_float(&a, alpha);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_cols(&a, x->dev, (size_t)rows, (size_t)cols);
-}
-
-static nncl_status ew_mul_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view other, size_t on,
-                               nncl__view dst, size_t count, int acc) {
-    nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, other);
-    nncl__arg_int(&a, (int)on);
-    nncl__arg_view(&a, dst);
-    nncl__arg_int(&a, (int)count);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__k_axpy(nncl__kl_of(x, n, EW_K_AXPY), dy, dst, count, alpha, acc);
 }
 
 static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
     nncl__view dy = nncl__grd(x, n);
     size_t count = nncl__numel(n, x->batch), bn = nncl__numel(n->in[1], x->batch);
-    int cols = ew_cols(n), rows = (int)(count / (size_t)cols), bc = ew_broadcast(n);
+    size_t cols = (size_t)ew_cols(n), rows = count / cols;
+    int bc = ew_broadcast(n);
     float sign = n->op == NNCL_OP_SUB ? -1.0f : 1.0f;
     if (nncl__need_grad(x, n, 0)) {
         int acc = nncl__grad_accumulate(x, n, 0);
         if (n->op == NNCL_OP_MUL)
-            NNCL_TRY(ew_mul_grad(x, n, dy, nncl__val(x, n->in[1]), bn, nncl__grd(x, n->in[0]), count, acc));
+            NNCL_TRY(nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[1]), bn,
+                                          nncl__grd(x, n->in[0]), count, acc));
         else
             NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
     }
@@ -118,31 +79,29 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
         int acc = nncl__grad_accumulate(x, n, 1);
         nncl__view db = nncl__grd(x, n->in[1]);
         if (n->op != NNCL_OP_MUL)
-            return bc ? ew_colsum(x, n, dy, db, rows, cols, sign, acc) : ew_axpy(x, n, dy, db, count, sign, acc);
-        if (!bc) return ew_mul_grad(x, n, dy, nncl__val(x, n->in[0]), count, db, count, acc);
-        {
-            nncl__args a;
-            NNCL_TRY(nncl__kbegin(x, n, EW_K_MUL_BCAST, &a));
-            nncl__arg_view(&a, dy);
-            nncl__arg_view(&a, nncl__val(x, n->in[0]));
-            nncl__arg_view(&a, db);
-            nncl__arg_int(&a, rows);
-            nncl__arg_int(&a, cols);
-            nncl__arg_int(&a, acc);
-            return nncl__launch_1d(&a, x->dev, (size_t)cols);
-        }
+            return bc ? nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM), 0, dy, db, rows, cols, sign, acc)
+                      : ew_axpy(x, n, dy, db, count, sign, acc);
+        if (!bc)
+            return nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[0]), count, db,
+                                        count, acc);
+        return nncl__k_mul_backward_bcast(nncl__kl_of(x, n, EW_K_MUL_BCAST), dy, nncl__val(x, n->in[0]), db, rows,
+                                          cols, acc);
     }
     return NNCL_OK;
 }
 
+void nncl__binary_ref(nncl__op op, const double *a, size_t n, const double *b, size_t bn, double *out) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double u = a[i], v = b[i % bn];
+        out[i] = op == NNCL_OP_ADD ? u + v : op == NNCL_OP_SUB ? u - v : u * v;
+    }
+}
+
 static void ew_binary_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                                   double *aux) {
-    size_t count = nncl__numel(n, r->batch), bn = nncl__numel(n->in[1], r->batch), i;
     (void)aux;
-    for (i = 0; i < count; i++) {
-        double a = in[0][i], b = in[1][i % bn];
-        out[i] = n->op == NNCL_OP_ADD ? a + b : n->op == NNCL_OP_SUB ? a - b : a * b;
-    }
+    nncl__binary_ref(n->op, in[0], nncl__numel(n, r->batch), in[1], nncl__numel(n->in[1], r->batch), out);
 }
 
 static void ew_binary_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in,
@@ -178,34 +137,21 @@ static const ew_unary_def *ew_unary_of(const nncl_node *n) {
 }
 
 static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
-    const ew_unary_def *u = ew_unary_of(n);
-    nncl__args a;
-    size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, (int)count);
-    if (u->has_p) nncl__arg_float(&a, n->fattr[0]);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__k_unary(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n),
+                         nncl__numel(n, x->batch), ew_unary_of(n)->has_p ? &n->fattr[0] : NULL);
 }
 
 static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
     const ew_unary_def *u = ew_unary_of(n);
-    nncl__args a;
     size_t count = nncl__numel(n, x->batch);
     int acc, from_y = nncl__opdef_get(n->op)->bw_reads == NNCL_BW_OUTPUT;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     acc = nncl__grad_accumulate(x, n, 0);
     if (!nncl__opdef_get(n->op)->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
         return ew_axpy(x, n, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__val(x, from_y ? n : n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, (int)count);
-    if (u->has_p) nncl__arg_float(&a, n->fattr[0]);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__k_unary_backward(nncl__kl_of(x, n, EW_K_BACKWARD), nncl__grd(x, n),
+                                  nncl__val(x, from_y ? n : n->in[0]), nncl__grd(x, n->in[0]), count,
+                                  u->has_p ? &n->fattr[0] : NULL, acc);
 }
 
 double nncl__unary_ref(nncl__op op, double x, double p) {
@@ -278,28 +224,17 @@ static double ew_softplus_d(double x, double y, double p) { (void)y; (void)p; re
 /* ------------------------------------------------------------- softmax */
 
 static nncl_status ew_softmax_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int cols = ew_cols(n), rows = (int)(nncl__numel(n, x->batch) / (size_t)cols);
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, rows);
-    nncl__arg_int(&a, cols);
-    return nncl__launch_rows(&a, x->dev, (size_t)rows, (size_t)cols);
+    size_t cols = (size_t)ew_cols(n);
+    return nncl__k_softmax(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n),
+                           nncl__numel(n, x->batch) / cols, cols);
 }
 
 static nncl_status ew_softmax_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int cols = ew_cols(n), rows = (int)(nncl__numel(n, x->batch) / (size_t)cols);
+    size_t cols = (size_t)ew_cols(n);
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, rows);
-    nncl__arg_int(&a, cols);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_rows(&a, x->dev, (size_t)rows, (size_t)cols);
+    return nncl__k_softmax_backward(nncl__kl_of(x, n, EW_K_BACKWARD), nncl__grd(x, n), nncl__val(x, n),
+                                    nncl__grd(x, n->in[0]), nncl__numel(n, x->batch) / cols, cols,
+                                    nncl__grad_accumulate(x, n, 0));
 }
 
 void nncl__softmax_ref(const double *x, size_t rows, size_t cols, int log_out, double *y) {

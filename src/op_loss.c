@@ -218,11 +218,13 @@ static void pair_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 const nncl__opdef nncl__opdef_bce_logits = {
     .name = "bce_with_logits", .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
     .shape = loss_same_shape, .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward,
-    .bw_reads = NNCL_BW_INPUTS, .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &bce_impl};
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &bce_impl,
+    .half = 1, .f32_in = 2, .f32_out = 1};
 const nncl__opdef nncl__opdef_mse = {
     .name = "mse", .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
     .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &mse_impl};
+    .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &mse_impl, .half = 1, .f32_in = 2,
+    .f32_out = 1};
 
 nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
     nncl_node *in[2];

@@ -179,7 +179,7 @@ const nncl__opdef nncl__opdef_maxpool2d = {
     .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
                 {"pool", "nncl_maxpool2d_backward_f32_2x2"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
-    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward};
+    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1, .f32_aux = 1};
 
 /* ------------------------------------------------------------- average */
 
@@ -225,7 +225,7 @@ static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 const nncl__opdef nncl__opdef_avgpool2d = {
     .name = "avgpool2d", .kernels = {{"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}},
     .shape = pool_shape, .forward = pool_forward, .backward = pool_backward, .ref_forward = avgpool_ref_forward,
-    .ref_backward = avgpool_ref_backward};
+    .ref_backward = avgpool_ref_backward, .half = 1};
 
 /* ------------------------------------------------------------- global average */
 
@@ -241,16 +241,9 @@ static nncl_status gap_shape(nncl_graph *g, nncl_node *n) {
 
 /* Row means of x viewed as [B*C, H*W], by the shared row-sum kernel. */
 static nncl_status gap_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
     size_t rows = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, (int)hw);
-    nncl__arg_float(&a, (float)(1.0 / (double)hw));
-    nncl__arg_int(&a, 0);
-    return nncl__launch_rows(&a, x->dev, rows, hw);
+    return nncl__k_sum(nncl__kl_of(x, n, POOL_K_FORWARD), 1, nncl__val(x, n->in[0]), nncl__val(x, n), rows, hw,
+                       (float)(1.0 / (double)hw), 0);
 }
 
 static nncl_status gap_backward(nncl__exec *x, nncl_node *n) {

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #define OPT_PI 3.14159265358979323846
+#define OPT_ADAM_VW 8 /* NNCL_OPT_VW of cl/optimizer.cl */
 
 nncl_optim_config nncl_optim_default(nncl_optimizer kind) {
     nncl_optim_config o;
@@ -295,7 +296,7 @@ nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const
         nncl__arg_float(&a, o->clip_norm);
         nncl__arg_float(&a, unscale);
         nncl__arg_int(&a, o->kind == NNCL_OPT_ADAMW);
-        break;
+        return nncl__launch_1d(&a, dev, (n + OPT_ADAM_VW - 1) / OPT_ADAM_VW); /* a vector of parameters per item */
     case NNCL_OPT_RMSPROP:
         nncl__arg_float(&a, o->alpha);
         nncl__arg_float(&a, o->eps);
@@ -367,3 +368,4 @@ void nncl__optim_ref(const nncl_optim_config *o, int64_t t, double *p, const dou
 }
 
 #undef OPT_PI
+#undef OPT_ADAM_VW

@@ -2,78 +2,8 @@
  * every value, gradient and aux block, a first-fit packing of those blocks
  * into one arena, and the replay of forward and backward on that memory. */
 #include "plan.h"
-#include <math.h>
 
 #define PLAN_ALIGN 16 /* floats: 64-byte block alignment */
-
-/* ------------------------------------------------------------- layout */
-
-nncl_status nncl__graph_layout(nncl_graph *g) {
-    size_t off = 0, st = 0;
-    int pass, i;
-    if (g->frozen) return NNCL_OK;
-    for (pass = 0; pass < 2; pass++) /* trainable first, so the optimizer runs over one prefix */
-        for (i = 0; i < g->n_nodes; i++) {
-            nncl_node *n = g->nodes[i];
-            if (n->op != NNCL_OP_PARAM || n->trainable != (pass == 0)) continue;
-            n->param_off = off;
-            if (nncl__add_overflow(off, n->sample_numel, &off))
-                return nncl__fail(g->ctx, NNCL_ERR_OUT_OF_MEMORY, "parameters overflow the address space");
-            if (pass == 0) g->n_trainable = off;
-        }
-    g->n_params = off;
-    for (i = 0; i < g->n_nodes; i++) {
-        nncl_node *n = g->nodes[i];
-        if (!n->state_size) continue;
-        n->state_off = st;
-        st += n->state_size;
-    }
-    g->n_state = st;
-    g->frozen = 1;
-    return NNCL_OK;
-}
-
-static uint64_t plan_splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double plan_unit(uint64_t *s) { return (double)(plan_splitmix(s) >> 11) * (1.0 / 9007199254740992.0); }
-
-void nncl__graph_init_values(const nncl_graph *g, float *params, float *state) {
-    int i;
-    size_t k;
-    for (i = 0; i < g->n_nodes; i++) {
-        const nncl_node *n = g->nodes[i];
-        uint64_t s = g->seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);
-        double bound = n->init_scale;
-        if (n->op != NNCL_OP_PARAM) continue;
-        if (n->init == NNCL_INIT_FAN_IN_UNIFORM) bound = 1.0 / sqrt((double)(n->sample_numel / (size_t)n->shape[0]));
-        for (k = 0; k < n->sample_numel; k++) {
-            double v = 0;
-            switch (n->init) {
-            case NNCL_INIT_ZEROS: v = 0; break;
-            case NNCL_INIT_ONES: v = 1; break;
-            case NNCL_INIT_UNIFORM:
-            case NNCL_INIT_FAN_IN_UNIFORM: v = (2 * plan_unit(&s) - 1) * bound; break;
-            case NNCL_INIT_NORMAL: { /* Box-Muller */
-                double u1 = plan_unit(&s), u2 = plan_unit(&s);
-                v = sqrt(-2 * log(u1 + 1e-300)) * cos(6.283185307179586 * u2) * bound;
-                break;
-            }
-            }
-            params[n->param_off + k] = (float)v;
-        }
-    }
-    /* Running statistics start as mean 0, variance 1: pairs of [C] blocks. */
-    for (i = 0; i < g->n_nodes; i++) {
-        const nncl_node *n = g->nodes[i];
-        size_t half = n->state_size / 2;
-        for (k = 0; k < n->state_size; k++) state[n->state_off + k] = k < half ? 0.0f : 1.0f;
-    }
-}
 
 /* ------------------------------------------------------------- lifetimes */
 
@@ -306,6 +236,11 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
         if (!d->half)
             return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") has no %s kernels yet; "
                               "train this model in fp32", names[store], d->name, n->name, names[store]);
+        for (k = 0; k < n->n_in; k++)
+            if ((d->f32_in & (1 << k)) && n->in[k]->op != NNCL_OP_INPUT)
+                return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") takes its input %d "
+                                  "(\"%s\") as fp32 labels or targets, but it is computed, not fed",
+                                  names[store], d->name, n->name, k, n->in[k]->name);
         for (k = 0; d->half < 2 && k < n->n_in; k++) /* its gradient would be written in the half type */
             if (n->in[k]->op == NNCL_OP_PARAM && n->in[k]->needs_grad)
                 return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") trains parameter \"%s\" "
@@ -319,7 +254,7 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
 }
 
 /* Half storage: marks the blocks that stay fp32 (everything of a loss,
- * the values of label inputs), moves them to the end (*n32 of them) and
+ * indices kept for backward, label inputs), moves them to the end (*n32 of them) and
  * packs them into arena32; sizes the upload stage for the half inputs. */
 static nncl_status plan_split_f32(nncl__plan *p, plan_block *b, int nb, int *n32) {
     const nncl_graph *g = p->graph;
@@ -327,7 +262,8 @@ static nncl_status plan_split_f32(nncl__plan *p, plan_block *b, int nb, int *n32
     plan_block t;
     for (i = 0; i < nb; i++) {
         const nncl_node *n = g->nodes[b[i].node];
-        b[i].f32 = nncl__opdef_get(n->op)->f32_out || (n->op == NNCL_OP_INPUT && plan_input_f32(g, n, NULL));
+        b[i].f32 = nncl__opdef_get(n->op)->f32_out || (b[i].kind == 2 && nncl__opdef_get(n->op)->f32_aux) ||
+                   (n->op == NNCL_OP_INPUT && plan_input_f32(g, n, NULL));
         if (n->op == NNCL_OP_INPUT && b[i].kind == 0 && !b[i].f32 && nncl__numel(n, p->max_batch) > p->stage_floats)
             p->stage_floats = nncl__numel(n, p->max_batch);
     }

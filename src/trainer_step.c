@@ -91,9 +91,10 @@ static nncl_status trainer_device_pass(nncl_trainer *t, int i, const nncl_feed *
     nncl__plan_set_step(p, offset, batch, g->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked);
     NNCL_TRY(trainer_feed(t, i, feeds, n_feeds, offset));
     NNCL_TRY(nncl__plan_forward(p, t->shard[i], 1));
-    if (t->watch && t->watch_dst) /* before backward reuses its memory; the loss read below waits for it */
-        NNCL_TRY(
-            nncl__plan_read(p, t->watch, t->watch_dst + (size_t)offset * t->watch->sample_numel, t->shard[i], NULL));
+    if (t->watch && t->watch_dst) { /* before backward reuses its memory; the loss read below waits for it */
+        float *dst = t->watch_dst + (size_t)offset * t->watch->sample_numel;
+        NNCL_TRY(nncl__plan_read(p, t->watch, dst, t->shard[i], NULL));
+    }
     NNCL_TRY(nncl__plan_backward(p));
     /* solo: no host average to see a NaN in, so the device sums the squares
      * (clipping reuses them) */

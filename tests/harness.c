@@ -102,6 +102,16 @@ void th_fill_uniform(float *x, size_t n, float lo, float hi, unsigned *seed) {
     for (i = 0; i < n; i++) x[i] = lo + (hi - lo) * th_uniform(seed);
 }
 
+float *th_random(size_t n, float lo, float hi, unsigned seed) {
+    float *x = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (!x) {
+        fprintf(stderr, "th_random: out of memory for %zu floats\n", n);
+        exit(2);
+    }
+    th_fill_uniform(x, n, lo, hi, &seed);
+    return x;
+}
+
 const char *th_device_label(nncl_context *ctx, int d) {
     static char buf[4][160];
     static int k;

@@ -49,6 +49,8 @@ void th_poison(float *x, size_t n);
 /* Deterministic uniform values in [lo, hi). */
 void th_fill_uniform(float *x, size_t n, float lo, float hi, unsigned *seed);
 float th_uniform(unsigned *seed);
+/* A new array (free()) of n such values from seed. */
+float *th_random(size_t n, float lo, float hi, unsigned seed);
 
 /* Short device description for test names: "d0 pthread-... (Portable ...)". */
 const char *th_device_label(nncl_context *ctx, int d);

@@ -1,10 +1,11 @@
 #!/bin/sh
 # test_bench.sh - the bench program in its quick mode on the devices present
-# (NNCL_TEST_DEVICES narrows them): it must finish, write JSON that parses
-# (checked with python3 when there is one, else SKIP) and holds every
-# section, each non-empty where this machine can measure it, plus a CSV and
-# an SVG. Builds $B/bench/bench when missing. Run by tests/run.sh (B,
-# NNCL_SANITIZE, MAKE).
+# (NNCL_TEST_DEVICES narrows them): it must finish, print the table of
+# every section `bench --list` names, write JSON that parses (checked with
+# python3 when there is one, else SKIP) and holds every such section, each
+# non-empty where this machine can measure it, plus a CSV and an SVG.
+# Builds $B/bench/bench when missing. Run by tests/run.sh (B, NNCL_SANITIZE,
+# MAKE).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
@@ -37,15 +38,20 @@ fi
 end=$(date +%s)
 echo "PASS bench: --quick on \"$devs\" finished in $((end - start)) s"
 
-# the terminal tables
+# the terminal tables: one per section of `bench --list` (name, tab, title)
 fails=0
-for title in "== devices" "== SGEMM" "== memory bandwidth" "== kernel launch" "== program build" "== training" "== monitor"; do
-    if ! grep -q "^$title" "$dir/out.txt"; then
-        echo "FAIL bench: the table \"$title\" is missing from the output"
+if ! "$bench" --list >"$dir/sections.txt" || [ "$(wc -l <"$dir/sections.txt")" -lt 2 ]; then
+    echo "FAIL bench: bench --list lists no sections"
+    exit 1
+fi
+tab=$(printf '\t')
+while IFS="$tab" read -r section title; do
+    if ! awk -v t="== $title" 'index($0, t) == 1 { found = 1 } END { exit !found }' "$dir/out.txt"; then
+        echo "FAIL bench: the table of section $section (\"$title\") is missing from the output"
         fails=$((fails + 1))
     fi
-done
-[ $fails -eq 0 ] && echo "PASS bench: every table printed"
+done <"$dir/sections.txt"
+[ $fails -eq 0 ] && echo "PASS bench: the table of every section bench --list names printed ($(wc -l <"$dir/sections.txt"))"
 
 if [ -s "$dir/b.csv" ] && head -n 1 "$dir/b.csv" | grep -q '^section,device,item,key,median' &&
    [ "$(wc -l <"$dir/b.csv")" -gt 20 ]; then
@@ -85,12 +91,14 @@ fi
 # Parses the JSON, checks every section is there, and that what can be
 # measured on any OpenCL device was: a GEMM rate and an nncl/raw ratio,
 # bandwidth, launch times, a cold and a warm build, MLP training.
-if python3 - "$dir/b.json" <<'EOF'
+if python3 - "$dir/b.json" "$dir/sections.txt" <<'EOF'
 import json, math, sys
 with open(sys.argv[1]) as f:
     j = json.load(f)
+with open(sys.argv[2]) as f:
+    sections = [line.split("\t")[0] for line in f if line.strip()]
 bad = []
-for sec in ("bench", "devices", "gemm", "bandwidth", "launch", "build", "training", "monitor"):
+for sec in ["bench"] + sections:
     if sec not in j:
         bad.append("section %s missing" % sec)
 if bad:

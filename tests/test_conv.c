@@ -1,17 +1,11 @@
-/* test_conv.c - the spatial ops (conv2d, maxpool2d, avgpool2d,
- * global_avgpool) through the generic op check (reference vs finite
- * differences, every device vs reference), over odd sizes, batch 1 and 3,
- * every attribute, the per-sample and the chunked GEMM paths of conv2d; the
- * shape errors caught at build time; a small LeNet-like chain; and the
- * bound on conv2d's workspace. */
+/* test_conv.c - what the op table (test_op_table.c, which checks conv2d and
+ * the pools alone over odd sizes and every attribute) cannot see of the
+ * spatial ops: conv2d and a pool adding into one input's gradient, a small
+ * LeNet-like chain, conv2d beside CLBlast's indirect GEMM, the shape errors
+ * caught at build time, the path NNCL_GEMM asks for, the bound on conv2d's
+ * workspace and a small CNN that learns. */
 #include "opcheck.h"
 #include <clblast_c.h>
-
-static float *tc_random(size_t n, float lo, float hi, unsigned seed) {
-    float *x = (float *)malloc(n * sizeof(float));
-    th_fill_uniform(x, n, lo, hi, &seed);
-    return x;
-}
 
 /* op(x) against a random target through mse, so that every output element
  * gets a gradient of its own (a mean over planes would hide layout bugs). */
@@ -28,8 +22,8 @@ static void tc_run(nncl_context *ctx, nncl_graph *g, nncl_node *x, nncl_node *h,
     nd = nncl_node_shape(h, shape);
     t = nncl_input(g, "target", nd, shape);
     loss = nncl_mse(g, h, t);
-    xd = tc_random(nncl__numel(x, batch), -1, 1, 3);
-    td = tc_random(nncl__numel(h, batch), -1, 1, 7);
+    xd = th_random(nncl__numel(x, batch), -1, 1, 3);
+    td = th_random(nncl__numel(h, batch), -1, 1, 7);
     f[0].node = x; f[0].data = xd;
     f[1].node = t; f[1].data = td;
     oc_check(name, ctx, g, loss, f, 2, batch, 1e-9);
@@ -57,19 +51,6 @@ static void check_conv(nncl_context *ctx, int batch, int C, int H, int W, int O,
     tc_run(ctx, g, x, nncl_conv2d(g, x, O, k, st, pad, bias, act, "conv"), name, batch);
 }
 
-static void check_pool(nncl_context *ctx, int kind, int batch, int C, int H, int W, int k, int st, int pad) {
-    static const char *const kinds[3] = {"maxpool2d", "avgpool2d", "global_avgpool"};
-    char name[160];
-    nncl_graph *g = nncl_graph_create(ctx, 42);
-    nncl_node *x = tc_input(g, C, H, W), *h;
-    if (kind == 0) h = nncl_maxpool2d(g, x, k, st, pad);
-    else if (kind == 1) h = nncl_avgpool2d(g, x, k, st, pad);
-    else h = nncl_global_avgpool(g, x);
-    if (kind == 2) snprintf(name, sizeof name, "%s b%d c%d %dx%d", kinds[kind], batch, C, H, W);
-    else snprintf(name, sizeof name, "%s b%d c%d %dx%d k%d s%d p%d", kinds[kind], batch, C, H, W, k, st, pad);
-    tc_run(ctx, g, x, h, name, batch);
-}
-
 /* x feeds a conv2d and a pool whose outputs meet in mse(a, b), so that the
  * op running backward second adds to x's gradient (acc) instead of writing
  * it; conv_first builds the conv first, so that it runs backward last. With
@@ -80,7 +61,7 @@ static void check_shared(nncl_context *ctx, int batch, int kind, int conv_first,
     nncl_graph *g = nncl_graph_create(ctx, 11);
     nncl_node *x = tc_input(g, 2, 5, 7), *a = NULL, *b = NULL, *loss;
     oc_feed f[1];
-    float *xd = tc_random((size_t)batch * 70, -1, 1, 13);
+    float *xd = th_random((size_t)batch * 70, -1, 1, 13);
     int step;
     for (step = 0; step < 2; step++) {
         if ((step == 0) == (conv_first != 0)) {
@@ -116,7 +97,7 @@ static void check_lenet(nncl_context *ctx, int batch) {
     nncl_node *x = tc_input(g, 1, 12, 12), *y = nncl_input(g, "y", 0, NULL);
     nncl_node *loss = tc_lenet(g, x, y);
     oc_feed f[2];
-    float *xd = tc_random((size_t)batch * 144, -1, 1, 5), *yd = (float *)malloc((size_t)batch * sizeof(float));
+    float *xd = th_random((size_t)batch * 144, -1, 1, 5), *yd = (float *)malloc((size_t)batch * sizeof(float));
     int i;
     for (i = 0; i < batch; i++) yd[i] = (float)(i % 3);
     f[0].node = x; f[0].data = xd;
@@ -341,37 +322,7 @@ int main(void) {
     nncl_context *ctx = th_context();
     if (!ctx) return th_exit_code();
     check_errors(ctx);
-    /* conv2d: per-sample GEMMs (batch 1, or samples too big to share one
-     * GEMM), chunked GEMMs over several samples, pointwise kernels */
-    check_conv(ctx, 1, 1, 5, 7, 2, 3, 1, 1, 1, NNCL_ACT_NONE);
-    check_conv(ctx, 3, 3, 5, 7, 4, 3, 2, 0, 0, NNCL_ACT_RELU);
-    check_conv(ctx, 3, 3, 6, 5, 2, 5, 1, 2, 1, NNCL_ACT_RELU);
-    check_conv(ctx, 2, 2, 5, 5, 3, 3, 2, 1, 0, NNCL_ACT_NONE);
-    check_conv(ctx, 1, 3, 7, 5, 3, 1, 1, 0, 1, NNCL_ACT_NONE);
-    check_conv(ctx, 3, 3, 7, 5, 3, 1, 1, 0, 1, NNCL_ACT_SIGMOID);
-    check_conv(ctx, 3, 2, 5, 7, 2, 1, 2, 1, 1, NNCL_ACT_NONE);
-    check_conv(ctx, 3, 1, 28, 28, 4, 5, 1, 2, 1, NNCL_ACT_TANH);   /* chunks of 2 and 1 */
-    check_conv(ctx, 3, 16, 14, 14, 4, 5, 1, 2, 1, NNCL_ACT_RELU);  /* one sample per GEMM */
-    /* channels and outputs off every tile (GEMM tiles, 16-channel gather) */
-    check_conv(ctx, 2, 9, 7, 9, 7, 3, 2, 1, 1, NNCL_ACT_RELU);
-    check_conv(ctx, 2, 9, 7, 9, 5, 5, 1, 2, 0, NNCL_ACT_NONE);
-    check_conv(ctx, 3, 9, 6, 7, 13, 1, 1, 0, 1, NNCL_ACT_TANH);
-    check_conv(ctx, 2, 18, 7, 6, 3, 3, 2, 1, 1, NNCL_ACT_SIGMOID); /* two blocks of 16 channels in the dx gather */
     check_path();
-    /* pooling */
-    check_pool(ctx, 0, 3, 2, 5, 7, 2, 2, 0);
-    check_pool(ctx, 0, 1, 1, 7, 5, 3, 1, 1);
-    check_pool(ctx, 0, 3, 3, 6, 6, 3, 2, 1);
-    check_pool(ctx, 0, 2, 1, 5, 5, 5, 1, 2);
-    check_pool(ctx, 0, 1, 2, 28, 28, 2, 2, 0);
-    check_pool(ctx, 1, 3, 2, 5, 7, 2, 2, 0);
-    check_pool(ctx, 1, 1, 1, 7, 5, 3, 1, 1);
-    check_pool(ctx, 1, 3, 3, 6, 6, 3, 2, 1);
-    check_pool(ctx, 1, 2, 1, 5, 5, 5, 1, 2);
-    check_pool(ctx, 1, 1, 2, 28, 28, 2, 2, 0);
-    check_pool(ctx, 2, 3, 4, 5, 7, 0, 0, 0);
-    check_pool(ctx, 2, 1, 1, 1, 1, 0, 0, 0);
-    check_pool(ctx, 2, 2, 3, 28, 28, 0, 0, 0);
     {
         int kind, first, batch;
         for (kind = 0; kind < 3; kind++)

@@ -11,7 +11,7 @@ case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
 dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-gemm-own.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 status=0
-for t in test_graph test_conv test_norm test_trainer; do
+for t in test_op_table test_graph test_conv test_norm test_trainer; do
     if [ ! -x "$bdir/tests/$t" ]; then
         echo "SKIP [own] $t: $bdir/tests/$t is not built"
         continue

@@ -1,63 +1,11 @@
-/* test_graph.c - graph building and its errors, the plan's memory reuse,
- * and the dense layer and losses through the generic op check (reference vs
- * finite differences, every device vs reference). */
-#include "opcheck.h"
-
-static float *oc_random(size_t n, float lo, float hi, unsigned seed) {
-    float *x = (float *)malloc(n * sizeof(float));
-    th_fill_uniform(x, n, lo, hi, &seed);
-    return x;
-}
-
-static float *oc_labels(size_t n, int classes, unsigned seed) {
-    float *y = (float *)malloc(n * sizeof(float));
-    size_t i;
-    for (i = 0; i < n; i++) y[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16) ;
-    for (i = 0; i < n; i++) y[i] = (float)((unsigned)y[i] % (unsigned)classes);
-    return y;
-}
-
-static void check_linear_ce(nncl_context *ctx, int batch, int in_f, int out_f, int bias, nncl_act act) {
-    char name[128];
-    nncl_graph *g = nncl_graph_create(ctx, 42);
-    int xs[1], none[1];
-    nncl_node *x, *y, *h, *loss;
-    oc_feed f[2];
-    float *xd, *yd;
-    xs[0] = in_f;
-    (void)none;
-    x = nncl_input(g, "x", 1, xs);
-    y = nncl_input(g, "y", 0, NULL);
-    x->needs_grad = 1; /* check the input gradient too */
-    h = nncl_linear(g, x, 9, 1, NNCL_ACT_TANH, "fc1");
-    h = nncl_linear(g, h, out_f, bias, act, "fc2");
-    loss = nncl_softmax_cross_entropy(g, h, y);
-    xd = oc_random((size_t)batch * in_f, -1, 1, 3);
-    yd = oc_labels((size_t)batch, out_f, 5);
-    f[0].node = x; f[0].data = xd;
-    f[1].node = y; f[1].data = yd;
-    snprintf(name, sizeof name, "linear+ce b%d in%d out%d bias%d act%d", batch, in_f, out_f, bias, (int)act);
-    oc_check(name, ctx, g, loss, f, 2, batch, 1e-9);
-    free(xd); free(yd);
-    nncl_graph_free(g);
-}
-
-static void check_pair_loss(nncl_context *ctx, int mse) {
-    nncl_graph *g = nncl_graph_create(ctx, 7);
-    int xs[2] = {3, 5};
-    nncl_node *x = nncl_input(g, "x", 2, xs), *t = nncl_input(g, "t", 2, xs), *h, *loss;
-    oc_feed f[2];
-    float *xd = oc_random(7 * 15, -2, 2, 11), *td = oc_random(7 * 15, 0, 1, 13);
-    x->needs_grad = 1;
-    t->needs_grad = 1;
-    h = nncl_linear(g, x, 5, 1, NNCL_ACT_NONE, "proj");
-    loss = mse ? nncl_mse(g, h, t) : nncl_bce_with_logits(g, h, t);
-    f[0].node = x; f[0].data = xd;
-    f[1].node = t; f[1].data = td;
-    oc_check(mse ? "linear(3-D)+mse" : "linear(3-D)+bce_with_logits", ctx, g, loss, f, 2, 7, 1e-9);
-    free(xd); free(td);
-    nncl_graph_free(g);
-}
+/* test_graph.c - graph building and its errors, the plan's memory reuse and
+ * its int limits (the dense layer and the losses go through the op table,
+ * test_op_table.c). */
+#include "harness.h"
+#include "plan.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int check_errors(nncl_context *ctx) {
     const char *name = "graph errors";
@@ -160,8 +108,7 @@ static int check_int_limits(nncl_context *ctx) {
     nncl_node *h = nncl_linear(g, x, 1000, 1, NNCL_ACT_TANH, "fc1");
     nncl_node *loss = nncl_softmax_cross_entropy(g, nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc2"), y);
     nncl__plan *p = NULL;
-    nncl__args a;
-    cl_kernel k;
+    nncl__kl k;
     nncl__view v;
     TH_CHECK(name, loss != NULL);
     /* 3e6 samples of 1000: every [B,1000] node alone passes 2^31-1 */
@@ -172,14 +119,10 @@ static int check_int_limits(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "the activations need") && strstr(nncl_last_error(ctx), "2^31-1"));
     /* an offset past INT_MAX: the launch refuses it as the caller's error */
     TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, 0, 4, &p));
-    TH_OK(name, ctx, nncl__kernel(ctx, p->x.dev, "elementwise", "nncl_relu_f32", &k));
-    nncl__args_begin(&a, ctx, k);
+    TH_OK(name, ctx, nncl__kl_find(ctx, p->x.dev, "elementwise", "nncl_relu_f32", &k));
     v = nncl__val(&p->x, h);
     v.off = (size_t)INT_MAX + 1;
-    nncl__arg_view(&a, v);
-    nncl__arg_view(&a, nncl__val(&p->x, h));
-    nncl__arg_int(&a, 8);
-    TH_CHECK(name, nncl__launch_1d(&a, p->x.dev, 8) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, nncl__k_unary(k, v, nncl__val(&p->x, h), 8, NULL) == NNCL_ERR_INVALID_ARGUMENT);
     TH_CHECK(name, strstr(nncl_last_error(ctx), "2147483648 elements pass 2^31-1") != NULL);
     nncl__plan_free(p);
     nncl_graph_free(g);
@@ -194,12 +137,6 @@ int main(void) {
     check_full_shapes(ctx);
     check_int_limits(ctx);
     check_reuse(ctx);
-    check_linear_ce(ctx, 1, 1, 2, 1, NNCL_ACT_NONE);
-    check_linear_ce(ctx, 7, 13, 10, 1, NNCL_ACT_NONE);
-    check_linear_ce(ctx, 33, 5, 3, 0, NNCL_ACT_NONE);
-    check_linear_ce(ctx, 5, 6, 4, 1, NNCL_ACT_SIGMOID);
-    check_pair_loss(ctx, 1);
-    check_pair_loss(ctx, 0);
     nncl_free(ctx);
     return th_exit_code();
 }

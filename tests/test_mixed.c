@@ -308,7 +308,10 @@ static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
  *   reshape/flatten (an alias: no kernel);
  *   the unary activations (relu, leaky relu, sigmoid, tanh, gelu, gelu_tanh,
  *     silu, elu, softplus, scale) and dropout: fp32 arithmetic on each
- *     element between a half load and a half store. */
+ *     element between a half load and a half store;
+ *   max and average pooling (the argmax kept in fp32), mse and binary
+ *     cross-entropy (targets, terms and the loss in fp32): checked through
+ *     the op table's rows (tests/test_op_table.c). */
 static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
 
 static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f, int out_f, int bias, nncl_act act) {
@@ -429,6 +432,52 @@ static int test_half_parallel(nncl_context *ctx, const int *devs, int nd) {
     return 0;
 }
 
+/* The rest of training in fp16: dropout, a frozen layer and clipping
+ * together; the loss falls, the frozen weights keep every bit and the
+ * clipped steps are taken (no overflow at the default scale). */
+static int test_half_features(nncl_context *ctx) {
+    const char *name = "fp16 storage with dropout, a frozen layer and clipping trains";
+    nncl_graph *g = nncl_graph_create(ctx, 5);
+    int xs[1] = {TM_D}, zero = 0, s;
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL), *h;
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    tm_model m;
+    float w0[8 * TM_D], w1[8 * TM_D], first = 0, last = 0;
+    h = nncl_dropout(g, nncl_linear(g, x, 8, 1, NNCL_ACT_RELU, "fc1"), 0.2f);
+    m.g = g;
+    m.x = x;
+    m.y = y;
+    m.loss = nncl_softmax_cross_entropy(g, nncl_linear(g, h, TM_C, 1, NNCL_ACT_NONE, "fc2"), y);
+    TH_CHECK(name, m.loss != NULL);
+    TH_OK(name, ctx, nncl_param_freeze(g, nncl_graph_find(g, "fc1.weight"), 1));
+    c.max_batch = 16;
+    c.optim.lr = 0.02f;
+    c.optim.clip_norm = 0.5f;
+    c.precision = NNCL_PRECISION_FP16;
+    c.devices = &zero;
+    c.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, m.loss, &c, &t));
+    TH_OK(name, ctx, nncl_trainer_param_get(t, "fc1.weight", w0, 8 * TM_D));
+    for (s = 0; s < 60; s++) {
+        nncl_step_info info;
+        TH_OK(name, ctx, tm_step(t, &m, s, 0, &info));
+        TH_CHECK(name, !info.skipped && info.loss_scale == 65536.0f);
+        if (s < 4) first += info.loss / 4;
+        if (s >= 56) last += info.loss / 4;
+    }
+    TH_OK(name, ctx, nncl_trainer_param_get(t, "fc1.weight", w1, 8 * TM_D));
+    TH_CHECK(name, memcmp(w0, w1, sizeof w0) == 0);
+    if (!(last < 0.7f * first)) {
+        th_fail(name, "mean loss of the first 4 steps %.4f, of the last 4 %.4f", (double)first, (double)last);
+        return 1;
+    }
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    th_pass("%s (loss %.3f -> %.3f)", name, (double)first, (double)last);
+    return 0;
+}
+
 /* An op without half kernels is refused when the trainer is made, naming it. */
 static int test_half_refused(nncl_context *ctx) {
     const char *name = "an op without half storage is refused at creation, named";
@@ -517,6 +566,7 @@ int main(void) {
     }
     test_resume_scale(ctx);
     test_half_refused(ctx);
+    test_half_features(ctx);
     for (i = 1; i <= 2; i++) {
         tm_check_linear_ce(ctx, i, 1, 1, 2, 1, NNCL_ACT_NONE);
         tm_check_linear_ce(ctx, i, 7, 13, 10, 1, NNCL_ACT_RELU);

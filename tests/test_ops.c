@@ -1,9 +1,10 @@
 /* test_ops.c - every eager op, and every elementwise, softmax and reduce
  * kernel the training plans use (forward and backward, at arena offsets, with
- * acc 0 and 1), on every device, against the double host references of
- * src/reference.c and central finite differences of the double forward. */
+ * acc 0 and 1, launched through the wrappers of src/launch.h), on every
+ * device, against the ops' double host references (graph.h,
+ * src/reference.c) and central finite differences of the double forward. */
+#include "graph.h"
 #include "harness.h"
-#include "internal.h"
 #include "reference.h"
 #include <math.h>
 #include <stdlib.h>
@@ -86,9 +87,8 @@ static const int ops_shapes[][5] = {{1, 1},        {1, 7},      {1, 1000},    {2
 /* ------------------------------------------------------------------ eager binary */
 
 typedef nncl_status (*ops_binary_fn)(nncl_context *, const nncl_tensor *, const nncl_tensor *, nncl_tensor *);
-typedef void (*ops_binary_ref)(const double *, size_t, const double *, size_t, double *);
 
-static int test_binary(nncl_context *ctx, int d, const char *op, ops_binary_fn fn, ops_binary_ref ref, int ndim,
+static int test_binary(nncl_context *ctx, int d, const char *op, ops_binary_fn fn, nncl__op ref, int ndim,
                        const int *shape, int broadcast) {
     char name[200];
     size_t n = ops_numel(ndim, shape), bn = broadcast ? (size_t)shape[ndim - 1] : n;
@@ -103,7 +103,7 @@ static int test_binary(nncl_context *ctx, int d, const char *op, ops_binary_fn f
     th_fill_uniform(b, bn, -2, 2, &seed);
     ad = ops_dup(a, n);
     bd = ops_dup(b, bn);
-    ref(ad, n, bd, bn, want);
+    nncl__binary_ref(ref, ad, n, bd, bn, want);
     if (ops_tensor(name, ctx, d, ndim, shape, a, &ta) ||
         ops_tensor(name, ctx, d, broadcast ? 1 : ndim, broadcast ? &bshape : shape, b, &tb) ||
         ops_tensor(name, ctx, d, ndim, shape, NULL, &to))
@@ -123,20 +123,25 @@ static int test_binary(nncl_context *ctx, int d, const char *op, ops_binary_fn f
 static nncl_status ops_scale(nncl_context *ctx, const nncl_tensor *x, nncl_tensor *out) {
     return nncl_scale(ctx, x, -1.75f, out);
 }
-static void ops_ref_scale(const double *x, size_t n, double *out) { nncl__ref_scale(x, n, -1.75, out); }
+
+/* out = f(x) by the op's own double maths. */
+static void ops_ref_unary(nncl__op op, double p, const double *x, size_t n, double *out) {
+    size_t i;
+    for (i = 0; i < n; i++) out[i] = nncl__unary_ref(op, x[i], p);
+}
 
 typedef nncl_status (*ops_unary_fn)(nncl_context *, const nncl_tensor *, nncl_tensor *);
-typedef void (*ops_unary_ref)(const double *, size_t, double *);
 typedef struct ops_unary {
     const char *name;
     ops_unary_fn fn;
-    ops_unary_ref ref;
+    nncl__op op;
+    double p;
 } ops_unary;
-static const ops_unary ops_unaries[] = {{"scale", ops_scale, ops_ref_scale},
-                                        {"relu", nncl_relu, nncl__ref_relu},
-                                        {"sigmoid", nncl_sigmoid, nncl__ref_sigmoid},
-                                        {"tanh", nncl_tanh, nncl__ref_tanh},
-                                        {"gelu", nncl_gelu, nncl__ref_gelu}};
+static const ops_unary ops_unaries[] = {{"scale", ops_scale, NNCL_OP_SCALE, -1.75},
+                                        {"relu", nncl_relu, NNCL_OP_RELU, 0},
+                                        {"sigmoid", nncl_sigmoid, NNCL_OP_SIGMOID, 0},
+                                        {"tanh", nncl_tanh, NNCL_OP_TANH, 0},
+                                        {"gelu", nncl_gelu, NNCL_OP_GELU, 0}};
 
 static int test_unary(nncl_context *ctx, int d, const ops_unary *u, int ndim, const int *shape) {
     char name[200];
@@ -154,7 +159,7 @@ static int test_unary(nncl_context *ctx, int d, const ops_unary *u, int ndim, co
         x[2] = 0;
     }
     xd = ops_dup(x, n);
-    u->ref(xd, n, want);
+    ops_ref_unary(u->op, u->p, xd, n, want);
     if (ops_tensor(name, ctx, d, ndim, shape, x, &tx) || ops_tensor(name, ctx, d, ndim, shape, NULL, &to)) return 1;
     TH_OK(name, ctx, u->fn(ctx, tx, to));
     bad = ops_check(name, ctx, to, want, OPS_TOL);
@@ -190,7 +195,7 @@ static int test_softmax(nncl_context *ctx, int d, int log_sm, int ndim, const in
     if (range == 2)
         for (i = 0; i < n; i++) x[i] += 1000.0f;
     xd = ops_dup(x, n);
-    (log_sm ? nncl__ref_log_softmax : nncl__ref_softmax)(xd, n / cols, cols, want);
+    nncl__softmax_ref(xd, n / cols, cols, log_sm, want);
     if (ops_tensor(name, ctx, d, ndim, shape, x, &tx) || ops_tensor(name, ctx, d, ndim, shape, NULL, &to)) return 1;
     TH_OK(name, ctx, (log_sm ? nncl_log_softmax : nncl_softmax)(ctx, tx, to));
     bad = ops_check(name, ctx, to, want, OPS_TOL);
@@ -282,54 +287,59 @@ static int ops_slice_check(const char *name, nncl_context *ctx, const ops_slice 
     return bad;
 }
 
-static int ops_kernel(const char *name, nncl_context *ctx, int d, const char *family, const char *kernel,
-                      nncl__args *a) {
-    cl_kernel k;
-    TH_OK(name, ctx, nncl__kernel(ctx, &ctx->devices[d], family, kernel, &k));
-    nncl__args_begin(a, ctx, k);
+/* Kernel slot of op's row in the op table (0 forward, 1 backward) on
+ * device d, as a plan resolves it. */
+static int ops_kernel(const char *name, nncl_context *ctx, int d, nncl__op op, int slot, nncl__kl *k) {
+    const nncl__kdecl *kd = &nncl__opdef_get(op)->kernels[slot];
+    TH_CHECK(name, kd->name != NULL);
+    TH_OK(name, ctx, nncl__kl_find(ctx, &ctx->devices[d], kd->family, kd->name, k));
     return 0;
 }
 
-static void ops_arg_slice(nncl__args *a, const ops_slice *s) {
-    nncl__arg_mem(a, s->t->mem);
-    nncl__arg_int(a, s->off);
+/* A kernel of cl/<family>.cl by name (those no op lists by itself). */
+static int ops_kernel_named(const char *name, nncl_context *ctx, int d, const char *family, const char *kernel,
+                            nncl__kl *k) {
+    TH_OK(name, ctx, nncl__kl_find(ctx, &ctx->devices[d], family, kernel, k));
+    return 0;
 }
 
-/* Forward kernels at offsets (leaky relu has no eager op: only here). */
-static void ops_ref_leaky(const double *x, size_t n, double *out) { nncl__ref_leaky_relu(x, n, 0.1, out); }
-static void ops_ref_scale_k(const double *x, size_t n, double *out) { nncl__ref_scale(x, n, 0.375, out); }
+static nncl__view ops_view(const ops_slice *s) {
+    nncl__view v;
+    v.mem = s->t->mem;
+    v.off = (size_t)s->off;
+    return v;
+}
 
-typedef struct ops_fwd_kernel {
-    const char *kernel;
-    ops_unary_ref ref;
+/* Every unary op's forward and backward kernels, with its float parameter
+ * where its kernels take one (leaky relu and elu have no eager op: only
+ * here). Scale has no backward kernel (its gradient is an axpy). */
+typedef struct ops_act {
+    nncl__op op;
     int has_p;
     float p;
-} ops_fwd_kernel;
-static const ops_fwd_kernel ops_fwd_kernels[] = {
-    {"nncl_relu_f32", nncl__ref_relu, 0, 0},        {"nncl_sigmoid_f32", nncl__ref_sigmoid, 0, 0},
-    {"nncl_tanh_f32", nncl__ref_tanh, 0, 0},        {"nncl_gelu_f32", nncl__ref_gelu, 0, 0},
-    {"nncl_scale_f32", ops_ref_scale_k, 1, 0.375f}, {"nncl_leaky_relu_f32", ops_ref_leaky, 1, 0.1f}};
+} ops_act;
+static const ops_act ops_acts[] = {{NNCL_OP_RELU, 0, 0},     {NNCL_OP_SIGMOID, 0, 0},      {NNCL_OP_TANH, 0, 0},
+                                   {NNCL_OP_GELU, 0, 0},     {NNCL_OP_GELU_TANH, 0, 0},    {NNCL_OP_SILU, 0, 0},
+                                   {NNCL_OP_SOFTPLUS, 0, 0}, {NNCL_OP_LEAKY_RELU, 1, 0.1f}, {NNCL_OP_ELU, 1, 0.7f},
+                                   {NNCL_OP_SCALE, 1, 0.375f}};
 
-static int test_fwd_kernel(nncl_context *ctx, int d, const ops_fwd_kernel *k, size_t n) {
+static int test_fwd_kernel(nncl_context *ctx, int d, const ops_act *k, size_t n) {
     char name[200];
     float *x = ops_floats(n);
     double *xd, *want = ops_doubles(n);
     ops_slice sx, sy;
-    nncl__args a;
+    nncl__kl kl;
     unsigned seed = 21u + (unsigned)n;
     int bad;
-    snprintf(name, sizeof name, "%s %s n=%zu at offsets", k->kernel, th_device_label(ctx, d), n);
+    snprintf(name, sizeof name, "%s %s n=%zu at offsets", nncl__opdef_get(k->op)->kernels[0].name,
+             th_device_label(ctx, d), n);
     th_fill_uniform(x, n, -6, 6, &seed);
     xd = ops_dup(x, n);
-    k->ref(xd, n, want);
+    ops_ref_unary(k->op, k->p, xd, n, want);
     if (ops_slice_make(name, ctx, d, x, n, 3, &sx) || ops_slice_make(name, ctx, d, NULL, n, 8, &sy) ||
-        ops_kernel(name, ctx, d, "elementwise", k->kernel, &a))
+        ops_kernel(name, ctx, d, k->op, 0, &kl))
         return 1;
-    ops_arg_slice(&a, &sx);
-    ops_arg_slice(&a, &sy);
-    nncl__arg_int(&a, (int)n);
-    if (k->has_p) nncl__arg_float(&a, k->p);
-    TH_OK(name, ctx, nncl__launch_1d(&a, &ctx->devices[d], n));
+    TH_OK(name, ctx, nncl__k_unary(kl, ops_view(&sx), ops_view(&sy), n, k->has_p ? &k->p : NULL));
     bad = ops_slice_check(name, ctx, &sy, want, OPS_TOL);
     nncl_tensor_free(sx.t);
     nncl_tensor_free(sy.t);
@@ -345,7 +355,7 @@ static int test_binary_kernel(nncl_context *ctx, int d, size_t rows, size_t cols
     float *a = ops_floats(n), *b = ops_floats(bn);
     double *ad, *bd, *want = ops_doubles(n);
     ops_slice sa, sb, so;
-    nncl__args args;
+    nncl__kl k;
     unsigned seed = 4u;
     int bad;
     snprintf(name, sizeof name, "nncl_mul_f32 %s %zux%zu%s at offsets", th_device_label(ctx, d), rows, cols,
@@ -354,16 +364,11 @@ static int test_binary_kernel(nncl_context *ctx, int d, size_t rows, size_t cols
     th_fill_uniform(b, bn, -2, 2, &seed);
     ad = ops_dup(a, n);
     bd = ops_dup(b, bn);
-    nncl__ref_mul(ad, n, bd, bn, want);
+    nncl__binary_ref(NNCL_OP_MUL, ad, n, bd, bn, want);
     if (ops_slice_make(name, ctx, d, a, n, 1, &sa) || ops_slice_make(name, ctx, d, b, bn, 6, &sb) ||
-        ops_slice_make(name, ctx, d, NULL, n, 2, &so) || ops_kernel(name, ctx, d, "elementwise", "nncl_mul_f32", &args))
+        ops_slice_make(name, ctx, d, NULL, n, 2, &so) || ops_kernel(name, ctx, d, NNCL_OP_MUL, 0, &k))
         return 1;
-    ops_arg_slice(&args, &sa);
-    ops_arg_slice(&args, &sb);
-    nncl__arg_int(&args, (int)bn);
-    ops_arg_slice(&args, &so);
-    nncl__arg_int(&args, (int)n);
-    TH_OK(name, ctx, nncl__launch_1d(&args, &ctx->devices[d], n));
+    TH_OK(name, ctx, nncl__k_binary(k, ops_view(&sa), ops_view(&sb), bn, ops_view(&so), n));
     bad = ops_slice_check(name, ctx, &so, want, OPS_TOL);
     nncl_tensor_free(sa.t);
     nncl_tensor_free(sb.t);
@@ -379,17 +384,15 @@ static int test_fill_axpy(nncl_context *ctx, int d, size_t n, int acc) {
     float *x = ops_floats(n), *y0 = ops_floats(n);
     double *want = ops_doubles(n);
     ops_slice sx, sy;
-    nncl__args a;
+    nncl__kl k;
     unsigned seed = 8u;
     size_t i;
     int bad;
     snprintf(name, sizeof name, "nncl_fill_f32 %s n=%zu at offset", th_device_label(ctx, d), n);
-    if (ops_slice_make(name, ctx, d, NULL, n, 4, &sy) || ops_kernel(name, ctx, d, "elementwise", "nncl_fill_f32", &a))
+    if (ops_slice_make(name, ctx, d, NULL, n, 4, &sy) ||
+        ops_kernel_named(name, ctx, d, "elementwise", "nncl_fill_f32", &k))
         return 1;
-    ops_arg_slice(&a, &sy);
-    nncl__arg_int(&a, (int)n);
-    nncl__arg_float(&a, 2.5f);
-    TH_OK(name, ctx, nncl__launch_1d(&a, &ctx->devices[d], n));
+    TH_OK(name, ctx, nncl__k_fill(k, ops_view(&sy), n, 2.5f));
     for (i = 0; i < n; i++) want[i] = 2.5;
     bad = ops_slice_check(name, ctx, &sy, want, 0);
     nncl_tensor_free(sy.t);
@@ -400,14 +403,9 @@ static int test_fill_axpy(nncl_context *ctx, int d, size_t n, int acc) {
     th_fill_uniform(y0, n, -1, 1, &seed);
     for (i = 0; i < n; i++) want[i] = (acc ? (double)y0[i] : 0.0) - 1.25 * (double)x[i];
     if (ops_slice_make(name, ctx, d, x, n, 2, &sx) || ops_slice_make(name, ctx, d, acc ? y0 : NULL, n, 7, &sy) ||
-        ops_kernel(name, ctx, d, "elementwise", "nncl_axpy_f32", &a))
+        ops_kernel_named(name, ctx, d, "elementwise", "nncl_axpy_f32", &k))
         return 1;
-    ops_arg_slice(&a, &sx);
-    ops_arg_slice(&a, &sy);
-    nncl__arg_int(&a, (int)n);
-    nncl__arg_float(&a, -1.25f);
-    nncl__arg_int(&a, acc);
-    TH_OK(name, ctx, nncl__launch_1d(&a, &ctx->devices[d], n));
+    TH_OK(name, ctx, nncl__k_axpy(k, ops_view(&sx), ops_view(&sy), n, -1.25f, acc));
     bad |= ops_slice_check(name, ctx, &sy, want, OPS_TOL);
     nncl_tensor_free(sx.t);
     nncl_tensor_free(sy.t);
@@ -418,35 +416,17 @@ static int test_fill_axpy(nncl_context *ctx, int d, size_t n, int acc) {
 
 /* ------------------------------------------------------------------ activation backward */
 
-static void ops_ref_leaky_bw(const double *dy, const double *x, size_t n, double *dx) {
-    nncl__ref_leaky_relu_backward(dy, x, n, 0.1, dx);
-}
-
-typedef void (*ops_bw_ref)(const double *, const double *, size_t, double *);
-typedef struct ops_act {
-    const char *kernel;
-    ops_unary_ref fwd;
-    ops_bw_ref bwd;
-    int from_y; /* the kernel takes the forward output, else the input */
-    int slope;  /* the kernel takes a slope (0.1) before acc */
-} ops_act;
-static const ops_act ops_acts[] = {
-    {"nncl_relu_backward_f32", nncl__ref_relu, nncl__ref_relu_backward, 1, 0},
-    {"nncl_sigmoid_backward_f32", nncl__ref_sigmoid, nncl__ref_sigmoid_backward, 1, 0},
-    {"nncl_tanh_backward_f32", nncl__ref_tanh, nncl__ref_tanh_backward, 1, 0},
-    {"nncl_gelu_backward_f32", nncl__ref_gelu, nncl__ref_gelu_backward, 0, 0},
-    {"nncl_leaky_relu_backward_f32", ops_ref_leaky, ops_ref_leaky_bw, 0, 1}};
-
 static int test_act_backward(nncl_context *ctx, int d, const ops_act *k, size_t n, int acc) {
     char name[200];
     float *x = ops_floats(n), *v = ops_floats(n), *dy = ops_floats(n), *dx0 = ops_floats(n);
     double *xd, *vd, *dyd, *y = ops_doubles(n), *want = ops_doubles(n), *fd = ops_doubles(n);
     ops_slice sdy, sv, sdx;
-    nncl__args a;
+    nncl__kl kl;
     unsigned seed = 13u + (unsigned)n;
     size_t i;
-    int bad;
-    snprintf(name, sizeof name, "%s %s n=%zu acc=%d", k->kernel, th_device_label(ctx, d), n, acc);
+    int bad, from_y = nncl__opdef_get(k->op)->bw_reads == NNCL_BW_OUTPUT;
+    snprintf(name, sizeof name, "%s %s n=%zu acc=%d", nncl__opdef_get(k->op)->kernels[1].name, th_device_label(ctx, d),
+             n, acc);
     th_fill_uniform(x, n, -4, 4, &seed);
     for (i = 0; i < n; i++) /* keep finite differences off the kinks at 0 */
         if (fabsf(x[i]) < 1e-2f) x[i] = x[i] < 0 ? -0.25f : 0.25f;
@@ -454,34 +434,26 @@ static int test_act_backward(nncl_context *ctx, int d, const ops_act *k, size_t 
     th_fill_uniform(dx0, n, -1, 1, &seed);
     xd = ops_dup(x, n);
     dyd = ops_dup(dy, n);
-    k->fwd(xd, n, y);
-    for (i = 0; i < n; i++) v[i] = k->from_y ? (float)y[i] : x[i];
+    ops_ref_unary(k->op, k->p, xd, n, y);
+    for (i = 0; i < n; i++) v[i] = from_y ? (float)y[i] : x[i];
     vd = ops_dup(v, n);
-    /* analytic, from the same float input the kernel gets */
-    k->bwd(dyd, vd, n, want);
+    /* analytic, from the same float value the kernel gets (the rule reads
+     * only the one it names) */
+    for (i = 0; i < n; i++) want[i] = dyd[i] * nncl__unary_ref_grad(k->op, vd[i], vd[i], k->p);
     /* central differences of the double forward at x */
-    for (i = 0; i < n; i++) {
-        double xp = xd[i] + OPS_H, xm = xd[i] - OPS_H, yp, ym;
-        k->fwd(&xp, 1, &yp);
-        k->fwd(&xm, 1, &ym);
-        fd[i] = dyd[i] * (yp - ym) / (2 * OPS_H);
-    }
+    for (i = 0; i < n; i++)
+        fd[i] = dyd[i] * (nncl__unary_ref(k->op, xd[i] + OPS_H, k->p) - nncl__unary_ref(k->op, xd[i] - OPS_H, k->p)) /
+                (2 * OPS_H);
     if (acc)
         for (i = 0; i < n; i++) {
             want[i] += dx0[i];
             fd[i] += dx0[i];
         }
     if (ops_slice_make(name, ctx, d, dy, n, 1, &sdy) || ops_slice_make(name, ctx, d, v, n, 6, &sv) ||
-        ops_slice_make(name, ctx, d, acc ? dx0 : NULL, n, 3, &sdx) ||
-        ops_kernel(name, ctx, d, "elementwise", k->kernel, &a))
+        ops_slice_make(name, ctx, d, acc ? dx0 : NULL, n, 3, &sdx) || ops_kernel(name, ctx, d, k->op, 1, &kl))
         return 1;
-    ops_arg_slice(&a, &sdy);
-    ops_arg_slice(&a, &sv);
-    ops_arg_slice(&a, &sdx);
-    nncl__arg_int(&a, (int)n);
-    if (k->slope) nncl__arg_float(&a, 0.1f);
-    nncl__arg_int(&a, acc);
-    TH_OK(name, ctx, nncl__launch_1d(&a, &ctx->devices[d], n));
+    TH_OK(name, ctx,
+          nncl__k_unary_backward(kl, ops_view(&sdy), ops_view(&sv), ops_view(&sdx), n, k->has_p ? &k->p : NULL, acc));
     bad = ops_slice_check(name, ctx, &sdx, want, OPS_TOL);
     if (!bad) { /* the same result against finite differences */
         char fdname[240];
@@ -506,9 +478,9 @@ static int test_softmax_backward(nncl_context *ctx, int d, int log_sm, size_t ro
     float *x = ops_floats(n), *y = ops_floats(n), *dy = ops_floats(n), *dx0 = ops_floats(n);
     double *xd, *yd, *dyd, *want = ops_doubles(n), *fd = ops_doubles(n), *row = ops_doubles(cols),
                           *yp = ops_doubles(cols), *ym = ops_doubles(cols);
-    void (*fwd)(const double *, size_t, size_t, double *) = log_sm ? nncl__ref_log_softmax : nncl__ref_softmax;
+    nncl__op op = log_sm ? NNCL_OP_LOG_SOFTMAX : NNCL_OP_SOFTMAX;
     ops_slice sx, sy, sdy, sdx;
-    nncl__args a;
+    nncl__kl k;
     unsigned seed = 17u + (unsigned)n;
     int bad;
     snprintf(name, sizeof name, "%s %s %zux%zu acc=%d", log_sm ? "log_softmax kernels" : "softmax kernels",
@@ -518,26 +490,22 @@ static int test_softmax_backward(nncl_context *ctx, int d, int log_sm, size_t ro
     th_fill_uniform(dx0, n, -1, 1, &seed);
     xd = ops_dup(x, n);
     dyd = ops_dup(dy, n);
-    fwd(xd, rows, cols, want);
+    nncl__softmax_ref(xd, rows, cols, log_sm, want);
     if (ops_slice_make(name, ctx, d, x, n, 2, &sx) || ops_slice_make(name, ctx, d, NULL, n, 9, &sy) ||
-        ops_kernel(name, ctx, d, "softmax", log_sm ? "nncl_log_softmax_f32" : "nncl_softmax_f32", &a))
+        ops_kernel(name, ctx, d, op, 0, &k))
         return 1;
-    ops_arg_slice(&a, &sx);
-    ops_arg_slice(&a, &sy);
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, (int)cols);
-    TH_OK(name, ctx, nncl__launch_rows(&a, &ctx->devices[d], rows, cols));
+    TH_OK(name, ctx, nncl__k_softmax(k, ops_view(&sx), ops_view(&sy), rows, cols));
     if (ops_slice_check(name, ctx, &sy, want, OPS_TOL) || ops_slice_get(name, ctx, &sy, y)) return 1;
     yd = ops_dup(y, n);
-    (log_sm ? nncl__ref_log_softmax_backward : nncl__ref_softmax_backward)(dyd, yd, rows, cols, want);
+    nncl__softmax_ref_backward(dyd, yd, rows, cols, log_sm, want, 0);
     for (r = 0; r < rows; r++)
         for (j = 0; j < cols; j++) {
             double s = 0;
             memcpy(row, xd + r * cols, cols * sizeof(double));
             row[j] += OPS_H;
-            fwd(row, 1, cols, yp);
+            nncl__softmax_ref(row, 1, cols, log_sm, yp);
             row[j] -= 2 * OPS_H;
-            fwd(row, 1, cols, ym);
+            nncl__softmax_ref(row, 1, cols, log_sm, ym);
             for (i = 0; i < cols; i++) s += dyd[r * cols + i] * (yp[i] - ym[i]) / (2 * OPS_H);
             fd[r * cols + j] = s;
         }
@@ -547,15 +515,9 @@ static int test_softmax_backward(nncl_context *ctx, int d, int log_sm, size_t ro
             fd[i] += dx0[i];
         }
     if (ops_slice_make(name, ctx, d, dy, n, 5, &sdy) || ops_slice_make(name, ctx, d, acc ? dx0 : NULL, n, 1, &sdx) ||
-        ops_kernel(name, ctx, d, "softmax", log_sm ? "nncl_log_softmax_backward_f32" : "nncl_softmax_backward_f32", &a))
+        ops_kernel(name, ctx, d, op, 1, &k))
         return 1;
-    ops_arg_slice(&a, &sdy);
-    ops_arg_slice(&a, &sy);
-    ops_arg_slice(&a, &sdx);
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, (int)cols);
-    nncl__arg_int(&a, acc);
-    TH_OK(name, ctx, nncl__launch_rows(&a, &ctx->devices[d], rows, cols));
+    TH_OK(name, ctx, nncl__k_softmax_backward(k, ops_view(&sdy), ops_view(&sy), ops_view(&sdx), rows, cols, acc));
     snprintf(fdname, sizeof fdname, "%s backward vs finite differences", name);
     bad = ops_slice_check(name, ctx, &sdx, want, OPS_TOL) || ops_slice_check(fdname, ctx, &sdx, fd, OPS_TOL_FD);
     nncl_tensor_free(sx.t);
@@ -578,7 +540,7 @@ static int test_sum_kernel(nncl_context *ctx, int d, size_t rows, size_t cols, i
     float *x = ops_floats(n), *o0 = ops_floats(m);
     double *xd, *want = ops_doubles(m);
     ops_slice sx, so;
-    nncl__args a;
+    nncl__kl k;
     unsigned seed = 19u;
     int bad;
     snprintf(name, sizeof name, "nncl_sum_f32_axis%d %s %zux%zu alpha=%g acc=%d at offsets", axis,
@@ -589,17 +551,9 @@ static int test_sum_kernel(nncl_context *ctx, int d, size_t rows, size_t cols, i
     nncl__ref_sum(xd, rows, cols, axis, want);
     for (i = 0; i < m; i++) want[i] = (acc ? o0[i] : 0.0) + alpha * want[i];
     if (ops_slice_make(name, ctx, d, x, n, 3, &sx) || ops_slice_make(name, ctx, d, acc ? o0 : NULL, m, 2, &so) ||
-        ops_kernel(name, ctx, d, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &a))
+        ops_kernel_named(name, ctx, d, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &k))
         return 1;
-    ops_arg_slice(&a, &sx);
-    ops_arg_slice(&a, &so);
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, (int)cols);
-    nncl__arg_float(&a, alpha);
-    nncl__arg_int(&a, acc);
-    TH_OK(name, ctx,
-          axis ? nncl__launch_rows(&a, &ctx->devices[d], rows, cols)
-               : nncl__launch_cols(&a, &ctx->devices[d], rows, cols));
+    TH_OK(name, ctx, nncl__k_sum(k, axis, ops_view(&sx), ops_view(&so), rows, cols, alpha, acc));
     bad = ops_slice_check(name, ctx, &so, want, OPS_TOL);
     nncl_tensor_free(sx.t);
     nncl_tensor_free(so.t);
@@ -614,10 +568,8 @@ static void run_device(nncl_context *ctx, int d) {
     static const struct {
         const char *name;
         ops_binary_fn fn;
-        ops_binary_ref ref;
-    } binaries[] = {{"add", nncl_add, nncl__ref_add},
-                    {"sub", nncl_sub, nncl__ref_sub},
-                    {"mul", nncl_mul, nncl__ref_mul}};
+        nncl__op ref;
+    } binaries[] = {{"add", nncl_add, NNCL_OP_ADD}, {"sub", nncl_sub, NNCL_OP_SUB}, {"mul", nncl_mul, NNCL_OP_MUL}};
     static const int sums[][2] = {{1, 1}, {3, 1}, {1, 1000}, {17, 33}, {1000, 7}, {7, 1000}, {4000, 33}, {200000, 3},
                                   {3, 200000}};
     static const size_t sizes[] = {1, 7, 1000, 17 * 33};
@@ -644,12 +596,12 @@ static void run_device(nncl_context *ctx, int d) {
             test_sum(ctx, d, 1, sums[s][0], sums[s][1], axis);
         }
     for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-        for (k = 0; k < sizeof ops_fwd_kernels / sizeof ops_fwd_kernels[0]; k++)
-            test_fwd_kernel(ctx, d, &ops_fwd_kernels[k], sizes[s]);
+        for (k = 0; k < sizeof ops_acts / sizeof ops_acts[0]; k++)
+            test_fwd_kernel(ctx, d, &ops_acts[k], sizes[s]);
         for (acc = 0; acc < 2; acc++) {
             test_fill_axpy(ctx, d, sizes[s], acc);
             for (k = 0; k < sizeof ops_acts / sizeof ops_acts[0]; k++)
-                test_act_backward(ctx, d, &ops_acts[k], sizes[s], acc);
+                if (ops_acts[k].op != NNCL_OP_SCALE) test_act_backward(ctx, d, &ops_acts[k], sizes[s], acc);
         }
     }
     test_binary_kernel(ctx, d, 17, 33, 0);

@@ -5,7 +5,8 @@
  * state, batch-norm running statistics and counts as they were on every
  * device; an argument error from inside a device thread keeps its status and
  * words; step_info.n_devices counts the devices that did work this step;
- * two devices failing at once never enter the log callback together. */
+ * two devices failing at once never enter the log callback together; the
+ * plan's exchange with its buffers refuses ranges outside them. */
 #include "harness.h"
 #include "trainer.h"
 #include <math.h>
@@ -364,6 +365,52 @@ static int test_failing_together(void) {
     return 0;
 }
 
+/* The plan's exchange with its buffers (plan_exchange.c): writes read back
+ * whole and in a window, the running statistics survive a trip through
+ * their shadow, and a range outside a buffer or a copy between buffers of
+ * different sizes is a state error that changes nothing. */
+static int test_plan_exchange(nncl_context *ctx) {
+    const char *name = "the plan's exchange round-trips its buffers and refuses ranges outside them";
+    tg_model m;
+    nncl_trainer *t;
+    nncl__plan *p;
+    size_t n, ns, i;
+    float *a, *b;
+    TH_CHECK(name, tg_build(ctx, &m, 1)); /* batch norm: running statistics */
+    TH_CHECK(name, (t = tg_trainer(ctx, &m, 1, NULL)) != NULL);
+    p = t->plan[0];
+    n = t->graph->n_params;
+    ns = t->graph->n_state;
+    TH_CHECK(name, n > 4 && ns > 0 && t->opt_floats > 0);
+    a = (float *)calloc(n + ns, sizeof(float));
+    b = (float *)calloc(n + ns, sizeof(float));
+    TH_CHECK(name, a && b);
+    for (i = 0; i < n + ns; i++) a[i] = 0.25f * (float)i - 3.0f;
+    TH_OK(name, ctx, nncl__plan_put(p, NNCL__PB_PARAMS, 0, n, a, 1));
+    TH_OK(name, ctx, nncl__plan_get(p, NNCL__PB_PARAMS, 0, n, b, 1));
+    TH_CHECK(name, memcmp(a, b, n * sizeof(float)) == 0);
+    TH_OK(name, ctx, nncl__plan_get(p, NNCL__PB_PARAMS, 3, 2, b, 1));
+    TH_CHECK(name, b[0] == a[3] && b[1] == a[4]);
+    TH_OK(name, ctx, nncl__plan_put(p, NNCL__PB_STATE, 0, ns, a + n, 1));
+    TH_OK(name, ctx, nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
+    TH_OK(name, ctx, nncl__plan_put(p, NNCL__PB_STATE, 0, ns, a, 1));
+    TH_OK(name, ctx, nncl__plan_copy(p, NNCL__PB_SHADOW, NNCL__PB_STATE));
+    TH_OK(name, ctx, nncl__plan_get(p, NNCL__PB_STATE, 0, ns, b, 1));
+    TH_CHECK(name, memcmp(a + n, b, ns * sizeof(float)) == 0);
+    TH_CHECK(name, nncl__plan_get(p, NNCL__PB_PARAMS, n - 1, 2, b, 1) == NNCL_ERR_STATE);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "outside buffer") != NULL);
+    TH_CHECK(name, nncl__plan_put(p, NNCL__PB_OPT, 1, (size_t)-1, a, 1) == NNCL_ERR_STATE);
+    TH_CHECK(name, nncl__plan_copy(p, NNCL__PB_PARAMS, NNCL__PB_STATE) == NNCL_ERR_STATE);
+    TH_OK(name, ctx, nncl__plan_get(p, NNCL__PB_PARAMS, 0, n, b, 1)); /* nothing changed */
+    TH_CHECK(name, memcmp(a, b, n * sizeof(float)) == 0);
+    free(a);
+    free(b);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx;
     int nd;
@@ -375,6 +422,7 @@ int main(void) {
     test_evaluate_labels(ctx);
     test_thread_argument_error(ctx, 1);
     test_nan_skip_everything(ctx, 1);
+    test_plan_exchange(ctx);
     if (nd < 2) {
         th_skip("trainer guards on two devices", "needs two devices (POCL_DEVICES=\"pthread pthread\")");
     } else {

@@ -4,7 +4,10 @@
  * parameters; with -np N and --compare REF it checks that N ranks end where
  * one process with the same global batch ends. Step 6 carries a NaN in the
  * last sample (the last rank's slice): every rank must skip it and keep its
- * parameters. Built by tests/test_mpi.sh. */
+ * parameters. Dynamic loss scaling is on (from 2^10, growth every 3 clean
+ * steps; a power of two, so the parameters are those of an unscaled run):
+ * every rank must use the same scale at every step, and halve it after step
+ * 6. Built by tests/test_mpi.sh. */
 #include "nncl.h"
 #include <math.h>
 #include <mpi.h>
@@ -25,6 +28,7 @@ int main(int argc, char **argv) {
     nncl_node *in, *lab, *loss;
     nncl_trainer *t = NULL;
     int rank, size, i, k, xs[1] = {MT_D}, rc = 0;
+    float scale6 = 0;
     unsigned seed = 5;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -50,6 +54,9 @@ int main(int argc, char **argv) {
     tc.max_batch = MT_B;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
     tc.optim.lr = 0.01f;
+    tc.loss_scaling = 1;
+    tc.loss_scale_init = 1024.0f;
+    tc.loss_scale_growth_interval = 3;
     if (!loss || nncl_trainer_create(ctx, g, loss, &tc, &t) != NNCL_OK) {
         printf("FAIL mpi: trainer: %s\n", nncl_last_error(ctx));
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -70,6 +77,17 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         x[(start + MT_B - 1) * MT_D] = keep;
+        {
+            float lo_s = info.loss_scale, hi_s = info.loss_scale;
+            MPI_Allreduce(MPI_IN_PLACE, &lo_s, 1, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, &hi_s, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+            if (lo_s != hi_s || info.overflow != (i == 6) || (i == 7 && info.loss_scale != scale6 * 0.5f)) {
+                printf("FAIL mpi: step %d on rank %d: loss scale %g (ranks %g..%g), overflow %d\n", i, rank,
+                       (double)info.loss_scale, (double)lo_s, (double)hi_s, info.overflow);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            if (i == 6) scale6 = info.loss_scale;
+        }
         nncl_trainer_param_get(t, "fc1.weight", after, 48);
         if (i == 6 && (!info.skipped || memcmp(before, after, sizeof before) != 0 || nncl_trainer_step_count(t) != 6)) {
             printf("FAIL mpi: the NaN step was not skipped on rank %d of %d\n", rank, size);
@@ -77,6 +95,8 @@ int main(int argc, char **argv) {
         }
     }
     if (rank == 0 && size > 1) printf("PASS mpi: a NaN in rank %d's slice is skipped on all %d ranks\n", size - 1, size);
+    if (rank == 0 && size > 1)
+        printf("PASS mpi: the loss scale is the same on all %d ranks at every step and halves after the NaN\n", size);
     if (rank == 0 && argc >= 2 && strcmp(argv[1], "--compare") != 0) {
         if (nncl_trainer_save(t, argv[1]) != NNCL_OK) rc = 1;
     } else if (rank == 0 && argc >= 3) {

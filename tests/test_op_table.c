@@ -1,0 +1,359 @@
+/* test_op_table.c - every graph op of src/ops.def as rows of one table
+ * {name, builder, attributes, inputs, batch, tolerance}, in the manner of a
+ * backend-ops test: each row builds a small graph, ends it in mse against a
+ * random target (unless the row builds its own loss, so that every output
+ * element gets a gradient of its own), and goes through tests/opcheck.h:
+ * the double host reference, its gradients against central finite
+ * differences, and every OpenCL device against the reference with poisoned
+ * outputs. Checks a row cannot express (running statistics, dropout masks,
+ * NaN propagation, shape errors, workspace bounds, GEMM paths) stay in the
+ * op families' own test files. */
+#include "opcheck.h"
+#include <ctype.h>
+
+/* An input of a row: kind (OT_GRAD: values whose gradient is checked;
+ * OT_LABEL: class labels or indices), the uniform range of its values (a label's
+ * classes in hi), and its per-sample shape. */
+enum { OT_NONE, OT_GRAD, OT_LABEL };
+typedef struct ot_input {
+    int kind;
+    float lo, hi;
+    int ndim, dims[3];
+} ot_input;
+
+typedef struct ot_row ot_row;
+/* Builds the row's op on its inputs: the node to compare through mse, or
+ * the row's own scalar loss. */
+typedef nncl_node *(*ot_builder)(nncl_graph *g, nncl_node *const *in, const ot_row *r);
+struct ot_row {
+    const char *name;
+    ot_builder build;
+    int a[6];          /* the builder's integer attributes */
+    float p;           /* and its float one */
+    ot_input in[2];
+    int batch;
+    double tol;        /* normalised squared error allowed on the devices */
+};
+
+#define OT_TOL 1e-9
+#define OT_X1(lo, hi, d0) {OT_GRAD, lo, hi, 1, {d0, 0, 0}}
+#define OT_X2(lo, hi, d0, d1) {OT_GRAD, lo, hi, 2, {d0, d1, 0}}
+#define OT_X3(lo, hi, d0, d1, d2) {OT_GRAD, lo, hi, 3, {d0, d1, d2}}
+#define OT_LABELS(classes) {OT_LABEL, 0, classes, 0, {0, 0, 0}}
+
+/* ------------------------------------------------------------- builders */
+
+/* a[0]: the op; a[1] 1: b a parameter vector over a's last dimension. */
+static nncl_node *ot_binary(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    int cols = r->in[0].dims[r->in[0].ndim - 1];
+    nncl_node *b = r->a[1] ? nncl_param(g, "b", 1, &cols, NNCL_INIT_UNIFORM, 1.0f) : in[1];
+    switch (r->a[0]) {
+    case NNCL_OP_ADD: return nncl_op_add(g, in[0], b);
+    case NNCL_OP_SUB: return nncl_op_sub(g, in[0], b);
+    default: return nncl_op_mul(g, in[0], b);
+    }
+}
+
+/* a[0]: the op; p: its float parameter where it takes one. */
+static nncl_node *ot_unary(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *x = in[0];
+    switch (r->a[0]) {
+    case NNCL_OP_SCALE: return nncl_op_scale(g, x, r->p);
+    case NNCL_OP_RELU: return nncl_op_relu(g, x);
+    case NNCL_OP_LEAKY_RELU: return nncl_op_leaky_relu(g, x, r->p);
+    case NNCL_OP_SIGMOID: return nncl_op_sigmoid(g, x);
+    case NNCL_OP_TANH: return nncl_op_tanh(g, x);
+    case NNCL_OP_GELU: return nncl_op_gelu(g, x);
+    case NNCL_OP_GELU_TANH: return nncl_op_gelu_tanh(g, x);
+    case NNCL_OP_SILU: return nncl_op_silu(g, x);
+    case NNCL_OP_ELU: return nncl_op_elu(g, x, r->p);
+    case NNCL_OP_SOFTPLUS: return nncl_op_softplus(g, x);
+    case NNCL_OP_SOFTMAX: return nncl_op_softmax(g, x);
+    default: return nncl_op_log_softmax(g, x);
+    }
+}
+
+/* x -> linear(9, tanh) -> linear(classes, bias a[0], act a[1]) ->
+ * softmax cross-entropy with labels in[1]. */
+static nncl_node *ot_linear_ce(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = nncl_linear(g, in[0], 9, 1, NNCL_ACT_TANH, "fc1");
+    h = nncl_linear(g, h, (int)r->in[1].hi, r->a[0], (nncl_act)r->a[1], "fc2");
+    return nncl_softmax_cross_entropy(g, h, in[1]);
+}
+
+/* linear over the last dimension of x, then mse (a[0] 1) or BCE with
+ * logits against in[1], whose gradient is checked too. */
+static nncl_node *ot_pair_loss(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = nncl_linear(g, in[0], r->in[1].dims[r->in[1].ndim - 1], 1, NNCL_ACT_NONE, "proj");
+    return r->a[0] ? nncl_mse(g, h, in[1]) : nncl_bce_with_logits(g, h, in[1]);
+}
+
+/* a: outputs, kernel, stride, padding, bias, activation. */
+static nncl_node *ot_conv(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return nncl_conv2d(g, in[0], r->a[0], r->a[1], r->a[2], r->a[3], r->a[4], (nncl_act)r->a[5], "conv");
+}
+
+/* a[0]: the op; then kernel, stride, padding. */
+static nncl_node *ot_pool(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    if (r->a[0] == NNCL_OP_MAXPOOL2D) return nncl_maxpool2d(g, in[0], r->a[1], r->a[2], r->a[3]);
+    if (r->a[0] == NNCL_OP_AVGPOOL2D) return nncl_avgpool2d(g, in[0], r->a[1], r->a[2], r->a[3]);
+    return nncl_global_avgpool(g, in[0]);
+}
+
+/* A linear layer after a [B,C] batch norm makes weight and bias matter
+ * unevenly. */
+static nncl_node *ot_batchnorm(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = nncl_batchnorm(g, in[0], 0.1f, 1e-5f, "bn");
+    return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
+}
+
+static nncl_node *ot_layernorm(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    (void)r;
+    return nncl_linear(g, nncl_layernorm(g, in[0], 1e-5f, "ln"), 3, 1, NNCL_ACT_TANH, "fc");
+}
+
+/* Two masks of probability p, between linear layers. */
+static nncl_node *ot_dropout(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = nncl_dropout(g, nncl_linear(g, in[0], 11, 1, NNCL_ACT_NONE, "fc1"), r->p);
+    return nncl_dropout(g, nncl_linear(g, h, 6, 1, NNCL_ACT_NONE, "fc2"), r->p);
+}
+
+/* Indices in[0] (with repeats) into a [num = in[0].hi, a[0]] table. */
+static nncl_node *ot_embedding(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = nncl_embedding(g, in[0], (int)r->in[0].hi, r->a[0], "emb");
+    return nncl_linear(g, h, 3, 1, NNCL_ACT_NONE, "fc");
+}
+
+/* x [B,2,3,4] reaches the output through a reshape, a flatten and a second
+ * reshape to [B,6,4] and a layer norm: gradients from three readers of one
+ * memory block must add up. */
+static nncl_node *ot_reshape(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    static const int s1[1] = {-1}, s2[2] = {6, -1}, s3[2] = {4, 6};
+    nncl_node *a = nncl_linear(g, nncl_reshape(g, in[0], 1, s1), 5, 1, NNCL_ACT_NONE, "fa");
+    nncl_node *b = nncl_linear(g, nncl_flatten(g, in[0]), 5, 1, NNCL_ACT_NONE, "fb");
+    nncl_node *c = nncl_layernorm(g, nncl_reshape(g, in[0], 2, s2), 1e-5f, "ln");
+    (void)r;
+    c = nncl_flatten(g, nncl_reshape(g, c, 2, s3)); /* alias of an alias */
+    return nncl_concat(g, nncl_concat(g, a, b, 0), c, -1);
+}
+
+/* concat(a, b) along a[0]; without a second input, concat(a, a). */
+static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return nncl_concat(g, in[0], r->in[1].kind ? in[1] : in[0], r->a[0]);
+}
+
+/* ------------------------------------------------------------- the table */
+
+#define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
+#define OT_BCAST(op, b, r, c) {#op " broadcast", ot_binary, {NNCL_OP_##op, 1}, 0, {OT_X2(-2, 2, r, c)}, b, OT_TOL}
+#define OT_UN(op, p, range, b, r, c) {#op, ot_unary, {NNCL_OP_##op}, p, {OT_X2(-range, range, r, c)}, b, OT_TOL}
+#define OT_UN2(op, p) OT_UN(op, p, 2, 1, 1, 1), OT_UN(op, p, 2, 3, 7, 13)
+#define OT_CONV(b, C, H, W, O, k, s, pad, bias, act)                                                              \
+    {"conv2d o" #O " k" #k " s" #s " p" #pad " bias" #bias " " #act, ot_conv, {O, k, s, pad, bias, NNCL_ACT_##act}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
+#define OT_POOL(op, b, C, H, W, k, s, pad) {#op " k" #k " s" #s " p" #pad, ot_pool, {NNCL_OP_##op, k, s, pad}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
+#define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
+#define OT_BN(b, ndim, d0, d1, d2) {"batchnorm", ot_batchnorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
+#define OT_LN(b, ndim, d0, d1, d2) {"layernorm", ot_layernorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
+#define OT_CAT(b, axis, ndim, a0, a1, a2, b0, b1, b2)                                                                \
+    {"concat", ot_concat, {axis}, 0, {{OT_GRAD, -2, 2, ndim, {a0, a1, a2}}, {OT_GRAD, -2, 2, ndim, {b0, b1, b2}}}, b, \
+     OT_TOL}
+
+static const ot_row ot_rows[] = {
+    /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
+    OT_BIN(ADD, 1, 1, 1), OT_BIN(ADD, 3, 7, 13), OT_BCAST(ADD, 2, 5, 33),
+    OT_BIN(SUB, 1, 1, 1), OT_BIN(SUB, 3, 7, 13), OT_BCAST(SUB, 2, 5, 33),
+    OT_BIN(MUL, 1, 1, 1), OT_BIN(MUL, 3, 7, 13), OT_BCAST(MUL, 2, 5, 33),
+    OT_UN2(SCALE, -1.5f), OT_UN2(RELU, 0), OT_UN2(LEAKY_RELU, 0.1f), OT_UN2(SIGMOID, 0), OT_UN2(TANH, 0),
+    OT_UN2(GELU, 0), OT_UN2(GELU_TANH, 0), OT_UN2(SILU, 0), OT_UN2(ELU, 0.7f), OT_UN2(SOFTPLUS, 0),
+    OT_UN2(SOFTMAX, 0), OT_UN2(LOG_SOFTMAX, 0), OT_UN(SOFTMAX, 0, 2, 2, 3, 300),
+    /* past softplus's threshold (20) and far into the tails */
+    OT_UN(SOFTPLUS, 0, 30, 2, 5, 21), OT_UN(SILU, 0, 30, 2, 5, 21), OT_UN(ELU, 0.7f, 30, 2, 5, 21),
+    /* dense and the losses */
+    {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 1), OT_LABELS(2)}, 1, OT_TOL},
+    {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 13), OT_LABELS(10)}, 7, OT_TOL},
+    {"linear(no bias)+softmax_ce", ot_linear_ce, {0, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 5), OT_LABELS(3)}, 33, OT_TOL},
+    {"linear(sigmoid)+softmax_ce", ot_linear_ce, {1, NNCL_ACT_SIGMOID}, 0, {OT_X1(-1, 1, 6), OT_LABELS(4)}, 5, OT_TOL},
+    {"linear(3-D)+mse", ot_pair_loss, {1}, 0, {OT_X2(-2, 2, 3, 5), OT_X2(0, 1, 3, 5)}, 7, OT_TOL},
+    {"linear(3-D)+bce_with_logits", ot_pair_loss, {0}, 0, {OT_X2(-2, 2, 3, 5), OT_X2(0, 1, 3, 5)}, 7, OT_TOL},
+    /* conv2d: per-sample GEMMs (batch 1, or samples too big to share one
+     * GEMM), chunked GEMMs over several samples, pointwise kernels */
+    OT_CONV(1, 1, 5, 7, 2, 3, 1, 1, 1, NONE), OT_CONV(3, 3, 5, 7, 4, 3, 2, 0, 0, RELU),
+    OT_CONV(3, 3, 6, 5, 2, 5, 1, 2, 1, RELU), OT_CONV(2, 2, 5, 5, 3, 3, 2, 1, 0, NONE),
+    OT_CONV(1, 3, 7, 5, 3, 1, 1, 0, 1, NONE), OT_CONV(3, 3, 7, 5, 3, 1, 1, 0, 1, SIGMOID),
+    OT_CONV(3, 2, 5, 7, 2, 1, 2, 1, 1, NONE),
+    OT_CONV(3, 1, 28, 28, 4, 5, 1, 2, 1, TANH),  /* chunks of 2 and 1 */
+    OT_CONV(3, 16, 14, 14, 4, 5, 1, 2, 1, RELU), /* one sample per GEMM */
+    /* channels and outputs off every tile (GEMM tiles, 16-channel gather) */
+    OT_CONV(2, 9, 7, 9, 7, 3, 2, 1, 1, RELU), OT_CONV(2, 9, 7, 9, 5, 5, 1, 2, 0, NONE),
+    OT_CONV(3, 9, 6, 7, 13, 1, 1, 0, 1, TANH),
+    OT_CONV(2, 18, 7, 6, 3, 3, 2, 1, 1, SIGMOID), /* two blocks of 16 channels in the dx gather */
+    /* pooling */
+    OT_POOL(MAXPOOL2D, 3, 2, 5, 7, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 1, 7, 5, 3, 1, 1),
+    OT_POOL(MAXPOOL2D, 3, 3, 6, 6, 3, 2, 1), OT_POOL(MAXPOOL2D, 2, 1, 5, 5, 5, 1, 2),
+    OT_POOL(MAXPOOL2D, 1, 2, 28, 28, 2, 2, 0), OT_POOL(AVGPOOL2D, 3, 2, 5, 7, 2, 2, 0),
+    OT_POOL(AVGPOOL2D, 1, 1, 7, 5, 3, 1, 1), OT_POOL(AVGPOOL2D, 3, 3, 6, 6, 3, 2, 1),
+    OT_POOL(AVGPOOL2D, 2, 1, 5, 5, 5, 1, 2), OT_POOL(AVGPOOL2D, 1, 2, 28, 28, 2, 2, 0),
+    OT_GAP(3, 4, 5, 7), OT_GAP(1, 1, 1, 1), OT_GAP(2, 3, 28, 28),
+    /* batch norm: batch 1 of [B,C] has one value per channel (y = bias,
+     * dx = 0); batch 1 with 3x3 positions takes statistics over 9 values;
+     * 1445 values per channel make the work-items stride */
+    OT_BN(3, 1, 3, 0, 0), OT_BN(7, 1, 1, 0, 0), OT_BN(1, 1, 3, 0, 0), OT_BN(4, 1, 5, 0, 0), OT_BN(2, 2, 3, 7, 0),
+    OT_BN(2, 3, 3, 5, 3), OT_BN(3, 3, 1, 4, 4), OT_BN(1, 3, 2, 3, 3), OT_BN(5, 3, 4, 17, 17),
+    /* layer norm; 40 rows make the weight gradient stride over row lanes */
+    OT_LN(1, 1, 5, 0, 0), OT_LN(3, 1, 1, 0, 0), OT_LN(4, 1, 7, 0, 0), OT_LN(2, 1, 300, 0, 0), OT_LN(2, 2, 3, 6, 0),
+    OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0),
+    /* dropout (the masks themselves: test_norm.c) */
+    {"dropout p0.5", ot_dropout, {0}, 0.5f, {OT_X1(-2, 2, 13)}, 1, OT_TOL},
+    {"dropout p0.2", ot_dropout, {0}, 0.2f, {OT_X1(-2, 2, 33)}, 7, OT_TOL},
+    {"dropout p0", ot_dropout, {0}, 0.0f, {OT_X1(-2, 2, 5)}, 3, OT_TOL},
+    {"dropout p1", ot_dropout, {0}, 1.0f, {OT_X1(-2, 2, 9)}, 2, OT_TOL},
+    /* embedding: indices [B] or [B,L] into num rows */
+    {"embedding", ot_embedding, {4}, 0, {OT_LABELS(1)}, 1, OT_TOL},
+    {"embedding", ot_embedding, {5}, 0, {OT_LABELS(7)}, 5, OT_TOL},
+    {"embedding", ot_embedding, {40}, 0, {{OT_LABEL, 0, 4, 1, {6, 0, 0}}}, 3, OT_TOL},
+    {"embedding", ot_embedding, {3}, 0, {{OT_LABEL, 0, 11, 1, {9, 0, 0}}}, 2, OT_TOL},
+    /* reshape, flatten, concat */
+    {"reshape/flatten", ot_reshape, {0}, 0, {OT_X3(-2, 2, 2, 3, 4)}, 1, OT_TOL},
+    {"reshape/flatten", ot_reshape, {0}, 0, {OT_X3(-2, 2, 2, 3, 4)}, 3, OT_TOL},
+    OT_CAT(2, 0, 1, 3, 0, 0, 5, 0, 0), OT_CAT(3, 0, 2, 3, 4, 0, 2, 4, 0), OT_CAT(1, 1, 2, 3, 4, 0, 3, 5, 0),
+    OT_CAT(2, -1, 3, 2, 3, 4, 2, 3, 1),
+    {"concat (a, a)", ot_concat, {-2}, 0, {OT_X2(-2, 2, 3, 4)}, 2, OT_TOL},
+};
+#define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
+
+/* ------------------------------------------------------------- running */
+
+/* "[B,3,5]" of an input spec into buf. */
+static void ot_shape_str(const ot_input *in, char *buf, size_t len) {
+    int i, k = snprintf(buf, len, "[B");
+    for (i = 0; i < in->ndim && k > 0 && (size_t)k < len; i++) k += snprintf(buf + k, len - (size_t)k, ",%d", in->dims[i]);
+    if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "]");
+}
+
+/* Values for input i of the row: uniform in its range, or whole numbers
+ * below hi (labels, indices; with repeats). */
+static float *ot_data(const ot_input *in, size_t count, unsigned seed) {
+    float *d = th_random(count, in->lo, in->hi, seed);
+    size_t k;
+    if (in->kind == OT_LABEL)
+        for (k = 0; k < count; k++) d[k] = (float)(int)d[k]; /* th_uniform is below 1 */
+    return d;
+}
+
+/* Half storage (oc_store 1 fp16, 2 bf16): the rows whose ops all have half
+ * kernels and whose op gives (or whose loss takes) at least 8 values run
+ * again with the format's tolerance (the same bound as tests/test_mixed.c,
+ * 40 u^2 for unit roundoff u: 1e-5 fp16, 6e-4 bf16). Fewer values are
+ * left to fp32: the mse against a random target is then one difference of
+ * near values, whose relative error rounding the prediction to half can
+ * make any size.
+ * ot_half_ran marks the ops those rows covered. */
+static int ot_half_ran[NNCL_OP_COUNT];
+
+static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
+    static const char *const names[2] = {"a", "b"};
+    char name[200], s0[48], s1[48] = "";
+    nncl_graph *g = nncl_graph_create(ctx, 42);
+    nncl_node *in[2] = {NULL, NULL}, *out, *t = NULL, *loss;
+    float *data[3] = {NULL, NULL, NULL};
+    oc_feed f[3];
+    int i, nf = 0, ok = 1;
+    for (i = 0; i < 2 && r->in[i].kind; i++) {
+        in[i] = nncl_input(g, names[i], r->in[i].ndim, r->in[i].dims);
+        if (!in[i]) ok = 0;
+        else in[i]->needs_grad = r->in[i].kind == OT_GRAD; /* check the input's gradient too */
+    }
+    ot_shape_str(&r->in[0], s0, sizeof s0);
+    if (r->in[1].kind) ot_shape_str(&r->in[1], s1, sizeof s1);
+    snprintf(name, sizeof name, "%s b%d %s%s%s", r->name, r->batch, s0, *s1 ? " " : "", s1);
+    for (i = 0; name[i] && name[i] != ' '; i++) name[i] = (char)tolower((unsigned char)name[i]); /* the op's own name */
+    if (oc_store) {
+        char op[180];
+        snprintf(op, sizeof op, "%.179s", name);
+        snprintf(name, sizeof name, "%s storage: %s", oc_store == 1 ? "fp16" : "bf16", op);
+    }
+    out = ok ? r->build(g, in, r) : NULL;
+    loss = out;
+    if (out && !(out->op == NNCL_OP_SOFTMAX_CE || out->op == NNCL_OP_BCE_LOGITS || out->op == NNCL_OP_MSE)) {
+        int shape[NNCL_MAX_DIMS], nd = nncl_node_shape(out, shape);
+        t = nncl_input(g, "target", nd, shape);
+        loss = nncl_mse(g, out, t);
+    }
+    if (loss) {
+        for (i = 0; i < 2 && in[i]; i++) {
+            data[nf] = ot_data(&r->in[i], nncl__numel(in[i], r->batch), 17u + 12u * (unsigned)i + 97u * (unsigned)index);
+            f[nf].node = in[i];
+            f[nf].data = data[nf];
+            nf++;
+        }
+        if (t) { /* off-centre: no cancelling bias sums */
+            data[nf] = th_random(nncl__numel(t, r->batch), -0.5f, 1.5f, 29u + 97u * (unsigned)index);
+            f[nf].node = t;
+            f[nf].data = data[nf];
+            nf++;
+        }
+    }
+    if (!oc_store) oc_check(name, ctx, g, loss, f, nf, r->batch, r->tol);
+    else if (oc_store == 2 && out && out->op == NNCL_OP_MAXPOOL2D)
+        th_skip(name, "values closer than bf16's spacing tie after rounding, and the first in scan order takes the "
+                      "gradient where the exact reference gives it to another (fp16 rows check the kernels)");
+    else if (loss && nncl__numel(out == loss ? out->in[0] : out, r->batch) >= 8 &&
+             nncl__plan_check_store(ctx, g, loss, oc_store) == NNCL_OK) {
+        oc_check(name, ctx, g, loss, f, nf, r->batch, oc_store == 1 ? 1e-5 : 6e-4);
+        for (i = 0; i < g->n_nodes; i++) ot_half_ran[g->nodes[i]->op] = 1;
+    }
+    for (i = 0; i < 3; i++) free(data[i]);
+    nncl_graph_free(g);
+}
+
+/* Every op of ops.def appears in some row's graph. */
+static int ot_coverage(nncl_context *ctx) {
+    const char *name = "the table covers every op of ops.def";
+    int seen[NNCL_OP_COUNT], i, k;
+    memset(seen, 0, sizeof seen);
+    for (k = 0; k < (int)OT_NROWS; k++) {
+        const ot_row *r = &ot_rows[k];
+        nncl_graph *g = nncl_graph_create(ctx, 1);
+        nncl_node *in[2] = {NULL, NULL};
+        for (i = 0; i < 2 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? "b" : "a", r->in[i].ndim, r->in[i].dims);
+        TH_CHECK(name, r->build(g, in, r) != NULL);
+        for (i = 0; i < g->n_nodes; i++) seen[g->nodes[i]->op] = 1;
+        nncl_graph_free(g);
+    }
+    for (i = 0; i < NNCL_OP_COUNT; i++)
+        if (!seen[i]) {
+            th_fail(name, "no row builds op %s", nncl__opdef_get((nncl__op)i)->name);
+            return 1;
+        }
+    th_pass("%s (%d rows)", name, (int)OT_NROWS);
+    return 0;
+}
+
+/* Every op with half kernels ran in half storage in some row. */
+static int ot_half_coverage(void) {
+    const char *name = "every op with half-storage kernels is checked in fp16 (reshape, an alias: test_mixed)";
+    int i;
+    for (i = 0; i < NNCL_OP_COUNT; i++)
+        if (nncl__opdef_get((nncl__op)i)->half && !nncl__opdef_get((nncl__op)i)->alias && !ot_half_ran[i]) {
+            th_fail(name, "op %s has half kernels but no row ran it", nncl__opdef_get((nncl__op)i)->name);
+            return 1;
+        }
+    th_pass("%s", name);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    nncl_context *ctx = th_context();
+    size_t k;
+    if (!ctx) return th_exit_code();
+    ot_coverage(ctx);
+    for (k = 0; k < OT_NROWS; k++)
+        if (argc < 2 || strstr(ot_rows[k].name, argv[1])) ot_run(ctx, &ot_rows[k], (int)k);
+    for (oc_store = 1; oc_store <= 2; oc_store++)
+        for (k = 0; k < OT_NROWS; k++)
+            if (argc < 2 || strstr(ot_rows[k].name, argv[1])) ot_run(ctx, &ot_rows[k], (int)k);
+    oc_store = 0;
+    if (argc < 2) ot_half_coverage();
+    nncl_free(ctx);
+    return th_exit_code();
+}
