@@ -7,7 +7,10 @@
  * The reduction kernels never return before a barrier: PoCL 3.1 (LLVM 15)
  * ran away in such kernels even with a uniform early return, so a group
  * past the end works on nothing instead, and the host (nncl__launch_rows,
- * nncl__launch_cols) never makes a group larger than NNCL_RED_WG. */
+ * nncl__launch_cols) never makes a group larger than NNCL_RED_WG.
+ * Batch norm takes activations and its weights in the storage type (act_t,
+ * cl/common.cl); its statistics, running statistics and weight gradients
+ * stay fp32. Layer norm is fp32 only. */
 
 
 /* Element k of channel c in an [B, C, inner] tensor, k in [0, B*inner). */
@@ -23,19 +26,19 @@ int nncl_bn_index(int k, int c, int C, int inner) {
  * running statistics (st: [mean C][var C]) move by momentum towards the
  * batch mean and the unbiased variance (left alone when a channel has one
  * value, where that is undefined). */
-__kernel void nncl_batchnorm_stats_f32(__global const float *x, int x_off, __global float *aux, int aux_off,
+__kernel void nncl_batchnorm_stats_f32(__global const act_t *x, int x_off, __global float *aux, int aux_off,
                                        __global float *st, int st_off, int B, int C, int inner, float momentum,
                                        float eps) {
     __local float buf[NNCL_RED_WG];
     int c = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0);
     int count = c < C ? B * inner : 0, k;
     float s = 0.0f, comp = 0.0f, mean, var;
-    for (k = lid; k < count; k += step) nncl_kahan_add(&s, &comp, x[x_off + nncl_bn_index(k, c, C, inner)]);
+    for (k = lid; k < count; k += step) nncl_kahan_add(&s, &comp, NNCL_LD(x, x_off + nncl_bn_index(k, c, C, inner)));
     mean = nncl_group_sum(buf, s) / (float)count;
     s = 0.0f;
     comp = 0.0f;
     for (k = lid; k < count; k += step) {
-        float d = x[x_off + nncl_bn_index(k, c, C, inner)] - mean;
+        float d = NNCL_LD(x, x_off + nncl_bn_index(k, c, C, inner)) - mean;
         nncl_kahan_add(&s, &comp, d * d);
     }
     var = nncl_group_sum(buf, s) / (float)count;
@@ -60,19 +63,21 @@ __kernel void nncl_batchnorm_eval_stats_f32(__global float *aux, int aux_off, __
 }
 
 /* y = (x - mean[c]) * invstd[c] * w[c] + b[c], one work-item per element. */
-__kernel void nncl_batchnorm_apply_f32(__global const float *x, int x_off, __global const float *aux, int aux_off,
-                                       __global const float *w, int w_off, __global const float *b, int b_off,
-                                       __global float *y, int y_off, int C, int inner, int n) {
+__kernel void nncl_batchnorm_apply_f32(__global const act_t *x, int x_off, __global const float *aux, int aux_off,
+                                       __global const act_t *w, int w_off, __global const act_t *b, int b_off,
+                                       __global act_t *y, int y_off, int C, int inner, int n) {
     int i = (int)get_global_id(0);
     if (i < n) {
         int c = (i / inner) % C;
-        y[y_off + i] = (x[x_off + i] - aux[aux_off + c]) * aux[aux_off + C + c] * w[w_off + c] + b[b_off + c];
+        NNCL_ST((NNCL_LD(x, x_off + i) - aux[aux_off + c]) * aux[aux_off + C + c] * NNCL_LD(w, w_off + c) +
+                    NNCL_LD(b, b_off + c),
+                y, y_off + i);
     }
 }
 
 /* One work-group per channel: sum dy and sum dy*xhat into aux (for dx), and
  * db[c] (+)= sum dy, dw[c] (+)= sum dy*xhat where wanted. */
-__kernel void nncl_batchnorm_backward_f32_params(__global const float *x, int x_off, __global const float *dy, int dy_off,
+__kernel void nncl_batchnorm_backward_f32_params(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
                                             __global float *aux, int aux_off, __global float *dw, int dw_off,
                                             int want_w, int acc_w, __global float *db, int db_off, int want_b,
                                             int acc_b, int B, int C, int inner) {
@@ -84,9 +89,9 @@ __kernel void nncl_batchnorm_backward_f32_params(__global const float *x, int x_
     inv = aux[aux_off + C + min(c, C - 1)];
     for (k = lid; k < count; k += step) {
         int i = nncl_bn_index(k, c, C, inner);
-        float g = dy[dy_off + i];
+        float g = NNCL_LD(dy, dy_off + i);
         nncl_kahan_add(&s1, &c1, g);
-        nncl_kahan_add(&s2, &c2, g * (x[x_off + i] - mean) * inv);
+        nncl_kahan_add(&s2, &c2, g * (NNCL_LD(x, x_off + i) - mean) * inv);
     }
     s1 = nncl_group_sum(buf, s1);
     s2 = nncl_group_sum(buf, s2);
@@ -100,20 +105,20 @@ __kernel void nncl_batchnorm_backward_f32_params(__global const float *x, int x_
 
 /* Training: dx = w invstd (dy - (sum dy + xhat sum dy*xhat) / count), the
  * gradient through the batch statistics; evaluation: dx = w invstd dy. */
-__kernel void nncl_batchnorm_backward_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
-                                    __global const float *aux, int aux_off, __global const float *w, int w_off,
-                                    __global float *dx, int dx_off, int acc, int C, int inner, int n, int count,
+__kernel void nncl_batchnorm_backward_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                    __global const float *aux, int aux_off, __global const act_t *w, int w_off,
+                                    __global act_t *dx, int dx_off, int acc, int C, int inner, int n, int count,
                                     int training) {
     int i = (int)get_global_id(0);
     if (i < n) {
         int c = (i / inner) % C;
-        float inv = aux[aux_off + C + c], g = dy[dy_off + i], d;
+        float inv = aux[aux_off + C + c], g = NNCL_LD(dy, dy_off + i), d;
         if (training) {
-            float xhat = (x[x_off + i] - aux[aux_off + c]) * inv;
+            float xhat = (NNCL_LD(x, x_off + i) - aux[aux_off + c]) * inv;
             g -= (aux[aux_off + 2 * C + c] + xhat * aux[aux_off + 3 * C + c]) / (float)count;
         }
-        d = w[w_off + c] * inv * g;
-        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+        d = NNCL_LD(w, w_off + c) * inv * g;
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
     }
 }
 

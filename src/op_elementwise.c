@@ -2,7 +2,8 @@
  * sub and mul (b of a's shape, or a vector over a's last dimension), scale,
  * the activations and softmax / log-softmax over the last dimension. The
  * kernels are those of the eager ops (cl/elementwise.cl, cl/softmax.cl,
- * cl/reduce.cl); the rules below add shapes, backward and references. */
+ * cl/reduce.cl), launched through the same wrappers (launch.h); the rules
+ * below add shapes, backward and references. */
 #include "graph.h"
 #include <math.h>
 

@@ -215,7 +215,7 @@ const nncl__opdef nncl__opdef_batchnorm = {
                 {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
                 {"norm", "nncl_batchnorm_backward_f32"}},
     .shape = bn_shape, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward};
+    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1};
 
 /* Running statistics live in the graph's state buffer at n->state_off:
  * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).

@@ -6,6 +6,7 @@
  * floor((H + 2 pad - k) / stride) + 1 as PyTorch; padding <= k/2 (PyTorch's
  * rule, so that every window holds an input element). */
 #include "graph.h"
+#include "reference.h"
 #include <math.h>
 #include <stdio.h>
 
@@ -262,13 +263,8 @@ static nncl_status gap_backward(nncl__exec *x, nncl_node *n) {
 
 static void gap_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                             double *aux) {
-    size_t rows = nncl__numel(n, r->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3], i, j;
-    (void)aux;
-    for (i = 0; i < rows; i++) {
-        double s = 0;
-        for (j = 0; j < hw; j++) s += in[0][i * hw + j];
-        out[i] = s / (double)hw;
-    }
+    (void)aux; /* the eager nncl_mean's reference over [B*C, H*W] */
+    nncl__ref_mean(in[0], nncl__numel(n, r->batch), (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3], 1, out);
 }
 
 static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,

@@ -1,7 +1,8 @@
 /* reference.c - host references of the eager computations that are no
- * graph op: row and column sums and means, and the matrix product, in plain
- * loops over doubles (the yardstick for the reduce and GEMM kernels). The
- * elementwise ops' references are the graph ops' own (graph.h). */
+ * graph op of their own: row and column sums and means, and the matrix
+ * product, in plain loops over doubles (the yardstick for the reduce and
+ * GEMM kernels). The elementwise ops' references are the graph ops' own
+ * (graph.h). */
 #include "reference.h"
 
 void nncl__ref_sum(const double *x, size_t rows, size_t cols, int axis, double *out) {

@@ -1,14 +1,15 @@
 /* reference.h - host references of the eager computations that are no
- * graph op (sums, means, the matrix product), in plain C on double arrays;
- * [rows, cols] arrays are row-major. The elementwise ops' references are the
- * graph ops' own (graph.h: nncl__binary_ref, nncl__unary_ref,
- * nncl__softmax_ref). */
+ * graph op of their own (sums, means, the matrix product), in plain C on
+ * double arrays; [rows, cols] arrays are row-major. The elementwise ops'
+ * references are the graph ops' own (graph.h: nncl__binary_ref,
+ * nncl__unary_ref, nncl__softmax_ref). */
 #ifndef NNCL_REFERENCE_H
 #define NNCL_REFERENCE_H
 #include <stddef.h>
 
 /* x [rows, cols]; axis 0: out[cols] sums over the rows; axis 1: out[rows]
- * sums over the columns. Mean divides by the count summed. out must not be x. */
+ * sums over the columns. Mean divides by the count summed (axis 1 is also
+ * global_avgpool's reference). out must not be x. */
 void nncl__ref_sum(const double *x, size_t rows, size_t cols, int axis, double *out);
 void nncl__ref_mean(const double *x, size_t rows, size_t cols, int axis, double *out);
 /* c = alpha op(a) op(b) + beta c0, row-major: op(a) [m, k], op(b) [k, n],

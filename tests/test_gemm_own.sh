@@ -21,7 +21,10 @@ for t in test_op_table test_graph test_conv test_norm test_trainer; do
     rc=$?
     sed -n 's/^\(PASS\|FAIL\|SKIP\) /\1 [own] /p' "$dir/$t.log"
     if [ $rc -ne 0 ]; then
-        grep -q '^FAIL ' "$dir/$t.log" || echo "FAIL [own] $t: exited with status $rc"
+        if ! grep -q '^FAIL ' "$dir/$t.log"; then
+            echo "FAIL [own] $t: exited with status $rc"
+            tail -n 8 "$dir/$t.log" | sed 's/^/    /'
+        fi
         status=1
     fi
 done

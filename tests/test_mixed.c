@@ -30,12 +30,20 @@ static void tm_data(void) {
     }
 }
 
+static int tm_spatial; /* tm_build adds batch norm and max pooling on a [3,2,2] view */
+
 static int tm_build(nncl_context *ctx, tm_model *m) {
-    int xs[1] = {TM_D};
+    int xs[1] = {TM_D}, vs[3] = {3, 2, 2};
     nncl_node *h;
     m->g = nncl_graph_create(ctx, 11);
     m->x = nncl_input(m->g, "x", 1, xs);
     m->y = nncl_input(m->g, "y", 0, NULL);
+    if (tm_spatial) {
+        h = nncl_reshape(m->g, nncl_linear(m->g, m->x, 12, 1, NNCL_ACT_NONE, "fc0"), 3, vs);
+        h = nncl_flatten(m->g, nncl_maxpool2d(m->g, nncl_batchnorm(m->g, h, 0.1f, 1e-5f, "bn"), 2, 2, 0));
+        m->loss = nncl_softmax_cross_entropy(m->g, nncl_linear(m->g, h, TM_C, 1, NNCL_ACT_NONE, "fc2"), m->y);
+        return m->loss != NULL;
+    }
     h = nncl_linear(m->g, m->x, 8, 1, NNCL_ACT_RELU, "fc1");
     h = nncl_linear(m->g, h, TM_C, 1, NNCL_ACT_NONE, "fc2");
     m->loss = nncl_softmax_cross_entropy(m->g, h, m->y);
@@ -309,7 +317,8 @@ static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
  *   the unary activations (relu, leaky relu, sigmoid, tanh, gelu, gelu_tanh,
  *     silu, elu, softplus, scale) and dropout: fp32 arithmetic on each
  *     element between a half load and a half store;
- *   max and average pooling (the argmax kept in fp32), mse and binary
+ *   batch norm (statistics, running statistics and weight gradients in
+ *     fp32), max and average pooling (the argmax kept in fp32), mse and binary
  *     cross-entropy (targets, terms and the loss in fp32): checked through
  *     the op table's rows (tests/test_op_table.c). */
 static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
@@ -388,7 +397,8 @@ static void tm_check_unary(nncl_context *ctx, int store, int op) {
  * activations round differently from the whole batch's only through the
  * GEMM's order of summation, which the storage then rounds). */
 static int test_half_parallel(nncl_context *ctx, const int *devs, int nd) {
-    const char *name = "fp16 storage: all devices equal one device with the same global batch";
+    const char *name = tm_spatial ? "fp16 storage: all devices equal one device (synchronised batch norm, max pool)"
+                                  : "fp16 storage: all devices equal one device with the same global batch";
     tm_model a, b;
     nncl_trainer *ta = NULL, *tb = NULL;
     nncl_train_config c = nncl_train_default();
@@ -560,9 +570,13 @@ int main(void) {
         test_scaled_equals_unscaled(ctx, devs, nd, 0, "all devices, even split");
         test_scaled_equals_unscaled(ctx, devs, nd, 0.05f, "all devices, gradients clipped");
         test_half_parallel(ctx, devs, nd);
+        tm_spatial = 1;
+        test_half_parallel(ctx, devs, nd);
+        tm_spatial = 0;
     } else {
         th_skip("fp32 training with loss scale equals unscaled over several devices", "needs two devices");
         th_skip("fp16 storage: all devices equal one device with the same global batch", "needs two devices");
+        th_skip("fp16 storage: all devices equal one device (synchronised batch norm, max pool)", "needs two devices");
     }
     test_resume_scale(ctx);
     test_half_refused(ctx);
