@@ -37,8 +37,10 @@ nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_
 /* Each path's preparation (GEMM choices, kernels) and workspace bytes. */
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
-/* Samples per GEMM of the im2col path at d's batch. */
-nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk);
+/* Samples per GEMM of the im2col path at d's batch; with choose (at
+ * prepare) its GEMMs' kernels are chosen on the way, so that a step, which
+ * looks them up, comes to the same chunk. */
+nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk);
 /* Each path's forward, and its backward from the node's incoming gradient
  * dy: the activation's derivative (applied to dy in place), the bias
  * gradient, dW and dx, as the plan needs them. */

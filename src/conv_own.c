@@ -36,7 +36,9 @@ static size_t cown_round(size_t f) { return (f + COWN_ALIGN - 1) / COWN_ALIGN * 
 
 /* Work-items per group of the packing kernels: enough for whole rows of
  * panels, few enough to spread over the device's cores. */
-static size_t cown_group_cap(nncl__exec *x) { return x->dev->max_work_group < COWN_GROUP ? x->dev->max_work_group : COWN_GROUP; }
+static size_t cown_group_cap(nncl__exec *x) {
+    return x->dev->max_work_group < COWN_GROUP ? x->dev->max_work_group : COWN_GROUP;
+}
 
 static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
     memset(g, 0, sizeof *g);
@@ -153,7 +155,6 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a group per panel */
-
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
@@ -183,7 +184,8 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_int(&a, (int)p.bp_off);
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr); nncl__arg_int(&a, ns);
+        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr);
+        nncl__arg_int(&a, ns);
         global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr * (size_t)v.nr;
         global[1] = d->ckk;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
@@ -249,7 +251,6 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         global[1] = d->ohw;
         global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
         NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
-        local[1] = 1;
         NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
     }
     if (!ones) return NNCL_OK;

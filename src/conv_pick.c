@@ -174,7 +174,7 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
     nncl_status st;
     *own = 0;
     memset(&s, 0, sizeof s);
-    st = nncl__conv_col_chunk(x, n, d, &dt.B);
+    st = nncl__conv_col_chunk(x, n, d, 1, &dt.B);
     if (st == NNCL_OK) st = cpick_init(x, n, &dt, &s);
     if (st == NNCL_OK) st = nncl__conv_own_prepare(&s.t, n, &dt, &own_b);
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &col_b);

@@ -393,12 +393,24 @@ static nncl_status pick_choice(nncl_context *ctx, nncl_device *dev, const nncl__
 
 /* ------------------------------------------------------------- entry points */
 
+/* CLBlast's temp for g's shape, and beside it that of the own kernel
+ * chosen for the shape, or (none chosen yet) of every own kernel: the
+ * chosen kernel's bytes let a plan size its chunks by what runs (a bound
+ * over all kernels made conv2d's im2col chunks small where CLBlast runs). */
 nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes) {
     nncl__gemm_state *s = NULL;
-    int i;
+    const nncl__gemm_choice *c;
+    int i, mode = nncl__gemm_mode();
     NNCL_TRY(nncl__sgemm_clblast_temp(ctx, dev, g, bytes));
-    if (nncl__gemm_mode() == 1 || !nncl__gemm_own_fits(g)) return NNCL_OK;
+    if (mode == 1 || !nncl__gemm_own_fits(g)) return NNCL_OK;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
+    if (!s->loaded) pick_load(ctx, dev, s);
+    if ((c = nncl__gemm_choice_find(s, g)) != NULL) {
+        i = mode == 2 ? c->best_own : c->best;
+        if (i >= 0 && i < s->n_all && nncl__gemm_own_temp(&s->all[i], g) > *bytes)
+            *bytes = nncl__gemm_own_temp(&s->all[i], g);
+        return NNCL_OK;
+    }
     for (i = 0; i < s->n_all; i++) {
         size_t t = nncl__gemm_own_temp(&s->all[i], g);
         if (t > *bytes) *bytes = t;

@@ -333,7 +333,8 @@ typedef struct nncl__gemm_args {
     int store, c_f32;
 } nncl__gemm_args;
 nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
-/* Bytes of temp the product of g's shape may use, whichever kernel runs. */
+/* Bytes of temp the product of g's shape uses: CLBlast's, or that of the
+ * own kernel chosen for the shape; before a choice, the most any may use. */
 nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
 /* What a plan calls for each product it will run: chooses the kernel for
  * g's shape now (measuring when no choice is stored) and gives the temp

@@ -154,14 +154,23 @@ static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv
     return NNCL_OK;
 }
 
-/* Samples per GEMM (S) for the exec's batch. The budget, our floats per
- * sample and CLBlast's per sample (measured at the largest S the budget
- * could hold, where its padding weighs least) depend on the node, the
- * device and the arena only, not on the batch: S = min(batch, cap) never
- * grows when the batch shrinks, so the workspace sized at prepare (largest
- * batch) holds every later step. Where CLBlast switches to its direct GEMM
- * (no temporary) below that largest S, S comes out smaller than needed,
- * never larger. */
+/* Floats of workspace for chunks of S samples: col and Y' (only col, or
+ * nothing for a pointwise kernel, when S is 1). */
+static size_t conv_ws_floats(const nncl__conv_dims *d, int S) {
+    if (S > 1) return (size_t)S * (d->ckk + (size_t)d->O) * d->ohw;
+    return d->pointwise ? 0 : d->ckk * d->ohw;
+}
+
+/* Samples per GEMM (S) for the exec's batch: as many as the budget holds
+ * with the column matrix, Y' and the temp of the GEMMs that run (their
+ * share per sample taken at the largest S the budget could hold, then
+ * checked at S, which shrinks by quarters until it fits). A step looks up
+ * the kernels chosen at prepare and so comes to the same S; a smaller
+ * batch gives a smaller S, whose CLBlast temp (a bound for any offsets,
+ * growing with S) fits the workspace sized at prepare, and whose GEMMs get
+ * only the workspace before the column matrix (conv_temp_view: nncl's own
+ * kernels take scratch of their own where that is too small). The budget
+ * depends on the node, the device and the arena, not on the batch. */
 nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats) {
     size_t arena = 0, budget;
     cl_mem m = nncl__val(x, n).mem;
@@ -177,24 +186,22 @@ nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats)
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *chunk) {
-    size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap;
+nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk) {
+    size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap, S;
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     probe = budget / per;
     if (probe < 1) probe = 1;
-    NNCL_TRY(conv_temp(x, n, d, probe, 0, &tp));
+    NNCL_TRY(conv_temp(x, n, d, probe, choose, &tp));
     cap = budget / (per + (tp + probe - 1) / probe);
-    if (cap < 1) cap = 1;
-    *chunk = cap < (size_t)d->B ? (int)cap : d->B;
-    if (*chunk < 1) *chunk = 1;
+    S = cap < (size_t)d->B ? cap : (size_t)d->B;
+    /* the GEMMs chosen for S may take a larger share than the probe's */
+    while (S > 1) {
+        NNCL_TRY(conv_temp(x, n, d, S, choose, &tp));
+        if (conv_ws_floats(d, (int)S) + tp + CONV_ALIGN <= budget) break;
+        S = S * 3 / 4 < S - 1 ? S * 3 / 4 : S - 1;
+    }
+    *chunk = S < 1 ? 1 : (int)S;
     return NNCL_OK;
-}
-
-/* Floats of workspace for chunks of S samples: col and Y' (only col, or
- * nothing for a pointwise kernel, when S is 1). */
-static size_t conv_ws_floats(const nncl__conv_dims *d, int S) {
-    if (S > 1) return (size_t)S * (d->ckk + (size_t)d->O) * d->ohw;
-    return d->pointwise ? 0 : d->ckk * d->ohw;
 }
 
 /* col at the end of the workspace buffer, Y' after its S*ckk*ohw floats. */
@@ -216,11 +223,28 @@ static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_d
 
 /* ------------------------------------------------------------- launches */
 
-static nncl_status conv_gemm(nncl__exec *x, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a, size_t lda,
-                             nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta) {
+static nncl_status conv_gemm(nncl__exec *x, cl_mem temp, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a,
+                             size_t lda, nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta) {
     nncl__gemm_args g;
-    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, x->gemm_temp);
+    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, temp);
     return nncl__sgemm(x->ctx, x->dev, &g);
+}
+
+/* The GEMMs' temp: the workspace before the column matrix col (the whole
+ * workspace without one), as a buffer of its own (*t, released by the
+ * caller when *own) so that no kernel reaches into col. */
+static nncl_status conv_temp_view(nncl__exec *x, const nncl__conv_dims *d, int S, nncl__view col, cl_mem *t, int *own) {
+    cl_buffer_region r;
+    cl_int err;
+    *t = x->gemm_temp;
+    *own = 0;
+    if (!conv_ws_floats(d, S) || !col.off) return NNCL_OK;
+    r.origin = 0;
+    r.size = col.off * sizeof(float);
+    *t = clCreateSubBuffer(x->gemm_temp, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    NNCL_CL_CHECK(x->ctx, err, "clCreateSubBuffer (conv2d GEMM temp)");
+    *own = 1;
+    return NNCL_OK;
 }
 
 static nncl_status conv_im2col(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view xs, int S,
@@ -271,7 +295,7 @@ static nncl__view conv_at(nncl__view v, size_t off) {
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     size_t temp, ws;
     int S;
-    NNCL_TRY(nncl__conv_col_chunk(x, n, d, &S));
+    NNCL_TRY(nncl__conv_col_chunk(x, n, d, 1, &S));
     NNCL_TRY(conv_temp(x, n, d, (size_t)S, 1, &temp));
     ws = conv_ws_floats(d, S);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
@@ -290,15 +314,13 @@ static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
     return nncl__conv_own_wanted(x, n, &d) ? nncl__conv_own_forward(x, n, &d) : nncl__conv_col_forward(x, n, &d);
 }
 
-nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims) {
-    nncl__conv_dims d = *dims;
-    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n), col, gout;
-    size_t xs_n, ys_n;
-    int S, s0;
-    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, &S));
-    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
-    xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W;
-    ys_n = (size_t)d.O * d.ohw;
+/* The forward's chunks of S samples, GEMM temp in temp. */
+static nncl_status conv_col_fwd_chunks(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dp, int S,
+                                       nncl__view col, nncl__view gout, cl_mem temp) {
+    nncl__conv_dims d = *dp;
+    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
+    size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
+    int s0;
     for (s0 = 0; s0 < d.B; s0 += S) {
         int ns = d.B - s0 < S ? d.B - s0 : S;
         nncl__view xs = conv_at(xv, (size_t)s0 * xs_n), ys = conv_at(y, (size_t)s0 * ys_n);
@@ -309,14 +331,30 @@ nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl
                 NNCL_TRY(conv_im2col(x, n, &d, xs, 1, col));
                 b = col;
             }
-            NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f));
+            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f));
         } else {
             NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
-            NNCL_TRY(conv_gemm(x, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f));
+            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f));
             NNCL_TRY(conv_reorder(x, n, &d, ys, gout, ns, 1));
         }
     }
-    return nncl__bias_act(x, n, y, n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw, (size_t)d.B * ys_n, d.act);
+    return NNCL_OK;
+}
+
+nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims) {
+    nncl__conv_dims d = *dims;
+    nncl__view col, gout;
+    cl_mem temp;
+    int S, own;
+    nncl_status st;
+    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, 0, &S));
+    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
+    NNCL_TRY(conv_temp_view(x, &d, S, col, &temp, &own));
+    st = conv_col_fwd_chunks(x, n, &d, S, col, gout, temp);
+    if (own) clReleaseMemObject(temp);
+    NNCL_TRY(st);
+    return nncl__bias_act(x, n, nncl__val(x, n), n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw,
+                          (size_t)d.B * (size_t)d.O * d.ohw, d.act);
 }
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
@@ -336,15 +374,14 @@ nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, cons
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims, nncl__view dy) {
-    nncl__conv_dims d = *dims;
-    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), col, gout, dx, dw;
+/* The backward's chunks of S samples (dy already times act'), GEMM temp in
+ * temp. */
+static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dp, nncl__view dy,
+                                       int S, nncl__view col, nncl__view gout, cl_mem temp) {
+    nncl__conv_dims d = *dp;
+    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), dx, dw;
     size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
-    int S, s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
-    NNCL_TRY(nncl__conv_act_bias_backward(x, n, &d, dy));
-    if (!need_x && !need_w) return NNCL_OK;
-    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, &S));
-    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
+    int s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
     dx = need_x ? nncl__grd(x, n->in[0]) : xv;
     dw = need_w ? nncl__grd(x, n->in[1]) : w;
     if (need_w) acc_w = nncl__grad_accumulate(x, n, 1);
@@ -365,18 +402,34 @@ nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nnc
                 NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
                 b = col;
             }
-            NNCL_TRY(conv_gemm(x, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w));
+            NNCL_TRY(conv_gemm(x, temp, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w));
         }
         if (need_x) {
             if (S == 1 && d.pointwise) {
-                NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f));
+                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f));
             } else {
-                NNCL_TRY(conv_gemm(x, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f));
+                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f));
                 NNCL_TRY(conv_col2im(x, n, &d, col, ns, dxs, acc_x));
             }
         }
     }
     return NNCL_OK;
+}
+
+nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims, nncl__view dy) {
+    nncl__conv_dims d = *dims;
+    nncl__view col, gout;
+    cl_mem temp;
+    int S, own;
+    nncl_status st;
+    NNCL_TRY(nncl__conv_act_bias_backward(x, n, &d, dy));
+    if (!nncl__need_grad(x, n, 0) && !nncl__need_grad(x, n, 1)) return NNCL_OK;
+    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, 0, &S));
+    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
+    NNCL_TRY(conv_temp_view(x, &d, S, col, &temp, &own));
+    st = conv_col_bwd_chunks(x, n, &d, dy, S, col, gout, temp);
+    if (own) clReleaseMemObject(temp);
+    return st;
 }
 
 /* ------------------------------------------------------------- reference */

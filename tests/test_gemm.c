@@ -282,7 +282,12 @@ static int tg_choice(int d, const char *label) {
     g.epi.bias = 1;
     g.epi.act = 1;
     TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
-    TH_CHECK(name, bytes > 0);
+    { /* the temp of the kernel chosen, never less than CLBlast's */
+        size_t clb = 0, again = 0;
+        TH_OK(name, ctx, nncl__sgemm_clblast_temp(ctx, dev, &g, &clb));
+        TH_OK(name, ctx, nncl__sgemm_temp_size(ctx, dev, &g, &again));
+        TH_CHECK(name, bytes >= clb && again == bytes);
+    }
     nncl_free(ctx);
     text = tg_slurp(path);
     TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 2\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
