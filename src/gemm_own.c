@@ -343,30 +343,39 @@ static nncl_status own_scratch(nncl_context *ctx, nncl_device *dev, size_t bytes
     return NNCL_OK;
 }
 
-nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
-                           const nncl__gemm_args *g) {
-    nncl__gemm_packed_args p;
-    size_t need = nncl__gemm_own_temp(v, g), bytes = 0, k0;
+/* Packs g's A and B into the workspace (g->temp when large enough, else
+ * the device's scratch) and fills p for a product over those panels. */
+static nncl_status own_pack_args(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                                 const nncl__gemm_args *g, size_t need, nncl__gemm_packed_args *p) {
+    size_t bytes = 0;
     cl_mem ws = g->temp;
-    if (g->m == 0 || g->n == 0) return NNCL_OK;
-    if (v->kind == NNCL__GEMM_DIRECT) return own_direct(ctx, dev, v, g);
     if (ws) NNCL_CL(ctx, clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
     if (!ws || bytes < need) NNCL_TRY(own_scratch(ctx, dev, need, &ws));
     if (g->k) NNCL_TRY(own_pack_ab(ctx, dev, v, g, ws, 0, own_b_offset(v, g->m, g->k)));
-    memset(&p, 0, sizeof p);
-    p.m = g->m;
-    p.n = g->n;
-    p.k = g->k;
-    p.batch = 1;
-    p.ap = ws;
-    p.bp = ws;
-    p.bp_off = own_b_offset(v, g->m, g->k);
-    p.c = g->c;
-    p.c_off = g->c_off;
-    p.ldc = g->ldc;
-    p.alpha = g->alpha;
-    p.beta = g->beta;
-    p.epi = g->epi;
+    memset(p, 0, sizeof *p);
+    p->m = g->m;
+    p->n = g->n;
+    p->k = g->k;
+    p->batch = 1;
+    p->ap = ws;
+    p->bp = ws;
+    p->bp_off = own_b_offset(v, g->m, g->k);
+    p->c = g->c;
+    p->c_off = g->c_off;
+    p->ldc = g->ldc;
+    p->alpha = g->alpha;
+    p->beta = g->beta;
+    p->epi = g->epi;
+    return NNCL_OK;
+}
+
+nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                           const nncl__gemm_args *g) {
+    nncl__gemm_packed_args p;
+    size_t k0;
+    if (g->m == 0 || g->n == 0) return NNCL_OK;
+    if (v->kind == NNCL__GEMM_DIRECT) return own_direct(ctx, dev, v, g);
+    NNCL_TRY(own_pack_args(ctx, dev, v, g, nncl__gemm_own_temp(v, g), &p));
     if (!v->kc || g->k <= (size_t)v->kc) return nncl__gemm_packed(ctx, dev, v, &p);
     /* K blocks: each adds its partial product to C (beta 1 after the
      * first); the epilogue comes with the last. A block of B panels small
@@ -389,8 +398,7 @@ nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl
     nncl__gemm_variant v, pv;
     nncl__gemm_packed_args p;
     nncl__args a;
-    size_t need, have = 0;
-    cl_mem ws = g->temp;
+    size_t need;
     int i;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     NNCL_TRY(nncl__gemm_packed_variant(ctx, dev, g->m, g->n, g->k, &v));
@@ -413,23 +421,7 @@ nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl
     if (!nncl__gemm_own_fits(g))
         return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "half-precision GEMM [%zu,%zu,%zu]: too large for the kernels' int "
                           "indices", g->m, g->n, g->k);
-    if (ws) NNCL_CL(ctx, clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof have, &have, NULL));
-    if (!ws || have < need) NNCL_TRY(own_scratch(ctx, dev, need, &ws));
-    if (g->k) NNCL_TRY(own_pack_ab(ctx, dev, &v, g, ws, 0, own_b_offset(&v, g->m, g->k)));
-    memset(&p, 0, sizeof p);
-    p.m = g->m;
-    p.n = g->n;
-    p.k = g->k;
-    p.batch = 1;
-    p.ap = ws;
-    p.bp = ws;
-    p.bp_off = own_b_offset(&v, g->m, g->k);
-    p.c = g->c;
-    p.c_off = g->c_off;
-    p.ldc = g->ldc;
-    p.alpha = g->alpha;
-    p.beta = g->beta;
-    p.epi = g->epi;
+    NNCL_TRY(own_pack_args(ctx, dev, &v, g, need, &p));
     return nncl__gemm_packed(ctx, dev, &pv, &p);
 }
 
