@@ -53,7 +53,9 @@ typedef struct nncl_context nncl_context;
 
 /* The message of the last error on this context: what failed and where (the
  * OpenCL call and code, file:line, the build log). With ctx NULL: the last
- * error of calls made without a context on this thread. Never NULL. */
+ * error of calls made without a context on this thread. Never NULL. The
+ * string belongs to the calling thread and stays unchanged, whatever other
+ * threads record on ctx, until this thread calls nncl_last_error again. */
 NNCL_API const char *nncl_last_error(const nncl_context *ctx);
 
 enum { NNCL_LOG_ERROR = 0, NNCL_LOG_WARN = 1, NNCL_LOG_INFO = 2, NNCL_LOG_DEBUG = 3 };

@@ -36,8 +36,17 @@ const char *nncl_status_str(nncl_status status) {
     return "unknown status";
 }
 
+/* A context's message is copied under its lock into a buffer of the calling
+ * thread, so the string returned stays as it was while device threads record
+ * newer failures (until this thread asks again). */
 const char *nncl_last_error(const nncl_context *ctx) {
-    return ctx ? ctx->message : thread_message;
+    static NNCL_THREAD_LOCAL char copy[NNCL_MSG_MAX];
+    nncl_context *c = (nncl_context *)ctx; /* the lock is not part of the context's value */
+    if (!c) return thread_message;
+    if (c->lock_ready) pthread_mutex_lock(&c->lock);
+    memcpy(copy, c->message, NNCL_MSG_MAX);
+    if (c->lock_ready) pthread_mutex_unlock(&c->lock);
+    return copy;
 }
 
 const char *nncl__thread_error(void) { return thread_last; }

@@ -7,6 +7,7 @@
 #include "harness.h"
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 
 typedef struct err_fx {
     nncl_context *ctx, *ctx2;
@@ -387,6 +388,48 @@ static int err_nulls(void) {
     return 0;
 }
 
+/* A message read with nncl_last_error(ctx) stays as it was while other
+ * threads record failures on the same context (the reader gets its own copy). */
+typedef struct err_writer {
+    err_fx *f;
+    volatile int stop, failures;
+} err_writer;
+
+static void *err_write_loop(void *arg) {
+    err_writer *w = (err_writer *)arg;
+    while (!w->stop)
+        if (nncl_add(w->f->ctx, w->f->a, w->f->t32, w->f->out) != NNCL_OK) w->failures++;
+    return NULL;
+}
+
+static int err_stable_message(err_fx *f) {
+    const char *name = "errors message stable under concurrent failures";
+    err_writer w;
+    pthread_t th;
+    char first[512];
+    const char *msg;
+    int i, changed = 0;
+    w.f = f;
+    w.stop = 0;
+    w.failures = 0;
+    nncl_scale(f->ctx, f->a, 2.0f, f->t32); /* a different message to start from */
+    msg = nncl_last_error(f->ctx);
+    snprintf(first, sizeof first, "%s", msg);
+    if (pthread_create(&th, NULL, err_write_loop, &w) != 0) {
+        th_skip(name, "no thread");
+        return 0;
+    }
+    for (i = 0; i < 50000000 && w.failures < 500; i++)
+        if (strcmp(msg, first) != 0) changed = 1;
+    w.stop = 1;
+    pthread_join(th, NULL);
+    TH_CHECK(name, w.failures > 0);
+    TH_CHECK(name, !changed);
+    TH_CHECK(name, strcmp(nncl_last_error(f->ctx), first) != 0); /* a new read sees the writer's */
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     err_fx f;
     int i, skipped = 0, n = (int)(sizeof err_rows / sizeof err_rows[0]);
@@ -397,6 +440,7 @@ int main(void) {
     }
     TH_CHECK("errors accessors", nncl_tensor_dim(f.a, 2) == 0 && nncl_tensor_dim(f.a, -1) == 0);
     for (i = 0; i < n; i++) err_run_row(&f, i, &skipped);
+    err_stable_message(&f);
     if (skipped) {
         char why[96];
         snprintf(why, sizeof why, "%d rows need a second device in the context (have one)", skipped);
