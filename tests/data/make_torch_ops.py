@@ -1,0 +1,167 @@
+# make_torch_ops.py - writes torch_ops.safetensors: every graph op of nncl as
+# PyTorch computes it, for tests/test_torch_ops.c. Each case is a small graph
+#     h = x + p   (p a parameter: a vector over x's last dimension)
+#     z = OP(h, ...)            (OP's own parameters as PyTorch names them)
+#     loss = mse(z, t)          (or OP itself when OP is a loss)
+# with, per case CASE, the tensors
+#     CASE.x, CASE.x2, CASE.t      inputs of a batch (x2 for two-input ops)
+#     CASE.param.NAME              every parameter and running statistic
+#     CASE.out                     z in evaluation mode (running statistics)
+#     CASE.loss                    the loss in training mode (batch statistics)
+#     CASE.after.NAME              NAME after one SGD step (lr LR) on that loss
+# computed in float64 from the float32 inputs. The C side builds the same
+# graph through the public API, sets the parameters, predicts, steps and
+# compares: it checks nncl's semantics (padding, defaults, reductions,
+# momentum) against PyTorch's, where the op tests check its arithmetic.
+# Run once (needs torch): python3 make_torch_ops.py
+import json
+import struct
+
+import torch
+import torch.nn.functional as F
+
+LR = 0.5
+torch.manual_seed(7)
+tensors = {}
+
+
+def put(name, t):
+    tensors[name] = t.detach().to(torch.float32).contiguous()
+
+
+def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0):
+    """op(h, h2, P) -> z (or the loss when loss_op); params: name -> shape."""
+    x = (torch.randn(*x_shape) * scale).float() if x_int is None else torch.randint(0, x_int, x_shape).float()
+    put(name + ".x", x)
+    P = {}
+    if x_int is None:
+        P["p"] = torch.randn(x_shape[-1]).float() * 0.1
+    for k, shp in (params or {}).items():
+        P[k] = torch.randn(*shp).float() * 0.5
+    if x2_shape is not None:
+        x2 = torch.randn(*x2_shape).float()
+        put(name + ".x2", x2)
+        P["p2"] = torch.randn(x2_shape[-1]).float() * 0.1
+    S = {}
+    for k, shp in (stats or {}).items():
+        S[k] = (torch.rand(*shp) + 0.5).float() if k.endswith("var") else torch.randn(*shp).float() * 0.2
+    for k, v in list(P.items()) + list(S.items()):
+        put(name + ".param." + k, v)
+    Pd = {k: v.double().requires_grad_(True) for k, v in P.items()}
+    Sd = {k: v.double().clone() for k, v in S.items()}
+
+    def run(train):
+        h = x.double() + Pd["p"] if "p" in Pd else x.double()
+        h2 = x2.double() + Pd["p2"] if x2_shape is not None else None
+        return op(h, h2, Pd, Sd, train)
+
+    with torch.no_grad():
+        z = run(False)
+    if not loss_op:
+        put(name + ".out", z)
+        t = torch.randn(*z.shape).float()
+        put(name + ".t", t)
+    z = run(True)
+    if loss_op:
+        loss, t = z
+        put(name + ".t", t)
+    else:
+        loss = F.mse_loss(z, t.double())
+    loss.backward()
+    put(name + ".loss", loss.reshape(1))
+    for k, v in Pd.items():
+        put(name + ".after." + k, v - LR * v.grad)
+    for k, v in Sd.items():
+        put(name + ".after." + k, v)
+
+
+def unary(f):
+    return lambda h, h2, P, S, train: f(h)
+
+
+def bn(h, h2, P, S, train):
+    return F.batch_norm(h, S["bn.running_mean"], S["bn.running_var"], P["bn.weight"], P["bn.bias"],
+                        training=train, momentum=0.1, eps=1e-5)
+
+
+for nm, f in [("relu", F.relu), ("leaky_relu", lambda h: F.leaky_relu(h, 0.1)), ("sigmoid", torch.sigmoid),
+              ("tanh", torch.tanh), ("gelu", F.gelu), ("gelu_tanh", lambda h: F.gelu(h, approximate="tanh")),
+              ("silu", F.silu), ("elu", F.elu), ("elu_half", lambda h: F.elu(h, 0.5)), ("softplus", F.softplus),
+              ("scale", lambda h: h * 2.5), ("softmax", lambda h: F.softmax(h, -1)),
+              ("log_softmax", lambda h: F.log_softmax(h, -1))]:
+    case(nm, (4, 7), unary(f))
+case("softplus_large", (4, 7), unary(F.softplus), scale=15.0)  # beyond the threshold of 20
+case("add", (3, 5), lambda h, h2, P, S, t: h + h2, x2_shape=(3, 5))
+case("sub", (3, 5), lambda h, h2, P, S, t: h - h2, x2_shape=(3, 5))
+case("mul", (3, 5), lambda h, h2, P, S, t: h * h2, x2_shape=(3, 5))
+case("add_vector", (3, 5), lambda h, h2, P, S, t: h + P["v"], params={"v": (5,)})
+case("mul_vector", (3, 5), lambda h, h2, P, S, t: h * P["v"], params={"v": (5,)})
+for act, f in [("none", lambda v: v), ("relu", F.relu), ("sigmoid", torch.sigmoid), ("tanh", torch.tanh)]:
+    case("linear_" + act, (4, 6), lambda h, h2, P, S, t, f=f: f(F.linear(h, P["l.weight"], P["l.bias"])),
+         params={"l.weight": (3, 6), "l.bias": (3,)})
+case("linear_nobias", (4, 6), lambda h, h2, P, S, t: F.linear(h, P["l.weight"]), params={"l.weight": (3, 6)})
+case("linear_3d", (2, 3, 6), lambda h, h2, P, S, t: F.linear(h, P["l.weight"], P["l.bias"]),
+     params={"l.weight": (4, 6), "l.bias": (4,)})
+# conv: name, in, out, k, stride, padding, bias, act, H, W
+for nm, ci, co, k, s, pd, b, act, H, W in [("conv_3x3", 2, 3, 3, 1, 1, 1, F.relu, 6, 5),
+                                          ("conv_stride2", 2, 3, 3, 2, 0, 1, None, 7, 7),
+                                          ("conv_1x1", 3, 4, 1, 1, 0, 1, None, 4, 5),
+                                          ("conv_5x5", 1, 2, 5, 2, 2, 0, torch.tanh, 8, 6)]:
+    prm = {"c.weight": (co, ci, k, k)}
+    if b:
+        prm["c.bias"] = (co,)
+
+    def conv(h, h2, P, S, t, s=s, pd=pd, act=act):
+        y = F.conv2d(h, P["c.weight"], P.get("c.bias"), stride=s, padding=pd)
+        return act(y) if act else y
+    case(nm, (2, ci, H, W), conv, params=prm)
+for nm, k, s, pd in [("maxpool_2", 2, 2, 0), ("maxpool_3s2p1", 3, 2, 1)]:
+    case(nm, (2, 2, 6, 5), lambda h, h2, P, S, t, k=k, s=s, pd=pd: F.max_pool2d(h, k, s, pd))
+for nm, k, s, pd in [("avgpool_2", 2, 2, 0), ("avgpool_3s2p1", 3, 2, 1)]:
+    case(nm, (2, 2, 6, 5), lambda h, h2, P, S, t, k=k, s=s, pd=pd: F.avg_pool2d(h, k, s, pd, count_include_pad=True))
+case("global_avgpool", (2, 3, 4, 5), lambda h, h2, P, S, t: h.mean(dim=(2, 3)))
+case("batchnorm_2d", (6, 4), bn, params={"bn.weight": (4,), "bn.bias": (4,)},
+     stats={"bn.running_mean": (4,), "bn.running_var": (4,)})
+case("batchnorm_4d", (3, 2, 4, 5), bn, params={"bn.weight": (2,), "bn.bias": (2,)},
+     stats={"bn.running_mean": (2,), "bn.running_var": (2,)})
+case("layernorm", (3, 2, 6), lambda h, h2, P, S, t: F.layer_norm(h, (6,), P["ln.weight"], P["ln.bias"], 1e-5),
+     params={"ln.weight": (6,), "ln.bias": (6,)})
+case("embedding", (3, 4), lambda h, h2, P, S, t: F.embedding(h.long(), P["e.weight"]),
+     params={"e.weight": (9, 5)}, x_int=9)
+case("flatten", (2, 3, 2, 2), lambda h, h2, P, S, t: h.flatten(1))
+case("reshape", (2, 6, 2), lambda h, h2, P, S, t: h.reshape(2, 3, 4))
+case("concat_0", (2, 3, 4), lambda h, h2, P, S, t: torch.cat([h, h2], 1), x2_shape=(2, 2, 4))
+case("concat_1", (2, 3, 4), lambda h, h2, P, S, t: torch.cat([h, h2], 2), x2_shape=(2, 3, 2))
+
+
+def ce(h, h2, P, S, train):
+    y = torch.tensor([2, 0, 4, 1, 4])
+    return F.cross_entropy(h, y), y.float()
+
+
+def bce(h, h2, P, S, train):
+    t = torch.tensor([[0, 1, 1, 0, 0.5], [1, 0, 0.25, 1, 0], [0, 0, 1, 1, 1]]).float()
+    return F.binary_cross_entropy_with_logits(h, t.double()), t
+
+
+def mse(h, h2, P, S, train):
+    return F.mse_loss(h, h2), h2.float()
+
+
+case("softmax_cross_entropy", (5, 6), ce, loss_op=True, scale=3.0)
+case("bce_with_logits", (3, 5), bce, loss_op=True, scale=3.0)
+case("mse", (3, 5), mse, loss_op=True, x2_shape=(3, 5))
+
+# safetensors by hand (F32, little-endian): no dependency beyond torch
+header, blobs, off = {}, [], 0
+for k in sorted(tensors):
+    b = tensors[k].numpy().astype("<f4").tobytes()
+    header[k] = {"dtype": "F32", "shape": list(tensors[k].shape), "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+header["__metadata__"] = {"lr": str(LR), "torch": torch.__version__}
+h = json.dumps(header, separators=(",", ":")).encode()
+h += b" " * (-len(h) % 8)
+with open("torch_ops.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+print(len(tensors), "tensors,", off, "bytes of data")

@@ -1,0 +1,224 @@
+/* test_torch_ops.c - every graph op against PyTorch through the public API:
+ * tests/data/torch_ops.safetensors (made by make_torch_ops.py) holds, per
+ * case, a batch, the parameters, PyTorch's output in evaluation mode, its
+ * training-mode loss and the parameters after one SGD step. Each case
+ * builds h = x + p, z = OP(h) and mse(z, t) (or OP itself for a loss) with
+ * nncl's builders, sets the parameters by name, predicts, steps, and
+ * compares on every device. The op tests check the arithmetic against
+ * double references; this checks that the semantics are PyTorch's: padding,
+ * default constants, reductions, running-statistic momentum, bias shapes. */
+#include "harness.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TTO_FILE "tests/data/torch_ops.safetensors"
+#define TTO_MAX 4096 /* largest tensor of the file, floats */
+
+typedef nncl_node *(*tto_builder)(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t);
+
+static nncl_node *b_relu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_relu(g, h); }
+static nncl_node *b_leaky(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_leaky_relu(g, h, 0.1f); }
+static nncl_node *b_sigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_sigmoid(g, h); }
+static nncl_node *b_tanh(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_tanh(g, h); }
+static nncl_node *b_gelu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_gelu(g, h); }
+static nncl_node *b_gelu_tanh(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_gelu_tanh(g, h); }
+static nncl_node *b_silu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_silu(g, h); }
+static nncl_node *b_elu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_elu(g, h, 1.0f); }
+static nncl_node *b_elu_half(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_elu(g, h, 0.5f); }
+static nncl_node *b_softplus(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_softplus(g, h); }
+static nncl_node *b_scale(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_scale(g, h, 2.5f); }
+static nncl_node *b_softmax(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_softmax(g, h); }
+static nncl_node *b_log_softmax(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_log_softmax(g, h); }
+static nncl_node *b_add(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_op_add(g, h, h2); }
+static nncl_node *b_sub(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_op_sub(g, h, h2); }
+static nncl_node *b_mul(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_op_mul(g, h, h2); }
+
+static nncl_node *tto_vector(nncl_graph *g, nncl_node *h) {
+    int shape[8], n = nncl_node_shape(h, shape);
+    return nncl_param(g, "v", 1, &shape[n - 1], NNCL_INIT_ZEROS, 0);
+}
+static nncl_node *b_add_vector(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_add(g, h, tto_vector(g, h)); }
+static nncl_node *b_mul_vector(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_mul(g, h, tto_vector(g, h)); }
+
+static nncl_node *b_linear_none(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_NONE, "l"); }
+static nncl_node *b_linear_relu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_RELU, "l"); }
+static nncl_node *b_linear_sigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_SIGMOID, "l"); }
+static nncl_node *b_linear_tanh(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_TANH, "l"); }
+static nncl_node *b_linear_nobias(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 0, NNCL_ACT_NONE, "l"); }
+static nncl_node *b_linear_3d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "l"); }
+
+static nncl_node *b_conv_3x3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 3, 3, 1, 1, 1, NNCL_ACT_RELU, "c"); }
+static nncl_node *b_conv_stride2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 3, 3, 2, 0, 1, NNCL_ACT_NONE, "c"); }
+static nncl_node *b_conv_1x1(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 4, 1, 1, 0, 1, NNCL_ACT_NONE, "c"); }
+static nncl_node *b_conv_5x5(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 2, 5, 2, 2, 0, NNCL_ACT_TANH, "c"); }
+static nncl_node *b_maxpool_2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_maxpool2d(g, h, 2, 2, 0); }
+static nncl_node *b_maxpool_3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_maxpool2d(g, h, 3, 2, 1); }
+static nncl_node *b_avgpool_2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_avgpool2d(g, h, 2, 2, 0); }
+static nncl_node *b_avgpool_3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_avgpool2d(g, h, 3, 2, 1); }
+static nncl_node *b_global_avgpool(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_global_avgpool(g, h); }
+static nncl_node *b_batchnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm(g, h, 0.1f, 1e-5f, "bn"); }
+static nncl_node *b_layernorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_layernorm(g, h, 1e-5f, "ln"); }
+static nncl_node *b_embedding(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_embedding(g, h, 9, 5, "e"); }
+static nncl_node *b_flatten(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_flatten(g, h); }
+static nncl_node *b_reshape(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    int shape[2] = {3, 4};
+    (void)h2; (void)t;
+    return nncl_reshape(g, h, 2, shape);
+}
+static nncl_node *b_concat_0(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_concat(g, h, h2, 0); }
+static nncl_node *b_concat_1(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_concat(g, h, h2, 1); }
+static nncl_node *b_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_softmax_cross_entropy(g, h, t); }
+static nncl_node *b_bce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_bce_with_logits(g, h, t); }
+static nncl_node *b_mse(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_mse(g, h, h2); }
+
+/* loss: the builder gives the loss itself; 2: and t holds one class per sample */
+typedef struct tto_case {
+    const char *name;
+    tto_builder build;
+    int loss;
+} tto_case;
+
+static const tto_case tto_cases[] = {
+    {"relu", b_relu, 0}, {"leaky_relu", b_leaky, 0}, {"sigmoid", b_sigmoid, 0}, {"tanh", b_tanh, 0},
+    {"gelu", b_gelu, 0}, {"gelu_tanh", b_gelu_tanh, 0}, {"silu", b_silu, 0}, {"elu", b_elu, 0},
+    {"elu_half", b_elu_half, 0}, {"softplus", b_softplus, 0}, {"softplus_large", b_softplus, 0},
+    {"scale", b_scale, 0}, {"softmax", b_softmax, 0}, {"log_softmax", b_log_softmax, 0},
+    {"add", b_add, 0}, {"sub", b_sub, 0}, {"mul", b_mul, 0}, {"add_vector", b_add_vector, 0},
+    {"mul_vector", b_mul_vector, 0}, {"linear_none", b_linear_none, 0}, {"linear_relu", b_linear_relu, 0},
+    {"linear_sigmoid", b_linear_sigmoid, 0}, {"linear_tanh", b_linear_tanh, 0},
+    {"linear_nobias", b_linear_nobias, 0}, {"linear_3d", b_linear_3d, 0}, {"conv_3x3", b_conv_3x3, 0},
+    {"conv_stride2", b_conv_stride2, 0}, {"conv_1x1", b_conv_1x1, 0}, {"conv_5x5", b_conv_5x5, 0},
+    {"maxpool_2", b_maxpool_2, 0}, {"maxpool_3s2p1", b_maxpool_3, 0}, {"avgpool_2", b_avgpool_2, 0},
+    {"avgpool_3s2p1", b_avgpool_3, 0}, {"global_avgpool", b_global_avgpool, 0},
+    {"batchnorm_2d", b_batchnorm, 0}, {"batchnorm_4d", b_batchnorm, 0}, {"layernorm", b_layernorm, 0},
+    {"embedding", b_embedding, 0}, {"flatten", b_flatten, 0}, {"reshape", b_reshape, 0},
+    {"concat_0", b_concat_0, 0}, {"concat_1", b_concat_1, 0}, {"softmax_cross_entropy", b_ce, 2},
+    {"bce_with_logits", b_bce, 1}, {"mse", b_mse, 1},
+};
+
+/* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */
+static const nncl_safetensors_entry *tto_get(const nncl_safetensors *st, const char *c, const char *what,
+                                             nncl_safetensors_entry *e, int *ndim, int *shape) {
+    char key[160];
+    int i, k;
+    snprintf(key, sizeof key, "%s.%s", c, what);
+    if ((i = nncl_safetensors_find(st, key)) < 0 || nncl_safetensors_get(st, i, e) != NNCL_OK) return NULL;
+    if (ndim) {
+        *ndim = e->ndim - 1;
+        for (k = 1; k < e->ndim; k++) shape[k - 1] = (int)e->shape[k];
+    }
+    return e;
+}
+
+/* An input of CASE.what's per-sample shape, with a parameter pWHAT (a vector
+ * over its last dimension) added when the file has one. */
+static nncl_node *tto_input(nncl_graph *g, const nncl_safetensors *st, const tto_case *c, const char *what,
+                            const char *pname, nncl_node **in) {
+    nncl_safetensors_entry e, pe;
+    char key[64];
+    int ndim, shape[8];
+    *in = NULL;
+    if (!tto_get(st, c->name, what, &e, &ndim, shape)) return NULL;
+    *in = nncl_input(g, what, ndim, shape);
+    snprintf(key, sizeof key, "param.%s", pname);
+    if (!tto_get(st, c->name, key, &pe, NULL, NULL)) return *in;
+    return nncl_op_add(g, *in, nncl_param(g, pname, 1, &shape[ndim - 1], NNCL_INIT_ZEROS, 0));
+}
+
+static int tto_compare(const char *name, const char *what, const float *got, const float *want, size_t n) {
+    double w[TTO_MAX];
+    char full[420];
+    size_t i;
+    for (i = 0; i < n; i++) w[i] = want[i];
+    snprintf(full, sizeof full, "%s: %s", name, what);
+    /* float32 arithmetic against PyTorch's float64: a relative error near 1e-6 */
+    return th_close(full, got, w, n, 1e-10);
+}
+
+static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const tto_case *c, float lr) {
+    char name[200], key[200];
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    nncl_node *x, *x2 = NULL, *t = NULL, *h, *h2, *z, *loss;
+    nncl_safetensors_entry ex, ex2, et, eo, el, e;
+    nncl_train_config cfg = nncl_train_default();
+    nncl_trainer *tr = NULL;
+    nncl_feed f[3];
+    nncl_step_info info;
+    float got[TTO_MAX];
+    int i, nf = 0, ndim, shape[8], batch, ok = 1;
+    snprintf(name, sizeof name, "%s as in PyTorch on %s", c->name, th_device_label(ctx, d));
+    TH_CHECK(name, g && tto_get(st, c->name, "x", &ex, NULL, NULL) && tto_get(st, c->name, "t", &et, &ndim, shape));
+    batch = (int)ex.shape[0];
+    h = tto_input(g, st, c, "x", "p", &x);
+    h2 = tto_input(g, st, c, "x2", "p2", &x2);
+    if (x2) tto_get(st, c->name, "x2", &ex2, NULL, NULL);
+    if (c->loss != 1 || !x2) t = nncl_input(g, "t", c->loss == 2 ? 0 : ndim, shape);
+    z = c->build(g, h, h2, t);
+    loss = c->loss ? z : nncl_mse(g, z, t);
+    TH_CHECK(name, loss != NULL);
+    cfg.max_batch = batch;
+    cfg.optim = nncl_optim_default(NNCL_OPT_SGD);
+    cfg.optim.lr = lr;
+    cfg.devices = &d;
+    cfg.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &cfg, &tr));
+    for (i = 0; i < nncl_safetensors_count(st); i++) {
+        size_t len = strlen(c->name);
+        TH_CHECK(name, nncl_safetensors_get(st, i, &e) == NNCL_OK);
+        if (strncmp(e.name, c->name, len) || strncmp(e.name + len, ".param.", 7)) continue;
+        TH_OK(name, ctx, nncl_trainer_param_set(tr, e.name + len + 7, e.data, e.numel));
+    }
+    f[nf].node = x; f[nf++].data = ex.data;
+    if (x2) { f[nf].node = x2; f[nf++].data = ex2.data; }
+    if (!c->loss) {
+        TH_CHECK(name, tto_get(st, c->name, "out", &eo, NULL, NULL) && eo.numel <= TTO_MAX);
+        th_poison(got, eo.numel);
+        TH_OK(name, ctx, nncl_trainer_predict(tr, f, nf, batch, z, got));
+        ok &= tto_compare(name, "evaluation output", got, eo.data, eo.numel);
+    }
+    if (t) { f[nf].node = t; f[nf++].data = et.data; }
+    TH_OK(name, ctx, nncl_trainer_step(tr, f, nf, batch, &info));
+    TH_CHECK(name, tto_get(st, c->name, "loss", &el, NULL, NULL));
+    ok &= tto_compare(name, "training loss", &info.loss, el.data, 1);
+    for (i = 0; i < nncl_safetensors_count(st); i++) {
+        size_t len = strlen(c->name);
+        TH_CHECK(name, nncl_safetensors_get(st, i, &e) == NNCL_OK && e.numel <= TTO_MAX);
+        if (strncmp(e.name, c->name, len) || strncmp(e.name + len, ".after.", 7)) continue;
+        th_poison(got, e.numel);
+        TH_OK(name, ctx, nncl_trainer_param_get(tr, e.name + len + 7, got, e.numel));
+        snprintf(key, sizeof key, "%s after one SGD step", e.name + len + 7);
+        ok &= tto_compare(name, key, got, e.data, e.numel);
+    }
+    nncl_trainer_free(tr);
+    nncl_graph_free(g);
+    if (ok) th_pass("%s", name);
+    return !ok;
+}
+
+int main(void) {
+    nncl_context *ctx = th_context();
+    nncl_safetensors *st = NULL;
+    const char *lr;
+    int d, i, n = (int)(sizeof tto_cases / sizeof tto_cases[0]), used = 0;
+    if (!ctx) return th_exit_code();
+    TH_OK("torch ops file", NULL, nncl_safetensors_load(TTO_FILE, &st));
+    TH_CHECK("torch ops file", (lr = nncl_safetensors_meta(st, "lr")) != NULL);
+    for (i = 0; i < nncl_safetensors_count(st); i++) { /* every case of the file has a row here */
+        nncl_safetensors_entry e;
+        char c[128];
+        int k, known = 0;
+        nncl_safetensors_get(st, i, &e);
+        if (!strstr(e.name, ".x") || strcmp(strstr(e.name, ".x"), ".x")) continue;
+        snprintf(c, sizeof c, "%.*s", (int)(strstr(e.name, ".x") - e.name), e.name);
+        for (k = 0; k < n; k++) known |= !strcmp(tto_cases[k].name, c);
+        if (!known) th_fail("torch ops file", "case %s has no row", c);
+        used++;
+    }
+    TH_CHECK("torch ops file", used == n);
+    for (d = 0; d < nncl_device_count(ctx); d++)
+        for (i = 0; i < n; i++) tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr));
+    nncl_safetensors_free(st);
+    nncl_free(ctx);
+    return th_exit_code();
+}
