@@ -35,6 +35,31 @@ static nncl_status io_predict_job(nncl_trainer *t, int i, void *arg) {
     return io_predict_device(t, i, job->feeds, job->n_feeds, off, job->out, job->dst);
 }
 
+/* Every input out depends on is fed: an unfed one would be read as whatever
+ * the last step or prediction left in its buffer. Nodes are numbered in
+ * creation order, so one pass from out down to 0 finds them all. */
+static nncl_status io_check_fed(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, const nncl_node *out) {
+    nncl_graph *g = t->graph;
+    unsigned char *need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1);
+    int i, k, j;
+    if (!need) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_predict: out of host memory");
+    need[out->id] = 1;
+    for (i = out->id; i >= 0; i--) {
+        const nncl_node *n = g->nodes[i];
+        if (!need[i]) continue;
+        for (j = 0; j < n->n_in; j++) need[n->in[j]->id] = 1;
+        if (n->op != NNCL_OP_INPUT) continue;
+        for (k = 0; k < n_feeds && feeds[k].node != n; k++) {}
+        if (k == n_feeds) {
+            NNCL_FREE(need);
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: input \"%s\", which \"%s\" depends on, is not fed",
+                              n->name, out->name);
+        }
+    }
+    NNCL_FREE(need);
+    return NNCL_OK;
+}
+
 nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
                                  float *dst) {
     int i, saved[64], failed = -1;
@@ -45,6 +70,7 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
     if (out->id < 0 || out->id >= t->graph->n_nodes || t->graph->nodes[out->id] != out || !out->batched)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out is not a per-sample node of the graph");
     NNCL_TRY(nncl__trainer_check_feeds(t, feeds, n_feeds, batch, "nncl_trainer_predict"));
+    NNCL_TRY(io_check_fed(t, feeds, n_feeds, out));
     for (i = 0; i < t->nd && i < 64; i++) saved[i] = t->shard[i];
     /* The training split (sized for the training batch) scaled to this one. */
     {
@@ -84,6 +110,10 @@ nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labe
     if (!x || !labels || !logits || !xdata || !ydata || n <= 0 || logits->ndim != 2)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "nncl_trainer_evaluate: x, labels, 2-D logits, data and n > 0 are needed");
+    if (labels->op != NNCL_OP_INPUT || labels->sample_numel != 1 || labels == x)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_evaluate: labels \"%s\" must be an input of one class index per sample, apart from x",
+                          labels->name);
     C = logits->shape[1];
     NNCL_TRY(nncl__check_labels(t->ctx, labels, C, ydata, n)); /* as the training step does */
     out = (float *)nncl__calloc((size_t)t->cfg.max_batch * (size_t)C, sizeof(float));

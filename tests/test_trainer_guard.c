@@ -137,6 +137,12 @@ static int test_wrong_feeds(nncl_context *ctx, int nd) {
     f[1] = f[2];
     f[1].node = other.y;
     TH_CHECK(name, nncl_trainer_predict(t, f, 2, TG_B, m.logits, out) == NNCL_ERR_INVALID_ARGUMENT);
+    /* the logits depend on x: predicting without it would read a stale buffer */
+    tg_feeds(&m, f, tg_x, tg_y);
+    TH_CHECK(name, nncl_trainer_predict(t, f + 1, 1, TG_B, m.logits, out) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "input \"x\", which \"fc2\" depends on, is not fed") != NULL);
+    TH_CHECK(name, nncl_trainer_predict(t, NULL, 0, TG_B, m.logits, out) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_OK(name, ctx, nncl_trainer_predict(t, f, 1, TG_B, m.logits, out)); /* the labels are not needed */
     /* still whole: good steps on every device */
     tg_feeds(&m, f, tg_x, tg_y);
     TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TG_B, &info));
@@ -221,6 +227,10 @@ static int test_evaluate_labels(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "= 7 is not a class index in 0..2") != NULL);
     y[TG_N - 1] = 0.5f;
     TH_CHECK(name, nncl_trainer_evaluate(t, m.x, m.y, m.logits, tg_x, y, TG_N, &loss, &acc) == NNCL_ERR_INVALID_ARGUMENT);
+    /* x and labels swapped: the labels node must hold one class per sample
+     * (fed as x, the labels' array would be read TG_D times too far) */
+    TH_CHECK(name, nncl_trainer_evaluate(t, m.y, m.x, m.logits, tg_y, tg_y, TG_N, &loss, &acc) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "labels \"x\" must be an input of one class index per sample") != NULL);
     TH_OK(name, ctx, nncl_trainer_evaluate(t, m.x, m.y, m.logits, tg_x, tg_y, TG_N, &loss, &acc));
     TH_CHECK(name, isfinite(loss));
     nncl_trainer_free(t);
