@@ -4,11 +4,15 @@
  * atomics, so the result is the same on every device), and the reorder
  * between NCHW [S, O, OH*OW] and the GEMM's [O, S*OH*OW]; one work-item per
  * element. Through nncl's own GEMM: packing x and dy straight into GEMM
- * panels, and the input gradient as a direct gather. Sizes need not divide. */
+ * panels, and the input gradient as a direct gather. Sizes need not divide.
+ * Half storage (NNCL_STORE, cl/common.cl): x, y, their gradients, the
+ * column matrix and the weights' working copy in the storage type (act_t);
+ * GEMM panels, the gather's reordered weights and the parameter gradients
+ * fp32, and so is all arithmetic. */
 
 /* col[(c*k + ki)*k + kj, s*OH*OW + oh*OW + ow] = x[s, c, oh*st - pad + ki,
  * ow*st - pad + kj], zero outside the input. */
-__kernel void nncl_im2col_f32(__global const float *x, int x_off, __global float *col, int col_off, int C, int H,
+__kernel void nncl_im2col_f32(__global const act_t *x, int x_off, __global act_t *col, int col_off, int C, int H,
                               int W, int k, int st, int pad, int OH, int OW, int S) {
     int i = get_global_id(0);
     int ohw = OH * OW, ncols = S * ohw, kk = k * k;
@@ -24,13 +28,13 @@ __kernel void nncl_im2col_f32(__global const float *x, int x_off, __global float
     kj = r - c * kk - ki * k;
     ih = (p / OW) * st - pad + ki;
     iw = (p % OW) * st - pad + kj;
-    if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[x_off + ((s * C + c) * H + ih) * W + iw];
-    col[col_off + i] = v;
+    if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = NNCL_LD(x, x_off + ((s * C + c) * H + ih) * W + iw);
+    NNCL_ST(v, col, col_off + i);
 }
 
 /* dx[s, c, h, w] (+)= sum of col[(c*k + ki)*k + kj, s*OH*OW + oh*OW + ow]
  * over the windows (oh, ow) that cover (h, w). */
-__kernel void nncl_col2im_f32(__global const float *col, int col_off, __global float *dx, int dx_off, int C, int H,
+__kernel void nncl_col2im_f32(__global const act_t *col, int col_off, __global act_t *dx, int dx_off, int C, int H,
                               int W, int k, int st, int pad, int OH, int OW, int S, int acc) {
     int i = get_global_id(0);
     int ohw = OH * OW, ncols = S * ohw;
@@ -51,15 +55,15 @@ __kernel void nncl_col2im_f32(__global const float *col, int col_off, __global f
             if (tw < 0 || tw % st) continue;
             ow = tw / st;
             if (ow >= OW) continue;
-            sum += col[col_off + ((c * k + ki) * k + kj) * ncols + s * ohw + oh * OW + ow];
+            sum += NNCL_LD(col, col_off + ((c * k + ki) * k + kj) * ncols + s * ohw + oh * OW + ow);
         }
     }
-    dx[dx_off + i] = acc ? dx[dx_off + i] + sum : sum;
+    NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + sum : sum, dx, dx_off + i);
 }
 
 /* Between NCHW a[s, o, p] (S samples) and the GEMM layout g[o, s*ohw + p]:
  * to_nchw 1 copies g into a, 0 copies a into g. */
-__kernel void nncl_conv_reorder_f32(__global float *a, int a_off, __global float *g, int g_off, int O, int ohw, int S,
+__kernel void nncl_conv_reorder_f32(__global act_t *a, int a_off, __global act_t *g, int g_off, int O, int ohw, int S,
                                     int to_nchw) {
     int i = get_global_id(0);
     int per = O * ohw, s, o, p, j;
@@ -68,8 +72,8 @@ __kernel void nncl_conv_reorder_f32(__global float *a, int a_off, __global float
     o = (i - s * per) / ohw;
     p = i - s * per - o * ohw;
     j = (o * S + s) * ohw + p;
-    if (to_nchw) a[a_off + i] = g[g_off + j];
-    else g[g_off + j] = a[a_off + i];
+    if (to_nchw) NNCL_ST(NNCL_LD(g, g_off + j), a, a_off + i); /* exact: any stored value converts back */
+    else NNCL_ST(NNCL_LD(a, a_off + i), g, g_off + j);
 }
 
 /* ------------------------------------------------------------- packed implicit GEMM
@@ -88,7 +92,7 @@ __kernel void nncl_conv_reorder_f32(__global float *a, int a_off, __global float
  * NDRange (ceil(OH*OW / nr) * nr, C*k*k), in groups of whole panels where
  * the device allows: one work-item per column j and row r, for every
  * sample (the coordinates, once for all of them). */
-__kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
+__kernel void nncl_conv_pack_b_f32(__global const act_t *x, int x_off, __global float *bp, int bp_off, int C, int H,
                                    int W, int k, int st, int pad, int OH, int OW, int nr, int S) {
     int j = get_global_id(0), r = get_global_id(1);
     int kk = k * k, ckk = C * kk, ohw = OH * OW, panels = (ohw + nr - 1) / nr, q, c, oh, ci, ki, kj, ih, iw, z;
@@ -106,19 +110,20 @@ __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global 
     in = j < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W;
     src = x_off + (ci * H + (in ? ih : 0)) * W + (in ? iw : 0);
     d = bp + bp_off + (q * ckk + r) * nr + c;
-    for (z = 0; z < S; z++) d[z * panels * ckk * nr] = in ? x[src + z * C * H * W] : 0.0f;
+    for (z = 0; z < S; z++) d[z * panels * ckk * nr] = in ? NNCL_LD(x, src + z * C * H * W) : 0.0f;
 }
 
 /* Weight gradient A over S samples: A(o, kk) = g[s, o, p] with kk = s*OH*OW
  * + p, [O, S*OH*OW], g = dy * act'(y) (also written back over dy with
  * inplace: the input gradient's gather reads it). NDRange (S*OH*OW, panels
  * of mr rows): neighbouring items read neighbouring dy. */
-__kernel void nncl_conv_pack_dy_f32(__global float *dy, int dy_off, __global const float *y, int y_off,
+__kernel void nncl_conv_pack_dy_f32(__global act_t *dy, int dy_off, __global const act_t *y, int y_off,
                                     __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act,
                                     int inplace) {
     int kk = get_global_id(0), p = get_global_id(1), K = S * ohw, s, px, r, o, in;
-    __global float *d, *src;
-    __global const float *ys;
+    __global float *d;
+    __global act_t *src;
+    __global const act_t *ys;
     float g;
     if (p * mr >= O || kk >= K) return;
     s = nncl_quot(kk, 1.0f / (float)ohw);
@@ -129,10 +134,10 @@ __kernel void nncl_conv_pack_dy_f32(__global float *dy, int dy_off, __global con
     for (r = 0; r < mr; r++) {
         o = p * mr + r;
         in = o < O;
-        g = in ? src[r * ohw] : 0.0f;
+        g = in ? NNCL_LD(src, r * ohw) : 0.0f;
         if (act) {
-            g *= nncl_act_grad(in ? ys[r * ohw] : 0.0f, act);
-            if (inplace && in) src[r * ohw] = g;
+            g *= nncl_act_grad(in ? NNCL_LD(ys, r * ohw) : 0.0f, act);
+            if (inplace && in) NNCL_ST(g, src, r * ohw);
         }
         d[r] = g;
     }
@@ -143,7 +148,7 @@ __kernel void nncl_conv_pack_dy_f32(__global float *dy, int dy_off, __global con
  * C*k*k: the product's extra column is the bias gradient). NDRange (nr, OH*OW,
  * S*panels): items c of pixel p of panel q of sample s write one run of nr
  * floats. */
-__kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
+__kernel void nncl_conv_pack_colt_f32(__global const act_t *x, int x_off, __global float *bp, int bp_off, int C,
                                       int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int c = get_global_id(0), px = get_global_id(1), z = get_global_id(2), kk = k * k, ckk = C * kk, ohw = OH * OW;
     int panels = (ckk + ones + nr - 1) / nr, s = z / panels, q = z - s * panels, oh = px / OW, ow = px - oh * OW;
@@ -152,7 +157,7 @@ __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __glob
     float v;
     if (px >= ohw || s >= S) return;
     in = r < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W;
-    v = in ? x[x_off + ((s * C + ci) * H + ih) * W + iw] : 0.0f;
+    v = in ? NNCL_LD(x, x_off + ((s * C + ci) * H + ih) * W + iw) : 0.0f;
     bp[bp_off + (q * S * ohw + s * ohw + px) * nr + c] = ones && r == ckk ? 1.0f : v;
 }
 
@@ -174,14 +179,14 @@ __kernel void nncl_conv_dw_split_f32(__global const float *ct, int ct_off, __glo
  * wt[((o*k + ki)*k + kj)*Cp + c] = w[o, c, ki, kj], zero for c >= C (Cp:
  * C rounded up to 16), so that 16 neighbouring channels are one vector
  * load. One work-item per element of wt. */
-__kernel void nncl_conv_wt_f32(__global const float *w, int w_off, __global float *wt, int wt_off, int O, int C,
+__kernel void nncl_conv_wt_f32(__global const act_t *w, int w_off, __global float *wt, int wt_off, int O, int C,
                                int k, int Cp) {
     int i = get_global_id(0), kk = k * k, c, t, o;
     if (i >= O * kk * Cp) return;
     c = i % Cp;
     t = (i / Cp) % kk;
     o = i / (Cp * kk);
-    wt[wt_off + i] = c < C ? w[w_off + (o * C + c) * kk + t] : 0.0f;
+    wt[wt_off + i] = c < C ? NNCL_LD(w, w_off + (o * C + c) * kk + t) : 0.0f;
 }
 
 /* The output column of input column w under kernel column kj, or -1 where
@@ -199,14 +204,14 @@ int nncl_conv_dx_col(int w, int kj, int st, int pad, int OW) {
  * serves two scalars of dy. Each dx element has one writer and one order of
  * additions (no atomics: the same result on every device), and there is no
  * barrier. NDRange (ceil(W/2), H, S*ceil(C/16)). */
-__kernel void nncl_conv_backward_f32_input(__global const float *dy, int dy_off, __global const float *wt, int wt_off,
-                               __global float *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
+__kernel void nncl_conv_backward_f32_input(__global const act_t *dy, int dy_off, __global const float *wt, int wt_off,
+                               __global act_t *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
                                int OH, int OW, int acc) {
     int w = get_global_id(0) * 2, h = get_global_id(1), z = get_global_id(2), cb = (C + 15) / 16, Cp = cb * 16;
     int s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o, ki, kj, e, two;
     float16 s0 = (float16)(0.0f), s1 = (float16)(0.0f);
     float t[32];
-    __global float *out;
+    __global act_t *out;
     if (w >= W || h >= H) return;
     two = w + 1 < W;
     for (ki = 0; ki < k; ki++) {
@@ -216,12 +221,13 @@ __kernel void nncl_conv_backward_f32_input(__global const float *dy, int dy_off,
         if (oh >= OH) continue;
         for (kj = 0; kj < k; kj++) {
             int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
-            __global const float *d = dy + dy_off + s * O * ohw + oh * OW, *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
+            __global const act_t *d = dy + dy_off + s * O * ohw + oh * OW;
+            __global const float *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
             if (ow0 < 0 && ow1 < 0) continue;
             for (o = 0; o < O; o++) {
                 float16 wo = vload16(0, wv + o * ostride);
-                s0 = mad((float16)(ow0 >= 0 ? d[o * ohw + ow0] : 0.0f), wo, s0);
-                s1 = mad((float16)(ow1 >= 0 ? d[o * ohw + ow1] : 0.0f), wo, s1);
+                s0 = mad((float16)(ow0 >= 0 ? NNCL_LD(d, o * ohw + ow0) : 0.0f), wo, s0);
+                s1 = mad((float16)(ow1 >= 0 ? NNCL_LD(d, o * ohw + ow1) : 0.0f), wo, s1);
             }
         }
     }
@@ -229,7 +235,7 @@ __kernel void nncl_conv_backward_f32_input(__global const float *dy, int dy_off,
     vstore16(s1, 0, t + 16);
     out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
     for (e = 0; e < 16 && c0 + e < C; e++) {
-        out[e * H * W] = acc ? out[e * H * W] + t[e] : t[e];
-        if (two) out[e * H * W + 1] = acc ? out[e * H * W + 1] + t[16 + e] : t[16 + e];
+        NNCL_ST(acc ? NNCL_LD(out, e * H * W) + t[e] : t[e], out, e * H * W);
+        if (two) NNCL_ST(acc ? NNCL_LD(out, e * H * W + 1) + t[16 + e] : t[16 + e], out, e * H * W + 1);
     }
 }

@@ -23,7 +23,9 @@
  *             channel-minor by nncl_conv_wt; no atomics, no barriers, so the
  *             same result on every device).
  * A 1x1 convolution is the same with k = 1: its packing copies x into
- * panels and its products are plain GEMMs. */
+ * panels and its products are plain GEMMs. In half storage the packing
+ * kernels read x, dy and W in the storage type into fp32 panels, the
+ * forward product stores y in it, and dW, db and the workspace stay fp32. */
 #include "conv.h"
 #include "gemm.h"
 #include <limits.h>
@@ -129,9 +131,11 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
         NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, g.n, g.k, &v));
         NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
     }
-    /* the packed kernels the steps launch: the forward's, and the device's
+    /* the packed kernels the steps launch: the forward's (in half storage
+     * its build reading W and storing y in that type), and the device's
      * first, which a smaller last chunk's weight gradient falls back to */
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    v.store = x->store;
     NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 1, &all, &count));
     NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &all[0], &g));
@@ -154,6 +158,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
     if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a group per panel */
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);

@@ -30,6 +30,7 @@ int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_di
     int key[NNCL__CONV_KEY], mode = nncl__gemm_mode();
     if (!nncl__conv_own_fits(d)) return 0;
     if (mode != 0) return mode == 2;
+    if (x->store) return 1; /* see nncl__conv_pick */
     cpick_key(x, n, d, key);
     return nncl__conv_choice_find(x->ctx, x->dev, key) == 1;
 }
@@ -211,9 +212,14 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
     return st;
 }
 
+/* In half storage (x->store) the own path is taken wherever it fits,
+ * untimed: CLBlast takes no half operands, so the im2col path's GEMMs are
+ * the own kernels too, behind an extra pass over the column matrix (and the
+ * timing's scratch and stored choices are fp32's). NNCL_GEMM=clblast still
+ * forces that path. */
 nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
-    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode(), own = mode == 2 && nncl__conv_own_fits(d);
-    if (mode == 0 && nncl__conv_own_fits(d)) {
+    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode(), own = (mode == 2 || (mode == 0 && x->store)) && nncl__conv_own_fits(d);
+    if (mode == 0 && !x->store && nncl__conv_own_fits(d)) {
         cpick_key(x, n, d, key);
         own = nncl__conv_choice_find(x->ctx, x->dev, key);
         if (own < 0) {

@@ -401,6 +401,7 @@ nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nnc
     nncl__gemm_state *s = NULL;
     const nncl__gemm_choice *c;
     int i, mode = nncl__gemm_mode();
+    if (g->store) return nncl__gemm_own_store(ctx, dev, g, 1, bytes); /* own kernels alone take half storage */
     NNCL_TRY(nncl__sgemm_clblast_temp(ctx, dev, g, bytes));
     if (mode == 1 || !nncl__gemm_own_fits(g)) return NNCL_OK;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));

@@ -110,9 +110,15 @@ static nncl_status conv_shape(nncl_graph *g, nncl_node *n) {
 
 /* ------------------------------------------------------------- workspace */
 
+/* A product of the im2col path; in half storage (store) every operand is in
+ * the storage type, but for C of a weight gradient (c_f32), a parameter
+ * gradient and so fp32. */
 static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a, size_t lda,
-                          nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta, cl_mem temp) {
+                          nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta, cl_mem temp, int store,
+                          int c_f32) {
     memset(g, 0, sizeof *g);
+    g->store = store;
+    g->c_f32 = store && c_f32;
     g->trans_a = ta;
     g->trans_b = tb;
     g->m = m; g->n = nn; g->k = k;
@@ -138,15 +144,15 @@ static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv
     size_t N = S * d->ohw, t = 0, most = 0;
     one.mem = NULL;
     one.off = 1;
-    conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL);
+    conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL, x->store, 0);
     NNCL_TRY(size(x->ctx, x->dev, &g, &most));
     if (nncl__need_grad(x, n, 1)) {
-        conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL);
+        conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL, x->store, 1);
         NNCL_TRY(size(x->ctx, x->dev, &g, &t));
         if (t > most) most = t;
     }
     if (nncl__need_grad(x, n, 0)) {
-        conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL);
+        conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL, x->store, 0);
         NNCL_TRY(size(x->ctx, x->dev, &g, &t));
         if (t > most) most = t;
     }
@@ -155,10 +161,11 @@ static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv
 }
 
 /* Floats of workspace for chunks of S samples: col and Y' (only col, or
- * nothing for a pointwise kernel, when S is 1). */
-static size_t conv_ws_floats(const nncl__conv_dims *d, int S) {
-    if (S > 1) return (size_t)S * (d->ckk + (size_t)d->O) * d->ohw;
-    return d->pointwise ? 0 : d->ckk * d->ohw;
+ * nothing for a pointwise kernel, when S is 1), half as many in half
+ * storage (store). */
+static size_t conv_ws_floats(const nncl__conv_dims *d, int S, int store) {
+    size_t e = S > 1 ? (size_t)S * (d->ckk + (size_t)d->O) * d->ohw : d->pointwise ? 0 : d->ckk * d->ohw;
+    return store ? (e + 1) / 2 : e;
 }
 
 /* Samples per GEMM (S) for the exec's batch: as many as the budget holds
@@ -197,17 +204,19 @@ nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__
     /* the GEMMs chosen for S may take a larger share than the probe's */
     while (S > 1) {
         NNCL_TRY(conv_temp(x, n, d, S, choose, &tp));
-        if (conv_ws_floats(d, (int)S) + tp + CONV_ALIGN <= budget) break;
+        if (conv_ws_floats(d, (int)S, x->store) + tp + CONV_ALIGN <= budget) break;
         S = S * 3 / 4 < S - 1 ? S * 3 / 4 : S - 1;
     }
     *chunk = S < 1 ? 1 : (int)S;
     return NNCL_OK;
 }
 
-/* col at the end of the workspace buffer, Y' after its S*ckk*ohw floats. */
+/* col at the end of the workspace buffer, Y' after its S*ckk*ohw elements;
+ * in half storage both are in the storage type, their offsets counted in
+ * its 2-byte elements (the GEMMs' temp before them stays in floats). */
 static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S, nncl__view *col,
                            nncl__view *gout) {
-    size_t bytes = 0, floats = conv_ws_floats(d, S), total;
+    size_t bytes = 0, floats = conv_ws_floats(d, S, x->store), total;
     col->mem = gout->mem = x->gemm_temp;
     col->off = gout->off = 0;
     if (!floats) return NNCL_OK;
@@ -217,6 +226,7 @@ static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
                           n->name, total, floats + CONV_ALIGN);
     col->off = (total - floats) / CONV_ALIGN * CONV_ALIGN;
+    if (x->store) col->off *= 2;
     gout->off = col->off + (size_t)S * d->ckk * d->ohw;
     return NNCL_OK;
 }
@@ -224,9 +234,9 @@ static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_d
 /* ------------------------------------------------------------- launches */
 
 static nncl_status conv_gemm(nncl__exec *x, cl_mem temp, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a,
-                             size_t lda, nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta) {
+                             size_t lda, nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta, int c_f32) {
     nncl__gemm_args g;
-    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, temp);
+    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, temp, x->store, c_f32);
     return nncl__sgemm(x->ctx, x->dev, &g);
 }
 
@@ -238,9 +248,9 @@ static nncl_status conv_temp_view(nncl__exec *x, const nncl__conv_dims *d, int S
     cl_int err;
     *t = x->gemm_temp;
     *own = 0;
-    if (!conv_ws_floats(d, S) || !col.off) return NNCL_OK;
+    if (!conv_ws_floats(d, S, x->store) || !col.off) return NNCL_OK;
     r.origin = 0;
-    r.size = col.off * sizeof(float);
+    r.size = (x->store ? col.off / 2 : col.off) * sizeof(float);
     *t = clCreateSubBuffer(x->gemm_temp, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
     NNCL_CL_CHECK(x->ctx, err, "clCreateSubBuffer (conv2d GEMM temp)");
     *own = 1;
@@ -297,7 +307,7 @@ nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl
     int S;
     NNCL_TRY(nncl__conv_col_chunk(x, n, d, 1, &S));
     NNCL_TRY(conv_temp(x, n, d, (size_t)S, 1, &temp));
-    ws = conv_ws_floats(d, S);
+    ws = conv_ws_floats(d, S, x->store);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
     return NNCL_OK;
 }
@@ -331,10 +341,10 @@ static nncl_status conv_col_fwd_chunks(nncl__exec *x, const nncl_node *n, const 
                 NNCL_TRY(conv_im2col(x, n, &d, xs, 1, col));
                 b = col;
             }
-            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f));
+            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f, 0));
         } else {
             NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
-            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f));
+            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f, 0));
             NNCL_TRY(conv_reorder(x, n, &d, ys, gout, ns, 1));
         }
     }
@@ -402,13 +412,13 @@ static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const 
                 NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
                 b = col;
             }
-            NNCL_TRY(conv_gemm(x, temp, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w));
+            NNCL_TRY(conv_gemm(x, temp, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w, 1));
         }
         if (need_x) {
             if (S == 1 && d.pointwise) {
-                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f));
+                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f, 0));
             } else {
-                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f));
+                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f, 0));
                 NNCL_TRY(conv_col2im(x, n, &d, col, ns, dxs, acc_x));
             }
         }
@@ -490,7 +500,8 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
-    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward};
+    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
+    .half = 2};
 
 /* ------------------------------------------------------------- builder */
 

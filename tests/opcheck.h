@@ -140,6 +140,33 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
     return bad;
 }
 
+/* Half storage: what the device starts from rounded to the format, in
+ * the reference too: the fed activations (labels and targets, which stay
+ * fp32, apart) and the parameters, whose working copy the ops read. The
+ * tolerance then bounds the rounding of what the ops compute and store, and
+ * a ReLU's input of either sign near 0 is the same input on both sides. */
+static double oc_round(double v) {
+    return oc_store == 1 ? nncl__f16_to_f32(nncl__f32_to_f16((float)v)) : nncl__bf16_to_f32(nncl__f32_to_bf16((float)v));
+}
+
+static int oc_fed_f32(const nncl_graph *g, const nncl_node *n) {
+    int i, k;
+    for (i = n->id + 1; i < g->n_nodes; i++)
+        for (k = 0; k < g->nodes[i]->n_in; k++)
+            if (g->nodes[i]->in[k] == n && (nncl__opdef_get(g->nodes[i]->op)->f32_in & (1 << k))) return 1;
+    return 0;
+}
+
+static void oc_round_start(nncl__ref *r, const nncl_graph *g, int batch) {
+    int i;
+    size_t k;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        if (n->op != NNCL_OP_PARAM && (n->op != NNCL_OP_INPUT || oc_fed_f32(g, n))) continue;
+        for (k = 0; k < nncl__numel(n, batch); k++) r->val[i][k] = oc_round(r->val[i][k]);
+    }
+}
+
 /* The whole check. tol: normalised squared error allowed on the devices.
  * Prints PASS or FAIL lines; returns nonzero on failure. */
 static int oc_check(const char *name, nncl_context *ctx, nncl_graph *g, nncl_node *loss, const oc_feed *feeds, int nf,
@@ -156,6 +183,7 @@ static int oc_check(const char *name, nncl_context *ctx, nncl_graph *g, nncl_nod
         size_t k, count = nncl__numel(feeds[i].node, batch);
         for (k = 0; k < count; k++) r->val[feeds[i].node->id][k] = feeds[i].data[k];
     }
+    if (oc_store) oc_round_start(r, g, batch);
     r->r.step_seed = 12345;
     nncl__ref_forward(r, 1);
     nncl__ref_backward(r, loss);
