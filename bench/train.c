@@ -285,7 +285,7 @@ static void train_breakdown(int d, const char *model, nncl_context *pc, int step
     nncl_profile_kernel k[64];
     int n = nncl_profile_kernels(pc, 0, k, 64), i, rest_n = 0;
     double rest = 0;
-    char row[48], why[200];
+    char row[64], why[200];
     if (n > 64) n = 64;
     for (i = 0; i < n; i++) {
         if (i >= TRAIN_TOP || k[i].seconds < 0.01 * total) {
@@ -293,7 +293,7 @@ static void train_breakdown(int d, const char *model, nncl_context *pc, int step
             rest_n += k[i].launches;
             continue;
         }
-        snprintf(row, sizeof row, "%.3s: %.40s", model, k[i].name);
+        snprintf(row, sizeof row, "%.8s: %.40s", model, k[i].name);
         snprintf(why, sizeof why, "kernel time per training step, from profiling events over %d steps", steps);
         bench_put_num("kernels", d, row, "ms_per_step", k[i].seconds / steps * 1e3, "ms", why);
         bench_put_num("kernels", d, row, "launches_per_step", (double)k[i].launches / steps, "", "");
@@ -375,9 +375,12 @@ static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int 
 
 /* Fresh context with profiling on device ctx-device d: the plan's peak
  * memory against the model's need, then the host-overhead share and the
- * kernel-busy fraction of timed steps. */
-static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
-    const char *item = cnn ? "cnn" : "mlp";
+ * kernel-busy fraction of timed steps, and which kernels take the time;
+ * in half storage (prec) the host-overhead share and the kernels alone. */
+static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
+                          nncl_precision prec) {
+    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
+    const char *item = items[cnn][prec];
     char sel[16], why[300], formula[160], mitem[32];
     nncl_config cfg = nncl_config_default();
     nncl_context *pc = NULL;
@@ -403,6 +406,7 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
     }
     tc.max_batch = o->batch;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    tc.precision = prec;
     if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
         snprintf(why, sizeof why, "n/a: %s", nncl_last_error(pc));
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
@@ -410,12 +414,14 @@ static void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn
         nncl_free(pc);
         return;
     }
-    nncl_device_memory(pc, 0, &in_use, &peak);
-    need = train_need_floats(cnn, o->batch, formula, sizeof formula) * 4;
-    bench_put_num("training", d, item, "peak_mib", peak / 1048576.0, "MiB",
-                  "nncl_device_memory peak after nncl_trainer_create on a fresh context");
-    bench_put_num("training", d, item, "need_mib", need / 1048576.0, "MiB", formula);
-    bench_put_num("training", d, item, "mem_ratio", peak / need, "x", "peak / need; target <= 1.25");
+    if (prec == NNCL_PRECISION_FP32) { /* train_precisions gives the half plans' memory */
+        nncl_device_memory(pc, 0, &in_use, &peak);
+        need = train_need_floats(cnn, o->batch, formula, sizeof formula) * 4;
+        bench_put_num("training", d, item, "peak_mib", peak / 1048576.0, "MiB",
+                      "nncl_device_memory peak after nncl_trainer_create on a fresh context");
+        bench_put_num("training", d, item, "need_mib", need / 1048576.0, "MiB", formula);
+        bench_put_num("training", d, item, "mem_ratio", peak / need, "x", "peak / need; target <= 1.25");
+    }
 
     /* warm-up, then profiled steps */
     t0 = bench_now();
@@ -552,7 +558,7 @@ int bench_training_steps(const bench_opts *o, int n_devices) {
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {
-    int nd = nncl_device_count(ctx), d, cnn;
+    int nd = nncl_device_count(ctx), d, cnn, prec;
     train_data td;
     train_data_load(o, &td);
     if (!td.n) return;
@@ -573,7 +579,8 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
             bench_progress_step();
             train_precisions(o, ctx, d, cnn, &td, run.samples_s.median);
             bench_progress_step();
-            train_profile(o, ctx, d, cnn, &td);
+            for (prec = NNCL_PRECISION_FP32; prec <= NNCL_PRECISION_BF16; prec++)
+                train_profile(o, ctx, d, cnn, &td, (nncl_precision)prec);
             bench_progress_step();
         }
         if (nd > 1) {

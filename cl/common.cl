@@ -50,17 +50,42 @@ float nncl_group_max(__local float *buf, float v) {
 }
 
 /* Storage of activations, their gradients and the working copy of the
- * weights: NNCL_STORE 1 fp16 (vload_half / vstore_half_rte, core OpenCL
- * 1.2, no cl_khr_fp16 needed), 2 bf16 (the upper 16 bits of a float,
- * rounded to nearest even), else fp32. Kernels name such memory
- * `__global act_t *` and go through NNCL_LD / NNCL_ST; arithmetic stays
- * fp32 (the _f32 in kernel names), and so do master weights, optimizer
- * state, parameter gradients, labels and losses. With NNCL_STORE unset the
- * macros are plain loads and stores: the fp32 build is unchanged. */
+ * weights: NNCL_STORE 1 fp16 (IEEE binary16), 2 bf16 (the upper 16 bits of
+ * a float), both rounded to nearest even, else fp32. Kernels name such
+ * memory `__global act_t *` and go through NNCL_LD / NNCL_ST; arithmetic
+ * stays fp32 (the _f32 in kernel names), and so do master weights,
+ * optimizer state, parameter gradients, labels and losses. With
+ * NNCL_STORE unset the macros are plain loads and stores: the fp32 build is
+ * unchanged. Both 16-bit formats convert by integer and float operations
+ * without branches, which CPU drivers vectorise (no cl_khr_fp16 needed):
+ * PoCL's vstore_half_rte ran 3-4x slower per element than the code below,
+ * a scalar call per work-item. */
 #if defined(NNCL_STORE) && NNCL_STORE == 1
-#define act_t half
-#define NNCL_LD(p, i) vload_half((size_t)(i), (p))
-#define NNCL_ST(v, p, i) vstore_half_rte((v), (size_t)(i), (p))
+#define act_t ushort
+#define NNCL_LD(p, i) nncl_f16_load((p)[i])
+#define NNCL_ST(v, p, i) ((p)[i] = nncl_f16_rne(v))
+/* Exponent and mantissa moved into a float's fields and rebiased; Inf and
+ * NaN keep an all-ones exponent; zero and subnormals are renormalised by
+ * one exact subtraction of 2^-14. */
+float nncl_f16_load(ushort h) {
+    uint u = (uint)(h & 0x7fffu) << 13, e = u & 0x0f800000u;
+    float v;
+    u += e == 0x0f800000u ? 0x70000000u : 0x38000000u;
+    v = e == 0u ? as_float(u + 0x00800000u) - 6.103515625e-05f : as_float(u);
+    return as_float(as_uint(v) | (uint)(h & 0x8000u) << 16);
+}
+/* Normal results: rebiased, rounded half to even on the 13 bits dropped;
+ * below 2^-14 the float addition of 0.5 rounds at fp16's spacing 2^-24
+ * (to nearest even) and leaves the result in the low bits; from 65536 up
+ * Inf (65520 to 65536 round to it by the normal path), NaN stays NaN. */
+ushort nncl_f16_rne(float f) {
+    uint x = as_uint(f), a = x & 0x7fffffffu, s = (x >> 16) & 0x8000u;
+    uint n = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+    uint d = as_uint(as_float(a) + 0.5f) - 0x3f000000u;
+    uint r = a < 0x38800000u ? d : n;
+    r = a >= 0x47800000u ? (a > 0x7f800000u ? 0x7e00u : 0x7c00u) : r;
+    return (ushort)(r | s);
+}
 #elif defined(NNCL_STORE) && NNCL_STORE == 2
 #define act_t ushort
 #define NNCL_LD(p, i) as_float((uint)(p)[i] << 16)

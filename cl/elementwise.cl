@@ -7,8 +7,8 @@
  * (1: add to the destination, 0: overwrite it without reading it). Global
  * sizes are rounded up to the work-group size, so every kernel checks its
  * bound (as size_t, so the padding never wraps to a negative index).
- * The unary activations, their backward rules and axpy take activations in
- * the storage type (act_t, cl/common.cl); the binary ops are fp32 only. */
+ * Every buffer but fill's holds activations or their gradients in the
+ * storage type (act_t, cl/common.cl); arithmetic is fp32. */
 
 #define NNCL_SQRT1_2 0.70710678118654752f      /* 1/sqrt(2) */
 #define NNCL_INV_SQRT_2PI 0.39894228040143268f /* 1/sqrt(2 pi) */
@@ -38,13 +38,13 @@ float nncl_silu_grad(float v) {
 /* out[i] = a[i] op b[i % bn]: bn == n for same-shape operands, bn == cols
  * for a row vector broadcast over rows. */
 #define NNCL_BINARY(NAME, EXPR)                                              \
-__kernel void NAME(__global const float *a, int a_off,                       \
-                   __global const float *b, int b_off, int bn,                \
-                   __global float *out, int out_off, int n) {                 \
+__kernel void NAME(__global const act_t *a, int a_off,                       \
+                   __global const act_t *b, int b_off, int bn,                \
+                   __global act_t *out, int out_off, int n) {                 \
     size_t i = get_global_id(0);                                             \
     if (i < (size_t)n) {                                                     \
-        float x = a[a_off + i], y = b[b_off + i % (size_t)bn];               \
-        out[out_off + i] = EXPR;                                             \
+        float x = NNCL_LD(a, a_off + i), y = NNCL_LD(b, b_off + i % (size_t)bn); \
+        NNCL_ST(EXPR, out, out_off + i);                                     \
     }                                                                        \
 }
 NNCL_BINARY(nncl_add_f32, x + y)
@@ -147,24 +147,25 @@ __kernel void nncl_leaky_relu_backward_f32(__global const act_t *dy, int dy_off,
 
 /* Product rule for out = a * b[i % bn]: dx[i] (+)= dy[i] * other[i % on]
  * (the gradient of a: other = b, on = bn; of a same-shape b: other = a). */
-__kernel void nncl_mul_backward_f32(__global const float *dy, int dy_off, __global const float *other, int o_off,
-                                    int on, __global float *dx, int dx_off, int n, int acc) {
+__kernel void nncl_mul_backward_f32(__global const act_t *dy, int dy_off, __global const act_t *other, int o_off,
+                                    int on, __global act_t *dx, int dx_off, int n, int acc) {
     size_t i = get_global_id(0);
     if (i < (size_t)n) {
-        float d = dy[dy_off + i] * other[o_off + i % (size_t)on];
-        dx[dx_off + i] = acc ? dx[dx_off + i] + d : d;
+        float d = NNCL_LD(dy, dy_off + i) * NNCL_LD(other, o_off + i % (size_t)on);
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
     }
 }
 
 /* Gradient of a broadcast row vector b[cols] in out = a * b:
  * db[c] (+)= sum over r of dy[r, c] a[r, c], one work-item per column. */
-__kernel void nncl_mul_backward_f32_bcast(__global const float *dy, int dy_off, __global const float *a, int a_off,
-                                      __global float *db, int db_off, int rows, int cols, int acc) {
+__kernel void nncl_mul_backward_f32_bcast(__global const act_t *dy, int dy_off, __global const act_t *a, int a_off,
+                                      __global act_t *db, int db_off, int rows, int cols, int acc) {
     size_t c = get_global_id(0);
     if (c < (size_t)cols) {
         float s = 0.0f;
         int r;
-        for (r = 0; r < rows; r++) s += dy[dy_off + (size_t)r * cols + c] * a[a_off + (size_t)r * cols + c];
-        db[db_off + c] = acc ? db[db_off + c] + s : s;
+        for (r = 0; r < rows; r++)
+            s += NNCL_LD(dy, dy_off + (size_t)r * cols + c) * NNCL_LD(a, a_off + (size_t)r * cols + c);
+        NNCL_ST(acc ? NNCL_LD(db, db_off + c) + s : s, db, db_off + c);
     }
 }

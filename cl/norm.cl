@@ -8,9 +8,9 @@
  * ran away in such kernels even with a uniform early return, so a group
  * past the end works on nothing instead, and the host (nncl__launch_rows,
  * nncl__launch_cols) never makes a group larger than NNCL_RED_WG.
- * Batch norm takes activations and its weights in the storage type (act_t,
- * cl/common.cl); its statistics, running statistics and weight gradients
- * stay fp32. Layer norm is fp32 only. */
+ * Both take activations and their weights in the storage type (act_t,
+ * cl/common.cl); their statistics, running statistics and weight
+ * gradients stay fp32. */
 
 
 /* Element k of channel c in an [B, C, inner] tensor, k in [0, B*inner). */
@@ -126,21 +126,22 @@ __kernel void nncl_batchnorm_backward_f32(__global const act_t *x, int x_off, __
 
 /* One work-group per row of D: y = (x - mean) invstd w + b; aux[2r] = mean,
  * aux[2r+1] = invstd (biased variance, as PyTorch). */
-__kernel void nncl_layernorm_f32(__global const float *x, int x_off, __global const float *w, int w_off,
-                                     __global const float *b, int b_off, __global float *y, int y_off,
+__kernel void nncl_layernorm_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
+                                     __global const act_t *b, int b_off, __global act_t *y, int y_off,
                                      __global float *aux, int aux_off, int rows, int D, float eps) {
     __local float buf[NNCL_RED_WG];
     int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
     int n = r < rows ? D : 0; /* a group past the end works on nothing */
     float s = 0.0f, comp = 0.0f, mean, inv;
-    __global const float *xr = x + x_off + (size_t)min(r, rows - 1) * D;
-    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, xr[d]);
+    __global const act_t *xr = x + x_off + (size_t)min(r, rows - 1) * D;
+    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, NNCL_LD(xr, d));
     mean = nncl_group_sum(buf, s) / (float)D;
     s = 0.0f;
     comp = 0.0f;
-    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, (xr[d] - mean) * (xr[d] - mean));
+    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, (NNCL_LD(xr, d) - mean) * (NNCL_LD(xr, d) - mean));
     inv = 1.0f / sqrt(nncl_group_sum(buf, s) / (float)D + eps);
-    for (d = lid; d < n; d += step) y[y_off + (size_t)r * D + d] = (xr[d] - mean) * inv * w[w_off + d] + b[b_off + d];
+    for (d = lid; d < n; d += step)
+        NNCL_ST((NNCL_LD(xr, d) - mean) * inv * NNCL_LD(w, w_off + d) + NNCL_LD(b, b_off + d), y, y_off + (size_t)r * D + d);
     if (lid == 0 && n) {
         aux[aux_off + 2 * r] = mean;
         aux[aux_off + 2 * r + 1] = inv;
@@ -149,33 +150,33 @@ __kernel void nncl_layernorm_f32(__global const float *x, int x_off, __global co
 
 /* One work-group per row: with g = dy w,
  * dx = invstd (g - (sum g + xhat sum g*xhat) / D). */
-__kernel void nncl_layernorm_backward_f32(__global const float *x, int x_off, __global const float *dy, int dy_off,
-                                    __global const float *w, int w_off, __global const float *aux, int aux_off,
-                                    __global float *dx, int dx_off, int acc, int rows, int D) {
+__kernel void nncl_layernorm_backward_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                    __global const act_t *w, int w_off, __global const float *aux, int aux_off,
+                                    __global act_t *dx, int dx_off, int acc, int rows, int D) {
     __local float buf[NNCL_RED_WG];
     int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
     int n = r < rows ? D : 0, rr = min(r, rows - 1); /* a group past the end works on nothing */
     float s1 = 0.0f, c1 = 0.0f, s2 = 0.0f, c2 = 0.0f;
-    __global const float *xr = x + x_off + (size_t)rr * D, *gr = dy + dy_off + (size_t)rr * D;
+    __global const act_t *xr = x + x_off + (size_t)rr * D, *gr = dy + dy_off + (size_t)rr * D;
     float mean = aux[aux_off + 2 * rr], inv = aux[aux_off + 2 * rr + 1];
     for (d = lid; d < n; d += step) {
-        float g = gr[d] * w[w_off + d];
+        float g = NNCL_LD(gr, d) * NNCL_LD(w, w_off + d);
         nncl_kahan_add(&s1, &c1, g);
-        nncl_kahan_add(&s2, &c2, g * (xr[d] - mean) * inv);
+        nncl_kahan_add(&s2, &c2, g * (NNCL_LD(xr, d) - mean) * inv);
     }
     s1 = nncl_group_sum(buf, s1) / (float)D;
     s2 = nncl_group_sum(buf, s2) / (float)D;
     for (d = lid; d < n; d += step) {
-        float xhat = (xr[d] - mean) * inv;
-        float v = inv * (gr[d] * w[w_off + d] - s1 - xhat * s2);
+        float xhat = (NNCL_LD(xr, d) - mean) * inv;
+        float v = inv * (NNCL_LD(gr, d) * NNCL_LD(w, w_off + d) - s1 - xhat * s2);
         size_t i = (size_t)dx_off + (size_t)r * D + d;
-        dx[i] = acc ? dx[i] + v : v;
+        NNCL_ST(acc ? NNCL_LD(dx, i) + v : v, dx, i);
     }
 }
 
 /* dw[d] (+)= sum over rows of dy xhat, db[d] (+)= sum of dy: 2-D groups
  * (nncl__launch_cols), columns along dimension 0, row lanes along 1. */
-__kernel void nncl_layernorm_backward_f32_params(__global const float *x, int x_off, __global const float *dy, int dy_off,
+__kernel void nncl_layernorm_backward_f32_params(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
                                       __global const float *aux, int aux_off, __global float *dw, int dw_off,
                                       int want_w, int acc_w, __global float *db, int db_off, int want_b, int acc_b,
                                       int rows, int D) {
@@ -186,9 +187,9 @@ __kernel void nncl_layernorm_backward_f32_params(__global const float *x, int x_
     if (d < D) /* padding work-items add zeros but still meet every barrier */
         for (r = lane; r < rows; r += ny) {
             size_t i = (size_t)r * D + d;
-            float g = dy[dy_off + i];
+            float g = NNCL_LD(dy, dy_off + i);
             nncl_kahan_add(&sb, &cb, g);
-            nncl_kahan_add(&sw, &cw, g * (x[x_off + i] - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
+            nncl_kahan_add(&sw, &cw, g * (NNCL_LD(x, x_off + i) - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
         }
     sw = nncl_group_reduce(buf, sw, col, lane, nx, ny, 0);
     sb = nncl_group_reduce(buf, sb, col, lane, nx, ny, 0);

@@ -157,11 +157,11 @@ __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, 
 }
 
 /* dx[p, j] (+)= dy[p] * scale for n = planes * hw inputs (scale 1/hw). */
-__kernel void nncl_global_avgpool_backward_f32(__global const float *dy, int dy_off, __global float *dx, int dx_off,
+__kernel void nncl_global_avgpool_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off,
                                                int n, int hw, float scale, int acc) {
     int i = get_global_id(0);
     float g;
     if (i >= n) return;
-    g = dy[dy_off + i / hw] * scale;
-    dx[dx_off + i] = acc ? dx[dx_off + i] + g : g;
+    g = NNCL_LD(dy, dy_off + i / hw) * scale;
+    NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + g : g, dx, dx_off + i);
 }

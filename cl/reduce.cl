@@ -4,12 +4,15 @@
  * or -1 for sub). Each work-item sums its share with Kahan compensation, then
  * the group combines the shares in a local-memory tree, so thousands of rows
  * lose no more than a few float roundings. Arguments:
- * (x, x_off, out, out_off, rows, cols, alpha, acc). */
+ * (x, x_off, out, out_off, rows, cols, alpha, acc). x and out in the
+ * storage type (act_t, cl/common.cl): the graph reads and writes
+ * activations with them (a broadcast operand's gradient, global average
+ * pooling), the sums are fp32. */
 
 /* Axis 0, out[c] over the rows: 2-D groups (nncl__launch_cols), columns
  * along dimension 0 so that neighbouring work-items read neighbouring
  * floats, row lanes along dimension 1 striding over the rows. */
-__kernel void nncl_sum_f32_axis0(__global const float *x, int x_off, __global float *out, int out_off, int rows,
+__kernel void nncl_sum_f32_axis0(__global const act_t *x, int x_off, __global act_t *out, int out_off, int rows,
                                  int cols, float alpha, int acc) {
     __local float buf[NNCL_RED_WG];
     size_t c = get_global_id(0);
@@ -18,29 +21,29 @@ __kernel void nncl_sum_f32_axis0(__global const float *x, int x_off, __global fl
     float s = 0.0f, comp = 0.0f;
     if (get_local_size(0) * get_local_size(1) > NNCL_RED_WG) return; /* uniform: the host never does this */
     if (c < (size_t)cols) /* padding work-items add zeros but still meet every barrier */
-        for (r = lane; r < rows; r += ny) nncl_kahan_add(&s, &comp, x[x_off + (size_t)r * cols + c]);
+        for (r = lane; r < rows; r += ny) nncl_kahan_add(&s, &comp, NNCL_LD(x, x_off + (size_t)r * cols + c));
     s = nncl_group_reduce(buf, s, col, lane, nx, ny, 0);
     if (lane == 0 && c < (size_t)cols) {
         float d = alpha * s;
-        out[out_off + c] = acc ? out[out_off + c] + d : d;
+        NNCL_ST(acc ? NNCL_LD(out, out_off + c) + d : d, out, out_off + c);
     }
 }
 
 /* Axis 1, out[r] over the columns: one 1-D group per row
  * (nncl__launch_rows). */
-__kernel void nncl_sum_f32_axis1(__global const float *x, int x_off, __global float *out, int out_off, int rows,
+__kernel void nncl_sum_f32_axis1(__global const act_t *x, int x_off, __global act_t *out, int out_off, int rows,
                                  int cols, float alpha, int acc) {
     __local float buf[NNCL_RED_WG];
     size_t r = get_group_id(0);
     int lid = (int)get_local_id(0), step = (int)get_local_size(0), c;
     float s = 0.0f, comp = 0.0f;
-    __global const float *row;
+    __global const act_t *row;
     if (r >= (size_t)rows || get_local_size(0) > NNCL_RED_WG) return; /* uniform over the group */
     row = x + x_off + r * cols;
-    for (c = lid; c < cols; c += step) nncl_kahan_add(&s, &comp, row[c]);
+    for (c = lid; c < cols; c += step) nncl_kahan_add(&s, &comp, NNCL_LD(row, c));
     s = nncl_group_sum(buf, s);
     if (lid == 0) {
         float d = alpha * s;
-        out[out_off + r] = acc ? out[out_off + r] + d : d;
+        NNCL_ST(acc ? NNCL_LD(out, out_off + r) + d : d, out, out_off + r);
     }
 }

@@ -287,7 +287,7 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME, .kernels = KERNELS, .shape = ew_binary_shape, .forward = ew_binary_forward,          \
         .backward = ew_binary_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward,   \
-        .ref_backward = ew_binary_ref_backward};
+        .ref_backward = ew_binary_ref_backward, .half = 1};
 #define EW_SUM_KERNELS(NAME) {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM}
 EW_BINARY(add, EW_SUM_KERNELS(add))
 EW_BINARY(sub, EW_SUM_KERNELS(sub))
@@ -330,7 +330,7 @@ EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
         .kernels = {{"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"}},         \
         .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,            \
         .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward,                                  \
-        .ref_backward = ew_softmax_ref_backward};
+        .ref_backward = ew_softmax_ref_backward, .half = 1};
 EW_SOFTMAX(softmax)
 EW_SOFTMAX(log_softmax)
 #undef EW_BINARY

@@ -242,7 +242,7 @@ const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
     .kernels = {{"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}},
     .shape = emb_shape, .forward = emb_forward, .backward = emb_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward};
+    .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward, .half = 2, .f32_in = 1};
 
 /* NAME.weight [num, dim] ~ N(0, 1) as PyTorch. An index that is not a whole
  * number in [0, num) gives a row of NaN and no gradient. */
@@ -428,7 +428,8 @@ static void cat_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_concat = {
     .name = "concat", .kernels = {{"misc", "nncl_concat_f32"}, {"misc", "nncl_concat_backward_f32"}}, .shape = cat_shape,
-    .forward = cat_forward, .backward = cat_backward, .ref_forward = cat_ref_forward, .ref_backward = cat_ref_backward};
+    .forward = cat_forward, .backward = cat_backward, .ref_forward = cat_ref_forward, .ref_backward = cat_ref_backward,
+    .half = 1};
 
 /* axis counts per-sample dimensions (0 is the first after the batch);
  * negative counts from the end, as in PyTorch. */

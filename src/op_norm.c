@@ -370,7 +370,7 @@ const nncl__opdef nncl__opdef_layernorm = {
     .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
                 {"norm", "nncl_layernorm_backward_f32_params"}},
     .shape = ln_shape, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward};
+    .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
 
 nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
     nncl_node *in[3];

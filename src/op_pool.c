@@ -281,7 +281,8 @@ static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 const nncl__opdef nncl__opdef_global_avgpool = {
     .name = "global_avgpool",
     .kernels = {{"reduce", "nncl_sum_f32_axis1"}, {"pool", "nncl_global_avgpool_backward_f32"}}, .shape = gap_shape,
-    .forward = gap_forward, .backward = gap_backward, .ref_forward = gap_ref_forward, .ref_backward = gap_ref_backward};
+    .forward = gap_forward, .backward = gap_backward, .ref_forward = gap_ref_forward, .ref_backward = gap_ref_backward,
+    .half = 1};
 
 /* ------------------------------------------------------------- builders */
 

@@ -244,8 +244,9 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
         for (k = 0; d->half < 2 && k < n->n_in; k++) /* its gradient would be written in the half type */
             if (n->in[k]->op == NNCL_OP_PARAM && n->in[k]->needs_grad)
                 return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: op %s (node \"%s\") trains parameter \"%s\" "
-                                  "directly, which only linear does yet; train this model in fp32", names[store], d->name,
-                                  n->name, n->in[k]->name);
+                                  "directly, but its half kernels write gradients in the storage type, not the fp32 of "
+                                  "a parameter's; train this model in fp32", names[store], d->name, n->name,
+                                  n->in[k]->name);
     }
     if (loss && !nncl__opdef_get(loss->op)->f32_out)
         return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: the loss \"%s\" (%s) is not a loss op, whose value "

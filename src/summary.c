@@ -67,7 +67,9 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         summary_bytes(all, sizeof all, (double)p->bytes + (double)t->opt_floats * 4);
         summary_bytes(act, sizeof act, (double)p->arena_floats * (p->x.store ? 2 : 4) + (double)p->arena32_floats * 4);
         fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s%s), optimizer state %zu floats\n", t->device[i],
-                info.name, all, p->max_batch, act, p->x.store == 1 ? " in fp16" : p->x.store == 2 ? " in bf16" : "",
+                info.name, all, p->max_batch, act, p->x.store == 1   ? " in fp16, arithmetic fp32"
+                : p->x.store == 2 ? " in bf16, arithmetic fp32"
+                                  : "",
                 t->opt_floats);
     }
     fflush(out);
