@@ -265,6 +265,16 @@ double nncl__parse_double(const char *s, char **end) {
     return v;
 }
 
+nncl_status nncl__load_file(const char *fn, const char *path, void *out, size_t out_size, unsigned char **data,
+                            size_t *size) {
+    *data = NULL;
+    *size = 0;
+    if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    memset(out, 0, out_size);
+    if (!path) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
+    return nncl__read_file(path, data, size);
+}
+
 nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_size) {
     FILE *f;
     unsigned char *buf = NULL;

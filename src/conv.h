@@ -20,6 +20,9 @@ enum {
 };
 
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
+/* The input geometry every conv kernel takes in this order after its
+ * buffers: C, H, W, k, stride, padding, OH, OW. */
+void nncl__conv_arg_geometry(nncl__args *a, const nncl__conv_dims *d);
 /* Floats of workspace a conv node may take: 1/8 of the plan's activation
  * arena, at least 64 Ki. */
 nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats);

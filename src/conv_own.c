@@ -187,9 +187,8 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
-        nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-        nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, v.nr);
+        nncl__conv_arg_geometry(&a, d);
+        nncl__arg_int(&a, v.nr);
         nncl__arg_int(&a, ns);
         global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr * (size_t)v.nr;
         global[1] = d->ckk;
@@ -246,9 +245,8 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
         nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
-        nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-        nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-        nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
+        nncl__conv_arg_geometry(&a, d);
+        nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
         nncl__arg_int(&a, ones);
         local[0] = (size_t)v.nr <= cap ? (size_t)v.nr : 1;
         local[1] = cap / local[0] < 8 ? cap / local[0] : 8;

@@ -531,10 +531,7 @@ nncl_status nncl_csv_load(const char *path, const nncl_csv_options *opt, nncl_cs
     unsigned char *buf;
     size_t len;
     nncl_status st;
-    if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_csv_load: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!path) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_csv_load: path is NULL");
-    NNCL_TRY(nncl__read_file(path, &buf, &len));
+    NNCL_TRY(nncl__load_file("nncl_csv_load", path, out, sizeof *out, &buf, &len));
     st = nncl_csv_parse((const char *)buf, len, path, opt, out);
     NNCL_FREE(buf);
     return st;

@@ -307,16 +307,12 @@ nncl_status nncl_idx_parse(const void *bytes, size_t size, const char *name, nnc
     return st;
 }
 
-/* Reads a whole file into a new buffer. */
+/* The whole file at path, parsed as nncl_idx_parse() does. */
 nncl_status nncl_idx_load(const char *path, nncl_idx *out) {
     unsigned char *buf;
     size_t size;
     nncl_status st;
-    if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_idx_load: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!path) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_idx_load: path is NULL");
-    st = nncl__read_file(path, &buf, &size);
-    if (st != NNCL_OK) return st;
+    NNCL_TRY(nncl__load_file("nncl_idx_load", path, out, sizeof *out, &buf, &size));
     st = nncl_idx_parse(buf, size, path, out);
     NNCL_FREE(buf);
     return st;

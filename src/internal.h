@@ -363,6 +363,11 @@ void nncl__afile_abort(nncl__afile *af);
 /* Reads the whole file at path into *data (freed with NNCL_FREE), its
  * length in *size; NNCL_ERR_IO naming the file when it cannot be read. */
 nncl_status nncl__read_file(const char *path, unsigned char **data, size_t *size);
+/* The start of a parser's *_load (fn names it in messages): out (of
+ * out_size bytes) checked and zeroed, path checked and read whole into
+ * *data as nncl__read_file does. */
+nncl_status nncl__load_file(const char *fn, const char *path, void *out, size_t out_size, unsigned char **data,
+                            size_t *size);
 /* Writes x with printf format fmt ("%.6g", ...) using '.' as the decimal
  * point whatever the C locale, "nan"/"inf"/"-inf" for non-finite values. */
 void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);

@@ -97,6 +97,15 @@ nncl_status nncl__k_mul_backward_bcast(nncl__kl k, nncl__view dy, nncl__view a, 
     return nncl__launch_1d(&g, k.dev, cols);
 }
 
+nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, dst);
+    nncl__arg_view(&g, src);
+    nncl__arg_count(&g, n);
+    return nncl__launch_1d(&g, k.dev, n);
+}
+
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols) {
     nncl__args g;
     NNCL_TRY(launch_begin(&k, &g));

@@ -44,6 +44,10 @@ nncl_status nncl__k_mul_backward(nncl__kl k, nncl__view dy, nncl__view other, si
 nncl_status nncl__k_mul_backward_bcast(nncl__kl k, nncl__view dy, nncl__view a, nncl__view db, size_t rows,
                                        size_t cols, int acc);
 
+/* cl/half.cl, built for half storage: dst (the storage type) = src
+ * (float) over n elements, rounded to nearest even (nncl_store_f32). */
+nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n);
+
 /* cl/softmax.cl: per row of [rows, cols]. y may be x; dx may be dy. */
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols);
 nncl_status nncl__k_softmax_backward(nncl__kl k, nncl__view dy, nncl__view y, nncl__view dx, size_t rows, size_t cols,

@@ -257,27 +257,24 @@ static nncl_status conv_temp_view(nncl__exec *x, const nncl__conv_dims *d, int S
     return NNCL_OK;
 }
 
-static nncl_status conv_im2col(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view xs, int S,
-                               nncl__view col) {
-    nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_IM2COL, &a));
-    nncl__arg_view(&a, xs);
-    nncl__arg_view(&a, col);
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, S);
-    return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
+void nncl__conv_arg_geometry(nncl__args *a, const nncl__conv_dims *d) {
+    nncl__arg_int(a, d->C); nncl__arg_int(a, d->H); nncl__arg_int(a, d->W);
+    nncl__arg_int(a, d->k); nncl__arg_int(a, d->st); nncl__arg_int(a, d->pad);
+    nncl__arg_int(a, d->OH); nncl__arg_int(a, d->OW);
 }
 
-static nncl_status conv_col2im(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view col, int S,
-                               nncl__view dxs, int acc) {
+/* im2col (acc < 0: x chunk into col, one item per column element) and its
+ * adjoint col2im (col into dx, one item per input element): the same index
+ * map read in the two directions, so the same arguments. */
+static nncl_status conv_colmap(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view from,
+                               nncl__view to, int S, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_COL2IM, &a));
-    nncl__arg_view(&a, col);
-    nncl__arg_view(&a, dxs);
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, S);
+    NNCL_TRY(nncl__kbegin(x, n, acc < 0 ? NNCL_CONV_K_IM2COL : NNCL_CONV_K_COL2IM, &a));
+    nncl__arg_view(&a, from);
+    nncl__arg_view(&a, to);
+    nncl__conv_arg_geometry(&a, d);
+    nncl__arg_int(&a, S);
+    if (acc < 0) return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
     nncl__arg_int(&a, acc);
     return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
 }
@@ -338,12 +335,12 @@ static nncl_status conv_col_fwd_chunks(nncl__exec *x, const nncl_node *n, const 
         if (S == 1) { /* the GEMM writes the sample's NCHW planes directly */
             nncl__view b = xs;
             if (!d.pointwise) {
-                NNCL_TRY(conv_im2col(x, n, &d, xs, 1, col));
+                NNCL_TRY(conv_colmap(x, n, &d, xs, col, 1, -1));
                 b = col;
             }
             NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f, 0));
         } else {
-            NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
+            NNCL_TRY(conv_colmap(x, n, &d, xs, col, ns, -1));
             NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f, 0));
             NNCL_TRY(conv_reorder(x, n, &d, ys, gout, ns, 1));
         }
@@ -409,7 +406,7 @@ static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const 
         if (need_w) {
             nncl__view b = xs;
             if (S > 1 || !d.pointwise) {
-                NNCL_TRY(conv_im2col(x, n, &d, xs, ns, col));
+                NNCL_TRY(conv_colmap(x, n, &d, xs, col, ns, -1));
                 b = col;
             }
             NNCL_TRY(conv_gemm(x, temp, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w, 1));
@@ -419,7 +416,7 @@ static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const 
                 NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f, 0));
             } else {
                 NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f, 0));
-                NNCL_TRY(conv_col2im(x, n, &d, col, ns, dxs, acc_x));
+                NNCL_TRY(conv_colmap(x, n, &d, col, dxs, ns, acc_x));
             }
         }
     }

@@ -285,17 +285,26 @@ int nncl__plan_view_half(const nncl__plan *p, nncl__view v) {
     return p->x.store && v.mem && (v.mem == p->arena || v.mem == p->x.params_h);
 }
 
+static nncl__view plan_whole(cl_mem m) {
+    nncl__view v;
+    v.mem = m;
+    v.off = 0;
+    return v;
+}
+
+/* The plan's conversion kernel into its storage type. */
+static nncl__kl plan_store_kernel(const nncl__plan *p) {
+    nncl__kl k;
+    k.ctx = p->ctx;
+    k.dev = p->x.dev;
+    k.slot = p->store_k;
+    return k;
+}
+
 nncl_status nncl__plan_sync_params(nncl__plan *p) {
-    nncl__args a;
     size_t n = p->graph->n_params;
     if (!p->x.store || !n) return NNCL_OK;
-    nncl__args_begin_slot(&a, p->ctx, &p->store_k);
-    nncl__arg_mem(&a, p->x.params_h);
-    nncl__arg_int(&a, 0);
-    nncl__arg_mem(&a, p->x.params);
-    nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, (int)n);
-    return nncl__launch_1d(&a, p->x.dev, n);
+    return nncl__k_store(plan_store_kernel(p), plan_whole(p->x.params_h), plan_whole(p->x.params), n);
 }
 
 nncl_status nncl__plan_read_view(nncl__plan *p, nncl__view v, float *dst, size_t count) {
@@ -490,14 +499,8 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
     if (!v.mem) return NNCL_OK; /* an input nothing reads */
     n = nncl__numel(input, batch);
     if (nncl__plan_view_half(p, v)) { /* fp32 to the stage, converted into the arena */
-        nncl__args a;
         NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, p->x.gemm_temp, CL_FALSE, 0, n * 4, data, 0, NULL, NULL));
-        nncl__args_begin_slot(&a, p->ctx, &p->store_k);
-        nncl__arg_view(&a, v);
-        nncl__arg_mem(&a, p->x.gemm_temp);
-        nncl__arg_int(&a, 0);
-        nncl__arg_int(&a, (int)n);
-        return nncl__launch_1d(&a, p->x.dev, n);
+        return nncl__k_store(plan_store_kernel(p), v, plan_whole(p->x.gemm_temp), n);
     }
     NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, v.mem, CL_FALSE, v.off * 4, n * 4, data, 0, NULL, NULL));
     return NNCL_OK;

@@ -7,7 +7,7 @@
  * with p = 1 (a load and a store give the value back) and p = 0.75 (a
  * rounded product). NaN only has to stay NaN. */
 #include "harness.h"
-#include "internal.h"
+#include "launch.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,29 +39,30 @@ static float *hc_inputs(int store, size_t *n) {
     return v;
 }
 
-/* Runs kernel `name` of family on dev in storage `store` over n elements:
- * (src, 0, dst, 0, n[, p]) as nncl_store_f32 and the unary kernels take. */
+/* Runs kernel `name` of family on dev in storage `store` over n elements,
+ * through its launch wrapper: nncl_store_f32 (nncl__k_store) or a unary
+ * kernel (nncl__k_unary, with its float parameter p when with_p). */
 static int hc_run(nncl_context *ctx, int d, int store, const char *family, const char *name, const void *src,
                   size_t src_bytes, unsigned short *out, size_t n, int with_p, float p) {
     nncl_device *dev = nncl__device(ctx, d);
-    nncl__kslot k;
-    nncl__args a;
+    nncl__kl k;
+    nncl__view sv, ov;
     cl_mem s = NULL, o = NULL;
     cl_int err;
     int bad = 1;
-    if (nncl__kslot_resolve_opts(ctx, dev, family, store == 1 ? "-DNNCL_STORE=1" : "-DNNCL_STORE=2", name, &k) != NNCL_OK)
+    k.ctx = ctx;
+    k.dev = dev;
+    if (nncl__kslot_resolve_opts(ctx, dev, family, store == 1 ? "-DNNCL_STORE=1" : "-DNNCL_STORE=2", name, &k.slot) !=
+        NNCL_OK)
         return 1;
     s = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, src_bytes, (void *)src, &err);
     if (err == CL_SUCCESS) o = clCreateBuffer(dev->cl_ctx, CL_MEM_WRITE_ONLY, n * 2, NULL, &err);
     if (err == CL_SUCCESS) {
-        nncl__args_begin_slot(&a, ctx, &k);
-        nncl__arg_mem(&a, !strcmp(name, "nncl_store_f32") ? o : s);
-        nncl__arg_int(&a, 0);
-        nncl__arg_mem(&a, !strcmp(name, "nncl_store_f32") ? s : o);
-        nncl__arg_int(&a, 0);
-        nncl__arg_int(&a, (int)n);
-        if (with_p) nncl__arg_float(&a, p);
-        bad = nncl__launch_1d(&a, dev, n) != NNCL_OK ||
+        sv.mem = s;
+        ov.mem = o;
+        sv.off = ov.off = 0;
+        bad = (!strcmp(name, "nncl_store_f32") ? nncl__k_store(k, ov, sv, n)
+                                                : nncl__k_unary(k, sv, ov, n, with_p ? &p : NULL)) != NNCL_OK ||
               clEnqueueReadBuffer(dev->queue, o, CL_TRUE, 0, n * 2, out, 0, NULL, NULL) != CL_SUCCESS;
     }
     if (s) clReleaseMemObject(s);
