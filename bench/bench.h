@@ -140,6 +140,13 @@ const char *bench_raw_own_name(nncl_context *ctx, int device, int i);
 int bench_raw_own_sgemm(nncl_context *ctx, int device, int i, int ta, int tb, int m, int n, int k,
                         const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
 const char *bench_raw_chosen(nncl_context *ctx, int device, int ta, int tb, int m, int n, int k);
+/* Half storage (store 1 fp16, 2 bf16): the first n elements of tensor t
+ * overwritten with host[] in that format, and a product of such operands
+ * into C in that format as training runs it (nncl's own packed kernels,
+ * fp32 panels and arithmetic, packing included). */
+int bench_raw_half_write(nncl_context *ctx, int device, int store, nncl_tensor *t, const float *host, size_t n);
+int bench_raw_half_sgemm(nncl_context *ctx, int device, int store, int ta, int tb, int m, int n, int k,
+                         const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
 /* Whether a CLBlast tuning is stored for device (nncl_init applied it). */
 int bench_raw_tuned(nncl_context *ctx, int device);
 /* Index in nncl_devices_list() of context device d, -1 when not found. */

@@ -4,9 +4,10 @@
  * the note) and through a raw CLBlastSgemm on the same queue and buffers
  * (with the stored tuning when there is one; timed in alternation, their
  * ratio is the library's overhead), and through each of nncl's own GEMM
- * variants (packing included), beside an OpenMP loop and a BLAS on the
- * host CPU (OpenBLAS when installed). bench/pytorch_compare.py --gemm puts
- * torch.mm beside these. */
+ * variants (packing included), and in fp16 and bf16 storage as training
+ * runs it (the own packed kernels converting as they pack and store), beside
+ * an OpenMP loop and a BLAS on the host CPU (OpenBLAS when installed).
+ * bench/pytorch_compare.py --gemm puts torch.mm beside these. */
 #include "bench.h"
 #include <math.h>
 #include <stdlib.h>
@@ -99,6 +100,22 @@ static int gemm_own(void *arg, int iters) {
     return bench_raw_finish(j->ctx, j->device);
 }
 
+typedef struct gemm_half_job {
+    gemm_job *j;
+    int store;
+} gemm_half_job;
+
+static int gemm_half(void *arg, int iters) {
+    gemm_half_job *h = (gemm_half_job *)arg;
+    gemm_job *j = h->j;
+    int i;
+    for (i = 0; i < iters; i++)
+        if (bench_raw_half_sgemm(j->ctx, j->device, h->store, j->s->ta, j->s->tb, j->s->m, j->s->n, j->s->k, j->a, j->b,
+                                 j->c))
+            return 1;
+    return bench_raw_finish(j->ctx, j->device);
+}
+
 static int gemm_omp(void *arg, int iters) {
     gemm_job *j = (gemm_job *)arg;
     int i;
@@ -142,6 +159,32 @@ static double gemm_nse(const float *got, const float *want, size_t n) {
 }
 
 /* ------------------------------------------------------------- section */
+
+/* Rows fp16_gflops and bf16_gflops of item, and each against fp32's
+ * nncl_gemm (gflops32): A and B converted into the start of j's tensors. */
+static void gemm_half_rows(gemm_job *j, const bench_timing *tm, const char *item, const float *ha, const float *hb,
+                           double flops, double gflops32) {
+    static const char *const keys[3][2] = {{"", ""}, {"fp16_gflops", "fp16_vs_fp32"}, {"bf16_gflops", "bf16_vs_fp32"}};
+    const gemm_shape *s = j->s;
+    gemm_half_job h;
+    bench_stat t;
+    for (h.store = 1; h.store <= 2; h.store++) {
+        h.j = j;
+        bench_progress("gemm d%d %s: %s storage", j->device, item, h.store == 1 ? "fp16" : "bf16");
+        if (bench_raw_half_write(j->ctx, j->device, h.store, j->a, ha, (size_t)s->m * s->k) ||
+            bench_raw_half_write(j->ctx, j->device, h.store, j->b, hb, (size_t)s->k * s->n) ||
+            bench_time(gemm_half, &h, tm, &t) != 0) {
+            char why[200];
+            snprintf(why, sizeof why, "n/a: %s", nncl_last_error(j->ctx));
+            bench_put("gemm", j->device, item, keys[h.store][0], bench_stat_na(), "GFLOP/s", why);
+            continue;
+        }
+        t = bench_stat_inverse(t, flops * 1e-9);
+        bench_put("gemm", j->device, item, keys[h.store][0], t, "GFLOP/s",
+                  "A, B and C in the format, own packed kernels, fp32 panels and arithmetic, packing included");
+        bench_put_num("gemm", j->device, item, keys[h.store][1], t.median / gflops32, "x", "/ nncl_gflops (fp32)");
+    }
+}
 
 void bench_gemm(const bench_opts *o, nncl_context *ctx) {
     gemm_shape shapes[32];
@@ -252,6 +295,7 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                     bench_put_num("gemm", d, item, "nse_vs_cpu", gemm_nse(hc, ref, cn), "",
                                   "normalised squared error of the device result against the OpenMP loop");
                 }
+                gemm_half_rows(&j, &tm, item, ha, hb, flops, gn.median); /* last: it overwrites A and B */
             }
             nncl_tensor_free(j.a);
             nncl_tensor_free(j.b);

@@ -62,6 +62,28 @@ int bench_raw_own_sgemm(nncl_context *ctx, int device, int i, int ta, int tb, in
     return nncl__gemm_own(ctx, &ctx->devices[device], &v[i], &g) != NNCL_OK;
 }
 
+int bench_raw_half_write(nncl_context *ctx, int device, int store, nncl_tensor *t, const float *host, size_t n) {
+    unsigned short *bits = (unsigned short *)malloc(n * sizeof *bits);
+    size_t i;
+    int bad;
+    if (!bits) return 1;
+    for (i = 0; i < n; i++) bits[i] = (unsigned short)(store == 1 ? nncl__f32_to_f16(host[i]) : nncl__f32_to_bf16(host[i]));
+    bad = clEnqueueWriteBuffer(ctx->devices[device].queue, t->mem, CL_TRUE, 0, n * 2, bits, 0, NULL, NULL) != CL_SUCCESS;
+    free(bits);
+    return bad;
+}
+
+int bench_raw_half_sgemm(nncl_context *ctx, int device, int store, int ta, int tb, int m, int n, int k,
+                         const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c) {
+    nncl__gemm_args g;
+    raw_args(&g, ta, tb, m, n, k);
+    g.a = a->mem;
+    g.b = b->mem;
+    g.c = c->mem;
+    g.store = store;
+    return nncl__sgemm(ctx, &ctx->devices[device], &g) != NNCL_OK;
+}
+
 const char *bench_raw_chosen(nncl_context *ctx, int device, int ta, int tb, int m, int n, int k) {
     nncl_device *dev = &ctx->devices[device];
     const nncl__gemm_choice *c;
