@@ -63,6 +63,7 @@ float nncl_group_max(__local float *buf, float v) {
 #if defined(NNCL_STORE) && NNCL_STORE == 1
 #define act_t ushort
 #define NNCL_LD(p, i) nncl_f16_load((p)[i])
+#define NNCL_CVT(h) nncl_f16_load(h) /* a value loaded as act_t, to fp32 */
 #define NNCL_ST(v, p, i) ((p)[i] = nncl_f16_rne(v))
 /* Exponent and mantissa moved into a float's fields and rebiased; Inf and
  * NaN keep an all-ones exponent; zero and subnormals are renormalised by
@@ -89,6 +90,7 @@ ushort nncl_f16_rne(float f) {
 #elif defined(NNCL_STORE) && NNCL_STORE == 2
 #define act_t ushort
 #define NNCL_LD(p, i) as_float((uint)(p)[i] << 16)
+#define NNCL_CVT(h) as_float((uint)(h) << 16)
 #define NNCL_ST(v, p, i) ((p)[i] = nncl_bf16_rne(v))
 ushort nncl_bf16_rne(float v) {
     uint x = as_uint(v);
@@ -98,6 +100,7 @@ ushort nncl_bf16_rne(float v) {
 #else
 #define act_t float
 #define NNCL_LD(p, i) ((p)[i])
+#define NNCL_CVT(h) (h)
 #define NNCL_ST(v, p, i) ((p)[i] = (v))
 #endif
 

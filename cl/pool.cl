@@ -161,41 +161,57 @@ __kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, 
     nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
-/* The 2x2 window at stride 2 holds each input at most once: one lookup
- * (in half storage, the window's four values again, in the forward's
- * order and by its rules). */
-__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const idx_t *idx,
+#if NNCL_POOL_HALF
+/* Half storage: one work-item per window (NDRange over the outputs, as
+ * the forward), which finds its argmax again in x (idx) by the forward's
+ * order and rules, gives it dy and the window's three others 0; with H or
+ * W odd, the windows of the last row or column also write the input row or
+ * column no window covers. Per input element (as below) the four loads
+ * and comparisons ran 4x over and took 10x the fp32 kernel's time. */
+__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const act_t *idx,
                                               int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                               int OH, int OW, int G, int acc) {
-    int plane, h, w, oh, ow, o, in, mine;
+    int plane, oh, ow, at, bi = 0, i, j, ni, nj;
+    float best, v, g;
+    __global const act_t *xp;
+    if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
+    at = plane * H * W + 2 * oh * W + 2 * ow;
+    xp = idx + idx_off + at;
+    best = NNCL_LD(xp, 0);
+    v = NNCL_LD(xp, 1);
+    bi = v > best || isnan(v) ? 1 : bi;
+    best = v > best || isnan(v) ? v : best;
+    v = NNCL_LD(xp, W);
+    bi = v > best || isnan(v) ? 2 : bi;
+    best = v > best || isnan(v) ? v : best;
+    v = NNCL_LD(xp, W + 1);
+    bi = v > best || isnan(v) ? 3 : bi;
+    g = NNCL_LD(dy, dy_off + (plane * OH + oh) * OW + ow);
+    ni = oh == OH - 1 && (H & 1) ? 3 : 2;
+    nj = ow == OW - 1 && (W & 1) ? 3 : 2;
+    for (i = 0; i < ni; i++)
+        for (j = 0; j < nj; j++) {
+            float d = i < 2 && j < 2 && bi == 2 * i + j ? g : 0.0f;
+            NNCL_ST(acc ? NNCL_LD(dx, dx_off + at + i * W + j) + d : d, dx, dx_off + at + i * W + j);
+        }
+}
+#else
+/* The 2x2 window at stride 2 holds each input at most once: one lookup. */
+__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const float *idx,
+                                              int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
+                                              int OH, int OW, int G, int acc) {
+    int plane, h, w, oh, ow, o, in;
     float sum;
     if (!nncl_pool_at(G, planes, H, W, &plane, &h, &w)) return;
     oh = h >> 1;
     ow = w >> 1;
     in = oh < OH && ow < OW;
     o = in ? (plane * OH + oh) * OW + ow : 0;
-#if NNCL_POOL_HALF
-    {
-        __global const act_t *xp = idx + idx_off + plane * H * W + 2 * (in ? oh * W + ow : 0);
-        float best = NNCL_LD(xp, 0), v;
-        int bi = 0;
-        v = NNCL_LD(xp, 1);
-        bi = v > best || isnan(v) ? 1 : bi;
-        best = v > best || isnan(v) ? v : best;
-        v = NNCL_LD(xp, W);
-        bi = v > best || isnan(v) ? 2 : bi;
-        best = v > best || isnan(v) ? v : best;
-        v = NNCL_LD(xp, W + 1);
-        bi = v > best || isnan(v) ? 3 : bi;
-        mine = bi == ((h & 1) << 1 | (w & 1));
-    }
-#else
-    mine = idx[idx_off + o] == (float)(h * W + w);
-#endif
-    sum = in && mine ? NNCL_LD(dy, dy_off + o) : 0.0f;
+    sum = in && idx[idx_off + o] == (float)(h * W + w) ? NNCL_LD(dy, dy_off + o) : 0.0f;
     o = (plane * H + h) * W + w;
     NNCL_ST(acc ? NNCL_LD(dx, dx_off + o) + sum : sum, dx, dx_off + o);
 }
+#endif
 
 __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,
                                           int W, int OH, int OW, int k, int st, int pad, int acc) {
