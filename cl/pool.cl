@@ -14,7 +14,18 @@
  * quotients (nncl_quot) rather than integer divisions.
  * The other kernels run on NDRange (cols, rows, planes).
  * Max and average pooling take activations in the storage type (act_t,
- * cl/common.cl); the argmax stays fp32. */
+ * cl/common.cl). In half storage max pooling keeps no argmax: an fp32
+ * index per output would take twice the output's memory, so the backward
+ * finds each window's argmax again in x (passed where the fp32 build takes
+ * the index, by the same rules, so the same element), and the forward
+ * writes none (its idx is NULL). */
+#if defined(NNCL_STORE) && NNCL_STORE
+#define NNCL_POOL_HALF 1
+#define idx_t act_t
+#else
+#define NNCL_POOL_HALF 0
+#define idx_t float
+#endif
 
 /* The plane (of the whole tensor), row and column of this work-item's
  * element in planes of rows x cols on the _2x2 kernels' NDRange; 0 past the
@@ -68,7 +79,7 @@ __kernel void nncl_maxpool2d_f32(__global const act_t *x, int x_off, __global ac
     nncl_pool_window(x + x_off + plane * H * W, oh, ow, H, W, k, st, pad, &best, &best_i, &sum);
     i = (plane * OH + oh) * OW + ow;
     NNCL_ST(best, y, y_off + i);
-    idx[idx_off + i] = (float)best_i;
+    if (!NNCL_POOL_HALF) idx[idx_off + i] = (float)best_i;
 }
 
 /* The 2x2 window in the order and by the rules of nncl_pool_window. */
@@ -94,7 +105,7 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
     best = v > best || isnan(v) ? v : best;
     i = (plane * OH + oh) * OW + ow;
     NNCL_ST(best, y, y_off + i);
-    idx[idx_off + i] = (float)best_i;
+    if (!NNCL_POOL_HALF) idx[idx_off + i] = (float)best_i;
 }
 
 /* Mean over the k*k window, padding included as zeros. */
@@ -107,46 +118,81 @@ __kernel void nncl_avgpool2d_f32(__global const act_t *x, int x_off, __global ac
     NNCL_ST(sum / (float)(k * k), y, y_off + (plane * OH + oh) * OW + ow);
 }
 
+/* Whether input (h, w) is the argmax of window (oh, ow): the index kept
+ * (ip, the plane's), or in half storage the window searched again in x
+ * (ip, the plane of x). */
+int nncl_pool_is_max(__global const idx_t *ip, int oh, int ow, int h, int w, int H, int W, int OW, int k, int st,
+                     int pad) {
+#if NNCL_POOL_HALF
+    float best, sum;
+    int best_i;
+    nncl_pool_window(ip, oh, ow, H, W, k, st, pad, &best, &best_i, &sum);
+    return best_i == h * W + w;
+#else
+    (void)H; (void)k; (void)st; (void)pad;
+    return ip[oh * OW + ow] == (float)(h * W + w);
+#endif
+}
+
 /* dx gets dy of every window whose argmax it is (with avg, dy / k^2 of
- * every window covering it). */
-void nncl_pool_backward(__global const act_t *dy, __global const float *idx, int is_max, __global act_t *dx, int H,
+ * every window covering it). idx: the argmax kept, or in half storage x. */
+void nncl_pool_backward(__global const act_t *dy, __global const idx_t *idx, int is_max, __global act_t *dx, int H,
                         int W, int OH, int OW, int k, int st, int pad, int acc) {
     int w = get_global_id(0), h = get_global_id(1), plane = get_global_id(2), lo_h, hi_h, lo_w, hi_w, oh, ow;
-    float me, sum = 0.0f;
+    float sum = 0.0f;
     __global const act_t *dp;
-    __global const float *ip;
+    __global const idx_t *ip;
     if (w >= W || h >= H) return;
-    me = (float)(h * W + w);
     dp = dy + plane * OH * OW;
-    ip = idx + plane * OH * OW; /* read only with is_max */
+    ip = idx + plane * (NNCL_POOL_HALF ? H * W : OH * OW); /* read only with is_max */
     nncl_pool_range(h, k, st, pad, OH, &lo_h, &hi_h);
     nncl_pool_range(w, k, st, pad, OW, &lo_w, &hi_w);
     for (oh = lo_h; oh <= hi_h; oh++)
         for (ow = lo_w; ow <= hi_w; ow++)
-            if (!is_max || ip[oh * OW + ow] == me) sum += NNCL_LD(dp, oh * OW + ow);
+            if (!is_max || nncl_pool_is_max(ip, oh, ow, h, w, H, W, OW, k, st, pad)) sum += NNCL_LD(dp, oh * OW + ow);
     if (!is_max) sum /= (float)(k * k);
     dx += (plane * H + h) * W + w;
     NNCL_ST(acc ? NNCL_LD(dx, 0) + sum : sum, dx, 0);
 }
 
-__kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, __global const float *idx, int idx_off,
+__kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, __global const idx_t *idx, int idx_off,
                                           __global act_t *dx, int dx_off, int H, int W, int OH, int OW, int k, int st,
                                           int pad, int acc) {
     nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
-/* The 2x2 window at stride 2 holds each input at most once: one lookup. */
-__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const float *idx,
+/* The 2x2 window at stride 2 holds each input at most once: one lookup
+ * (in half storage, the window's four values again, in the forward's
+ * order and by its rules). */
+__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const idx_t *idx,
                                               int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                               int OH, int OW, int G, int acc) {
-    int plane, h, w, oh, ow, o, in;
+    int plane, h, w, oh, ow, o, in, mine;
     float sum;
     if (!nncl_pool_at(G, planes, H, W, &plane, &h, &w)) return;
     oh = h >> 1;
     ow = w >> 1;
     in = oh < OH && ow < OW;
     o = in ? (plane * OH + oh) * OW + ow : 0;
-    sum = in && idx[idx_off + o] == (float)(h * W + w) ? NNCL_LD(dy, dy_off + o) : 0.0f;
+#if NNCL_POOL_HALF
+    {
+        __global const act_t *xp = idx + idx_off + plane * H * W + 2 * (in ? oh * W + ow : 0);
+        float best = NNCL_LD(xp, 0), v;
+        int bi = 0;
+        v = NNCL_LD(xp, 1);
+        bi = v > best || isnan(v) ? 1 : bi;
+        best = v > best || isnan(v) ? v : best;
+        v = NNCL_LD(xp, W);
+        bi = v > best || isnan(v) ? 2 : bi;
+        best = v > best || isnan(v) ? v : best;
+        v = NNCL_LD(xp, W + 1);
+        bi = v > best || isnan(v) ? 3 : bi;
+        mine = bi == ((h & 1) << 1 | (w & 1));
+    }
+#else
+    mine = idx[idx_off + o] == (float)(h * W + w);
+#endif
+    sum = in && mine ? NNCL_LD(dy, dy_off + o) : 0.0f;
     o = (plane * H + h) * W + w;
     NNCL_ST(acc ? NNCL_LD(dx, dx_off + o) + sum : sum, dx, dx_off + o);
 }

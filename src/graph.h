@@ -116,8 +116,10 @@ typedef struct nncl__opdef {
      * 2 when also the gradients of parameter inputs (kept fp32);
      * f32_in has bit i set for an input that stays fp32 (labels, targets);
      * f32_out 1 when the node's value, gradient and aux stay fp32 (losses);
-     * f32_aux 1 when its aux alone does (indices). */
-    int half, f32_in, f32_out, f32_aux;
+     * f32_aux 1 when its aux alone does (indices); half_bw_reads nonzero
+     * when in half storage the op keeps no aux and its backward reads these
+     * (NNCL_BW_*) instead of bw_reads, recomputing what aux held. */
+    int half, f32_in, f32_out, f32_aux, half_bw_reads;
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the

@@ -118,7 +118,7 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     tiles = max && d.k == 2 && d.st == 2 && d.pad == 0 && (size_t)d.H * (size_t)d.W <= POOL_GROUP_MAX;
     NNCL_TRY(nncl__kbegin(x, n, (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0), &a));
     nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, n->in[0]));
-    if (backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
+    if (backward && max) nncl__arg_view(&a, x->store ? nncl__val(x, n->in[0]) : nncl__auxv(x, n)); /* cl/pool.cl */
     nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
     if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
     if (tiles) nncl__arg_int(&a, d.planes);
@@ -180,7 +180,8 @@ const nncl__opdef nncl__opdef_maxpool2d = {
     .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
                 {"pool", "nncl_maxpool2d_backward_f32_2x2"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
-    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1, .f32_aux = 1};
+    .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1,
+    .half_bw_reads = NNCL_BW_INPUTS};
 
 /* ------------------------------------------------------------- average */
 

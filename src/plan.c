@@ -118,16 +118,16 @@ static nncl_status plan_schedule(nncl__plan *p, plan_block **blocks_out, int *n_
     for (i = 0; i < N; i++) { /* extend values by every reader, through aliases */
         nncl_node *n = g->nodes[i];
         const nncl__opdef *d = nncl__opdef_get(n->op);
-        int j;
+        int j, reads = p->x.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads;
         for (k = 0; k < n->n_in; k++) {
             const nncl_node *r = plan_root(n->in[k]);
             for (j = 0; j < nb; j++) {
                 if (b[j].kind != 0 || b[j].node != r->id) continue;
                 if (fstep[i] > b[j].last) b[j].last = fstep[i];
-                if (bstep[i] >= 0 && (d->bw_reads & NNCL_BW_INPUTS) && bstep[i] > b[j].last) b[j].last = bstep[i];
+                if (bstep[i] >= 0 && (reads & NNCL_BW_INPUTS) && bstep[i] > b[j].last) b[j].last = bstep[i];
             }
         }
-        if (bstep[i] >= 0 && (d->bw_reads & NNCL_BW_OUTPUT)) {
+        if (bstep[i] >= 0 && (reads & NNCL_BW_OUTPUT)) {
             const nncl_node *r = plan_root(n);
             for (j = 0; j < nb; j++)
                 if (b[j].kind == 0 && b[j].node == r->id && bstep[i] > b[j].last) b[j].last = bstep[i];
@@ -157,7 +157,7 @@ static nncl_status plan_schedule(nncl__plan *p, plan_block **blocks_out, int *n_
     for (i = 0; i < N; i++) {
         nncl_node *n = g->nodes[i];
         const nncl__opdef *d = nncl__opdef_get(n->op);
-        size_t a = d->aux_size ? d->aux_size(n, p->max_batch) : 0;
+        size_t a = d->aux_size && !(p->x.store && d->half_bw_reads) ? d->aux_size(n, p->max_batch) : 0;
         if (!a) continue;
         b[nb].node = i; b[nb].kind = 2; b[nb].first = fstep[i];
         b[nb].last = bstep[i] >= 0 ? bstep[i] : fstep[i];
@@ -184,7 +184,6 @@ void nncl__plan_free(nncl__plan *p) {
         clFinish(dev->queue);
         nncl__buffer_release(dev, p->arena, p->arena_floats * (p->x.store ? 2 : 4));
         nncl__buffer_release(dev, p->arena32, p->arena32_floats * 4);
-        nncl__buffer_release(dev, p->stage, p->stage_floats * 4);
         nncl__buffer_release(dev, p->x.params_h, p->graph->n_params * 2);
         nncl__buffer_release(dev, p->x.params, p->graph->n_params * 4);
         nncl__buffer_release(dev, p->x.grads, p->graph->n_trainable * 4);
@@ -373,8 +372,7 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
         p->bytes -= (uint64_t)p->arena_floats * 2;
         NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena32_floats * 4, &p->arena32));
         NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 2, &p->x.params_h));
-        NNCL_TRY(nncl__buffer_create(ctx, dev, p->stage_floats * 4, &p->stage));
-        p->bytes += ((uint64_t)p->arena32_floats + p->stage_floats) * 4 + (uint64_t)g->n_params * 2;
+        p->bytes += (uint64_t)p->arena32_floats * 4 + (uint64_t)g->n_params * 2;
     }
     for (i = 0; i < nb; i++) {
         nncl__view v;
@@ -473,6 +471,7 @@ nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node 
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
     }
     if (st == NNCL_OK && store) st = nncl__kslot_resolve_opts(ctx, dev, "half", opts[store], "nncl_store_f32", &p->store_k);
+    if (store && p->gemm_temp_bytes < p->stage_floats * 4) p->gemm_temp_bytes = p->stage_floats * 4; /* the feeds' stage */
     if (st == NNCL_OK && p->gemm_temp_bytes) {
         st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->x.gemm_temp);
         p->bytes += p->gemm_temp_bytes;
@@ -500,8 +499,8 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
     if (!v.mem) return NNCL_OK; /* an input nothing reads */
     n = nncl__numel(input, batch);
     if (nncl__plan_view_half(p, v)) { /* fp32 to the stage, converted into the arena */
-        NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, p->stage, CL_FALSE, 0, n * 4, data, 0, NULL, NULL));
-        return nncl__k_store(plan_store_kernel(p), v, plan_whole(p->stage), n);
+        NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, p->x.gemm_temp, CL_FALSE, 0, n * 4, data, 0, NULL, NULL));
+        return nncl__k_store(plan_store_kernel(p), v, plan_whole(p->x.gemm_temp), n);
     }
     NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, v.mem, CL_FALSE, v.off * 4, n * 4, data, 0, NULL, NULL));
     return NNCL_OK;

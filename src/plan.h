@@ -24,8 +24,10 @@ typedef struct nncl__plan {
     float seed;                  /* the loss's gradient backward starts from: 1, or the loss scale */
     /* Half storage (x.store): the arena holds fp16/bf16 elements
      * (arena_floats of them); fp32 blocks (losses, labels) go to arena32;
-     * samples fed to a half input are uploaded to stage and converted. */
-    cl_mem arena32, stage;
+     * samples fed to a half input are uploaded to the start of the GEMM
+     * temp (x.gemm_temp, at least stage_floats) and converted: a feed comes
+     * before the products on the one in-order queue. */
+    cl_mem arena32;
     size_t arena32_floats, stage_floats;
     nncl__kslot store_k;
     /* Training buffers (nncl__plan_train): the optimizer's state and
