@@ -47,3 +47,26 @@ __kernel void nncl_bias_backward_f32(__global const act_t *dy, int dy_off, int r
     sum = nncl_group_sum(part, sum);
     if (lid == 0) db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + sum;
 }
+
+/* The linear layer's backward start in one pass: dy[r, c] *= act'(y[r, c])
+ * in place (act > 0) and db[c] (+)= the sum of column c. One work-item per
+ * column looping over the rows, no barrier: neighbouring items read
+ * neighbouring columns, and CPU drivers run it as plain vector code where
+ * the tree of nncl_bias_backward_f32 would spill at every barrier. For the
+ * few rows of a batch (many rows take the tree). */
+__kernel void nncl_bias_backward_f32_act(__global act_t *dy, int dy_off, __global const act_t *y, int y_off, int rows,
+                                         int cols, __global float *db, int db_off, int acc, int act) {
+    int c = get_global_id(0), r;
+    float sum = 0.0f;
+    if (c >= cols) return;
+    for (r = 0; r < rows; r++) {
+        int i = r * cols + c;
+        float g = NNCL_LD(dy, dy_off + i);
+        if (act) {
+            g *= nncl_act_grad(NNCL_LD(y, y_off + i), act);
+            NNCL_ST(g, dy, dy_off + i);
+        }
+        sum += g;
+    }
+    db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + sum;
+}

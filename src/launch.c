@@ -106,6 +106,20 @@ nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n) 
     return nncl__launch_1d(&g, k.dev, n);
 }
 
+nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, size_t rows, size_t cols, nncl__view db,
+                                      int acc, int act) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, dy);
+    nncl__arg_view(&g, y);
+    nncl__arg_count(&g, rows);
+    nncl__arg_count(&g, cols);
+    nncl__arg_view(&g, db);
+    nncl__arg_int(&g, acc);
+    nncl__arg_int(&g, act);
+    return nncl__launch_1d(&g, k.dev, cols);
+}
+
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols) {
     nncl__args g;
     NNCL_TRY(launch_begin(&k, &g));

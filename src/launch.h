@@ -48,6 +48,11 @@ nncl_status nncl__k_mul_backward_bcast(nncl__kl k, nncl__view dy, nncl__view a, 
  * (float) over n elements, rounded to nearest even (nncl_store_f32). */
 nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n);
 
+/* cl/dense.cl: dy [rows, cols] *= act'(y) in place (act > 0) and db (+)=
+ * its column sums, one work-item per column (nncl_bias_backward_f32_act). */
+nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, size_t rows, size_t cols, nncl__view db,
+                                      int acc, int act);
+
 /* cl/softmax.cl: per row of [rows, cols]. y may be x; dx may be dy. */
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols);
 nncl_status nncl__k_softmax_backward(nncl__kl k, nncl__view dy, nncl__view y, nncl__view dx, size_t rows, size_t cols,

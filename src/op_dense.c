@@ -2,9 +2,14 @@
  * PyTorch: one GEMM whose epilogue adds the bias and applies the activation
  * as it stores y (own kernels fuse it; after CLBlast it is one more pass);
  * backward applies act' in place, then GEMMs for dx and dW and a column sum
- * for db. Also the shared launch helpers conv2d uses for bias and act. */
+ * for db; with a bias and a batch's few rows, act' and the column sum are
+ * one pass before the GEMMs (nncl_bias_backward_f32_act). Also the shared
+ * launch helpers conv2d uses for bias and act. */
 #include "graph.h"
 #include <math.h>
+
+/* linear's own kernel slot, after the shared dense ones */
+enum { LINEAR_K_BIAS_ACT_BACKWARD = NNCL_K_DENSE_END };
 
 double nncl__act_ref(double v, int act) {
     if (act == NNCL_ACT_RELU) return v < 0 ? 0 : v; /* NaN stays NaN, as in PyTorch */
@@ -155,18 +160,28 @@ static nncl_status linear_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
     return NNCL_OK;
 }
 
+/* Rows up to which act' and the bias gradient are one pass (a work-item
+ * per column loops over them); beyond, the column sums take a tree. */
+#define LINEAR_FUSED_ROWS 4096
+
 static nncl_status linear_backward(nncl__exec *x, nncl_node *n) {
     nncl__gemm_args g;
     size_t rows, out_f = (size_t)n->in[1]->shape[0];
-    int which;
+    int which, fused;
     rows = nncl__numel(n, x->batch) / out_f;
-    NNCL_TRY(nncl__act_backward_inplace(x, n, nncl__grd(x, n), nncl__val(x, n), rows * out_f, n->iattr[0]));
+    fused = n->n_in == 3 && nncl__need_grad(x, n, 2) && rows <= LINEAR_FUSED_ROWS;
+    if (fused)
+        NNCL_TRY(nncl__k_bias_backward_act(nncl__kl_of(x, n, LINEAR_K_BIAS_ACT_BACKWARD), nncl__grd(x, n),
+                                           nncl__val(x, n), rows, out_f, nncl__grd(x, n->in[2]),
+                                           nncl__grad_accumulate(x, n, 2), n->iattr[0]));
+    else
+        NNCL_TRY(nncl__act_backward_inplace(x, n, nncl__grd(x, n), nncl__val(x, n), rows * out_f, n->iattr[0]));
     for (which = 0; which < 2; which++) {
         if (!nncl__need_grad(x, n, which)) continue;
         linear_gemm_bwd(x, n, which, nncl__grad_accumulate(x, n, which), &g);
         NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
     }
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2))
+    if (n->n_in == 3 && nncl__need_grad(x, n, 2) && !fused)
         NNCL_TRY(nncl__bias_grad(x, n, nncl__grd(x, n), (int)rows, (int)out_f, 1, nncl__grd(x, n->in[2]),
                                  nncl__grad_accumulate(x, n, 2)));
     return NNCL_OK;
@@ -202,7 +217,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 }
 
 const nncl__opdef nncl__opdef_linear = {
-    .name = "linear", .kernels = {NNCL_DENSE_KERNELS}, .shape = linear_shape, .prepare = linear_prepare,
+    .name = "linear", .kernels = {NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}}, .shape = linear_shape, .prepare = linear_prepare,
     .forward = linear_forward, .backward = linear_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
     .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 2};
 
@@ -228,3 +243,5 @@ nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, 
     iattr[0] = (int)act;
     return nncl__node_add(g, NNCL_OP_LINEAR, name, bias ? 3 : 2, in, iattr, 1, NULL, 0);
 }
+
+#undef LINEAR_FUSED_ROWS
