@@ -265,6 +265,9 @@ static float *ot_data(const ot_input *in, size_t count, unsigned seed) {
  * error rounding the prediction to half can make any size.
  * ot_half_ran marks the ops those rows covered. */
 static int ot_half_ran[NNCL_OP_COUNT];
+/* What the row names add after the storage: ", im2col" for conv2d's rows
+ * run again through its im2col path (main). */
+static const char *ot_path = "";
 
 /* Max pooling's input in half storage: j/64 for j in -125..125 (exact in
  * fp16 and bf16), distinct over any 251 consecutive elements and so within
@@ -296,7 +299,7 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     if (oc_store) {
         char op[180];
         snprintf(op, sizeof op, "%.179s", name);
-        snprintf(name, sizeof name, "%s storage: %s", oc_store == 1 ? "fp16" : "bf16", op);
+        snprintf(name, sizeof name, "%s storage%s: %s", oc_store == 1 ? "fp16" : "bf16", ot_path, op);
     }
     out = ok ? r->build(g, in, r) : NULL;
     loss = out;
@@ -376,6 +379,24 @@ int main(int argc, char **argv) {
     for (oc_store = 1; oc_store <= 2; oc_store++)
         for (k = 0; k < OT_NROWS; k++)
             if (argc < 2 || strstr(ot_rows[k].name, argv[1])) ot_run(ctx, &ot_rows[k], (int)k);
+    /* conv2d's im2col path in half storage (which the own path's taking
+     * every layer it fits leaves to NNCL_GEMM=clblast and to sizes beyond
+     * the own kernels): the column matrix in the format, its products on
+     * the own half kernels (CLBlast takes no half operands) */
+    {
+        const char *env = getenv("NNCL_GEMM");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_GEMM", "clblast", 1);
+        ot_path = ", im2col";
+        for (oc_store = 1; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if (ot_rows[k].build == ot_conv && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                    ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_GEMM", keep, 1);
+        else unsetenv("NNCL_GEMM");
+    }
     oc_store = 0;
     if (argc < 2) ot_half_coverage();
     nncl_free(ctx);
