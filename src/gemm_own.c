@@ -392,13 +392,52 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
     return NNCL_OK;
 }
 
+/* Half storage given less temp (bytes) than a product's panels: B in
+ * blocks of whole panels beside A's, the columns of a block (0 when not one
+ * panel fits). */
+static size_t own_store_cols(const nncl__gemm_variant *v, const nncl__gemm_args *g, size_t bytes) {
+    size_t a = own_b_offset(v, g->m, g->k), panel = (size_t)v->nr * g->k;
+    if (!g->k || bytes / sizeof(float) < a + panel) return 0;
+    return (bytes / sizeof(float) - a) / panel * (size_t)v->nr;
+}
+
+/* A packed once into the temp, then each block of cols columns of B packed
+ * behind it and multiplied into those columns of C, whole rows of them (no
+ * rounding to half between blocks, as K blocks would have). */
+static nncl_status own_store_blocks(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                                    const nncl__gemm_variant *pv, const nncl__gemm_args *g, size_t cols) {
+    nncl__gemm_packed_args p;
+    size_t a = own_b_offset(v, g->m, g->k), j0;
+    NNCL_TRY(nncl__gemm_pack_a(ctx, dev, v, g->trans_a, g->m, g->k, g->a, g->a_off, g->lda, 0, 1, g->temp, 0));
+    memset(&p, 0, sizeof p);
+    p.m = g->m;
+    p.k = g->k;
+    p.batch = 1;
+    p.ap = p.bp = g->temp;
+    p.bp_off = a;
+    p.c = g->c;
+    p.ldc = g->ldc;
+    p.alpha = g->alpha;
+    p.beta = g->beta;
+    p.epi = g->epi;
+    for (j0 = 0; j0 < g->n; j0 += cols) {
+        p.n = g->n - j0 < cols ? g->n - j0 : cols;
+        NNCL_TRY(nncl__gemm_pack_b(ctx, dev, v, g->trans_b, g->k, p.n, g->b, g->b_off + (g->trans_b ? j0 * g->ldb : j0),
+                                   g->ldb, 0, 1, g->temp, a));
+        p.c_off = g->c_off + j0;
+        p.epi.bias_off = g->epi.bias_off + (g->epi.bias == 1 ? j0 : 0);
+        NNCL_TRY(nncl__gemm_packed(ctx, dev, pv, &p));
+    }
+    return NNCL_OK;
+}
+
 nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int prepare,
                                  size_t *bytes) {
     nncl__gemm_state *s = NULL;
     nncl__gemm_variant v, pv;
     nncl__gemm_packed_args p;
     nncl__args a;
-    size_t need;
+    size_t need, have = 0, cols;
     int i;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     NNCL_TRY(nncl__gemm_packed_variant(ctx, dev, g->m, g->n, g->k, &v));
@@ -412,15 +451,22 @@ nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl
     pv = v;
     pv.store = g->c_f32 ? 0 : g->store;
     need = nncl__gemm_own_temp(&v, g);
-    if (bytes) *bytes = need;
-    if (prepare) {
+    if (prepare) { /* the kernels of both ways: a step fits the temp the plan ends up with */
+        size_t least = (own_b_offset(&v, g->m, g->k) + (size_t)v.nr * g->k) * sizeof(float); /* A and one panel of B */
+        if (bytes) *bytes = !g->temp_cap || need <= g->temp_cap ? need : g->temp_cap > least ? g->temp_cap : least;
+        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_A, &a));
+        NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_B, &a));
         NNCL_TRY(own_kernel(ctx, dev, &v, NNCL__GEMM_K_PACK_AB, &a));
         return own_kernel(ctx, dev, &pv, NNCL__GEMM_K_PRODUCT, &a);
     }
+    if (bytes) *bytes = need;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
     if (!nncl__gemm_own_fits(g))
         return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "half-precision GEMM [%zu,%zu,%zu]: too large for the kernels' int "
                           "indices", g->m, g->n, g->k);
+    if (g->temp) NNCL_CL(ctx, clGetMemObjectInfo(g->temp, CL_MEM_SIZE, sizeof have, &have, NULL));
+    if (g->temp && have < need && (cols = own_store_cols(&v, g, have)) > 0)
+        return own_store_blocks(ctx, dev, &v, &pv, g, cols);
     NNCL_TRY(own_pack_args(ctx, dev, &v, g, need, &p));
     return nncl__gemm_packed(ctx, dev, &pv, &p);
 }

@@ -187,6 +187,7 @@ struct nncl__exec {
     int store;                 /* activations' storage: 0 fp32, 1 fp16, 2 bf16 (nncl_precision) */
     cl_mem params_h;           /* half storage: the parameters' working copy in that type */
     size_t conv_budget;        /* nonzero: a conv2d's workspace budget in floats (its timing, src/conv_pick.c) */
+    size_t gemm_cap;           /* at a plan's prepare: the GEMM temp bytes the nodes before need (0: none) */
 };
 
 nncl__view nncl__val(nncl__exec *x, const nncl_node *n);

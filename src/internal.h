@@ -329,8 +329,12 @@ typedef struct nncl__gemm_args {
     size_t lda, ldb, ldc;
     nncl__gemm_epi epi;
     /* Half storage (nncl_precision 1 fp16, 2 bf16): A, B, the bias and C
-     * in that type, C in fp32 when c_f32; nncl's own kernels only. 0: fp32. */
+     * in that type, C in fp32 when c_f32; nncl's own kernels only. 0: fp32.
+     * temp_cap (half storage, at prepare): temp bytes the product should
+     * make do with when its panels need more (0: none); a step fits the
+     * temp it is given (src/gemm_own.c). */
     int store, c_f32;
+    size_t temp_cap;
 } nncl__gemm_args;
 nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
 /* Bytes of temp the product of g's shape uses: CLBlast's, or that of the

@@ -103,6 +103,7 @@ static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *
     g->c = yv.mem; g->c_off = yv.off; g->ldc = g->n;
     g->temp = x->gemm_temp;
     g->store = x->store;
+    g->temp_cap = x->gemm_cap;
     if (n->n_in == 3) {
         nncl__view bv = nncl__val(x, n->in[2]);
         g->epi.bias = 1;
@@ -128,6 +129,7 @@ static void linear_gemm_bwd(nncl__exec *x, const nncl_node *n, int which, int ac
     g->beta = acc ? 1.0f : 0.0f;
     g->temp = x->gemm_temp;
     g->store = x->store;
+    g->temp_cap = x->gemm_cap;
     g->c_f32 = which == 1 && n->in[1]->op == NNCL_OP_PARAM; /* a weight gradient stays fp32 */
     if (which == 0) {
         nncl__view dx = nncl__grd(x, n->in[0]);

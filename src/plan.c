@@ -467,6 +467,7 @@ nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node 
             if (d->kernels[k].name)
                 st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
                                               &p->x.kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)k]);
+        p->x.gemm_cap = p->gemm_temp_bytes;
         if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, n, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
     }

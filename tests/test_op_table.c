@@ -95,6 +95,14 @@ static nncl_node *ot_conv(nncl_graph *g, nncl_node *const *in, const ot_row *r) 
     return nncl_conv2d(g, in[0], r->a[0], r->a[1], r->a[2], r->a[3], r->a[4], (nncl_act)r->a[5], "conv");
 }
 
+/* conv2d (a[0] outputs, 3x3, padding 1, ReLU), then linear to a[1]: in
+ * half storage the linear layer's panels need more GEMM temp than the conv
+ * layer, so its products run in blocks of B's panels (src/gemm_own.c). */
+static nncl_node *ot_conv_linear(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = nncl_conv2d(g, in[0], r->a[0], 3, 1, 1, 1, NNCL_ACT_RELU, "conv");
+    return nncl_linear(g, nncl_flatten(g, h), r->a[1], 1, NNCL_ACT_NONE, "fc");
+}
+
 /* a[0]: the op; then kernel, stride, padding. */
 static nncl_node *ot_pool(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     if (r->a[0] == NNCL_OP_MAXPOOL2D) return nncl_maxpool2d(g, in[0], r->a[1], r->a[2], r->a[3]);
@@ -225,6 +233,7 @@ static const ot_row ot_rows[] = {
     /* the broadcast in half storage (the rows above train b, which it
      * refuses); last, so that the rows above keep their data */
     OT_BCAST_FROZEN(ADD, 2, 5, 33), OT_BCAST_FROZEN(SUB, 2, 5, 33), OT_BCAST_FROZEN(MUL, 2, 5, 33),
+    {"conv2d+linear", ot_conv_linear, {2, 64}, 0, {OT_X3(-1, 1, 1, 28, 28)}, 2, OT_TOL},
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
