@@ -5,8 +5,8 @@
  * the windows that cover it: no atomics, and acc adds instead of writing.
  *
  * The usual 2x2 window at stride 2 without padding has kernels of its own
- * (_2x2) on NDRange (G * plane, ceil(planes / G)): dim 0 one element (an
- * output forward, an input backward) of a group of G whole planes, G *
+ * (_2x2) on NDRange (G * plane, ceil(planes / G)): dim 0 one output (a
+ * window, forward and backward) of a group of G whole planes, G *
  * plane <= 2^20 (src/op_pool.c), dim 1 the group, and no loop inside. That
  * is what CPU drivers run as full SIMD lanes (one long regular dimension;
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
@@ -161,57 +161,58 @@ __kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, 
     nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
-#if NNCL_POOL_HALF
-/* Half storage: one work-item per window (NDRange over the outputs, as
- * the forward), which finds its argmax again in x (idx) by the forward's
- * order and rules, gives it dy and the window's three others 0; with H or
- * W odd, the windows of the last row or column also write the input row or
- * column no window covers. Per input element (as below) the four loads
- * and comparisons ran 4x over and took 10x the fp32 kernel's time. */
-__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const act_t *idx,
+/* One work-item per window (NDRange over the outputs, as the forward):
+ * its argmax (0..3 in scan order) from the index kept, or in half storage
+ * found again in x (idx) by the forward's order and rules, gets dy and the
+ * window's three others 0; with H or W odd, the windows of the last row or
+ * column also write the input row or column no window covers. A work-item
+ * per input element loaded the index and dy 4x over (fp32) or repeated the
+ * window's search 4x (half storage: 10x the fp32 kernel's time). */
+void nncl_pool_st(float d, __global act_t *dx, int at, int acc) {
+    NNCL_ST(acc ? NNCL_LD(dx, at) + d : d, dx, at);
+}
+
+__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const idx_t *idx,
                                               int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                               int OH, int OW, int G, int acc) {
-    int plane, oh, ow, at, bi = 0, i, j, ni, nj;
-    float best, v, g;
-    __global const act_t *xp;
+    int plane, oh, ow, at, bi;
+    float g;
     if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
-    at = plane * H * W + 2 * oh * W + 2 * ow;
-    xp = idx + idx_off + at;
-    best = NNCL_LD(xp, 0);
-    v = NNCL_LD(xp, 1);
-    bi = v > best || isnan(v) ? 1 : bi;
-    best = v > best || isnan(v) ? v : best;
-    v = NNCL_LD(xp, W);
-    bi = v > best || isnan(v) ? 2 : bi;
-    best = v > best || isnan(v) ? v : best;
-    v = NNCL_LD(xp, W + 1);
-    bi = v > best || isnan(v) ? 3 : bi;
-    g = NNCL_LD(dy, dy_off + (plane * OH + oh) * OW + ow);
-    ni = oh == OH - 1 && (H & 1) ? 3 : 2;
-    nj = ow == OW - 1 && (W & 1) ? 3 : 2;
-    for (i = 0; i < ni; i++)
-        for (j = 0; j < nj; j++) {
-            float d = i < 2 && j < 2 && bi == 2 * i + j ? g : 0.0f;
-            NNCL_ST(acc ? NNCL_LD(dx, dx_off + at + i * W + j) + d : d, dx, dx_off + at + i * W + j);
-        }
-}
+    at = 2 * oh * W + 2 * ow; /* the window's first input in its plane */
+#if NNCL_POOL_HALF
+    {
+        __global const act_t *xp = idx + idx_off + plane * H * W + at;
+        float best = NNCL_LD(xp, 0), v = NNCL_LD(xp, 1);
+        bi = v > best || isnan(v) ? 1 : 0;
+        best = v > best || isnan(v) ? v : best;
+        v = NNCL_LD(xp, W);
+        bi = v > best || isnan(v) ? 2 : bi;
+        best = v > best || isnan(v) ? v : best;
+        v = NNCL_LD(xp, W + 1);
+        bi = v > best || isnan(v) ? 3 : bi;
+    }
 #else
-/* The 2x2 window at stride 2 holds each input at most once: one lookup. */
-__kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const float *idx,
-                                              int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
-                                              int OH, int OW, int G, int acc) {
-    int plane, h, w, oh, ow, o, in;
-    float sum;
-    if (!nncl_pool_at(G, planes, H, W, &plane, &h, &w)) return;
-    oh = h >> 1;
-    ow = w >> 1;
-    in = oh < OH && ow < OW;
-    o = in ? (plane * OH + oh) * OW + ow : 0;
-    sum = in && idx[idx_off + o] == (float)(h * W + w) ? NNCL_LD(dy, dy_off + o) : 0.0f;
-    o = (plane * H + h) * W + w;
-    NNCL_ST(acc ? NNCL_LD(dx, dx_off + o) + sum : sum, dx, dx_off + o);
-}
+    {
+        int off = (int)idx[idx_off + (plane * OH + oh) * OW + ow] - at;
+        bi = off == 0 ? 0 : off == 1 ? 1 : off == W ? 2 : 3;
+    }
 #endif
+    g = NNCL_LD(dy, dy_off + (plane * OH + oh) * OW + ow);
+    dx += dx_off + plane * H * W + at;
+    nncl_pool_st(bi == 0 ? g : 0.0f, dx, 0, acc);
+    nncl_pool_st(bi == 1 ? g : 0.0f, dx, 1, acc);
+    nncl_pool_st(bi == 2 ? g : 0.0f, dx, W, acc);
+    nncl_pool_st(bi == 3 ? g : 0.0f, dx, W + 1, acc);
+    if (ow == OW - 1 && (W & 1)) {
+        nncl_pool_st(0.0f, dx, 2, acc);
+        nncl_pool_st(0.0f, dx, W + 2, acc);
+    }
+    if (oh == OH - 1 && (H & 1)) {
+        nncl_pool_st(0.0f, dx, 2 * W, acc);
+        nncl_pool_st(0.0f, dx, 2 * W + 1, acc);
+        if (ow == OW - 1 && (W & 1)) nncl_pool_st(0.0f, dx, 2 * W + 2, acc);
+    }
+}
 
 __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,
                                           int W, int OH, int OW, int k, int st, int pad, int acc) {

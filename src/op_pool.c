@@ -124,9 +124,8 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     if (tiles) nncl__arg_int(&a, d.planes);
     pool_args_geometry(&a, &d, tiles);
     if (tiles) {
-        int per_out = !backward || x->store; /* half storage: per window backward too (cl/pool.cl) */
-        int rows = per_out ? d.OH : d.H, cols = per_out ? d.OW : d.W;
-        return pool_launch_groups(&a, x, rows, cols, d.planes, backward ? nncl__grad_accumulate(x, n, 0) : -1);
+        /* one work-item per window, backward too (cl/pool.cl) */
+        return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, backward ? nncl__grad_accumulate(x, n, 0) : -1);
     }
     if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     global[0] = (size_t)(backward ? d.W : d.OW);

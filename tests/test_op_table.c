@@ -103,8 +103,12 @@ static nncl_node *ot_conv_linear(nncl_graph *g, nncl_node *const *in, const ot_r
     return nncl_linear(g, nncl_flatten(g, h), r->a[1], 1, NNCL_ACT_NONE, "fc");
 }
 
-/* a[0]: the op; then kernel, stride, padding. */
+/* a[0]: the op; then kernel, stride, padding; a[4]: a max pool taken
+ * twice and added (the second backward adds into the input's gradient). */
 static nncl_node *ot_pool(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    if (r->a[0] == NNCL_OP_MAXPOOL2D && r->a[4])
+        return nncl_op_add(g, nncl_maxpool2d(g, in[0], r->a[1], r->a[2], r->a[3]),
+                           nncl_maxpool2d(g, in[0], r->a[1], r->a[2], r->a[3]));
     if (r->a[0] == NNCL_OP_MAXPOOL2D) return nncl_maxpool2d(g, in[0], r->a[1], r->a[2], r->a[3]);
     if (r->a[0] == NNCL_OP_AVGPOOL2D) return nncl_avgpool2d(g, in[0], r->a[1], r->a[2], r->a[3]);
     return nncl_global_avgpool(g, in[0]);
@@ -163,6 +167,7 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
 #define OT_CONV(b, C, H, W, O, k, s, pad, bias, act)                                                              \
     {"conv2d o" #O " k" #k " s" #s " p" #pad " bias" #bias " " #act, ot_conv, {O, k, s, pad, bias, NNCL_ACT_##act}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_POOL(op, b, C, H, W, k, s, pad) {#op " k" #k " s" #s " p" #pad, ot_pool, {NNCL_OP_##op, k, s, pad}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
+#define OT_POOL_TWICE(b, C, H, W) {"MAXPOOL2D twice k2 s2 p0", ot_pool, {NNCL_OP_MAXPOOL2D, 2, 2, 0, 1}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_BN(b, ndim, d0, d1, d2) {"batchnorm", ot_batchnorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
 #define OT_LN(b, ndim, d0, d1, d2) {"layernorm", ot_layernorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
@@ -234,6 +239,7 @@ static const ot_row ot_rows[] = {
      * refuses); last, so that the rows above keep their data */
     OT_BCAST_FROZEN(ADD, 2, 5, 33), OT_BCAST_FROZEN(SUB, 2, 5, 33), OT_BCAST_FROZEN(MUL, 2, 5, 33),
     {"conv2d+linear", ot_conv_linear, {2, 64}, 0, {OT_X3(-1, 1, 1, 28, 28)}, 2, OT_TOL},
+    OT_POOL_TWICE(2, 3, 7, 5),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
@@ -331,7 +337,8 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
             nf++;
         }
     }
-    if (oc_store && out && out->op == NNCL_OP_MAXPOOL2D && data[0]) ot_distinct(data[0], nncl__numel(in[0], r->batch));
+    if (oc_store && out && (out->op == NNCL_OP_MAXPOOL2D || (out->n_in > 0 && out->in[0]->op == NNCL_OP_MAXPOOL2D)) &&
+        data[0]) ot_distinct(data[0], nncl__numel(in[0], r->batch));
     if (!oc_store) oc_check(name, ctx, g, loss, f, nf, r->batch, r->tol);
     else if (loss && nncl__numel(out == loss ? out->in[0] : out, r->batch) >= 8 &&
              nncl__plan_check_store(ctx, g, loss, oc_store) == NNCL_OK) {
