@@ -60,9 +60,29 @@ float nncl_group_max(__local float *buf, float v) {
  * without branches, which CPU drivers vectorise (no cl_khr_fp16 needed):
  * PoCL's vstore_half_rte ran 3-4x slower per element than the code below,
  * a scalar call per work-item. */
+#if defined(NNCL_STORE) && NNCL_STORE
+/* p[i] of 16-bit storage, read as half of the aligned 32-bit word holding
+ * it: NNCL_LDG, for loads whose address neighbouring work-items cannot be
+ * shown to step by one. CPU drivers vectorise a 32-bit gather, while
+ * 16-bit gathers (no such instruction) are split into one load per lane
+ * (4x the time of pack_colt's loads); where the addresses do step by one,
+ * a plain load (NNCL_LD) is one vector load. Buffers are whole words
+ * (src/device.c), so the word never leaves the allocation. */
+uint nncl_ld16(__global const ushort *p, int i) {
+    int t = i + (int)(((uint)(uintptr_t)p >> 1) & 1u);
+    uint w = ((__global const uint *)((uintptr_t)p & ~(uintptr_t)3))[t >> 1];
+#ifdef __ENDIAN_LITTLE__
+    return t & 1 ? w >> 16 : w & 0xffffu;
+#else
+    return t & 1 ? w & 0xffffu : w >> 16;
+#endif
+}
+#endif
 #if defined(NNCL_STORE) && NNCL_STORE == 1
 #define act_t ushort
 #define NNCL_LD(p, i) nncl_f16_load((p)[i])
+#define NNCL_LDG(p, i) nncl_f16_load(nncl_ld16(p, i))
+#define NNCL_TO(v) nncl_f16_rne(v)
 #define NNCL_CVT(h) nncl_f16_load(h) /* a value loaded as act_t, to fp32 */
 #define NNCL_ST(v, p, i) ((p)[i] = nncl_f16_rne(v))
 /* Exponent and mantissa moved into a float's fields and rebiased; Inf and
@@ -70,10 +90,10 @@ float nncl_group_max(__local float *buf, float v) {
  * one exact subtraction of 2^-14. */
 float nncl_f16_load(ushort h) {
     uint u = (uint)(h & 0x7fffu) << 13, e = u & 0x0f800000u;
-    float v;
     u += e == 0x0f800000u ? 0x70000000u : 0x38000000u;
-    v = e == 0u ? as_float(u + 0x00800000u) - 6.103515625e-05f : as_float(u);
-    return as_float(as_uint(v) | (uint)(h & 0x8000u) << 16);
+    /* chosen as bits: PoCL's loop vectorizer rejected a float select here */
+    u = e == 0u ? as_uint(as_float(u + 0x00800000u) - 6.103515625e-05f) : u;
+    return as_float(u | (uint)(h & 0x8000u) << 16);
 }
 /* Normal results: rebiased, rounded half to even on the 13 bits dropped;
  * below 2^-14 the float addition of 0.5 rounds at fp16's spacing 2^-24
@@ -90,6 +110,8 @@ ushort nncl_f16_rne(float f) {
 #elif defined(NNCL_STORE) && NNCL_STORE == 2
 #define act_t ushort
 #define NNCL_LD(p, i) as_float((uint)(p)[i] << 16)
+#define NNCL_LDG(p, i) as_float(nncl_ld16(p, i) << 16)
+#define NNCL_TO(v) nncl_bf16_rne(v)
 #define NNCL_CVT(h) as_float((uint)(h) << 16)
 #define NNCL_ST(v, p, i) ((p)[i] = nncl_bf16_rne(v))
 ushort nncl_bf16_rne(float v) {
@@ -100,6 +122,7 @@ ushort nncl_bf16_rne(float v) {
 #else
 #define act_t float
 #define NNCL_LD(p, i) ((p)[i])
+#define NNCL_LDG(p, i) ((p)[i])
 #define NNCL_CVT(h) (h)
 #define NNCL_ST(v, p, i) ((p)[i] = (v))
 #endif

@@ -114,16 +114,14 @@ __kernel void nncl_conv_pack_b_f32(__global const act_t *x, int x_off, __global 
 }
 
 /* Weight gradient A over S samples: A(o, kk) = g[s, o, p] with kk = s*OH*OW
- * + p, [O, S*OH*OW], g = dy * act'(y) (also written back over dy with
- * inplace: the input gradient's gather reads it). NDRange (S*OH*OW, panels
- * of mr rows): neighbouring items read neighbouring dy. */
-__kernel void nncl_conv_pack_dy_f32(__global act_t *dy, int dy_off, __global const act_t *y, int y_off,
-                                    __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act,
-                                    int inplace) {
+ * + p, [O, S*OH*OW], g = dy * act'(y); the input gradient's gather reads
+ * these panels too. NDRange (S*OH*OW, panels of mr rows): neighbouring
+ * items read neighbouring dy. */
+__kernel void nncl_conv_pack_dy_f32(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off,
+                                    __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act) {
     int kk = get_global_id(0), p = get_global_id(1), K = S * ohw, s, px, r, o, in;
     __global float *d;
-    __global act_t *src;
-    __global const act_t *ys;
+    __global const act_t *src, *ys;
     float g;
     if (p * mr >= O || kk >= K) return;
     s = nncl_quot(kk, 1.0f / (float)ohw);
@@ -135,10 +133,7 @@ __kernel void nncl_conv_pack_dy_f32(__global act_t *dy, int dy_off, __global con
         o = p * mr + r;
         in = o < O;
         g = in ? NNCL_LD(src, r * ohw) : 0.0f;
-        if (act) {
-            g *= nncl_act_grad(in ? NNCL_LD(ys, r * ohw) : 0.0f, act);
-            if (inplace && in) NNCL_ST(g, src, r * ohw);
-        }
+        if (act) g *= nncl_act_grad(in ? NNCL_LD(ys, r * ohw) : 0.0f, act);
         d[r] = g;
     }
 }
@@ -157,7 +152,7 @@ __kernel void nncl_conv_pack_colt_f32(__global const act_t *x, int x_off, __glob
     float v;
     if (px >= ohw || s >= S) return;
     in = r < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W;
-    v = in ? NNCL_LD(x, x_off + ((s * C + ci) * H + ih) * W + iw) : 0.0f;
+    v = in ? NNCL_LDG(x, x_off + ((s * C + ci) * H + ih) * W + iw) : 0.0f;
     bp[bp_off + (q * S * ohw + s * ohw + px) * nr + c] = ones && r == ckk ? 1.0f : v;
 }
 
@@ -197,18 +192,21 @@ int nncl_conv_dx_col(int w, int kj, int st, int pad, int OW) {
 }
 
 /* Input gradient by a gather: dx[s, c, h, w] (+)= sum over o, ki, kj of
- * w[o, c, ki, kj] * dy[s, o, oh, ow] where oh*st = h + pad - ki and ow*st =
- * w + pad - kj fall on the output. One work-item per (s, h) and two
- * neighbouring columns w, w + 1 of 16 neighbouring channels, accumulated as
- * two float16 from wt (nncl_conv_wt): per tap and o, one vector of weights
- * serves two scalars of dy. Each dx element has one writer and one order of
- * additions (no atomics: the same result on every device), and there is no
- * barrier. NDRange (ceil(W/2), H, S*ceil(C/16)). */
-__kernel void nncl_conv_backward_f32_input(__global const act_t *dy, int dy_off, __global const float *wt, int wt_off,
-                               __global act_t *dx, int dx_off, int C, int H, int W, int O, int k, int st, int pad,
-                               int OH, int OW, int acc) {
+ * w[o, c, ki, kj] * g(o, s, oh, ow) where oh*st = h + pad - ki and ow*st =
+ * w + pad - kj fall on the output, g = dy * act'(y) from the weight
+ * gradient's A panels of this chunk of samples (nncl_conv_pack_dy: fp32,
+ * so half storage converts nothing in this loop; K = S*OH*OW columns,
+ * panels of mr rows). One work-item per (s, h) and two neighbouring
+ * columns w, w + 1 of 16 neighbouring channels, accumulated as two float16
+ * from wt (nncl_conv_wt): per tap and o, one vector of weights serves two
+ * scalars of g. Each dx element has one writer and one order of additions
+ * (no atomics: the same result on every device), and there is no barrier.
+ * NDRange (ceil(W/2), H, S*ceil(C/16)). */
+__kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off, int K, int mr,
+                                           __global const float *wt, int wt_off, __global act_t *dx, int dx_off, int C,
+                                           int H, int W, int O, int k, int st, int pad, int OH, int OW, int acc) {
     int w = get_global_id(0) * 2, h = get_global_id(1), z = get_global_id(2), cb = (C + 15) / 16, Cp = cb * 16;
-    int s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o, ki, kj, e, two;
+    int s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o0, r, rn, ki, kj, e, two;
     float16 s0 = (float16)(0.0f), s1 = (float16)(0.0f);
     float t[32];
     __global act_t *out;
@@ -221,13 +219,16 @@ __kernel void nncl_conv_backward_f32_input(__global const act_t *dy, int dy_off,
         if (oh >= OH) continue;
         for (kj = 0; kj < k; kj++) {
             int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
-            __global const act_t *d = dy + dy_off + s * O * ohw + oh * OW;
+            __global const float *g = gp + gp_off + (s * ohw + oh * OW) * mr;
             __global const float *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
             if (ow0 < 0 && ow1 < 0) continue;
-            for (o = 0; o < O; o++) {
-                float16 wo = vload16(0, wv + o * ostride);
-                s0 = mad((float16)(ow0 >= 0 ? NNCL_LD(d, o * ohw + ow0) : 0.0f), wo, s0);
-                s1 = mad((float16)(ow1 >= 0 ? NNCL_LD(d, o * ohw + ow1) : 0.0f), wo, s1);
+            for (o0 = 0; o0 < O; o0 += mr, g += K * mr) {
+                rn = min(mr, O - o0);
+                for (r = 0; r < rn; r++) {
+                    float16 wo = vload16(0, wv + (o0 + r) * ostride);
+                    s0 = mad((float16)(ow0 >= 0 ? g[ow0 * mr + r] : 0.0f), wo, s0);
+                    s1 = mad((float16)(ow1 >= 0 ? g[ow1 * mr + r] : 0.0f), wo, s1);
+                }
             }
         }
     }

@@ -27,6 +27,35 @@
 #define idx_t float
 #endif
 
+/* The _2x2 kernels' comparisons: v takes a window's maximum from best
+ * when larger, or NaN (a NaN then stays, as in PyTorch). Half storage
+ * compares the 16-bit patterns as integers (sign and magnitude made an
+ * ordered key; the same order as the values, NaN apart) and copies the
+ * winner's bits: two conversions side by side were merged by LLVM's SLP
+ * pass into a 2-lane vector, after which PoCL's loop vectorizer ran those
+ * kernels one work-item at a time (4-10x slower). */
+#if NNCL_POOL_HALF
+#define pval_t uint
+#define NNCL_POOL_LD(p, i) nncl_ld16(p, i)
+#define NNCL_POOL_F(v) NNCL_CVT((ushort)(v))
+#define NNCL_POOL_ST(v, p, i) ((p)[i] = (ushort)(v))
+#if NNCL_STORE == 1
+#define NNCL_POOL_NAN 0x7c00u /* magnitudes above: NaN */
+#else
+#define NNCL_POOL_NAN 0x7f80u
+#endif
+int nncl_pool_key(uint h) { return (h & 0x8000u) ? -(int)(h & 0x7fffu) : (int)(h & 0x7fffu); }
+int nncl_pool_wins(uint v, uint best) {
+    return ((v & 0x7fffu) > NNCL_POOL_NAN) | (((best & 0x7fffu) <= NNCL_POOL_NAN) & (nncl_pool_key(v) > nncl_pool_key(best)));
+}
+#else
+#define pval_t float
+#define NNCL_POOL_LD(p, i) ((p)[i])
+#define NNCL_POOL_F(v) (v)
+#define NNCL_POOL_ST(v, p, i) ((p)[i] = (v))
+int nncl_pool_wins(float v, float best) { return v > best || isnan(v); }
+#endif
+
 /* The plane (of the whole tensor), row and column of this work-item's
  * element in planes of rows x cols on the _2x2 kernels' NDRange; 0 past the
  * last plane. */
@@ -37,6 +66,12 @@ int nncl_pool_at(int G, int planes, int rows, int cols, int *plane, int *r, int 
     *plane = (int)get_global_id(1) * G + pl;
     return pl < G && *plane < planes;
 }
+
+/* The index of this work-item's output in the whole tensor, (plane * OH +
+ * oh) * OW + ow, as the NDRange gives it: written so that CPU drivers see
+ * neighbouring work-items touch neighbouring outputs (one vector load or
+ * store rather than a gather or scatter). */
+int nncl_pool_out(int G, int size) { return (int)get_global_id(1) * G * size + (int)get_global_id(0); }
 
 /* The output rows (or columns) whose window [o*st - pad, o*st - pad + k)
  * covers input position h: lo..hi inclusive (empty when lo > hi). */
@@ -86,25 +121,27 @@ __kernel void nncl_maxpool2d_f32(__global const act_t *x, int x_off, __global ac
 __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __global act_t *y, int y_off,
                                      __global float *idx, int idx_off, int planes, int H, int W, int OH, int OW,
                                      int G) {
-    int plane, oh, ow, at, best_i, i;
-    float best, v;
-    __global const act_t *xp;
+    int plane, oh, ow, at, best_i, i, xo, w;
+    pval_t best, v;
     if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
     at = 2 * oh * W + 2 * ow;
-    xp = x + x_off + plane * H * W + at;
-    best = NNCL_LD(xp, 0);
+    xo = x_off + plane * H * W + at; /* x itself the base: CPU drivers vectorise nncl_ld16 off a shared pointer */
+    best = NNCL_POOL_LD(x, xo);
     best_i = at;
-    v = NNCL_LD(xp, 1);
-    best_i = v > best || isnan(v) ? at + 1 : best_i;
-    best = v > best || isnan(v) ? v : best;
-    v = NNCL_LD(xp, W);
-    best_i = v > best || isnan(v) ? at + W : best_i;
-    best = v > best || isnan(v) ? v : best;
-    v = NNCL_LD(xp, W + 1);
-    best_i = v > best || isnan(v) ? at + W + 1 : best_i;
-    best = v > best || isnan(v) ? v : best;
-    i = (plane * OH + oh) * OW + ow;
-    NNCL_ST(best, y, y_off + i);
+    v = NNCL_POOL_LD(x, xo + 1);
+    w = nncl_pool_wins(v, best);
+    best_i = w ? at + 1 : best_i;
+    best = w ? v : best;
+    v = NNCL_POOL_LD(x, xo + W);
+    w = nncl_pool_wins(v, best);
+    best_i = w ? at + W : best_i;
+    best = w ? v : best;
+    v = NNCL_POOL_LD(x, xo + W + 1);
+    w = nncl_pool_wins(v, best);
+    best_i = w ? at + W + 1 : best_i;
+    best = w ? v : best;
+    i = nncl_pool_out(G, OH * OW); /* (plane * OH + oh) * OW + ow */
+    NNCL_POOL_ST(best, y, y_off + i);
     if (!NNCL_POOL_HALF) idx[idx_off + i] = (float)best_i;
 }
 
@@ -161,57 +198,47 @@ __kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, 
     nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
-/* One work-item per window (NDRange over the outputs, as the forward):
- * its argmax (0..3 in scan order) from the index kept, or in half storage
- * found again in x (idx) by the forward's order and rules, gets dy and the
- * window's three others 0; with H or W odd, the windows of the last row or
- * column also write the input row or column no window covers. A work-item
- * per input element loaded the index and dy 4x over (fp32) or repeated the
- * window's search 4x (half storage: 10x the fp32 kernel's time). */
-void nncl_pool_st(float d, __global act_t *dx, int at, int acc) {
-    NNCL_ST(acc ? NNCL_LD(dx, at) + d : d, dx, at);
-}
-
+/* One work-item per input element (NDRange as the forward's, over the
+ * input's planes): dy of its window where it is the window's argmax, else
+ * 0 (also in the row or column an odd size leaves uncovered). The argmax
+ * comes from the index kept, or in half storage from the window searched
+ * again in x (idx) by the forward's order and rules. No branch but the
+ * bounds check, loads clamped into the tensor and the value selected, and
+ * each item's store beside its neighbour's: CPU drivers run it as SIMD
+ * lanes (one item per window, four scattered stores each, ran one item at
+ * a time). */
 __kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_off, __global const idx_t *idx,
                                               int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                               int OH, int OW, int G, int acc) {
-    int plane, oh, ow, at, bi;
-    float g;
-    if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
+    int plane, h, w, oh, ow, o, at, i, arg;
+    float g, d;
+    if (!nncl_pool_at(G, planes, H, W, &plane, &h, &w)) return;
+    oh = h >> 1 < OH - 1 ? h >> 1 : OH - 1; /* no min(): PoCL may leave it a call, which stops vectorisation */
+    ow = w >> 1 < OW - 1 ? w >> 1 : OW - 1;
+    o = (plane * OH + oh) * OW + ow;
     at = 2 * oh * W + 2 * ow; /* the window's first input in its plane */
 #if NNCL_POOL_HALF
     {
-        __global const act_t *xp = idx + idx_off + plane * H * W + at;
-        float best = NNCL_LD(xp, 0), v = NNCL_LD(xp, 1);
-        bi = v > best || isnan(v) ? 1 : 0;
-        best = v > best || isnan(v) ? v : best;
-        v = NNCL_LD(xp, W);
-        bi = v > best || isnan(v) ? 2 : bi;
-        best = v > best || isnan(v) ? v : best;
-        v = NNCL_LD(xp, W + 1);
-        bi = v > best || isnan(v) ? 3 : bi;
+        int xo = idx_off + plane * H * W + at, win; /* idx itself the base, as in the forward */
+        pval_t best = NNCL_POOL_LD(idx, xo), v = NNCL_POOL_LD(idx, xo + 1);
+        win = nncl_pool_wins(v, best);
+        arg = win ? 1 : 0;
+        best = win ? v : best;
+        v = NNCL_POOL_LD(idx, xo + W);
+        win = nncl_pool_wins(v, best);
+        arg = win ? W : arg;
+        best = win ? v : best;
+        v = NNCL_POOL_LD(idx, xo + W + 1);
+        arg = nncl_pool_wins(v, best) ? W + 1 : arg;
+        arg += at;
     }
 #else
-    {
-        int off = (int)idx[idx_off + (plane * OH + oh) * OW + ow] - at;
-        bi = off == 0 ? 0 : off == 1 ? 1 : off == W ? 2 : 3;
-    }
+    arg = (int)idx[idx_off + o];
 #endif
-    g = NNCL_LD(dy, dy_off + (plane * OH + oh) * OW + ow);
-    dx += dx_off + plane * H * W + at;
-    nncl_pool_st(bi == 0 ? g : 0.0f, dx, 0, acc);
-    nncl_pool_st(bi == 1 ? g : 0.0f, dx, 1, acc);
-    nncl_pool_st(bi == 2 ? g : 0.0f, dx, W, acc);
-    nncl_pool_st(bi == 3 ? g : 0.0f, dx, W + 1, acc);
-    if (ow == OW - 1 && (W & 1)) {
-        nncl_pool_st(0.0f, dx, 2, acc);
-        nncl_pool_st(0.0f, dx, W + 2, acc);
-    }
-    if (oh == OH - 1 && (H & 1)) {
-        nncl_pool_st(0.0f, dx, 2 * W, acc);
-        nncl_pool_st(0.0f, dx, 2 * W + 1, acc);
-        if (ow == OW - 1 && (W & 1)) nncl_pool_st(0.0f, dx, 2 * W + 2, acc);
-    }
+    g = NNCL_LDG(dy, dy_off + o);
+    d = arg == h * W + w && (h >> 1) < OH && (w >> 1) < OW ? g : 0.0f;
+    i = dx_off + nncl_pool_out(G, H * W); /* plane * H * W + h * W + w */
+    NNCL_ST(acc ? NNCL_LD(dx, i) + d : d, dx, i);
 }
 
 __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,

@@ -88,6 +88,10 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     int mr, nr;
     NNCL_TRY(cown_tiles(x, &mr, &nr));
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
+    /* the budget is a share of the arena's bytes, the panels fp32 also in
+     * half storage: the same samples per chunk as fp32 (half as many
+     * doubled the launches and the packing kernels' fixed cost) */
+    if (x->store) budget *= 2;
     fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
     wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16); /* the gather's weights */
     fixed = cown_round(fixed > wt ? fixed : wt) + 3 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
@@ -200,28 +204,76 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     return NNCL_OK;
 }
 
-/* dW (+)= sum over the chunks of G_chunk col_chunk^T, G = dy * act'(y)
- * made while packing (and written back over dy for the input gradient's
- * gather when it follows); with ones (cown_ones), the product has one more
- * column, the bias gradient, and goes through the end of the workspace,
- * split into dW and db by nncl_conv_dw_split. */
-static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+/* The weights reordered for the input gradient's gather, at the start of
+ * the workspace: its floats (0 without the gather). */
+static nncl_status cown_wt(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int need_x, size_t *g0) {
+    nncl__view w = nncl__val(x, n->in[1]);
+    nncl__args a;
+    size_t cb = ((size_t)d->C + 15) / 16, count = (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 16;
+    *g0 = 0;
+    if (!need_x) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_WT, &a));
+    nncl__arg_view(&a, w);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 16));
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, count));
+    *g0 = cown_round(count);
+    return NNCL_OK;
+}
+
+/* dx (+)= the gather of the chunk's G panels (at g0) and the reordered
+ * weights (at 0), for samples s0 .. s0+ns-1. */
+static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t g0, int mr, int s0,
+                           int ns, int acc) {
+    nncl__view dx = nncl__grd(x, n->in[0]);
+    nncl__args a;
+    size_t global[3], cb = ((size_t)d->C + 15) / 16, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W;
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DX, &a));
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, (int)g0);
+    nncl__arg_int(&a, (int)((size_t)ns * d->ohw));
+    nncl__arg_int(&a, mr);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_view(&a, cown_at(dx, (size_t)s0 * xs_n));
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
+    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
+    global[0] = ((size_t)d->W + 1) / 2;
+    global[1] = (size_t)d->H;
+    global[2] = (size_t)ns * cb;
+    return nncl__launch(&a, x->dev, 3, global, NULL);
+}
+
+/* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy);
+ * with need_w dW (+)= G col^T over the chunk, and with ones (cown_ones) the
+ * product has one more column, the bias gradient, and goes through the
+ * end of the workspace, split into dW and db by nncl_conv_dw_split at the
+ * end; with need_x the chunk's dx by the gather of the same panels. act 0:
+ * dy is G already (nncl__conv_act_bias_backward ran). */
+static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int act,
+                                 int need_w, int need_x) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
-    nncl__view xv = nncl__val(x, n->in[0]), dw = nncl__grd(x, n->in[1]), y = nncl__val(x, n);
+    nncl__view xv = nncl__val(x, n->in[0]), dw = need_w ? nncl__grd(x, n->in[1]) : xv, y = nncl__val(x, n);
     size_t floats, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[3];
-    size_t local[3] = {1, 1, 1}, cap = cown_group_cap(x), ct_off;
-    int S, s0, ones = cown_ones(x, n), acc = nncl__grad_accumulate(x, n, 1), inplace = nncl__need_grad(x, n, 0);
+    size_t local[3] = {1, 1, 1}, cap = cown_group_cap(x), ct_off, g0;
+    /* nncl__grad_accumulate marks the gradient written: asked once */
+    int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
+    int acc_x = need_x && nncl__grad_accumulate(x, n, 0);
     nncl__args a;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
+    NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
     ct_off = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
     memset(&p, 0, sizeof p);
     p.m = (size_t)d->O;
     p.n = d->ckk + (size_t)ones;
     p.batch = 1;
     p.ap = p.bp = x->gemm_temp;
+    p.ap_off = g0;
     p.c = ones ? x->gemm_temp : dw.mem;
     p.c_off = ones ? ct_off : dw.off;
     p.ldc = p.n;
@@ -229,32 +281,35 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         p.k = (size_t)ns * d->ohw;
-        p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
+        p.bp_off = g0 + cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
         p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
         NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_DY, &a));
         nncl__arg_view(&a, cown_at(dy, (size_t)s0 * ys_n));
         nncl__arg_view(&a, cown_at(y, (size_t)s0 * ys_n));
         nncl__arg_mem(&a, x->gemm_temp);
-        nncl__arg_int(&a, 0);
+        nncl__arg_int(&a, (int)g0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
-        nncl__arg_int(&a, d->act); nncl__arg_int(&a, inplace);
+        nncl__arg_int(&a, act);
         global[0] = p.k;
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
-        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
-        nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
-        nncl__arg_mem(&a, x->gemm_temp);
-        nncl__arg_int(&a, (int)p.bp_off);
-        nncl__conv_arg_geometry(&a, d);
-        nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
-        nncl__arg_int(&a, ones);
-        local[0] = (size_t)v.nr <= cap ? (size_t)v.nr : 1;
-        local[1] = cap / local[0] < 8 ? cap / local[0] : 8;
-        global[0] = (size_t)v.nr;
-        global[1] = d->ohw;
-        global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
-        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
-        NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
+        if (need_w) {
+            NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
+            nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
+            nncl__arg_mem(&a, x->gemm_temp);
+            nncl__arg_int(&a, (int)p.bp_off);
+            nncl__conv_arg_geometry(&a, d);
+            nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
+            nncl__arg_int(&a, ones);
+            local[0] = (size_t)v.nr <= cap ? (size_t)v.nr : 1;
+            local[1] = cap / local[0] < 8 ? cap / local[0] : 8;
+            global[0] = (size_t)v.nr;
+            global[1] = d->ohw;
+            global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
+            NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+            NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
+        }
+        if (need_x) NNCL_TRY(cown_dx(x, n, d, g0, v.mr, s0, ns, acc_x));
     }
     if (!ones) return NNCL_OK;
     {
@@ -270,41 +325,14 @@ static nncl_status cown_dw(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     }
 }
 
-/* dx (+)= the gather of dy and the weights, reordered first into the start
- * of the workspace (the weight gradient's panels are done with by then). */
-static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int acc) {
-    nncl__view w = nncl__val(x, n->in[1]), dx = nncl__grd(x, n->in[0]);
-    nncl__args a;
-    size_t global[3], cb = ((size_t)d->C + 15) / 16;
-    int S;
-    size_t floats;
-    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
-    NNCL_TRY(cown_ws(x, n, floats));
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_WT, &a));
-    nncl__arg_view(&a, w);
-    nncl__arg_mem(&a, x->gemm_temp);
-    nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 16));
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 16));
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DX, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_mem(&a, x->gemm_temp);
-    nncl__arg_int(&a, 0);
-    nncl__arg_view(&a, dx);
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
-    global[0] = ((size_t)d->W + 1) / 2;
-    global[1] = (size_t)d->H;
-    global[2] = (size_t)d->B * cb;
-    return nncl__launch(&a, x->dev, 3, global, NULL);
-}
-
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
-    if (nncl__need_grad(x, n, 1)) NNCL_TRY(cown_dw(x, n, d, dy));
-    else NNCL_TRY(nncl__conv_act_bias_backward(x, n, d, dy));
-    if (nncl__need_grad(x, n, 0)) NNCL_TRY(cown_dx(x, n, d, dy, nncl__grad_accumulate(x, n, 0)));
-    return NNCL_OK;
+    int need_w = nncl__need_grad(x, n, 1), need_x = nncl__need_grad(x, n, 0), act = d->act;
+    if (!need_w) { /* the bias gradient (if any) apart; dy becomes G in place */
+        NNCL_TRY(nncl__conv_act_bias_backward(x, n, d, dy));
+        act = 0;
+    }
+    if (!need_w && !need_x) return NNCL_OK;
+    return cown_backward(x, n, d, dy, act, need_w, need_x);
 }
 
 #undef COWN_ALIGN

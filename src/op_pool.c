@@ -124,8 +124,9 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     if (tiles) nncl__arg_int(&a, d.planes);
     pool_args_geometry(&a, &d, tiles);
     if (tiles) {
-        /* one work-item per window, backward too (cl/pool.cl) */
-        return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, backward ? nncl__grad_accumulate(x, n, 0) : -1);
+        /* forward one work-item per window, backward per input (cl/pool.cl) */
+        if (backward) return pool_launch_groups(&a, x, d.H, d.W, d.planes, nncl__grad_accumulate(x, n, 0));
+        return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1);
     }
     if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     global[0] = (size_t)(backward ? d.W : d.OW);
