@@ -89,9 +89,10 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     NNCL_TRY(cown_tiles(x, &mr, &nr));
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     /* the budget is a share of the arena's bytes, the panels fp32 also in
-     * half storage: the same samples per chunk as fp32 (half as many
-     * doubled the launches and the packing kernels' fixed cost) */
-    if (x->store) budget *= 2;
+     * half storage: half as many samples per chunk as fp32 doubled the
+     * launches and the packing kernels' fixed cost; 1.5x the share keeps
+     * the fp16 CNN plan under 0.6x fp32's memory (2x went to 0.61x) */
+    if (x->store) budget += budget / 2;
     fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
     wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16); /* the gather's weights */
     fixed = cown_round(fixed > wt ? fixed : wt) + 3 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
@@ -157,13 +158,14 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
     size_t floats, per_b, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw;
-    size_t global[2], local[2] = {1, 1};
+    size_t global[3], local[3] = {1, 1, 1};
     int S, s0;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
-    if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a group per panel */
+    if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a panel's row per group row */
+    local[1] = cown_group_cap(x) / local[0] < 8 ? cown_group_cap(x) / local[0] : 8;
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
@@ -193,10 +195,10 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_int(&a, (int)p.bp_off);
         nncl__conv_arg_geometry(&a, d);
         nncl__arg_int(&a, v.nr);
-        nncl__arg_int(&a, ns);
-        global[0] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr * (size_t)v.nr;
-        global[1] = d->ckk;
-        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
+        global[0] = (size_t)v.nr;
+        global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
+        global[2] = (size_t)ns * ((d->ohw + (size_t)v.nr - 1) / (size_t)v.nr);
+        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
         p.batch = (size_t)ns;
         p.c_off = y.off + (size_t)s0 * ys_n;
         NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
