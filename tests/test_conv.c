@@ -3,7 +3,8 @@
  * spatial ops: conv2d and a pool adding into one input's gradient, a small
  * LeNet-like chain, conv2d beside CLBlast's indirect GEMM, the shape errors
  * caught at build time, the path NNCL_GEMM asks for, the bound on conv2d's
- * workspace and a small CNN that learns. */
+ * workspace, a small CNN that learns, and 2x2 max pooling of NaN, infinities
+ * and signed zeros in every storage format. */
 #include "opcheck.h"
 #include <clblast_c.h>
 
@@ -318,6 +319,94 @@ static int tc_force_indirect(nncl_context *ctx) {
     return 0;
 }
 
+/* The fp16 bits of v, exact for the normal values below (no rounding). */
+static unsigned short tc_f16(float v) {
+    unsigned u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7fffffffu) == 0) return (unsigned short)(u >> 16);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (unsigned short)((u >> 16 & 0x8000u) | 0x7c00u | ((u & 0x7fffffu) ? 0x200u : 0));
+    return (unsigned short)((u >> 16 & 0x8000u) | (((u >> 23 & 0xffu) - 112u) << 10) | (u >> 13 & 0x3ffu));
+}
+
+/* 2x2 max pooling as PyTorch takes it: the first maximum in scan order, a
+ * NaN wins (the last NaN of the window), -0 and +0 tie (the first is kept), and
+ * the backward routes dy to that element alone (0 elsewhere, also in the
+ * row an odd height leaves uncovered). In fp32, fp16 and bf16 storage (the
+ * half kernels compare the 16-bit patterns as integers). */
+static int check_pool_special(nncl_context *ctx) {
+    enum { H = 5, W = 6, OH = 2, OW = 3, P = 2 };
+    static const float vals[] = {-3.0f, -0.0f, 0.0f, 1.5f, -INFINITY, INFINITY, 2.5f, -0.5f, 2.5f, -65504.0f};
+    float x[P * H * W], y[P * OH * OW], dy[P * OH * OW], dx[P * H * W], want_dx[P * H * W], want_y[P * OH * OW];
+    unsigned short bits[P * OH * OW];
+    int store, i, d, p, oh, ow, ki, kj, xs[3] = {P, H, W};
+    for (i = 0; i < P * H * W; i++) x[i] = vals[(i * 7 + i / 5) % 10];
+    x[3] = NAN;                   /* window (0, 0, 1): NaN second, after -0 */
+    x[W * 2 + 1] = NAN;           /* window (0, 1, 0): NaN second ... */
+    x[W * 3] = NAN;               /* ... and third: the last NaN wins */
+    x[H * W + 2] = x[H * W + 3] = x[H * W + W + 2] = x[H * W + W + 3] = 0.0f;
+    x[H * W + 3] = -0.0f;         /* a tie of zeros: the first */
+    for (i = 0; i < P * OH * OW; i++) dy[i] = (float)(i + 1);
+    memset(want_dx, 0, sizeof want_dx);
+    for (p = 0; p < P; p++)
+        for (oh = 0; oh < OH; oh++)
+            for (ow = 0; ow < OW; ow++) {
+                int o = (p * OH + oh) * OW + ow, best = -1;
+                for (ki = 0; ki < 2; ki++)
+                    for (kj = 0; kj < 2; kj++) {
+                        int at = p * H * W + (2 * oh + ki) * W + 2 * ow + kj;
+                        if (best < 0 || x[at] > x[best] || x[at] != x[at]) best = at;
+                    }
+                want_y[o] = x[best];
+                want_dx[best] = dy[o];
+            }
+    for (store = 0; store <= 2; store++)
+        for (d = 0; d < nncl_device_count(ctx); d++) {
+            char name[160];
+            nncl_graph *g = nncl_graph_create(ctx, 5);
+            nncl_node *xn = nncl_input(g, "x", 3, xs), *pool, *t, *loss;
+            nncl__plan *pl = NULL;
+            nncl__view gv;
+            int bad = 0;
+            snprintf(name, sizeof name, "maxpool2d 2x2 of NaN, infinities and signed zeros, %s storage, d%d",
+                     store == 0 ? "fp32" : store == 1 ? "fp16" : "bf16", d);
+            xn->needs_grad = 1;
+            pool = nncl_maxpool2d(g, xn, 2, 2, 0);
+            t = nncl_input(g, "t", 3, (int[3]){P, OH, OW});
+            loss = nncl_mse(g, pool, t);
+            if (store && nncl__plan_check_store(ctx, g, loss, store) != NNCL_OK) {
+                th_fail(name, "half storage refused: %s", nncl_last_error(ctx));
+                nncl_graph_free(g);
+                return 1;
+            }
+            TH_OK(name, ctx, nncl__plan_create_store(ctx, g, loss, d, 1, store, &pl));
+            TH_OK(name, ctx, nncl__plan_feed(pl, xn, x, 1));
+            TH_OK(name, ctx, nncl__plan_forward_to(pl, 1, 1, pool));
+            TH_OK(name, ctx, nncl__plan_read(pl, pool, y, 1, NULL));
+            for (i = 0; i < P * OH * OW; i++) /* NaN for NaN; otherwise the same value, zeros with their sign */
+                bad |= want_y[i] != want_y[i] ? y[i] == y[i] : memcmp(&y[i], &want_y[i], 4) != 0;
+            /* the pool's gradient written as it is stored, then its backward alone */
+            gv = nncl__grd(&pl->x, pool);
+            for (i = 0; i < P * OH * OW; i++) {
+                unsigned u;
+                memcpy(&u, &dy[i], 4);
+                bits[i] = store == 1 ? tc_f16(dy[i]) : (unsigned short)(u >> 16);
+            }
+            if (store)
+                clEnqueueWriteBuffer(pl->x.dev->queue, gv.mem, CL_TRUE, gv.off * 2, sizeof bits, bits, 0, NULL, NULL);
+            else
+                clEnqueueWriteBuffer(pl->x.dev->queue, gv.mem, CL_TRUE, gv.off * 4, sizeof dy, dy, 0, NULL, NULL);
+            memset(pl->x.grad_acc, 0, (size_t)g->n_nodes);
+            TH_OK(name, ctx, nncl__opdef_get(pool->op)->backward(&pl->x, pool));
+            TH_OK(name, ctx, nncl__plan_read_view(pl, nncl__grd(&pl->x, xn), dx, (size_t)P * H * W));
+            for (i = 0; i < P * H * W; i++) bad |= dx[i] != want_dx[i];
+            nncl__plan_free(pl);
+            nncl_graph_free(g);
+            if (bad) th_fail(name, "values or routed gradients differ from PyTorch's rules");
+            else th_pass("%s", name);
+        }
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     if (!ctx) return th_exit_code();
@@ -334,6 +423,7 @@ int main(void) {
     check_lenet(ctx, 1);
     check_lenet(ctx, 4);
     check_workspace(ctx);
+    check_pool_special(ctx);
     check_training(ctx);
     if (tc_force_indirect(ctx) == 0) {
         check_conv(ctx, 3, 3, 5, 7, 4, 3, 2, 0, 0, NNCL_ACT_RELU);
