@@ -82,7 +82,6 @@ uint nncl_ld16(__global const ushort *p, int i) {
 #define act_t ushort
 #define NNCL_LD(p, i) nncl_f16_load((p)[i])
 #define NNCL_LDG(p, i) nncl_f16_load(nncl_ld16(p, i))
-#define NNCL_TO(v) nncl_f16_rne(v)
 #define NNCL_CVT(h) nncl_f16_load(h) /* a value loaded as act_t, to fp32 */
 #define NNCL_ST(v, p, i) ((p)[i] = nncl_f16_rne(v))
 /* Exponent and mantissa moved into a float's fields and rebiased; Inf and
@@ -111,7 +110,6 @@ ushort nncl_f16_rne(float f) {
 #define act_t ushort
 #define NNCL_LD(p, i) as_float((uint)(p)[i] << 16)
 #define NNCL_LDG(p, i) as_float(nncl_ld16(p, i) << 16)
-#define NNCL_TO(v) nncl_bf16_rne(v)
 #define NNCL_CVT(h) as_float((uint)(h) << 16)
 #define NNCL_ST(v, p, i) ((p)[i] = nncl_bf16_rne(v))
 ushort nncl_bf16_rne(float v) {

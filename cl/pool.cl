@@ -5,8 +5,8 @@
  * the windows that cover it: no atomics, and acc adds instead of writing.
  *
  * The usual 2x2 window at stride 2 without padding has kernels of its own
- * (_2x2) on NDRange (G * plane, ceil(planes / G)): dim 0 one output (a
- * window, forward and backward) of a group of G whole planes, G *
+ * (_2x2) on NDRange (G * plane, ceil(planes / G)): dim 0 one element (a
+ * window forward, an input backward) of a group of G whole planes, G *
  * plane <= 2^20 (src/op_pool.c), dim 1 the group, and no loop inside. That
  * is what CPU drivers run as full SIMD lanes (one long regular dimension;
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
@@ -37,7 +37,6 @@
 #if NNCL_POOL_HALF
 #define pval_t uint
 #define NNCL_POOL_LD(p, i) nncl_ld16(p, i)
-#define NNCL_POOL_F(v) NNCL_CVT((ushort)(v))
 #define NNCL_POOL_ST(v, p, i) ((p)[i] = (ushort)(v))
 #if NNCL_STORE == 1
 #define NNCL_POOL_NAN 0x7c00u /* magnitudes above: NaN */
@@ -51,7 +50,6 @@ int nncl_pool_wins(uint v, uint best) {
 #else
 #define pval_t float
 #define NNCL_POOL_LD(p, i) ((p)[i])
-#define NNCL_POOL_F(v) (v)
 #define NNCL_POOL_ST(v, p, i) ((p)[i] = (v))
 int nncl_pool_wins(float v, float best) { return v > best || isnan(v); }
 #endif
@@ -213,7 +211,7 @@ __kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_o
     int plane, h, w, oh, ow, o, at, i, arg;
     float g, d;
     if (!nncl_pool_at(G, planes, H, W, &plane, &h, &w)) return;
-    oh = h >> 1 < OH - 1 ? h >> 1 : OH - 1; /* no min(): PoCL may leave it a call, which stops vectorisation */
+    oh = h >> 1 < OH - 1 ? h >> 1 : OH - 1; /* an uncovered row or column reads the last window */
     ow = w >> 1 < OW - 1 ? w >> 1 : OW - 1;
     o = (plane * OH + oh) * OW + ow;
     at = 2 * oh * W + 2 * ow; /* the window's first input in its plane */

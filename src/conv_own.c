@@ -13,19 +13,21 @@
  *             s of the chunk in one batched launch sharing Wp, bias (per
  *             row) and activation in the GEMM's epilogue: y is written once,
  *             in NCHW, with no reorder.
- *   backward  G = dy * act'(y) made while packing dy (nncl_conv_pack_dy);
- *             dW (+)= G col^T as one product over the chunk, K = S*OH*OW,
- *             A packed from G, B from x (nncl_conv_pack_colt) with a
+ *   backward  per chunk, G = dy * act'(y) packed as A panels
+ *             (nncl_conv_pack_dy); dW (+)= G col^T as one product over the
+ *             chunk, K = S*OH*OW, B from x (nncl_conv_pack_colt) with a
  *             column of ones whose product is the bias gradient (split from
- *             dW by nncl_conv_dw_split); dx (+)= the direct gather of W and
- *             G (nncl_conv_backward_f32_input: 16 channels of two pixels per
+ *             dW by nncl_conv_dw_split at the end); the chunk's dx (+)= the
+ *             direct gather of W and the same G panels
+ *             (nncl_conv_backward_f32_input: 16 channels of two pixels per
  *             work-item as float16, from weights reordered once per step
- *             channel-minor by nncl_conv_wt; no atomics, no barriers, so the
- *             same result on every device).
+ *             channel-minor by nncl_conv_wt in front of the panels; no
+ *             atomics, no barriers, so the same result on every device).
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. In half storage the packing
- * kernels read x, dy and W in the storage type into fp32 panels, the
- * forward product stores y in it, and dW, db and the workspace stay fp32. */
+ * kernels read x, dy and W in the storage type into fp32 panels (so the
+ * gather converts nothing), the forward product stores y in it, and dW, db
+ * and the workspace stay fp32. */
 #include "conv.h"
 #include "gemm.h"
 #include <limits.h>
