@@ -556,6 +556,53 @@ static int test_config(nncl_context *ctx) {
     return 0;
 }
 
+/* Half storage's working copy of the weights after training steps equals
+ * the fp32 masters rounded to the format (bit for bit), with each
+ * optimizer, and a frozen parameter's copy stays its master's. */
+static int test_half_copy(nncl_context *ctx) {
+    static const nncl_optimizer kinds[3] = {NNCL_OPT_ADAM, NNCL_OPT_ADAMW, NNCL_OPT_SGD};
+    int prec, k;
+    for (prec = 1; prec <= 2; prec++)
+        for (k = 0; k < 3; k++) {
+            char name[160];
+            tm_model m;
+            nncl_train_config c = nncl_train_default();
+            nncl_trainer *t = NULL;
+            nncl_step_info info;
+            float *master = NULL;
+            unsigned short *half = NULL;
+            size_t n, i, bad = 0;
+            int s;
+            snprintf(name, sizeof name, "%s storage, %s: the weights' working copy is the masters rounded",
+                     prec == 1 ? "fp16" : "bf16", k == 0 ? "Adam" : k == 1 ? "AdamW" : "SGD");
+            TH_CHECK(name, tm_build(ctx, &m));
+            TH_OK(name, ctx, nncl_param_freeze(m.g, nncl_graph_find(m.g, "fc1.bias"), 1));
+            c.max_batch = 16;
+            c.precision = (nncl_precision)prec;
+            c.optim = nncl_optim_default(kinds[k]);
+            c.optim.lr = 0.01f;
+            c.optim.weight_decay = k == 1 ? 0.01f : 0.0f;
+            TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+            for (s = 0; s < 5; s++) TH_OK(name, ctx, tm_step(t, &m, s, 0, &info));
+            n = m.g->n_params;
+            master = (float *)malloc(n * sizeof(float));
+            half = (unsigned short *)malloc(n * sizeof(unsigned short));
+            TH_CHECK(name, master && half && m.g->n_trainable < n);
+            TH_OK(name, ctx, nncl__plan_get(t->plan[0], NNCL__PB_PARAMS, 0, n, master, 1));
+            TH_CHECK(name, clEnqueueReadBuffer(nncl__plan_device(t->plan[0])->queue, t->plan[0]->x.params_h, CL_TRUE, 0,
+                                               n * sizeof(unsigned short), half, 0, NULL, NULL) == CL_SUCCESS);
+            for (i = 0; i < n; i++)
+                bad += half[i] != (prec == 1 ? nncl__f32_to_f16(master[i]) : nncl__f32_to_bf16(master[i]));
+            free(master);
+            free(half);
+            nncl_trainer_free(t);
+            nncl_graph_free(m.g);
+            if (bad) th_fail(name, "%zu of %zu differ", bad, n);
+            else th_pass("%s", name);
+        }
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx;
     int devs[8], nd, i, k;
@@ -582,6 +629,7 @@ int main(void) {
     test_resume_scale(ctx);
     test_half_refused(ctx);
     test_half_features(ctx);
+    test_half_copy(ctx);
     for (i = 1; i <= 2; i++) {
         tm_check_linear_ce(ctx, i, 1, 1, 2, 1, NNCL_ACT_NONE);
         tm_check_linear_ce(ctx, i, 7, 13, 10, 1, NNCL_ACT_RELU);
