@@ -7,7 +7,7 @@
 # pass is ASan, which cannot be combined with TSan).
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${NNCL_SANITIZE:-0}" = 1 ]; then
-    echo "SKIP tsan: runs in the plain pass only"
+    echo "tsan: not in the sanitizer pass (the plain pass runs it)"
     exit 0
 fi
 cc=${CC:-cc}
