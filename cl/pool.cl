@@ -239,6 +239,59 @@ __kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_o
     NNCL_ST(acc ? NNCL_LD(dx, i) + d : d, dx, i);
 }
 
+/* The same for pairs of horizontally neighbouring inputs (W even, dx at an
+ * even element, nothing to add to): one work-item per pair, which belongs
+ * to one window's row, on NDRange (G * H*W/2, ceil(planes / G)). In half
+ * storage the pair is one 32-bit word of dy's bits or zeros: half the
+ * window searches, no conversion, one contiguous store (two float stores
+ * in fp32, which the host does not ask for). */
+__kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_off, __global const idx_t *idx,
+                                               int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
+                                               int OH, int OW, int G) {
+    int plane, h, w2, w, oh, ow, o, at, i, arg, cov;
+    if (!nncl_pool_at(G, planes, H, W >> 1, &plane, &h, &w2)) return;
+    w = 2 * w2;
+    oh = h >> 1 < OH - 1 ? h >> 1 : OH - 1;
+    ow = w2 < OW - 1 ? w2 : OW - 1;
+    o = (plane * OH + oh) * OW + ow;
+    at = 2 * oh * W + 2 * ow;
+#if NNCL_POOL_HALF
+    {
+        int xo = idx_off + plane * H * W + at, win;
+        pval_t best = NNCL_POOL_LD(idx, xo), v = NNCL_POOL_LD(idx, xo + 1);
+        uint gb, lo, hi;
+        win = nncl_pool_wins(v, best);
+        arg = win ? 1 : 0;
+        best = win ? v : best;
+        v = NNCL_POOL_LD(idx, xo + W);
+        win = nncl_pool_wins(v, best);
+        arg = win ? W : arg;
+        best = win ? v : best;
+        v = NNCL_POOL_LD(idx, xo + W + 1);
+        arg = (nncl_pool_wins(v, best) ? W + 1 : arg) + at;
+        gb = nncl_ld16(dy, dy_off + o);
+        cov = (h >> 1) < OH && w2 < OW;
+        lo = cov && arg == h * W + w ? gb : 0u;
+        hi = cov && arg == h * W + w + 1 ? gb : 0u;
+        i = (dx_off >> 1) + nncl_pool_out(G, H * (W >> 1));
+#ifdef __ENDIAN_LITTLE__
+        ((__global uint *)dx)[i] = lo | hi << 16;
+#else
+        ((__global uint *)dx)[i] = hi | lo << 16;
+#endif
+    }
+#else
+    {
+        float g = dy[dy_off + o];
+        arg = (int)idx[idx_off + o];
+        cov = (h >> 1) < OH && w2 < OW;
+        i = dx_off + 2 * nncl_pool_out(G, H * (W >> 1));
+        dx[i] = cov && arg == h * W + w ? g : 0.0f;
+        dx[i + 1] = cov && arg == h * W + w + 1 ? g : 0.0f;
+    }
+#endif
+}
+
 __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,
                                           int W, int OH, int OW, int k, int st, int pad, int acc) {
     nncl_pool_backward(dy + dy_off, 0, 0, dx + dx_off, H, W, OH, OW, k, st, pad, acc);

@@ -94,8 +94,8 @@ static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, in
 }
 
 /* Kernel slots of the pooling rows: forward, backward (and the max pool's
- * 2x2 kernels). */
-enum { POOL_K_FORWARD, POOL_K_BACKWARD, POOL_K_FORWARD_2X2, POOL_K_BACKWARD_2X2 };
+ * 2x2 kernels, the backward's also by pairs of inputs). */
+enum { POOL_K_FORWARD, POOL_K_BACKWARD, POOL_K_FORWARD_2X2, POOL_K_BACKWARD_2X2, POOL_K_BACKWARD_2X2P };
 
 /* ------------------------------------------------------------- max */
 
@@ -116,6 +116,20 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
     tiles = max && d.k == 2 && d.st == 2 && d.pad == 0 && (size_t)d.H * (size_t)d.W <= POOL_GROUP_MAX;
+    if (tiles && backward) {
+        int acc = nncl__grad_accumulate(x, n, 0);
+        /* half storage writes pairs of inputs as 32-bit words where they
+         * start on one (W even, dx at an even element) and nothing is added */
+        int pairs = x->store && !(d.W & 1) && !(nncl__grd(x, n->in[0]).off & 1) && !acc;
+        NNCL_TRY(nncl__kbegin(x, n, pairs ? POOL_K_BACKWARD_2X2P : POOL_K_BACKWARD_2X2, &a));
+        nncl__arg_view(&a, nncl__grd(x, n));
+        nncl__arg_view(&a, x->store ? nncl__val(x, n->in[0]) : nncl__auxv(x, n));
+        nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+        nncl__arg_int(&a, d.planes);
+        pool_args_geometry(&a, &d, tiles);
+        /* one work-item per input, or per pair of inputs (cl/pool.cl) */
+        return pool_launch_groups(&a, x, d.H, pairs ? d.W / 2 : d.W, d.planes, pairs ? -1 : acc);
+    }
     NNCL_TRY(nncl__kbegin(x, n, (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0), &a));
     nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, n->in[0]));
     if (backward && max) nncl__arg_view(&a, x->store ? nncl__val(x, n->in[0]) : nncl__auxv(x, n)); /* cl/pool.cl */
@@ -123,11 +137,7 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
     if (tiles) nncl__arg_int(&a, d.planes);
     pool_args_geometry(&a, &d, tiles);
-    if (tiles) {
-        /* forward one work-item per window, backward per input (cl/pool.cl) */
-        if (backward) return pool_launch_groups(&a, x, d.H, d.W, d.planes, nncl__grad_accumulate(x, n, 0));
-        return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1);
-    }
+    if (tiles) return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1); /* one work-item per window */
     if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     global[0] = (size_t)(backward ? d.W : d.OW);
     global[1] = (size_t)(backward ? d.H : d.OH);
@@ -179,7 +189,7 @@ static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 const nncl__opdef nncl__opdef_maxpool2d = {
     .name = "maxpool2d",
     .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
-                {"pool", "nncl_maxpool2d_backward_f32_2x2"}},
+                {"pool", "nncl_maxpool2d_backward_f32_2x2"}, {"pool", "nncl_maxpool2d_backward_f32_2x2p"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
     .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1,
     .half_bw_reads = NNCL_BW_INPUTS};
