@@ -294,7 +294,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         nncl__arg_int(&a, (int)g0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
         nncl__arg_int(&a, act);
-        global[0] = p.k;
+        global[0] = x->store == 1 ? (p.k + 7) / 8 : p.k; /* fp16: 8 columns per work-item */
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         if (need_w) {
