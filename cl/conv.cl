@@ -118,20 +118,6 @@ __kernel void nncl_conv_pack_b_f32(__global const act_t *x, int x_off, __global 
  * + p, [O, S*OH*OW], g = dy * act'(y); the input gradient's gather reads
  * these panels too. */
 #if defined(NNCL_STORE) && NNCL_STORE == 1
-/* Eight consecutive fp16 activations as fp32, and act' of eight outputs. */
-float8 nncl_conv_ld8(__global const act_t *p) {
-    uint8 h = convert_uint8(vload8(0, p)), u = (h & 0x7fffu) << 13, e = u & 0x0f800000u;
-    u += select((uint8)0x38000000u, (uint8)0x70000000u, e == 0x0f800000u);
-    u = select(u, as_uint8(as_float8(u + 0x00800000u) - 6.103515625e-05f), e == 0u);
-    return as_float8(u | (h & 0x8000u) << 16); /* nncl_f16_load on a vector */
-}
-float8 nncl_conv_act_grad8(float8 y, int act) {
-    if (act == 1) return select((float8)0.0f, (float8)1.0f, y > 0.0f);
-    if (act == 2) return y * (1.0f - y);
-    if (act == 3) return 1.0f - y * y;
-    return (float8)1.0f;
-}
-
 /* fp16: NDRange (ceil(S*OH*OW / 8), panels of mr rows), a work-item takes
  * 8 neighbouring columns of its panel's rows as vectors, converted 8 at a
  * time (one at a time took twice fp32's time; 3.7 -> 2.8 ms per CNN step),
@@ -153,8 +139,8 @@ __kernel void nncl_conv_pack_dy_f32(__global const act_t *dy, int dy_off, __glob
             for (e = 0; e < n; e++) d[e * mr + r] = 0.0f;
         } else if (n == 8 && px + 8 <= ohw) {
             int src = (s * O + o) * ohw + px;
-            float8 g = nncl_conv_ld8(dy + dy_off + src);
-            if (act) g *= nncl_conv_act_grad8(nncl_conv_ld8(y + y_off + src), act);
+            float8 g = nncl_f16_ld8(dy + dy_off + src);
+            if (act) g *= nncl_act_grad8(nncl_f16_ld8(y + y_off + src), act);
             vstore8(g, 0, t);
             for (e = 0; e < 8; e++) d[e * mr + r] = t[e];
         } else {

@@ -49,24 +49,45 @@ __kernel void nncl_bias_backward_f32(__global const act_t *dy, int dy_off, int r
 }
 
 /* The linear layer's backward start in one pass: dy[r, c] *= act'(y[r, c])
- * in place (act > 0) and db[c] (+)= the sum of column c. One work-item per
- * column looping over the rows, no barrier: neighbouring items read
- * neighbouring columns, and CPU drivers run it as plain vector code where
- * the tree of nncl_bias_backward_f32 would spill at every barrier. For the
- * few rows of a batch (many rows take the tree). */
+ * in place (act > 0) and db[c] (+)= the sum of column c. A work-item per 8
+ * columns (NDRange ceil(cols / 8)) loops over the rows with them as one
+ * vector, converted from half storage 8 at a time, the last item's tail
+ * one column at a time by the same sums in the same order. No barrier:
+ * CPU drivers run it as vector code where the tree of
+ * nncl_bias_backward_f32 would spill at every barrier (one column per item
+ * took 0.035 ms per MLP step in fp32, 0.067 in fp16; now 0.004 and 0.011).
+ * For the few rows of a batch (many rows take the tree). */
 __kernel void nncl_bias_backward_f32_act(__global act_t *dy, int dy_off, __global const act_t *y, int y_off, int rows,
                                          int cols, __global float *db, int db_off, int acc, int act) {
-    int c = get_global_id(0), r;
-    float sum = 0.0f;
-    if (c >= cols) return;
-    for (r = 0; r < rows; r++) {
-        int i = r * cols + c;
-        float g = NNCL_LD(dy, dy_off + i);
-        if (act) {
-            g *= nncl_act_grad(NNCL_LD(y, y_off + i), act);
-            NNCL_ST(g, dy, dy_off + i);
+    int c0 = get_global_id(0) * 8, c, r, e;
+    if (c0 >= cols) return;
+    if (c0 + 8 <= cols) {
+        float8 sum = (float8)(0.0f);
+        float t[8];
+        for (r = 0; r < rows; r++) {
+            __global act_t *d = dy + dy_off + r * cols + c0;
+            float8 g = NNCL_LD8(d);
+            if (act) {
+                g *= nncl_act_grad8(NNCL_LD8(y + y_off + r * cols + c0), act);
+                NNCL_ST8(g, d);
+            }
+            sum += g;
         }
-        sum += g;
+        vstore8(sum, 0, t);
+        for (e = 0; e < 8; e++) db[db_off + c0 + e] = (acc ? db[db_off + c0 + e] : 0.0f) + t[e];
+        return;
     }
-    db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + sum;
+    for (c = c0; c < cols; c++) {
+        float sum = 0.0f;
+        for (r = 0; r < rows; r++) {
+            int i = r * cols + c;
+            float g = NNCL_LD(dy, dy_off + i);
+            if (act) {
+                g *= nncl_act_grad(NNCL_LD(y, y_off + i), act);
+                NNCL_ST(g, dy, dy_off + i);
+            }
+            sum += g;
+        }
+        db[db_off + c] = (acc ? db[db_off + c] : 0.0f) + sum;
+    }
 }

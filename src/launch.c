@@ -117,7 +117,7 @@ nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, s
     nncl__arg_view(&g, db);
     nncl__arg_int(&g, acc);
     nncl__arg_int(&g, act);
-    return nncl__launch_1d(&g, k.dev, cols);
+    return nncl__launch_1d(&g, k.dev, (cols + 7) / 8); /* 8 columns per work-item */
 }
 
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols) {

@@ -49,7 +49,7 @@ nncl_status nncl__k_mul_backward_bcast(nncl__kl k, nncl__view dy, nncl__view a, 
 nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n);
 
 /* cl/dense.cl: dy [rows, cols] *= act'(y) in place (act > 0) and db (+)=
- * its column sums, one work-item per column (nncl_bias_backward_f32_act). */
+ * its column sums, one work-item per 8 columns (nncl_bias_backward_f32_act). */
 nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, size_t rows, size_t cols, nncl__view db,
                                       int acc, int act);
 
