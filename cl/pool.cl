@@ -196,6 +196,27 @@ __kernel void nncl_maxpool2d_backward_f32(__global const act_t *dy, int dy_off, 
     nncl_pool_backward(dy + dy_off, idx + idx_off, 1, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
+#if NNCL_POOL_HALF
+/* Half storage's backward: the argmax of the 2x2 window at x[xo] (at: its
+ * first input in the plane), found again by the forward's order and rules
+ * (x itself the base, as in the forward). Inlined by force where the
+ * compiler is clang: PoCL left it a call, which stops its vectorizer. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+int nncl_pool_argmax2(__global const act_t *x, int xo, int at, int W) {
+    pval_t best = NNCL_POOL_LD(x, xo), v = NNCL_POOL_LD(x, xo + 1);
+    int win = nncl_pool_wins(v, best), arg = win ? 1 : 0;
+    best = win ? v : best;
+    v = NNCL_POOL_LD(x, xo + W);
+    win = nncl_pool_wins(v, best);
+    arg = win ? W : arg;
+    best = win ? v : best;
+    v = NNCL_POOL_LD(x, xo + W + 1);
+    return (nncl_pool_wins(v, best) ? W + 1 : arg) + at;
+}
+#endif
+
 /* One work-item per input element (NDRange as the forward's, over the
  * input's planes): dy of its window where it is the window's argmax, else
  * 0 (also in the row or column an odd size leaves uncovered). The argmax
@@ -216,20 +237,7 @@ __kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_o
     o = (plane * OH + oh) * OW + ow;
     at = 2 * oh * W + 2 * ow; /* the window's first input in its plane */
 #if NNCL_POOL_HALF
-    {
-        int xo = idx_off + plane * H * W + at, win; /* idx itself the base, as in the forward */
-        pval_t best = NNCL_POOL_LD(idx, xo), v = NNCL_POOL_LD(idx, xo + 1);
-        win = nncl_pool_wins(v, best);
-        arg = win ? 1 : 0;
-        best = win ? v : best;
-        v = NNCL_POOL_LD(idx, xo + W);
-        win = nncl_pool_wins(v, best);
-        arg = win ? W : arg;
-        best = win ? v : best;
-        v = NNCL_POOL_LD(idx, xo + W + 1);
-        arg = nncl_pool_wins(v, best) ? W + 1 : arg;
-        arg += at;
-    }
+    arg = nncl_pool_argmax2(idx, idx_off + plane * H * W + at, at, W);
 #else
     arg = (int)idx[idx_off + o];
 #endif
@@ -257,18 +265,8 @@ __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_
     at = 2 * oh * W + 2 * ow;
 #if NNCL_POOL_HALF
     {
-        int xo = idx_off + plane * H * W + at, win;
-        pval_t best = NNCL_POOL_LD(idx, xo), v = NNCL_POOL_LD(idx, xo + 1);
         uint gb, lo, hi;
-        win = nncl_pool_wins(v, best);
-        arg = win ? 1 : 0;
-        best = win ? v : best;
-        v = NNCL_POOL_LD(idx, xo + W);
-        win = nncl_pool_wins(v, best);
-        arg = win ? W : arg;
-        best = win ? v : best;
-        v = NNCL_POOL_LD(idx, xo + W + 1);
-        arg = (nncl_pool_wins(v, best) ? W + 1 : arg) + at;
+        arg = nncl_pool_argmax2(idx, idx_off + plane * H * W + at, at, W);
         gb = nncl_ld16(dy, dy_off + o);
         cov = (h >> 1) < OH && w2 < OW;
         lo = cov && arg == h * W + w ? gb : 0u;
