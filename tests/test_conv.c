@@ -52,6 +52,17 @@ static void check_conv(nncl_context *ctx, int batch, int C, int H, int W, int O,
     tc_run(ctx, g, x, nncl_conv2d(g, x, O, k, st, pad, bias, act, "conv"), name, batch);
 }
 
+/* conv2d with its weight frozen: the input gradient (and the bias's)
+ * through dy * act'(y) made apart, then the gather alone. */
+static void check_conv_frozen(nncl_context *ctx, int batch, int bias, nncl_act act) {
+    char name[160];
+    nncl_graph *g = nncl_graph_create(ctx, 43);
+    nncl_node *x = tc_input(g, 3, 9, 7), *h = nncl_conv2d(g, x, 5, 3, 1, 1, bias, act, "conv");
+    snprintf(name, sizeof name, "conv2d b%d bias%d act%d, weight frozen", batch, bias, (int)act);
+    if (h && nncl_param_freeze(g, nncl_graph_find(g, "conv.weight"), 1) != NNCL_OK) h = NULL;
+    tc_run(ctx, g, x, h, name, batch);
+}
+
 /* x feeds a conv2d and a pool whose outputs meet in mse(a, b), so that the
  * op running backward second adds to x's gradient (acc) instead of writing
  * it; conv_first builds the conv first, so that it runs backward last. With
@@ -423,6 +434,8 @@ int main(void) {
     check_lenet(ctx, 1);
     check_lenet(ctx, 4);
     check_workspace(ctx);
+    check_conv_frozen(ctx, 3, 1, NNCL_ACT_RELU);
+    check_conv_frozen(ctx, 2, 0, NNCL_ACT_TANH);
     check_pool_special(ctx);
     check_training(ctx);
     if (tc_force_indirect(ctx) == 0) {
