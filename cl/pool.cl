@@ -263,12 +263,12 @@ __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_
     ow = w2 < OW - 1 ? w2 : OW - 1;
     o = (plane * OH + oh) * OW + ow;
     at = 2 * oh * W + 2 * ow;
+    cov = (h >> 1) < OH && w2 < OW;
 #if NNCL_POOL_HALF
     {
         uint gb, lo, hi;
         arg = nncl_pool_argmax2(idx, idx_off + plane * H * W + at, at, W);
         gb = nncl_ld16(dy, dy_off + o);
-        cov = (h >> 1) < OH && w2 < OW;
         lo = cov && arg == h * W + w ? gb : 0u;
         hi = cov && arg == h * W + w + 1 ? gb : 0u;
         i = (dx_off >> 1) + nncl_pool_out(G, H * (W >> 1));
@@ -282,7 +282,6 @@ __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_
     {
         float g = dy[dy_off + o];
         arg = (int)idx[idx_off + o];
-        cov = (h >> 1) < OH && w2 < OW;
         i = dx_off + 2 * nncl_pool_out(G, H * (W >> 1));
         dx[i] = cov && arg == h * W + w ? g : 0.0f;
         dx[i + 1] = cov && arg == h * W + w + 1 ? g : 0.0f;

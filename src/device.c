@@ -46,13 +46,14 @@ nncl_status nncl_device_memory(const nncl_context *ctx, int device, uint64_t *in
     return NNCL_OK;
 }
 
+/* What a buffer of `bytes` takes: whole 32-bit words, at least one
+ * (kernels read 16-bit storage a word at a time: nncl_ld16, cl/common.cl). */
+static size_t dev_words(size_t bytes) { return bytes ? (bytes + 3) / 4 * 4 : 4; }
+
 nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out) {
     cl_int err;
     *out = NULL;
-    /* whole 32-bit words: kernels read 16-bit storage a word at a time
-     * (nncl_ld16, cl/common.cl) */
-    bytes = (bytes + 3) / 4 * 4;
-    if (bytes == 0) bytes = 4;
+    bytes = dev_words(bytes);
     if ((uint64_t)bytes > dev->info.max_alloc)
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "a buffer of %zu bytes exceeds device %d's largest allocation (%llu bytes)", bytes,
@@ -70,8 +71,7 @@ nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t byte
 void nncl__buffer_release(nncl_device *dev, cl_mem mem, size_t bytes) {
     if (!mem) return;
     clReleaseMemObject(mem);
-    bytes = (bytes + 3) / 4 * 4;
-    if (bytes == 0) bytes = 4;
+    bytes = dev_words(bytes);
     dev->mem_in_use -= bytes < dev->mem_in_use ? bytes : dev->mem_in_use;
 }
 

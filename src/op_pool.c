@@ -111,34 +111,29 @@ static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n,
 static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     nncl__args a;
     pool_dims d;
-    int max = n->op == NNCL_OP_MAXPOOL2D, tiles;
+    int max = n->op == NNCL_OP_MAXPOOL2D, tiles, acc, pairs, slot;
     size_t global[3];
     if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
     tiles = max && d.k == 2 && d.st == 2 && d.pad == 0 && (size_t)d.H * (size_t)d.W <= POOL_GROUP_MAX;
-    if (tiles && backward) {
-        int acc = nncl__grad_accumulate(x, n, 0);
-        /* half storage writes pairs of inputs as 32-bit words where they
-         * start on one (W even, dx at an even element) and nothing is added */
-        int pairs = x->store && !(d.W & 1) && !(nncl__grd(x, n->in[0]).off & 1) && !acc;
-        NNCL_TRY(nncl__kbegin(x, n, pairs ? POOL_K_BACKWARD_2X2P : POOL_K_BACKWARD_2X2, &a));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, x->store ? nncl__val(x, n->in[0]) : nncl__auxv(x, n));
-        nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-        nncl__arg_int(&a, d.planes);
-        pool_args_geometry(&a, &d, tiles);
-        /* one work-item per input, or per pair of inputs (cl/pool.cl) */
-        return pool_launch_groups(&a, x, d.H, pairs ? d.W / 2 : d.W, d.planes, pairs ? -1 : acc);
-    }
-    NNCL_TRY(nncl__kbegin(x, n, (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0), &a));
+    acc = backward ? nncl__grad_accumulate(x, n, 0) : 0;
+    /* half storage's 2x2 backward writes pairs of inputs as 32-bit words
+     * where they start on one (W even, dx at an even element) and nothing
+     * is added */
+    pairs = tiles && backward && x->store && !(d.W & 1) && !(nncl__grd(x, n->in[0]).off & 1) && !acc;
+    slot = pairs ? POOL_K_BACKWARD_2X2P : (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0);
+    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
     nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, n->in[0]));
     if (backward && max) nncl__arg_view(&a, x->store ? nncl__val(x, n->in[0]) : nncl__auxv(x, n)); /* cl/pool.cl */
     nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
     if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
     if (tiles) nncl__arg_int(&a, d.planes);
     pool_args_geometry(&a, &d, tiles);
-    if (tiles) return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1); /* one work-item per window */
-    if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    /* 2x2: forward one work-item per window, backward per input or per
+     * pair of inputs (cl/pool.cl) */
+    if (tiles && !backward) return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1);
+    if (tiles) return pool_launch_groups(&a, x, d.H, pairs ? d.W / 2 : d.W, d.planes, pairs ? -1 : acc);
+    if (backward) nncl__arg_int(&a, acc);
     global[0] = (size_t)(backward ? d.W : d.OW);
     global[1] = (size_t)(backward ? d.H : d.OH);
     global[2] = (size_t)d.planes;
