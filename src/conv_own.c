@@ -57,20 +57,29 @@ int nncl__conv_own_fits(const nncl__conv_dims *d) {
     return d->ohw + 256 <= COWN_QUOT && d->ckk + 256 <= COWN_QUOT;
 }
 
-/* The largest tile rows and columns of the packed variants a product may
- * get on the device (those timed for its choice; the first is the
- * fallback): panels sized with them fit whichever it gets. */
-static nncl_status cown_tiles(nncl__exec *x, int *mr, int *nr) {
+/* The most floats panels of `rows` x k take over the packed variants a
+ * product may get on the device (those timed for its choice; the first is
+ * the fallback), as A panels (tile rows mr) or, with b, as B panels (nr):
+ * panels sized so fit whichever it gets. A maximum over the variants, not
+ * the largest tile's padding: a larger tile does not always pad more (13
+ * rows take 14 with mr 14, 16 with mr 4). */
+static nncl_status cown_panels(nncl__exec *x, size_t rows, size_t k, int b, size_t *floats) {
     const nncl__gemm_variant *v;
     int n = 0, i;
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));
-    *mr = *nr = 1;
+    *floats = 0;
     for (i = 0; i < n; i++)
         if (v[i].kind != NNCL__GEMM_DIRECT) {
-            if (v[i].mr > *mr) *mr = v[i].mr;
-            if (v[i].nr > *nr) *nr = v[i].nr;
+            size_t f = nncl__gemm_pack_floats(b ? v[i].nr : v[i].mr, rows, k);
+            if (f > *floats) *floats = f;
         }
     return NNCL_OK;
+}
+
+/* Floats of the weights reordered for the input gradient's gather
+ * (nncl_conv_wt: channels padded to 16). */
+static size_t cown_wt_floats(const nncl__conv_dims *d) {
+    return (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16);
 }
 
 /* Whether the weight gradient's product also sums dy into the bias
@@ -86,20 +95,20 @@ static int cown_ones(nncl__exec *x, const nncl_node *n) {
  * Bounded by nncl__conv_budget (never by the batch, so S only shrinks with
  * it), by the kernels' int offsets and by their quotients (S*OH*OW < 2^20). */
 static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
-    size_t budget, fixed, wt, fwd, bwd, per, cap, ones = (size_t)cown_ones(x, n);
-    int mr, nr;
-    NNCL_TRY(cown_tiles(x, &mr, &nr));
+    size_t budget, fixed, wt, fwd, bwd, bwd_b, per, cap, ones = (size_t)cown_ones(x, n);
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     /* the budget is a share of the arena's bytes, the panels fp32 also in
      * half storage: half as many samples per chunk as fp32 doubled the
      * launches and the packing kernels' fixed cost; 1.5x the share keeps
      * the fp16 CNN plan under 0.6x fp32's memory (2x went to 0.61x) */
     if (x->store) budget += budget / 2;
-    fixed = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ckk);
-    wt = (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16); /* the gather's weights */
+    NNCL_TRY(cown_panels(x, (size_t)d->O, d->ckk, 0, &fixed));
+    wt = cown_wt_floats(d);
     fixed = cown_round(fixed > wt ? fixed : wt) + 3 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
-    fwd = nncl__gemm_pack_floats(nr, d->ohw, d->ckk);
-    bwd = nncl__gemm_pack_floats(mr, (size_t)d->O, d->ohw) + nncl__gemm_pack_floats(nr, d->ckk + ones, d->ohw);
+    NNCL_TRY(cown_panels(x, d->ohw, d->ckk, 1, &fwd));
+    NNCL_TRY(cown_panels(x, (size_t)d->O, d->ohw, 0, &bwd));
+    NNCL_TRY(cown_panels(x, d->ckk + ones, d->ohw, 1, &bwd_b));
+    bwd += bwd_b;
     per = fwd > bwd ? fwd : bwd;
     cap = budget > fixed ? (budget - fixed) / per : 1;
     if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
@@ -121,6 +130,35 @@ static nncl_status cown_ws(nncl__exec *x, const nncl_node *n, size_t floats) {
     return NNCL_OK;
 }
 
+/* Once per plan: with every packed variant a product may get, the
+ * backward's largest chunk (reordered weights, A and B panels) ends before
+ * the product's columns at the end of the workspace, and the forward's
+ * panels fit it. A bound too small would overwrite panels being read: a
+ * wrong gradient, not an error. */
+static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S,
+                                     size_t floats) {
+    const nncl__gemm_variant *v;
+    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(x, n), g0, limit;
+    int count = 0, i;
+    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &count));
+    g0 = nncl__need_grad(x, n, 0) ? cown_round(cown_wt_floats(d)) : 0;
+    limit = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN; /* cown_backward's ct_off */
+    for (i = 0; i < count; i++) {
+        size_t bwd, fwd;
+        if (v[i].kind == NNCL__GEMM_DIRECT) continue;
+        bwd = g0 + cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, k)) +
+              nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
+        fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
+              (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);
+        if (bwd > (ones ? limit : floats) || fwd > floats)
+            return nncl__fail(x->ctx, NNCL_ERR_STATE,
+                              "conv2d \"%s\": %s's panels need %zu (backward) and %zu (forward) floats of a %zu-float "
+                              "workspace",
+                              n->name, v[i].name, bwd, fwd, floats);
+    }
+    return NNCL_OK;
+}
+
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     nncl__gemm_args g;
     nncl__gemm_variant v;
@@ -131,6 +169,7 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
     cown_gemm_fwd(d, &g);
     NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored)); /* measures: its best own variant */
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
+    NNCL_TRY(cown_check_layout(x, n, d, S, floats));
     if (nncl__need_grad(x, n, 1)) { /* the weight gradient's product, for its kernel */
         g.n = d->ckk + (size_t)cown_ones(x, n);
         g.k = (size_t)S * d->ohw;
@@ -213,14 +252,15 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
 static nncl_status cown_wt(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int need_x, size_t *g0) {
     nncl__view w = nncl__val(x, n->in[1]);
     nncl__args a;
-    size_t cb = ((size_t)d->C + 15) / 16, count = (size_t)d->O * (size_t)d->k * (size_t)d->k * cb * 16;
+    size_t count = cown_wt_floats(d);
     *g0 = 0;
     if (!need_x) return NNCL_OK;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_WT, &a));
     nncl__arg_view(&a, w);
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k); nncl__arg_int(&a, (int)(cb * 16));
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k);
+    nncl__arg_int(&a, (int)(((size_t)d->C + 15) / 16 * 16));
     NNCL_TRY(nncl__launch_1d(&a, x->dev, count));
     *g0 = cown_round(count);
     return NNCL_OK;
