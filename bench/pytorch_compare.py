@@ -18,13 +18,17 @@ views, so BLAS gets the flags) on the bench's GEMM shapes, squares of
 again), so that both see the same machine load; each ratio is reported as
 the median of the per-round ratios with their range. --tinygrad adds a third
 side to each round: the MLP trained by tinygrad on its OpenCL device
-(bench/tinygrad_compare.py, run with the same Python).
+(bench/tinygrad_compare.py, run with the same Python). --torch-device cuda
+runs PyTorch's side on the GPU instead (TF32 off, the data on the GPU, the
+timers read after torch.cuda.synchronize()), to set beside nncl on the same
+GPU through its OpenCL driver.
 
 When PyTorch is not installed it says so and exits 0.
 
   python3 bench/pytorch_compare.py [--threads N] [--repeats N] [--seconds S]
           [--bench-json FILE | --bench PATH] [--bench-quick] [--devices SEL]
           [--no-bench] [--json FILE] [--gemm] [--sizes LIST] [--rounds N] [--tinygrad]
+          [--torch-device cpu|cuda]
 """
 import argparse
 import json
@@ -59,6 +63,8 @@ def parse_args():
     p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
     p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes for --gemm")
     p.add_argument("--rounds", type=int, default=1, help="alternate PyTorch and the bench this many times")
+    p.add_argument("--torch-device", default="cpu",
+                   help="PyTorch's device: cpu, or cuda (TF32 off, data on the GPU, synchronised timing)")
     p.add_argument("--tinygrad", action="store_true",
                    help="with --rounds: also tinygrad's MLP on its OpenCL device in each round")
     a = p.parse_args()
@@ -84,16 +90,19 @@ def gemm_shapes(args):
 def measure_mm(torch, shape, args):
     """GFLOP/s of torch.mm on one shape: (median, min, max)."""
     m, n, k, ta, tb = shape
+    dev = args.torch_device
     gen = torch.Generator().manual_seed(2)
-    a = torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5
-    b = torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5
+    a = (torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5).to(dev)
+    b = (torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5).to(dev)
     a = a.t() if ta else a
     b = b.t() if tb else b
-    out = torch.empty(m, n)
+    out = torch.empty(m, n, device=dev)
     for _ in range(3):
         torch.mm(a, b, out=out)
+    sync(torch, args)
     t0 = time.perf_counter()
     torch.mm(a, b, out=out)
+    sync(torch, args)
     one = time.perf_counter() - t0
     calls = max(3, int(args.seconds / 5 / max(one, 1e-7)) + 1)
     rates = []
@@ -101,8 +110,15 @@ def measure_mm(torch, shape, args):
         t0 = time.perf_counter()
         for _ in range(calls):
             torch.mm(a, b, out=out)
+        sync(torch, args)
         rates.append(2.0 * m * n * k * calls / (time.perf_counter() - t0) * 1e-9)
     return statistics.median(rates), min(rates), max(rates)
+
+
+def sync(torch, args):
+    """waits for the GPU's queued work, so that a timer reads finished work"""
+    if args.torch_device != "cpu":
+        torch.cuda.synchronize()
 
 
 def models(torch):
@@ -121,8 +137,9 @@ def measure(torch, model, sample_shape, args):
     gen = torch.Generator().manual_seed(1)
     n_batches = 10
     shape = (n_batches * BATCH,) + sample_shape[1:]
-    x = torch.rand(shape, generator=gen)
-    y = torch.randint(0, 10, (n_batches * BATCH,), generator=gen)
+    x = torch.rand(shape, generator=gen).to(args.torch_device)
+    y = torch.randint(0, 10, (n_batches * BATCH,), generator=gen).to(args.torch_device)
+    model.to(args.torch_device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
     model.train()
@@ -141,9 +158,11 @@ def measure(torch, model, sample_shape, args):
 
     for _ in range(10):
         step()
+    sync(torch, args)
     t0 = time.perf_counter()
     for _ in range(5):
         step()
+    sync(torch, args)
     one = (time.perf_counter() - t0) / 5
     steps = max(3, int(args.seconds / max(one, 1e-6)) + 1)
     rates = []
@@ -151,6 +170,7 @@ def measure(torch, model, sample_shape, args):
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
+        sync(torch, args)
         rates.append(steps * BATCH / (time.perf_counter() - t0))
     return statistics.median(rates), min(rates), max(rates), steps
 
@@ -277,10 +297,19 @@ def main():
         print("PyTorch is not installed (%s): nothing to compare; pip install torch to enable." % e)
         return 0
     torch.set_num_threads(args.threads)
-    print("PyTorch %s on the CPU, %d threads (torch.get_num_threads() = %d), batch %d, Adam lr 1e-3, "
-          "synthetic data" % (torch.__version__, args.threads, torch.get_num_threads(), BATCH))
+    where = "the CPU"
+    if args.torch_device != "cpu":
+        if not torch.cuda.is_available():
+            print("PyTorch %s sees no CUDA device: nothing to compare on %s" % (torch.__version__, args.torch_device))
+            return 0
+        # fp32 products as fp32, as nncl computes them (TF32 would round the inputs to 10-bit mantissas)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d), batch %d, Adam lr 1e-3, "
+          "synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(), BATCH))
     torch.manual_seed(0)
-    result = {"torch_version": torch.__version__, "threads": args.threads, "batch": BATCH, "torch": {},
+    result = {"torch_version": torch.__version__, "torch_device": where, "threads": args.threads, "batch": BATCH, "torch": {},
               "nncl": {}, "ratio": {}, "rounds": args.rounds}
     if args.gemm:
         return gemm_main(args, torch, result)

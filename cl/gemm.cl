@@ -25,8 +25,8 @@
  * over, and kp, the length of the panels (k <= kp: a K block of panels that
  * start at the offsets given).
  * Half storage (NNCL_STORE, cl/common.cl): the packing kernels read A and B
- * in the storage type into fp32 panels, and the packed kernel stores C (and
- * reads the bias) in it; the product itself is fp32. A product whose C is
+ * in the storage type into fp32 panels, and the packed and local kernels
+ * store C (and read the bias) in it; the product itself is fp32. A product whose C is
  * fp32 (a weight gradient) takes the packed kernel of the fp32 build. */
 
 #ifndef NNCL_MR
@@ -209,7 +209,8 @@ __kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int 
 /* GPU style: work-group (WG, WG) computes one MR x NR tile; work-item (x, y)
  * owns rows x + WG*u and columns y + WG*w of it. K slices of NNCL_KB rows of
  * both panels are staged in local memory (each a contiguous run of the
- * packed panel, so the loads coalesce). */
+ * packed panel, so the loads coalesce). C and the bias in the storage type,
+ * as the packed kernel's. */
 #ifndef NNCL_KB
 #define NNCL_KB 16
 #endif
@@ -217,15 +218,15 @@ __kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int 
 #define NNCL_TN (NNCL_NR / NNCL_WG)
 __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_gemm_f32_local(
     __global const float *ap, int ap_off, int ap_stride, __global const float *bp, int bp_off, int bp_stride,
-    __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k, int kp, float alpha, float beta,
-    __global const float *bias, int bias_off, int epi) {
+    __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k, int kp, float alpha, float beta,
+    __global const act_t *bias, int bias_off, int epi) {
     __local float as[NNCL_KB * NNCL_MR], bs[NNCL_KB * NNCL_NR];
     int p = get_group_id(0), q = get_group_id(1), z = get_global_id(2);
     int x = get_local_id(0), y = get_local_id(1), lid = y * NNCL_WG + x, u, w, kk, k0, t;
     float acc[NNCL_TM][NNCL_TN];
     const __global float *a = ap + ap_off + z * ap_stride + p * kp * NNCL_MR;
     const __global float *b = bp + bp_off + z * bp_stride + q * kp * NNCL_NR;
-    __global float *cz = c + c_off + z * c_stride;
+    __global act_t *cz = c + c_off + z * c_stride;
     for (u = 0; u < NNCL_TM; u++)
         for (w = 0; w < NNCL_TN; w++) acc[u][w] = 0.0f;
     for (k0 = 0; k0 < k; k0 += NNCL_KB) {
@@ -252,10 +253,10 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
             float v;
             if (j >= n) continue;
             v = alpha * acc[u][w];
-            if (beta != 0.0f) v += beta * cz[i * ldc + j];
-            if (mode == 1) v += bias[bias_off + j];
-            else if (mode == 2) v += bias[bias_off + i];
-            cz[i * ldc + j] = nncl_gemm_act1(v, epi >> 2);
+            if (beta != 0.0f) v += beta * NNCL_LD(cz, i * ldc + j);
+            if (mode == 1) v += NNCL_LD(bias, bias_off + j);
+            else if (mode == 2) v += NNCL_LD(bias, bias_off + i);
+            NNCL_ST(nncl_gemm_act1(v, epi >> 2), cz, i * ldc + j);
         }
     }
 }

@@ -76,5 +76,5 @@ nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha, 
     g.ldb = (size_t)b->shape[1];
     g.c = c->mem;
     g.ldc = (size_t)c->shape[1];
-    return nncl__sgemm(ctx, &ctx->devices[c->device], &g);
+    return nncl__sgemm_exact(ctx, &ctx->devices[c->device], &g);
 }

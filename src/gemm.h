@@ -68,8 +68,8 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
  * micro-kernel; the direct variant reads A and B in place. */
 nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                            const nncl__gemm_args *g);
-/* A product with half storage (g->store): through the packed variant the
- * device would pack g's shape with (K blocks off, so that C is written
+/* A product with half storage (g->store): through the panel variant (CPU
+ * packed or GPU local-memory kernel) the device would pack g's shape with (K blocks off, so that C is written
  * once), the packing reading fp16/bf16 into fp32 panels and the product
  * storing C in the storage type, or in fp32 with g->c_f32; given less temp
  * than its panels, B goes in blocks of panels beside A's. prepare: only

@@ -432,16 +432,26 @@ nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl_
     return nncl__sgemm_temp_size(ctx, dev, g, bytes);
 }
 
-nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
+/* near: a step's product, which may take a covering choice (pick_choice);
+ * else (the eager nncl_gemm) the shape's own, measured now if need be. */
+static nncl_status pick_sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int near) {
     nncl__gemm_choice *c;
     int mode = nncl__gemm_mode(), idx;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
     if (g->store) return nncl__gemm_own_store(ctx, dev, g, 0, NULL);
     if (mode == 1) return nncl__sgemm_clblast(ctx, dev, g);
-    NNCL_TRY(pick_choice(ctx, dev, g, 1, &c));
+    NNCL_TRY(pick_choice(ctx, dev, g, near, &c));
     idx = mode == 2 ? c->best_own : c->best;
     if (idx < 0 || !nncl__gemm_own_fits(g)) return nncl__sgemm_clblast(ctx, dev, g);
     return nncl__gemm_own(ctx, dev, &dev->gemm->all[idx], g);
+}
+
+nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
+    return pick_sgemm(ctx, dev, g, 1);
+}
+
+nncl_status nncl__sgemm_exact(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g) {
+    return pick_sgemm(ctx, dev, g, 0);
 }
 
 int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key) {

@@ -337,6 +337,10 @@ typedef struct nncl__gemm_args {
     size_t temp_cap;
 } nncl__gemm_args;
 nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+/* The same for the eager nncl_gemm: a shape without a choice of its own is
+ * measured (once, then stored) instead of taking a covering choice of
+ * another shape, which a plan's step takes so as not to measure mid-step. */
+nncl_status nncl__sgemm_exact(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
 /* Bytes of temp the product of g's shape uses: CLBlast's, or that of the
  * own kernel chosen for the shape; before a choice, the most any may use. */
 nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);

@@ -4,35 +4,50 @@
 # multi-device equality tests again with every matrix product forced onto
 # nncl's own GEMM kernels (NNCL_GEMM=own); the plain pass of the runner
 # covers the default choice by measurement (auto). Result lines are passed
-# through marked "[own]". Run by tests/run.sh (B).
+# through marked "[own]". Then the kernels a GPU gets (NNCL_GEMM_VARIANTS=gpu:
+# the local-memory kernel first, src/gemm_own.c) on the CPU devices CI has:
+# every GEMM variant, conv2d's op checks and the PyTorch comparisons (half
+# storage included), marked "[gpu set]". Run by tests/run.sh (B).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
 dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-gemm-own.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 status=0
-for t in test_op_table test_graph test_conv test_norm test_trainer; do
+
+# pass MARK CACHE ENV... -- TEST [ARG]: one test program under ENV, its
+# result lines marked; CACHE a cache folder shared by the pass's programs
+# (products measured once serve the others)
+pass() {
+    mark=$1 cache=$2
+    shift 2
+    envs=
+    while [ "$1" != -- ]; do envs="$envs $1"; shift; done
+    shift
+    t=$1
     if [ ! -x "$bdir/tests/$t" ]; then
-        echo "SKIP [own] $t: $bdir/tests/$t is not built"
-        continue
+        echo "SKIP [$mark] $t: $bdir/tests/$t is not built"
+        return
     fi
-    # one cache folder for all: products measured once serve the others
-    NNCL_GEMM=own NNCL_CACHE_DIR=$dir "$bdir/tests/$t" >"$dir/$t.log" 2>&1
+    mkdir -p "$cache"
+    # shellcheck disable=SC2086 # envs: VAR=value words
+    env $envs NNCL_CACHE_DIR="$cache" "$bdir/tests/$@" >"$dir/$t.log" 2>&1
     rc=$?
     # LeakSanitizer's tracer crashing at exit is the tool failing, not a
     # leak found: once more without scanning thread-local storage, as
     # tests/run.sh does for the programs it runs itself
     if [ $rc -ne 0 ] && grep -q '^Tracer caught signal' "$dir/$t.log" &&
         grep -q 'LeakSanitizer has encountered a fatal error' "$dir/$t.log"; then
-        echo "note: LeakSanitizer's tracer crashed in [own] $t; running it again with use_tls=0"
-        LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}use_tls=0 NNCL_GEMM=own NNCL_CACHE_DIR=$dir "$bdir/tests/$t" \
+        echo "note: LeakSanitizer's tracer crashed in [$mark] $t; running it again with use_tls=0"
+        # shellcheck disable=SC2086
+        env $envs LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}use_tls=0" NNCL_CACHE_DIR="$cache" "$bdir/tests/$@" \
             >"$dir/$t.log" 2>&1
         rc=$?
     fi
-    sed -n 's/^\(PASS\|FAIL\|SKIP\) /\1 [own] /p' "$dir/$t.log"
+    sed -n "s/^\(PASS\|FAIL\|SKIP\) /\1 [$mark] /p" "$dir/$t.log"
     if [ $rc -ne 0 ]; then
         if ! grep -q '^FAIL ' "$dir/$t.log"; then
-            echo "FAIL [own] $t: exited with status $rc"
+            echo "FAIL [$mark] $t: exited with status $rc"
             tail -n 8 "$dir/$t.log" | sed 's/^/    /'
         fi
         # a sanitizer's own report lines, unindented: the runner's rerun
@@ -40,5 +55,12 @@ for t in test_op_table test_graph test_conv test_norm test_trainer; do
         grep -E '^Tracer caught signal|Sanitizer has encountered a fatal error' "$dir/$t.log"
         status=1
     fi
+}
+
+for t in test_op_table test_graph test_conv test_norm test_trainer; do
+    pass own "$dir/own" NNCL_GEMM=own -- $t
 done
+pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_gemm
+pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_op_table conv2d
+pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_torch_ops
 exit $status
