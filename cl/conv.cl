@@ -116,46 +116,8 @@ __kernel void nncl_conv_pack_b_f32(__global const act_t *x, int x_off, __global 
 
 /* Weight gradient A over S samples: A(o, kk) = g[s, o, p] with kk = s*OH*OW
  * + p, [O, S*OH*OW], g = dy * act'(y); the input gradient's gather reads
- * these panels too. */
-#if defined(NNCL_STORE) && NNCL_STORE == 1
-/* fp16: NDRange (ceil(S*OH*OW / 8), panels of mr rows), a work-item takes
- * 8 neighbouring columns of its panel's rows as vectors, converted 8 at a
- * time (one at a time took twice fp32's time; 3.7 -> 2.8 ms per CNN step),
- * element by element where they cross a sample. In fp32 and bf16 (a
- * shift to convert) the vectors were slower than one column per item. */
-__kernel void nncl_conv_pack_dy_f32(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off,
-                                    __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act) {
-    int kk0 = get_global_id(0) * 8, p = get_global_id(1), K = S * ohw, s, px, r, o, e, n;
-    float t[8];
-    __global float *d;
-    if (p * mr >= O || kk0 >= K) return;
-    s = nncl_quot(kk0, 1.0f / (float)ohw);
-    px = kk0 - s * ohw;
-    n = K - kk0 < 8 ? K - kk0 : 8;
-    d = ap + ap_off + (p * K + kk0) * mr;
-    for (r = 0; r < mr; r++) {
-        o = p * mr + r;
-        if (o >= O) {
-            for (e = 0; e < n; e++) d[e * mr + r] = 0.0f;
-        } else if (n == 8 && px + 8 <= ohw) {
-            int src = (s * O + o) * ohw + px;
-            float8 g = nncl_f16_ld8(dy + dy_off + src);
-            if (act) g *= nncl_act_grad8(nncl_f16_ld8(y + y_off + src), act);
-            vstore8(g, 0, t);
-            for (e = 0; e < 8; e++) d[e * mr + r] = t[e];
-        } else {
-            for (e = 0; e < n; e++) {
-                int se = nncl_quot(kk0 + e, 1.0f / (float)ohw), src = (se * O + o) * ohw + kk0 + e - se * ohw;
-                float g = NNCL_LD(dy, dy_off + src);
-                if (act) g *= nncl_act_grad(NNCL_LD(y, y_off + src), act);
-                d[e * mr + r] = g;
-            }
-        }
-    }
-}
-#else
-/* fp32 and bf16: NDRange (S*OH*OW, panels of mr rows), neighbouring items
- * read neighbouring dy. */
+ * these panels too. NDRange (S*OH*OW, panels of mr rows): neighbouring
+ * items read neighbouring dy (coalesced on GPUs). */
 __kernel void nncl_conv_pack_dy_f32(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off,
                                     __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act) {
     int kk = get_global_id(0), p = get_global_id(1), K = S * ohw, s, px, r, o, in;
@@ -176,7 +138,44 @@ __kernel void nncl_conv_pack_dy_f32(__global const act_t *dy, int dy_off, __glob
         d[r] = g;
     }
 }
-#endif
+
+/* fp16 on CPU devices: NDRange (ceil(S*OH*OW / 8), panels of mr rows), a
+ * work-item takes 8 neighbouring columns of its panel's rows as vectors,
+ * converted 8 at a time (one at a time took twice fp32's time on PoCL;
+ * 3.7 -> 2.8 ms per CNN step), element by element where they cross a
+ * sample. In fp32 and bf16 (a shift to convert) the vectors were slower
+ * than one column per item, and on NVIDIA's OpenCL fp16 took 5x bf16's
+ * time this way (7.5 vs 1.4 ms per CNN step): GPUs take the kernel above. */
+__kernel void nncl_conv_pack_dy8_f32(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off,
+                                     __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act) {
+    int kk0 = get_global_id(0) * 8, p = get_global_id(1), K = S * ohw, s, px, r, o, e, n;
+    float t[8];
+    __global float *d;
+    if (p * mr >= O || kk0 >= K) return;
+    s = nncl_quot(kk0, 1.0f / (float)ohw);
+    px = kk0 - s * ohw;
+    n = K - kk0 < 8 ? K - kk0 : 8;
+    d = ap + ap_off + (p * K + kk0) * mr;
+    for (r = 0; r < mr; r++) {
+        o = p * mr + r;
+        if (o >= O) {
+            for (e = 0; e < n; e++) d[e * mr + r] = 0.0f;
+        } else if (n == 8 && px + 8 <= ohw) {
+            int src = (s * O + o) * ohw + px;
+            float8 g = NNCL_LD8(dy + dy_off + src);
+            if (act) g *= nncl_act_grad8(NNCL_LD8(y + y_off + src), act);
+            vstore8(g, 0, t);
+            for (e = 0; e < 8; e++) d[e * mr + r] = t[e];
+        } else {
+            for (e = 0; e < n; e++) {
+                int se = nncl_quot(kk0 + e, 1.0f / (float)ohw), src = (se * O + o) * ohw + kk0 + e - se * ohw;
+                float g = NNCL_LD(dy, dy_off + src);
+                if (act) g *= nncl_act_grad(NNCL_LD(y, y_off + src), act);
+                d[e * mr + r] = g;
+            }
+        }
+    }
+}
 
 /* Weight gradient B over S samples: B(kk, r) = col_s(r, p) with kk = s*OH*OW
  * + p, [S*OH*OW, C*k*k], and with ones, one more column of ones (r ==

@@ -16,7 +16,7 @@ typedef struct nncl__conv_dims {
 enum {
     NNCL_CONV_K_IM2COL = NNCL_K_DENSE_END, NNCL_CONV_K_COL2IM, NNCL_CONV_K_REORDER,
     NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX,
-    NNCL_CONV_K_DW_SPLIT
+    NNCL_CONV_K_DW_SPLIT, NNCL_CONV_K_PACK_DY8
 };
 
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);

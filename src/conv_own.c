@@ -290,7 +290,7 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     return nncl__launch(&a, x->dev, 3, global, NULL);
 }
 
-/* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy);
+/* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy, or dy8);
  * with need_w dW (+)= G col^T over the chunk, and with ones (cown_ones) the
  * product has one more column, the bias gradient, and goes through the
  * end of the workspace, split into dW and db by nncl_conv_dw_split at the
@@ -305,8 +305,11 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     size_t local[3] = {1, 1, 1}, cap = cown_group_cap(x), ct_off, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
-    int acc_x = need_x && nncl__grad_accumulate(x, n, 0);
+    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), dy8;
     nncl__args a;
+    nncl__gemm_state *gs = NULL;
+    NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
+    dy8 = x->store == 1 && gs->cpu; /* fp16 on a CPU: 8 columns per work-item (cl/conv.cl) */
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
@@ -327,14 +330,14 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         p.k = (size_t)ns * d->ohw;
         p.bp_off = g0 + cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
         p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
-        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_DY, &a));
+        NNCL_TRY(nncl__kbegin(x, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
         nncl__arg_view(&a, cown_at(dy, (size_t)s0 * ys_n));
         nncl__arg_view(&a, cown_at(y, (size_t)s0 * ys_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)g0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
         nncl__arg_int(&a, act);
-        global[0] = x->store == 1 ? (p.k + 7) / 8 : p.k; /* fp16: 8 columns per work-item */
+        global[0] = dy8 ? (p.k + 7) / 8 : p.k;
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         if (need_w) {

@@ -112,6 +112,7 @@ typedef struct nncl__gemm_state {
     nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
     int n_all;
     int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
+    int cpu;     /* the CPU set (or the GPU set), as NNCL_GEMM_VARIANTS may swap them */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
     nncl__conv_choice *convs;
