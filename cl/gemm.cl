@@ -66,7 +66,12 @@
  * else src[i*ld + kk]. A whole block of the transposing direction goes
  * through a private TILE x KB block: rows read as runs of KB, panel rows
  * written as runs of TILE (element by element, both directions scatter). */
-#define NNCL_PACK_KB 16
+/* 8, not 16: the transposing block is unrolled in full (TILE x KB loads
+ * and stores), and at 16 PoCL took ~5 s to compile a pack kernel of a
+ * 32-wide tile: a new model's first plan took 61 s there, 35 s at 8, at
+ * the same packing speed (a loop instead of the unrolled block: 22 s, but
+ * 15 % slower products with packing). */
+#define NNCL_PACK_KB 8
 #define NNCL_PACK_FN(NAME, TILE)                                                                                       \
     void NAME(const __global act_t *s, int ld, int kmajor, int rows, int k, __global float *dst, int p) {             \
         int k0 = get_global_id(1) * NNCL_PACK_KB, i0 = p * (TILE), r, kk;                                              \

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #define OWN_ALIGN 64 /* floats: B panels start on a cache line */
-#define OWN_PACK_KB 16 /* NNCL_PACK_KB of cl/gemm.cl */
+#define OWN_PACK_KB 8 /* NNCL_PACK_KB of cl/gemm.cl */
 
 size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
