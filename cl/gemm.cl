@@ -26,8 +26,8 @@
  * start at the offsets given).
  * Half storage (NNCL_STORE, cl/common.cl): the packing kernels read A and B
  * in the storage type into fp32 panels, and the packed and local kernels
- * store C (and read the bias) in it; the product itself is fp32. A product whose C is
- * fp32 (a weight gradient) takes the packed kernel of the fp32 build. */
+ * store C (and read the bias) in it; the product itself is fp32. A product
+ * whose C is fp32 (a weight gradient) takes the fp32 build's kernel. */
 
 #ifndef NNCL_MR
 #define NNCL_MR 6

@@ -309,7 +309,9 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     nncl__args a;
     nncl__gemm_state *gs = NULL;
     NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
-    dy8 = x->store == 1 && gs->cpu; /* fp16 on a CPU: 8 columns per work-item (cl/conv.cl) */
+    /* fp16 with a CPU's kernel set (a GPU's starts with the local kernel):
+     * 8 columns per work-item (cl/conv.cl) */
+    dy8 = x->store == 1 && gs->all[0].kind != NNCL__GEMM_LOCAL;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(cown_ws(x, n, floats));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));

@@ -69,8 +69,8 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
 nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                            const nncl__gemm_args *g);
 /* A product with half storage (g->store): through the panel variant (CPU
- * packed or GPU local-memory kernel) the device would pack g's shape with (K blocks off, so that C is written
- * once), the packing reading fp16/bf16 into fp32 panels and the product
+ * packed or GPU local-memory kernel) the device would pack g's shape with
+ * (K blocks off, so that C is written once), the packing reading fp16/bf16 into fp32 panels and the product
  * storing C in the storage type, or in fp32 with g->c_f32; given less temp
  * than its panels, B goes in blocks of panels beside A's. prepare: only
  * resolve its kernels and give the temp bytes it needs in *bytes: its
@@ -112,7 +112,6 @@ typedef struct nncl__gemm_state {
     nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
     int n_all;
     int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
-    int cpu;     /* the CPU set (or the GPU set), as NNCL_GEMM_VARIANTS may swap them */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
     nncl__conv_choice *convs;

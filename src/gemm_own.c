@@ -61,7 +61,6 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     tall = vw >= 16 ? 14 : 6;
     while ((size_t)wg * wg > dev->max_work_group && wg > 1) wg /= 2;
     s->n_all = 0;
-    s->cpu = cpu;
     if (cpu) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 6, 2 * vw, vw, 1, 0, fma);
         if (tall != 6) own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 0, fma);
