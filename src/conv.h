@@ -16,8 +16,11 @@ typedef struct nncl__conv_dims {
 enum {
     NNCL_CONV_K_IM2COL = NNCL_K_DENSE_END, NNCL_CONV_K_COL2IM, NNCL_CONV_K_REORDER,
     NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX,
-    NNCL_CONV_K_DW_SPLIT, NNCL_CONV_K_PACK_DY8
+    NNCL_CONV_K_DW_SPLIT, NNCL_CONV_K_PACK_DY8, NNCL_CONV_K_DIRECT, NNCL_CONV_K_DIRECT_DW
 };
+
+/* The paths a layer may take (the values stored with its choice). */
+enum { NNCL__CONV_COL = 0, NNCL__CONV_OWN = 1, NNCL__CONV_DIRECT = 2 };
 
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
 /* The input geometry every conv kernel takes in this order after its
@@ -27,19 +30,23 @@ void nncl__conv_arg_geometry(nncl__args *a, const nncl__conv_dims *d);
  * arena, at least 64 Ki. */
 nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats);
 
-/* Whether node n runs on the own path: NNCL_GEMM=own, or (auto) when timing
- * the layer both ways at prepare found it faster (src/conv_pick.c). Looks up
- * only: measures and builds nothing. */
-int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+/* The path node n runs on (NNCL__CONV_*): the one timing the layer at
+ * prepare found fastest (src/conv_pick.c), or the one NNCL_CONV_DIRECT or
+ * NNCL_GEMM forces. Looks up only: measures and builds nothing. */
+int nncl__conv_path(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 /* Whether the own path's kernels take d's sizes (their coordinates come
  * from float quotients, exact below 2^20); else im2col + CLBlast runs. */
 int nncl__conv_own_fits(const nncl__conv_dims *d);
+/* Whether the direct path (src/conv_direct.c) takes node n: a 3x3 kernel,
+ * stride 1, padding 1, and no input gradient. */
+int nncl__conv_direct_fits(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 /* At plan creation: chooses node n's path (cached, timed or forced) and
  * prepares it: its kernels, GEMM choices and workspace bytes. */
 nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 /* Each path's preparation (GEMM choices, kernels) and workspace bytes. */
 nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_direct_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 /* Samples per GEMM of the im2col path at d's batch; with choose (at
  * prepare) its GEMMs' kernels are chosen on the way, so that a step, which
  * looks them up, comes to the same chunk. */
@@ -51,6 +58,8 @@ nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl
 nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 /* dy *= act'(y) in place and the bias gradient from it (the im2col path's
  * first step, and the own path's without a weight gradient). */
 nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);

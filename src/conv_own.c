@@ -370,6 +370,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         nncl__arg_view(&a, db);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ckk); nncl__arg_int(&a, acc);
         nncl__arg_int(&a, nncl__grad_accumulate(x, n, 2));
+        nncl__arg_int(&a, 1);
         return nncl__launch_1d(&a, x->dev, (size_t)d->O * (d->ckk + 1));
     }
 }

@@ -1,16 +1,19 @@
 /* conv_pick.c - which path a conv2d layer takes: im2col + CLBlast
- * (src/op_conv.c) or the implicit GEMM on nncl's own kernels
- * (src/conv_own.c). The faster GEMM for the forward product alone does not
- * say which layer is faster (the own path's backward gather, or CLBlast's
- * column matrix, may weigh more on one device than on another), so at a
- * plan's prepare the layer's whole training work (forward, and the weight
- * and input gradients the plan needs) is timed both ways on scratch buffers
- * of one chunk of the im2col path (its GEMMs then have the plan's shapes,
- * measured once for both), a few passes each.
- * Both ways must agree (else CLBlast's is kept); the faster is kept, in
- * memory and in the device's GEMM choice file (src/gemm_pick.c), so that a
- * later plan or run times nothing. NNCL_GEMM=own|clblast forces a side. A
- * step only looks the choice up. */
+ * (src/op_conv.c), the implicit GEMM on nncl's own kernels
+ * (src/conv_own.c) or, where it fits, the direct kernels
+ * (src/conv_direct.c). The faster GEMM for the forward product alone does
+ * not say which layer is faster (the own path's backward gather, or
+ * CLBlast's column matrix, may weigh more on one device than on another),
+ * so at a plan's prepare the layer's whole training work (forward, and the
+ * weight and input gradients the plan needs) is timed each way on scratch
+ * buffers of one chunk of the im2col path (its GEMMs then have the plan's
+ * shapes, measured once for all), a few passes each.
+ * Each way must agree with im2col + CLBlast (else it is not taken); the
+ * fastest is kept, in memory and in the device's GEMM choice file
+ * (src/gemm_pick.c), so that a later plan or run times nothing.
+ * NNCL_GEMM=own|clblast forces the own or the im2col path,
+ * NNCL_CONV_DIRECT=1 the direct one where it fits (=0: never). A step only
+ * looks the choice up. */
 #include "conv.h"
 #include "gemm.h"
 #include <math.h>
@@ -26,13 +29,30 @@ static void cpick_key(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *
     key[9] = nncl__need_grad(x, n, 0); key[10] = nncl__need_grad(x, n, 1);
 }
 
-int nncl__conv_own_wanted(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode();
-    if (!nncl__conv_own_fits(d)) return 0;
-    if (mode != 0) return mode == 2;
-    if (x->store) return 1; /* see nncl__conv_pick */
+/* $NNCL_CONV_DIRECT: 1 forced where it fits, 0 never, -1 unset (timed). */
+static int cpick_direct_mode(void) {
+    const char *env = getenv("NNCL_CONV_DIRECT");
+    return env && *env ? (strcmp(env, "0") ? 1 : 0) : -1;
+}
+
+/* The path forced by the environment or half storage (see
+ * nncl__conv_pick), or -1: the timed choice decides. */
+static int cpick_forced(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    int mode = nncl__gemm_mode(), direct = cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
+    int own = nncl__conv_own_fits(d);
+    if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
+    if (mode == 1) return NNCL__CONV_COL;
+    if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
+    if (x->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
+    return direct || own ? -1 : NNCL__CONV_COL;
+}
+
+int nncl__conv_path(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    int key[NNCL__CONV_KEY], path = cpick_forced(x, n, d);
+    if (path >= 0) return path;
     cpick_key(x, n, d, key);
-    return nncl__conv_choice_find(x->ctx, x->dev, key) == 1;
+    path = nncl__conv_choice_find(x->ctx, x->dev, key);
+    return path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(x, n, d) ? NNCL__CONV_COL : path < 0 ? 0 : path;
 }
 
 /* The scratch side of a timing: an exec whose views of n's inputs, output
@@ -42,7 +62,7 @@ typedef struct cpick_scratch {
     nncl__exec t;
     cl_mem mem[CPICK_N];
     size_t floats[CPICK_N];
-    float *out[2];  /* y, dx, dw, db of each side's first pass, one after another */
+    float *out[3];  /* y, dx, dw, db of each path's first pass, one after another */
     size_t n_out;
 } cpick_scratch;
 
@@ -78,6 +98,7 @@ static void cpick_free(cpick_scratch *s) {
     NNCL_FREE(s->t.grad_acc);
     NNCL_FREE(s->out[0]);
     NNCL_FREE(s->out[1]);
+    NNCL_FREE(s->out[2]);
 }
 
 static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
@@ -121,43 +142,48 @@ static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__con
     s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW] + s->floats[CPICK_DB];
     s->out[0] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     s->out[1] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
-    if (!s->out[0] || !s->out[1]) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    s->out[2] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
+    if (!s->out[0] || !s->out[1] || !s->out[2]) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     return NNCL_OK;
 }
 
-/* One pass of the layer's training work on one side, finished; dy afresh
- * from its copy (backward multiplies it by act'(y) in place). */
-static nncl_status cpick_pass(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int own) {
+/* One pass of the layer's training work on one path, finished; dy afresh
+ * from its copy (backward may multiply it by act'(y) in place). */
+static nncl_status cpick_pass(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int path) {
     nncl__exec *t = &s->t;
+    nncl__view dy = cpick_view(s, CPICK_DY);
     memset(t->grad_acc, 0, (size_t)t->graph->n_nodes);
-    NNCL_TRY(own ? nncl__conv_own_forward(t, n, d) : nncl__conv_col_forward(t, n, d));
+    NNCL_TRY(path == NNCL__CONV_DIRECT ? nncl__conv_direct_forward(t, n, d)
+             : path == NNCL__CONV_OWN  ? nncl__conv_own_forward(t, n, d)
+                                       : nncl__conv_col_forward(t, n, d));
     NNCL_CL(t->ctx, clEnqueueCopyBuffer(t->dev->queue, s->mem[CPICK_DY0], s->mem[CPICK_DY], 0, 0,
                                         s->floats[CPICK_DY] * sizeof(float), 0, NULL, NULL));
     if (s->mem[CPICK_DX] || s->mem[CPICK_DW] || s->mem[CPICK_DB])
-        NNCL_TRY(own ? nncl__conv_own_backward(t, n, d, cpick_view(s, CPICK_DY))
-                     : nncl__conv_col_backward(t, n, d, cpick_view(s, CPICK_DY)));
+        NNCL_TRY(path == NNCL__CONV_DIRECT ? nncl__conv_direct_backward(t, n, d, dy)
+                 : path == NNCL__CONV_OWN  ? nncl__conv_own_backward(t, n, d, dy)
+                                           : nncl__conv_col_backward(t, n, d, dy));
     NNCL_CL(t->ctx, clFinish(t->dev->queue));
     return NNCL_OK;
 }
 
-/* Side own's first pass (its results kept in out[own]), then its best time
+/* Path's first pass (its results kept in out[path]), then its best time
  * over a few more. */
-static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int own, double *best) {
+static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int path, double *best) {
     nncl__exec *t = &s->t;
     double total = 0, t0, dt;
     size_t at = 0;
     int i, r;
     *best = HUGE_VAL;
-    NNCL_TRY(cpick_pass(s, n, d, own));
+    NNCL_TRY(cpick_pass(s, n, d, path));
     for (i = CPICK_Y; i <= CPICK_DB; i++) /* y, dx, dw, db */
         if (s->mem[i]) {
             NNCL_CL(t->ctx, clEnqueueReadBuffer(t->dev->queue, s->mem[i], CL_TRUE, 0, s->floats[i] * sizeof(float),
-                                                s->out[own] + at, 0, NULL, NULL));
+                                                s->out[path] + at, 0, NULL, NULL));
             at += s->floats[i];
         }
     for (r = 0; r < CPICK_MAX_RUNS && (r < 2 || total < CPICK_MIN_SECONDS); r++) {
         t0 = nncl__seconds();
-        NNCL_TRY(cpick_pass(s, n, d, own));
+        NNCL_TRY(cpick_pass(s, n, d, path));
         dt = nncl__seconds() - t0;
         total += dt;
         if (dt < *best) *best = dt;
@@ -165,69 +191,84 @@ static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__
     return NNCL_OK;
 }
 
-/* Times node n both ways on one chunk; *own 1 when the own
- * path agrees with im2col + CLBlast and is faster. */
-static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *own) {
+/* Times node n each way that fits on one chunk; *path the fastest of
+ * those that agree with im2col + CLBlast. */
+static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *path) {
+    static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
     cpick_scratch s;
     nncl__conv_dims dt = *d;
-    double t_col = HUGE_VAL, t_own = HUGE_VAL, big = 0, worst = 0, t0 = nncl__seconds();
-    size_t own_b = 0, col_b = 0, i;
+    double t[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds();
+    size_t b[3] = {0, 0, 0}, bytes = 0, i;
+    int p, on[3];
     nncl_status st;
-    *own = 0;
+    *path = NNCL__CONV_COL;
     memset(&s, 0, sizeof s);
     st = nncl__conv_col_chunk(x, n, d, 1, &dt.B);
     if (st == NNCL_OK) st = cpick_init(x, n, &dt, &s);
-    if (st == NNCL_OK) st = nncl__conv_own_prepare(&s.t, n, &dt, &own_b);
-    if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &col_b);
-    if (st == NNCL_OK && (own_b > col_b ? own_b : col_b) > 0) {
-        size_t bytes = own_b > col_b ? own_b : col_b;
+    on[NNCL__CONV_COL] = 1;
+    on[NNCL__CONV_OWN] = nncl__conv_own_fits(d);
+    on[NNCL__CONV_DIRECT] = cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
+    if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &b[NNCL__CONV_COL]);
+    if (st == NNCL_OK && on[NNCL__CONV_OWN]) st = nncl__conv_own_prepare(&s.t, n, &dt, &b[NNCL__CONV_OWN]);
+    if (st == NNCL_OK && on[NNCL__CONV_DIRECT]) st = nncl__conv_direct_prepare(&s.t, n, &dt, &b[NNCL__CONV_DIRECT]);
+    for (p = 0; p < 3; p++)
+        if (b[p] > bytes) bytes = b[p];
+    if (st == NNCL_OK && bytes > 0) {
         cl_int err;
         s.mem[CPICK_TEMP] = clCreateBuffer(x->dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
         if (err != CL_SUCCESS) st = nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "conv2d \"%s\": no %zu bytes to time its paths",
                                                n->name, bytes);
         s.t.gemm_temp = s.mem[CPICK_TEMP];
     }
-    if (st == NNCL_OK) st = cpick_time(&s, n, &dt, 0, &t_col);
-    if (st == NNCL_OK && cpick_time(&s, n, &dt, 1, &t_own) != NNCL_OK) {
-        nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": own path fails: %s", n->name, x->ctx->message);
-        t_own = HUGE_VAL;
-    }
-    if (st == NNCL_OK && t_own < HUGE_VAL) {
+    if (st == NNCL_OK) st = cpick_time(&s, n, &dt, NNCL__CONV_COL, &t[NNCL__CONV_COL]);
+    for (p = 1; p < 3 && st == NNCL_OK; p++) {
+        double big = 0, worst = 0;
+        if (!on[p]) continue;
+        if (cpick_time(&s, n, &dt, p, &t[p]) != NNCL_OK) {
+            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p], x->ctx->message);
+            t[p] = HUGE_VAL;
+            continue;
+        }
         for (i = 0; i < s.n_out; i++) {
-            double dd = fabs((double)s.out[1][i] - s.out[0][i]);
+            double dd = fabs((double)s.out[p][i] - s.out[0][i]);
             if (fabs(s.out[0][i]) > big) big = fabs(s.out[0][i]);
             if (!(dd <= worst)) worst = dd; /* NaN too */
         }
         if (!(worst <= CPICK_TOL * (big + 1))) {
-            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": own path disagrees with im2col + CLBlast (%.3g): not used",
-                      n->name, worst);
-            t_own = HUGE_VAL;
+            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
+                      n->name, names[p], worst);
+            t[p] = HUGE_VAL;
         }
-        *own = t_own < t_col;
-        nncl__log(x->ctx, NNCL_LOG_DEBUG, "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms: "
-                  "%s, chosen in %.3f s", x->dev->info.index, n->name, dt.B, t_col * 1e3, t_own * 1e3,
-                  *own ? "own" : "im2col + CLBlast", nncl__seconds() - t0);
+        if (t[p] < t[*path]) *path = p;
     }
+    if (st == NNCL_OK)
+        nncl__log(x->ctx, NNCL_LOG_DEBUG, "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, "
+                  "direct %.3f ms: %s, chosen in %.3f s", x->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3,
+                  t[2] * 1e3, names[*path], nncl__seconds() - t0);
     cpick_free(&s);
     return st;
 }
 
-/* In half storage (x->store) the own path is taken wherever it fits,
- * untimed: CLBlast takes no half operands, so the im2col path's GEMMs are
- * the own kernels too, behind an extra pass over the column matrix (and the
- * timing's scratch and stored choices are fp32's). NNCL_GEMM=clblast still
- * forces that path. */
+/* In half storage (x->store) the direct path is taken where it fits, else
+ * the own path, untimed: CLBlast takes no half operands, so the im2col
+ * path's GEMMs are the own kernels too, behind an extra pass over the
+ * column matrix (and the timing's scratch and stored choices are fp32's);
+ * the direct path has no product. NNCL_GEMM=clblast still forces that
+ * path. */
 nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
-    int key[NNCL__CONV_KEY], mode = nncl__gemm_mode(), own = (mode == 2 || (mode == 0 && x->store)) && nncl__conv_own_fits(d);
-    if (mode == 0 && !x->store && nncl__conv_own_fits(d)) {
+    int key[NNCL__CONV_KEY], path = cpick_forced(x, n, d);
+    if (path < 0) {
         cpick_key(x, n, d, key);
-        own = nncl__conv_choice_find(x->ctx, x->dev, key);
-        if (own < 0) {
-            NNCL_TRY(cpick_measure(x, n, d, &own));
-            NNCL_TRY(nncl__conv_choice_add(x->ctx, x->dev, key, own));
+        path = nncl__conv_choice_find(x->ctx, x->dev, key);
+        if (path < 0) {
+            NNCL_TRY(cpick_measure(x, n, d, &path));
+            NNCL_TRY(nncl__conv_choice_add(x->ctx, x->dev, key, path));
         }
     }
-    return own ? nncl__conv_own_prepare(x, n, d, bytes) : nncl__conv_col_prepare(x, n, d, bytes);
+    path = nncl__conv_path(x, n, d); /* what a step will take */
+    return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(x, n, d, bytes)
+           : path == NNCL__CONV_OWN  ? nncl__conv_own_prepare(x, n, d, bytes)
+                                     : nncl__conv_col_prepare(x, n, d, bytes);
 }
 
 #undef CPICK_MIN_SECONDS

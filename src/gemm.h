@@ -99,13 +99,13 @@ typedef struct nncl__gemm_choice {
     int best, best_own;       /* variant index, -1 for CLBlast */
 } nncl__gemm_choice;
 
-/* A conv2d layer's path (src/conv_own.c), measured on the whole layer:
- * key C H W O k stride pad act bias dx dw; own 1 for the implicit GEMM on
- * own kernels, 0 for im2col + CLBlast. */
+/* A conv2d layer's path (src/conv_pick.c), measured on the whole layer:
+ * key C H W O k stride pad act bias dx dw; path 0 im2col + CLBlast, 1 the
+ * implicit GEMM on own kernels, 2 direct (NNCL__CONV_*, src/conv.h). */
 #define NNCL__CONV_KEY 11
 typedef struct nncl__conv_choice {
     int key[NNCL__CONV_KEY];
-    int own;
+    int path;
 } nncl__conv_choice;
 
 typedef struct nncl__gemm_state {
@@ -131,11 +131,11 @@ void nncl__gemm_state_free(nncl_device *dev);
 
 /* The stored choice for g's shape on dev: NULL when none yet. */
 const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl__gemm_args *g);
-/* The stored path of the conv layer with key (NNCL__CONV_KEY ints): 1 own,
- * 0 im2col + CLBlast, -1 none yet (reads the cache file first). */
+/* The stored path of the conv layer with key (NNCL__CONV_KEY ints), -1
+ * none yet (reads the cache file first). */
 int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key);
 /* Records a conv layer's measured path, in memory and in the cache file. */
-nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int own);
+nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int path);
 /* $NNCL_GEMM: 0 auto (default), 1 clblast, 2 own. */
 int nncl__gemm_mode(void);
 

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 2" /* 2: fused multiply-add, tall tiles */
+#define PICK_MAGIC "nncl-gemm-choice 3" /* 3: the direct conv path */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_MIN_SECONDS 0.01    /* timing runs per candidate: at least 2 and this long */
@@ -133,8 +133,8 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
             nncl__conv_choice cc;
             int *q = cc.key;
             if (sscanf(line + 5, "%d %d %d %d %d %d %d %d %d %d %d %d", &q[0], &q[1], &q[2], &q[3], &q[4], &q[5], &q[6],
-                       &q[7], &q[8], &q[9], &q[10], &cc.own) != NNCL__CONV_KEY + 1 ||
-                (cc.own & ~1) || !pick_add_conv(s, &cc))
+                       &q[7], &q[8], &q[9], &q[10], &cc.path) != NNCL__CONV_KEY + 1 ||
+                cc.path < 0 || cc.path > 2 || !pick_add_conv(s, &cc))
                 return 0;
             continue;
         }
@@ -199,7 +199,7 @@ static void pick_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s)
     for (i = 0; i < s->n_convs && len < cap; i++) {
         const int *q = s->convs[i].key;
         len += (size_t)snprintf(text + len, cap - len, "conv %d %d %d %d %d %d %d %d %d %d %d %d\n", q[0], q[1], q[2], q[3],
-                                q[4], q[5], q[6], q[7], q[8], q[9], q[10], s->convs[i].own);
+                                q[4], q[5], q[6], q[7], q[8], q[9], q[10], s->convs[i].path);
     }
     if (len + 32 < cap) {
         snprintf(text + len, cap - len, "check %016llx\n", (unsigned long long)pick_fnv(text, len));
@@ -460,17 +460,17 @@ int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key) 
     if (nncl__gemm_state_get(ctx, dev, &s) != NNCL_OK) return -1;
     if (!s->loaded) pick_load(ctx, dev, s);
     for (i = 0; i < s->n_convs; i++)
-        if (!memcmp(s->convs[i].key, key, sizeof s->convs[i].key)) return s->convs[i].own;
+        if (!memcmp(s->convs[i].key, key, sizeof s->convs[i].key)) return s->convs[i].path;
     return -1;
 }
 
-nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int own) {
+nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int path) {
     nncl__gemm_state *s = NULL;
     nncl__conv_choice c;
     NNCL_TRY(nncl__gemm_state_get(ctx, dev, &s));
     if (!s->loaded) pick_load(ctx, dev, s);
     memcpy(c.key, key, sizeof c.key);
-    c.own = own;
+    c.path = path;
     if (!pick_add_conv(s, &c)) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     pick_store(ctx, dev, s);
     return NNCL_OK;

@@ -1,7 +1,8 @@
 /* op_conv.c - 2-D convolution, NCHW, square kernel, as im2col + CLBlast GEMM
  * over chunks of samples, with bias and fused activation by the dense
- * helpers; or, where timing the layer both ways found it faster (or with
- * NNCL_GEMM=own; src/conv_pick.c), as the implicit GEMM of src/conv_own.c. Nothing is kept from forward to backward: backward
+ * helpers; or, where timing the layer found it faster (or forced;
+ * src/conv_pick.c), as the implicit GEMM of src/conv_own.c or, for a first
+ * 3x3 layer, directly (src/conv_direct.c). Nothing is kept from forward to backward: backward
  * recomputes the column matrix, so a conv layer costs no memory beyond x, y
  * and dy.
  *
@@ -318,7 +319,11 @@ static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
 static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
     nncl__conv_dims_of(n, x->batch, &d);
-    return nncl__conv_own_wanted(x, n, &d) ? nncl__conv_own_forward(x, n, &d) : nncl__conv_col_forward(x, n, &d);
+    switch (nncl__conv_path(x, n, &d)) {
+    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(x, n, &d);
+    case NNCL__CONV_OWN: return nncl__conv_own_forward(x, n, &d);
+    default: return nncl__conv_col_forward(x, n, &d);
+    }
 }
 
 /* The forward's chunks of S samples, GEMM temp in temp. */
@@ -366,8 +371,11 @@ nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
+    int path;
     nncl__conv_dims_of(n, x->batch, &d);
-    if ((nncl__need_grad(x, n, 0) || nncl__need_grad(x, n, 1)) && nncl__conv_own_wanted(x, n, &d))
+    path = nncl__conv_path(x, n, &d);
+    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(x, n, &d, nncl__grd(x, n));
+    if ((nncl__need_grad(x, n, 0) || nncl__need_grad(x, n, 1)) && path == NNCL__CONV_OWN)
         return nncl__conv_own_backward(x, n, &d, nncl__grd(x, n));
     return nncl__conv_col_backward(x, n, &d, nncl__grd(x, n));
 }
@@ -496,7 +504,7 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"},
                 {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
-                {"conv", "nncl_conv_pack_dy8_f32"}},
+                {"conv", "nncl_conv_pack_dy8_f32"}, {"conv", "nncl_conv3_f32"}, {"conv", "nncl_conv3_dw_f32"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
     .half = 2};

@@ -12,9 +12,10 @@
 #include <ctype.h>
 
 /* An input of a row: kind (OT_GRAD: values whose gradient is checked;
- * OT_LABEL: class labels or indices), the uniform range of its values (a label's
+ * OT_DATA: values without one, a network's input; OT_LABEL: class labels
+ * or indices), the uniform range of its values (a label's
  * classes in hi), and its per-sample shape. */
-enum { OT_NONE, OT_GRAD, OT_LABEL };
+enum { OT_NONE, OT_GRAD, OT_DATA, OT_LABEL };
 typedef struct ot_input {
     int kind;
     float lo, hi;
@@ -166,6 +167,11 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
 #define OT_UN2(op, p) OT_UN(op, p, 2, 1, 1, 1), OT_UN(op, p, 2, 3, 7, 13)
 #define OT_CONV(b, C, H, W, O, k, s, pad, bias, act)                                                              \
     {"conv2d o" #O " k" #k " s" #s " p" #pad " bias" #bias " " #act, ot_conv, {O, k, s, pad, bias, NNCL_ACT_##act}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
+/* the same on a network's input (no input gradient: the direct path's
+ * layers, src/conv_direct.c) */
+#define OT_CONV_IN(b, C, H, W, O, bias, act)                                                                       \
+    {"conv2d on the input o" #O " k3 s1 p1 bias" #bias " " #act, ot_conv, {O, 3, 1, 1, bias, NNCL_ACT_##act}, 0,     \
+     {{OT_DATA, -1, 1, 3, {C, H, W}}}, b, OT_TOL}
 #define OT_POOL(op, b, C, H, W, k, s, pad) {#op " k" #k " s" #s " p" #pad, ot_pool, {NNCL_OP_##op, k, s, pad}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_POOL_TWICE(b, C, H, W) {"MAXPOOL2D twice k2 s2 p0", ot_pool, {NNCL_OP_MAXPOOL2D, 2, 2, 0, 1}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
@@ -204,6 +210,10 @@ static const ot_row ot_rows[] = {
     OT_CONV(2, 9, 7, 9, 7, 3, 2, 1, 1, RELU), OT_CONV(2, 9, 7, 9, 5, 5, 1, 2, 0, NONE),
     OT_CONV(3, 9, 6, 7, 13, 1, 1, 0, 1, TANH),
     OT_CONV(2, 18, 7, 6, 3, 3, 2, 1, 1, SIGMOID), /* two blocks of 16 channels in the dx gather */
+    /* on the input: planes of 35 and 1 pixels (blocks of 8 cut short),
+     * outputs off the 8 per work-item and the 2 per gradient item */
+    OT_CONV_IN(3, 1, 5, 7, 9, 1, RELU), OT_CONV_IN(2, 3, 8, 8, 16, 0, NONE), OT_CONV_IN(1, 2, 1, 1, 3, 1, TANH),
+    OT_CONV_IN(4, 1, 28, 28, 5, 1, SIGMOID),
     /* pooling */
     OT_POOL(MAXPOOL2D, 3, 2, 5, 7, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 1, 7, 5, 3, 1, 1),
     OT_POOL(MAXPOOL2D, 3, 3, 6, 6, 3, 2, 1), OT_POOL(MAXPOOL2D, 2, 1, 5, 5, 5, 1, 2),

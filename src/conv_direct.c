@@ -1,0 +1,115 @@
+/* conv_direct.c - 2-D convolution (the node of src/op_conv.c) computed
+ * directly, with no GEMM, for the layers products serve worst: a 3x3
+ * kernel at stride 1 with padding 1 whose input needs no gradient, which is
+ * how most networks start (on the data, with 1 or 3 channels). There the
+ * other paths' products have k = C*9 (9 or 27) and their time goes to
+ * packing and padding panels: on the bench CNN's first layer (1 -> 16
+ * channels, 28x28) the own path spent ~7 ms of a 26 ms step on 45 MFLOP.
+ *
+ *   forward   nncl_conv3_f32: 8 neighbouring pixels of 8 output channels
+ *             per work-item, a tap one masked vector load of x shared by
+ *             the 8 channels; bias and activation applied as y is stored.
+ *   backward  nncl_conv3_dw_f32: the weight and bias gradients' partial
+ *             sums over runs of pixels, G = dy * act'(y) formed as it is
+ *             read (dy is left as it is) and x read in place; then
+ *             nncl_conv_dw_split_f32 adds the runs in order into dW and db
+ *             (written, or added to where the plan accumulates). No
+ *             atomics: the same result on every run.
+ * Workspace: the partial sums, parts x O x (C*9 + 1) floats, parts fixed
+ * per device (CDIR_ITEMS work-items per compute unit) and never more than
+ * the batch's blocks of 8 pixels, so a smaller batch fits what prepare
+ * sized. Taken where timing the layer against the other two paths found it
+ * fastest (src/conv_pick.c), or forced by NNCL_CONV_DIRECT. */
+#include "conv.h"
+#include <limits.h>
+
+#define CDIR_ITEMS 32 /* weight-gradient work-items per compute unit */
+#define CDIR_QUOT (1 << 20) /* a plane's pixels stay below (the kernels' float quotients) */
+
+int nncl__conv_direct_fits(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    size_t xs = (size_t)d->B * (size_t)d->C * (size_t)d->H * (size_t)d->W, ys = (size_t)d->B * (size_t)d->O * d->ohw;
+    return d->k == 3 && d->st == 1 && d->pad == 1 && d->OH == d->H && d->OW == d->W && !nncl__need_grad(x, n, 0) &&
+           d->ohw + 8 < CDIR_QUOT && xs < (size_t)INT_MAX - 64 && ys < (size_t)INT_MAX - 64;
+}
+
+/* The weight gradient's runs of pixels: enough work-items, (O+1)/2 x C x
+ * parts, to fill the device, at most one per block of 8 pixels. */
+static int cdir_parts(nncl__exec *x, const nncl__conv_dims *d) {
+    size_t items = (size_t)CDIR_ITEMS * (size_t)(x->dev->info.compute_units > 0 ? x->dev->info.compute_units : 1);
+    size_t per = (size_t)(d->O + 1) / 2 * (size_t)d->C, blocks = (size_t)d->B * ((d->ohw + 7) / 8);
+    size_t parts = (items + per - 1) / per;
+    if (parts > blocks) parts = blocks;
+    if (parts > 4096) parts = 4096;
+    return parts < 1 ? 1 : (int)parts;
+}
+
+static size_t cdir_floats(nncl__exec *x, const nncl__conv_dims *d) {
+    return (size_t)cdir_parts(x, d) * (size_t)d->O * (d->ckk + 1);
+}
+
+nncl_status nncl__conv_direct_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+    *bytes = nncl__need_grad(x, n, 1) || (n->n_in == 3 && nncl__need_grad(x, n, 2)) ? cdir_floats(x, d) * sizeof(float)
+                                                                                     : 0;
+    return NNCL_OK;
+}
+
+nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    nncl__view xv = nncl__val(x, n->in[0]), y = nncl__val(x, n);
+    size_t local[3] = {8, 1, 1}, global[3];
+    nncl__args a;
+    if (local[0] > x->dev->max_work_group) local[0] = 1;
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT, &a));
+    nncl__arg_view(&a, xv);
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, n->n_in == 3 ? nncl__val(x, n->in[2]) : xv);
+    nncl__arg_view(&a, y);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->B);
+    nncl__arg_int(&a, n->n_in == 3); nncl__arg_int(&a, d->act);
+    global[0] = (d->ohw + 7) / 8;
+    global[1] = ((size_t)d->O + 7) / 8;
+    global[2] = (size_t)d->B;
+    return nncl__launch(&a, x->dev, 3, global, local);
+}
+
+nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+    int need_w = nncl__need_grad(x, n, 1), need_b = n->n_in == 3 && nncl__need_grad(x, n, 2), parts;
+    nncl__view xv = nncl__val(x, n->in[0]), dw, db;
+    size_t global[3], local[3] = {1, 1, 1}, bytes = 0;
+    nncl__args a;
+    if (!need_w && !need_b) return NNCL_OK;
+    parts = cdir_parts(x, d);
+    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
+    if (bytes / sizeof(float) < cdir_floats(x, d))
+        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
+                          n->name, bytes / sizeof(float), cdir_floats(x, d));
+    /* a CPU device runs each group on one thread: a few long work-items */
+    if (x->dev->info.type != NNCL_DEVICE_CPU) local[0] = x->dev->max_work_group < 32 ? x->dev->max_work_group : 32;
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT_DW, &a));
+    nncl__arg_view(&a, xv);
+    nncl__arg_view(&a, dy);
+    nncl__arg_view(&a, nncl__val(x, n));
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->B); nncl__arg_int(&a, d->act); nncl__arg_int(&a, parts);
+    global[0] = (size_t)parts;
+    global[1] = ((size_t)d->O + 1) / 2;
+    global[2] = (size_t)d->C;
+    NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+    dw = need_w ? nncl__grd(x, n->in[1]) : xv; /* not written: acc 2 */
+    db = need_b ? nncl__grd(x, n->in[2]) : xv;
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DW_SPLIT, &a));
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, 0);
+    nncl__arg_view(&a, dw);
+    nncl__arg_view(&a, db);
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ckk);
+    nncl__arg_int(&a, need_w ? nncl__grad_accumulate(x, n, 1) : 2);
+    nncl__arg_int(&a, need_b ? nncl__grad_accumulate(x, n, 2) : 2);
+    nncl__arg_int(&a, parts);
+    return nncl__launch_1d(&a, x->dev, (size_t)d->O * (d->ckk + 1));
+}
+
+#undef CDIR_ITEMS
+#undef CDIR_QUOT
