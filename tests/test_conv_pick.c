@@ -1,10 +1,12 @@
-/* test_conv_pick.c - the path a conv2d layer takes (im2col + CLBlast or
- * the implicit GEMM on own kernels) with NNCL_GEMM=auto is chosen once, by
- * timing the layer both ways when the plan is made, and stored as a "conv"
- * line of the device's GEMM choice file: a step runs the stored path (seen
- * in the kernels a profiled step launches), a later context reuses the
- * stored line instead of timing again (shown by editing it), a damaged file
- * is ignored and rewritten, and NNCL_GEMM=own|clblast overrides it. */
+/* test_conv_pick.c - the path a conv2d layer takes (im2col + CLBlast, the
+ * implicit GEMM on own kernels, or the direct kernels of a 3x3 layer on the
+ * network's input) with NNCL_GEMM=auto is chosen once, by timing the layer
+ * each way when the plan is made, and stored as a "conv" line of the
+ * device's GEMM choice file: a step runs the stored path (seen in the
+ * kernels a profiled step launches), a later context reuses the stored line
+ * instead of timing again (shown by editing it), a damaged file is ignored
+ * and rewritten, and NNCL_GEMM=own|clblast and NNCL_CONV_DIRECT override
+ * it. */
 #include "harness.h"
 #include <dirent.h>
 #include <stdint.h>
@@ -18,8 +20,8 @@
 
 static char cp_dir[64], cp_file[512];
 
-/* Trains one step of a small CNN on device 0 in a fresh context; *own 1
- * when the step ran the own path, 0 for im2col, -1 for neither or both. */
+/* Trains one step of a small CNN on device 0 in a fresh context; *own the
+ * path the step ran: 0 im2col, 1 own, 2 direct, -1 none or several. */
 static int cp_step(const char *name, int *own) {
     const char *sel = getenv("NNCL_TEST_DEVICES");
     nncl_config cfg = nncl_config_default();
@@ -29,7 +31,7 @@ static int cp_step(const char *name, int *own) {
     nncl_trainer *t = NULL;
     nncl_train_config c = nncl_train_default();
     nncl_feed f[2];
-    int xs[3] = {3, 9, 7}, d = 0, n, i, pack = 0, col = 0;
+    int xs[3] = {3, 9, 7}, d = 0, n, i, pack = 0, col = 0, direct = 0;
     nncl_graph *g;
     nncl_node *x, *y, *h, *loss;
     float xd[4 * 3 * 9 * 7], yd[4] = {0, 1, 1, 0};
@@ -56,11 +58,12 @@ static int cp_step(const char *name, int *own) {
     for (i = 0; i < n && i < 64; i++) {
         pack |= !strcmp(k[i].name, "nncl_conv_pack_b_f32");
         col |= !strcmp(k[i].name, "nncl_im2col_f32");
+        direct |= !strcmp(k[i].name, "nncl_conv3_f32");
     }
     nncl_trainer_free(t);
     nncl_graph_free(g);
     nncl_free(ctx);
-    *own = pack == col ? -1 : pack;
+    *own = pack + col + direct != 1 ? -1 : direct ? 2 : pack;
     return 0;
 }
 
@@ -83,7 +86,7 @@ static size_t cp_read(char *buf, size_t cap) {
     return n;
 }
 
-/* The stored path of the layer: 0/1, or -1 when there is no line for it. */
+/* The stored path of the layer: 0-2, or -1 when there is no line for it. */
 static int cp_stored(const char *buf) {
     const char *p = strstr(buf, "\n" CP_KEY);
     return p ? p[1 + strlen(CP_KEY)] - '0' : -1;
@@ -108,18 +111,20 @@ static int cp_write(char *buf, int own, int seal) {
 }
 
 static int check_pick(void) {
+    static const char *const paths[3] = {"im2col + CLBlast", "implicit GEMM on own kernels", "direct"};
     const char *name = "conv2d path timed at plan creation, stored, reused and forced by NNCL_GEMM";
     static char buf[1 << 20];
-    int first, own;
+    int first, own, other;
     TH_CHECK(name, cp_read(buf, sizeof buf) == 0); /* a fresh cache */
     /* auto: timed once, stored, and the step runs the stored path */
     TH_CHECK(name, cp_step(name, &first) == 0 && first >= 0);
     TH_CHECK(name, cp_read(buf, sizeof buf) > 0 && cp_stored(buf) == first);
     /* reused: a new context takes the stored line, even when edited */
-    TH_CHECK(name, cp_write(buf, !first, 1));
-    TH_CHECK(name, cp_step(name, &own) == 0 && own == !first);
+    other = (first + 1) % 3;
+    TH_CHECK(name, cp_write(buf, other, 1));
+    TH_CHECK(name, cp_step(name, &own) == 0 && own == other);
     cp_read(buf, sizeof buf);
-    TH_CHECK(name, cp_stored(buf) == !first);
+    TH_CHECK(name, cp_stored(buf) == other);
     /* a damaged file is ignored: timed again and stored sealed */
     TH_CHECK(name, cp_write(buf, first, 0));
     TH_CHECK(name, cp_step(name, &own) == 0 && own >= 0);
@@ -132,15 +137,18 @@ static int check_pick(void) {
     setenv("NNCL_GEMM", "clblast", 1);
     TH_CHECK(name, cp_step(name, &own) == 0 && own == 0);
     unsetenv("NNCL_GEMM");
-    th_pass("%s (auto took %s)", name, first ? "implicit GEMM on own kernels" : "im2col + CLBlast");
+    setenv("NNCL_CONV_DIRECT", "1", 1);
+    TH_CHECK(name, cp_step(name, &own) == 0 && own == 2);
+    unsetenv("NNCL_CONV_DIRECT");
+    th_pass("%s (auto took %s)", name, paths[first]);
     return 0;
 }
 
 int main(void) {
     const char *mode = getenv("NNCL_GEMM");
     strcpy(cp_dir, "/tmp/nncl-conv-pick-XXXXXX");
-    if (mode && strcmp(mode, "auto") != 0) {
-        th_skip("conv2d path timed at plan creation", "NNCL_GEMM forces a side");
+    if ((mode && strcmp(mode, "auto") != 0) || getenv("NNCL_CONV_DIRECT")) {
+        th_skip("conv2d path timed at plan creation", "NNCL_GEMM or NNCL_CONV_DIRECT forces a path");
         return th_exit_code();
     }
     if (!mkdtemp(cp_dir)) {
