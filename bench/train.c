@@ -348,28 +348,75 @@ static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int 
 }
 
 /* Rows <model>_fp16 and <model>_bf16 on device d: samples/s and the plan's
- * peak memory, each beside fp32's (samples_fp32, measured just before in
- * the same run; the peaks on fresh contexts one after the other). */
-static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
-                             double samples_fp32) {
+ * peak memory, each beside fp32's. The three trainers run their repeats in
+ * turn (fp32 fp16 bf16, fp32 fp16 bf16, ...), the same number of steps
+ * each, so that a machine's drift hits the three alike; vs_fp32 is the
+ * median of the per-round ratios (the peaks: fresh contexts one after the
+ * other). */
+static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
     static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
     char why[300];
-    double peak32 = train_peak_mib(o, ctx, d, cnn, NNCL_PRECISION_FP32, why, sizeof why);
-    int prec;
-    for (prec = NNCL_PRECISION_FP16; prec <= NNCL_PRECISION_BF16; prec++) {
+    double peak32 = train_peak_mib(o, ctx, d, cnn, NNCL_PRECISION_FP32, why, sizeof why), rate[3][64], ratio[64], t0;
+    double min_s = o->quick ? o->seconds * 2 : o->seconds * 5, one;
+    train_model m[3];
+    nncl_trainer *t[3] = {NULL, NULL, NULL};
+    nncl_step_info info;
+    int prec, r, i, steps = 1, reps = o->repeats > 64 ? 64 : o->repeats, ok = 1;
+    memset(m, 0, sizeof m);
+    bench_progress("train %s d%d: fp32, fp16 and bf16 in turn", items[cnn][0], d);
+    for (prec = 0; prec < 3 && ok; prec++) {
+        nncl_train_config tc = nncl_train_default();
+        tc.max_batch = o->batch;
+        tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+        tc.devices = &d;
+        tc.n_devices = 1;
+        tc.precision = (nncl_precision)prec;
+        t0 = bench_now();
+        ok = !train_build(ctx, cnn, &m[prec]) && nncl_trainer_create(ctx, m[prec].g, m[prec].loss, &tc, &t[prec]) == NNCL_OK;
+        if (ok && prec)
+            bench_put_num("training", d, items[cnn][prec], "create_s", bench_now() - t0, "s",
+                          "nncl_trainer_create: plans, kernel builds, calibration");
+        for (i = 0; ok && i < (o->quick ? 2 : 10); i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
+    }
+    if (ok) { /* steps per repeat from fp32's step */
+        t0 = bench_now();
+        ok = train_step(o, t[0], &m[0], td, &info) == NNCL_OK;
+        one = bench_now() - t0;
+        steps = (int)ceil(min_s / (one > 0 ? one : 1e-3));
+        if (steps < (o->quick ? 1 : 2)) steps = o->quick ? 1 : 2;
+        if (steps > 2000) steps = 2000;
+    }
+    for (r = 0; r < reps && ok; r++)
+        for (prec = 0; prec < 3 && ok; prec++) {
+            t0 = bench_now();
+            for (i = 0; i < steps && ok; i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
+            rate[prec][r] = steps * (double)o->batch / (bench_now() - t0);
+            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", items[cnn][prec], d, rate[prec][r], r + 1, reps);
+        }
+    for (prec = 1; prec < 3; prec++) {
         const char *item = items[cnn][prec];
-        train_run run;
         double peak;
-        if (train_config(o, ctx, cnn, &d, 1, d, td, &run, 0, (nncl_precision)prec) != 0) continue; /* n/a row written */
-        if (samples_fp32 > 0)
-            bench_put_num("training", d, item, "vs_fp32", run.samples_s.median / samples_fp32, "x",
-                          "samples/s / fp32's samples/s, same run");
+        if (!ok) {
+            snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
+            bench_put("training", d, item, "samples_s", bench_stat_na(), "samples/s", why);
+            continue;
+        }
+        snprintf(why, sizeof why, "%d repeats of %d steps, in turn with fp32 and the other format, batch %d, Adam", reps,
+                 steps, o->batch);
+        bench_put("training", d, item, "samples_s", bench_stat_of(rate[prec], reps), "samples/s", why);
+        for (r = 0; r < reps; r++) ratio[r] = rate[prec][r] / rate[0][r];
+        bench_put("training", d, item, "vs_fp32", bench_stat_of(ratio, reps), "x",
+                  "median of the per-round ratios to fp32 (rounds interleaved fp32, fp16, bf16)");
         peak = train_peak_mib(o, ctx, d, cnn, (nncl_precision)prec, why, sizeof why);
         if (peak < 0) continue;
         bench_put_num("training", d, item, "peak_mib", peak, "MiB",
                       "nncl_device_memory peak after nncl_trainer_create on a fresh context");
         if (peak32 > 0)
             bench_put_num("training", d, item, "mem_vs_fp32", peak / peak32, "x", "peak / fp32's peak; CNN target <= 0.6");
+    }
+    for (prec = 0; prec < 3; prec++) {
+        nncl_trainer_free(t[prec]);
+        nncl_graph_free(m[prec].g);
     }
 }
 
@@ -577,7 +624,7 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
                 run.samples_s.median = 0;
             }
             bench_progress_step();
-            train_precisions(o, ctx, d, cnn, &td, run.samples_s.median);
+            train_precisions(o, ctx, d, cnn, &td);
             bench_progress_step();
             for (prec = NNCL_PRECISION_FP32; prec <= NNCL_PRECISION_BF16; prec++)
                 train_profile(o, ctx, d, cnn, &td, (nncl_precision)prec);

@@ -295,6 +295,9 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
 
 /* Which of the 8 pixels from p0 keep tap row ki (r[ki]) and tap column kj
  * (c[kj]) inside the plane: all-ones lanes where they do. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
 void nncl_c3_masks(int p0, int H, int W, int8 *r, int8 *c) {
     int8 p = (int8)(p0) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
     int8 h = convert_int8((convert_float8(p) + 0.5f) * (1.0f / (float)W)), w = p - h * W; /* nncl_quot per lane */
@@ -302,28 +305,53 @@ void nncl_c3_masks(int p0, int H, int W, int8 *r, int8 *c) {
     c[0] = w >= 1; c[1] = (int8)(-1); c[2] = w < W - 1;
 }
 
-/* The 8 values of x from element at, zero in the lanes ok leaves out; lanes
- * outside the tensor [lo, hi) (the first and last rows' taps) are never
- * read. safe: the caller knows all 8 are inside (a constant where inlined:
- * the loops then have no branch, which kept their accumulators out of
- * registers). */
+/* Row at's three taps for 8 pixels, x[at-1 ..], x[at ..] and x[at+1 ..]
+ * (8 values each), in v[0..2]: two vector loads, [at-4, at+4) and [at+4,
+ * at+12), and shuffles (in half storage two vector conversions rather
+ * than three). Values outside the tensor [lo, hi) (the first and last
+ * rows' taps) are never read: zero. safe: the caller knows all are inside
+ * (a constant where inlined: the loops then have no branch, which kept
+ * their accumulators out of registers). */
 #ifdef __clang__
 __attribute__((always_inline))
 #endif
-float8 nncl_c3_tap(__global const act_t *x, int lo, int hi, int at, int8 ok, int safe) {
-    float8 v;
-    if (safe || (at >= lo && at + 8 <= hi)) {
-        v = NNCL_LD8(x + at);
+void nncl_c3_row(__global const act_t *x, int lo, int hi, int at, int safe, float8 *v) {
+    float8 a, b;
+    if (safe || (at - 4 >= lo && at + 12 <= hi)) {
+        a = NNCL_LD8(x + at - 4);
+        b = NNCL_LD8(x + at + 4);
     } else {
-        float t[8];
+        float t[16];
         int e;
-        for (e = 0; e < 8; e++) t[e] = at + e >= lo && at + e < hi ? NNCL_LD(x, at + e) : 0.0f;
-        v = vload8(0, t);
+        for (e = 0; e < 16; e++) t[e] = at - 4 + e >= lo && at - 4 + e < hi ? NNCL_LD(x, at - 4 + e) : 0.0f;
+        a = vload8(0, t);
+        b = vload8(1, t);
     }
-    return select((float8)0.0f, v, ok);
+    v[0] = (float8)(a.s3, a.s4, a.s5, a.s6, a.s7, b.s0, b.s1, b.s2);
+    v[1] = (float8)(a.s4, a.s5, a.s6, a.s7, b.s0, b.s1, b.s2, b.s3);
+    v[2] = (float8)(a.s5, a.s6, a.s7, b.s0, b.s1, b.s2, b.s3, b.s4);
+}
+
+/* The 9 taps of 8 pixels from x[at] (tap ki*3 + kj), zero where the
+ * masks r[ki] & c[kj] put them in the padding. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+void nncl_c3_taps(__global const act_t *x, int lo, int hi, int at, int W, const int8 *r, const int8 *cm, int safe,
+                  float8 *v) {
+    int ki, kj;
+#pragma unroll
+    for (ki = 0; ki < 3; ki++) {
+        nncl_c3_row(x, lo, hi, at + (ki - 1) * W, safe, v + ki * 3);
+#pragma unroll
+        for (kj = 0; kj < 3; kj++) v[ki * 3 + kj] = select((float8)0.0f, v[ki * 3 + kj], r[ki] & cm[kj]);
+    }
 }
 
 /* n (< 8) values from at, the rest zero (a plane's last pixels). */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
 float8 nncl_c3_ld_part(__global const act_t *p, int at, int n) {
     float t[8];
     int e;
@@ -336,6 +364,9 @@ float nncl_hsum8(float8 v) {
     return a.x + a.y + a.z + a.w;
 }
 
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
 float8 nncl_c3_act(float8 v, int act) {
     if (act == 1) return select(v, (float8)0.0f, v < 0.0f); /* NaN stays NaN */
     if (act == 2) return 1.0f / (1.0f + exp(-v));
@@ -350,16 +381,26 @@ __attribute__((always_inline))
 #endif
 void nncl_c3_fwd_taps(__global const act_t *x, int lo, int hi, int at, int hw, int C, int W, __global const act_t *w,
                       const int *wr, const int8 *r, const int8 *cm, float8 *acc, int safe) {
-    int c, ki, kj, o;
+    int c, t, o;
+    float8 v[9];
     for (c = 0; c < C; c++, at += hw) {
+        nncl_c3_taps(x, lo, hi, at, W, r, cm, safe, v);
+        /* an output's 9 weights as 8 + 1 (one vector conversion in half
+         * storage rather than 9 scalar ones) */
 #pragma unroll
-        for (ki = 0; ki < 3; ki++)
-#pragma unroll
-            for (kj = 0; kj < 3; kj++) {
-                float8 v = nncl_c3_tap(x, lo, hi, at + (ki - 1) * W + kj - 1, r[ki] & cm[kj], safe);
-#pragma unroll
-                for (o = 0; o < 8; o++) acc[o] = fma((float8)NNCL_LD(w, wr[o] + c * 9 + ki * 3 + kj), v, acc[o]);
-            }
+        for (o = 0; o < 8; o++) {
+            float8 k8 = NNCL_LD8(w + wr[o] + c * 9);
+            float k9 = NNCL_LD(w, wr[o] + c * 9 + 8);
+            acc[o] = fma((float8)k8.s0, v[0], acc[o]);
+            acc[o] = fma((float8)k8.s1, v[1], acc[o]);
+            acc[o] = fma((float8)k8.s2, v[2], acc[o]);
+            acc[o] = fma((float8)k8.s3, v[3], acc[o]);
+            acc[o] = fma((float8)k8.s4, v[4], acc[o]);
+            acc[o] = fma((float8)k8.s5, v[5], acc[o]);
+            acc[o] = fma((float8)k8.s6, v[6], acc[o]);
+            acc[o] = fma((float8)k8.s7, v[7], acc[o]);
+            acc[o] = fma((float8)k9, v[8], acc[o]);
+        }
     }
 }
 
@@ -384,7 +425,7 @@ __kernel void nncl_conv3_f32(__global const act_t *x, int x_off, __global const 
         acc[o] = (float8)(has_b ? NNCL_LD(b, b_off + og + min(o, on - 1)) : 0.0f);
     }
     /* the taps of all C planes inside the tensor: no check per tap */
-    if (x_off + n * C * hw + p0 - W - 1 >= lo && x_off + (n * C + C - 1) * hw + p0 + W + 9 <= hi)
+    if (x_off + n * C * hw + p0 - W - 4 >= lo && x_off + (n * C + C - 1) * hw + p0 + W + 12 <= hi)
         nncl_c3_fwd_taps(x, lo, hi, x_off + n * C * hw + p0, hw, C, W, w, wr, r, cm, acc, 1);
     else
         nncl_c3_fwd_taps(x, lo, hi, x_off + n * C * hw + p0, hw, C, W, w, wr, r, cm, acc, 0);
@@ -406,6 +447,9 @@ __kernel void nncl_conv3_f32(__global const act_t *x, int x_off, __global const 
 
 /* G = dy * act'(y) for 8 pixels of output o of sample n, zero past the
  * plane's end. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
 float8 nncl_c3_grad(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off, int at, int n, int act) {
     float8 g = n >= 8 ? NNCL_LD8(dy + dy_off + at) : nncl_c3_ld_part(dy, dy_off + at, n);
     if (act) g *= nncl_act_grad8(n >= 8 ? NNCL_LD8(y + y_off + at) : nncl_c3_ld_part(y, y_off + at, n), act);
@@ -418,15 +462,14 @@ __attribute__((always_inline))
 #endif
 void nncl_c3_dw_taps(__global const act_t *x, int lo, int hi, int at, int W, const int8 *r, const int8 *cm, float8 g0,
                      float8 g1, float8 *a0, float8 *a1, int safe) {
-    int ki, kj;
+    float8 v[9];
+    int t;
+    nncl_c3_taps(x, lo, hi, at, W, r, cm, safe, v);
 #pragma unroll
-    for (ki = 0; ki < 3; ki++)
-#pragma unroll
-        for (kj = 0; kj < 3; kj++) {
-            float8 v = nncl_c3_tap(x, lo, hi, at + (ki - 1) * W + kj - 1, r[ki] & cm[kj], safe);
-            a0[ki * 3 + kj] = fma(g0, v, a0[ki * 3 + kj]);
-            a1[ki * 3 + kj] = fma(g1, v, a1[ki * 3 + kj]);
-        }
+    for (t = 0; t < 9; t++) {
+        a0[t] = fma(g0, v[t], a0[t]);
+        a1[t] = fma(g1, v[t], a1[t]);
+    }
 }
 
 /* Partial weight and bias gradients over a share of the batch's pixels:
@@ -454,7 +497,7 @@ __kernel void nncl_conv3_dw_f32(__global const act_t *x, int x_off, __global con
         float8 g0 = nncl_c3_grad(dy, dy_off, y, y_off, (n * O + o0) * hw + p0, left, act);
         float8 g1 = nncl_c3_grad(dy, dy_off, y, y_off, (n * O + o1) * hw + p0, left, act);
         nncl_c3_masks(p0, H, W, r, cm);
-        if (at - W - 1 >= lo && at + W + 9 <= hi)
+        if (at - W - 4 >= lo && at + W + 12 <= hi)
             nncl_c3_dw_taps(x, lo, hi, at, W, r, cm, g0, g1, a0, a1, 1);
         else
             nncl_c3_dw_taps(x, lo, hi, at, W, r, cm, g0, g1, a0, a1, 0);
