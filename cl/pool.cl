@@ -249,10 +249,11 @@ __kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_o
 
 /* The same for pairs of horizontally neighbouring inputs (W even, dx at an
  * even element, nothing to add to): one work-item per pair, which belongs
- * to one window's row, on NDRange (G * H*W/2, ceil(planes / G)). In half
- * storage the pair is one 32-bit word of dy's bits or zeros: half the
- * window searches, no conversion, one contiguous store (two float stores
- * in fp32, which the host does not ask for). */
+ * to one window's row, on NDRange (G * H*W/2, ceil(planes / G)): half the
+ * index loads (or in half storage window searches). In half storage the
+ * pair is one 32-bit word of dy's bits or zeros: no conversion, one
+ * contiguous store; in fp32 two float stores (as one vstore2 PoCL ran 2.5x
+ * slower). */
 __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_off, __global const idx_t *idx,
                                                int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                                int OH, int OW, int G) {
