@@ -65,7 +65,6 @@ done
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_gemm
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_op_table conv2d
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_torch_ops
-for t in "test_op_table conv2d" test_conv test_trainer; do
-    pass direct "$dir/direct" NNCL_CONV_DIRECT=1 -- $t
-done
+pass direct "$dir/direct" NNCL_CONV_DIRECT=1 -- test_op_table "on the input"
+pass direct "$dir/direct" NNCL_CONV_DIRECT=1 -- test_conv
 exit $status
