@@ -289,9 +289,10 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
  * gradient's partial sums. A work-item holds 8 neighbouring pixels of a
  * plane (p0 .. p0+7 of H*W, crossing rows) as one vector: with a padding of
  * 1, tap (ki, kj) of pixel p reads x at p + (ki-1)*W + kj-1, one shift for
- * all 8, so a tap is one vector load, masked where it falls into the
- * padding. Loops run inside a work-item on explicit vectors (what PoCL
- * runs near peak; it does not vectorise across work-items that loop). */
+ * all 8, so a row's three taps are two vector loads and shuffles, masked
+ * where they fall into the padding. Loops run inside a work-item on
+ * explicit vectors (what PoCL runs near peak; it does not vectorise across
+ * work-items that loop). */
 
 /* Which of the 8 pixels from p0 keep tap row ki (r[ki]) and tap column kj
  * (c[kj]) inside the plane: all-ones lanes where they do. */
@@ -477,8 +478,8 @@ void nncl_c3_dw_taps(__global const act_t *x, int lo, int hi, int at, int W, con
  * the j-th of `parts` runs of 8-pixel blocks (blocks numbered over samples
  * and planes), 20 accumulators of 8 lanes, and writes
  * part[j][o][c*9 + ki*3 + kj] and, for c == 0, part[j][o][C*9] (the bias
- * gradient); nncl_conv_dw_split sums the parts in order (the same result
- * on every device). */
+ * gradient); nncl_conv_dw_split sums the parts in order (no atomics: the
+ * same result on every run; the parts follow the device's compute units). */
 __kernel void nncl_conv3_dw_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
                                 __global const act_t *y, int y_off, __global float *part, int part_off, int C, int H,
                                 int W, int O, int B, int act, int parts) {

@@ -60,6 +60,10 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+/* Forward and backward on the given path (NNCL__CONV_*). */
+nncl_status nncl__conv_forward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int path);
+nncl_status nncl__conv_backward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
+                                   int path);
 /* dy *= act'(y) in place and the bias gradient from it (the im2col path's
  * first step, and the own path's without a weight gradient). */
 nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);

@@ -7,8 +7,9 @@
  * channels, 28x28) the own path spent ~7 ms of a 26 ms step on 45 MFLOP.
  *
  *   forward   nncl_conv3_f32: 8 neighbouring pixels of 8 output channels
- *             per work-item, a tap one masked vector load of x shared by
- *             the 8 channels; bias and activation applied as y is stored.
+ *             per work-item, a row of taps two vector loads of x (and
+ *             shuffles) shared by the 8 channels; bias and activation
+ *             applied as y is stored.
  *   backward  nncl_conv3_dw_f32: the weight and bias gradients' partial
  *             sums over runs of pixels, G = dy * act'(y) formed as it is
  *             read (dy is left as it is) and x read in place; then

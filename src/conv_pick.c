@@ -38,9 +38,9 @@ static int cpick_direct_mode(void) {
 /* The path forced by the environment or half storage (see
  * nncl__conv_pick), or -1: the timed choice decides. */
 static int cpick_forced(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int mode = nncl__gemm_mode(), direct = cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
-    int own = nncl__conv_own_fits(d);
-    if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
+    int mode = nncl__gemm_mode(), dm = cpick_direct_mode(), own = nncl__conv_own_fits(d);
+    int direct = dm != 0 && nncl__conv_direct_fits(x, n, d);
+    if (direct && dm == 1) return NNCL__CONV_DIRECT;
     if (mode == 1) return NNCL__CONV_COL;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     if (x->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
@@ -52,7 +52,7 @@ int nncl__conv_path(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d)
     if (path >= 0) return path;
     cpick_key(x, n, d, key);
     path = nncl__conv_choice_find(x->ctx, x->dev, key);
-    return path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(x, n, d) ? NNCL__CONV_COL : path < 0 ? 0 : path;
+    return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(x, n, d)) ? NNCL__CONV_COL : path;
 }
 
 /* The scratch side of a timing: an exec whose views of n's inputs, output
@@ -151,17 +151,12 @@ static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__con
  * from its copy (backward may multiply it by act'(y) in place). */
 static nncl_status cpick_pass(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int path) {
     nncl__exec *t = &s->t;
-    nncl__view dy = cpick_view(s, CPICK_DY);
     memset(t->grad_acc, 0, (size_t)t->graph->n_nodes);
-    NNCL_TRY(path == NNCL__CONV_DIRECT ? nncl__conv_direct_forward(t, n, d)
-             : path == NNCL__CONV_OWN  ? nncl__conv_own_forward(t, n, d)
-                                       : nncl__conv_col_forward(t, n, d));
+    NNCL_TRY(nncl__conv_forward_on(t, n, d, path));
     NNCL_CL(t->ctx, clEnqueueCopyBuffer(t->dev->queue, s->mem[CPICK_DY0], s->mem[CPICK_DY], 0, 0,
                                         s->floats[CPICK_DY] * sizeof(float), 0, NULL, NULL));
     if (s->mem[CPICK_DX] || s->mem[CPICK_DW] || s->mem[CPICK_DB])
-        NNCL_TRY(path == NNCL__CONV_DIRECT ? nncl__conv_direct_backward(t, n, d, dy)
-                 : path == NNCL__CONV_OWN  ? nncl__conv_own_backward(t, n, d, dy)
-                                           : nncl__conv_col_backward(t, n, d, dy));
+        NNCL_TRY(nncl__conv_backward_on(t, n, d, cpick_view(s, CPICK_DY), path));
     NNCL_CL(t->ctx, clFinish(t->dev->queue));
     return NNCL_OK;
 }

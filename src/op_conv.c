@@ -316,14 +316,26 @@ static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
     return nncl__conv_pick(x, n, &d, bytes);
 }
 
+nncl_status nncl__conv_forward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int path) {
+    switch (path) {
+    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(x, n, d);
+    case NNCL__CONV_OWN: return nncl__conv_own_forward(x, n, d);
+    default: return nncl__conv_col_forward(x, n, d);
+    }
+}
+
+nncl_status nncl__conv_backward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
+                                   int path) {
+    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(x, n, d, dy);
+    if (path == NNCL__CONV_OWN && (nncl__need_grad(x, n, 0) || nncl__need_grad(x, n, 1)))
+        return nncl__conv_own_backward(x, n, d, dy);
+    return nncl__conv_col_backward(x, n, d, dy); /* also the bias gradient alone */
+}
+
 static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
     nncl__conv_dims_of(n, x->batch, &d);
-    switch (nncl__conv_path(x, n, &d)) {
-    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(x, n, &d);
-    case NNCL__CONV_OWN: return nncl__conv_own_forward(x, n, &d);
-    default: return nncl__conv_col_forward(x, n, &d);
-    }
+    return nncl__conv_forward_on(x, n, &d, nncl__conv_path(x, n, &d));
 }
 
 /* The forward's chunks of S samples, GEMM temp in temp. */
@@ -371,13 +383,8 @@ nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl
 
 static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
     nncl__conv_dims d;
-    int path;
     nncl__conv_dims_of(n, x->batch, &d);
-    path = nncl__conv_path(x, n, &d);
-    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(x, n, &d, nncl__grd(x, n));
-    if ((nncl__need_grad(x, n, 0) || nncl__need_grad(x, n, 1)) && path == NNCL__CONV_OWN)
-        return nncl__conv_own_backward(x, n, &d, nncl__grd(x, n));
-    return nncl__conv_col_backward(x, n, &d, nncl__grd(x, n));
+    return nncl__conv_backward_on(x, n, &d, nncl__grd(x, n), nncl__conv_path(x, n, &d));
 }
 
 /* dy *= act'(y) in place, and the bias gradient from it. */
