@@ -7,9 +7,10 @@
 # through marked "[own]". Then the kernels a GPU gets (NNCL_GEMM_VARIANTS=gpu:
 # the local-memory kernel first, src/gemm_own.c) on the CPU devices CI has:
 # every GEMM variant, conv2d's op checks and the PyTorch comparisons (half
-# storage included), marked "[gpu set]". Then the direct path of first
-# 3x3 layers forced where it fits (NNCL_CONV_DIRECT=1, src/conv_direct.c),
-# marked "[direct]". Run by tests/run.sh (B).
+# storage included), marked "[gpu set]". Then the op checks on a network's
+# input with the direct path forced (NNCL_CONV_DIRECT=1, src/conv_direct.c;
+# the plain pass times it against the others), marked "[direct]". Run by
+# tests/run.sh (B).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
@@ -66,5 +67,4 @@ pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_gemm
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_op_table conv2d
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_torch_ops
 pass direct "$dir/direct" NNCL_CONV_DIRECT=1 -- test_op_table "on the input"
-pass direct "$dir/direct" NNCL_CONV_DIRECT=1 -- test_conv
 exit $status
