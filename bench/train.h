@@ -1,0 +1,33 @@
+/* train.h - what the training section's files share (bench/train.c:
+ * the models, their data and steps; bench/train_profile.c: the per-kernel
+ * profile, peak memory and the half-storage rows). */
+#ifndef NNCL_BENCH_TRAIN_H
+#define NNCL_BENCH_TRAIN_H
+#include "bench.h"
+
+typedef struct train_model {
+    nncl_graph *g;
+    nncl_node *x, *y, *logits, *loss;
+} train_model;
+
+typedef struct train_data {
+    float *x, *y;
+    size_t n;
+    int real;
+    nncl_dataset *ds;
+} train_data;
+
+/* The MLP (cnn 0) or the CNN on ctx: 0 when built. */
+int train_build(nncl_context *ctx, int cnn, train_model *m);
+/* What training the model needs at the least, in floats, for batch B (its
+ * formula into formula). */
+double train_need_floats(int cnn, int B, char *formula, size_t len);
+/* One step on the next batch of the data. */
+nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *m, const train_data *td,
+                       nncl_step_info *info);
+/* Rows <model>_fp16 and <model>_bf16 on device d beside fp32. */
+void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td);
+/* Peak memory, host overhead and the kernels of a step in prec on a fresh
+ * profiling context. */
+void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, nncl_precision prec);
+#endif
