@@ -2,9 +2,9 @@
  * over chunks of samples, with bias and fused activation by the dense
  * helpers; or, where timing the layer found it faster (or forced;
  * src/conv_pick.c), as the implicit GEMM of src/conv_own.c or, for a first
- * 3x3 layer, directly (src/conv_direct.c). Nothing is kept from forward to backward: backward
- * recomputes the column matrix, so a conv layer costs no memory beyond x, y
- * and dy.
+ * 3x3 layer, directly (src/conv_direct.c). Nothing is kept from forward to
+ * backward: backward recomputes the column matrix, so a conv layer costs no
+ * memory beyond x, y and dy.
  *
  * Node: in[0] x [B,C,H,W], in[1] NAME.weight [O,C,k,k], optional in[2]
  * NAME.bias [O]. iattr: [0] kernel k, [1] stride, [2] padding, [3] nncl_act.
