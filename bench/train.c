@@ -166,6 +166,16 @@ nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *
     return train_step_at(t, m, td, o->batch, &train_cursor, info);
 }
 
+nncl_train_config train_options(int batch, const int *devs, int n, nncl_precision prec) {
+    nncl_train_config tc = nncl_train_default();
+    tc.max_batch = batch;
+    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    tc.devices = n ? devs : NULL;
+    tc.n_devices = n;
+    tc.precision = prec;
+    return tc;
+}
+
 /* Warm-up, then repeats of a calibrated number of steps. */
 static nncl_status train_measure(const bench_opts *o, int mon_device, nncl_trainer *t, const train_model *m,
                                  const train_data *td, const char *label, train_run *out) {
@@ -218,7 +228,7 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
     static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
     const char *item = overlap ? (cnn ? "cnn_overlap" : "mlp_overlap") : items[cnn][prec];
     train_model m;
-    nncl_train_config tc = nncl_train_default();
+    nncl_train_config tc = train_options(o->batch, devs, n, prec);
     nncl_trainer *t = NULL;
     nncl_status st;
     char label[64], why[300], txt[64];
@@ -231,12 +241,7 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
         nncl_graph_free(m.g);
         return 1;
     }
-    tc.max_batch = o->batch;
-    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
-    tc.devices = n ? devs : NULL;
-    tc.n_devices = n;
     tc.overlap = overlap;
-    tc.precision = prec;
     t0 = bench_now();
     st = nncl_trainer_create(ctx, m.g, m.loss, &tc, &t);
     if (st == NNCL_OK) bench_put_num("training", dkey, item, "create_s", bench_now() - t0, "s",
@@ -305,15 +310,12 @@ static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const
     bench_progress("train %s: each device on its shard alone, all at once", item);
     for (d = 0; d < together->n_shards && ok; d++) {
         train_lane *l = &lanes[n];
-        nncl_train_config tc = nncl_train_default();
+        nncl_train_config tc;
         if (together->shards[d] <= 0) continue;
         l->td = td;
         l->device = d;
         l->shard = together->shards[d];
-        tc.max_batch = l->shard;
-        tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
-        tc.devices = &l->device;
-        tc.n_devices = 1;
+        tc = train_options(l->shard, &l->device, 1, NNCL_PRECISION_FP32);
         n++;
         ok = !train_build(ctx, cnn, &l->m) && nncl_trainer_create(ctx, l->m.g, l->m.loss, &tc, &l->t) == NNCL_OK;
     }

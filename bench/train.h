@@ -25,6 +25,9 @@ double train_need_floats(int cnn, int B, char *formula, size_t len);
 /* One step on the next batch of the data. */
 nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *m, const train_data *td,
                        nncl_step_info *info);
+/* The bench's trainer options: Adam, batches up to batch, the devices
+ * listed (n 0: all of the context), storage in prec. */
+nncl_train_config train_options(int batch, const int *devs, int n, nncl_precision prec);
 /* Rows <model>_fp16 and <model>_bf16 on device d beside fp32. */
 void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td);
 /* Peak memory, host overhead and the kernels of a step in prec on a fresh

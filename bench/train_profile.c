@@ -49,7 +49,7 @@ static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int 
     char sel[16];
     nncl_config cfg = nncl_config_default();
     nncl_context *pc = NULL;
-    nncl_train_config tc = nncl_train_default();
+    nncl_train_config tc;
     nncl_trainer *t = NULL;
     train_model m;
     uint64_t in_use = 0, peak = 0;
@@ -62,9 +62,7 @@ static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int 
         snprintf(why, len, "n/a: %s", nncl_last_error(NULL));
         return -1;
     }
-    tc.max_batch = o->batch;
-    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
-    tc.precision = prec;
+    tc = train_options(o->batch, NULL, 0, prec);
     if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
         snprintf(why, len, "n/a: %s", nncl_last_error(pc));
         nncl_graph_free(m.g);
@@ -96,14 +94,10 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
     memset(m, 0, sizeof m);
     bench_progress("train %s d%d: fp32, fp16 and bf16 in turn", items[cnn][0], d);
     for (prec = 0; prec < 3 && ok; prec++) {
-        nncl_train_config tc = nncl_train_default();
-        tc.max_batch = o->batch;
-        tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
-        tc.devices = &d;
-        tc.n_devices = 1;
-        tc.precision = (nncl_precision)prec;
+        nncl_train_config tc = train_options(o->batch, &d, 1, (nncl_precision)prec);
         t0 = bench_now();
-        ok = !train_build(ctx, cnn, &m[prec]) && nncl_trainer_create(ctx, m[prec].g, m[prec].loss, &tc, &t[prec]) == NNCL_OK;
+        ok = !train_build(ctx, cnn, &m[prec]) &&
+             nncl_trainer_create(ctx, m[prec].g, m[prec].loss, &tc, &t[prec]) == NNCL_OK;
         if (ok && prec)
             bench_put_num("training", d, items[cnn][prec], "create_s", bench_now() - t0, "s",
                           "nncl_trainer_create: plans, kernel builds, calibration");
@@ -122,7 +116,8 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
             t0 = bench_now();
             for (i = 0; i < steps && ok; i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
             rate[prec][r] = steps * (double)o->batch / (bench_now() - t0);
-            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", items[cnn][prec], d, rate[prec][r], r + 1, reps);
+            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", items[cnn][prec], d, rate[prec][r], r + 1,
+                           reps);
         }
     for (prec = 1; prec < 3; prec++) {
         const char *item = items[cnn][prec];
@@ -132,8 +127,8 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
             bench_put("training", d, item, "samples_s", bench_stat_na(), "samples/s", why);
             continue;
         }
-        snprintf(why, sizeof why, "%d repeats of %d steps, in turn with fp32 and the other format, batch %d, Adam", reps,
-                 steps, o->batch);
+        snprintf(why, sizeof why, "%d repeats of %d steps, in turn with fp32 and the other format, batch %d, Adam",
+                 reps, steps, o->batch);
         bench_put("training", d, item, "samples_s", bench_stat_of(rate[prec], reps), "samples/s", why);
         for (r = 0; r < reps; r++) ratio[r] = rate[prec][r] / rate[0][r];
         bench_put("training", d, item, "vs_fp32", bench_stat_of(ratio, reps), "x",
@@ -162,7 +157,7 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
     char sel[16], why[300], formula[160], mitem[32];
     nncl_config cfg = nncl_config_default();
     nncl_context *pc = NULL;
-    nncl_train_config tc = nncl_train_default();
+    nncl_train_config tc;
     nncl_trainer *t = NULL;
     train_model m;
     nncl_step_info info;
@@ -182,9 +177,7 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
         return;
     }
-    tc.max_batch = o->batch;
-    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
-    tc.precision = prec;
+    tc = train_options(o->batch, NULL, 0, prec);
     if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
         snprintf(why, sizeof why, "n/a: %s", nncl_last_error(pc));
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);

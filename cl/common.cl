@@ -167,6 +167,19 @@ float nncl_act_grad(float y, int act) {
     return 1.0f;
 }
 
+/* Activation act of 8 values (NaN stays NaN through ReLU), inlined by
+ * force where the compiler is clang: PoCL left such a helper a call in
+ * fp16 and spilled the caller's vectors around it. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+float8 nncl_act8(float8 v, int act) {
+    if (act == 1) return select(v, (float8)0.0f, v < 0.0f);
+    if (act == 2) return 1.0f / (1.0f + exp(-v));
+    if (act == 3) return tanh(v);
+    return v;
+}
+
 /* nncl_act_grad of 8 outputs. */
 float8 nncl_act_grad8(float8 y, int act) {
     if (act == 1) return select((float8)0.0f, (float8)1.0f, y > 0.0f);

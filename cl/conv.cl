@@ -365,16 +365,6 @@ float nncl_hsum8(float8 v) {
     return a.x + a.y + a.z + a.w;
 }
 
-#ifdef __clang__
-__attribute__((always_inline))
-#endif
-float8 nncl_c3_act(float8 v, int act) {
-    if (act == 1) return select(v, (float8)0.0f, v < 0.0f); /* NaN stays NaN */
-    if (act == 2) return 1.0f / (1.0f + exp(-v));
-    if (act == 3) return tanh(v);
-    return v;
-}
-
 /* acc[o] += the taps of 8 pixels from x[at] over C planes, times output
  * o's weights (row wr[o] of w). */
 #ifdef __clang__
@@ -432,7 +422,7 @@ __kernel void nncl_conv3_f32(__global const act_t *x, int x_off, __global const 
         nncl_c3_fwd_taps(x, lo, hi, x_off + n * C * hw + p0, hw, C, W, w, wr, r, cm, acc, 0);
 #pragma unroll
     for (o = 0; o < 8; o++) { /* a constant count: acc stays in registers */
-        float8 v = nncl_c3_act(acc[o], act);
+        float8 v = nncl_act8(acc[o], act);
         int at = y_off + (n * O + og + o) * hw + p0, e;
         if (o < on) {
             if (p0 + 8 <= hw) {

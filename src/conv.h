@@ -29,6 +29,9 @@ void nncl__conv_arg_geometry(nncl__args *a, const nncl__conv_dims *d);
 /* Floats of workspace a conv node may take: 1/8 of the plan's activation
  * arena, at least 64 Ki. */
 nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats);
+/* The plan's workspace (x->gemm_temp) in floats into *have, checked to
+ * hold need: prepare sized it, so less is a state error naming node n. */
+nncl_status nncl__conv_ws(nncl__exec *x, const nncl_node *n, size_t need, size_t *have);
 
 /* The path node n runs on (NNCL__CONV_*): the one timing the layer at
  * prepare found fastest (src/conv_pick.c), or the one NNCL_CONV_DIRECT or

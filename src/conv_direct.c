@@ -76,14 +76,11 @@ nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const n
 nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
     int need_w = nncl__need_grad(x, n, 1), need_b = n->n_in == 3 && nncl__need_grad(x, n, 2), parts;
     nncl__view xv = nncl__val(x, n->in[0]), dw, db;
-    size_t global[3], local[3] = {1, 1, 1}, bytes = 0;
+    size_t global[3], local[3] = {1, 1, 1}, have;
     nncl__args a;
     if (!need_w && !need_b) return NNCL_OK;
     parts = cdir_parts(x, d);
-    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
-    if (bytes / sizeof(float) < cdir_floats(x, d))
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
-                          n->name, bytes / sizeof(float), cdir_floats(x, d));
+    NNCL_TRY(nncl__conv_ws(x, n, cdir_floats(x, d), &have));
     /* a CPU device runs each group on one thread: a few long work-items */
     if (x->dev->info.type != NNCL_DEVICE_CPU) local[0] = x->dev->max_work_group < 32 ? x->dev->max_work_group : 32;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT_DW, &a));

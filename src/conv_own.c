@@ -120,16 +120,6 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     return NNCL_OK;
 }
 
-/* The workspace holds floats (checked: prepare sized it). */
-static nncl_status cown_ws(nncl__exec *x, const nncl_node *n, size_t floats) {
-    size_t bytes = 0;
-    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
-    if (bytes / sizeof(float) < floats)
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
-                          n->name, bytes / sizeof(float), floats);
-    return NNCL_OK;
-}
-
 /* Once per plan: with every packed variant a product may get, the
  * backward's largest chunk (reordered weights, A and B panels) ends before
  * the product's columns at the end of the workspace, and the forward's
@@ -198,11 +188,11 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
-    size_t floats, per_b, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw;
+    size_t floats, have, per_b, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw;
     size_t global[3], local[3] = {1, 1, 1};
     int S, s0;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
-    NNCL_TRY(cown_ws(x, n, floats));
+    NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
     if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a panel's row per group row */
@@ -301,7 +291,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(x, n->in[0]), dw = need_w ? nncl__grd(x, n->in[1]) : xv, y = nncl__val(x, n);
-    size_t floats, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[3];
+    size_t floats, have, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[3];
     size_t local[3] = {1, 1, 1}, cap = cown_group_cap(x), ct_off, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
@@ -313,7 +303,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
      * 8 columns per work-item (cl/conv.cl) */
     dy8 = x->store == 1 && gs->all[0].kind != NNCL__GEMM_LOCAL;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
-    NNCL_TRY(cown_ws(x, n, floats));
+    NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
     NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
     ct_off = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;

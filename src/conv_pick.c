@@ -35,12 +35,17 @@ static int cpick_direct_mode(void) {
     return env && *env ? (strcmp(env, "0") ? 1 : 0) : -1;
 }
 
+/* Whether the direct path is a candidate for node n: it fits, and
+ * NNCL_CONV_DIRECT does not leave it out. */
+static int cpick_direct_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+    return cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
+}
+
 /* The path forced by the environment or half storage (see
  * nncl__conv_pick), or -1: the timed choice decides. */
 static int cpick_forced(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int mode = nncl__gemm_mode(), dm = cpick_direct_mode(), own = nncl__conv_own_fits(d);
-    int direct = dm != 0 && nncl__conv_direct_fits(x, n, d);
-    if (direct && dm == 1) return NNCL__CONV_DIRECT;
+    int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), direct = cpick_direct_on(x, n, d);
+    if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
     if (mode == 1) return NNCL__CONV_COL;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     if (x->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
@@ -202,7 +207,7 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
     if (st == NNCL_OK) st = cpick_init(x, n, &dt, &s);
     on[NNCL__CONV_COL] = 1;
     on[NNCL__CONV_OWN] = nncl__conv_own_fits(d);
-    on[NNCL__CONV_DIRECT] = cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
+    on[NNCL__CONV_DIRECT] = cpick_direct_on(x, n, d);
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &b[NNCL__CONV_COL]);
     if (st == NNCL_OK && on[NNCL__CONV_OWN]) st = nncl__conv_own_prepare(&s.t, n, &dt, &b[NNCL__CONV_OWN]);
     if (st == NNCL_OK && on[NNCL__CONV_DIRECT]) st = nncl__conv_direct_prepare(&s.t, n, &dt, &b[NNCL__CONV_DIRECT]);
@@ -237,9 +242,10 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
         if (t[p] < t[*path]) *path = p;
     }
     if (st == NNCL_OK)
-        nncl__log(x->ctx, NNCL_LOG_DEBUG, "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, "
-                  "direct %.3f ms: %s, chosen in %.3f s", x->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3,
-                  t[2] * 1e3, names[*path], nncl__seconds() - t0);
+        nncl__log(x->ctx, NNCL_LOG_DEBUG,
+                  "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms: %s, "
+                  "chosen in %.3f s", x->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
+                  names[*path], nncl__seconds() - t0);
     cpick_free(&s);
     return st;
 }

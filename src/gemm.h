@@ -70,12 +70,12 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
                            const nncl__gemm_args *g);
 /* A product with half storage (g->store): through the panel variant (CPU
  * packed or GPU local-memory kernel) the device would pack g's shape with
- * (K blocks off, so that C is written once), the packing reading fp16/bf16 into fp32 panels and the product
- * storing C in the storage type, or in fp32 with g->c_f32; given less temp
- * than its panels, B goes in blocks of panels beside A's. prepare: only
- * resolve its kernels and give the temp bytes it needs in *bytes: its
- * panels, or (g->temp_cap smaller) the cap or A's panels and one of B's,
- * whichever is more. */
+ * (K blocks off, so that C is written once), the packing reading fp16/bf16
+ * into fp32 panels and the product storing C in the storage type, or in
+ * fp32 with g->c_f32; given less temp than its panels, B goes in blocks
+ * of panels beside A's. prepare: only resolve its kernels and give the
+ * temp bytes it needs in *bytes: its panels, or (g->temp_cap smaller) the
+ * cap or A's panels and one of B's, whichever is more. */
 nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int prepare,
                                  size_t *bytes);
 /* Whether every index of g (offsets, leading dimensions, panels) fits the

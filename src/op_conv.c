@@ -212,20 +212,26 @@ nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__
     return NNCL_OK;
 }
 
+nncl_status nncl__conv_ws(nncl__exec *x, const nncl_node *n, size_t need, size_t *have) {
+    size_t bytes = 0;
+    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
+    *have = bytes / sizeof(float);
+    if (*have < need)
+        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
+                          n->name, *have, need);
+    return NNCL_OK;
+}
+
 /* col at the end of the workspace buffer, Y' after its S*ckk*ohw elements;
  * in half storage both are in the storage type, their offsets counted in
  * its 2-byte elements (the GEMMs' temp before them stays in floats). */
 static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S, nncl__view *col,
                            nncl__view *gout) {
-    size_t bytes = 0, floats = conv_ws_floats(d, S, x->store), total;
+    size_t floats = conv_ws_floats(d, S, x->store), total;
     col->mem = gout->mem = x->gemm_temp;
     col->off = gout->off = 0;
     if (!floats) return NNCL_OK;
-    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
-    total = bytes / sizeof(float);
-    if (total < floats + CONV_ALIGN)
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
-                          n->name, total, floats + CONV_ALIGN);
+    NNCL_TRY(nncl__conv_ws(x, n, floats + CONV_ALIGN, &total));
     col->off = (total - floats) / CONV_ALIGN * CONV_ALIGN;
     if (x->store) col->off *= 2;
     gout->off = col->off + (size_t)S * d->ckk * d->ohw;
