@@ -44,6 +44,19 @@ static size_t cown_group_cap(nncl__exec *x) {
     return x->dev->max_work_group < COWN_GROUP ? x->dev->max_work_group : COWN_GROUP;
 }
 
+/* The work-group of a packing kernel whose dim 0 runs over a panel's nr
+ * columns: a panel's row (or its half, quarter...) per group row, at most
+ * 32 wide, and rows up to 8 or the group cap. PoCL ran nncl_conv_pack_colt
+ * 3x slower with 64 items along dim 0 than with 32 (the 4x64 tile's panels,
+ * chosen by timing the product alone, cost more to pack than they saved). */
+static void cown_local(nncl__exec *x, int nr, size_t local[3]) {
+    size_t cap = cown_group_cap(x), l = (size_t)nr <= cap ? (size_t)nr : 1;
+    while (l > 32 && l % 2 == 0) l /= 2;
+    local[0] = l;
+    local[1] = cap / l < 8 ? cap / l : 8;
+    local[2] = 1;
+}
+
 static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
     memset(g, 0, sizeof *g);
     g->m = (size_t)d->O;
@@ -195,8 +208,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
-    if ((size_t)v.nr <= cown_group_cap(x)) local[0] = (size_t)v.nr; /* a panel's row per group row */
-    local[1] = cown_group_cap(x) / local[0] < 8 ? cown_group_cap(x) / local[0] : 8;
+    cown_local(x, v.nr, local);
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
@@ -292,7 +304,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(x, n->in[0]), dw = need_w ? nncl__grd(x, n->in[1]) : xv, y = nncl__val(x, n);
     size_t floats, have, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[3];
-    size_t local[3] = {1, 1, 1}, cap = cown_group_cap(x), ct_off, g0;
+    size_t local[3], ct_off, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
     int acc_x = need_x && nncl__grad_accumulate(x, n, 0), dy8;
@@ -340,8 +352,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
             nncl__conv_arg_geometry(&a, d);
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
             nncl__arg_int(&a, ones);
-            local[0] = (size_t)v.nr <= cap ? (size_t)v.nr : 1;
-            local[1] = cap / local[0] < 8 ? cap / local[0] : 8;
+            cown_local(x, v.nr, local);
             global[0] = (size_t)v.nr;
             global[1] = d->ohw;
             global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
