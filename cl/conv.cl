@@ -76,6 +76,12 @@ __kernel void nncl_conv_reorder_f32(__global act_t *a, int a_off, __global act_t
     else NNCL_ST(NNCL_LD(a, a_off + i), g, g_off + j);
 }
 
+/* dst[d_off + i] = src[s_off + i] as fp32, i < n. */
+__kernel void nncl_conv_to_f32(__global const act_t *src, int s_off, __global float *dst, int d_off, int n) {
+    int i = get_global_id(0);
+    if (i < n) dst[d_off + i] = NNCL_LD(src, s_off + i);
+}
+
 /* ------------------------------------------------------------- packed implicit GEMM
  * Panels for nncl's own GEMM (src/gemm.h: Bp[q][kk][c] = B(kk, q*nr + c),
  * Ap[p][kk][r] = A(p*mr + r, kk), K-major, zero past the matrix): the
@@ -85,7 +91,10 @@ __kernel void nncl_conv_reorder_f32(__global act_t *a, int a_off, __global act_t
  * Neighbouring work-items read or write neighbouring floats, CPU drivers
  * run them as SIMD lanes; coordinates that vary along dim 0 come from
  * float quotients (nncl_quot: exact as dim 0 stays below 2^20,
- * src/conv_own.c), the others are the same along a row of dim 0. */
+ * src/conv_own.c), the others are the same along a row of dim 0. x is
+ * read as fp32: in half storage the host converts each chunk of samples
+ * into the workspace first (nncl_conv_to_f32): the panels' 16-bit
+ * gathers, each element read k*k times, took 1.6-2x fp32's time. */
 
 /* Forward B of each of S samples: B(r, j) = col_z(r, j), [C*k*k, OH*OW];
  * sample z's panels at bp_off + z * ceil(OH*OW / nr) * nr * C*k*k.
@@ -94,7 +103,7 @@ __kernel void nncl_conv_reorder_f32(__global act_t *a, int a_off, __global act_t
  * padding selected to zero. No loop and no branch but the bounds check:
  * CPU drivers run it as SIMD lanes (a loop over the samples inside, one
  * work-item at a time, spent 3x as long in half storage converting). */
-__kernel void nncl_conv_pack_b_f32(__global const act_t *x, int x_off, __global float *bp, int bp_off, int C, int H,
+__kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
                                    int W, int k, int st, int pad, int OH, int OW, int nr) {
     int c = get_global_id(0), r = get_global_id(1), zq = get_global_id(2);
     int kk = k * k, ckk = C * kk, ohw = OH * OW, panels = (ohw + nr - 1) / nr, z, q, j, oh, ci, ki, kj, ih, iw, in;
@@ -110,7 +119,7 @@ __kernel void nncl_conv_pack_b_f32(__global const act_t *x, int x_off, __global 
     ih = oh * st - pad + ki;
     iw = (j - oh * OW) * st - pad + kj;
     in = j < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W;
-    v = NNCL_LDG(x, x_off + ((z * C + ci) * H + (in ? ih : 0)) * W + (in ? iw : 0));
+    v = x[x_off + ((z * C + ci) * H + (in ? ih : 0)) * W + (in ? iw : 0)];
     bp[bp_off + (zq * ckk + r) * nr + c] = in ? v : 0.0f;
 }
 
@@ -182,7 +191,7 @@ __kernel void nncl_conv_pack_dy8_f32(__global const act_t *dy, int dy_off, __glo
  * C*k*k: the product's extra column is the bias gradient). NDRange (nr, OH*OW,
  * S*panels): items c of pixel p of panel q of sample s write one run of nr
  * floats. */
-__kernel void nncl_conv_pack_colt_f32(__global const act_t *x, int x_off, __global float *bp, int bp_off, int C,
+__kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
                                       int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int c = get_global_id(0), px = get_global_id(1), z = get_global_id(2), kk = k * k, ckk = C * kk, ohw = OH * OW;
     int panels = (ckk + ones + nr - 1) / nr, s = z / panels, q = z - s * panels, oh = px / OW, ow = px - oh * OW;
@@ -191,7 +200,7 @@ __kernel void nncl_conv_pack_colt_f32(__global const act_t *x, int x_off, __glob
     float v;
     if (px >= ohw || s >= S) return;
     in = r < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W;
-    v = in ? NNCL_LDG(x, x_off + ((s * C + ci) * H + ih) * W + iw) : 0.0f;
+    v = in ? x[x_off + ((s * C + ci) * H + ih) * W + iw] : 0.0f;
     bp[bp_off + (q * S * ohw + s * ohw + px) * nr + c] = ones && r == ckk ? 1.0f : v;
 }
 
@@ -292,7 +301,12 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
  * all 8, so a row's three taps are two vector loads and shuffles, masked
  * where they fall into the padding. Loops run inside a work-item on
  * explicit vectors (what PoCL runs near peak; it does not vectorise across
- * work-items that loop). */
+ * work-items that loop). x and the weights are read as fp32: in half
+ * storage src/conv_direct.c converts them into the workspace first
+ * (nncl_conv_to_f32), once per step rather than in every work-item that
+ * reads them (the weight gradient's reread each tap for every output pair:
+ * fp16 took 2.4x fp32's time converting). */
+
 
 /* Which of the 8 pixels from p0 keep tap row ki (r[ki]) and tap column kj
  * (c[kj]) inside the plane: all-ones lanes where they do. */
@@ -316,15 +330,15 @@ void nncl_c3_masks(int p0, int H, int W, int8 *r, int8 *c) {
 #ifdef __clang__
 __attribute__((always_inline))
 #endif
-void nncl_c3_row(__global const act_t *x, int lo, int hi, int at, int safe, float8 *v) {
+void nncl_c3_row(__global const float *x, int lo, int hi, int at, int safe, float8 *v) {
     float8 a, b;
     if (safe || (at - 4 >= lo && at + 12 <= hi)) {
-        a = NNCL_LD8(x + at - 4);
-        b = NNCL_LD8(x + at + 4);
+        a = vload8(0, x + at - 4);
+        b = vload8(0, x + at + 4);
     } else {
         float t[16];
         int e;
-        for (e = 0; e < 16; e++) t[e] = at - 4 + e >= lo && at - 4 + e < hi ? NNCL_LD(x, at - 4 + e) : 0.0f;
+        for (e = 0; e < 16; e++) t[e] = at - 4 + e >= lo && at - 4 + e < hi ? x[at - 4 + e] : 0.0f;
         a = vload8(0, t);
         b = vload8(1, t);
     }
@@ -338,7 +352,7 @@ void nncl_c3_row(__global const act_t *x, int lo, int hi, int at, int safe, floa
 #ifdef __clang__
 __attribute__((always_inline))
 #endif
-void nncl_c3_taps(__global const act_t *x, int lo, int hi, int at, int W, const int8 *r, const int8 *cm, int safe,
+void nncl_c3_taps(__global const float *x, int lo, int hi, int at, int W, const int8 *r, const int8 *cm, int safe,
                   float8 *v) {
     int ki, kj;
 #pragma unroll
@@ -370,18 +384,17 @@ float nncl_hsum8(float8 v) {
 #ifdef __clang__
 __attribute__((always_inline))
 #endif
-void nncl_c3_fwd_taps(__global const act_t *x, int lo, int hi, int at, int hw, int C, int W, __global const act_t *w,
+void nncl_c3_fwd_taps(__global const float *x, int lo, int hi, int at, int hw, int C, int W, __global const float *w,
                       const int *wr, const int8 *r, const int8 *cm, float8 *acc, int safe) {
     int c, t, o;
     float8 v[9];
     for (c = 0; c < C; c++, at += hw) {
         nncl_c3_taps(x, lo, hi, at, W, r, cm, safe, v);
-        /* an output's 9 weights as 8 + 1 (one vector conversion in half
-         * storage rather than 9 scalar ones) */
+        /* an output's 9 weights as 8 + 1 */
 #pragma unroll
         for (o = 0; o < 8; o++) {
-            float8 k8 = NNCL_LD8(w + wr[o] + c * 9);
-            float k9 = NNCL_LD(w, wr[o] + c * 9 + 8);
+            float8 k8 = vload8(0, w + wr[o] + c * 9);
+            float k9 = w[wr[o] + c * 9 + 8];
             acc[o] = fma((float8)k8.s0, v[0], acc[o]);
             acc[o] = fma((float8)k8.s1, v[1], acc[o]);
             acc[o] = fma((float8)k8.s2, v[2], acc[o]);
@@ -399,7 +412,7 @@ void nncl_c3_fwd_taps(__global const act_t *x, int lo, int hi, int at, int hw, i
  * shifted by the tap]). NDRange (ceil(H*W / 8), ceil(O / 8), B): 8 pixels
  * of 8 outputs per work-item, 64 accumulators in 8 vectors; a tap's vector
  * serves all 8 outputs. */
-__kernel void nncl_conv3_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
+__kernel void nncl_conv3_f32(__global const float *x, int x_off, __global const float *w, int w_off,
                              __global const act_t *b, int b_off, __global act_t *y, int y_off, int C, int H, int W,
                              int O, int B, int has_b, int act) {
     int p0 = get_global_id(0) * 8, og = get_global_id(1) * 8, n = get_global_id(2), hw = H * W, o, on;
@@ -451,7 +464,7 @@ float8 nncl_c3_grad(__global const act_t *dy, int dy_off, __global const act_t *
 #ifdef __clang__
 __attribute__((always_inline))
 #endif
-void nncl_c3_dw_taps(__global const act_t *x, int lo, int hi, int at, int W, const int8 *r, const int8 *cm, float8 g0,
+void nncl_c3_dw_taps(__global const float *x, int lo, int hi, int at, int W, const int8 *r, const int8 *cm, float8 g0,
                      float8 g1, float8 *a0, float8 *a1, int safe) {
     float8 v[9];
     int t;
@@ -470,7 +483,7 @@ void nncl_c3_dw_taps(__global const act_t *x, int lo, int hi, int at, int W, con
  * part[j][o][c*9 + ki*3 + kj] and, for c == 0, part[j][o][C*9] (the bias
  * gradient); nncl_conv_dw_split sums the parts in order (no atomics: the
  * same result on every run; the parts follow the device's compute units). */
-__kernel void nncl_conv3_dw_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+__kernel void nncl_conv3_dw_f32(__global const float *x, int x_off, __global const act_t *dy, int dy_off,
                                 __global const act_t *y, int y_off, __global float *part, int part_off, int C, int H,
                                 int W, int O, int B, int act, int parts) {
     int j = get_global_id(0), q = get_global_id(1), c = get_global_id(2), hw = H * W, nb = (hw + 7) / 8;

@@ -16,7 +16,7 @@ typedef struct nncl__conv_dims {
 enum {
     NNCL_CONV_K_IM2COL = NNCL_K_DENSE_END, NNCL_CONV_K_COL2IM, NNCL_CONV_K_REORDER,
     NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX,
-    NNCL_CONV_K_DW_SPLIT, NNCL_CONV_K_PACK_DY8, NNCL_CONV_K_DIRECT, NNCL_CONV_K_DIRECT_DW
+    NNCL_CONV_K_DW_SPLIT, NNCL_CONV_K_PACK_DY8, NNCL_CONV_K_DIRECT, NNCL_CONV_K_DIRECT_DW, NNCL_CONV_K_TO_F32
 };
 
 /* The paths a layer may take (the values stored with its choice). */
@@ -63,6 +63,14 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+/* Half storage: count values from src into the workspace at float `at`
+ * as fp32 (the direct and own paths' kernels read x as fp32), named for
+ * node n's profile. */
+nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src, size_t at, size_t count);
+/* x of samples s0 .. s0+ns-1 as those kernels read it: in place in fp32,
+ * in half storage converted into the workspace at float `at`. */
+nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
+                             nncl__view *out);
 /* Forward and backward on the given path (NNCL__CONV_*). */
 nncl_status nncl__conv_forward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int path);
 nncl_status nncl__conv_backward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,

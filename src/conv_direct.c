@@ -16,11 +16,16 @@
  *             nncl_conv_dw_split_f32 adds the runs in order into dW and db
  *             (written, or added to where the plan accumulates). No
  *             atomics: the same result on every run.
- * Workspace: the partial sums, parts x O x (C*9 + 1) floats, parts fixed
- * per device (CDIR_ITEMS work-items per compute unit) and never more than
- * the batch's blocks of 8 pixels, so a smaller batch fits what prepare
- * sized. Taken where timing the layer against the other two paths found it
- * fastest (src/conv_pick.c), or forced by NNCL_CONV_DIRECT. */
+ * Workspace: the partial sums, parts x O x (C*9 + 1) floats per chunk of
+ * samples, parts fixed per device (CDIR_ITEMS work-items per compute unit)
+ * and never more than a chunk's blocks of 8 pixels. The kernels read x and
+ * the weights as fp32: in half storage nncl_conv_to_f32 converts a chunk
+ * of x (as many samples as the conv budget holds; all of them in fp32,
+ * where x is read in place) and the weights into the workspace first, so
+ * each element is converted once rather than in every work-item reading
+ * it. A smaller batch takes no more chunks than prepare sized for. Taken
+ * where timing the layer against the other two paths found it fastest
+ * (src/conv_pick.c), or forced by NNCL_CONV_DIRECT. */
 #include "conv.h"
 #include <limits.h>
 
@@ -44,57 +49,109 @@ static int cdir_parts(nncl__exec *x, const nncl__conv_dims *d) {
     return parts < 1 ? 1 : (int)parts;
 }
 
-static size_t cdir_floats(nncl__exec *x, const nncl__conv_dims *d) {
-    return (size_t)cdir_parts(x, d) * (size_t)d->O * (d->ckk + 1);
-}
+/* The layout of the workspace for a batch of d->B: samples per chunk
+ * (*S), the weight gradient's parts per chunk, and where the fp32 copies
+ * start (x_at: a chunk of x, w_at: the weights, forward only). */
+typedef struct cdir_layout {
+    int S, chunks, parts;
+    size_t part_floats, x_at, w_at, floats;
+} cdir_layout;
 
-nncl_status nncl__conv_direct_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
-    *bytes = nncl__need_grad(x, n, 1) || (n->n_in == 3 && nncl__need_grad(x, n, 2)) ? cdir_floats(x, d) * sizeof(float)
-                                                                                     : 0;
+static size_t cdir_round(size_t f) { return (f + 15) / 16 * 16; }
+
+static nncl_status cdir_layout_of(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cdir_layout *l) {
+    size_t xs = (size_t)d->C * (size_t)d->H * (size_t)d->W, budget, grads;
+    nncl__conv_dims c = *d;
+    l->S = d->B;
+    if (x->store) {
+        NNCL_TRY(nncl__conv_budget(x, n, &budget));
+        if (budget / xs < (size_t)d->B) l->S = budget / xs > 0 ? (int)(budget / xs) : 1;
+    }
+    l->chunks = (d->B + l->S - 1) / l->S;
+    c.B = l->S;
+    l->parts = cdir_parts(x, &c);
+    grads = nncl__need_grad(x, n, 1) || (n->n_in == 3 && nncl__need_grad(x, n, 2));
+    l->part_floats = grads ? (size_t)l->chunks * (size_t)l->parts * (size_t)d->O * (d->ckk + 1) : 0;
+    l->w_at = 0;
+    l->x_at = x->store ? cdir_round(l->part_floats > (size_t)d->O * d->ckk ? l->part_floats : (size_t)d->O * d->ckk)
+                       : l->part_floats;
+    l->floats = l->x_at + (x->store ? (size_t)l->S * xs : 0);
     return NNCL_OK;
 }
 
+nncl_status nncl__conv_direct_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+    cdir_layout l;
+    NNCL_TRY(cdir_layout_of(x, n, d, &l));
+    *bytes = l.floats * sizeof(float);
+    return NNCL_OK;
+}
+
+static nncl__view cdir_at(nncl__view v, size_t off) {
+    v.off += off;
+    return v;
+}
+
 nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    nncl__view xv = nncl__val(x, n->in[0]), y = nncl__val(x, n);
-    size_t local[3] = {8, 1, 1}, global[3];
+    nncl__view xv, w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
+    size_t local[3] = {8, 1, 1}, global[3], have;
+    cdir_layout l;
     nncl__args a;
+    int s0;
     if (local[0] > x->dev->max_work_group) local[0] = 1;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT, &a));
-    nncl__arg_view(&a, xv);
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, n->n_in == 3 ? nncl__val(x, n->in[2]) : xv);
-    nncl__arg_view(&a, y);
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->B);
-    nncl__arg_int(&a, n->n_in == 3); nncl__arg_int(&a, d->act);
-    global[0] = (d->ohw + 7) / 8;
-    global[1] = ((size_t)d->O + 7) / 8;
-    global[2] = (size_t)d->B;
-    return nncl__launch(&a, x->dev, 3, global, local);
+    NNCL_TRY(cdir_layout_of(x, n, d, &l));
+    NNCL_TRY(nncl__conv_ws(x, n, l.floats, &have));
+    if (x->store) {
+        NNCL_TRY(nncl__conv_to_f32(x, n, w, l.w_at, (size_t)d->O * d->ckk));
+        w.mem = x->gemm_temp;
+        w.off = l.w_at;
+    }
+    for (s0 = 0; s0 < d->B; s0 += l.S) {
+        int ns = d->B - s0 < l.S ? d->B - s0 : l.S;
+        NNCL_TRY(nncl__conv_x_f32(x, n, d, l.x_at, s0, ns, &xv));
+        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT, &a));
+        nncl__arg_view(&a, xv);
+        nncl__arg_view(&a, w);
+        nncl__arg_view(&a, n->n_in == 3 ? nncl__val(x, n->in[2]) : y);
+        nncl__arg_view(&a, cdir_at(y, (size_t)s0 * (size_t)d->O * d->ohw));
+        nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+        nncl__arg_int(&a, d->O); nncl__arg_int(&a, ns);
+        nncl__arg_int(&a, n->n_in == 3); nncl__arg_int(&a, d->act);
+        global[0] = (d->ohw + 7) / 8;
+        global[1] = ((size_t)d->O + 7) / 8;
+        global[2] = (size_t)ns;
+        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+    }
+    return NNCL_OK;
 }
 
 nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
-    int need_w = nncl__need_grad(x, n, 1), need_b = n->n_in == 3 && nncl__need_grad(x, n, 2), parts;
-    nncl__view xv = nncl__val(x, n->in[0]), dw, db;
-    size_t global[3], local[3] = {1, 1, 1}, have;
+    int need_w = nncl__need_grad(x, n, 1), need_b = n->n_in == 3 && nncl__need_grad(x, n, 2), s0;
+    nncl__view xv, y = nncl__val(x, n), dw, db;
+    size_t global[3], local[3] = {1, 1, 1}, have, ys = (size_t)d->O * d->ohw;
+    cdir_layout l;
     nncl__args a;
     if (!need_w && !need_b) return NNCL_OK;
-    parts = cdir_parts(x, d);
-    NNCL_TRY(nncl__conv_ws(x, n, cdir_floats(x, d), &have));
+    NNCL_TRY(cdir_layout_of(x, n, d, &l));
+    NNCL_TRY(nncl__conv_ws(x, n, l.floats, &have));
     /* a CPU device runs each group on one thread: a few long work-items */
     if (x->dev->info.type != NNCL_DEVICE_CPU) local[0] = x->dev->max_work_group < 32 ? x->dev->max_work_group : 32;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT_DW, &a));
-    nncl__arg_view(&a, xv);
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_mem(&a, x->gemm_temp);
-    nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->B); nncl__arg_int(&a, d->act); nncl__arg_int(&a, parts);
-    global[0] = (size_t)parts;
-    global[1] = ((size_t)d->O + 1) / 2;
-    global[2] = (size_t)d->C;
-    NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+    for (s0 = 0; s0 < d->B; s0 += l.S) {
+        int ns = d->B - s0 < l.S ? d->B - s0 : l.S;
+        NNCL_TRY(nncl__conv_x_f32(x, n, d, l.x_at, s0, ns, &xv));
+        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT_DW, &a));
+        nncl__arg_view(&a, xv);
+        nncl__arg_view(&a, cdir_at(dy, (size_t)s0 * ys));
+        nncl__arg_view(&a, cdir_at(y, (size_t)s0 * ys));
+        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_int(&a, (int)((size_t)(s0 / l.S) * (size_t)l.parts * (size_t)d->O * (d->ckk + 1)));
+        nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+        nncl__arg_int(&a, d->O); nncl__arg_int(&a, ns); nncl__arg_int(&a, d->act); nncl__arg_int(&a, l.parts);
+        global[0] = (size_t)l.parts;
+        global[1] = ((size_t)d->O + 1) / 2;
+        global[2] = (size_t)d->C;
+        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+    }
+    xv = y;
     dw = need_w ? nncl__grd(x, n->in[1]) : xv; /* not written: acc 2 */
     db = need_b ? nncl__grd(x, n->in[2]) : xv;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DW_SPLIT, &a));
@@ -105,7 +162,7 @@ nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const 
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ckk);
     nncl__arg_int(&a, need_w ? nncl__grad_accumulate(x, n, 1) : 2);
     nncl__arg_int(&a, need_b ? nncl__grad_accumulate(x, n, 2) : 2);
-    nncl__arg_int(&a, parts);
+    nncl__arg_int(&a, l.chunks * l.parts);
     return nncl__launch_1d(&a, x->dev, (size_t)d->O * (d->ckk + 1));
 }
 

@@ -117,12 +117,12 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     if (x->store) budget += budget / 2;
     NNCL_TRY(cown_panels(x, (size_t)d->O, d->ckk, 0, &fixed));
     wt = cown_wt_floats(d);
-    fixed = cown_round(fixed > wt ? fixed : wt) + 3 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
+    fixed = cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
     NNCL_TRY(cown_panels(x, d->ohw, d->ckk, 1, &fwd));
     NNCL_TRY(cown_panels(x, (size_t)d->O, d->ohw, 0, &bwd));
     NNCL_TRY(cown_panels(x, d->ckk + ones, d->ohw, 1, &bwd_b));
     bwd += bwd_b;
-    per = fwd > bwd ? fwd : bwd;
+    per = (fwd > bwd ? fwd : bwd) + (x->store ? (size_t)d->C * (size_t)d->H * (size_t)d->W : 0);
     cap = budget > fixed ? (budget - fixed) / per : 1;
     if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
     if (cap > (COWN_QUOT - 1) / d->ohw) cap = (COWN_QUOT - 1) / d->ohw;
@@ -133,6 +133,16 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     return NNCL_OK;
 }
 
+/* The end of a workspace of `floats` (cown_chunk) for chunks of S: in half
+ * storage the chunk's x as fp32 at *x_at (the packing kernels read it
+ * there), before it the weight gradient's product with its bias column at
+ * *ct_off; the panels end before both. */
+static void cown_tail(nncl__exec *x, const nncl__conv_dims *d, int S, size_t floats, size_t *x_at, size_t *ct_off) {
+    size_t xs = x->store ? (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W : 0;
+    *x_at = (floats - xs) / COWN_ALIGN * COWN_ALIGN;
+    *ct_off = (*x_at - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
+}
+
 /* Once per plan: with every packed variant a product may get, the
  * backward's largest chunk (reordered weights, A and B panels) ends before
  * the product's columns at the end of the workspace, and the forward's
@@ -141,11 +151,11 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
 static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S,
                                      size_t floats) {
     const nncl__gemm_variant *v;
-    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(x, n), g0, limit;
+    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(x, n), g0, x_at, ct_off;
     int count = 0, i;
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &count));
     g0 = nncl__need_grad(x, n, 0) ? cown_round(cown_wt_floats(d)) : 0;
-    limit = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN; /* cown_backward's ct_off */
+    cown_tail(x, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
         if (v[i].kind == NNCL__GEMM_DIRECT) continue;
@@ -153,7 +163,7 @@ static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nn
               nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
         fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);
-        if (bwd > (ones ? limit : floats) || fwd > floats)
+        if (bwd > (ones ? ct_off : x_at) || fwd > x_at)
             return nncl__fail(x->ctx, NNCL_ERR_STATE,
                               "conv2d \"%s\": %s's panels need %zu (backward) and %zu (forward) floats of a %zu-float "
                               "workspace",
@@ -200,12 +210,13 @@ static nncl__view cown_at(nncl__view v, size_t off) {
 nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
-    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
-    size_t floats, have, per_b, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw;
+    nncl__view xv, w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
+    size_t floats, have, per_b, ys_n = (size_t)d->O * d->ohw, x_at, ct_off;
     size_t global[3], local[3] = {1, 1, 1};
     int S, s0;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
+    cown_tail(x, d, S, floats, &x_at, &ct_off);
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
     cown_local(x, v.nr, local);
@@ -232,8 +243,9 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         nncl__args a;
+        NNCL_TRY(nncl__conv_x_f32(x, n, d, x_at, s0, ns, &xv));
         NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_B, &a));
-        nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
+        nncl__arg_view(&a, xv);
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
         nncl__conv_arg_geometry(&a, d);
@@ -303,8 +315,8 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(x, n->in[0]), dw = need_w ? nncl__grd(x, n->in[1]) : xv, y = nncl__val(x, n);
-    size_t floats, have, xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W, ys_n = (size_t)d->O * d->ohw, global[3];
-    size_t local[3], ct_off, g0;
+    size_t floats, have, ys_n = (size_t)d->O * d->ohw, global[3];
+    size_t local[3], ct_off, x_at, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
     int acc_x = need_x && nncl__grad_accumulate(x, n, 0), dy8;
@@ -318,7 +330,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
     NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
-    ct_off = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
+    cown_tail(x, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
     p.m = (size_t)d->O;
     p.n = d->ckk + (size_t)ones;
@@ -345,8 +357,9 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         if (need_w) {
+            NNCL_TRY(nncl__conv_x_f32(x, n, d, x_at, s0, ns, &xv));
             NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
-            nncl__arg_view(&a, cown_at(xv, (size_t)s0 * xs_n));
+            nncl__arg_view(&a, xv);
             nncl__arg_mem(&a, x->gemm_temp);
             nncl__arg_int(&a, (int)p.bp_off);
             nncl__conv_arg_geometry(&a, d);

@@ -222,6 +222,28 @@ nncl_status nncl__conv_ws(nncl__exec *x, const nncl_node *n, size_t need, size_t
     return NNCL_OK;
 }
 
+nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src, size_t at, size_t count) {
+    nncl__args a;
+    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_TO_F32, &a));
+    nncl__arg_view(&a, src);
+    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_int(&a, (int)at);
+    nncl__arg_int(&a, (int)count);
+    return nncl__launch_1d(&a, x->dev, count);
+}
+
+nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
+                             nncl__view *out) {
+    size_t xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
+    *out = nncl__val(x, n->in[0]);
+    out->off += (size_t)s0 * xs;
+    if (!x->store) return NNCL_OK;
+    NNCL_TRY(nncl__conv_to_f32(x, n, *out, at, (size_t)ns * xs));
+    out->mem = x->gemm_temp;
+    out->off = at;
+    return NNCL_OK;
+}
+
 /* col at the end of the workspace buffer, Y' after its S*ckk*ohw elements;
  * in half storage both are in the storage type, their offsets counted in
  * its 2-byte elements (the GEMMs' temp before them stays in floats). */
@@ -517,7 +539,8 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"},
                 {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
-                {"conv", "nncl_conv_pack_dy8_f32"}, {"conv", "nncl_conv3_f32"}, {"conv", "nncl_conv3_dw_f32"}},
+                {"conv", "nncl_conv_pack_dy8_f32"}, {"conv", "nncl_conv3_f32"}, {"conv", "nncl_conv3_dw_f32"},
+                {"conv", "nncl_conv_to_f32"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
     .half = 2};

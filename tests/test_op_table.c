@@ -214,6 +214,7 @@ static const ot_row ot_rows[] = {
      * outputs off the 8 per work-item and the 2 per gradient item */
     OT_CONV_IN(3, 1, 5, 7, 9, 1, RELU), OT_CONV_IN(2, 3, 8, 8, 16, 0, NONE), OT_CONV_IN(1, 2, 1, 1, 3, 1, TANH),
     OT_CONV_IN(4, 1, 28, 28, 5, 1, SIGMOID),
+    OT_CONV_IN(3, 1, 150, 151, 3, 1, TANH), /* half storage: x in chunks of 2 and 1 samples */
     /* pooling */
     OT_POOL(MAXPOOL2D, 3, 2, 5, 7, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 1, 7, 5, 3, 1, 1),
     OT_POOL(MAXPOOL2D, 3, 3, 6, 6, 3, 2, 1), OT_POOL(MAXPOOL2D, 2, 1, 5, 5, 5, 1, 2),
