@@ -290,6 +290,53 @@ __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_
 #endif
 }
 
+/* Half storage with x and dx at even elements and W even: one work-item
+ * per window, covering both its rows, on NDRange (G * ceil(H/2)*W/2,
+ * ceil(planes / G)): the window is two 32-bit words of x (its rows), its
+ * argmax found once (the pairs kernel searched it for each of its two
+ * rows, through 16-bit loads), and dx two words of dy's bits or zeros; an
+ * odd H's last row, which no window covers, gets zeros. In fp32 empty
+ * (the host takes the pairs kernel). */
+#ifdef __ENDIAN_LITTLE__
+#define NNCL_POOL_E0(w) ((w) & 0xffffu) /* a word's first element */
+#define NNCL_POOL_E1(w) ((w) >> 16)
+#define NNCL_POOL_WORD(e0, e1) ((e0) | (e1) << 16)
+#else
+#define NNCL_POOL_E0(w) ((w) >> 16)
+#define NNCL_POOL_E1(w) ((w) & 0xffffu)
+#define NNCL_POOL_WORD(e0, e1) ((e0) << 16 | (e1))
+#endif
+__kernel void nncl_maxpool2d_backward_f32_2x2w(__global const act_t *dy, int dy_off, __global const act_t *x,
+                                               int x_off, __global act_t *dx, int dx_off, int planes, int H, int W,
+                                               int OH, int OW, int G) {
+#if NNCL_POOL_HALF
+    __global const uint *xw = (__global const uint *)x;
+    __global uint *dxw = (__global uint *)dx;
+    int plane, r2, w2, hw2 = (H * W) >> 1, W2 = W >> 1, oh, at, arg, win, out, cov;
+    uint a, b, v, best, g;
+    if (!nncl_pool_at(G, planes, (H + 1) >> 1, W2, &plane, &r2, &w2)) return;
+    cov = r2 < OH;
+    oh = cov ? r2 : OH - 1; /* the uncovered row reads the last window, its result unused */
+    at = (x_off >> 1) + plane * hw2 + oh * W + w2;
+    a = xw[at];
+    b = xw[at + W2];
+    best = NNCL_POOL_E0(a);
+    v = NNCL_POOL_E1(a);
+    win = nncl_pool_wins(v, best);
+    arg = win ? 1 : 0;
+    best = win ? v : best;
+    v = NNCL_POOL_E0(b);
+    win = nncl_pool_wins(v, best);
+    arg = win ? 2 : arg;
+    best = win ? v : best;
+    arg = nncl_pool_wins(NNCL_POOL_E1(b), best) ? 3 : arg;
+    g = cov ? nncl_ld16(dy, dy_off + (plane * OH + oh) * OW + w2) : 0u;
+    out = (dx_off >> 1) + plane * hw2 + r2 * W + w2;
+    dxw[out] = NNCL_POOL_WORD(arg == 0 ? g : 0u, arg == 1 ? g : 0u);
+    if (2 * r2 + 1 < H) dxw[out + W2] = NNCL_POOL_WORD(arg == 2 ? g : 0u, arg == 3 ? g : 0u);
+#endif
+}
+
 __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,
                                           int W, int OH, int OW, int k, int st, int pad, int acc) {
     nncl_pool_backward(dy + dy_off, 0, 0, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
