@@ -47,6 +47,34 @@ int nncl_pool_key(uint h) { return (h & 0x8000u) ? -(int)(h & 0x7fffu) : (int)(h
 int nncl_pool_wins(uint v, uint best) {
     return ((v & 0x7fffu) > NNCL_POOL_NAN) | (((best & 0x7fffu) <= NNCL_POOL_NAN) & (nncl_pool_key(v) > nncl_pool_key(best)));
 }
+/* Where x and W are even, a 2x2 window is two 32-bit words, its rows a
+ * and b: the maximum's bits into *best and its place (0..3 in scan order)
+ * by the same rules. */
+#ifdef __ENDIAN_LITTLE__
+#define NNCL_POOL_E0(w) ((w) & 0xffffu) /* a word's first element */
+#define NNCL_POOL_E1(w) ((w) >> 16)
+#define NNCL_POOL_WORD(e0, e1) ((e0) | (e1) << 16)
+#else
+#define NNCL_POOL_E0(w) ((w) >> 16)
+#define NNCL_POOL_E1(w) ((w) & 0xffffu)
+#define NNCL_POOL_WORD(e0, e1) ((e0) << 16 | (e1))
+#endif
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+int nncl_pool_words_max(uint a, uint b, uint *best) {
+    uint m = NNCL_POOL_E0(a), v = NNCL_POOL_E1(a);
+    int win = nncl_pool_wins(v, m), arg = win ? 1 : 0;
+    m = win ? v : m;
+    v = NNCL_POOL_E0(b);
+    win = nncl_pool_wins(v, m);
+    arg = win ? 2 : arg;
+    m = win ? v : m;
+    v = NNCL_POOL_E1(b);
+    win = nncl_pool_wins(v, m);
+    *best = win ? v : m;
+    return win ? 3 : arg;
+}
 #else
 #define pval_t float
 #define NNCL_POOL_LD(p, i) ((p)[i])
@@ -141,6 +169,23 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
     i = nncl_pool_out(G, OH * OW); /* (plane * OH + oh) * OW + ow */
     NNCL_POOL_ST(best, y, y_off + i);
     if (!NNCL_POOL_HALF) idx[idx_off + i] = (float)best_i;
+}
+
+/* The same in half storage where x is at an even element and W even: the
+ * window read as two 32-bit words (nncl_pool_words_max) rather than four
+ * 16-bit loads. In fp32 empty (the host takes the kernel above). */
+__kernel void nncl_maxpool2d_f32_2x2w(__global const act_t *x, int x_off, __global act_t *y, int y_off,
+                                      __global float *idx, int idx_off, int planes, int H, int W, int OH, int OW,
+                                      int G) {
+#if NNCL_POOL_HALF
+    __global const uint *xw = (__global const uint *)x;
+    int plane, oh, ow, at;
+    uint best;
+    if (!nncl_pool_at(G, planes, OH, OW, &plane, &oh, &ow)) return;
+    at = (x_off >> 1) + plane * ((H * W) >> 1) + oh * W + ow;
+    nncl_pool_words_max(xw[at], xw[at + (W >> 1)], &best);
+    NNCL_POOL_ST(best, y, y_off + nncl_pool_out(G, OH * OW));
+#endif
 }
 
 /* Mean over the k*k window, padding included as zeros. */
@@ -297,39 +342,19 @@ __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_
  * rows, through 16-bit loads), and dx two words of dy's bits or zeros; an
  * odd H's last row, which no window covers, gets zeros. In fp32 empty
  * (the host takes the pairs kernel). */
-#ifdef __ENDIAN_LITTLE__
-#define NNCL_POOL_E0(w) ((w) & 0xffffu) /* a word's first element */
-#define NNCL_POOL_E1(w) ((w) >> 16)
-#define NNCL_POOL_WORD(e0, e1) ((e0) | (e1) << 16)
-#else
-#define NNCL_POOL_E0(w) ((w) >> 16)
-#define NNCL_POOL_E1(w) ((w) & 0xffffu)
-#define NNCL_POOL_WORD(e0, e1) ((e0) << 16 | (e1))
-#endif
 __kernel void nncl_maxpool2d_backward_f32_2x2w(__global const act_t *dy, int dy_off, __global const act_t *x,
                                                int x_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                                int OH, int OW, int G) {
 #if NNCL_POOL_HALF
     __global const uint *xw = (__global const uint *)x;
     __global uint *dxw = (__global uint *)dx;
-    int plane, r2, w2, hw2 = (H * W) >> 1, W2 = W >> 1, oh, at, arg, win, out, cov;
-    uint a, b, v, best, g;
+    int plane, r2, w2, hw2 = (H * W) >> 1, W2 = W >> 1, oh, at, arg, out, cov;
+    uint best, g;
     if (!nncl_pool_at(G, planes, (H + 1) >> 1, W2, &plane, &r2, &w2)) return;
     cov = r2 < OH;
     oh = cov ? r2 : OH - 1; /* the uncovered row reads the last window, its result unused */
     at = (x_off >> 1) + plane * hw2 + oh * W + w2;
-    a = xw[at];
-    b = xw[at + W2];
-    best = NNCL_POOL_E0(a);
-    v = NNCL_POOL_E1(a);
-    win = nncl_pool_wins(v, best);
-    arg = win ? 1 : 0;
-    best = win ? v : best;
-    v = NNCL_POOL_E0(b);
-    win = nncl_pool_wins(v, best);
-    arg = win ? 2 : arg;
-    best = win ? v : best;
-    arg = nncl_pool_wins(NNCL_POOL_E1(b), best) ? 3 : arg;
+    arg = nncl_pool_words_max(xw[at], xw[at + W2], &best);
     g = cov ? nncl_ld16(dy, dy_off + (plane * OH + oh) * OW + w2) : 0u;
     out = (dx_off >> 1) + plane * hw2 + r2 * W + w2;
     dxw[out] = NNCL_POOL_WORD(arg == 0 ? g : 0u, arg == 1 ? g : 0u);

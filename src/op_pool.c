@@ -96,7 +96,7 @@ static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, in
 /* Kernel slots of the pooling rows: forward, backward (and the max pool's
  * 2x2 kernels, the backward's also by pairs of inputs). */
 enum { POOL_K_FORWARD, POOL_K_BACKWARD, POOL_K_FORWARD_2X2, POOL_K_BACKWARD_2X2, POOL_K_BACKWARD_2X2P,
-       POOL_K_BACKWARD_2X2W };
+       POOL_K_FORWARD_2X2W, POOL_K_BACKWARD_2X2W };
 
 /* ------------------------------------------------------------- max */
 
@@ -123,10 +123,12 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
      * nothing is added: in fp32 too, 2.7-3.2 -> 1.9-2.3 ms for the bench
      * CNN's two pools */
     pairs = tiles && backward && !(d.W & 1) && !(nncl__grd(x, n->in[0]).off & 1) && !acc;
-    /* in half storage, with x at an even element too, by windows: each
-     * searched once, its rows read as words (1.5-2x faster than pairs) */
-    windows = pairs && x->store && !(nncl__val(x, n->in[0]).off & 1) && d.OH > 0;
-    slot = windows ? POOL_K_BACKWARD_2X2W
+    /* in half storage, with x at an even element too, windows as two
+     * 32-bit words, the backward by windows: each searched once (the bench
+     * CNN's pools 3.2-4.0 -> 1.8 ms backward, 1.5 -> 1.25 ms forward) */
+    windows = tiles && x->store && !(d.W & 1) && !(nncl__val(x, n->in[0]).off & 1) && d.OH > 0 &&
+              (!backward || pairs);
+    slot = windows ? (backward ? POOL_K_BACKWARD_2X2W : POOL_K_FORWARD_2X2W)
            : pairs ? POOL_K_BACKWARD_2X2P
                    : (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0);
     NNCL_TRY(nncl__kbegin(x, n, slot, &a));
@@ -139,7 +141,7 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     /* 2x2: forward one work-item per window, backward per input or per
      * pair of inputs (cl/pool.cl) */
     if (tiles && !backward) return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1);
-    if (windows) return pool_launch_groups(&a, x, (d.H + 1) / 2, d.W / 2, d.planes, -1);
+    if (windows && backward) return pool_launch_groups(&a, x, (d.H + 1) / 2, d.W / 2, d.planes, -1);
     if (tiles) return pool_launch_groups(&a, x, d.H, pairs ? d.W / 2 : d.W, d.planes, pairs ? -1 : acc);
     if (backward) nncl__arg_int(&a, acc);
     global[0] = (size_t)(backward ? d.W : d.OW);
@@ -193,7 +195,7 @@ const nncl__opdef nncl__opdef_maxpool2d = {
     .name = "maxpool2d",
     .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
                 {"pool", "nncl_maxpool2d_backward_f32_2x2"}, {"pool", "nncl_maxpool2d_backward_f32_2x2p"},
-                {"pool", "nncl_maxpool2d_backward_f32_2x2w"}},
+                {"pool", "nncl_maxpool2d_f32_2x2w"}, {"pool", "nncl_maxpool2d_backward_f32_2x2w"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
     .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1,
     .half_bw_reads = NNCL_BW_INPUTS};
