@@ -76,10 +76,15 @@ __kernel void nncl_conv_reorder_f32(__global act_t *a, int a_off, __global act_t
     else NNCL_ST(NNCL_LD(a, a_off + i), g, g_off + j);
 }
 
-/* dst[d_off + i] = src[s_off + i] as fp32, i < n. */
+/* dst[d_off + i] = src[s_off + i] as fp32, i < n: 8 values per work-item,
+ * NDRange ceil(n / 8) (NNCL_LD8: converted as a vector). */
 __kernel void nncl_conv_to_f32(__global const act_t *src, int s_off, __global float *dst, int d_off, int n) {
-    int i = get_global_id(0);
-    if (i < n) dst[d_off + i] = NNCL_LD(src, s_off + i);
+    int i = get_global_id(0) * 8, e;
+    if (i + 8 <= n) {
+        vstore8(NNCL_LD8(src + s_off + i), 0, dst + d_off + i);
+    } else {
+        for (e = i; e < n; e++) dst[d_off + e] = NNCL_LD(src, s_off + e);
+    }
 }
 
 /* ------------------------------------------------------------- packed implicit GEMM

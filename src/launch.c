@@ -103,7 +103,7 @@ nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n) 
     nncl__arg_view(&g, dst);
     nncl__arg_view(&g, src);
     nncl__arg_count(&g, n);
-    return nncl__launch_1d(&g, k.dev, n);
+    return nncl__launch_1d(&g, k.dev, (n + 7) / 8); /* 8 per work-item */
 }
 
 nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, size_t rows, size_t cols, nncl__view db,

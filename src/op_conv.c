@@ -229,7 +229,7 @@ nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src,
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, (int)at);
     nncl__arg_int(&a, (int)count);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, x->dev, (count + 7) / 8); /* 8 per work-item */
 }
 
 nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
