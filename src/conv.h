@@ -63,6 +63,8 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
 nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
 nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+/* v moved on by off elements. */
+nncl__view nncl__conv_at(nncl__view v, size_t off);
 /* Half storage: count values from src into the workspace at float `at`
  * as fp32 (the direct and own paths' kernels read x as fp32), named for
  * node n's profile. */

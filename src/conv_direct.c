@@ -86,11 +86,6 @@ nncl_status nncl__conv_direct_prepare(nncl__exec *x, const nncl_node *n, const n
     return NNCL_OK;
 }
 
-static nncl__view cdir_at(nncl__view v, size_t off) {
-    v.off += off;
-    return v;
-}
-
 nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__view xv, w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
     size_t local[3] = {8, 1, 1}, global[3], have;
@@ -112,7 +107,7 @@ nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const n
         nncl__arg_view(&a, xv);
         nncl__arg_view(&a, w);
         nncl__arg_view(&a, n->n_in == 3 ? nncl__val(x, n->in[2]) : y);
-        nncl__arg_view(&a, cdir_at(y, (size_t)s0 * (size_t)d->O * d->ohw));
+        nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * (size_t)d->O * d->ohw));
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, ns);
         nncl__arg_int(&a, n->n_in == 3); nncl__arg_int(&a, d->act);
@@ -140,8 +135,8 @@ nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const 
         NNCL_TRY(nncl__conv_x_f32(x, n, d, l.x_at, s0, ns, &xv));
         NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DIRECT_DW, &a));
         nncl__arg_view(&a, xv);
-        nncl__arg_view(&a, cdir_at(dy, (size_t)s0 * ys));
-        nncl__arg_view(&a, cdir_at(y, (size_t)s0 * ys));
+        nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys));
+        nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)((size_t)(s0 / l.S) * (size_t)l.parts * (size_t)d->O * (d->ckk + 1)));
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);

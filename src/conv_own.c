@@ -202,11 +202,6 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
     return NNCL_OK;
 }
 
-static nncl__view cown_at(nncl__view v, size_t off) {
-    v.off += off;
-    return v;
-}
-
 nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
@@ -294,7 +289,7 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     nncl__arg_int(&a, mr);
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, 0);
-    nncl__arg_view(&a, cown_at(dx, (size_t)s0 * xs_n));
+    nncl__arg_view(&a, nncl__conv_at(dx, (size_t)s0 * xs_n));
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
     nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
@@ -347,8 +342,8 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         p.bp_off = g0 + cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
         p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
         NNCL_TRY(nncl__kbegin(x, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
-        nncl__arg_view(&a, cown_at(dy, (size_t)s0 * ys_n));
-        nncl__arg_view(&a, cown_at(y, (size_t)s0 * ys_n));
+        nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys_n));
+        nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys_n));
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)g0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);

@@ -222,6 +222,11 @@ nncl_status nncl__conv_ws(nncl__exec *x, const nncl_node *n, size_t need, size_t
     return NNCL_OK;
 }
 
+nncl__view nncl__conv_at(nncl__view v, size_t off) {
+    v.off += off;
+    return v;
+}
+
 nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src, size_t at, size_t count) {
     nncl__args a;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_TO_F32, &a));
@@ -235,8 +240,7 @@ nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src,
 nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
                              nncl__view *out) {
     size_t xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
-    *out = nncl__val(x, n->in[0]);
-    out->off += (size_t)s0 * xs;
+    *out = nncl__conv_at(nncl__val(x, n->in[0]), (size_t)s0 * xs);
     if (!x->store) return NNCL_OK;
     NNCL_TRY(nncl__conv_to_f32(x, n, *out, at, (size_t)ns * xs));
     out->mem = x->gemm_temp;
@@ -321,10 +325,6 @@ static nncl_status conv_reorder(nncl__exec *x, const nncl_node *n, const nncl__c
     return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->O * d->ohw);
 }
 
-static nncl__view conv_at(nncl__view v, size_t off) {
-    v.off += off;
-    return v;
-}
 
 /* ------------------------------------------------------------- device */
 
@@ -375,7 +375,7 @@ static nncl_status conv_col_fwd_chunks(nncl__exec *x, const nncl_node *n, const 
     int s0;
     for (s0 = 0; s0 < d.B; s0 += S) {
         int ns = d.B - s0 < S ? d.B - s0 : S;
-        nncl__view xs = conv_at(xv, (size_t)s0 * xs_n), ys = conv_at(y, (size_t)s0 * ys_n);
+        nncl__view xs = nncl__conv_at(xv, (size_t)s0 * xs_n), ys = nncl__conv_at(y, (size_t)s0 * ys_n);
         size_t N = (size_t)ns * d.ohw;
         if (S == 1) { /* the GEMM writes the sample's NCHW planes directly */
             nncl__view b = xs;
@@ -438,8 +438,8 @@ static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const 
     if (need_x) acc_x = nncl__grad_accumulate(x, n, 0);
     for (s0 = 0; s0 < d.B; s0 += S) {
         int ns = d.B - s0 < S ? d.B - s0 : S;
-        nncl__view xs = conv_at(xv, (size_t)s0 * xs_n), dxs = conv_at(dx, (size_t)s0 * xs_n);
-        nncl__view g = conv_at(dy, (size_t)s0 * ys_n); /* dY': the sample's dy itself when S is 1 */
+        nncl__view xs = nncl__conv_at(xv, (size_t)s0 * xs_n), dxs = nncl__conv_at(dx, (size_t)s0 * xs_n);
+        nncl__view g = nncl__conv_at(dy, (size_t)s0 * ys_n); /* dY': the sample's dy itself when S is 1 */
         size_t N = (size_t)ns * d.ohw;
         float beta_w = (s0 == 0 && !acc_w) ? 0.0f : 1.0f;
         if (S > 1) {
