@@ -6,7 +6,11 @@
  * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i].
  * unscale: 1 / the loss scale (1 without loss scaling), applied to the
  * gradient before clipping as GradScaler's unscale_ is; a power of two, so
- * the product is exact and 1 leaves every bit as it was. */
+ * the product is exact and 1 leaves every bit as it was.
+ * h: where the plan stores activations in half (built with NNCL_STORE,
+ * cl/common.cl), the working copy of the parameters in that type, written
+ * from the updated value in the same pass (one launch and one pass over
+ * the parameters fewer per step); in the fp32 build not touched. */
 
 /* PyTorch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to at
  * most 1. clip_norm <= 0: off, sumsq is not read. A NaN norm gives a NaN
@@ -54,14 +58,21 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int 
 }
 
 #define NNCL_OPT_VW 8 /* parameters per work-item of the Adam update */
+#if defined(NNCL_STORE) && NNCL_STORE
+#define NNCL_OPT_HALF(v, h, i) NNCL_ST(v, h, i)
+#define NNCL_OPT_HALF8(v, h, i) NNCL_ST8(v, h + (i))
+#else
+#define NNCL_OPT_HALF(v, h, i) ((void)(h))
+#define NNCL_OPT_HALF8(v, h, i) ((void)(h))
+#endif
 
 /* torch.optim.SGD. State (momentum != 0): the momentum buffer b.
  *   g = clip*grad + wd*p
  *   b = first ? g : momentum*b + (1-dampening)*g
  *   g = nesterov ? g + momentum*b : b
  *   p = p - lr*g */
-__kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
-                           int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float momentum,
+__kernel void nncl_sgd_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
+                           int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float momentum,
                            float dampening, float wd, float clip_norm, float unscale, int nesterov, int first) {
     size_t i = get_global_id(0);
     float pi, gi;
@@ -74,7 +85,9 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g
         s[s_off + i] = b;
         gi = nesterov ? gi + momentum * b : b;
     }
-    p[p_off + i] = pi - lr * gi;
+    pi -= lr * gi;
+    p[p_off + i] = pi;
+    NNCL_OPT_HALF(pi, h, h_off + i);
 }
 
 /* torch.optim.Adam (decoupled 0) and AdamW (decoupled 1). State: m at slot
@@ -100,8 +113,8 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global const float *g
         v = beta2 * v + (1.0f - beta2) * gi * gi;                                                                      \
         pi = pi - step_size * m / (sqrt(v) / bc2_sqrt + eps);                                                          \
     }
-__kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
-                            int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
+__kernel void nncl_adam_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
+                            int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
                             float beta2, float eps, float wd, float step_size, float bc2_sqrt, float clip_norm,
                             float unscale, int decoupled) {
     size_t i = get_global_id(0) * NNCL_OPT_VW, e;
@@ -117,6 +130,7 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *
         vstore8(m, 0, m0 + i);
         vstore8(v, 0, v0 + i);
         vstore8(pi, 0, p + i);
+        NNCL_OPT_HALF8(pi, h, h_off + i);
     } else
         for (e = i; e < (size_t)n; e++) {
             float pi = p[e], gi = g[e] * unscale * c, m = m0[e], v = v0[e];
@@ -124,6 +138,7 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *
             m0[e] = m;
             v0[e] = v;
             p[e] = pi;
+            NNCL_OPT_HALF(pi, h, h_off + e);
         }
 }
 
@@ -131,8 +146,8 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global const float *
  * 0 and, with momentum > 0, the buffer b at slot 1.
  *   g = clip*grad + wd*p;  a = alpha*a + (1-alpha)*g*g;  d = g/(sqrt(a) + eps)
  *   momentum > 0: b = momentum*b + d, p = p - lr*b;  else p = p - lr*d */
-__kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global const float *g, int g_off, __global float *s,
-                               int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float alpha,
+__kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
+                               int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float alpha,
                                float eps, float momentum, float wd, float clip_norm, float unscale) {
     size_t i = get_global_id(0);
     float pi, gi, a, d;
@@ -148,5 +163,7 @@ __kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global const floa
         s[s_off + (size_t)n + i] = b;
         d = b;
     }
-    p[p_off + i] = pi - lr * d;
+    pi -= lr * d;
+    p[p_off + i] = pi;
+    NNCL_OPT_HALF(pi, h, h_off + i);
 }

@@ -162,7 +162,7 @@ typedef struct nncl_device {
     unsigned mem_base_align;  /* bytes a sub-buffer origin must be a multiple of */
     nncl_program *programs;   /* built programs, one per kernel family */
     unsigned long lookups;    /* kernels looked up by name and programs built (nncl__kernel_lookups) */
-    nncl__kslot optim_kernels[5]; /* the optimizer's, resolved on first use (optim.c) */
+    nncl__kslot optim_kernels[3][5]; /* the optimizer's per storage type, resolved on first use (optim.c) */
     struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
     uint64_t mem_in_use, mem_peak;
     /* Kernel timing between nncl_profile_start and _stop (profiling queues). */

@@ -142,9 +142,10 @@ size_t nncl__optim_state_floats(const nncl_optim_config *o) {
 
 size_t nncl__optim_scratch_floats(void) { return NNCL_OPTIM_GROUPS + 1; }
 
-/* The optimizer's kernels of cl/optimizer.cl, slots of dev->optim_kernels:
- * resolved once per device (by nncl__optim_prepare when a trainer is made),
- * then launched by index. */
+/* The optimizer's kernels of cl/optimizer.cl, slots of dev->optim_kernels
+ * (per storage type: half builds also write the parameters' working copy):
+ * resolved once per device (by nncl__optim_prepare when a trainer is
+ * made), then launched by index. */
 enum { OPT_K_SGD, OPT_K_ADAM, OPT_K_RMSPROP, OPT_K_SUMSQ_PARTIAL, OPT_K_SUMSQ_FINAL };
 static const char *const opt_kernel_names[5] = {"nncl_sgd_f32", "nncl_adam_f32", "nncl_rmsprop_f32",
                                                 "nncl_sumsq_f32_partial", "nncl_sumsq_f32_final"};
@@ -153,21 +154,29 @@ static int opt_update_slot(nncl_optimizer k) {
     return k == NNCL_OPT_SGD ? OPT_K_SGD : k == NNCL_OPT_RMSPROP ? OPT_K_RMSPROP : OPT_K_ADAM;
 }
 
-static nncl_status opt_kernel(nncl_context *ctx, nncl_device *dev, int slot, nncl__args *a) {
-    nncl__kslot *k = &dev->optim_kernels[slot];
-    if (!k->kernel) NNCL_TRY(nncl__kslot_resolve(ctx, dev, "optimizer", opt_kernel_names[slot], k));
+static nncl_status opt_kernel(nncl_context *ctx, nncl_device *dev, int slot, int store, nncl__args *a) {
+    static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
+    nncl__kslot *k = &dev->optim_kernels[store][slot];
+    if (!k->kernel) NNCL_TRY(nncl__kslot_resolve_opts(ctx, dev, "optimizer", opts[store], opt_kernel_names[slot], k));
     nncl__args_begin_slot(a, ctx, k);
     return NNCL_OK;
 }
 
 nncl_status nncl__optim_prepare(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o) {
+    return nncl__optim_prepare_store(ctx, dev, o, 0);
+}
+
+nncl_status nncl__optim_prepare_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int store) {
     nncl__args a;
     NNCL_TRY(nncl__optim_check(ctx, o));
     if (!dev) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl__optim_prepare: device is NULL");
-    NNCL_TRY(opt_kernel(ctx, dev, opt_update_slot(o->kind), &a));
+    if (store < 0 || store > 2)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl__optim_prepare: storage type %d is not 0, 1 or 2",
+                          store);
+    NNCL_TRY(opt_kernel(ctx, dev, opt_update_slot(o->kind), store, &a));
     if (o->clip_norm > 0) {
-        NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_PARTIAL, &a));
-        NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_FINAL, &a));
+        NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_PARTIAL, 0, &a));
+        NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_FINAL, 0, &a));
     }
     return NNCL_OK;
 }
@@ -203,14 +212,14 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
     sv.off = 0;
     NNCL_TRY(opt_check_view(ctx, grads, n, "grads"));
     NNCL_TRY(opt_check_view(ctx, sv, nncl__optim_scratch_floats(), "clipping scratch"));
-    NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_PARTIAL, &a));
+    NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_PARTIAL, 0, &a));
     nncl__arg_mem(&a, grads.mem);
     nncl__arg_int(&a, (int)grads.off);
     nncl__arg_mem(&a, scratch);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, (int)n);
     NNCL_TRY(nncl__launch(&a, dev, 1, &items, &local));
-    NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_FINAL, &a));
+    NNCL_TRY(opt_kernel(ctx, dev, OPT_K_SUMSQ_FINAL, 0, &a));
     nncl__arg_mem(&a, scratch);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, (int)items);
@@ -234,6 +243,15 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
 nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                       nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
                                       float unscale) {
+    nncl__view none;
+    none.mem = NULL;
+    none.off = 0;
+    return nncl__optim_update_store(ctx, dev, o, t, params, grads, state, scratch, n, unscale, none, 0);
+}
+
+nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
+                                     nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
+                                     float unscale, nncl__view half, int store) {
     size_t k, sfloats = 0;
     int clip;
     cl_mem smem;
@@ -261,12 +279,18 @@ nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const
         sv.off = 0;
         NNCL_TRY(opt_check_view(ctx, sv, nncl__optim_scratch_floats(), "clipping scratch"));
     }
+    if (store < 0 || store > 2 || (store && !half.mem))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "optimizer step: storage type %d %s a working copy of the parameters", store,
+                          store ? "without" : "with");
     lr = nncl_optim_lr(o, t - 1);
 
-    NNCL_TRY(opt_kernel(ctx, dev, opt_update_slot(o->kind), &a));
+    NNCL_TRY(opt_kernel(ctx, dev, opt_update_slot(o->kind), store, &a));
     smem = k ? state.mem : params.mem; /* never touched when there is no state */
     nncl__arg_mem(&a, params.mem);
     nncl__arg_int(&a, (int)params.off);
+    nncl__arg_mem(&a, store ? half.mem : params.mem); /* fp32: a stand-in, never written */
+    nncl__arg_int(&a, store ? (int)half.off : 0);
     nncl__arg_mem(&a, grads.mem);
     nncl__arg_int(&a, (int)grads.off);
     nncl__arg_mem(&a, smem);

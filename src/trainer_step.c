@@ -205,6 +205,7 @@ static int trainer_allreduce(nncl_trainer *t, int batch, int bad) {
 static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     nncl__plan *p = t->plan[i];
     nncl_graph *g = t->graph;
+    nncl__view h;
     if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
@@ -215,11 +216,14 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     if (!g->n_trainable) return NNCL_OK;
     if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
         NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
-    NNCL_TRY(nncl__optim_update_scaled(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
-                                       nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
-                                       nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                                       g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f));
-    return nncl__plan_sync_params(p); /* half storage: the working copy of the updated weights */
+    /* in half storage the update also writes the weights' working copy
+     * (the frozen parameters after the trainable ones keep theirs) */
+    h.mem = p->x.params_h;
+    h.off = 0;
+    return nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
+                                    nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
+                                    nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
+                                    g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, h, p->x.store);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {
