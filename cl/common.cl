@@ -125,17 +125,21 @@ float8 nncl_f16_ld8(__global const ushort *p) {
     u = select(u, as_uint8(as_float8(u + 0x00800000u) - 6.103515625e-05f), e == 0u);
     return as_float8(u | (h & 0x8000u) << 16);
 }
-void nncl_f16_st8(float8 f, __global ushort *p) {
-    uint8 x = as_uint8(f), a = x & 0x7fffffffu, r, n, d;
-    if (((uint)(uintptr_t)p & 15u) == 0u) {
-        vstore_half8_rte(f, 0, (__global half *)p);
-        return;
-    }
-    n = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
-    d = as_uint8(as_float8(a) + 0.5f) - 0x3f000000u;
+/* NNCL_RNE8: 8 values' bits in the storage type, for kernels that store
+ * them apart. */
+#define NNCL_RNE8(v) nncl_f16_rne8(v)
+ushort8 nncl_f16_rne8(float8 f) {
+    uint8 x = as_uint8(f), a = x & 0x7fffffffu, r;
+    uint8 n = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13, d = as_uint8(as_float8(a) + 0.5f) - 0x3f000000u;
     r = select(n, d, a < 0x38800000u);
     r = select(r, select((uint8)0x7c00u, (uint8)0x7e00u, a > 0x7f800000u), a >= 0x47800000u);
-    vstore8(convert_ushort8(r | ((x >> 16) & 0x8000u)), 0, p);
+    return convert_ushort8(r | ((x >> 16) & 0x8000u));
+}
+void nncl_f16_st8(float8 f, __global ushort *p) {
+    if (((uint)(uintptr_t)p & 15u) == 0u)
+        vstore_half8_rte(f, 0, (__global half *)p);
+    else
+        vstore8(nncl_f16_rne8(f), 0, p);
 }
 #elif defined(NNCL_STORE) && NNCL_STORE == 2
 #define act_t ushort
@@ -150,10 +154,12 @@ ushort nncl_bf16_rne(float v) {
     if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x40u); /* NaN stays NaN */
     return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
-void nncl_bf16_st8(float8 v, __global ushort *p) {
+#define NNCL_RNE8(v) nncl_bf16_rne8(v)
+ushort8 nncl_bf16_rne8(float8 v) {
     uint8 x = as_uint8(v), r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    vstore8(convert_ushort8(select(r, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u)), 0, p); /* NaN stays NaN */
+    return convert_ushort8(select(r, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u)); /* NaN stays NaN */
 }
+void nncl_bf16_st8(float8 v, __global ushort *p) { vstore8(nncl_bf16_rne8(v), 0, p); }
 #else
 #define act_t float
 #define NNCL_LD(p, i) ((p)[i])

@@ -287,9 +287,23 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
             }
         }
     }
+    out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
+#if defined(NNCL_STORE) && NNCL_STORE
+    if (!acc) { /* half storage: the 32 values converted as 4 vectors, stored apart */
+        ushort8 u[4];
+        u[0] = NNCL_RNE8(s0.lo);
+        u[1] = NNCL_RNE8(s0.hi);
+        u[2] = NNCL_RNE8(s1.lo);
+        u[3] = NNCL_RNE8(s1.hi);
+        for (e = 0; e < 16 && c0 + e < C; e++) {
+            out[e * H * W] = ((ushort *)u)[e];
+            if (two) out[e * H * W + 1] = ((ushort *)u)[16 + e];
+        }
+        return;
+    }
+#endif
     vstore16(s0, 0, t);
     vstore16(s1, 0, t + 16);
-    out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
     for (e = 0; e < 16 && c0 + e < C; e++) {
         NNCL_ST(acc ? NNCL_LD(out, e * H * W) + t[e] : t[e], out, e * H * W);
         if (two) NNCL_ST(acc ? NNCL_LD(out, e * H * W + 1) + t[16 + e] : t[16 + e], out, e * H * W + 1);
