@@ -102,11 +102,20 @@ static int cown_ones(nncl__exec *x, const nncl_node *n) {
     return n->n_in == 3 && nncl__need_grad(x, n, 1) && nncl__need_grad(x, n, 2);
 }
 
+/* Floats of S samples of x as fp32 (half storage; 0 in fp32, read in
+ * place). */
+static size_t cown_xs(nncl__exec *x, const nncl__conv_dims *d, size_t S) {
+    return x->store ? S * (size_t)d->C * (size_t)d->H * (size_t)d->W : 0;
+}
+
 /* Samples per chunk and the workspace floats the chunks need. Forward: Wp,
- * then S samples' B panels; weight gradient: S samples' A and B panels, and
- * at the end the product [O, C*k*k + 1] when it carries the bias gradient.
- * Bounded by nncl__conv_budget (never by the batch, so S only shrinks with
- * it), by the kernels' int offsets and by their quotients (S*OH*OW < 2^20). */
+ * then S samples' B panels, and at the end (half storage) their x as fp32;
+ * weight gradient: S samples' A and B panels (in half storage their x as
+ * fp32 first where the A panels go: packing B reads it, then the A panels
+ * overwrite it), and at the end the product [O, C*k*k + 1] when it carries
+ * the bias gradient. Bounded by nncl__conv_budget (never by the batch, so S
+ * only shrinks with it), by the kernels' int offsets and by their
+ * quotients (S*OH*OW < 2^20). */
 static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
     size_t budget, fixed, wt, fwd, bwd, bwd_b, per, cap, ones = (size_t)cown_ones(x, n);
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
@@ -121,8 +130,9 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     NNCL_TRY(cown_panels(x, d->ohw, d->ckk, 1, &fwd));
     NNCL_TRY(cown_panels(x, (size_t)d->O, d->ohw, 0, &bwd));
     NNCL_TRY(cown_panels(x, d->ckk + ones, d->ohw, 1, &bwd_b));
-    bwd += bwd_b;
-    per = (fwd > bwd ? fwd : bwd) + (x->store ? (size_t)d->C * (size_t)d->H * (size_t)d->W : 0);
+    fwd += cown_xs(x, d, 1);
+    bwd = (bwd > cown_xs(x, d, 1) ? bwd : cown_xs(x, d, 1)) + bwd_b;
+    per = fwd > bwd ? fwd : bwd;
     cap = budget > fixed ? (budget - fixed) / per : 1;
     if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
     if (cap > (COWN_QUOT - 1) / d->ohw) cap = (COWN_QUOT - 1) / d->ohw;
@@ -133,14 +143,20 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     return NNCL_OK;
 }
 
-/* The end of a workspace of `floats` (cown_chunk) for chunks of S: in half
- * storage the chunk's x as fp32 at *x_at (the packing kernels read it
- * there), before it the weight gradient's product with its bias column at
- * *ct_off; the panels end before both. */
+/* The end of a workspace of `floats` (cown_chunk) for chunks of S: the
+ * forward's x as fp32 at *x_at (half storage), the weight gradient's
+ * product with its bias column at *ct_off (the backward's); the panels of
+ * each pass end before its own. */
 static void cown_tail(nncl__exec *x, const nncl__conv_dims *d, int S, size_t floats, size_t *x_at, size_t *ct_off) {
-    size_t xs = x->store ? (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W : 0;
-    *x_at = (floats - xs) / COWN_ALIGN * COWN_ALIGN;
-    *ct_off = (*x_at - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
+    *x_at = (floats - cown_xs(x, d, (size_t)S)) / COWN_ALIGN * COWN_ALIGN;
+    *ct_off = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
+}
+
+/* Where the backward's B panels start for k = ns*OH*OW columns of A panels
+ * of mr rows: after the A panels or ns samples of x as fp32, the larger. */
+static size_t cown_bp_off(nncl__exec *x, const nncl__conv_dims *d, size_t g0, int mr, size_t k) {
+    size_t a = nncl__gemm_pack_floats(mr, (size_t)d->O, k), xs = cown_xs(x, d, k / d->ohw);
+    return g0 + cown_round(a > xs ? a : xs);
 }
 
 /* Once per plan: with every packed variant a product may get, the
@@ -159,11 +175,10 @@ static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nn
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
         if (v[i].kind == NNCL__GEMM_DIRECT) continue;
-        bwd = g0 + cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, k)) +
-              nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
+        bwd = cown_bp_off(x, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
         fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);
-        if (bwd > (ones ? ct_off : x_at) || fwd > x_at)
+        if (bwd > (ones ? ct_off : floats) || fwd > x_at)
             return nncl__fail(x->ctx, NNCL_ERR_STATE,
                               "conv2d \"%s\": %s's panels need %zu (backward) and %zu (forward) floats of a %zu-float "
                               "workspace",
@@ -339,20 +354,10 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         p.k = (size_t)ns * d->ohw;
-        p.bp_off = g0 + cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
+        p.bp_off = cown_bp_off(x, d, g0, v.mr, p.k);
         p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
-        NNCL_TRY(nncl__kbegin(x, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
-        nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys_n));
-        nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys_n));
-        nncl__arg_mem(&a, x->gemm_temp);
-        nncl__arg_int(&a, (int)g0);
-        nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
-        nncl__arg_int(&a, act);
-        global[0] = dy8 ? (p.k + 7) / 8 : p.k;
-        global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
-        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
-        if (need_w) {
-            NNCL_TRY(nncl__conv_x_f32(x, n, d, x_at, s0, ns, &xv));
+        if (need_w) { /* B first: its x (half storage) goes where the A panels go next */
+            NNCL_TRY(nncl__conv_x_f32(x, n, d, g0, s0, ns, &xv));
             NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
             nncl__arg_view(&a, xv);
             nncl__arg_mem(&a, x->gemm_temp);
@@ -365,8 +370,18 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
             global[1] = d->ohw;
             global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
             NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
-            NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
         }
+        NNCL_TRY(nncl__kbegin(x, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
+        nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys_n));
+        nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys_n));
+        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_int(&a, (int)g0);
+        nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
+        nncl__arg_int(&a, act);
+        global[0] = dy8 ? (p.k + 7) / 8 : p.k;
+        global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
+        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
+        if (need_w) NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
         if (need_x) NNCL_TRY(cown_dx(x, n, d, g0, v.mr, s0, ns, acc_x));
     }
     if (!ones) return NNCL_OK;
