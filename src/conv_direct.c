@@ -49,9 +49,11 @@ static int cdir_parts(nncl__exec *x, const nncl__conv_dims *d) {
     return parts < 1 ? 1 : (int)parts;
 }
 
-/* The layout of the workspace for a batch of d->B: samples per chunk
- * (*S), the weight gradient's parts per chunk, and where the fp32 copies
- * start (x_at: a chunk of x, w_at: the weights, forward only). */
+/* The layout of the workspace for a batch of d->B: samples per chunk (S),
+ * the weight gradient's parts per chunk and their floats (all chunks'),
+ * where the fp32 copies start in half storage (x_at: a chunk of x; w_at:
+ * the weights, forward only, where the backward keeps its partial sums),
+ * and the floats of it all. */
 typedef struct cdir_layout {
     int S, chunks, parts;
     size_t part_floats, x_at, w_at, floats;
@@ -60,7 +62,7 @@ typedef struct cdir_layout {
 static size_t cdir_round(size_t f) { return (f + 15) / 16 * 16; }
 
 static nncl_status cdir_layout_of(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cdir_layout *l) {
-    size_t xs = (size_t)d->C * (size_t)d->H * (size_t)d->W, budget, grads;
+    size_t xs = (size_t)d->C * (size_t)d->H * (size_t)d->W, budget, grads, each;
     nncl__conv_dims c = *d;
     l->S = d->B;
     if (x->store) {
@@ -70,6 +72,14 @@ static nncl_status cdir_layout_of(nncl__exec *x, const nncl_node *n, const nncl_
     l->chunks = (d->B + l->S - 1) / l->S;
     c.B = l->S;
     l->parts = cdir_parts(x, &c);
+    /* every chunk's partial sums stay addressable by the kernels' ints (x
+     * is in the arena, so the budget holds 1/16 of the batch's x and there
+     * are at most ~17 chunks) */
+    each = (size_t)l->chunks * (size_t)d->O * (d->ckk + 1);
+    if (each > (size_t)INT_MAX / 2)
+        return nncl__fail(x->ctx, NNCL_ERR_UNSUPPORTED, "conv2d \"%s\": %d outputs of %zu weights in %d chunks are too "
+                          "many partial sums for the direct path", n->name, d->O, d->ckk, l->chunks);
+    if ((size_t)l->parts > (size_t)INT_MAX / 2 / each) l->parts = (int)((size_t)INT_MAX / 2 / each);
     grads = nncl__need_grad(x, n, 1) || (n->n_in == 3 && nncl__need_grad(x, n, 2));
     l->part_floats = grads ? (size_t)l->chunks * (size_t)l->parts * (size_t)d->O * (d->ckk + 1) : 0;
     l->w_at = 0;
@@ -146,9 +156,8 @@ nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const 
         global[2] = (size_t)d->C;
         NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
     }
-    xv = y;
-    dw = need_w ? nncl__grd(x, n->in[1]) : xv; /* not written: acc 2 */
-    db = need_b ? nncl__grd(x, n->in[2]) : xv;
+    dw = need_w ? nncl__grd(x, n->in[1]) : y; /* not written: acc 2 */
+    db = need_b ? nncl__grd(x, n->in[2]) : y;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DW_SPLIT, &a));
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, 0);
