@@ -65,7 +65,7 @@ float nncl_group_max(__local float *buf, float v) {
  * it: NNCL_LDG, for loads whose address neighbouring work-items cannot be
  * shown to step by one. CPU drivers vectorise a 32-bit gather, while
  * 16-bit gathers (no such instruction) are split into one load per lane
- * (4x the time of pack_colt's loads); where the addresses do step by one,
+ * (4x the time of a 32-bit gather); where the addresses do step by one,
  * a plain load (NNCL_LD) is one vector load. Buffers are whole words
  * (src/device.c), so the word never leaves the allocation. */
 uint nncl_ld16(__global const ushort *p, int i) {
