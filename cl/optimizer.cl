@@ -72,8 +72,9 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int 
  *   g = nesterov ? g + momentum*b : b
  *   p = p - lr*g */
 __kernel void nncl_sgd_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
-                           int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float momentum,
-                           float dampening, float wd, float clip_norm, float unscale, int nesterov, int first) {
+                           int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n,
+                           float lr, float momentum, float dampening, float wd, float clip_norm, float unscale,
+                           int nesterov, int first) {
     size_t i = get_global_id(0);
     float pi, gi;
     if (i >= (size_t)n) return;
@@ -114,9 +115,9 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global act_t *h, int 
         pi = pi - step_size * m / (sqrt(v) / bc2_sqrt + eps);                                                          \
     }
 __kernel void nncl_adam_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
-                            int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float beta1,
-                            float beta2, float eps, float wd, float step_size, float bc2_sqrt, float clip_norm,
-                            float unscale, int decoupled) {
+                            int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n,
+                            float lr, float beta1, float beta2, float eps, float wd, float step_size, float bc2_sqrt,
+                            float clip_norm, float unscale, int decoupled) {
     size_t i = get_global_id(0) * NNCL_OPT_VW, e;
     float c;
     __global float *m0 = s + s_off, *v0 = s + s_off + (size_t)n;
@@ -147,8 +148,9 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global act_t *h, int
  *   g = clip*grad + wd*p;  a = alpha*a + (1-alpha)*g*g;  d = g/(sqrt(a) + eps)
  *   momentum > 0: b = momentum*b + d, p = p - lr*b;  else p = p - lr*d */
 __kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
-                               int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n, float lr, float alpha,
-                               float eps, float momentum, float wd, float clip_norm, float unscale) {
+                               int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off,
+                               int n, float lr, float alpha, float eps, float momentum, float wd, float clip_norm,
+                               float unscale) {
     size_t i = get_global_id(0);
     float pi, gi, a, d;
     if (i >= (size_t)n) return;

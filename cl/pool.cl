@@ -318,11 +318,7 @@ __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_
         lo = cov && arg == h * W + w ? gb : 0u;
         hi = cov && arg == h * W + w + 1 ? gb : 0u;
         i = (dx_off >> 1) + nncl_pool_out(G, H * (W >> 1));
-#ifdef __ENDIAN_LITTLE__
-        ((__global uint *)dx)[i] = lo | hi << 16;
-#else
-        ((__global uint *)dx)[i] = hi | lo << 16;
-#endif
+        ((__global uint *)dx)[i] = NNCL_POOL_WORD(lo, hi);
     }
 #else
     {

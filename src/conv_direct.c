@@ -50,13 +50,13 @@ static int cdir_parts(nncl__exec *x, const nncl__conv_dims *d) {
 }
 
 /* The layout of the workspace for a batch of d->B: samples per chunk (S),
- * the weight gradient's parts per chunk and their floats (all chunks'),
- * where the fp32 copies start in half storage (x_at: a chunk of x; w_at:
- * the weights, forward only, where the backward keeps its partial sums),
- * and the floats of it all. */
+ * the weight gradient's parts per chunk and their floats (all chunks', at
+ * 0), in half storage where the chunk's x as fp32 starts (x_at; the
+ * forward's weights as fp32 at 0, where the backward keeps its partial
+ * sums), and the floats of it all. */
 typedef struct cdir_layout {
     int S, chunks, parts;
-    size_t part_floats, x_at, w_at, floats;
+    size_t part_floats, x_at, floats;
 } cdir_layout;
 
 static size_t cdir_round(size_t f) { return (f + 15) / 16 * 16; }
@@ -82,7 +82,6 @@ static nncl_status cdir_layout_of(nncl__exec *x, const nncl_node *n, const nncl_
     if ((size_t)l->parts > (size_t)INT_MAX / 2 / each) l->parts = (int)((size_t)INT_MAX / 2 / each);
     grads = nncl__need_grad(x, n, 1) || (n->n_in == 3 && nncl__need_grad(x, n, 2));
     l->part_floats = grads ? (size_t)l->chunks * (size_t)l->parts * (size_t)d->O * (d->ckk + 1) : 0;
-    l->w_at = 0;
     l->x_at = x->store ? cdir_round(l->part_floats > (size_t)d->O * d->ckk ? l->part_floats : (size_t)d->O * d->ckk)
                        : l->part_floats;
     l->floats = l->x_at + (x->store ? (size_t)l->S * xs : 0);
@@ -106,9 +105,9 @@ nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const n
     NNCL_TRY(cdir_layout_of(x, n, d, &l));
     NNCL_TRY(nncl__conv_ws(x, n, l.floats, &have));
     if (x->store) {
-        NNCL_TRY(nncl__conv_to_f32(x, n, w, l.w_at, (size_t)d->O * d->ckk));
+        NNCL_TRY(nncl__conv_to_f32(x, n, w, 0, (size_t)d->O * d->ckk));
         w.mem = x->gemm_temp;
-        w.off = l.w_at;
+        w.off = 0;
     }
     for (s0 = 0; s0 < d->B; s0 += l.S) {
         int ns = d->B - s0 < l.S ? d->B - s0 : l.S;

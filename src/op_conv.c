@@ -325,7 +325,6 @@ static nncl_status conv_reorder(nncl__exec *x, const nncl_node *n, const nncl__c
     return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->O * d->ohw);
 }
 
-
 /* ------------------------------------------------------------- device */
 
 nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {

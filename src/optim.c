@@ -237,16 +237,10 @@ nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_opt
 
 nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n) {
-    return nncl__optim_update_scaled(ctx, dev, o, t, params, grads, state, scratch, n, 1.0f);
-}
-
-nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
-                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
-                                      float unscale) {
     nncl__view none;
     none.mem = NULL;
     none.off = 0;
-    return nncl__optim_update_store(ctx, dev, o, t, params, grads, state, scratch, n, unscale, none, 0);
+    return nncl__optim_update_store(ctx, dev, o, t, params, grads, state, scratch, n, 1.0f, none, 0);
 }
 
 nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,

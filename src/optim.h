@@ -79,16 +79,12 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
                                nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n);
 
 /* The same with the gradient multiplied by unscale (1 / the loss scale, a
- * power of two) before anything else reads it; scratch[NNCL_OPTIM_TOTAL]
- * must then hold the sum of squares of the unscaled gradient. */
-nncl_status nncl__optim_update_scaled(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
-                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
-                                      float unscale);
-
-/* The same in a plan whose activations are stored in half (store 1 fp16,
- * 2 bf16; 0 fp32, half unused): the update also writes the parameters'
- * working copy, half[i] = params[i] in that type, in the same pass. The
- * prepare for it builds the optimizer's kernels for that type. */
+ * power of two) before anything else reads it (scratch[NNCL_OPTIM_TOTAL]
+ * must then hold the sum of squares of the unscaled gradient), in a plan
+ * whose activations are stored in half (store 1 fp16, 2 bf16; 0 fp32,
+ * half unused): the update also writes the parameters' working copy,
+ * half[i] = params[i] in that type, in the same pass. The prepare for it
+ * builds the optimizer's kernels for that type. */
 nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
                                      float unscale, nncl__view half, int store);
