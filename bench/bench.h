@@ -132,11 +132,13 @@ bench_raw_kernel *bench_raw_add_create(nncl_context *ctx, int device, const nncl
 int bench_raw_add_enqueue(bench_raw_kernel *k);
 void bench_raw_add_free(bench_raw_kernel *k);
 /* nncl's own GEMM variants that device times when choosing (count, name of
- * the i-th), one product through variant i (packing included, into the
- * device's scratch buffer), and the name of the kernel nncl_gemm runs for a
- * shape ("clblast" or a variant; "" before it was chosen). */
+ * the i-th, whether it runs products of these transposes), one product
+ * through variant i (packing included, into the device's scratch buffer),
+ * and the name of the kernel nncl_gemm runs for a shape ("clblast" or a
+ * variant; "" before it was chosen). */
 int bench_raw_own_count(nncl_context *ctx, int device);
 const char *bench_raw_own_name(nncl_context *ctx, int device, int i);
+int bench_raw_own_takes(nncl_context *ctx, int device, int i, int ta, int tb);
 int bench_raw_own_sgemm(nncl_context *ctx, int device, int i, int ta, int tb, int m, int n, int k,
                         const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
 const char *bench_raw_chosen(nncl_context *ctx, int device, int ta, int tb, int m, int n, int k);

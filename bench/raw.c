@@ -36,6 +36,13 @@ const char *bench_raw_own_name(nncl_context *ctx, int device, int i) {
     return v[i].name;
 }
 
+int bench_raw_own_takes(nncl_context *ctx, int device, int i, int ta, int tb) {
+    const nncl__gemm_variant *v;
+    int n = 0;
+    if (nncl__gemm_variants(ctx, &ctx->devices[device], 0, &v, &n) != NNCL_OK || i < 0 || i >= n) return 0;
+    return nncl__gemm_takes(&v[i], ta, tb);
+}
+
 static void raw_args(nncl__gemm_args *g, int ta, int tb, int m, int n, int k) {
     memset(g, 0, sizeof *g);
     g->trans_a = ta;

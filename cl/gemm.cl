@@ -17,6 +17,10 @@
  *       tile, K slices of both panels staged in local memory (GPUs).
  *   nncl_gemm_f32_direct (-DNNCL_DIRECT): no packing, for small products
  *       where a packing pass costs more than it saves.
+ *   nncl_gemm_f32_dot (-DNNCL_DOT): A times B transposed (a dense layer's
+ *       forward, x W^T) without packing: both operands run along k in
+ *       memory, so one work-item keeps MR x NR dot products as VW-wide
+ *       vectors along k and adds each one's lanes at the end.
  * Epilogue: epi = bias_mode | act << 2; bias_mode 1 adds bias[j] (per column,
  * linear), 2 adds bias[i] (per row, convolution's [O, pixels]); act as
  * nncl_act, NaN-propagating like PyTorch. beta == 0 never reads C.
@@ -194,6 +198,30 @@ void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc
     }
 }
 
+/* A whole MR x NR tile at row i0, column j0, unrolled so that the
+ * accumulators stay in registers (the row-by-row loop of nncl_gemm_store
+ * indexes acc at run time: its 28 vectors went to the stack, and with k
+ * near 128 the stores took a third of a tile's time). The activations
+ * with exp or tanh keep the loop (inlined 28 times they only grow the
+ * program). */
+__attribute__((always_inline)) void nncl_gemm_store_tile(__global act_t *c, int ldc, int i0, int j0, const vfloat *acc, float alpha, float beta,
+                          __global const act_t *bias, int epi) {
+    int mode = epi & 3, relu = (epi >> 2) == 1, r, v;
+#pragma unroll
+    for (r = 0; r < NNCL_MR; r++) {
+        __global act_t *row = c + (i0 + r) * ldc + j0;
+#pragma unroll
+        for (v = 0; v < NNCL_NV; v++) {
+            vfloat x = alpha * acc[r * NNCL_NV + v];
+            if (beta != 0.0f) x += beta * NNCL_CLOAD(row + v * NNCL_VW);
+            if (mode == 1) x += NNCL_CLOAD(bias + j0 + v * NNCL_VW);
+            else if (mode == 2) x += (vfloat)NNCL_LD(bias, i0 + r);
+            if (relu) x = select(x, (vfloat)0.0f, x < (vfloat)0.0f);
+            NNCL_CSTORE(x, row + v * NNCL_VW);
+        }
+    }
+}
+
 /* Epilogue alone, after a product that had none (CLBlast): C[i, j] =
  * act(C[i, j] + bias). One work-item per element of the [m, n] block. */
 __kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int m, int n, __global const float *bias,
@@ -313,10 +341,78 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
         else NNCL_DIRECT_LOOP(az[ri[r] * lda + kk], NNCL_GATHER(kk * ldb + cj[e]))
 #undef NNCL_GATHER
     }
+    if (i0 + NNCL_MR <= m && j0 + NNCL_NR <= n && (epi >> 2) <= 1)
+        nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, i0, j0, acc, alpha, beta, bias + bias_off, epi);
+    else
+        for (r = 0; r < NNCL_MR && i0 + r < m; r++)
+            for (v = 0; v < NNCL_NV; v++)
+                nncl_gemm_store(c + c_off + z * c_stride, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v],
+                                alpha, beta, bias + bias_off, epi);
+}
+
+#elif defined(NNCL_DOT)
+
+/* C[i, j] = sum_k A[i, k] B[j, k], A [m,k] and B [n,k] row-major (the
+ * host runs this kernel for no other transposes). Per VW values of k: NR
+ * vector loads of B rows, MR of A rows, MR*NR fused multiply-adds (4 x 6
+ * on 32 registers: 24 accumulators, 6 B vectors and an A vector). Rows past
+ * m and n read row m-1 and n-1 (in bounds; not stored); the k % VW last
+ * values are added one by one after the lanes. */
+__kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride, int lda, int ta,
+                                __global const float *b, int b_off, int b_stride, int ldb, int tb,
+                                __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k,
+                                float alpha, float beta, __global const float *bias, int bias_off, int epi) {
+    int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), i0 = p * NNCL_MR, j0 = q * NNCL_NR;
+    int kv = k / NNCL_VW * NNCL_VW, r, s, kk, mode = epi & 3;
+    const __global float *ar[NNCL_MR], *br[NNCL_NR];
+    vfloat acc[NNCL_MR * NNCL_NR];
+    float sum[NNCL_MR * NNCL_NR];
+    __global float *cz = c + c_off + z * c_stride;
+    if (i0 >= m || j0 >= n) return;
+#pragma unroll
+    for (r = 0; r < NNCL_MR; r++) ar[r] = a + a_off + z * a_stride + min(i0 + r, m - 1) * lda;
+#pragma unroll
+    for (s = 0; s < NNCL_NR; s++) br[s] = b + b_off + z * b_stride + min(j0 + s, n - 1) * ldb;
+#pragma unroll
+    for (r = 0; r < NNCL_MR * NNCL_NR; r++) acc[r] = (vfloat)0.0f;
+    for (kk = 0; kk < kv; kk += NNCL_VW) {
+        vfloat bv[NNCL_NR];
+#pragma unroll
+        for (s = 0; s < NNCL_NR; s++) bv[s] = NNCL_VLOAD(0, br[s] + kk);
+#pragma unroll
+        for (r = 0; r < NNCL_MR; r++) {
+            vfloat av = NNCL_VLOAD(0, ar[r] + kk);
+#pragma unroll
+            for (s = 0; s < NNCL_NR; s++) acc[r * NNCL_NR + s] = NNCL_MADD(av, bv[s], acc[r * NNCL_NR + s]);
+        }
+    }
+#pragma unroll
+    for (r = 0; r < NNCL_MR * NNCL_NR; r++) { /* lanes added pairwise, halving the vector */
+#if NNCL_VW == 16
+        float8 h8 = acc[r].lo + acc[r].hi;
+        float4 h4 = h8.lo + h8.hi;
+#elif NNCL_VW == 8
+        float4 h4 = acc[r].lo + acc[r].hi;
+#else
+        float4 h4 = acc[r];
+#endif
+        float2 h2 = h4.lo + h4.hi;
+        sum[r] = h2.x + h2.y;
+    }
+    for (kk = kv; kk < k; kk++)
+#pragma unroll
+        for (r = 0; r < NNCL_MR; r++)
+#pragma unroll
+            for (s = 0; s < NNCL_NR; s++) sum[r * NNCL_NR + s] = NNCL_MADD(ar[r][kk], br[s][kk], sum[r * NNCL_NR + s]);
     for (r = 0; r < NNCL_MR && i0 + r < m; r++)
-        for (v = 0; v < NNCL_NV; v++)
-            nncl_gemm_store(c + c_off + z * c_stride, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v], alpha,
-                            beta, bias + bias_off, epi);
+        for (s = 0; s < NNCL_NR && j0 + s < n; s++) {
+            int i = i0 + r, j = j0 + s;
+            float v = alpha * sum[r * NNCL_NR + s];
+            if (beta != 0.0f) v += beta * cz[i * ldc + j];
+            if (mode == 1) v += bias[bias_off + j];
+            else if (mode == 2) v += bias[bias_off + i];
+            cz[i * ldc + j] = nncl_gemm_act1(v, epi >> 2);
+        }
 }
 
 #else
@@ -347,10 +443,14 @@ __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_
         a += NNCL_MR;
         b += NNCL_NR;
     }
-    for (r = 0; r < NNCL_MR && p * NNCL_MR + r < m; r++)
-        for (v = 0; v < NNCL_NV; v++)
-            nncl_gemm_store(c + c_off + z * c_stride, ldc, p * NNCL_MR + r, q * NNCL_NR + v * NNCL_VW, n,
-                            acc[r * NNCL_NV + v], alpha, beta, bias + bias_off, epi);
+    if ((p + 1) * NNCL_MR <= m && (q + 1) * NNCL_NR <= n && (epi >> 2) <= 1)
+        nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, p * NNCL_MR, q * NNCL_NR, acc, alpha, beta,
+                             bias + bias_off, epi);
+    else
+        for (r = 0; r < NNCL_MR && p * NNCL_MR + r < m; r++)
+            for (v = 0; v < NNCL_NV; v++)
+                nncl_gemm_store(c + c_off + z * c_stride, ldc, p * NNCL_MR + r, q * NNCL_NR + v * NNCL_VW, n,
+                                acc[r * NNCL_NV + v], alpha, beta, bias + bias_off, epi);
 }
 
 #endif

@@ -82,7 +82,7 @@ static nncl_status cown_panels(nncl__exec *x, size_t rows, size_t k, int b, size
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));
     *floats = 0;
     for (i = 0; i < n; i++)
-        if (v[i].kind != NNCL__GEMM_DIRECT) {
+        if (nncl__gemm_packs(&v[i])) {
             size_t f = nncl__gemm_pack_floats(b ? v[i].nr : v[i].mr, rows, k);
             if (f > *floats) *floats = f;
         }
@@ -174,7 +174,7 @@ static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nn
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
-        if (v[i].kind == NNCL__GEMM_DIRECT) continue;
+        if (!nncl__gemm_packs(&v[i])) continue;
         bwd = cown_bp_off(x, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
         fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);

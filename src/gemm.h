@@ -11,7 +11,8 @@
 enum {
     NNCL__GEMM_PACKED = 1, /* CPU style: register tile per work-item, no local memory */
     NNCL__GEMM_LOCAL = 2,  /* GPU style: local-memory tiles */
-    NNCL__GEMM_DIRECT = 3  /* no packing: reads A and B in place (small products) */
+    NNCL__GEMM_DIRECT = 3, /* no packing: reads A and B in place (small products) */
+    NNCL__GEMM_DOT = 4     /* no packing, A times B transposed alone: dot products along k */
 };
 #define NNCL__GEMM_MAX_VARIANTS 10
 
@@ -65,7 +66,7 @@ nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
 
 /* A whole product of g through variant v: packing into the start of g->temp
  * (or of a scratch buffer of dev's when g->temp is NULL), then the
- * micro-kernel; the direct variant reads A and B in place. */
+ * micro-kernel; the direct and dot variants read A and B in place. */
 nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                            const nncl__gemm_args *g);
 /* A product with half storage (g->store): through the panel variant (CPU
@@ -81,6 +82,12 @@ nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl
 /* Whether every index of g (offsets, leading dimensions, panels) fits the
  * own kernels' int arguments; when not, products stay with CLBlast. */
 int nncl__gemm_own_fits(const nncl__gemm_args *g);
+/* Whether v's micro-kernel takes packed panels (nncl__gemm_packed, the
+ * convolution paths): the direct and dot kernels read A and B in place. */
+int nncl__gemm_packs(const nncl__gemm_variant *v);
+/* Whether v runs a product of g's transposes (the dot kernel: A times B
+ * transposed, nothing else). */
+int nncl__gemm_takes(const nncl__gemm_variant *v, int trans_a, int trans_b);
 /* Bytes of temp nncl__gemm_own needs for g's shape through v. */
 size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g);
 

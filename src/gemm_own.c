@@ -27,10 +27,11 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d%s",
                  mr, nr, wg, f);
     } else {
-        snprintf(v->name, sizeof v->name, "%s%dx%dv%d", kind == NNCL__GEMM_DIRECT ? "direct" : "packed", mr, nr, vw);
+        snprintf(v->name, sizeof v->name, "%s%dx%dv%d",
+                 kind == NNCL__GEMM_DIRECT ? "direct" : kind == NNCL__GEMM_DOT ? "dot" : "packed", mr, nr, vw);
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s%s", mr, nr, vw,
-                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : "", f);
+                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : kind == NNCL__GEMM_DOT ? " -DNNCL_DOT" : "", f);
     }
 }
 
@@ -41,8 +42,11 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * and a broadcast: every register, the least loads per multiply-add), 4
  * rows of four (fewer rows to pad when m is small), the direct kernel for
  * small products (also 8 rows of one vector: narrow products such as a
- * classifier's 10 outputs waste fewer lanes), and the tall tile over K
- * blocks whose B panel block stays in L1 (large products); then, for tests,
+ * classifier's 10 outputs waste fewer lanes), the tall tile over K
+ * blocks whose B panel block stays in L1 (large products), and the dot
+ * kernel for A times B transposed (a dense layer's forward: no packing;
+ * 4 x 6 dot products with 16-wide vectors, 2 x 4 with narrower ones on
+ * 16 registers); then, for tests,
  * a narrower vector and the local-memory kernel. GPUs: the local-memory
  * kernel first. Devices with a fused multiply-add accumulate with it
  * (NNCL_FMA). NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's
@@ -68,6 +72,7 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 8, vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DOT, vw >= 16 ? 4 : 2, vw >= 16 ? 6 : 4, vw, 1, 0, fma);
         s->n_timed = s->n_all;
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
@@ -94,6 +99,7 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
     if (!k->kernel) {
         const char *name = which != NNCL__GEMM_K_PRODUCT               ? names[which]
                            : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
+                           : v->kind == NNCL__GEMM_DOT    ? "nncl_gemm_f32_dot"
                            : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
                                                           : "nncl_gemm_f32_packed";
         char opts[160];
@@ -137,6 +143,14 @@ static nncl_status own_fits(nncl_context *ctx, const char *what, size_t last) {
     if (last > (size_t)INT_MAX)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %zu elements, more than the kernels index", what, last);
     return NNCL_OK;
+}
+
+int nncl__gemm_packs(const nncl__gemm_variant *v) {
+    return v->kind == NNCL__GEMM_PACKED || v->kind == NNCL__GEMM_LOCAL;
+}
+
+int nncl__gemm_takes(const nncl__gemm_variant *v, int trans_a, int trans_b) {
+    return v->kind != NNCL__GEMM_DOT || (!trans_a && trans_b);
 }
 
 int nncl__gemm_own_fits(const nncl__gemm_args *g) {
@@ -258,7 +272,7 @@ static nncl_status own_packed(nncl_context *ctx, nncl_device *dev, const nncl__g
     nncl__args a;
     size_t last_c = p->c_off + (p->batch - 1) * p->c_stride + (p->m - 1) * p->ldc + p->n;
     if (p->m == 0 || p->n == 0 || p->batch == 0) return NNCL_OK;
-    if (v->kind == NNCL__GEMM_DIRECT)
+    if (!nncl__gemm_packs(v))
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s takes no packed panels", v->name);
     NNCL_TRY(own_fits(ctx, "packed GEMM", last_c));
     NNCL_TRY(own_fits(ctx, "packed GEMM", p->ap_off + p->batch * p->ap_stride + nncl__gemm_pack_floats(v->mr, p->m, kp)));
@@ -295,7 +309,7 @@ static size_t own_b_offset(const nncl__gemm_variant *v, size_t m, size_t k) {
 }
 
 size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g) {
-    if (v->kind == NNCL__GEMM_DIRECT || g->m == 0 || g->n == 0) return 0;
+    if (!nncl__gemm_packs(v) || g->m == 0 || g->n == 0) return 0;
     return (own_b_offset(v, g->m, g->k) + nncl__gemm_pack_floats(v->nr, g->n, g->k)) * sizeof(float);
 }
 
@@ -378,7 +392,10 @@ nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm
     nncl__gemm_packed_args p;
     size_t k0;
     if (g->m == 0 || g->n == 0) return NNCL_OK;
-    if (v->kind == NNCL__GEMM_DIRECT) return own_direct(ctx, dev, v, g);
+    if (!nncl__gemm_takes(v, g->trans_a, g->trans_b))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s runs A times B transposed alone (got %s%s)",
+                          v->name, g->trans_a ? "T" : "N", g->trans_b ? "T" : "N");
+    if (!nncl__gemm_packs(v)) return own_direct(ctx, dev, v, g);
     NNCL_TRY(own_pack_args(ctx, dev, v, g, nncl__gemm_own_temp(v, g), &p));
     if (!v->kc || g->k <= (size_t)v->kc) return nncl__gemm_packed(ctx, dev, v, &p);
     /* K blocks: each adds its partial product to C (beta 1 after the
@@ -478,7 +495,7 @@ nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nn
             NNCL_TRY(nncl__kslot_resolve(ctx, dev, "gemm", "nncl_gemm_epilogue_f32", &s->epilogue));
         return NNCL_OK;
     }
-    for (k = v->kind == NNCL__GEMM_DIRECT ? NNCL__GEMM_K_PRODUCT : NNCL__GEMM_K_PACK_A; k <= NNCL__GEMM_K_PACK_AB; k++)
+    for (k = nncl__gemm_packs(v) ? NNCL__GEMM_K_PACK_A : NNCL__GEMM_K_PRODUCT; k <= NNCL__GEMM_K_PACK_AB; k++)
         NNCL_TRY(own_kernel(ctx, dev, v, k, &a));
     return NNCL_OK;
 }

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 3" /* 3: the direct conv path */
+#define PICK_MAGIC "nncl-gemm-choice 4" /* 3: the direct conv path; 4: the dot kernel */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_MIN_SECONDS 0.01    /* timing runs per candidate: at least 2 and this long */
@@ -147,6 +147,11 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
         c.best_own = pick_index(s, own);
         if (c.best < -1 || c.best_own < 0 || (c.ta | c.tb) & ~1) {
             *why = "names kernels this build lacks";
+            return 0;
+        }
+        if ((c.best >= 0 && !nncl__gemm_takes(&s->all[c.best], c.ta, c.tb)) ||
+            !nncl__gemm_takes(&s->all[c.best_own], c.ta, c.tb)) {
+            *why = "names a kernel for products it does not run";
             return 0;
         }
         if (!pick_add(s, &c)) return 0;
@@ -337,6 +342,7 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     if (st == NNCL_OK) st = pick_time(ctx, dev, s, &b, -1, &t);
     if (st == NNCL_OK && t < best) best = t;
     for (i = 0; own && st == NNCL_OK && i < s->n_timed; i++) {
+        if (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b)) continue;
         st = pick_time(ctx, dev, s, &b, i, &t);
         if (t < best_own) {
             best_own = t;
@@ -488,7 +494,7 @@ nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_
     g.k = k;
     c = nncl__gemm_choice_find(s, &g);
     *v = s->all[0];
-    if (c && s->all[c->best_own].kind != NNCL__GEMM_DIRECT) *v = s->all[c->best_own];
+    if (c && nncl__gemm_packs(&s->all[c->best_own])) *v = s->all[c->best_own];
     return NNCL_OK;
 }
 

@@ -139,16 +139,57 @@ static int tg_variant(nncl_context *ctx, int d, const nncl__gemm_variant *v, con
     snprintf(name, sizeof name, "gemm %s on %s", v ? v->name : "clblast", label);
     for (s = 0; s < TG_NSHAPES; s++)
         for (t = 0; t < 4; t++)
-            if (tg_case(name, ctx, d, v, t & 1, t >> 1, tg_shapes[s][0], tg_shapes[s][1], tg_shapes[s][2],
+            if ((!v || nncl__gemm_takes(v, t & 1, t >> 1)) &&
+                tg_case(name, ctx, d, v, t & 1, t >> 1, tg_shapes[s][0], tg_shapes[s][1], tg_shapes[s][2],
                         s % 2 ? 0.75f : 1.0f, s % 3 ? 0.0f : 0.5f, 0, 0))
                 return 1;
-    th_pass("%s: %d shapes x 4 transposes, offsets, poisoned C", name, TG_NSHAPES);
+    th_pass("%s: %d shapes x %s, offsets, poisoned C", name, TG_NSHAPES,
+            v && v->kind == NNCL__GEMM_DOT ? "A times B transposed" : "4 transposes");
+    /* 19 x 133: whole tiles of every variant (stored by the unrolled path)
+     * and partial ones; each transpose gets both bias modes */
     for (e = 0; e < 8; e++)
-        if (tg_case(name, ctx, d, v, e & 1, (e >> 1) & 1, 19, 37, 23, -1.5f, e & 4 ? 0.25f : 0.0f, 1 + (e & 1),
-                    1 + e % 3))
+        if ((!v || nncl__gemm_takes(v, e & 1, (e >> 1) & 1)) &&
+            tg_case(name, ctx, d, v, e & 1, (e >> 1) & 1, 19, 133, 23, -1.5f, e & 4 ? 0.25f : 0.0f,
+                    1 + ((e ^ (e >> 2)) & 1), 1 + e % 3))
             return 1;
     th_pass("%s: bias per row and column, relu, sigmoid, tanh, alpha, beta", name);
     return 0;
+}
+
+/* The dot kernel refuses the transposes it does not run (an argument
+ * error, C untouched), rather than computing the wrong product. */
+static void tg_dot_refuses(nncl_context *ctx, int d, const nncl__gemm_variant *v, const char *label) {
+    char name[256];
+    float hc[4] = {1, 2, 3, 4}, out[4];
+    nncl_tensor *t = NULL;
+    int shp[1] = {4}, t2;
+    nncl__gemm_args g;
+    snprintf(name, sizeof name, "gemm %s on %s", v->name, label);
+    if (nncl_tensor_create(ctx, d, 1, shp, &t) != NNCL_OK || nncl_tensor_write(t, hc, 4) != NNCL_OK) {
+        th_fail(name, "tensor: %s", nncl_last_error(ctx));
+        nncl_tensor_free(t);
+        return;
+    }
+    for (t2 = 0; t2 < 4; t2++) {
+        nncl_status st;
+        if (nncl__gemm_takes(v, t2 & 1, t2 >> 1)) continue;
+        memset(&g, 0, sizeof g);
+        g.trans_a = t2 & 1;
+        g.trans_b = t2 >> 1;
+        g.m = g.n = g.k = 2;
+        g.alpha = 1;
+        g.a = g.b = g.c = t->mem;
+        g.lda = g.ldb = g.ldc = 2;
+        st = nncl__gemm_own(ctx, &ctx->devices[d], v, &g);
+        if (st != NNCL_ERR_INVALID_ARGUMENT || nncl_tensor_read(t, out, 4) != NNCL_OK || memcmp(out, hc, sizeof hc)) {
+            th_fail(name, "transposes %d %d: %s, C %s", g.trans_a, g.trans_b, nncl_status_str(st),
+                    memcmp(out, hc, sizeof hc) ? "changed" : "kept");
+            nncl_tensor_free(t);
+            return;
+        }
+    }
+    th_pass("%s: refuses the transposes it does not run, C kept", name);
+    nncl_tensor_free(t);
 }
 
 /* The batched packed launch: shared A (weights), 3 B panels and C blocks. */
@@ -260,6 +301,17 @@ static int tg_spit(const char *path, const char *text) {
     return fclose(f) == 0;
 }
 
+/* Makes text's checksum line right again after an edit. */
+static int tg_resum(char *text) {
+    unsigned long long h = 0xCBF29CE484222325ull;
+    const unsigned char *p;
+    char *line = strstr(text, "\ncheck ");
+    if (!line) return 0;
+    for (p = (const unsigned char *)text; p <= (const unsigned char *)line; p++) h = (h ^ *p) * 0x100000001B3ull;
+    sprintf(line + 1, "check %016llx\n", h);
+    return 1;
+}
+
 /* The stored choice on device d: written by a prepare, reused (no new
  * measurement) by a fresh context, ignored when damaged or foreign. */
 static int tg_choice(int d, const char *label) {
@@ -269,12 +321,17 @@ static int tg_choice(int d, const char *label) {
     nncl__gemm_state *s;
     nncl__gemm_args g;
     size_t bytes = 0;
-    unsigned long long h = 0xCBF29CE484222325ull;
-    const unsigned char *p;
+    const nncl__gemm_variant *v;
+    const char *dot = NULL;
+    char dot_name[32];
+    int nv = 0, i;
     snprintf(name, sizeof name, "gemm choice on %s", label);
     tg_warned = 0;
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);
     dev = &ctx->devices[0];
+    TH_OK(name, ctx, nncl__gemm_variants(ctx, dev, 0, &v, &nv));
+    for (i = 0; i < nv; i++)
+        if (v[i].kind == NNCL__GEMM_DOT) dot = strcpy(dot_name, v[i].name);
     TH_CHECK(name, nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path));
     remove(path);
     memset(&g, 0, sizeof g);
@@ -290,7 +347,7 @@ static int tg_choice(int d, const char *label) {
     }
     nncl_free(ctx);
     text = tg_slurp(path);
-    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 3\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
+    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 4\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
     strcpy(saved, text);
     /* a fresh context finds it without measuring: one choice, loaded */
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);
@@ -316,10 +373,7 @@ static int tg_choice(int d, const char *label) {
     line = strstr(saved, "\ndriver ");
     TH_CHECK(name, line != NULL);
     line[8] = line[8] == '9' ? '8' : '9';
-    line = strstr(saved, "\ncheck ");
-    TH_CHECK(name, line != NULL);
-    for (p = (const unsigned char *)saved; p <= (const unsigned char *)line; p++) h = (h ^ *p) * 0x100000001B3ull;
-    sprintf(line + 1, "check %016llx\n", h);
+    TH_CHECK(name, tg_resum(saved));
     TH_CHECK(name, tg_spit(path, saved));
     tg_warned = 0;
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);
@@ -330,6 +384,23 @@ static int tg_choice(int d, const char *label) {
     TH_CHECK(name, tg_warned == 1);
     nncl_free(ctx);
     th_pass("%s: damaged and other-driver files ignored, products right", name);
+    if (dot) { /* a well-formed file naming the dot kernel for A times B is ignored */
+        char *at = strstr(text, "\nchoice 0 1 33 40 50 5 "), *end = at ? strchr(at + 1, '\n') : NULL;
+        TH_CHECK(name, at && end);
+        strcpy(saved, text);
+        sprintf(saved + (at - text), "\nchoice 0 0 33 40 50 5 %s %s%s", dot, dot, end);
+        TH_CHECK(name, tg_resum(saved) && tg_spit(path, saved));
+        tg_warned = 0;
+        TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+        dev = &ctx->devices[0];
+        TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+        g.trans_b = 0;
+        g.ldb = 40;
+        TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+        TH_CHECK(name, tg_warned == 1 && s->n_choices == 1 && s->all[s->choices[0].best_own].kind != NNCL__GEMM_DOT);
+        nncl_free(ctx);
+        th_pass("%s: a file naming the dot kernel for products it does not run ignored", name);
+    }
     return 0;
 }
 
@@ -356,7 +427,8 @@ int main(void) {
         tg_variant(ctx, d, NULL, label);
         for (i = 0; i < n; i++) {
             tg_variant(ctx, d, &v[i], label);
-            if (v[i].kind != NNCL__GEMM_DIRECT) tg_batched(ctx, d, &v[i], label);
+            if (nncl__gemm_packs(&v[i])) tg_batched(ctx, d, &v[i], label);
+            if (v[i].kind == NNCL__GEMM_DOT) tg_dot_refuses(ctx, d, &v[i], label);
         }
         memset(&chosen, 0, sizeof chosen);
         chosen.kind = -1;
