@@ -1,9 +1,10 @@
 /* gemm.c - SGEMM throughput per device: square sizes, the GEMMs of the
  * MLP (batch 100, both layers, forward and both backward products) and of
  * the CNN, each through nncl_gemm (the kernel chosen for the shape: named in
- * the note) and through a raw CLBlastSgemm on the same queue and buffers
- * (with the stored tuning when there is one; timed in alternation, their
- * ratio is the library's overhead), and through each of nncl's own GEMM
+ * the note; timed alone, as the own kernels and torch.mm are) and through a
+ * raw CLBlastSgemm on the same queue and buffers (with the stored tuning
+ * when there is one; their ratio from runs in alternation with nncl_gemm's,
+ * each repeat as many calls of both), and through each of nncl's own GEMM
  * variants (packing included), and in fp16 and bf16 storage as training
  * runs it (the own packed kernels converting as they pack and store), beside
  * an OpenMP loop and a BLAS on the host CPU (OpenBLAS when installed).
@@ -256,7 +257,10 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
             if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sc, &j.c);
             if (st == NNCL_OK) st = nncl_tensor_write(j.a, ha, an);
             if (st == NNCL_OK) st = nncl_tensor_write(j.b, hb, bn);
-            if (st != NNCL_OK || bench_time_pair(gemm_nncl, &j, gemm_raw, &j, &tm, &tn, &tr, &ratio) != 0) {
+            /* nncl_gemm alone as well (its figure): in the pair a repeat is
+             * as many calls as suit CLBlast, often 10x slower */
+            if (st != NNCL_OK || bench_time_pair(gemm_nncl, &j, gemm_raw, &j, &tm, &tn, &tr, &ratio) != 0 ||
+                bench_time(gemm_nncl, &j, &tm, &tn) != 0) {
                 char why[200];
                 snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
                 bench_put("gemm", d, item, "nncl_gflops", bench_stat_na(), "GFLOP/s", why);

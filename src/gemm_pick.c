@@ -18,7 +18,9 @@
 #define PICK_MAGIC "nncl-gemm-choice 4" /* 3: the direct conv path; 4: the dot kernel */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
-#define PICK_MIN_SECONDS 0.01    /* timing runs per candidate: at least 2 and this long */
+#define PICK_MIN_SECONDS 0.006   /* timing per candidate: at least PICK_MIN_ROUNDS rounds and this long */
+#define PICK_MIN_ROUNDS 3
+#define PICK_BATCH_SECONDS 0.002 /* runs of a candidate per round: about this long */
 #define PICK_MAX_RUNS 8
 
 int nncl__gemm_mode(void) {
@@ -285,14 +287,13 @@ static nncl_status pick_run(nncl_context *ctx, nncl_device *dev, nncl__gemm_stat
 }
 
 /* Runs candidate idx once on fresh C and compares with the first
- * candidate's result; then times it. *t stays HUGE_VAL when it failed or
- * disagreed (logged, not an error: the others still run). */
-static nncl_status pick_time(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int idx,
-                             double *t) {
-    double t0, dt, total = 0, worst = 0;
+ * candidate's result. *ok stays 0 when it failed or disagreed (logged, not
+ * an error: the others still run). */
+static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int idx,
+                              int *ok) {
+    double worst = 0;
     size_t i;
-    int r;
-    *t = HUGE_VAL;
+    *ok = 0;
     NNCL_CL(ctx, clEnqueueWriteBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->hc0, 0, NULL, NULL));
     if (pick_run(ctx, dev, s, idx, &b->g) != NNCL_OK || clFinish(dev->queue) != CL_SUCCESS) {
         nncl__log(ctx, NNCL_LOG_WARN, "GEMM choice: %s fails on %lux%lux%lu: %s", pick_name(s, idx),
@@ -317,14 +318,43 @@ static nncl_status pick_time(nncl_context *ctx, nncl_device *dev, nncl__gemm_sta
             return NNCL_OK;
         }
     }
-    for (r = 0; r < PICK_MAX_RUNS && (r < 2 || total < PICK_MIN_SECONDS); r++) {
-        t0 = nncl__seconds();
-        NNCL_TRY(pick_run(ctx, dev, s, idx, &b->g));
-        NNCL_CL(ctx, clFinish(dev->queue));
-        dt = nncl__seconds() - t0;
-        total += dt;
-        if (dt < *t) *t = dt;
-        if (dt > 0.2) break; /* large enough that one run says it */
+    *ok = 1;
+    return NNCL_OK;
+}
+
+/* Times the candidates that passed (t[i] 0 on entry; HUGE_VAL: left out)
+ * in rounds, a batch of back-to-back runs of each per round and one wait
+ * at its end (as a step queues its kernels: a wait per run would add the
+ * driver's wake-up to every run, as much as a small product's whole time
+ * on PoCL), keeping each one's fastest time per run. Rounds, not one
+ * candidate's runs after another's: a machine that slows down for a while
+ * slows every candidate of those rounds alike. Round 0 runs each once and
+ * sizes its batch (PICK_BATCH_SECONDS, at most 16 runs); then at least
+ * PICK_MIN_ROUNDS rounds and PICK_MIN_SECONDS per candidate, at most
+ * PICK_MAX_RUNS rounds; a candidate whose run took over 0.2 s is timed by
+ * that run alone. */
+static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
+                               const int *idx, double *t) {
+    double total[NNCL__GEMM_MAX_VARIANTS + 1] = {0}, t0, dt;
+    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, i, j, more = 1;
+    for (r = 0; r <= PICK_MAX_RUNS && more; r++) {
+        more = 0;
+        for (i = 0; i < n; i++) {
+            if (t[i] == HUGE_VAL || (r > PICK_MIN_ROUNDS && total[i] >= PICK_MIN_SECONDS) || (r && batch[i] == 0))
+                continue;
+            t0 = nncl__seconds();
+            for (j = 0; j < (r ? batch[i] : 1); j++) NNCL_TRY(pick_run(ctx, dev, s, idx[i], &b->g));
+            NNCL_CL(ctx, clFinish(dev->queue));
+            dt = nncl__seconds() - t0;
+            if (r == 0) {
+                t[i] = dt;
+                batch[i] = dt > 0.2 ? 0 : dt * 16 < PICK_BATCH_SECONDS ? 16 : (int)(PICK_BATCH_SECONDS / dt) + 1;
+            } else {
+                total[i] += dt;
+                if (r == 1 || dt / batch[i] < t[i]) t[i] = dt / batch[i];
+            }
+            more = 1;
+        }
     }
     return NNCL_OK;
 }
@@ -333,24 +363,27 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
                                 nncl__gemm_choice *c) {
     pick_bench b;
     size_t temp = 0;
-    double t, best = HUGE_VAL, best_own = HUGE_VAL, t0 = nncl__seconds();
-    int i, own = nncl__gemm_own_fits(g);
+    double t[NNCL__GEMM_MAX_VARIANTS + 1], best = HUGE_VAL, best_own = HUGE_VAL, t0 = nncl__seconds();
+    int idx[NNCL__GEMM_MAX_VARIANTS + 1], n = 0, i, ok, own = nncl__gemm_own_fits(g);
     nncl_status st;
     NNCL_TRY(nncl__sgemm_temp_size(ctx, dev, g, &temp));
     st = pick_bench_init(ctx, dev, g, temp, &b);
-    /* CLBlast first: its result is the one the others must match */
-    if (st == NNCL_OK) st = pick_time(ctx, dev, s, &b, -1, &t);
-    if (st == NNCL_OK && t < best) best = t;
-    for (i = 0; own && st == NNCL_OK && i < s->n_timed; i++) {
-        if (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b)) continue;
-        st = pick_time(ctx, dev, s, &b, i, &t);
-        if (t < best_own) {
-            best_own = t;
-            c->best_own = i;
+    /* CLBlast (-1) first: its result is the one the others must match */
+    for (i = -1; st == NNCL_OK && i < (own ? s->n_timed : 0); i++) {
+        if (i >= 0 && !nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b)) continue;
+        st = pick_check(ctx, dev, s, &b, i, &ok);
+        idx[n] = i;
+        t[n++] = ok ? 0 : HUGE_VAL;
+    }
+    if (st == NNCL_OK) st = pick_rounds(ctx, dev, s, &b, n, idx, t);
+    for (i = 0; st == NNCL_OK && i < n; i++) {
+        if (idx[i] >= 0 && t[i] < best_own) {
+            best_own = t[i];
+            c->best_own = idx[i];
         }
-        if (t < best) {
-            best = t;
-            c->best = i;
+        if (t[i] < best) {
+            best = t[i];
+            c->best = idx[i];
         }
     }
     pick_bench_free(dev, &b, temp);
@@ -502,4 +535,6 @@ nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_
 #undef PICK_FILE_MAX
 #undef PICK_TOL
 #undef PICK_MIN_SECONDS
+#undef PICK_MIN_ROUNDS
+#undef PICK_BATCH_SECONDS
 #undef PICK_MAX_RUNS
