@@ -18,10 +18,9 @@
 #define PICK_MAGIC "nncl-gemm-choice 4" /* 3: the direct conv path; 4: the dot kernel */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
-#define PICK_MIN_SECONDS 0.006   /* timing per candidate: at least PICK_MIN_ROUNDS rounds and this long */
-#define PICK_MIN_ROUNDS 3
-#define PICK_BATCH_SECONDS 0.002 /* runs of a candidate per round: about this long */
-#define PICK_MAX_RUNS 8
+#define PICK_ROUNDS 3             /* timed rounds after the one that sizes the batches */
+#define PICK_BATCH_SECONDS 0.0005 /* runs of a candidate per round: about this long */
+#define PICK_SLOWER 3.0           /* round 0 slower than the fastest by this: no more rounds */
 
 int nncl__gemm_mode(void) {
     const char *env = getenv("NNCL_GEMM");
@@ -329,33 +328,31 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * on PoCL), keeping each one's fastest time per run. Rounds, not one
  * candidate's runs after another's: a machine that slows down for a while
  * slows every candidate of those rounds alike. Round 0 runs each once and
- * sizes its batch (PICK_BATCH_SECONDS, at most 16 runs); then at least
- * PICK_MIN_ROUNDS rounds and PICK_MIN_SECONDS per candidate, at most
- * PICK_MAX_RUNS rounds; a candidate whose run took over 0.2 s is timed by
- * that run alone. */
+ * sizes its batch (PICK_BATCH_SECONDS, at most 16 runs), then
+ * PICK_ROUNDS rounds; a candidate whose run took over 0.2 s, or
+ * PICK_SLOWER times the fastest's in round 0, is timed by that run alone
+ * (on CPUs CLBlast often takes 10x the own kernels' time: its rounds were
+ * most of the choosing time). */
 static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
                                const int *idx, double *t) {
-    double total[NNCL__GEMM_MAX_VARIANTS + 1] = {0}, t0, dt;
-    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, i, j, more = 1;
-    for (r = 0; r <= PICK_MAX_RUNS && more; r++) {
-        more = 0;
+    double t0, dt, first = HUGE_VAL;
+    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, i, j;
+    for (r = 0; r <= PICK_ROUNDS; r++)
         for (i = 0; i < n; i++) {
-            if (t[i] == HUGE_VAL || (r > PICK_MIN_ROUNDS && total[i] >= PICK_MIN_SECONDS) || (r && batch[i] == 0))
-                continue;
+            if (r == 1 && t[i] > PICK_SLOWER * first) batch[i] = 0; /* out of the running: time saved */
+            if (t[i] == HUGE_VAL || (r && batch[i] == 0)) continue;
             t0 = nncl__seconds();
             for (j = 0; j < (r ? batch[i] : 1); j++) NNCL_TRY(pick_run(ctx, dev, s, idx[i], &b->g));
             NNCL_CL(ctx, clFinish(dev->queue));
             dt = nncl__seconds() - t0;
             if (r == 0) {
                 t[i] = dt;
+                if (dt < first) first = dt;
                 batch[i] = dt > 0.2 ? 0 : dt * 16 < PICK_BATCH_SECONDS ? 16 : (int)(PICK_BATCH_SECONDS / dt) + 1;
-            } else {
-                total[i] += dt;
-                if (r == 1 || dt / batch[i] < t[i]) t[i] = dt / batch[i];
+            } else if (r == 1 || dt / batch[i] < t[i]) {
+                t[i] = dt / batch[i];
             }
-            more = 1;
         }
-    }
     return NNCL_OK;
 }
 
@@ -534,7 +531,6 @@ nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_
 #undef PICK_MAGIC
 #undef PICK_FILE_MAX
 #undef PICK_TOL
-#undef PICK_MIN_SECONDS
-#undef PICK_MIN_ROUNDS
+#undef PICK_ROUNDS
 #undef PICK_BATCH_SECONDS
-#undef PICK_MAX_RUNS
+#undef PICK_SLOWER
