@@ -286,7 +286,8 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                     snprintf(vnote, sizeof vnote, "own kernel %s, packing included", bench_raw_own_name(ctx, d, v));
                     bench_progress("gemm d%d %s: own kernel %s", d, item, bench_raw_own_name(ctx, d, v));
                     if (!bench_raw_own_takes(ctx, d, v, s->ta, s->tb))
-                        bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s", "n/a: not for these transposes");
+                        bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s",
+                                  "n/a: not for these transposes");
                     else if (bench_time(gemm_own, &oj, &tm, &to) == 0)
                         bench_put("gemm", d, item, key, bench_stat_inverse(to, flops * 1e-9), "GFLOP/s", vnote);
                     else

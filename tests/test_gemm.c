@@ -1,11 +1,14 @@
 /* test_gemm.c - nncl's own GEMM kernels on every device: every variant
- * (packed, local-memory, direct) against a double host reference on sizes
- * that are multiples of no tile (1, 7, 13, 1000 among them), all four
- * transposes, alpha and beta, element offsets and padded leading
- * dimensions, poisoned C (beta 0 never reads it) with guards around it
- * that must stay untouched, and every epilogue; the batched packed launch
+ * (packed, local-memory, direct; the dot kernel on A times B transposed,
+ * the only product it runs, and refusing the others) against a double host
+ * reference on sizes that are multiples of no tile (1, 7, 13, 1000 among
+ * them), all four transposes, alpha and beta, element offsets and padded
+ * leading dimensions, poisoned C (beta 0 never reads it) with guards around
+ * it that must stay untouched, and every epilogue on whole and partial
+ * tiles; the batched packed launch
  * with a shared A; CLBlast with the epilogue; and the stored choice: kept
- * and reused, ignored when damaged or written for another driver. */
+ * and reused, ignored when damaged, written for another driver, or naming
+ * the dot kernel for a product it does not run. */
 #include "harness.h"
 #include "gemm.h"
 #include <math.h>
@@ -162,7 +165,7 @@ static void tg_dot_refuses(nncl_context *ctx, int d, const nncl__gemm_variant *v
     char name[256];
     float hc[4] = {1, 2, 3, 4}, out[4];
     nncl_tensor *t = NULL;
-    int shp[1] = {4}, t2;
+    int shp[1] = {4}, tr;
     nncl__gemm_args g;
     snprintf(name, sizeof name, "gemm %s on %s", v->name, label);
     if (nncl_tensor_create(ctx, d, 1, shp, &t) != NNCL_OK || nncl_tensor_write(t, hc, 4) != NNCL_OK) {
@@ -170,12 +173,12 @@ static void tg_dot_refuses(nncl_context *ctx, int d, const nncl__gemm_variant *v
         nncl_tensor_free(t);
         return;
     }
-    for (t2 = 0; t2 < 4; t2++) {
+    for (tr = 0; tr < 4; tr++) {
         nncl_status st;
-        if (nncl__gemm_takes(v, t2 & 1, t2 >> 1)) continue;
+        if (nncl__gemm_takes(v, tr & 1, tr >> 1)) continue;
         memset(&g, 0, sizeof g);
-        g.trans_a = t2 & 1;
-        g.trans_b = t2 >> 1;
+        g.trans_a = tr & 1;
+        g.trans_b = tr >> 1;
         g.m = g.n = g.k = 2;
         g.alpha = 1;
         g.a = g.b = g.c = t->mem;
