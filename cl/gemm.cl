@@ -174,40 +174,51 @@ void nncl_gemm_cstore(vfloat v, __global act_t *p) {
 #define NNCL_CSTORE(v, p) NNCL_VSTORE(v, 0, p)
 #endif
 
+/* Stores element (i, j) of C from its sum acc, with the epilogue. */
+void nncl_gemm_store1(__global act_t *c, int ldc, int i, int j, float acc, float alpha, float beta,
+                      __global const act_t *bias, int epi) {
+    int mode = epi & 3;
+    float v = alpha * acc;
+    if (beta != 0.0f) v += beta * NNCL_LD(c, i * ldc + j);
+    if (mode == 1) v += NNCL_LD(bias, j);
+    else if (mode == 2) v += NNCL_LD(bias, i);
+    NNCL_ST(nncl_gemm_act1(v, epi >> 2), c, i * ldc + j);
+}
+
 /* Stores row i of a tile, columns j .. j+VW-1 (those below n). */
 void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc, float alpha, float beta,
                      __global const act_t *bias, int epi) {
     __global act_t *row = c + i * ldc;
-    int mode = epi & 3, act = epi >> 2, e;
+    int mode = epi & 3, e;
     if (j + NNCL_VW <= n) {
         vfloat v = alpha * acc;
         if (beta != 0.0f) v += beta * NNCL_CLOAD(row + j);
         if (mode == 1) v += NNCL_CLOAD(bias + j);
         else if (mode == 2) v += NNCL_LD(bias, i);
-        NNCL_CSTORE(nncl_gemm_act(v, act), row + j);
+        NNCL_CSTORE(nncl_gemm_act(v, epi >> 2), row + j);
     } else {
         float t[NNCL_VW];
         NNCL_VSTORE(acc, 0, t);
-        for (e = 0; e < NNCL_VW && j + e < n; e++) {
-            float v = alpha * t[e];
-            if (beta != 0.0f) v += beta * NNCL_LD(row, j + e);
-            if (mode == 1) v += NNCL_LD(bias, j + e);
-            else if (mode == 2) v += NNCL_LD(bias, i);
-            NNCL_ST(nncl_gemm_act1(v, act), row, j + e);
-        }
+        for (e = 0; e < NNCL_VW && j + e < n; e++) nncl_gemm_store1(c, ldc, i, j + e, t[e], alpha, beta, bias, epi);
     }
 }
 
-/* A whole MR x NR tile at row i0, column j0, unrolled so that the
- * accumulators stay in registers (the row-by-row loop of nncl_gemm_store
- * indexes acc at run time: its 28 vectors went to the stack, and with k
- * near 128 the stores took a third of a tile's time). The activations
- * with exp or tanh keep the loop (inlined 28 times they only grow the
- * program). */
-__attribute__((always_inline)) void nncl_gemm_store_tile(__global act_t *c, int ldc, int i0, int j0,
+/* The MR x NR tile at row i0, column j0 (rows below m, columns below n).
+ * A whole tile is stored unrolled, so that the accumulators stay in
+ * registers (the row-by-row loop indexes acc at run time: its 28 vectors
+ * went to the stack, and with k near 128 the stores took a third of a
+ * tile's time); partial tiles and the activations with exp or tanh
+ * (inlined 28 times they only grow the program) take the loop. */
+__attribute__((always_inline)) void nncl_gemm_store_tile(__global act_t *c, int ldc, int i0, int j0, int m, int n,
                                                          const vfloat *acc, float alpha, float beta,
                                                          __global const act_t *bias, int epi) {
     int mode = epi & 3, relu = (epi >> 2) == 1, r, v;
+    if (i0 + NNCL_MR > m || j0 + NNCL_NR > n || (epi >> 2) > 1) {
+        for (r = 0; r < NNCL_MR && i0 + r < m; r++)
+            for (v = 0; v < NNCL_NV; v++)
+                nncl_gemm_store(c, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v], alpha, beta, bias, epi);
+        return;
+    }
 #pragma unroll
     for (r = 0; r < NNCL_MR; r++) {
         __global act_t *row = c + (i0 + r) * ldc + j0;
@@ -283,14 +294,8 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
         int i = p * NNCL_MR + x + NNCL_WG * u;
         if (i >= m) continue;
         for (w = 0; w < NNCL_TN; w++) {
-            int j = q * NNCL_NR + y + NNCL_WG * w, mode = epi & 3;
-            float v;
-            if (j >= n) continue;
-            v = alpha * acc[u][w];
-            if (beta != 0.0f) v += beta * NNCL_LD(cz, i * ldc + j);
-            if (mode == 1) v += NNCL_LD(bias, bias_off + j);
-            else if (mode == 2) v += NNCL_LD(bias, bias_off + i);
-            NNCL_ST(nncl_gemm_act1(v, epi >> 2), cz, i * ldc + j);
+            int j = q * NNCL_NR + y + NNCL_WG * w;
+            if (j < n) nncl_gemm_store1(cz, ldc, i, j, acc[u][w], alpha, beta, bias + bias_off, epi);
         }
     }
 }
@@ -342,19 +347,14 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
         else NNCL_DIRECT_LOOP(az[ri[r] * lda + kk], NNCL_GATHER(kk * ldb + cj[e]))
 #undef NNCL_GATHER
     }
-    if (i0 + NNCL_MR <= m && j0 + NNCL_NR <= n && (epi >> 2) <= 1)
-        nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, i0, j0, acc, alpha, beta, bias + bias_off, epi);
-    else
-        for (r = 0; r < NNCL_MR && i0 + r < m; r++)
-            for (v = 0; v < NNCL_NV; v++)
-                nncl_gemm_store(c + c_off + z * c_stride, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v],
-                                alpha, beta, bias + bias_off, epi);
+    nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, i0, j0, m, n, acc, alpha, beta, bias + bias_off, epi);
 }
 
 #elif defined(NNCL_DOT)
 
 /* C[i, j] = sum_k A[i, k] B[j, k], A [m,k] and B [n,k] row-major (the
- * host runs this kernel for no other transposes). Per VW values of k: NR
+ * host runs this kernel for no other transposes; ta and tb are there for
+ * the direct kernel's launch, which it shares). Per VW values of k: NR
  * vector loads of B rows, MR of A rows, MR*NR fused multiply-adds (4 x 6
  * on 32 registers: 24 accumulators, 6 B vectors and an A vector). Rows past
  * m and n read row m-1 and n-1 (in bounds; not stored); the k % VW last
@@ -364,14 +364,14 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
  * against 0.25 in fp32 (the packed kernels convert once, as they pack). */
 __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride, int lda, int ta,
                                 __global const float *b, int b_off, int b_stride, int ldb, int tb,
-                                __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k,
-                                float alpha, float beta, __global const float *bias, int bias_off, int epi) {
+                                __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k,
+                                float alpha, float beta, __global const act_t *bias, int bias_off, int epi) {
     int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), i0 = p * NNCL_MR, j0 = q * NNCL_NR;
-    int kv = k / NNCL_VW * NNCL_VW, r, s, kk, mode = epi & 3;
+    int kv = k / NNCL_VW * NNCL_VW, r, s, kk;
     const __global float *ar[NNCL_MR], *br[NNCL_NR];
     vfloat acc[NNCL_MR * NNCL_NR];
     float sum[NNCL_MR * NNCL_NR];
-    __global float *cz = c + c_off + z * c_stride;
+    __global act_t *cz = c + c_off + z * c_stride;
     if (i0 >= m || j0 >= n) return;
 #pragma unroll
     for (r = 0; r < NNCL_MR; r++) ar[r] = a + a_off + z * a_stride + min(i0 + r, m - 1) * lda;
@@ -409,14 +409,8 @@ __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride
 #pragma unroll
             for (s = 0; s < NNCL_NR; s++) sum[r * NNCL_NR + s] = NNCL_MADD(ar[r][kk], br[s][kk], sum[r * NNCL_NR + s]);
     for (r = 0; r < NNCL_MR && i0 + r < m; r++)
-        for (s = 0; s < NNCL_NR && j0 + s < n; s++) {
-            int i = i0 + r, j = j0 + s;
-            float v = alpha * sum[r * NNCL_NR + s];
-            if (beta != 0.0f) v += beta * cz[i * ldc + j];
-            if (mode == 1) v += bias[bias_off + j];
-            else if (mode == 2) v += bias[bias_off + i];
-            cz[i * ldc + j] = nncl_gemm_act1(v, epi >> 2);
-        }
+        for (s = 0; s < NNCL_NR && j0 + s < n; s++)
+            nncl_gemm_store1(cz, ldc, i0 + r, j0 + s, sum[r * NNCL_NR + s], alpha, beta, bias + bias_off, epi);
 }
 
 #else
@@ -447,14 +441,8 @@ __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_
         a += NNCL_MR;
         b += NNCL_NR;
     }
-    if ((p + 1) * NNCL_MR <= m && (q + 1) * NNCL_NR <= n && (epi >> 2) <= 1)
-        nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, p * NNCL_MR, q * NNCL_NR, acc, alpha, beta,
-                             bias + bias_off, epi);
-    else
-        for (r = 0; r < NNCL_MR && p * NNCL_MR + r < m; r++)
-            for (v = 0; v < NNCL_NV; v++)
-                nncl_gemm_store(c + c_off + z * c_stride, ldc, p * NNCL_MR + r, q * NNCL_NR + v * NNCL_VW, n,
-                                acc[r * NNCL_NV + v], alpha, beta, bias + bias_off, epi);
+    nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, p * NNCL_MR, q * NNCL_NR, m, n, acc, alpha, beta,
+                         bias + bias_off, epi);
 }
 
 #endif

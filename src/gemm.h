@@ -20,7 +20,7 @@ typedef struct nncl__gemm_variant {
     int kind, mr, nr, vw, wg;
     int kc;            /* K block of whole products (nncl__gemm_own), 0: none */
     int index;         /* its place in the device's list (its kernels' row) */
-    char name[32];     /* e.g. "packed6x16v8" */
+    char name[48];     /* e.g. "packed6x16v8" */
     char options[128]; /* build options of its program of cl/gemm.cl */
     int store;         /* its kernels' build for half storage (cl/common.cl NNCL_STORE), 0: fp32 */
 } nncl__gemm_variant;

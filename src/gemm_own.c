@@ -14,6 +14,17 @@ size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
 }
 
+/* Per kind (NNCL__GEMM_*): the name's prefix, the build option that
+ * selects its micro-kernel in cl/gemm.cl (the local kernel's, with its
+ * work-group size, is written by own_variant), and that kernel. */
+static const struct {
+    const char *prefix, *option, *kernel;
+} own_kinds[] = {{"", "", ""}, /* kinds start at 1 */
+                 {"packed", "", "nncl_gemm_f32_packed"},
+                 {"local", "", "nncl_gemm_f32_local"},
+                 {"direct", " -DNNCL_DIRECT", "nncl_gemm_f32_direct"},
+                 {"dot", " -DNNCL_DOT", "nncl_gemm_f32_dot"}};
+
 static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc, int fma) {
     const char *f = fma ? " -DNNCL_FMA" : "";
     v->kind = kind;
@@ -27,11 +38,10 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d%s",
                  mr, nr, wg, f);
     } else {
-        snprintf(v->name, sizeof v->name, "%s%dx%dv%d",
-                 kind == NNCL__GEMM_DIRECT ? "direct" : kind == NNCL__GEMM_DOT ? "dot" : "packed", mr, nr, vw);
+        snprintf(v->name, sizeof v->name, "%.6s%dx%dv%d", own_kinds[kind].prefix, mr, nr, vw);
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s%s", mr, nr, vw,
-                 kind == NNCL__GEMM_DIRECT ? " -DNNCL_DIRECT" : kind == NNCL__GEMM_DOT ? " -DNNCL_DOT" : "", f);
+                 own_kinds[kind].option, f);
     }
 }
 
@@ -97,11 +107,7 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "gemm variant %s is not one of the device's", v->name);
     k = v->store ? &s->kernels_store[v->store == 2][v->index][which] : &s->kernels[v->index][which];
     if (!k->kernel) {
-        const char *name = which != NNCL__GEMM_K_PRODUCT               ? names[which]
-                           : v->kind == NNCL__GEMM_DIRECT ? "nncl_gemm_f32_direct"
-                           : v->kind == NNCL__GEMM_DOT    ? "nncl_gemm_f32_dot"
-                           : v->kind == NNCL__GEMM_LOCAL  ? "nncl_gemm_f32_local"
-                                                          : "nncl_gemm_f32_packed";
+        const char *name = which != NNCL__GEMM_K_PRODUCT ? names[which] : own_kinds[v->kind].kernel;
         char opts[160];
         snprintf(opts, sizeof opts, "%s%s", v->options, v->store == 1 ? " -DNNCL_STORE=1" : v->store == 2 ? " -DNNCL_STORE=2" : "");
         NNCL_TRY(nncl__kslot_resolve_opts(ctx, dev, "gemm", opts, name, k));

@@ -326,7 +326,7 @@ static int tg_choice(int d, const char *label) {
     size_t bytes = 0;
     const nncl__gemm_variant *v;
     const char *dot = NULL;
-    char dot_name[32];
+    char dot_name[sizeof v->name];
     int nv = 0, i;
     snprintf(name, sizeof name, "gemm choice on %s", label);
     tg_warned = 0;
