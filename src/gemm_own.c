@@ -58,7 +58,8 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * 4 x 6 dot products with 16-wide vectors, 2 x 4 with narrower ones on
  * 16 registers); then, for tests,
  * a narrower vector and the local-memory kernel. GPUs: the local-memory
- * kernel first. Devices with a fused multiply-add accumulate with it
+ * kernel first, 4 x 4 values per work-item, then 8 x 8 (twice the
+ * multiply-adds per local-memory load: large products). Devices with a fused multiply-add accumulate with it
  * (NNCL_FMA). NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's
  * set: the tests run the GPU set on CPU devices, where CI has no GPU. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
@@ -88,9 +89,10 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
     } else {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 1, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
-        s->n_timed = 3;
+        s->n_timed = s->n_all;
     }
     for (i = 0; i < s->n_all; i++) s->all[i].index = i;
 }
