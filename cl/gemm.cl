@@ -252,15 +252,22 @@ __kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int 
 #if defined(NNCL_WG)
 
 /* GPU style: work-group (WG, WG) computes one MR x NR tile; work-item (x, y)
- * owns rows x + WG*u and columns y + WG*w of it. K slices of NNCL_KB rows of
- * both panels are staged in local memory (each a contiguous run of the
- * packed panel, so the loads coalesce). C and the bias in the storage type,
- * as the packed kernel's. */
+ * owns TM rows and TN columns of it, in runs of LV: rows LV*x + WG*LV*u +
+ * (0..LV-1) (LV 1: x, x + WG, ...), columns likewise from y. K slices of
+ * NNCL_KB rows of both panels are staged in local memory (each a
+ * contiguous run of the packed panel, so the loads coalesce); with LV 4 a
+ * work-item reads its values of a slice row as float4 (a quarter of the
+ * local-memory loads per multiply-add). C and the bias in the storage
+ * type, as the packed kernel's. */
 #ifndef NNCL_KB
 #define NNCL_KB 16
 #endif
+#ifndef NNCL_LV
+#define NNCL_LV 1
+#endif
 #define NNCL_TM (NNCL_MR / NNCL_WG)
 #define NNCL_TN (NNCL_NR / NNCL_WG)
+#define NNCL_LROW(x, u) (((u) / NNCL_LV) * NNCL_WG * NNCL_LV + (x) * NNCL_LV + (u) % NNCL_LV)
 __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_gemm_f32_local(
     __global const float *ap, int ap_off, int ap_stride, __global const float *bp, int bp_off, int bp_stride,
     __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k, int kp, float alpha, float beta,
@@ -283,18 +290,23 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
         barrier(CLK_LOCAL_MEM_FENCE);
         for (kk = 0; kk < NNCL_KB; kk++) {
             float av[NNCL_TM], bv[NNCL_TN];
-            for (u = 0; u < NNCL_TM; u++) av[u] = as[kk * NNCL_MR + x + NNCL_WG * u];
-            for (w = 0; w < NNCL_TN; w++) bv[w] = bs[kk * NNCL_NR + y + NNCL_WG * w];
+#if NNCL_LV == 4
+            for (u = 0; u < NNCL_TM; u += 4) vstore4(vload4(0, as + kk * NNCL_MR + NNCL_LROW(x, u)), 0, av + u);
+            for (w = 0; w < NNCL_TN; w += 4) vstore4(vload4(0, bs + kk * NNCL_NR + NNCL_LROW(y, w)), 0, bv + w);
+#else
+            for (u = 0; u < NNCL_TM; u++) av[u] = as[kk * NNCL_MR + NNCL_LROW(x, u)];
+            for (w = 0; w < NNCL_TN; w++) bv[w] = bs[kk * NNCL_NR + NNCL_LROW(y, w)];
+#endif
             for (u = 0; u < NNCL_TM; u++)
                 for (w = 0; w < NNCL_TN; w++) acc[u][w] = NNCL_MADD(av[u], bv[w], acc[u][w]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (u = 0; u < NNCL_TM; u++) {
-        int i = p * NNCL_MR + x + NNCL_WG * u;
+        int i = p * NNCL_MR + NNCL_LROW(x, u);
         if (i >= m) continue;
         for (w = 0; w < NNCL_TN; w++) {
-            int j = q * NNCL_NR + y + NNCL_WG * w;
+            int j = q * NNCL_NR + NNCL_LROW(y, w);
             if (j < n) nncl_gemm_store1(cz, ldc, i, j, acc[u][w], alpha, beta, bias + bias_off, epi);
         }
     }

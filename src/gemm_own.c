@@ -34,9 +34,10 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
     v->vw = vw;
     v->wg = wg;
     if (kind == NNCL__GEMM_LOCAL) {
-        snprintf(v->name, sizeof v->name, "local%dx%dw%d", mr, nr, wg);
-        snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d%s",
-                 mr, nr, wg, f);
+        /* vw: the local kernel's NNCL_LV (its runs of rows and columns) */
+        snprintf(v->name, sizeof v->name, vw > 1 ? "local%dx%dw%dv%d" : "local%dx%dw%d", mr, nr, wg, vw);
+        snprintf(v->options, sizeof v->options,
+                 "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=1 -DNNCL_WG=%d -DNNCL_LV=%d%s", mr, nr, wg, vw, f);
     } else {
         snprintf(v->name, sizeof v->name, "%.6s%dx%dv%d", own_kinds[kind].prefix, mr, nr, vw);
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
@@ -89,7 +90,9 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
     } else {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 4, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 1, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 4, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         s->n_timed = s->n_all;
