@@ -76,13 +76,14 @@ int nncl__conv_own_fits(const nncl__conv_dims *d) {
  * panels sized so fit whichever it gets. A maximum over the variants, not
  * the largest tile's padding: a larger tile does not always pad more (13
  * rows take 14 with mr 14, 16 with mr 4). */
-static nncl_status cown_panels(nncl__exec *x, size_t rows, size_t k, int b, size_t *floats) {
+static nncl_status cown_panels(nncl__exec *x, const nncl__conv_dims *d, size_t rows, size_t k, int b,
+                               size_t *floats) {
     const nncl__gemm_variant *v;
     int n = 0, i;
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));
     *floats = 0;
-    for (i = 0; i < n; i++)
-        if (nncl__gemm_packs(&v[i])) {
+    for (i = 0; i < n; i++) /* every product's A has the O rows of the weights */
+        if (nncl__gemm_packs(&v[i]) && nncl__gemm_worth(v, i, (size_t)d->O, (size_t)-1)) {
             size_t f = nncl__gemm_pack_floats(b ? v[i].nr : v[i].mr, rows, k);
             if (f > *floats) *floats = f;
         }
@@ -124,12 +125,12 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
      * launches and the packing kernels' fixed cost; 1.5x the share keeps
      * the fp16 CNN plan under 0.6x fp32's memory (2x went to 0.61x) */
     if (x->store) budget += budget / 2;
-    NNCL_TRY(cown_panels(x, (size_t)d->O, d->ckk, 0, &fixed));
+    NNCL_TRY(cown_panels(x, d, (size_t)d->O, d->ckk, 0, &fixed));
     wt = cown_wt_floats(d);
     fixed = cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
-    NNCL_TRY(cown_panels(x, d->ohw, d->ckk, 1, &fwd));
-    NNCL_TRY(cown_panels(x, (size_t)d->O, d->ohw, 0, &bwd));
-    NNCL_TRY(cown_panels(x, d->ckk + ones, d->ohw, 1, &bwd_b));
+    NNCL_TRY(cown_panels(x, d, d->ohw, d->ckk, 1, &fwd));
+    NNCL_TRY(cown_panels(x, d, (size_t)d->O, d->ohw, 0, &bwd));
+    NNCL_TRY(cown_panels(x, d, d->ckk + ones, d->ohw, 1, &bwd_b));
     fwd += cown_xs(x, d, 1);
     bwd = (bwd > cown_xs(x, d, 1) ? bwd : cown_xs(x, d, 1)) + bwd_b;
     per = fwd > bwd ? fwd : bwd;
@@ -174,7 +175,7 @@ static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nn
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
-        if (!nncl__gemm_packs(&v[i])) continue;
+        if (!nncl__gemm_packs(&v[i]) || !nncl__gemm_worth(v, i, (size_t)d->O, (size_t)-1)) continue;
         bwd = cown_bp_off(x, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
         fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);

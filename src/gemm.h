@@ -88,6 +88,11 @@ int nncl__gemm_packs(const nncl__gemm_variant *v);
 /* Whether v runs a product of g's transposes (the dot kernel: A times B
  * transposed, nothing else). */
 int nncl__gemm_takes(const nncl__gemm_variant *v, int trans_a, int trans_b);
+/* Whether all[i] is worth timing on an [m,n] product: not a local-memory
+ * tile larger than the product either way when an earlier variant has a
+ * smaller one (the GPU set's 128 x 128 tile on a small product pads more
+ * and computes no faster; not timing it also spares its build). */
+int nncl__gemm_worth(const nncl__gemm_variant *all, int i, size_t m, size_t n);
 /* Bytes of temp nncl__gemm_own needs for g's shape through v. */
 size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g);
 

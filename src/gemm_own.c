@@ -59,8 +59,11 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * 4 x 6 dot products with 16-wide vectors, 2 x 4 with narrower ones on
  * 16 registers); then, for tests,
  * a narrower vector and the local-memory kernel. GPUs: the local-memory
- * kernel first, 4 x 4 values per work-item, then 8 x 8 (twice the
- * multiply-adds per local-memory load: large products). Devices with a fused multiply-add accumulate with it
+ * kernel first, 4 x 4 values per work-item, then 8 x 8 read as float4
+ * (four times the multiply-adds per local-memory load, for large
+ * products: 1.25x the 4 x 4 kernel at 2048^3 on an H200, slower below;
+ * 8 x 8 read one value at a time and 4 x 4 as float4 were slower still
+ * there, bench/RESULTS.md). Devices with a fused multiply-add accumulate with it
  * (NNCL_FMA). NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's
  * set: the tests run the GPU set on CPU devices, where CI has no GPU. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
@@ -90,8 +93,6 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
     } else {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 4, wg, 0, fma);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 1, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 4, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
@@ -162,6 +163,14 @@ int nncl__gemm_packs(const nncl__gemm_variant *v) {
 
 int nncl__gemm_takes(const nncl__gemm_variant *v, int trans_a, int trans_b) {
     return v->kind != NNCL__GEMM_DOT || (!trans_a && trans_b);
+}
+
+int nncl__gemm_worth(const nncl__gemm_variant *all, int i, size_t m, size_t n) {
+    int j;
+    if (all[i].kind != NNCL__GEMM_LOCAL || (m >= (size_t)all[i].mr && n >= (size_t)all[i].nr)) return 1;
+    for (j = 0; j < i; j++)
+        if (all[j].kind == NNCL__GEMM_LOCAL && all[j].mr < all[i].mr) return 0;
+    return 1;
 }
 
 int nncl__gemm_own_fits(const nncl__gemm_args *g) {

@@ -150,8 +150,9 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
             *why = "names kernels this build lacks";
             return 0;
         }
-        if ((c.best >= 0 && !nncl__gemm_takes(&s->all[c.best], c.ta, c.tb)) ||
-            !nncl__gemm_takes(&s->all[c.best_own], c.ta, c.tb)) {
+        if ((c.best >= 0 && (!nncl__gemm_takes(&s->all[c.best], c.ta, c.tb) ||
+                             !nncl__gemm_worth(s->all, c.best, c.m, c.n))) ||
+            !nncl__gemm_takes(&s->all[c.best_own], c.ta, c.tb) || !nncl__gemm_worth(s->all, c.best_own, c.m, c.n)) {
             *why = "names a kernel for products it does not run";
             return 0;
         }
@@ -356,19 +357,6 @@ static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_s
     return NNCL_OK;
 }
 
-/* Whether variant i is worth timing on g's product: not a local-memory
- * tile larger than the product either way when an earlier variant has a
- * smaller one (the GPU set's 8 x 8 per work-item on a small product pads
- * more and computes no faster; not timing it also spares its build). */
-static int pick_worth(const nncl__gemm_state *s, int i, const nncl__gemm_args *g) {
-    const nncl__gemm_variant *v = &s->all[i];
-    int j;
-    if (v->kind != NNCL__GEMM_LOCAL || (g->m >= (size_t)v->mr && g->n >= (size_t)v->nr)) return 1;
-    for (j = 0; j < i; j++)
-        if (s->all[j].kind == NNCL__GEMM_LOCAL && s->all[j].mr < v->mr) return 0;
-    return 1;
-}
-
 static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, const nncl__gemm_args *g,
                                 nncl__gemm_choice *c) {
     pick_bench b;
@@ -380,7 +368,7 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     st = pick_bench_init(ctx, dev, g, temp, &b);
     /* CLBlast (-1) first: its result is the one the others must match */
     for (i = -1; st == NNCL_OK && i < (own ? s->n_timed : 0); i++) {
-        if (i >= 0 && (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b) || !pick_worth(s, i, g))) continue;
+        if (i >= 0 && (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b) || !nncl__gemm_worth(s->all, i, g->m, g->n))) continue;
         st = pick_check(ctx, dev, s, &b, i, &ok);
         idx[n] = i;
         t[n++] = ok ? 0 : HUGE_VAL;
@@ -537,7 +525,10 @@ nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_
     g.k = k;
     c = nncl__gemm_choice_find(s, &g);
     *v = s->all[0];
-    if (c && nncl__gemm_packs(&s->all[c->best_own])) *v = s->all[c->best_own];
+    /* a variant never timed for the shape is not taken from a file either:
+     * the convolution's workspace holds the panels of those timed */
+    if (c && nncl__gemm_packs(&s->all[c->best_own]) && nncl__gemm_worth(s->all, c->best_own, m, n))
+        *v = s->all[c->best_own];
     return NNCL_OK;
 }
 

@@ -315,6 +315,35 @@ static int tg_resum(char *text) {
     return 1;
 }
 
+/* Device d's choice file (text, whose line for NT 33x40x50 tg_choice
+ * wrote) with that line made `line` naming `kernel` (B's leading dimension
+ * ldb) is ignored with a warning, and the product measured afresh takes
+ * another kernel. */
+static int tg_unfit(int d, const char *name, const char *path, const char *text, const char *line,
+                    const char *kernel, size_t ldb) {
+    char saved[1 << 16], *at = strstr(text, "\nchoice 0 1 33 40 50 5 "), *end = at ? strchr(at + 1, '\n') : NULL;
+    nncl_context *ctx;
+    nncl__gemm_state *s;
+    nncl__gemm_args g;
+    size_t bytes = 0;
+    TH_CHECK(name, at && end && strlen(text) + 64 < sizeof saved);
+    strcpy(saved, text);
+    sprintf(saved + (at - text), "%s%s %s%s", line, kernel, kernel, end);
+    TH_CHECK(name, tg_resum(saved) && tg_spit(path, saved));
+    tg_warned = 0;
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, &ctx->devices[0], &s));
+    memset(&g, 0, sizeof g);
+    g.trans_b = line[10] == '1', g.m = 33, g.n = 40, g.k = 50, g.lda = 50, g.ldb = ldb, g.ldc = 40;
+    g.epi.bias = 1;
+    g.epi.act = 1;
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, &ctx->devices[0], &g, &bytes));
+    TH_CHECK(name, tg_warned == 1 && s->n_choices == 1 && strcmp(s->all[s->choices[0].best_own].name, kernel) != 0);
+    nncl_free(ctx);
+    th_pass("%s: a file naming %s for products it does not run ignored", name, kernel);
+    return 0;
+}
+
 /* The stored choice on device d: written by a prepare, reused (no new
  * measurement) by a fresh context, ignored when damaged or foreign. */
 static int tg_choice(int d, const char *label) {
@@ -325,16 +354,18 @@ static int tg_choice(int d, const char *label) {
     nncl__gemm_args g;
     size_t bytes = 0;
     const nncl__gemm_variant *v;
-    const char *dot = NULL;
-    char dot_name[sizeof v->name];
+    const char *dot = NULL, *big = NULL;
+    char dot_name[sizeof v->name], big_name[sizeof v->name];
     int nv = 0, i;
     snprintf(name, sizeof name, "gemm choice on %s", label);
     tg_warned = 0;
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);
     dev = &ctx->devices[0];
     TH_OK(name, ctx, nncl__gemm_variants(ctx, dev, 0, &v, &nv));
-    for (i = 0; i < nv; i++)
+    for (i = 0; i < nv; i++) {
         if (v[i].kind == NNCL__GEMM_DOT) dot = strcpy(dot_name, v[i].name);
+        if (!nncl__gemm_worth(v, i, 33, 40)) big = strcpy(big_name, v[i].name);
+    }
     TH_CHECK(name, nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path));
     remove(path);
     memset(&g, 0, sizeof g);
@@ -387,23 +418,11 @@ static int tg_choice(int d, const char *label) {
     TH_CHECK(name, tg_warned == 1);
     nncl_free(ctx);
     th_pass("%s: damaged and other-driver files ignored, products right", name);
-    if (dot) { /* a well-formed file naming the dot kernel for A times B is ignored */
-        char *at = strstr(text, "\nchoice 0 1 33 40 50 5 "), *end = at ? strchr(at + 1, '\n') : NULL;
-        TH_CHECK(name, at && end);
-        strcpy(saved, text);
-        sprintf(saved + (at - text), "\nchoice 0 0 33 40 50 5 %s %s%s", dot, dot, end);
-        TH_CHECK(name, tg_resum(saved) && tg_spit(path, saved));
-        tg_warned = 0;
-        TH_CHECK(name, (ctx = tg_open(d)) != NULL);
-        dev = &ctx->devices[0];
-        TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
-        g.trans_b = 0;
-        g.ldb = 40;
-        TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
-        TH_CHECK(name, tg_warned == 1 && s->n_choices == 1 && s->all[s->choices[0].best_own].kind != NNCL__GEMM_DOT);
-        nncl_free(ctx);
-        th_pass("%s: a file naming the dot kernel for products it does not run ignored", name);
-    }
+    /* well-formed files naming a kernel for products the device would never
+     * time it on are ignored: the dot kernel for A times B, a local tile
+     * larger than the product (the GPU set's 128 x 128) */
+    if (dot && tg_unfit(d, name, path, text, "\nchoice 0 0 33 40 50 5 ", dot, 40)) return 1;
+    if (big && tg_unfit(d, name, path, text, "\nchoice 0 1 33 40 50 5 ", big, 50)) return 1;
     return 0;
 }
 
