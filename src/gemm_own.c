@@ -94,6 +94,8 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     } else {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 4, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 4 * wg, 4, wg, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 2 * wg, 8 * wg, 1, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         s->n_timed = s->n_all;
