@@ -62,8 +62,8 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * kernel first, 4 x 4 values per work-item, then 8 x 8 read as float4
  * (four times the multiply-adds per local-memory load, for large
  * products: 1.25x the 4 x 4 kernel at 2048^3 on an H200, slower below;
- * 8 x 8 read one value at a time and 4 x 4 as float4 were slower still
- * there, bench/RESULTS.md). Devices with a fused multiply-add accumulate with it
+ * 8 x 8 read one value at a time, 4 x 4 as float4, 8 x 4 and 2 x 8 lost
+ * to one of these two on every shape there, bench/RESULTS.md). Devices with a fused multiply-add accumulate with it
  * (NNCL_FMA). NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's
  * set: the tests run the GPU set on CPU devices, where CI has no GPU. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
@@ -94,8 +94,6 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     } else {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 8 * wg, 4, wg, 0, fma);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 8 * wg, 4 * wg, 4, wg, 0, fma);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 2 * wg, 8 * wg, 1, wg, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         s->n_timed = s->n_all;
