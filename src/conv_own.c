@@ -71,13 +71,12 @@ int nncl__conv_own_fits(const nncl__conv_dims *d) {
 }
 
 /* The most floats panels of `rows` x k take over the packed variants a
- * product may get on the device (those timed for its choice; the first is
- * the fallback), as A panels (tile rows mr) or, with b, as B panels (nr):
+ * product of d's layer may get on the device (those worth timing on its O
+ * rows, nncl__gemm_worth; the first is the fallback), as A panels (tile rows mr) or, with b, as B panels (nr):
  * panels sized so fit whichever it gets. A maximum over the variants, not
  * the largest tile's padding: a larger tile does not always pad more (13
  * rows take 14 with mr 14, 16 with mr 4). */
-static nncl_status cown_panels(nncl__exec *x, const nncl__conv_dims *d, size_t rows, size_t k, int b,
-                               size_t *floats) {
+static nncl_status cown_panels(nncl__exec *x, const nncl__conv_dims *d, size_t rows, size_t k, int b, size_t *floats) {
     const nncl__gemm_variant *v;
     int n = 0, i;
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));

@@ -150,8 +150,8 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
             *why = "names kernels this build lacks";
             return 0;
         }
-        if ((c.best >= 0 && (!nncl__gemm_takes(&s->all[c.best], c.ta, c.tb) ||
-                             !nncl__gemm_worth(s->all, c.best, c.m, c.n))) ||
+        if ((c.best >= 0 &&
+             (!nncl__gemm_takes(&s->all[c.best], c.ta, c.tb) || !nncl__gemm_worth(s->all, c.best, c.m, c.n))) ||
             !nncl__gemm_takes(&s->all[c.best_own], c.ta, c.tb) || !nncl__gemm_worth(s->all, c.best_own, c.m, c.n)) {
             *why = "names a kernel for products it does not run";
             return 0;
@@ -368,7 +368,9 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     st = pick_bench_init(ctx, dev, g, temp, &b);
     /* CLBlast (-1) first: its result is the one the others must match */
     for (i = -1; st == NNCL_OK && i < (own ? s->n_timed : 0); i++) {
-        if (i >= 0 && (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b) || !nncl__gemm_worth(s->all, i, g->m, g->n))) continue;
+        if (i >= 0 &&
+            (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b) || !nncl__gemm_worth(s->all, i, g->m, g->n)))
+            continue;
         st = pick_check(ctx, dev, s, &b, i, &ok);
         idx[n] = i;
         t[n++] = ok ? 0 : HUGE_VAL;
