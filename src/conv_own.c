@@ -70,10 +70,17 @@ int nncl__conv_own_fits(const nncl__conv_dims *d) {
     return d->ohw + 256 <= COWN_QUOT && d->ckk + 256 <= COWN_QUOT;
 }
 
-/* The most floats panels of `rows` x k take over the packed variants a
- * product of d's layer may get on the device (those worth timing on its O
- * rows, nncl__gemm_worth; the first is the fallback), as A panels (tile rows mr) or, with b, as B panels (nr):
- * panels sized so fit whichever it gets. A maximum over the variants, not
+/* Whether the device's variant i may pack a product of d's layer: a
+ * packing one worth timing on the layer's O rows (every product's A has
+ * them; nncl__gemm_worth). */
+static int cown_packs(const nncl__gemm_variant *v, int i, const nncl__conv_dims *d) {
+    return nncl__gemm_packs(&v[i]) && nncl__gemm_worth(v, i, (size_t)d->O, (size_t)-1);
+}
+
+/* The most floats panels of `rows` x k take over the variants that may
+ * pack a product of d's layer (cown_packs; the first is the fallback), as
+ * A panels (tile rows mr) or, with b, as B panels (nr): panels sized so
+ * fit whichever it gets. A maximum over the variants, not
  * the largest tile's padding: a larger tile does not always pad more (13
  * rows take 14 with mr 14, 16 with mr 4). */
 static nncl_status cown_panels(nncl__exec *x, const nncl__conv_dims *d, size_t rows, size_t k, int b, size_t *floats) {
@@ -81,8 +88,8 @@ static nncl_status cown_panels(nncl__exec *x, const nncl__conv_dims *d, size_t r
     int n = 0, i;
     NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));
     *floats = 0;
-    for (i = 0; i < n; i++) /* every product's A has the O rows of the weights */
-        if (nncl__gemm_packs(&v[i]) && nncl__gemm_worth(v, i, (size_t)d->O, (size_t)-1)) {
+    for (i = 0; i < n; i++)
+        if (cown_packs(v, i, d)) {
             size_t f = nncl__gemm_pack_floats(b ? v[i].nr : v[i].mr, rows, k);
             if (f > *floats) *floats = f;
         }
@@ -174,7 +181,7 @@ static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nn
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
-        if (!nncl__gemm_packs(&v[i]) || !nncl__gemm_worth(v, i, (size_t)d->O, (size_t)-1)) continue;
+        if (!cown_packs(v, i, d)) continue;
         bwd = cown_bp_off(x, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
         fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);

@@ -64,8 +64,9 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * products: 1.26x the 4 x 4 kernel at 2048^3 on an H200, slower below;
  * 8 x 8 read one value at a time, 4 x 4 as float4, 8 x 4 and 2 x 8 lost
  * to one of these two on every shape there, bench/RESULTS.md). Devices
- * with a fused multiply-add accumulate with it (NNCL_FMA). NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's
- * set: the tests run the GPU set on CPU devices, where CI has no GPU. */
+ * with a fused multiply-add accumulate with it (NNCL_FMA).
+ * NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's set: the
+ * tests run the GPU set on CPU devices, where CI has no GPU. */
 static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
     cl_uint pw = 0;
     cl_device_fp_config fp = 0;

@@ -101,6 +101,12 @@ static int pick_index(const nncl__gemm_state *s, const char *name) {
 
 /* Parses the stored choices of dev into s; a file that is damaged, foreign
  * or names variants this build lacks is ignored whole (why in *why). */
+/* Whether variant i is timed for a product of these transposes and [m,n]
+ * shape (what a choice may name, measured or read from a file). */
+static int pick_candidate(const nncl__gemm_state *s, int i, int ta, int tb, size_t m, size_t n) {
+    return nncl__gemm_takes(&s->all[i], ta, tb) && nncl__gemm_worth(s->all, i, m, n);
+}
+
 static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, size_t n, const char **why) {
     char id[1024], *line, *next, *check;
     size_t hl = strlen(PICK_MAGIC);
@@ -150,9 +156,8 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
             *why = "names kernels this build lacks";
             return 0;
         }
-        if ((c.best >= 0 &&
-             (!nncl__gemm_takes(&s->all[c.best], c.ta, c.tb) || !nncl__gemm_worth(s->all, c.best, c.m, c.n))) ||
-            !nncl__gemm_takes(&s->all[c.best_own], c.ta, c.tb) || !nncl__gemm_worth(s->all, c.best_own, c.m, c.n)) {
+        if ((c.best >= 0 && !pick_candidate(s, c.best, c.ta, c.tb, c.m, c.n)) ||
+            !pick_candidate(s, c.best_own, c.ta, c.tb, c.m, c.n)) {
             *why = "names a kernel for products it does not run";
             return 0;
         }
@@ -368,9 +373,7 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     st = pick_bench_init(ctx, dev, g, temp, &b);
     /* CLBlast (-1) first: its result is the one the others must match */
     for (i = -1; st == NNCL_OK && i < (own ? s->n_timed : 0); i++) {
-        if (i >= 0 &&
-            (!nncl__gemm_takes(&s->all[i], g->trans_a, g->trans_b) || !nncl__gemm_worth(s->all, i, g->m, g->n)))
-            continue;
+        if (i >= 0 && !pick_candidate(s, i, g->trans_a, g->trans_b, g->m, g->n)) continue;
         st = pick_check(ctx, dev, s, &b, i, &ok);
         idx[n] = i;
         t[n++] = ok ? 0 : HUGE_VAL;

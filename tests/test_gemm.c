@@ -8,7 +8,8 @@
  * tiles; the batched packed launch
  * with a shared A; CLBlast with the epilogue; and the stored choice: kept
  * and reused, ignored when damaged, written for another driver, or naming
- * the dot kernel for a product it does not run. */
+ * a kernel for a product it is never timed on (the dot kernel for other
+ * transposes, a local tile larger than the product). */
 #include "harness.h"
 #include "gemm.h"
 #include <math.h>
