@@ -67,35 +67,39 @@
  * of k (dimension 1) of batch item get_global_id(2): the source is read
  * along whichever direction is contiguous in memory. Source element (i, kk)
  * of the rows x k matrix being packed is at src[kk*ld + i] when kmajor,
- * else src[i*ld + kk]. A whole block of the transposing direction goes
- * through a private TILE x KB block: rows read as runs of KB, panel rows
- * written as runs of TILE (element by element, both directions scatter). */
-/* 8, not 16: the transposing block is unrolled in full (TILE x KB loads
- * and stores), and at 16 PoCL took ~5 s to compile a pack kernel of a
- * 32-wide tile: a new model's first plan took 61 s there, 35 s at 8, at
- * the same packing speed (a loop instead of the unrolled block: 22 s, but
- * 15 % slower products with packing). */
-#define NNCL_PACK_KB 8
+ * else src[i*ld + kk]. Whole blocks go as 8-wide vectors (NNCL_LD8: half
+ * storage converts as it loads): kmajor, each k's TILE values as runs of 8;
+ * transposing, the TILE rows of KB values loaded as one vector each and
+ * the panel's rows stored as vectors of 8 gathered from them (element by
+ * element both ways, PoCL vectorised across the work-items of a group,
+ * whose addresses lie KB apart: gathers, and 10-15 % slower packing of a
+ * transposed 1024 x 1024 operand). Partial blocks and panels, element by
+ * element. */
+#define NNCL_PACK_KB 8 /* the vector width of the transposing block */
 #define NNCL_PACK_FN(NAME, TILE)                                                                                       \
     void NAME(const __global act_t *s, int ld, int kmajor, int rows, int k, __global float *dst, int p) {             \
         int k0 = get_global_id(1) * NNCL_PACK_KB, i0 = p * (TILE), r, kk;                                              \
         int k1 = min(k0 + NNCL_PACK_KB, k), live = min((TILE), rows - i0);                                             \
         __global float *d = dst + p * k * (TILE);                                                                      \
         if (i0 >= rows || k0 >= k) return;                                                                             \
-        if (kmajor) {                                                                                                  \
+        if (kmajor && live == (TILE)) {                                                                                \
             for (kk = k0; kk < k1; kk++) {                                                                             \
-                if (live == (TILE))                                                                                    \
-                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                    \
-                else                                                                                                   \
-                    for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;  \
+                for (r = 0; r + 8 <= (TILE); r += 8) vstore8(NNCL_LD8(s + kk * ld + i0 + r), 0, d + kk * (TILE) + r);  \
+                for (; r < (TILE); r++) d[kk * (TILE) + r] = NNCL_LD(s, kk * ld + i0 + r);                             \
             }                                                                                                          \
+        } else if (kmajor) {                                                                                           \
+            for (kk = k0; kk < k1; kk++)                                                                               \
+                for (r = 0; r < (TILE); r++) d[kk * (TILE) + r] = r < live ? NNCL_LD(s, kk * ld + i0 + r) : 0.0f;      \
         } else if (live == (TILE) && k1 - k0 == NNCL_PACK_KB) {                                                        \
-            float t[(TILE) * NNCL_PACK_KB];                                                                            \
-            _Pragma("unroll") for (r = 0; r < (TILE); r++)                                                             \
-                _Pragma("unroll") for (kk = 0; kk < NNCL_PACK_KB; kk++) t[r * NNCL_PACK_KB + kk] =                     \
-                    NNCL_LD(s, (i0 + r) * ld + k0 + kk);                                                               \
-            _Pragma("unroll") for (kk = 0; kk < NNCL_PACK_KB; kk++)                                                    \
-                _Pragma("unroll") for (r = 0; r < (TILE); r++) d[(k0 + kk) * (TILE) + r] = t[r * NNCL_PACK_KB + kk];   \
+            float t[(TILE) * 8];                                                                                       \
+            _Pragma("unroll") for (r = 0; r < (TILE); r++) vstore8(NNCL_LD8(s + (i0 + r) * ld + k0), r, t);           \
+            _Pragma("unroll") for (kk = 0; kk < 8; kk++) {                                                             \
+                _Pragma("unroll") for (r = 0; r + 8 <= (TILE); r += 8) vstore8(                                        \
+                    (float8)(t[r * 8 + kk], t[r * 8 + 8 + kk], t[r * 8 + 16 + kk], t[r * 8 + 24 + kk],                 \
+                             t[r * 8 + 32 + kk], t[r * 8 + 40 + kk], t[r * 8 + 48 + kk], t[r * 8 + 56 + kk]),          \
+                    0, d + (k0 + kk) * (TILE) + r);                                                                    \
+                _Pragma("unroll") for (r = (TILE) / 8 * 8; r < (TILE); r++) d[(k0 + kk) * (TILE) + r] = t[r * 8 + kk]; \
+            }                                                                                                          \
         } else {                                                                                                       \
             for (r = 0; r < (TILE); r++) {                                                                             \
                 if (r < live)                                                                                          \
