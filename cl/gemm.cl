@@ -68,14 +68,14 @@
  * along whichever direction is contiguous in memory. Source element (i, kk)
  * of the rows x k matrix being packed is at src[kk*ld + i] when kmajor,
  * else src[i*ld + kk]. Whole blocks go as 8-wide vectors (NNCL_LD8: half
- * storage converts as it loads): kmajor, each k's TILE values as runs of 8;
- * transposing, the TILE rows of KB values loaded as one vector each and
- * the panel's rows stored as vectors of 8 gathered from them (element by
- * element both ways, PoCL vectorised across the work-items of a group,
- * whose addresses lie KB apart: gathers, and 10-15 % slower packing of a
- * transposed 1024 x 1024 operand). Partial blocks and panels, element by
- * element. */
-#define NNCL_PACK_KB 8 /* the vector width of the transposing block */
+ * storage converts as it loads): kmajor, each k's TILE values in runs of
+ * 8; transposing, each of the TILE rows' 8 values of k as one vector, the
+ * panel's rows stored as vectors of 8 picked from them. Written element by
+ * element, the block was vectorised by PoCL across the group's work-items,
+ * whose addresses lie 8 apart: gathers, and packing a transposed 1024 x
+ * 1024 operand took 10-15 % longer. Partial blocks and panels go element
+ * by element. */
+#define NNCL_PACK_KB 8 /* the vector width */
 #define NNCL_PACK_FN(NAME, TILE)                                                                                       \
     void NAME(const __global act_t *s, int ld, int kmajor, int rows, int k, __global float *dst, int p) {             \
         int k0 = get_global_id(1) * NNCL_PACK_KB, i0 = p * (TILE), r, kk;                                              \

@@ -319,11 +319,11 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     global[0] = ((size_t)d->W + 1) / 2;
     global[1] = (size_t)d->H;
     global[2] = (size_t)ns * cb;
-    /* A CPU device runs a group on one thread, and its work-items are
-     * vector code already: groups of one, which the threads share evenly
-     * (PoCL's own choice, a whole sample's rows per group, left a handful
-     * of groups per launch: the bench CNN's 12 launches 3.0-4.1 -> 2.6-2.8 ms).
-     * GPUs choose their groups. */
+    /* A CPU device runs a group on one thread, and these work-items are
+     * vector code already: groups of one, which its threads share evenly
+     * (PoCL's own choice, a sample's rows per group, left a handful of
+     * groups per launch: the bench CNN's 12 launches took 3.9-4.8 ms, now
+     * 2.6-3.8). GPUs choose their groups. */
     return nncl__launch(&a, x->dev, 3, global, x->dev->info.type == NNCL_DEVICE_CPU ? local : NULL);
 }
 
