@@ -99,14 +99,14 @@ static int pick_index(const nncl__gemm_state *s, const char *name) {
     return -2;
 }
 
-/* Parses the stored choices of dev into s; a file that is damaged, foreign
- * or names variants this build lacks is ignored whole (why in *why). */
 /* Whether variant i is timed for a product of these transposes and [m,n]
  * shape (what a choice may name, measured or read from a file). */
 static int pick_candidate(const nncl__gemm_state *s, int i, int ta, int tb, size_t m, size_t n) {
     return nncl__gemm_takes(&s->all[i], ta, tb) && nncl__gemm_worth(s->all, i, m, n);
 }
 
+/* Parses the stored choices of dev into s; a file that is damaged, foreign
+ * or names variants this build lacks is ignored whole (why in *why). */
 static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, size_t n, const char **why) {
     char id[1024], *line, *next, *check;
     size_t hl = strlen(PICK_MAGIC);

@@ -317,11 +317,10 @@ static int tg_resum(char *text) {
 }
 
 /* Device d's choice file (text, whose line for NT 33x40x50 tg_choice
- * wrote) with that line made `line` naming `kernel` (B's leading dimension
- * ldb) is ignored with a warning, and the product measured afresh takes
- * another kernel. */
-static int tg_unfit(int d, const char *name, const char *path, const char *text, const char *line,
-                    const char *kernel, size_t ldb) {
+ * wrote) with that line made one for A times B, B transposed if tb, naming
+ * `kernel` is ignored with a warning, and the product measured afresh
+ * takes another kernel. */
+static int tg_unfit(int d, const char *name, const char *path, const char *text, int tb, const char *kernel) {
     char saved[1 << 16], *at = strstr(text, "\nchoice 0 1 33 40 50 5 "), *end = at ? strchr(at + 1, '\n') : NULL;
     nncl_context *ctx;
     nncl__gemm_state *s;
@@ -329,13 +328,13 @@ static int tg_unfit(int d, const char *name, const char *path, const char *text,
     size_t bytes = 0;
     TH_CHECK(name, at && end && strlen(text) + 64 < sizeof saved);
     strcpy(saved, text);
-    sprintf(saved + (at - text), "%s%s %s%s", line, kernel, kernel, end);
+    sprintf(saved + (at - text), "\nchoice 0 %d 33 40 50 5 %s %s%s", tb, kernel, kernel, end);
     TH_CHECK(name, tg_resum(saved) && tg_spit(path, saved));
     tg_warned = 0;
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);
     TH_OK(name, ctx, nncl__gemm_state_get(ctx, &ctx->devices[0], &s));
     memset(&g, 0, sizeof g);
-    g.trans_b = line[10] == '1', g.m = 33, g.n = 40, g.k = 50, g.lda = 50, g.ldb = ldb, g.ldc = 40;
+    g.trans_b = tb, g.m = 33, g.n = 40, g.k = 50, g.lda = 50, g.ldb = tb ? 50 : 40, g.ldc = 40;
     g.epi.bias = 1;
     g.epi.act = 1;
     TH_OK(name, ctx, nncl__sgemm_prepare(ctx, &ctx->devices[0], &g, &bytes));
@@ -422,8 +421,8 @@ static int tg_choice(int d, const char *label) {
     /* well-formed files naming a kernel for products the device would never
      * time it on are ignored: the dot kernel for A times B, a local tile
      * larger than the product (the GPU set's 128 x 128) */
-    if (dot && tg_unfit(d, name, path, text, "\nchoice 0 0 33 40 50 5 ", dot, 40)) return 1;
-    if (big && tg_unfit(d, name, path, text, "\nchoice 0 1 33 40 50 5 ", big, 50)) return 1;
+    if (dot && tg_unfit(d, name, path, text, 0, dot)) return 1;
+    if (big && tg_unfit(d, name, path, text, 1, big)) return 1;
     return 0;
 }
 
