@@ -53,7 +53,11 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * and a broadcast: every register, the least loads per multiply-add), 4
  * rows of four (fewer rows to pad when m is small), the direct kernel for
  * small products (also 8 rows of one vector: narrow products such as a
- * classifier's 10 outputs waste fewer lanes), the tall tile over K
+ * classifier's 10 outputs waste fewer lanes; and 4 rows of four vectors
+ * for few rows and many columns, such as a convolution's 32 x 19600 x 144
+ * im2col product, where B is read once in place and each 64-column block
+ * of it serves every row tile from L1: 1.14x the best packed kernel there,
+ * whose packing of B was 40 % of its time), the tall tile over K
  * blocks whose B panel block stays in L1 (large products), and the dot
  * kernel for A times B transposed (a dense layer's forward: no packing;
  * 4 x 6 dot products with 16-wide vectors, 2 x 4 with narrower ones on
@@ -87,6 +91,7 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 4, 4 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 2 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 8, vw, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 4 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DOT, vw >= 16 ? 4 : 2, vw >= 16 ? 6 : 4, vw, 1, 0, fma);
         s->n_timed = s->n_all;
