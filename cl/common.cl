@@ -7,6 +7,10 @@
 #error "NNCL_RED_WG is passed by the host (src/program.c)"
 #endif
 
+/* NNCL_CAT(float, 8): float8, the vector types of a width set by a macro. */
+#define NNCL_CAT_(a, b) a##b
+#define NNCL_CAT(a, b) NNCL_CAT_(a, b)
+
 /* Kahan-compensated *sum += v: a work-item's running sum over thousands of
  * elements loses no more than a few float roundings. */
 void nncl_kahan_add(float *sum, float *comp, float v) {

@@ -49,8 +49,6 @@
 #define NNCL_MADD(a, b, c) mad(a, b, c)
 #endif
 
-#define NNCL_CAT_(a, b) a##b
-#define NNCL_CAT(a, b) NNCL_CAT_(a, b)
 #if NNCL_VW == 1
 #define vfloat float
 #define NNCL_VLOAD(i, p) ((p)[i])

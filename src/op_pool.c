@@ -96,7 +96,7 @@ static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, in
 /* Kernel slots of the pooling rows: forward, backward (and the max pool's
  * 2x2 kernels, the backward's also by pairs of inputs). */
 enum { POOL_K_FORWARD, POOL_K_BACKWARD, POOL_K_FORWARD_2X2, POOL_K_BACKWARD_2X2, POOL_K_BACKWARD_2X2P,
-       POOL_K_FORWARD_2X2W, POOL_K_BACKWARD_2X2W };
+       POOL_K_FORWARD_2X2W, POOL_K_BACKWARD_2X2W, POOL_K_FORWARD_2X2R, POOL_K_BACKWARD_2X2R };
 
 /* ------------------------------------------------------------- max */
 
@@ -112,7 +112,7 @@ static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n,
 static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     nncl__args a;
     pool_dims d;
-    int max = n->op == NNCL_OP_MAXPOOL2D, tiles, acc, pairs, windows, slot;
+    int max = n->op == NNCL_OP_MAXPOOL2D, tiles, acc, pairs, windows, rows, slot;
     size_t global[3];
     if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
     pool_dims_of(n, x->batch, &d);
@@ -128,7 +128,13 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
      * CNN's pools 3.2-4.0 -> 1.8 ms backward, 1.5 -> 1.25 ms forward) */
     windows = tiles && x->store && !(d.W & 1) && !(nncl__val(x, n->in[0]).off & 1) && d.OH > 0 &&
               (!backward || pairs);
-    slot = windows ? (backward ? POOL_K_BACKWARD_2X2W : POOL_K_FORWARD_2X2W)
+    /* fp32 on CPU devices, rows of at least 4 outputs: by rows of outputs,
+     * vectors in each work-item (cl/pool.cl); the backward where it writes
+     * every input once (H and W even, nothing to add to) */
+    rows = tiles && !x->store && x->dev->info.type == NNCL_DEVICE_CPU && d.OW >= 4 &&
+           (!backward || (pairs && !(d.H & 1)));
+    slot = rows      ? (backward ? POOL_K_BACKWARD_2X2R : POOL_K_FORWARD_2X2R)
+           : windows ? (backward ? POOL_K_BACKWARD_2X2W : POOL_K_FORWARD_2X2W)
            : pairs ? POOL_K_BACKWARD_2X2P
                    : (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0);
     NNCL_TRY(nncl__kbegin(x, n, slot, &a));
@@ -138,6 +144,7 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
     if (tiles) nncl__arg_int(&a, d.planes);
     pool_args_geometry(&a, &d, tiles);
+    if (rows) return nncl__launch_1d(&a, x->dev, (size_t)d.planes * (size_t)d.OH);
     /* 2x2: forward one work-item per window, backward per input or per
      * pair of inputs (cl/pool.cl) */
     if (tiles && !backward) return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1);
@@ -195,7 +202,8 @@ const nncl__opdef nncl__opdef_maxpool2d = {
     .name = "maxpool2d",
     .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
                 {"pool", "nncl_maxpool2d_backward_f32_2x2"}, {"pool", "nncl_maxpool2d_backward_f32_2x2p"},
-                {"pool", "nncl_maxpool2d_f32_2x2w"}, {"pool", "nncl_maxpool2d_backward_f32_2x2w"}},
+                {"pool", "nncl_maxpool2d_f32_2x2w"}, {"pool", "nncl_maxpool2d_backward_f32_2x2w"},
+                {"pool", "nncl_maxpool2d_f32_2x2r"}, {"pool", "nncl_maxpool2d_backward_f32_2x2r"}},
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
     .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1,
     .half_bw_reads = NNCL_BW_INPUTS};

@@ -259,6 +259,10 @@ static const ot_row ot_rows[] = {
     OT_BCAST_FROZEN(ADD, 2, 5, 33), OT_BCAST_FROZEN(SUB, 2, 5, 33), OT_BCAST_FROZEN(MUL, 2, 5, 33),
     {"conv2d+linear", ot_conv_linear, {2, 64}, 0, {OT_X3(-1, 1, 1, 28, 28)}, 2, OT_TOL},
     OT_POOL_TWICE(2, 3, 7, 5),
+    /* 2x2 max pools that CPU devices run by rows of outputs in fp32: rows of
+     * 7 (two overlapping steps of 4), of 8 with odd H and W (the backward
+     * takes the kernel by inputs), and added into (likewise) */
+    OT_POOL(MAXPOOL2D, 2, 3, 14, 14, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 2, 9, 17, 2, 2, 0), OT_POOL_TWICE(2, 2, 8, 10),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
