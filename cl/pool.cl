@@ -11,7 +11,9 @@
  * is what CPU drivers run as full SIMD lanes (one long regular dimension;
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
  * them running one work-item at a time), with coordinates from float
- * quotients (nncl_quot) rather than integer divisions.
+ * quotients (nncl_quot) rather than integer divisions. On CPU devices in
+ * fp32 the _2x2r kernels take their place: one work-item per output row
+ * with explicit vectors, no lanes (below).
  * The other kernels run on NDRange (cols, rows, planes).
  * Max and average pooling take activations in the storage type (act_t,
  * cl/common.cl). In half storage max pooling keeps no argmax: an fp32

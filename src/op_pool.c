@@ -94,7 +94,8 @@ static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, in
 }
 
 /* Kernel slots of the pooling rows: forward, backward (and the max pool's
- * 2x2 kernels, the backward's also by pairs of inputs). */
+ * 2x2 kernels: by elements, the backward's also by pairs of inputs, by
+ * 32-bit words in half storage, by rows of outputs on CPU devices). */
 enum { POOL_K_FORWARD, POOL_K_BACKWARD, POOL_K_FORWARD_2X2, POOL_K_BACKWARD_2X2, POOL_K_BACKWARD_2X2P,
        POOL_K_FORWARD_2X2W, POOL_K_BACKWARD_2X2W, POOL_K_FORWARD_2X2R, POOL_K_BACKWARD_2X2R };
 
@@ -108,7 +109,7 @@ static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n,
  * geometry, acc), one work-item per output (or input) element on NDRange
  * (cols, rows, planes); the max pool keeps its argmax in aux, and its 2x2
  * windows at stride 2 take the _2x2 kernels (planes before the geometry,
- * the group size G after). */
+ * the group size G after; the _2x2r kernels by rows have no G). */
 static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     nncl__args a;
     pool_dims d;
