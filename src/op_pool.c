@@ -133,7 +133,7 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
      * vectors in each work-item (cl/pool.cl); the backward where it writes
      * every input once (H and W even, nothing to add to) */
     rows = tiles && !x->store && x->dev->info.type == NNCL_DEVICE_CPU && d.OW >= 4 &&
-           (!backward || (pairs && !(d.H & 1)));
+           (!backward || (!acc && !(d.H & 1) && !(d.W & 1)));
     slot = rows      ? (backward ? POOL_K_BACKWARD_2X2R : POOL_K_FORWARD_2X2R)
            : windows ? (backward ? POOL_K_BACKWARD_2X2W : POOL_K_FORWARD_2X2W)
            : pairs ? POOL_K_BACKWARD_2X2P
