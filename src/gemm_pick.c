@@ -4,7 +4,8 @@
  * checking their results against each other. A choice is kept in memory and
  * in a file of the cache folder named after the device's identity (driver
  * and CLBlast versions included), so a second run measures nothing; a
- * damaged file, or one written for another identity, is ignored. The same
+ * damaged file, or one written for another identity or other kernel text
+ * (pick_identity), is ignored. The same
  * file keeps each conv2d layer's measured path ("conv" lines, written by
  * src/conv_own.c's timing of the whole layer both ways). Plans
  * choose at prepare time (nncl__sgemm_prepare); a product nobody prepared
@@ -105,10 +106,22 @@ static int pick_candidate(const nncl__gemm_state *s, int i, int ta, int tb, size
     return nncl__gemm_takes(&s->all[i], ta, tb) && nncl__gemm_worth(s->all, i, m, n);
 }
 
+/* What a choice file is written for: the device's identity (driver and
+ * CLBlast versions included) and the text of the kernels timed (the GEMM
+ * and conv families), so that choices measured with other kernels (another
+ * version of nncl, NNCL_KERNEL_DIR) are measured again, not trusted. */
+static void pick_identity(nncl_context *ctx, const nncl_device *dev, char *id, size_t size) {
+    size_t n;
+    nncl__device_identity(dev, id, size);
+    n = strlen(id);
+    snprintf(id + n, size - n, "kernels %016llx %016llx\n", (unsigned long long)nncl__program_hash(ctx, "gemm"),
+             (unsigned long long)nncl__program_hash(ctx, "conv"));
+}
+
 /* Parses the stored choices of dev into s; a file that is damaged, foreign
  * or names variants this build lacks is ignored whole (why in *why). */
-static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, size_t n, const char **why) {
-    char id[1024], *line, *next, *check;
+static int pick_parse(nncl__gemm_state *s, const char *id, char *buf, size_t n, const char **why) {
+    char *line, *next, *check;
     size_t hl = strlen(PICK_MAGIC);
     unsigned long long sum;
     *why = "damaged";
@@ -122,9 +135,8 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
     if (!check || sscanf(check + 7, "%16llx", &sum) != 1 || pick_fnv(buf, (size_t)(check + 1 - buf)) != sum) return 0;
     check[1] = 0;
     if (strncmp(buf, PICK_MAGIC, hl) != 0 || buf[hl] != '\n') return 0;
-    nncl__device_identity(dev, id, sizeof id);
     if (strncmp(buf + hl + 1, id, strlen(id)) != 0) {
-        *why = "written for another device, driver or CLBlast";
+        *why = "written for another device, driver, CLBlast or kernel text";
         return 0;
     }
     for (line = buf + hl + 1 + strlen(id); *line; line = next) {
@@ -167,7 +179,7 @@ static int pick_parse(nncl__gemm_state *s, const nncl_device *dev, char *buf, si
 }
 
 static void pick_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) {
-    char path[1200];
+    char path[1200], id[1024];
     unsigned char *data = NULL;
     size_t size = 0;
     const char *why;
@@ -178,7 +190,8 @@ static void pick_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) 
         char *buf = (char *)NNCL_MALLOC(size + 1);
         if (buf) {
             memcpy(buf, data, size);
-            if (pick_parse(s, dev, buf, size, &why))
+            pick_identity(ctx, dev, id, sizeof id);
+            if (pick_parse(s, id, buf, size, &why))
                 nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: %d GEMM choices from %s", dev->info.index, s->n_choices,
                           path);
             else {
@@ -200,7 +213,7 @@ static void pick_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s)
     int i;
     if (!nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path)) return;
     if (!(text = (char *)NNCL_MALLOC(cap))) return;
-    nncl__device_identity(dev, id, sizeof id);
+    pick_identity(ctx, dev, id, sizeof id);
     len = (size_t)snprintf(text, cap, "%s\n%s", PICK_MAGIC, id);
     for (i = 0; i < s->n_choices && len < cap; i++) {
         const nncl__gemm_choice *c = &s->choices[i];

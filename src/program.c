@@ -100,6 +100,16 @@ static nncl_status prog_source(nncl_context *ctx, const char *family, char **tex
     return st;
 }
 
+uint64_t nncl__program_hash(nncl_context *ctx, const char *family) {
+    char *text = NULL;
+    size_t len = 0;
+    uint64_t h;
+    if (prog_source(ctx, family, &text, &len) != NNCL_OK) return 0;
+    h = nncl__fnv1a(0xCBF29CE484222325ull, text, len);
+    NNCL_FREE(text);
+    return h;
+}
+
 static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
                               nncl_program **out) {
     const char *src;
