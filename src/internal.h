@@ -239,13 +239,13 @@ nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *famil
 nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out);
 /* The same for a variant of the family built with extra options ("-DX=1"):
  * each distinct options string is its own program. */
-/* FNV-1a of family's program text, cl/common.cl included, as the device
- * would build it (NNCL_KERNEL_DIR honoured); 0 when it cannot be read. */
-uint64_t nncl__program_hash(nncl_context *ctx, const char *family);
 nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                                nncl_program **out);
 nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                               const char *name, cl_kernel *out);
+/* FNV-1a of family's program text, cl/common.cl included, as the device
+ * would build it (NNCL_KERNEL_DIR honoured); 0 when it cannot be read. */
+uint64_t nncl__program_hash(nncl_context *ctx, const char *family);
 /* Releases every program and kernel of dev (nncl_free). */
 void nncl__programs_release(nncl_device *dev);
 
