@@ -344,10 +344,35 @@ static int tg_unfit(int d, const char *name, const char *path, const char *text,
     return 0;
 }
 
+/* Device d's choice file (saved) with one character of the line starting
+ * with key changed, at offset at, and its checksum made right: a fresh
+ * context ignores it with one warning (product g prepared afresh). saved
+ * is left as it was. */
+static int tg_foreign(int d, const char *name, const char *path, char *saved, const char *key, size_t at,
+                      nncl__gemm_args *g) {
+    char *line = strstr(saved, key), was;
+    nncl_context *ctx;
+    nncl__gemm_state *s;
+    size_t bytes = 0;
+    TH_CHECK(name, line != NULL);
+    was = line[at];
+    line[at] = was == '9' ? '8' : '9';
+    TH_CHECK(name, tg_resum(saved) && tg_spit(path, saved));
+    line[at] = was;
+    TH_CHECK(name, tg_resum(saved));
+    tg_warned = 0;
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, &ctx->devices[0], &s));
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, &ctx->devices[0], g, &bytes));
+    TH_CHECK(name, tg_warned == 1);
+    nncl_free(ctx);
+    return 0;
+}
+
 /* The stored choice on device d: written by a prepare, reused (no new
  * measurement) by a fresh context, ignored when damaged or foreign. */
 static int tg_choice(int d, const char *label) {
-    char name[256], path[1200], saved[1 << 16], *text, *line, was;
+    char name[256], path[1200], saved[1 << 16], *text;
     nncl_context *ctx;
     nncl_device *dev;
     nncl__gemm_state *s;
@@ -403,36 +428,11 @@ static int tg_choice(int d, const char *label) {
     TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
     TH_CHECK(name, tg_warned == 1);
     nncl_free(ctx);
-    /* another driver version, checksum made right */
-    line = strstr(saved, "\ndriver ");
-    TH_CHECK(name, line != NULL);
-    was = line[8];
-    line[8] = was == '9' ? '8' : '9';
-    TH_CHECK(name, tg_resum(saved));
-    TH_CHECK(name, tg_spit(path, saved));
-    tg_warned = 0;
-    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
-    dev = &ctx->devices[0];
-    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    /* another driver version; other kernel text (another version of nncl,
+     * NNCL_KERNEL_DIR): a digit of the GEMM kernels' hash */
     g.a = g.b = g.c = NULL;
-    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
-    TH_CHECK(name, tg_warned == 1);
-    nncl_free(ctx);
-    /* other kernel text (another version of nncl, NNCL_KERNEL_DIR): the
-     * driver put back, a digit of the GEMM kernels' hash changed */
-    line[8] = was;
-    line = strstr(saved, "\nkernels ");
-    TH_CHECK(name, line != NULL);
-    line[9] = line[9] == '0' ? '1' : '0';
-    TH_CHECK(name, tg_resum(saved));
-    TH_CHECK(name, tg_spit(path, saved));
-    tg_warned = 0;
-    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
-    dev = &ctx->devices[0];
-    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
-    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
-    TH_CHECK(name, tg_warned == 1);
-    nncl_free(ctx);
+    if (tg_foreign(d, name, path, saved, "\ndriver ", 8, &g) || tg_foreign(d, name, path, saved, "\nkernels ", 9, &g))
+        return 1;
     th_pass("%s: damaged, other-driver and other-kernel files ignored, products right", name);
     /* well-formed files naming a kernel for products the device would never
      * time it on are ignored: the dot kernel for A times B, a local tile
