@@ -126,6 +126,7 @@ typedef struct nncl__gemm_state {
     int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
+    char id[1024]; /* what the choice file is written for (gemm_pick.c), made as it is loaded */
     nncl__conv_choice *convs;
     int n_convs, cap_convs;
     cl_mem scratch;

@@ -179,19 +179,19 @@ static int pick_parse(nncl__gemm_state *s, const char *id, char *buf, size_t n, 
 }
 
 static void pick_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) {
-    char path[1200], id[1024];
+    char path[1200];
     unsigned char *data = NULL;
     size_t size = 0;
     const char *why;
     s->loaded = 1;
+    pick_identity(ctx, dev, s->id, sizeof s->id);
     if (!nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path)) return;
     if (nncl__read_file(path, &data, &size) != NNCL_OK) return; /* none stored yet */
     if (size < PICK_FILE_MAX) {
         char *buf = (char *)NNCL_MALLOC(size + 1);
         if (buf) {
             memcpy(buf, data, size);
-            pick_identity(ctx, dev, id, sizeof id);
-            if (pick_parse(s, id, buf, size, &why))
+            if (pick_parse(s, s->id, buf, size, &why))
                 nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: %d GEMM choices from %s", dev->info.index, s->n_choices,
                           path);
             else {
@@ -204,17 +204,17 @@ static void pick_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) 
     NNCL_FREE(data);
 }
 
-/* Rewrites the file with every choice (best effort: logs on failure). */
+/* Rewrites the file with every choice (best effort: logs on failure); s
+ * was loaded first, which made its id. */
 static void pick_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s) {
-    char path[1200], id[1024], line[256];
+    char path[1200], line[256];
     nncl__afile af;
     char *text;
     size_t cap = 2048 + (size_t)(s->n_choices + s->n_convs) * 160, len;
     int i;
     if (!nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path)) return;
     if (!(text = (char *)NNCL_MALLOC(cap))) return;
-    pick_identity(ctx, dev, id, sizeof id);
-    len = (size_t)snprintf(text, cap, "%s\n%s", PICK_MAGIC, id);
+    len = (size_t)snprintf(text, cap, "%s\n%s", PICK_MAGIC, s->id);
     for (i = 0; i < s->n_choices && len < cap; i++) {
         const nncl__gemm_choice *c = &s->choices[i];
         snprintf(line, sizeof line, "choice %d %d %lu %lu %lu %d %s %s\n", c->ta, c->tb, (unsigned long)c->m,
