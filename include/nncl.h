@@ -229,7 +229,9 @@ NNCL_API nncl_status nncl_log_softmax(nncl_context *ctx, const nncl_tensor *x, n
 NNCL_API nncl_status nncl_sum(nncl_context *ctx, const nncl_tensor *x, int axis, nncl_tensor *out);
 NNCL_API nncl_status nncl_mean(nncl_context *ctx, const nncl_tensor *x, int axis, nncl_tensor *out);
 /* c = alpha * op(a) op(b) + beta * c, all 2-D row-major; op transposes when
- * its flag is set. Runs through CLBlast. */
+ * its flag is set. Runs the kernel chosen for the device and the shape:
+ * nncl's own or CLBlast's, timed on the first call of a shape and stored
+ * in the cache folder ($NNCL_GEMM forces one side). */
 NNCL_API nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha,
                                const nncl_tensor *a, const nncl_tensor *b, float beta, nncl_tensor *c);
 
