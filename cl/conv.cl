@@ -210,6 +210,59 @@ __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __glob
     bp[bp_off + (q * S * ohw + s * ohw + px) * nr + c] = ones && r == ckk ? 1.0f : v;
 }
 
+/* The same B on CPU devices, whose drivers did not make SIMD lanes of the
+ * kernel above for AVX2 (PoCL kept it scalar, with two divisions per
+ * float: 10-15 ms of a 33 ms CNN step on a 2-core EPYC). NDRange
+ * (OH * ceil(OW/8), S, panels * nr/8), nr a multiple of 8: a work-item
+ * takes 8 neighbouring output pixels of one row and 8 columns r of a
+ * panel; per column one row of x as a vector (stride 1, inside x) or
+ * element by element (edges, strides), then its 8 pixels' runs of 8
+ * columns stored as vectors, transposed through private memory. */
+__kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
+                                       int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
+    int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), owb = (OW + 7) / 8;
+    int oh = blk / owb, ow0 = (blk - oh * owb) * 8, n = min(8, OW - ow0), kk = k * k, ckk = C * kk;
+    int chunks = nr / 8, q = qc / chunks, r = q * nr + (qc - q * chunks) * 8, ci, ki, kj, j, e;
+    float t[64];
+    __global float *d = bp + bp_off + (q * S * OH * OW + s * OH * OW + oh * OW + ow0) * nr + r - q * nr;
+    if (oh >= OH || s >= S || q * nr >= ckk + ones) return;
+    ci = r / kk; /* then stepped with r: no division per column */
+    ki = (r - ci * kk) / k;
+    kj = r - ci * kk - ki * k;
+#pragma unroll
+    for (j = 0; j < 8; j++, r++) {
+        int ih = oh * st - pad + ki, iw0 = ow0 * st - pad + kj;
+        float8 v = (float8)(ones && r == ckk ? 1.0f : 0.0f);
+        if (r < ckk && ih >= 0 && ih < H) {
+            const __global float *row = x + x_off + ((s * C + ci) * H + ih) * W;
+            if (st == 1 && n == 8 && iw0 >= 0 && iw0 + 8 <= W) {
+                v = vload8(0, row + iw0);
+            } else { /* clamped loads, the padding selected to zero */
+#pragma unroll
+                for (e = 0; e < 8; e++) {
+                    int iw = iw0 + e * st;
+                    float u = row[clamp(iw, 0, W - 1)];
+                    t[j * 8 + e] = e < n && iw >= 0 && iw < W ? u : 0.0f;
+                }
+                v = vload8(j, t);
+            }
+        }
+        vstore8(v, j, t);
+        if (++kj == k) {
+            kj = 0;
+            if (++ki == k) {
+                ki = 0;
+                ci++;
+            }
+        }
+    }
+#pragma unroll
+    for (e = 0; e < 8; e++)
+        if (e < n)
+            vstore8((float8)(t[e], t[8 + e], t[16 + e], t[24 + e], t[32 + e], t[40 + e], t[48 + e], t[56 + e]), 0,
+                    d + e * nr);
+}
+
 /* The weight gradient's product with its bias column, ct [O, C*k*k + 1]
  * (or the sum of `parts` such blocks, one after another, added in order),
  * into dW [O, C*k*k] and db [O], each written (acc 0), added to (1) or left

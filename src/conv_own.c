@@ -15,7 +15,8 @@
  *             in NCHW, with no reorder.
  *   backward  per chunk, G = dy * act'(y) packed as A panels
  *             (nncl_conv_pack_dy); dW (+)= G col^T as one product over the
- *             chunk, K = S*OH*OW, B from x (nncl_conv_pack_colt) with a
+ *             chunk, K = S*OH*OW, B from x (nncl_conv_pack_colt; on a
+ *             CPU's kernel set nncl_conv_pack_colt8, 8 x 8 per item) with a
  *             column of ones whose product is the bias gradient (split from
  *             dW by nncl_conv_dw_split at the end); the chunk's dx (+)= the
  *             direct gather of W and the same G panels
@@ -342,7 +343,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     size_t local[3], ct_off, x_at, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
-    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), dy8;
+    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), dy8, colt8;
     nncl__args a;
     nncl__gemm_state *gs = NULL;
     NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
@@ -352,6 +353,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
+    colt8 = gs->all[0].kind != NNCL__GEMM_LOCAL && v.nr % 8 == 0; /* a CPU's kernel set */
     NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
@@ -370,18 +372,28 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         p.bp_off = cown_bp_off(x, d, g0, v.mr, p.k);
         p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
         if (need_w) { /* B first: its x (half storage) goes where the A panels go next */
+            size_t panels = (d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr;
             NNCL_TRY(nncl__conv_x_f32(x, n, d, g0, s0, ns, &xv));
-            NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_COLT, &a));
+            NNCL_TRY(nncl__kbegin(x, n, colt8 ? NNCL_CONV_K_PACK_COLT8 : NNCL_CONV_K_PACK_COLT, &a));
             nncl__arg_view(&a, xv);
             nncl__arg_mem(&a, x->gemm_temp);
             nncl__arg_int(&a, (int)p.bp_off);
             nncl__conv_arg_geometry(&a, d);
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
             nncl__arg_int(&a, ones);
-            cown_local(x, v.nr, local);
-            global[0] = (size_t)v.nr;
-            global[1] = d->ohw;
-            global[2] = (size_t)ns * ((d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr);
+            if (colt8) { /* 8 pixels of a row by 8 columns per item; 4 samples a group, along dim 1:
+                          * PoCL made 64-bit SIMD lanes of 4 items along dim 0, 2x slower */
+                global[0] = (size_t)d->OH * (size_t)((d->OW + 7) / 8);
+                global[1] = (size_t)ns;
+                global[2] = panels * (size_t)(v.nr / 8);
+                local[0] = local[2] = 1;
+                local[1] = ns < 4 ? (size_t)ns : 4;
+            } else {
+                cown_local(x, v.nr, local);
+                global[0] = (size_t)v.nr;
+                global[1] = d->ohw;
+                global[2] = (size_t)ns * panels;
+            }
             NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
         }
         NNCL_TRY(nncl__kbegin(x, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
