@@ -382,7 +382,8 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
             nncl__arg_int(&a, ones);
             if (colt8) { /* 8 pixels of a row by 8 columns per item; 4 samples a group, along dim 1:
-                          * PoCL made 64-bit SIMD lanes of 4 items along dim 0, 2x slower */
+                          * 4 items along dim 0 PoCL ran as SIMD lanes with 64-bit indices (5.8
+                          * against 5.3 ms per CNN step, bench/RESULTS.md) */
                 global[0] = (size_t)d->OH * (size_t)((d->OW + 7) / 8);
                 global[1] = (size_t)ns;
                 global[2] = panels * (size_t)(v.nr / 8);

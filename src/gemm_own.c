@@ -292,7 +292,7 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
         /* Four row tiles of one column panel per group: a CPU driver runs
          * a group's work-items in turn on one core, which then reuses the
          * B panel from its cache, and it schedules a quarter of the groups.
-         * 4-8 % on 256^3-1024^3 and 128 x 784 x 100 on PoCL (AVX2), against
+         * 2-8 % on 256^3-1024^3 and 128 x 784 x 100 on PoCL (AVX2), against
          * groups of one (bench/RESULTS.md); 2 and 8 were no better. */
         local[0] = global[0] < 4 ? global[0] : 4;
     }
