@@ -222,10 +222,10 @@ __kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __glo
                                        int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), owb = (OW + 7) / 8;
     int oh = blk / owb, ow0 = (blk - oh * owb) * 8, n = min(8, OW - ow0), kk = k * k, ckk = C * kk;
-    int chunks = nr / 8, q = qc / chunks, r = q * nr + (qc - q * chunks) * 8, ci, ki, kj, j, e;
+    int chunks = nr / 8, q = qc / chunks, c0 = (qc - q * chunks) * 8, r = q * nr + c0, ci, ki, kj, j, e;
     float t[64];
-    __global float *d = bp + bp_off + (q * S * OH * OW + s * OH * OW + oh * OW + ow0) * nr + r - q * nr;
-    if (oh >= OH || s >= S || q * nr >= ckk + ones) return;
+    __global float *d = bp + bp_off + (q * S * OH * OW + s * OH * OW + oh * OW + ow0) * nr + c0;
+    if (s >= S) return; /* the group of samples rounded up */
     ci = r / kk; /* then stepped with r: no division per column */
     ki = (r - ci * kk) / k;
     kj = r - ci * kk - ki * k;

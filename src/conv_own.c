@@ -343,17 +343,19 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     size_t local[3], ct_off, x_at, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
-    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), dy8, colt8;
+    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), cpu_set, dy8, colt8;
     nncl__args a;
     nncl__gemm_state *gs = NULL;
     NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
-    /* fp16 with a CPU's kernel set (a GPU's starts with the local kernel):
-     * 8 columns per work-item (cl/conv.cl) */
-    dy8 = x->store == 1 && gs->all[0].kind != NNCL__GEMM_LOCAL;
+    /* A CPU's kernel set (a GPU's starts with the local kernel) takes the
+     * packing kernels with 8 values per work-item along a row (cl/conv.cl):
+     * dy in fp16, the column panels in every storage. */
+    cpu_set = gs->all[0].kind != NNCL__GEMM_LOCAL;
+    dy8 = x->store == 1 && cpu_set;
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
-    colt8 = gs->all[0].kind != NNCL__GEMM_LOCAL && v.nr % 8 == 0; /* a CPU's kernel set */
+    colt8 = cpu_set && v.nr % 8 == 0;
     NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);

@@ -22,6 +22,7 @@
 #define PICK_ROUNDS 3             /* timed rounds after the one that sizes the batches */
 #define PICK_BATCH_SECONDS 0.0005 /* runs of a candidate per round: about this long */
 #define PICK_SLOWER 3.0           /* round 0 slower than the fastest by this: no more rounds */
+#define PICK_LONG 0.2             /* seconds: a run this long is timed twice, not in batches */
 
 int nncl__gemm_mode(void) {
     const char *env = getenv("NNCL_GEMM");
@@ -351,7 +352,7 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * PICK_ROUNDS rounds; a candidate PICK_SLOWER times slower than the
  * fastest in round 0 is timed by that run alone (on CPUs CLBlast often
  * takes 10x the own kernels' time: its rounds were most of the choosing
- * time), and one whose run took over 0.2 s by the faster of that run and
+ * time), and one whose run took over PICK_LONG by the faster of that run and
  * one more (a single run each let a 2048^3 product on PoCL keep a kernel
  * 20 % slower than another, bench/RESULTS.md). */
 static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
@@ -361,7 +362,7 @@ static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_s
     for (r = 0; r <= PICK_ROUNDS; r++)
         for (i = 0; i < n; i++) {
             if (r == 1 && t[i] > PICK_SLOWER * first) batch[i] = 0; /* out of the running: time saved */
-            if (t[i] == HUGE_VAL || (r && batch[i] == 0) || (r > 1 && t[i] > 0.2)) continue;
+            if (t[i] == HUGE_VAL || (r && batch[i] == 0) || (r > 1 && t[i] > PICK_LONG)) continue;
             t0 = nncl__seconds();
             for (j = 0; j < (r ? batch[i] : 1); j++) NNCL_TRY(pick_run(ctx, dev, s, idx[i], &b->g));
             NNCL_CL(ctx, clFinish(dev->queue));
@@ -369,8 +370,8 @@ static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_s
             if (r == 0) {
                 t[i] = dt;
                 if (dt < first) first = dt;
-                batch[i] = dt > 0.2 ? 1 : dt * 16 < PICK_BATCH_SECONDS ? 16 : (int)(PICK_BATCH_SECONDS / dt) + 1;
-            } else if ((r == 1 && t[i] <= 0.2) || dt / batch[i] < t[i]) {
+                batch[i] = dt > PICK_LONG ? 1 : dt * 16 < PICK_BATCH_SECONDS ? 16 : (int)(PICK_BATCH_SECONDS / dt) + 1;
+            } else if ((r == 1 && t[i] <= PICK_LONG) || dt / batch[i] < t[i]) {
                 t[i] = dt / batch[i]; /* round 0's single run replaced: it paid a wait a batch shares */
             }
         }

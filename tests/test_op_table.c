@@ -263,6 +263,10 @@ static const ot_row ot_rows[] = {
      * 7 (two overlapping steps of 4), of 8 with odd H and W (the backward
      * takes the kernel by inputs), and added into (likewise) */
     OT_POOL(MAXPOOL2D, 2, 3, 14, 14, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 2, 9, 17, 2, 2, 0), OT_POOL_TWICE(2, 2, 8, 10),
+    /* a batch of 6: CPU kernel sets pack the weight gradient's columns for
+     * groups of 4 samples, the second cut short; width 10: rows of 8 and 2
+     * pixels (last, so that the rows above keep their data) */
+    OT_CONV(6, 3, 7, 10, 4, 3, 1, 1, 1, NONE),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
