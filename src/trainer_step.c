@@ -209,13 +209,16 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
+    /* Blocking writes: the host rewrites gavg, savg and sumsq in the next
+     * step, and a device given no shard there does not wait on its queue
+     * before that; nor does nncl_trainer_free before freeing them. */
     if (!solo) { /* the averaged gradient and running statistics */
-        NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 0));
-        NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->savg, 0));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 1));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->savg, 1));
     }
     if (!g->n_trainable) return NNCL_OK;
     if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
-        NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 1));
     /* in half storage the update also writes the weights' working copy
      * (the frozen parameters after the trainable ones keep theirs) */
     h.mem = p->x.params_h;

@@ -6,8 +6,10 @@
 #include "harness.h"
 #include "trainer.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TT_N 240
@@ -265,6 +267,67 @@ static int test_parallel(nncl_context *ctx, const float *shares, const char *wha
     return 0;
 }
 
+static void *tt_release(void *event) {
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    clSetUserEventStatus((cl_event)event, CL_COMPLETE);
+    return NULL;
+}
+
+/* A device given no shard still receives every step's averaged gradient.
+ * Its queue is held back here (a marker waiting on a user event, released
+ * 0.3 s later) while the other device computes the next steps: the host
+ * must not overwrite the gradient it averaged while an earlier step's copy
+ * of it is still waiting in that queue. */
+static int test_idle_device(nncl_context *ctx) {
+    const char *name = "a device with an empty shard and a slow queue ends with the one-device parameters";
+    static const float shares[2] = {1, 100000}; /* 40 samples: device 0 gets none */
+    tt_model m1, mn;
+    nncl_trainer *t1, *tn;
+    float *p1, *pn;
+    double num = 0, den = 0;
+    int d0 = 0;
+    size_t k;
+    cl_int err;
+    cl_event hold;
+    pthread_t th;
+    nncl_device *dev;
+    if (nncl_device_count(ctx) < 2) {
+        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\" or RUSTICL_ENABLE=llvmpipe)");
+        return 0;
+    }
+    TH_CHECK(name, tt_build(ctx, &m1, 0) && tt_build(ctx, &mn, 0));
+    TH_CHECK(name, (t1 = tt_trainer(ctx, &m1, &d0, 1, NULL, NNCL_OPT_SGD)) != NULL);
+    TH_CHECK(name, (tn = tt_trainer(ctx, &mn, NULL, 2, shares, NNCL_OPT_SGD)) != NULL);
+    TH_OK(name, ctx, tt_train(tn, &mn, 0, 1, 40));
+    TH_CHECK(name, tn->shard[0] == 0 && tn->shard[1] == 40);
+    dev = nncl__plan_device(tn->plan[0]);
+    hold = clCreateUserEvent(dev->cl_ctx, &err);
+    TH_CHECK(name, err == CL_SUCCESS);
+    TH_CHECK(name, clEnqueueMarkerWithWaitList(dev->queue, 1, &hold, NULL) == CL_SUCCESS);
+    TH_CHECK(name, pthread_create(&th, NULL, tt_release, hold) == 0);
+    TH_OK(name, ctx, tt_train(tn, &mn, 1, 3, 40));
+    pthread_join(th, NULL);
+    clReleaseEvent(hold);
+    TH_OK(name, ctx, tt_train(t1, &m1, 0, 4, 40));
+    p1 = (float *)calloc(m1.g->n_params, sizeof(float));
+    pn = (float *)calloc(m1.g->n_params, sizeof(float));
+    TH_CHECK(name, !tt_params(t1, p1) && !tt_params(tn, pn)); /* tn's from device 0, the idle one */
+    for (k = 0; k < m1.g->n_params; k++) {
+        num += ((double)p1[k] - pn[k]) * ((double)p1[k] - pn[k]);
+        den += (double)p1[k] * p1[k];
+    }
+    free(p1); free(pn);
+    nncl_trainer_free(t1); nncl_trainer_free(tn);
+    nncl_graph_free(m1.g); nncl_graph_free(mn.g);
+    if (!(num / den < 1e-10)) {
+        th_fail(name, "normalised squared difference %.3g", num / den);
+        return 1;
+    }
+    th_pass("%s (normalised squared difference %.2g)", name, num / den);
+    return 0;
+}
+
 static int test_nan_skip(nncl_context *ctx) {
     const char *name = "a NaN batch is skipped and leaves the parameters unchanged";
     tt_model m;
@@ -310,6 +373,7 @@ int main(int argc, char **argv) {
     test_repeatable(ctx);
     test_resume(ctx, argv[0]);
     test_nan_skip(ctx);
+    test_idle_device(ctx);
     test_parallel(ctx, NULL, "measured split", -1);
     test_parallel(ctx, uneven, "uneven split 3:1", -1);
     test_parallel(ctx, even, "device 1 fails at step 4", 4);
