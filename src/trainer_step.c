@@ -209,16 +209,17 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     if (t->step == t->fail_step && i == t->fail_device && t->fail_in_update)
         return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
                           "injected failure in the update on device %d", t->device[i]);
-    /* Blocking writes: the host rewrites gavg, savg and sumsq in the next
-     * step, and a device given no shard there does not wait on its queue
-     * before that; nor does nncl_trainer_free before freeing them. */
+    /* Not waited for here: the host rewrites gavg, savg and sumsq only after
+     * the next step's passes, which wait on every live device's queue (an
+     * idle one in nncl__trainer_pass_job); nncl_trainer_free finishes the
+     * queues before it frees them. */
     if (!solo) { /* the averaged gradient and running statistics */
-        NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 1));
-        NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->savg, 1));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 0));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->savg, 0));
     }
     if (!g->n_trainable) return NNCL_OK;
     if (!solo || t->scaling) /* the host's sum of squares, or the device's unscaled */
-        NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 1));
+        NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
     /* in half storage the update also writes the weights' working copy
      * (the frozen parameters after the trainable ones keep theirs) */
     h.mem = p->x.params_h;
@@ -282,7 +283,10 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg) {
         return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1) : NNCL_OK;
     if (!t->alive[i]) return NNCL_OK;
     if (job->snapshot) NNCL_TRY(trainer_shadow(t, i, 1));
-    if (!t->shard[i]) return NNCL_OK;
+    /* no shard this step: its queue may still be copying the last step's
+     * gavg, savg and sumsq, which the host rewrites once the passes end
+     * (a device with a shard waits on its queue as it reads its loss) */
+    if (!t->shard[i]) return nncl__plan_finish(t->plan[i]);
     for (k = 0; k < i; k++) off += t->shard[k];
     st = trainer_device_pass(t, i, job->feeds, job->n_feeds, off, job->batch, job->solo);
     if (st != NNCL_OK) nncl__syncbn_abort(t); /* release the others waiting at a batch norm */
