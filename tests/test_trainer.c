@@ -1,8 +1,9 @@
 /* test_trainer.c - training end to end: a separable problem learnt to 100%,
  * bitwise-repeatable runs, exact resume from a checkpoint in a fresh
  * process, N devices equal to one device with the same global batch (even
- * and uneven splits), a NaN batch skipped, and an injected device failure
- * survived without losing a batch. */
+ * and uneven splits; a device given no shard while its queue lags), a NaN
+ * batch skipped, and an injected device failure survived without losing a
+ * batch. */
 #include "harness.h"
 #include "trainer.h"
 #include <math.h>
