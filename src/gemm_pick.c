@@ -559,3 +559,4 @@ nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_
 #undef PICK_ROUNDS
 #undef PICK_BATCH_SECONDS
 #undef PICK_SLOWER
+#undef PICK_LONG

@@ -206,15 +206,33 @@ static int test_resume(nncl_context *ctx, const char *self) {
     return 0;
 }
 
+/* The normalised squared difference of a's and b's parameters and running
+ * statistics (b's read from its first live device) into *diff; nonzero
+ * when they could not be read. */
+static int tt_diff(nncl_trainer *a, nncl_trainer *b, const nncl_graph *g, double *diff) {
+    float *pa = (float *)calloc(g->n_params + g->n_state + 1, sizeof(float));
+    float *pb = (float *)calloc(g->n_params + g->n_state + 1, sizeof(float));
+    double num = 0, den = 0;
+    size_t k, n = g->n_params + g->n_state;
+    int bad = !pa || !pb || nncl__trainer_download(a, pa, pa + g->n_params) != NNCL_OK ||
+              nncl__trainer_download(b, pb, pb + g->n_params) != NNCL_OK;
+    for (k = 0; !bad && k < n; k++) {
+        num += ((double)pa[k] - pb[k]) * ((double)pa[k] - pb[k]);
+        den += (double)pa[k] * pa[k];
+    }
+    free(pa);
+    free(pb);
+    *diff = num / den;
+    return bad;
+}
+
 /* All devices (optionally with fixed shares) against device 0 alone. */
 static int test_parallel(nncl_context *ctx, const float *shares, const char *what, int fail_at) {
     char name[200];
     tt_model m1, mn;
     nncl_trainer *t1, *tn;
-    float *p1, *pn;
-    double num = 0, den = 0;
+    double diff;
     int d0 = 0, nd = nncl_device_count(ctx), i;
-    size_t k;
     snprintf(name, sizeof name, "%d devices (%s%s) equal one device with the same global batch", nd,
              tt_cnn ? "CNN with batch norm, " : "", what);
     if (nd < 2) {
@@ -240,31 +258,14 @@ static int test_parallel(nncl_context *ctx, const float *shares, const char *wha
     }
     TH_OK(name, ctx, tt_train(t1, &m1, 0, 12, 40));
     TH_CHECK(name, nncl_trainer_step_count(tn) == 12 && nncl_trainer_step_count(t1) == 12);
-    p1 = (float *)calloc(m1.g->n_params, sizeof(float));
-    pn = (float *)calloc(m1.g->n_params, sizeof(float));
-    TH_CHECK(name, !tt_params(t1, p1) && !tt_params(tn, pn));
-    for (k = 0; k < m1.g->n_params; k++) {
-        num += ((double)p1[k] - pn[k]) * ((double)p1[k] - pn[k]);
-        den += (double)p1[k] * p1[k];
-    }
-    if (m1.g->n_state) { /* running statistics too */
-        float *s1 = (float *)calloc(m1.g->n_state, sizeof(float)), *sn = (float *)calloc(m1.g->n_state, sizeof(float));
-        TH_CHECK(name, nncl__trainer_download(t1, NULL, s1) == NNCL_OK && nncl__trainer_download(tn, NULL, sn) == NNCL_OK);
-        for (k = 0; k < m1.g->n_state; k++) {
-            num += ((double)s1[k] - sn[k]) * ((double)s1[k] - sn[k]);
-            den += (double)s1[k] * s1[k];
-        }
-        free(s1);
-        free(sn);
-    }
-    if (!(num / den < 1e-10)) {
-        th_fail(name, "normalised squared difference %.3g", num / den);
+    TH_CHECK(name, !tt_diff(t1, tn, m1.g, &diff)); /* running statistics too */
+    if (!(diff < 1e-10)) {
+        th_fail(name, "normalised squared difference %.3g", diff);
         return 1;
     }
-    free(p1); free(pn);
     nncl_trainer_free(t1); nncl_trainer_free(tn);
     nncl_graph_free(m1.g); nncl_graph_free(mn.g);
-    th_pass("%s (normalised squared difference %.2g)", name, num / den);
+    th_pass("%s (normalised squared difference %.2g)", name, diff);
     return 0;
 }
 
@@ -283,12 +284,11 @@ static void *tt_release(void *event) {
 static int test_idle_device(nncl_context *ctx) {
     const char *name = "a device with an empty shard and a slow queue ends with the one-device parameters";
     static const float shares[2] = {1, 100000}; /* 40 samples: device 0 gets none */
+    static const int devs[2] = {0, 1};
     tt_model m1, mn;
     nncl_trainer *t1, *tn;
-    float *p1, *pn;
-    double num = 0, den = 0;
+    double diff;
     int d0 = 0;
-    size_t k;
     cl_int err;
     cl_event hold;
     pthread_t th;
@@ -299,7 +299,7 @@ static int test_idle_device(nncl_context *ctx) {
     }
     TH_CHECK(name, tt_build(ctx, &m1, 0) && tt_build(ctx, &mn, 0));
     TH_CHECK(name, (t1 = tt_trainer(ctx, &m1, &d0, 1, NULL, NNCL_OPT_SGD)) != NULL);
-    TH_CHECK(name, (tn = tt_trainer(ctx, &mn, NULL, 2, shares, NNCL_OPT_SGD)) != NULL);
+    TH_CHECK(name, (tn = tt_trainer(ctx, &mn, devs, 2, shares, NNCL_OPT_SGD)) != NULL);
     TH_OK(name, ctx, tt_train(tn, &mn, 0, 1, 40));
     TH_CHECK(name, tn->shard[0] == 0 && tn->shard[1] == 40);
     dev = nncl__plan_device(tn->plan[0]);
@@ -311,21 +311,14 @@ static int test_idle_device(nncl_context *ctx) {
     pthread_join(th, NULL);
     clReleaseEvent(hold);
     TH_OK(name, ctx, tt_train(t1, &m1, 0, 4, 40));
-    p1 = (float *)calloc(m1.g->n_params, sizeof(float));
-    pn = (float *)calloc(m1.g->n_params, sizeof(float));
-    TH_CHECK(name, !tt_params(t1, p1) && !tt_params(tn, pn)); /* tn's from device 0, the idle one */
-    for (k = 0; k < m1.g->n_params; k++) {
-        num += ((double)p1[k] - pn[k]) * ((double)p1[k] - pn[k]);
-        den += (double)p1[k] * p1[k];
-    }
-    free(p1); free(pn);
+    TH_CHECK(name, !tt_diff(t1, tn, m1.g, &diff)); /* tn's from device 0, the idle one */
     nncl_trainer_free(t1); nncl_trainer_free(tn);
     nncl_graph_free(m1.g); nncl_graph_free(mn.g);
-    if (!(num / den < 1e-10)) {
-        th_fail(name, "normalised squared difference %.3g", num / den);
+    if (!(diff < 1e-10)) {
+        th_fail(name, "normalised squared difference %.3g", diff);
         return 1;
     }
-    th_pass("%s (normalised squared difference %.2g)", name, num / den);
+    th_pass("%s (normalised squared difference %.2g)", name, diff);
     return 0;
 }
 
