@@ -21,7 +21,8 @@
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_ROUNDS 3             /* timed rounds after the one that sizes the batches */
 #define PICK_BATCH_SECONDS 0.0005 /* runs of a candidate per round: about this long */
-#define PICK_SLOWER 3.0           /* round 0 slower than the fastest by this: no more rounds */
+#define PICK_SLOWER 3.0           /* slower than the fastest by this: no more rounds */
+#define PICK_SURE 0.01            /* seconds: a single run this long decides PICK_SLOWER */
 #define PICK_LONG 0.2             /* seconds: a run this long is timed twice, not in batches */
 
 int nncl__gemm_mode(void) {
@@ -347,21 +348,32 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * driver's wake-up to every run, as much as a small product's whole time
  * on PoCL), keeping each one's fastest time per run. Rounds, not one
  * candidate's runs after another's: a machine that slows down for a while
- * slows every candidate of those rounds alike. Round 0 runs each once and
- * sizes its batch (PICK_BATCH_SECONDS, at most 16 runs), then
- * PICK_ROUNDS rounds; a candidate PICK_SLOWER times slower than the
- * fastest in round 0 is timed by that run alone (on CPUs CLBlast often
- * takes 10x the own kernels' time: its rounds were most of the choosing
- * time), and one whose run took over PICK_LONG by the faster of that run and
- * one more (a single run each let a 2048^3 product on PoCL keep a kernel
- * 20 % slower than another, bench/RESULTS.md). */
+ * slows every candidate of those rounds alike, and rounds in alternating
+ * order: a device that speeds up while it is measured (a GPU raising its
+ * clocks from idle) favours no candidate. Round 0 runs each once and sizes
+ * its batch (PICK_BATCH_SECONDS, at most 16 runs), then PICK_ROUNDS rounds;
+ * a candidate PICK_SLOWER times slower than the fastest is timed no more
+ * (on CPUs CLBlast often takes 10x the own kernels' time: its rounds were
+ * most of the choosing time), judged by round 1's batches, or by round 0's
+ * single run where that took over PICK_SURE (an idle GPU runs the first
+ * short runs slowly: on an H200, judged by round 0, CLBlast was left out of
+ * products where it ran 2.8x faster than the kernel chosen), and one
+ * whose run took over PICK_LONG by the faster of that run and one more (a
+ * single run each let a 2048^3 product on PoCL keep a kernel 20 % slower
+ * than another, bench/RESULTS.md). */
 static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
                                const int *idx, double *t) {
-    double t0, dt, first = HUGE_VAL;
-    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, i, j;
-    for (r = 0; r <= PICK_ROUNDS; r++)
-        for (i = 0; i < n; i++) {
-            if (r == 1 && t[i] > PICK_SLOWER * first) batch[i] = 0; /* out of the running: time saved */
+    double t0, dt, fastest;
+    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, q, i, j;
+    for (r = 0; r <= PICK_ROUNDS; r++) {
+        if (r == 1 || r == 2) { /* out of the running: time saved */
+            for (fastest = HUGE_VAL, i = 0; i < n; i++)
+                if (t[i] < fastest) fastest = t[i];
+            for (i = 0; i < n; i++)
+                if (t[i] > PICK_SLOWER * fastest && (r == 2 || t[i] > PICK_SURE)) batch[i] = 0;
+        }
+        for (q = 0; q < n; q++) {
+            i = r % 2 ? n - 1 - q : q;
             if (t[i] == HUGE_VAL || (r && batch[i] == 0) || (r > 1 && t[i] > PICK_LONG)) continue;
             t0 = nncl__seconds();
             for (j = 0; j < (r ? batch[i] : 1); j++) NNCL_TRY(pick_run(ctx, dev, s, idx[i], &b->g));
@@ -369,12 +381,12 @@ static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_s
             dt = nncl__seconds() - t0;
             if (r == 0) {
                 t[i] = dt;
-                if (dt < first) first = dt;
                 batch[i] = dt > PICK_LONG ? 1 : dt * 16 < PICK_BATCH_SECONDS ? 16 : (int)(PICK_BATCH_SECONDS / dt) + 1;
             } else if ((r == 1 && t[i] <= PICK_LONG) || dt / batch[i] < t[i]) {
                 t[i] = dt / batch[i]; /* round 0's single run replaced: it paid a wait a batch shares */
             }
         }
+    }
     return NNCL_OK;
 }
 
@@ -406,11 +418,19 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
         }
     }
     pick_bench_free(dev, &b, temp);
-    if (st == NNCL_OK)
-        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: GEMM %s%s %lux%lux%lu epi %d: %s (%.3f ms; own best %s %.3f ms), "
+    if (st == NNCL_OK) {
+        /* every candidate's figure: a choice that looks wrong beside the bench's table can be read back */
+        char all[NNCL__GEMM_MAX_VARIANTS * 40 + 40];
+        size_t at = 0;
+        all[0] = '\0';
+        for (i = 0; i < n && at < sizeof all; i++)
+            at += (size_t)snprintf(all + at, sizeof all - at, t[i] == HUGE_VAL ? " %s -" : " %s %.4f", pick_name(s, idx[i]),
+                                   t[i] * 1e3);
+        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: GEMM %s%s %lux%lux%lu epi %d: %s (own best %s; ms per run:%s), "
                   "chosen in %.3f s", dev->info.index, g->trans_a ? "T" : "N", g->trans_b ? "T" : "N",
                   (unsigned long)g->m, (unsigned long)g->n, (unsigned long)g->k, c->epi, pick_name(s, c->best),
-                  best * 1e3, pick_name(s, c->best_own), best_own * 1e3, nncl__seconds() - t0);
+                  pick_name(s, c->best_own), all, nncl__seconds() - t0);
+    }
     return st;
 }
 
@@ -559,4 +579,5 @@ nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_
 #undef PICK_ROUNDS
 #undef PICK_BATCH_SECONDS
 #undef PICK_SLOWER
+#undef PICK_SURE
 #undef PICK_LONG

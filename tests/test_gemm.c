@@ -21,10 +21,31 @@
 #define TG_SENT 4242.5f
 
 static int tg_warned;
+static char tg_timed[1024]; /* the last choice's debug line: every candidate's time */
 static void tg_log(void *user, int level, const char *msg) {
     (void)user;
     (void)level;
     if (strstr(msg, "GEMM choices") && strstr(msg, "ignored")) tg_warned++;
+    if (strstr(msg, "ms per run:")) snprintf(tg_timed, sizeof tg_timed, "%s", msg);
+}
+
+/* Whether the choice's debug line times CLBlast and at least one own
+ * kernel, and names as chosen (and as the state's choice c) the one with the
+ * least time. */
+static int tg_timed_fastest(const nncl__gemm_state *s, const nncl__gemm_choice *c) {
+    char name[64], val[64], least[64] = "", *p = strstr(tg_timed, "ms per run:"), *end;
+    double t, best = 1e300;
+    int used, n = 0, clblast = 0;
+    const char *chosen = c->best < 0 ? "clblast" : s->all[c->best].name;
+    if (!p) return 0;
+    /* "NAME TIME" pairs, "NAME -" for one that failed, up to "), chosen in" */
+    for (p += strlen("ms per run:"); sscanf(p, " %63s %63s%n", name, val, &used) == 2; p += used, n++) {
+        if (strcmp(val, "-") != 0 && ((t = strtod(val, &end)), end == val)) break;
+        clblast |= !strcmp(name, "clblast");
+        if (strcmp(val, "-") != 0 && t < best) best = t, strcpy(least, name);
+    }
+    if (!clblast || n < 2 || strcmp(least, chosen) != 0) printf("    (choice: %s, timed: %s)\n", chosen, tg_timed);
+    return clblast && n >= 2 && !strcmp(least, chosen) && strstr(tg_timed, chosen) != NULL;
 }
 
 static double tg_act(double v, int act) {
@@ -397,7 +418,10 @@ static int tg_choice(int d, const char *label) {
     g.trans_b = 1, g.m = 33, g.n = 40, g.k = 50, g.lda = 50, g.ldb = 50, g.ldc = 40;
     g.epi.bias = 1;
     g.epi.act = 1;
+    tg_timed[0] = '\0';
     TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    TH_CHECK(name, s->n_choices == 1 && tg_timed_fastest(s, &s->choices[0]));
     { /* the temp of the kernel chosen, never less than CLBlast's */
         size_t clb = 0, again = 0;
         TH_OK(name, ctx, nncl__sgemm_clblast_temp(ctx, dev, &g, &clb));
@@ -416,7 +440,7 @@ static int tg_choice(int d, const char *label) {
     if (s->n_choices != 1 || tg_warned) printf("    (%d choices, %d warnings)\n", s->n_choices, tg_warned);
     TH_CHECK(name, s->n_choices == 1 && tg_warned == 0);
     nncl_free(ctx);
-    th_pass("%s: stored and reused", name);
+    th_pass("%s: the fastest of CLBlast and the own kernels timed, stored and reused", name);
     /* damaged: one byte flipped */
     saved[strlen(saved) / 2] ^= 4;
     TH_CHECK(name, tg_spit(path, saved));

@@ -73,9 +73,9 @@ if ! flags=$(pc --cflags --libs nncl); then
     fail "pkg-config --cflags --libs nncl does not resolve"
 elif ! $CC -std=c99 -o "$dir/app_shared" "$dir/app.c" $flags >"$dir/cc.log" 2>&1; then
     fail "linking against the installed shared library failed: $CC $flags"; sed 's/^/    /' "$dir/cc.log" | head
-elif ! LD_LIBRARY_PATH=$lib ldd "$dir/app_shared" | grep -q "libnncl.so.0 => $lib/libnncl.so.0"; then
+elif ! LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$dir/app_shared" | grep -q "libnncl.so.0 => $lib/libnncl.so.0"; then
     fail "app_shared does not load the installed libnncl.so.0"
-elif ! out=$(LD_LIBRARY_PATH=$lib "$dir/app_shared" 2>&1); then
+elif ! out=$(LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$dir/app_shared" 2>&1); then
     fail "app_shared failed: $out"
 else
     echo "PASS install: pkg-config --cflags --libs nncl ($flags) links and runs shared"
