@@ -166,14 +166,12 @@ static nncl_status cpick_pass(cpick_scratch *s, const nncl_node *n, const nncl__
     return NNCL_OK;
 }
 
-/* Path's first pass (its results kept in out[path]), then its best time
- * over a few more. */
-static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int path, double *best) {
+/* Path's first pass, untimed (it builds and fills what a first run does),
+ * its results kept in out[path]. */
+static nncl_status cpick_first(cpick_scratch *s, const nncl_node *n, const nncl__conv_dims *d, int path) {
     nncl__exec *t = &s->t;
-    double total = 0, t0, dt;
     size_t at = 0;
-    int i, r;
-    *best = HUGE_VAL;
+    int i;
     NNCL_TRY(cpick_pass(s, n, d, path));
     for (i = CPICK_Y; i <= CPICK_DB; i++) /* y, dx, dw, db */
         if (s->mem[i]) {
@@ -181,26 +179,24 @@ static nncl_status cpick_time(cpick_scratch *s, const nncl_node *n, const nncl__
                                                 s->out[path] + at, 0, NULL, NULL));
             at += s->floats[i];
         }
-    for (r = 0; r < CPICK_MAX_RUNS && (r < 2 || total < CPICK_MIN_SECONDS); r++) {
-        t0 = nncl__seconds();
-        NNCL_TRY(cpick_pass(s, n, d, path));
-        dt = nncl__seconds() - t0;
-        total += dt;
-        if (dt < *best) *best = dt;
-    }
     return NNCL_OK;
 }
 
 /* Times node n each way that fits on one chunk; *path the fastest of
- * those that agree with im2col + CLBlast. */
+ * those that agree with im2col + CLBlast. The ways are timed in rounds,
+ * one pass of each per round in alternating order, each keeping its
+ * fastest pass (as the GEMM choice does, src/gemm_pick.c: a machine that
+ * slows down for a while, or a GPU that raises its clocks from idle, then
+ * favours no way), at least 2 rounds and until each way has run
+ * CPICK_MIN_SECONDS, at most CPICK_MAX_RUNS. */
 static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *path) {
     static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
     cpick_scratch s;
     nncl__conv_dims dt = *d;
-    double t[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds();
+    double t[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, total[3] = {0, 0, 0}, t0 = nncl__seconds(), t1, dur;
     size_t b[3] = {0, 0, 0}, bytes = 0, i;
-    int p, on[3];
-    nncl_status st;
+    int p, q, r, on[3], more = 1;
+    nncl_status st, ps;
     *path = NNCL__CONV_COL;
     memset(&s, 0, sizeof s);
     st = nncl__conv_col_chunk(x, n, d, 1, &dt.B);
@@ -220,13 +216,13 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
                                                n->name, bytes);
         s.t.gemm_temp = s.mem[CPICK_TEMP];
     }
-    if (st == NNCL_OK) st = cpick_time(&s, n, &dt, NNCL__CONV_COL, &t[NNCL__CONV_COL]);
+    if (st == NNCL_OK) st = cpick_first(&s, n, &dt, NNCL__CONV_COL);
     for (p = 1; p < 3 && st == NNCL_OK; p++) {
         double big = 0, worst = 0;
         if (!on[p]) continue;
-        if (cpick_time(&s, n, &dt, p, &t[p]) != NNCL_OK) {
+        if (cpick_first(&s, n, &dt, p) != NNCL_OK) {
             nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p], x->ctx->message);
-            t[p] = HUGE_VAL;
+            on[p] = 0;
             continue;
         }
         for (i = 0; i < s.n_out; i++) {
@@ -237,10 +233,31 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
         if (!(worst <= CPICK_TOL * (big + 1))) {
             nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
                       n->name, names[p], worst);
-            t[p] = HUGE_VAL;
+            on[p] = 0;
         }
-        if (t[p] < t[*path]) *path = p;
     }
+    for (r = 0; st == NNCL_OK && r < CPICK_MAX_RUNS && (r < 2 || more); r++)
+        for (more = 0, q = 0; q < 3; q++) {
+            p = r % 2 ? 2 - q : q;
+            if (!on[p]) continue;
+            t1 = nncl__seconds();
+            if ((ps = cpick_pass(&s, n, &dt, p)) != NNCL_OK) {
+                if (p == NNCL__CONV_COL) {
+                    st = ps;
+                    break;
+                }
+                nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p], x->ctx->message);
+                on[p] = 0;
+                t[p] = HUGE_VAL;
+                continue;
+            }
+            dur = nncl__seconds() - t1;
+            total[p] += dur;
+            if (dur < t[p]) t[p] = dur;
+            if (total[p] < CPICK_MIN_SECONDS) more = 1;
+        }
+    for (p = 1; p < 3; p++)
+        if (on[p] && t[p] < t[*path]) *path = p;
     if (st == NNCL_OK)
         nncl__log(x->ctx, NNCL_LOG_DEBUG,
                   "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms: %s, "

@@ -1,9 +1,10 @@
 /* test_conv_pick.c - the path a conv2d layer takes (im2col + CLBlast, the
  * implicit GEMM on own kernels, or the direct kernels of a 3x3 layer on the
  * network's input) with NNCL_GEMM=auto is chosen once, by timing the layer
- * each way when the plan is made, and stored as a "conv" line of the
- * device's GEMM choice file: a step runs the stored path (seen in the
- * kernels a profiled step launches), a later context reuses the stored line
+ * each way when the plan is made (the fastest of the times it logs), and
+ * stored as a "conv" line of the device's GEMM choice file: a step runs
+ * the stored path (seen in the kernels a profiled step launches), a later
+ * context reuses the stored line
  * instead of timing again (shown by editing it), a damaged file is ignored
  * and rewritten, and NNCL_GEMM=own|clblast and NNCL_CONV_DIRECT override
  * it. */
@@ -19,6 +20,33 @@
 #define CP_KEY "conv 3 9 7 5 3 1 1 1 1 0 1 "
 
 static char cp_dir[64], cp_file[512];
+static char cp_timed[512]; /* the last path choice's debug line */
+
+static void cp_log(void *user, int level, const char *msg) {
+    (void)user;
+    (void)level;
+    if (strstr(msg, "conv2d \"conv\" at batch")) snprintf(cp_timed, sizeof cp_timed, "%s", msg);
+}
+
+/* Whether the debug line of the path choice names as chosen path `path`
+ * and that path's time is the least of the three it prints ("inf" for a
+ * path not timed; a tie in the last digit is one). */
+static int cp_timed_fastest(int path) {
+    static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
+    const char *p = strstr(cp_timed, "im2col + CLBlast ");
+    double t[3];
+    char chosen[64];
+    if (!p || sscanf(p + strlen("im2col + CLBlast "), "%lf ms, own %lf ms, direct %lf ms: %63[^,]", &t[0], &t[1], &t[2],
+                     chosen) != 4) {
+        printf("    (no path times in the log: %s)\n", cp_timed);
+        return 0;
+    }
+    if (strcmp(chosen, names[path]) != 0 || t[path] > t[0] || t[path] > t[1] || t[path] > t[2]) {
+        printf("    (the step ran %s: %s)\n", names[path], cp_timed);
+        return 0;
+    }
+    return 1;
+}
 
 /* Trains one step of a small CNN on device 0 in a fresh context; *own the
  * path the step ran: 0 im2col, 1 own, 2 direct, -1 none or several. */
@@ -39,6 +67,8 @@ static int cp_step(const char *name, int *own) {
     th_fill_uniform(xd, sizeof xd / sizeof xd[0], -1, 1, &seed);
     cfg.devices = sel && *sel ? sel : "all";
     cfg.profiling = 1;
+    cfg.log = cp_log;
+    cfg.log_level = NNCL_LOG_DEBUG;
     TH_OK(name, NULL, nncl_init(&cfg, &ctx));
     g = nncl_graph_create(ctx, 3);
     x = nncl_input(g, "x", 3, xs);
@@ -117,8 +147,10 @@ static int check_pick(void) {
     int first, own, other;
     TH_CHECK(name, cp_read(buf, sizeof buf) == 0); /* a fresh cache */
     /* auto: timed once, stored, and the step runs the stored path */
+    cp_timed[0] = '\0';
     TH_CHECK(name, cp_step(name, &first) == 0 && first >= 0);
     TH_CHECK(name, cp_read(buf, sizeof buf) > 0 && cp_stored(buf) == first);
+    TH_CHECK(name, cp_timed_fastest(first)); /* the fastest of the paths timed */
     /* reused: a new context takes the stored line, even when edited */
     other = (first + 1) % 3;
     TH_CHECK(name, cp_write(buf, other, 1));
