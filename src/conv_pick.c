@@ -187,8 +187,8 @@ static nncl_status cpick_first(cpick_scratch *s, const nncl_node *n, const nncl_
  * one pass of each per round in alternating order, each keeping its
  * fastest pass (as the GEMM choice does, src/gemm_pick.c: a machine that
  * slows down for a while, or a GPU that raises its clocks from idle, then
- * favours no way), at least 2 rounds and until each way has run
- * CPICK_MIN_SECONDS, at most CPICK_MAX_RUNS. */
+ * favours no way); a way leaves the rounds once it has run twice and
+ * CPICK_MIN_SECONDS in all, or CPICK_MAX_RUNS times. */
 static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *path) {
     static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
     cpick_scratch s;
@@ -236,10 +236,11 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
             on[p] = 0;
         }
     }
-    for (r = 0; st == NNCL_OK && r < CPICK_MAX_RUNS && (r < 2 || more); r++)
+    for (r = 0; st == NNCL_OK && r < CPICK_MAX_RUNS && more; r++)
         for (more = 0, q = 0; q < 3; q++) {
             p = r % 2 ? 2 - q : q;
-            if (!on[p]) continue;
+            if (!on[p] || (r >= 2 && total[p] >= CPICK_MIN_SECONDS)) continue;
+            more = 1;
             t1 = nncl__seconds();
             if ((ps = cpick_pass(&s, n, &dt, p)) != NNCL_OK) {
                 if (p == NNCL__CONV_COL) {
@@ -254,7 +255,6 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
             dur = nncl__seconds() - t1;
             total[p] += dur;
             if (dur < t[p]) t[p] = dur;
-            if (total[p] < CPICK_MIN_SECONDS) more = 1;
         }
     for (p = 1; p < 3; p++)
         if (on[p] && t[p] < t[*path]) *path = p;
