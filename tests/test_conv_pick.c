@@ -4,10 +4,9 @@
  * each way when the plan is made (the fastest of the times it logs), and
  * stored as a "conv" line of the device's GEMM choice file: a step runs
  * the stored path (seen in the kernels a profiled step launches), a later
- * context reuses the stored line
- * instead of timing again (shown by editing it), a damaged file is ignored
- * and rewritten, and NNCL_GEMM=own|clblast and NNCL_CONV_DIRECT override
- * it. */
+ * context reuses the stored line instead of timing again (shown by editing
+ * it), a damaged file is ignored and rewritten, and NNCL_GEMM=own|clblast
+ * and NNCL_CONV_DIRECT override it. */
 #include "harness.h"
 #include <dirent.h>
 #include <stdint.h>
