@@ -355,9 +355,10 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * a candidate PICK_SLOWER times slower than the fastest is timed no more
  * (on CPUs CLBlast often takes 10x the own kernels' time: its rounds were
  * most of the choosing time), judged by round 1's batches, or by round 0's
- * single run where that took over PICK_SURE (an idle GPU runs the first
- * short runs slowly: on an H200, judged by round 0, CLBlast was left out of
- * products where it ran 2.8x faster than the kernel chosen), and one
+ * single run where that took over PICK_SURE (a GPU leaving idle runs its
+ * first short runs slowly: on an H200 that had idled before each choice,
+ * judging by round 0 lost CLBlast two products it ran 2.5-2.8x faster than
+ * the kernel chosen; judging by round 1 kept it), and one
  * whose run took over PICK_LONG by the faster of that run and one more (a
  * single run each let a 2048^3 product on PoCL keep a kernel 20 % slower
  * than another, bench/RESULTS.md). */
