@@ -11,9 +11,9 @@
  * is what CPU drivers run as full SIMD lanes (one long regular dimension;
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
  * them running one work-item at a time), with coordinates from float
- * quotients (nncl_quot) rather than integer divisions. On CPU devices in
- * fp32 the _2x2r kernels take their place: one work-item per output row
- * with explicit vectors, no lanes (below).
+ * quotients (nncl_quot) rather than integer divisions. On CPU devices
+ * the _2x2r kernels take their place: one work-item per output row with
+ * explicit vectors, no lanes (below).
  * The other kernels run on NDRange (cols, rows, planes).
  * Max and average pooling take activations in the storage type (act_t,
  * cl/common.cl). In half storage max pooling keeps no argmax: an fp32
@@ -173,7 +173,7 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
     if (!NNCL_POOL_HALF) idx[idx_off + i] = (float)best_i;
 }
 
-/* The 2x2 window by rows of outputs, for CPU devices, in fp32 with OW >= 4
+/* The 2x2 window by rows of outputs, for CPU devices, with OW >= 4
  * (src/op_pool.c): one work-item per output row of a plane, NDRange
  * (planes * OH), its two input rows read as vectors of 2V values and V
  * outputs kept per step from their even and odd lanes, by the rules and in
@@ -203,18 +203,62 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
         NNCL_CAT(vstore, V)(select(best, v, w), 0, yo + o);                                                            \
         NNCL_CAT(vstore, V)(arg, 0, io + o);                                                                           \
     }
+#if NNCL_POOL_HALF
+/* Half storage: the same on the 16-bit patterns as unsigned vectors, by
+ * nncl_pool_wins's rules (NNCL_POOL_WINV; KEYV the order key 0x8000 +-
+ * magnitude, -0 equal to +0), the maximum's bits stored and no argmax. On
+ * the AVX2 machine the window kernels (_2x2w) ran 6-9x slower than fp32's
+ * rows (bench/RESULTS.md, session 12). */
+#define NNCL_POOL_KEYV(h) (0x8000u + select((h)&0x7fffu, 0u - ((h)&0x7fffu), ((h)&0x8000u) != 0u))
+#define NNCL_POOL_WINV(v, b)                                                                                           \
+    ((((v)&0x7fffu) > NNCL_POOL_NAN) | ((((b)&0x7fffu) <= NNCL_POOL_NAN) & (NNCL_POOL_KEYV(v) > NNCL_POOL_KEYV(b))))
+/* the window maxima m and their places arg (0..3) of row pair r0, r1 */
+#define NNCL_POOL_ROW_ARG(V, r0, r1, m, arg)                                                                          \
+    do {                                                                                                               \
+        NNCL_CAT(uint, V) v = r0.odd;                                                                                  \
+        NNCL_CAT(int, V) w = NNCL_POOL_WINV(v, m);                                                                     \
+        arg = select(arg, (NNCL_CAT(int, V))1, w);                                                                     \
+        m = select(m, v, w);                                                                                           \
+        v = r1.even;                                                                                                   \
+        w = NNCL_POOL_WINV(v, m);                                                                                      \
+        arg = select(arg, (NNCL_CAT(int, V))2, w);                                                                     \
+        m = select(m, v, w);                                                                                           \
+        v = r1.odd;                                                                                                    \
+        w = NNCL_POOL_WINV(v, m);                                                                                      \
+        arg = select(arg, (NNCL_CAT(int, V))3, w);                                                                     \
+        m = select(m, v, w);                                                                                           \
+    } while (0)
+#define NNCL_POOL_ROWH(V, V2)                                                                                          \
+    for (s = 0; s < OW; s += V) {                                                                                      \
+        int o = s + V <= OW ? s : OW - V;                                                                              \
+        NNCL_CAT(uint, V2) r0 = NNCL_CAT(convert_uint, V2)(NNCL_CAT(vload, V2)(0, x0 + 2 * o));                       \
+        NNCL_CAT(uint, V2) r1 = NNCL_CAT(convert_uint, V2)(NNCL_CAT(vload, V2)(0, x0 + W + 2 * o));                   \
+        NNCL_CAT(uint, V) m = r0.even;                                                                                 \
+        NNCL_CAT(int, V) arg = (NNCL_CAT(int, V))0;                                                                    \
+        NNCL_POOL_ROW_ARG(V, r0, r1, m, arg);                                                                          \
+        NNCL_CAT(vstore, V)(NNCL_CAT(convert_ushort, V)(m), 0, yo + o);                                               \
+    }
+#endif
 __kernel void nncl_maxpool2d_f32_2x2r(__global const act_t *x, int x_off, __global act_t *y, int y_off,
                                       __global float *idx, int idx_off, int planes, int H, int W, int OH, int OW) {
-#if !NNCL_POOL_HALF
     int row = get_global_id(0), plane = row / OH, oh = row - plane * OH, s;
     if (plane >= planes) return;
+#if !NNCL_POOL_HALF
     __global const float *x0 = x + x_off + plane * H * W + 2 * oh * W;
     __global float *yo = y + y_off + row * OW, *io = idx + idx_off + row * OW;
     if (OW >= 8) NNCL_POOL_ROW(8, 16, (0, 1, 2, 3, 4, 5, 6, 7))
     else NNCL_POOL_ROW(4, 8, (0, 1, 2, 3))
+#else
+    __global const act_t *x0 = x + x_off + plane * H * W + 2 * oh * W;
+    __global act_t *yo = y + y_off + row * OW;
+    (void)idx;
+    (void)idx_off;
+    if (OW >= 8) NNCL_POOL_ROWH(8, 16)
+    else NNCL_POOL_ROWH(4, 8)
 #endif
 }
 #undef NNCL_POOL_ROW
+#undef NNCL_POOL_ROWH
 
 /* The same in half storage where x is at an even element and W even: the
  * window read as two 32-bit words (nncl_pool_words_max) rather than four
@@ -421,19 +465,50 @@ __kernel void nncl_maxpool2d_backward_f32_2x2w(__global const act_t *dy, int dy_
         r.odd = select(z, g, arg == at + (float)(W + 1));                                                              \
         NNCL_CAT(vstore, V2)(r, 0, d0 + W + 2 * o);                                                                    \
     }
+#if NNCL_POOL_HALF
+/* Half storage: each window's place found again in x (idx), as the
+ * forward found it, and dy's bits or zeros stored. */
+#define NNCL_POOL_ROWHB(V, V2)                                                                                         \
+    for (s = 0; s < OW; s += V) {                                                                                      \
+        int o = s + V <= OW ? s : OW - V;                                                                              \
+        NNCL_CAT(uint, V2) r0 = NNCL_CAT(convert_uint, V2)(NNCL_CAT(vload, V2)(0, x0 + 2 * o));                       \
+        NNCL_CAT(uint, V2) r1 = NNCL_CAT(convert_uint, V2)(NNCL_CAT(vload, V2)(0, x0 + W + 2 * o));                   \
+        NNCL_CAT(uint, V) m = r0.even, g = NNCL_CAT(convert_uint, V)(NNCL_CAT(vload, V)(0, dyo + o)), z = 0u;        \
+        NNCL_CAT(int, V) arg = (NNCL_CAT(int, V))0;                                                                    \
+        NNCL_CAT(uint, V2) r;                                                                                          \
+        NNCL_POOL_ROW_ARG(V, r0, r1, m, arg);                                                                          \
+        r.even = select(z, g, arg == 0);                                                                               \
+        r.odd = select(z, g, arg == 1);                                                                                \
+        NNCL_CAT(vstore, V2)(NNCL_CAT(convert_ushort, V2)(r), 0, d0 + 2 * o);                                         \
+        r.even = select(z, g, arg == 2);                                                                               \
+        r.odd = select(z, g, arg == 3);                                                                                \
+        NNCL_CAT(vstore, V2)(NNCL_CAT(convert_ushort, V2)(r), 0, d0 + W + 2 * o);                                     \
+    }
+#endif
 __kernel void nncl_maxpool2d_backward_f32_2x2r(__global const act_t *dy, int dy_off, __global const idx_t *idx,
                                                int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,
                                                int OH, int OW) {
-#if !NNCL_POOL_HALF
     int row = get_global_id(0), plane = row / OH, oh = row - plane * OH, s;
     if (plane >= planes) return;
+#if !NNCL_POOL_HALF
     __global const float *dyo = dy + dy_off + row * OW, *io = idx + idx_off + row * OW;
     __global float *d0 = dx + dx_off + plane * H * W + 2 * oh * W;
     if (OW >= 8) NNCL_POOL_ROWB(8, 16, (0, 1, 2, 3, 4, 5, 6, 7))
     else NNCL_POOL_ROWB(4, 8, (0, 1, 2, 3))
+#else
+    __global const act_t *dyo = dy + dy_off + row * OW, *x0 = idx + idx_off + plane * H * W + 2 * oh * W;
+    __global act_t *d0 = dx + dx_off + plane * H * W + 2 * oh * W;
+    if (OW >= 8) NNCL_POOL_ROWHB(8, 16)
+    else NNCL_POOL_ROWHB(4, 8)
 #endif
 }
 #undef NNCL_POOL_ROWB
+#undef NNCL_POOL_ROWHB
+#if NNCL_POOL_HALF
+#undef NNCL_POOL_ROW_ARG
+#undef NNCL_POOL_WINV
+#undef NNCL_POOL_KEYV
+#endif
 
 __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int H,
                                           int W, int OH, int OW, int k, int st, int pad, int acc) {
