@@ -129,6 +129,46 @@ __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global 
     bp[bp_off + (zq * ckk + r) * nr + c] = in ? v : 0.0f;
 }
 
+/* The same B for same-size convolutions (stride 1, OH = H, OW = W, so
+ * pad = (k-1)/2) on CPU devices, nr a multiple of 8. Row r = (ci, ki, kj)
+ * of B is sample z's plane ci shifted by (ki - pad) rows and (kj - pad)
+ * columns, read as one flat array: B(r, j) = x_ci[j + (ki-pad)*W + kj-pad]
+ * where that pixel lies inside the plane (its row and column computed per
+ * lane), else 0. So each run of 8 columns is one vector load, rows and
+ * padding crossed by lane masks, and one vector store (element by element
+ * only where the run reaches past the plane's ends). NDRange (C*k*k,
+ * panels, S), an item per row of a panel. The kernel above, whose loads
+ * PoCL made lane by lane, took 2x as long on the bench CNN's second layer
+ * (bench/RESULTS.md, session 12). */
+__kernel void nncl_conv_pack_bs_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
+                                    int W, int k, int pad, int nr) {
+    int r = get_global_id(0), q = get_global_id(1), z = get_global_id(2), kk = k * k, ckk = C * kk, hw = H * W;
+    int panels = (hw + nr - 1) / nr, ci, ki, dh, dw, j0, e, l;
+    __global const float *xp;
+    __global float *d;
+    if (r >= ckk) return;
+    ci = r / kk;
+    ki = (r - ci * kk) / k;
+    dh = ki - pad;
+    dw = r - ci * kk - ki * k - pad;
+    xp = x + x_off + (z * C + ci) * hw;
+    d = bp + bp_off + ((z * panels + q) * ckk + r) * nr;
+    for (e = 0, j0 = q * nr; e < nr; e += 8, j0 += 8) {
+        int8 j = j0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7), oh = convert_int8((convert_float8(j) + 0.5f) * (1.0f / (float)W));
+        int8 ih = oh + dh, iw = j - oh * W + dw, in = j < hw & ih >= 0 & ih < H & iw >= 0 & iw < W;
+        int at = j0 + dh * W + dw;
+        float8 v;
+        if (at >= 0 && at + 8 <= hw) {
+            v = vload8(0, xp + at);
+        } else {
+            float t[8];
+            for (l = 0; l < 8; l++) t[l] = xp[clamp(at + l, 0, hw - 1)];
+            v = vload8(0, t);
+        }
+        vstore8(select((float8)(0.0f), v, in), 0, d + e);
+    }
+}
+
 /* Weight gradient A over S samples: A(o, kk) = g[s, o, p] with kk = s*OH*OW
  * + p, [O, S*OH*OW], g = dy * act'(y); the input gradient's gather reads
  * these panels too. NDRange (S*OH*OW, panels of mr rows): neighbouring
@@ -218,6 +258,36 @@ __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __glob
  * panel; per column one row of x as a vector (stride 1, inside x) or
  * element by element (edges, strides), then its 8 pixels' runs of 8
  * columns stored as vectors, transposed through private memory. */
+/* Column r of the weight gradient's B to the next: (ci, ki, kj) stepped
+ * without a division. This and the store below inlined by force where the
+ * compiler is clang: PoCL left calls, and the kernels took 5-7 % longer. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+void nncl_conv_next_r(int k, int *ci, int *ki, int *kj) {
+    if (++*kj == k) {
+        *kj = 0;
+        if (++*ki == k) {
+            *ki = 0;
+            ++*ci;
+        }
+    }
+}
+
+/* The 8 columns (rows of t, 8 pixels each) stored as n pixels' runs of 8
+ * columns nr apart. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+void nncl_conv_colt_store(const float *t, __global float *d, int nr, int n) {
+    int e;
+#pragma unroll
+    for (e = 0; e < 8; e++)
+        if (e < n)
+            vstore8((float8)(t[e], t[8 + e], t[16 + e], t[24 + e], t[32 + e], t[40 + e], t[48 + e], t[56 + e]), 0,
+                    d + e * nr);
+}
+
 __kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
                                        int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), owb = (OW + 7) / 8;
@@ -248,19 +318,50 @@ __kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __glo
             }
         }
         vstore8(v, j, t);
-        if (++kj == k) {
-            kj = 0;
-            if (++ki == k) {
-                ki = 0;
-                ci++;
-            }
-        }
+        nncl_conv_next_r(k, &ci, &ki, &kj);
     }
+    nncl_conv_colt_store(t, d, nr, n);
+}
+
+/* The same for same-size convolutions (stride 1, OH = H, OW = W), by the
+ * flat plane shifts of nncl_conv_pack_bs: blocks of 8 pixels of the whole
+ * plane rather than of a row, so a block crosses rows and edges by lane
+ * masks, not element by element (the bench CNN's 14 x 14 rows left 6 of
+ * every 14 pixels, and every edge block, to the clamped loads above: 1.6x
+ * this kernel's time). NDRange (ceil(H*W / 8), S, panels * nr/8). */
+__kernel void nncl_conv_pack_colts_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
+                                       int H, int W, int k, int pad, int S, int nr, int ones) {
+    int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), hw = H * W, j0 = blk * 8;
+    int n = min(8, hw - j0), kk = k * k, ckk = C * kk;
+    int chunks = nr / 8, q = qc / chunks, c0 = (qc - q * chunks) * 8, r = q * nr + c0, ci, ki, kj, j, e;
+    int8 jv = j0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7), oh = convert_int8((convert_float8(jv) + 0.5f) * (1.0f / (float)W));
+    int8 ow = jv - oh * W;
+    float t[64];
+    __global float *d = bp + bp_off + (q * S * hw + s * hw + j0) * nr + c0;
+    if (s >= S) return;
+    ci = r / kk;
+    ki = (r - ci * kk) / k;
+    kj = r - ci * kk - ki * k;
 #pragma unroll
-    for (e = 0; e < 8; e++)
-        if (e < n)
-            vstore8((float8)(t[e], t[8 + e], t[16 + e], t[24 + e], t[32 + e], t[40 + e], t[48 + e], t[56 + e]), 0,
-                    d + e * nr);
+    for (j = 0; j < 8; j++, r++) {
+        float8 v = (float8)(ones && r == ckk ? 1.0f : 0.0f);
+        if (r < ckk) {
+            const __global float *xp = x + x_off + (s * C + ci) * hw;
+            int dh = ki - pad, dw = kj - pad, at = j0 + dh * W + dw;
+            int8 ih = oh + dh, iw = ow + dw, in = jv < hw & ih >= 0 & ih < H & iw >= 0 & iw < W;
+            if (at >= 0 && at + 8 <= hw) {
+                v = vload8(0, xp + at);
+            } else {
+#pragma unroll
+                for (e = 0; e < 8; e++) t[j * 8 + e] = xp[clamp(at + e, 0, hw - 1)];
+                v = vload8(j, t);
+            }
+            v = select((float8)(0.0f), v, in);
+        }
+        vstore8(v, j, t);
+        nncl_conv_next_r(k, &ci, &ki, &kj);
+    }
+    nncl_conv_colt_store(t, d, nr, n);
 }
 
 /* The weight gradient's product with its bias column, ct [O, C*k*k + 1]

@@ -9,14 +9,16 @@
  * the plan's GEMM workspace (x->gemm_temp):
  *   forward   Wp = pack_a(W [O, C*k*k]), once per step for every chunk;
  *             Bp_s = sample s's column matrix [C*k*k, OH*OW] packed from x
- *             (nncl_conv_pack_b); y_s [O, OH*OW] = act(Wp Bp_s + b) for all
- *             s of the chunk in one batched launch sharing Wp, bias (per
- *             row) and activation in the GEMM's epilogue: y is written once,
- *             in NCHW, with no reorder.
+ *             (nncl_conv_pack_b; same-size convolutions on a CPU's kernel
+ *             set nncl_conv_pack_bs, by flat plane shifts); y_s [O, OH*OW]
+ *             = act(Wp Bp_s + b) for all s of the chunk in one batched
+ *             launch sharing Wp, bias (per row) and activation in the
+ *             GEMM's epilogue: y is written once, in NCHW, with no reorder.
  *   backward  per chunk, G = dy * act'(y) packed as A panels
  *             (nncl_conv_pack_dy); dW (+)= G col^T as one product over the
  *             chunk, K = S*OH*OW, B from x (nncl_conv_pack_colt; on a
- *             CPU's kernel set nncl_conv_pack_colt8, 8 x 8 per item) with a
+ *             CPU's kernel set nncl_conv_pack_colt8, 8 x 8 per item, or
+ *             for same-size convolutions nncl_conv_pack_colts) with a
  *             column of ones whose product is the bias gradient (split from
  *             dW by nncl_conv_dw_split at the end); the chunk's dx (+)= the
  *             direct gather of W and the same G panels
@@ -56,6 +58,14 @@ static void cown_local(nncl__exec *x, int nr, size_t local[3]) {
     local[0] = l;
     local[1] = cap / l < 8 ? cap / l : 8;
     local[2] = 1;
+}
+
+/* Whether packing for variant v goes by flat plane shifts
+ * (nncl_conv_pack_bs, _colts: 8 values per work-item as vectors): on a
+ * CPU's kernel set (a GPU's starts with the local kernel), for
+ * same-size convolutions (stride 1, output planes the input's). */
+static int cown_flat(const nncl__gemm_state *gs, const nncl__gemm_variant *v, const nncl__conv_dims *d) {
+    return gs->all[0].kind != NNCL__GEMM_LOCAL && v->nr % 8 == 0 && d->st == 1 && d->OH == d->H && d->OW == d->W;
 }
 
 static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
@@ -231,12 +241,15 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     nncl__view xv, w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
     size_t floats, have, per_b, ys_n = (size_t)d->O * d->ohw, x_at, ct_off;
     size_t global[3], local[3] = {1, 1, 1};
-    int S, s0;
+    int S, s0, flat;
+    nncl__gemm_state *gs = NULL;
+    NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
+    flat = cown_flat(gs, &v, d);
     cown_local(x, v.nr, local);
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
@@ -262,15 +275,27 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         int ns = d->B - s0 < S ? d->B - s0 : S;
         nncl__args a;
         NNCL_TRY(nncl__conv_x_f32(x, n, d, x_at, s0, ns, &xv));
-        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_PACK_B, &a));
+        NNCL_TRY(nncl__kbegin(x, n, flat ? NNCL_CONV_K_PACK_BS : NNCL_CONV_K_PACK_B, &a));
         nncl__arg_view(&a, xv);
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
-        nncl__conv_arg_geometry(&a, d);
-        nncl__arg_int(&a, v.nr);
-        global[0] = (size_t)v.nr;
-        global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
-        global[2] = (size_t)ns * ((d->ohw + (size_t)v.nr - 1) / (size_t)v.nr);
+        if (flat) {
+            /* up to 64 rows of a panel per group (one row per group took
+             * 1.7x as long on PoCL) */
+            nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+            nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->pad); nncl__arg_int(&a, v.nr);
+            local[0] = d->ckk < 64 ? d->ckk : 64;
+            local[1] = local[2] = 1;
+            global[0] = (d->ckk + local[0] - 1) / local[0] * local[0];
+            global[1] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr;
+            global[2] = (size_t)ns;
+        } else {
+            nncl__conv_arg_geometry(&a, d);
+            nncl__arg_int(&a, v.nr);
+            global[0] = (size_t)v.nr;
+            global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
+            global[2] = (size_t)ns * ((d->ohw + (size_t)v.nr - 1) / (size_t)v.nr);
+        }
         NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
         p.batch = (size_t)ns;
         p.c_off = y.off + (size_t)s0 * ys_n;
@@ -343,7 +368,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     size_t local[3], ct_off, x_at, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
     int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
-    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), cpu_set, dy8, colt8;
+    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), cpu_set, dy8, colt8, flat;
     nncl__args a;
     nncl__gemm_state *gs = NULL;
     NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
@@ -356,6 +381,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
     colt8 = cpu_set && v.nr % 8 == 0;
+    flat = cown_flat(gs, &v, d);
     NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
@@ -376,17 +402,26 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         if (need_w) { /* B first: its x (half storage) goes where the A panels go next */
             size_t panels = (d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr;
             NNCL_TRY(nncl__conv_x_f32(x, n, d, g0, s0, ns, &xv));
-            NNCL_TRY(nncl__kbegin(x, n, colt8 ? NNCL_CONV_K_PACK_COLT8 : NNCL_CONV_K_PACK_COLT, &a));
+            NNCL_TRY(nncl__kbegin(x, n,
+                                  flat    ? NNCL_CONV_K_PACK_COLTS
+                                  : colt8 ? NNCL_CONV_K_PACK_COLT8
+                                          : NNCL_CONV_K_PACK_COLT,
+                                  &a));
             nncl__arg_view(&a, xv);
             nncl__arg_mem(&a, x->gemm_temp);
             nncl__arg_int(&a, (int)p.bp_off);
-            nncl__conv_arg_geometry(&a, d);
+            if (flat) {
+                nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+                nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->pad);
+            } else {
+                nncl__conv_arg_geometry(&a, d);
+            }
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
             nncl__arg_int(&a, ones);
-            if (colt8) { /* 8 pixels of a row by 8 columns per item; 4 samples a group, along dim 1:
-                          * 4 items along dim 0 PoCL ran as SIMD lanes with 64-bit indices (5.8
-                          * against 5.3 ms per CNN step, bench/RESULTS.md) */
-                global[0] = (size_t)d->OH * (size_t)((d->OW + 7) / 8);
+            if (colt8) { /* 8 pixels (of a row, or flat) by 8 columns per item; 4 samples a group,
+                          * along dim 1: 4 items along dim 0 PoCL ran as SIMD lanes with 64-bit
+                          * indices (5.8 against 5.3 ms per CNN step, bench/RESULTS.md) */
+                global[0] = flat ? (d->ohw + 7) / 8 : (size_t)d->OH * (size_t)((d->OW + 7) / 8);
                 global[1] = (size_t)ns;
                 global[2] = panels * (size_t)(v.nr / 8);
                 local[0] = local[2] = 1;
