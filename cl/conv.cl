@@ -250,14 +250,6 @@ __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __glob
     bp[bp_off + (q * S * ohw + s * ohw + px) * nr + c] = ones && r == ckk ? 1.0f : v;
 }
 
-/* The same B on CPU devices, whose drivers did not make SIMD lanes of the
- * kernel above for AVX2 (PoCL kept it scalar, with two divisions per
- * float: 10-15 ms of a 33 ms CNN step on a 2-core EPYC). NDRange
- * (OH * ceil(OW/8), S, panels * nr/8), nr a multiple of 8: a work-item
- * takes 8 neighbouring output pixels of one row and 8 columns r of a
- * panel; per column one row of x as a vector (stride 1, inside x) or
- * element by element (edges, strides), then its 8 pixels' runs of 8
- * columns stored as vectors, transposed through private memory. */
 /* Column r of the weight gradient's B to the next: (ci, ki, kj) stepped
  * without a division. This and the store below inlined by force where the
  * compiler is clang: PoCL left calls, and the kernels took 5-7 % longer. */
@@ -288,6 +280,14 @@ void nncl_conv_colt_store(const float *t, __global float *d, int nr, int n) {
                     d + e * nr);
 }
 
+/* The same B on CPU devices, whose drivers did not make SIMD lanes of
+ * nncl_conv_pack_colt for AVX2 (PoCL kept it scalar, with two divisions per
+ * float: 10-15 ms of a 33 ms CNN step on a 2-core EPYC). NDRange
+ * (OH * ceil(OW/8), S, panels * nr/8), nr a multiple of 8: a work-item
+ * takes 8 neighbouring output pixels of one row and 8 columns r of a
+ * panel; per column one row of x as a vector (stride 1, inside x) or
+ * element by element (edges, strides), then its 8 pixels' runs of 8
+ * columns stored as vectors, transposed through private memory. */
 __kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
                                        int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), owb = (OW + 7) / 8;

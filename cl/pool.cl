@@ -207,8 +207,8 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
 /* Half storage: the same on the 16-bit patterns as unsigned vectors, by
  * nncl_pool_wins's rules (NNCL_POOL_WINV; KEYV the order key 0x8000 +-
  * magnitude, -0 equal to +0), the maximum's bits stored and no argmax. On
- * the AVX2 machine the window kernels (_2x2w) ran 6-9x slower than fp32's
- * rows (bench/RESULTS.md, session 12). */
+ * PoCL for AVX2 the window kernels (_2x2w) took 6-10x as long as these
+ * (bench/RESULTS.md, session 12). */
 #define NNCL_POOL_KEYV(h) (0x8000u + select((h)&0x7fffu, 0u - ((h)&0x7fffu), ((h)&0x8000u) != 0u))
 #define NNCL_POOL_WINV(v, b)                                                                                           \
     ((((v)&0x7fffu) > NNCL_POOL_NAN) | ((((b)&0x7fffu) <= NNCL_POOL_NAN) & (NNCL_POOL_KEYV(v) > NNCL_POOL_KEYV(b))))
