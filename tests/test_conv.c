@@ -301,7 +301,7 @@ static int check_path(void) {
     TH_OK(name, ctx, nncl_profile_stop(ctx, 0, &rep));
     n = nncl_profile_kernels(ctx, 0, k, 64);
     for (i = 0; i < n && i < 64; i++) {
-        own |= !strcmp(k[i].name, "nncl_conv_pack_b_f32");
+        own |= !strcmp(k[i].name, "nncl_conv_pack_b_f32") || !strcmp(k[i].name, "nncl_conv_pack_bs_f32");
         col |= !strcmp(k[i].name, "nncl_im2col_f32");
     }
     nncl_trainer_free(t);

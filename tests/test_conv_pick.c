@@ -85,7 +85,8 @@ static int cp_step(const char *name, int *own) {
     TH_OK(name, ctx, nncl_profile_stop(ctx, 0, &rep));
     n = nncl_profile_kernels(ctx, 0, k, 64);
     for (i = 0; i < n && i < 64; i++) {
-        pack |= !strcmp(k[i].name, "nncl_conv_pack_b_f32");
+        /* the own path's forward packing: _bs for same-size layers on CPUs */
+        pack |= !strcmp(k[i].name, "nncl_conv_pack_b_f32") || !strcmp(k[i].name, "nncl_conv_pack_bs_f32");
         col |= !strcmp(k[i].name, "nncl_im2col_f32");
         direct |= !strcmp(k[i].name, "nncl_conv3_f32");
     }
