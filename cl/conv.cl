@@ -129,23 +129,56 @@ __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global 
     bp[bp_off + (zq * ckk + r) * nr + c] = in ? v : 0.0f;
 }
 
-/* The same B for same-size convolutions (stride 1, OH = H, OW = W, so
- * pad = (k-1)/2) on CPU devices, nr a multiple of 8. Row r = (ci, ki, kj)
- * of B is sample z's plane ci shifted by (ki - pad) rows and (kj - pad)
- * columns, read as one flat array: B(r, j) = x_ci[j + (ki-pad)*W + kj-pad]
- * where that pixel lies inside the plane (its row and column computed per
- * lane), else 0. So each run of 8 columns is one vector load, rows and
- * padding crossed by lane masks, and one vector store (element by element
- * only where the run reaches past the plane's ends). NDRange (C*k*k,
- * panels, S), an item per row of a panel. The kernel above, whose loads
- * PoCL made lane by lane, took 2x as long on the bench CNN's second layer
- * (bench/RESULTS.md, session 12). */
+/* Flat plane shifts (same-size convolutions on CPU devices): the row and
+ * column of flat pixels j0..j0+7 of a plane W wide (nncl_quot's float
+ * quotient: j < 2^20), and plane xp, H x W, shifted by (dh, dw) at them:
+ * x[(oh+dh)*W + ow+dw] where that pixel lies in the plane, else 0 (lanes
+ * past the plane too). One vector load where the run stays inside the
+ * plane, else clamped loads element by element. Both inlined by force
+ * where the compiler is clang: PoCL otherwise leaves calls. */
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+void nncl_conv_flat8(int j0, int W, int8 *oh, int8 *ow) {
+    int8 j = j0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    *oh = convert_int8((convert_float8(j) + 0.5f) * (1.0f / (float)W));
+    *ow = j - *oh * W;
+}
+#ifdef __clang__
+__attribute__((always_inline))
+#endif
+float8 nncl_conv_shift8(const __global float *xp, int j0, int8 oh, int8 ow, int dh, int dw, int H, int W) {
+    int hw = H * W, at = j0 + dh * W + dw, l;
+    int8 ih = oh + dh, iw = ow + dw;
+    float t[8];
+    float8 v;
+    if (at >= 0 && at + 8 <= hw) {
+        v = vload8(0, xp + at);
+    } else {
+        for (l = 0; l < 8; l++) t[l] = xp[clamp(at + l, 0, hw - 1)];
+        v = vload8(0, t);
+    }
+    return select((float8)(0.0f), v, oh < H & ih >= 0 & ih < H & iw >= 0 & iw < W);
+}
+
+/* nncl_conv_pack_b's B for same-size convolutions (stride 1, OH = H, OW =
+ * W, so pad = (k-1)/2) on CPU devices, nr a multiple of 8, with its
+ * arguments. Row r = (ci, ki, kj) of B is sample z's plane ci shifted by
+ * (ki - pad, kj - pad), read flat (nncl_conv_shift8): each run of 8
+ * columns one vector load with rows and padding crossed by lane masks, and
+ * one vector store. NDRange (C*k*k, panels, S), an item per row of a
+ * panel. nncl_conv_pack_b, whose loads PoCL made lane by lane, took 2x as
+ * long on the bench CNN's second layer (bench/RESULTS.md, session 12). */
 __kernel void nncl_conv_pack_bs_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
-                                    int W, int k, int pad, int nr) {
+                                    int W, int k, int st, int pad, int OH, int OW, int nr) {
     int r = get_global_id(0), q = get_global_id(1), z = get_global_id(2), kk = k * k, ckk = C * kk, hw = H * W;
-    int panels = (hw + nr - 1) / nr, ci, ki, dh, dw, j0, e, l;
+    int panels = (hw + nr - 1) / nr, ci, ki, dh, dw, e;
+    int8 oh, ow;
     __global const float *xp;
     __global float *d;
+    (void)st; /* 1, and OH, OW the plane's (src/conv_own.c) */
+    (void)OH;
+    (void)OW;
     if (r >= ckk) return;
     ci = r / kk;
     ki = (r - ci * kk) / k;
@@ -153,19 +186,9 @@ __kernel void nncl_conv_pack_bs_f32(__global const float *x, int x_off, __global
     dw = r - ci * kk - ki * k - pad;
     xp = x + x_off + (z * C + ci) * hw;
     d = bp + bp_off + ((z * panels + q) * ckk + r) * nr;
-    for (e = 0, j0 = q * nr; e < nr; e += 8, j0 += 8) {
-        int8 j = j0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7), oh = convert_int8((convert_float8(j) + 0.5f) * (1.0f / (float)W));
-        int8 ih = oh + dh, iw = j - oh * W + dw, in = j < hw & ih >= 0 & ih < H & iw >= 0 & iw < W;
-        int at = j0 + dh * W + dw;
-        float8 v;
-        if (at >= 0 && at + 8 <= hw) {
-            v = vload8(0, xp + at);
-        } else {
-            float t[8];
-            for (l = 0; l < 8; l++) t[l] = xp[clamp(at + l, 0, hw - 1)];
-            v = vload8(0, t);
-        }
-        vstore8(select((float8)(0.0f), v, in), 0, d + e);
+    for (e = 0; e < nr; e += 8) {
+        nncl_conv_flat8(q * nr + e, W, &oh, &ow);
+        vstore8(nncl_conv_shift8(xp, q * nr + e, oh, ow, dh, dw, H, W), 0, d + e);
     }
 }
 
@@ -330,34 +353,25 @@ __kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __glo
  * every 14 pixels, and every edge block, to the clamped loads above: 1.6x
  * this kernel's time). NDRange (ceil(H*W / 8), S, panels * nr/8). */
 __kernel void nncl_conv_pack_colts_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
-                                       int H, int W, int k, int pad, int S, int nr, int ones) {
+                                       int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), hw = H * W, j0 = blk * 8;
     int n = min(8, hw - j0), kk = k * k, ckk = C * kk;
-    int chunks = nr / 8, q = qc / chunks, c0 = (qc - q * chunks) * 8, r = q * nr + c0, ci, ki, kj, j, e;
-    int8 jv = j0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7), oh = convert_int8((convert_float8(jv) + 0.5f) * (1.0f / (float)W));
-    int8 ow = jv - oh * W;
+    int chunks = nr / 8, q = qc / chunks, c0 = (qc - q * chunks) * 8, r = q * nr + c0, ci, ki, kj, j;
+    int8 oh, ow;
     float t[64];
     __global float *d = bp + bp_off + (q * S * hw + s * hw + j0) * nr + c0;
+    (void)st; /* as nncl_conv_pack_bs */
+    (void)OH;
+    (void)OW;
     if (s >= S) return;
+    nncl_conv_flat8(j0, W, &oh, &ow);
     ci = r / kk;
     ki = (r - ci * kk) / k;
     kj = r - ci * kk - ki * k;
 #pragma unroll
     for (j = 0; j < 8; j++, r++) {
         float8 v = (float8)(ones && r == ckk ? 1.0f : 0.0f);
-        if (r < ckk) {
-            const __global float *xp = x + x_off + (s * C + ci) * hw;
-            int dh = ki - pad, dw = kj - pad, at = j0 + dh * W + dw;
-            int8 ih = oh + dh, iw = ow + dw, in = jv < hw & ih >= 0 & ih < H & iw >= 0 & iw < W;
-            if (at >= 0 && at + 8 <= hw) {
-                v = vload8(0, xp + at);
-            } else {
-#pragma unroll
-                for (e = 0; e < 8; e++) t[j * 8 + e] = xp[clamp(at + e, 0, hw - 1)];
-                v = vload8(j, t);
-            }
-            v = select((float8)(0.0f), v, in);
-        }
+        if (r < ckk) v = nncl_conv_shift8(x + x_off + (s * C + ci) * hw, j0, oh, ow, ki - pad, kj - pad, H, W);
         vstore8(v, j, t);
         nncl_conv_next_r(k, &ci, &ki, &kj);
     }

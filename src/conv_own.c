@@ -60,13 +60,16 @@ static void cown_local(nncl__exec *x, int nr, size_t local[3]) {
     local[2] = 1;
 }
 
-/* Whether packing for variant v goes by flat plane shifts
- * (nncl_conv_pack_bs, _colts: 8 values per work-item as vectors): on a
- * CPU's kernel set (a GPU's starts with the local kernel), for
- * same-size convolutions (stride 1, output planes the input's). */
-static int cown_flat(const nncl__gemm_state *gs, const nncl__gemm_variant *v, const nncl__conv_dims *d) {
-    return gs->all[0].kind != NNCL__GEMM_LOCAL && v->nr % 8 == 0 && d->st == 1 && d->OH == d->H && d->OW == d->W;
+/* Whether variant v's panels are packed 8 values per work-item as vectors
+ * (nncl_conv_pack_colt8): on a CPU's kernel set (a GPU's starts with the
+ * local kernel), nr a multiple of 8. */
+static int cown_vec8(const nncl__gemm_state *gs, const nncl__gemm_variant *v) {
+    return gs->all[0].kind != NNCL__GEMM_LOCAL && v->nr % 8 == 0;
 }
+
+/* Same-size convolutions (stride 1, output planes the input's): with
+ * cown_vec8, packed by flat plane shifts (nncl_conv_pack_bs, _colts). */
+static int cown_same(const nncl__conv_dims *d) { return d->st == 1 && d->OH == d->H && d->OW == d->W; }
 
 static void cown_gemm_fwd(const nncl__conv_dims *d, nncl__gemm_args *g) {
     memset(g, 0, sizeof *g);
@@ -249,7 +252,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
-    flat = cown_flat(gs, &v, d);
+    flat = cown_vec8(gs, &v) && cown_same(d);
     cown_local(x, v.nr, local);
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
@@ -279,19 +282,15 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_view(&a, xv);
         nncl__arg_mem(&a, x->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
-        if (flat) {
-            /* up to 64 rows of a panel per group (one row per group took
-             * 1.7x as long on PoCL) */
-            nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-            nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->pad); nncl__arg_int(&a, v.nr);
+        nncl__conv_arg_geometry(&a, d);
+        nncl__arg_int(&a, v.nr);
+        if (flat) { /* up to 64 rows of a panel per group (one row per group took 1.7x as long on PoCL) */
             local[0] = d->ckk < 64 ? d->ckk : 64;
             local[1] = local[2] = 1;
             global[0] = (d->ckk + local[0] - 1) / local[0] * local[0];
             global[1] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr;
             global[2] = (size_t)ns;
         } else {
-            nncl__conv_arg_geometry(&a, d);
-            nncl__arg_int(&a, v.nr);
             global[0] = (size_t)v.nr;
             global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
             global[2] = (size_t)ns * ((d->ohw + (size_t)v.nr - 1) / (size_t)v.nr);
@@ -380,8 +379,8 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
     NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
     NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
     NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
-    colt8 = cpu_set && v.nr % 8 == 0;
-    flat = cown_flat(gs, &v, d);
+    colt8 = cown_vec8(gs, &v);
+    flat = colt8 && cown_same(d);
     NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
     cown_tail(x, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
@@ -410,12 +409,7 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
             nncl__arg_view(&a, xv);
             nncl__arg_mem(&a, x->gemm_temp);
             nncl__arg_int(&a, (int)p.bp_off);
-            if (flat) {
-                nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-                nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->pad);
-            } else {
-                nncl__conv_arg_geometry(&a, d);
-            }
+            nncl__conv_arg_geometry(&a, d);
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
             nncl__arg_int(&a, ones);
             if (colt8) { /* 8 pixels (of a row, or flat) by 8 columns per item; 4 samples a group,
