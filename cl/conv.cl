@@ -479,6 +479,76 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
     }
 }
 
+/* nncl_conv_backward_f32_input for a CPU's kernel set: one work-item per
+ * 2 x 2 pixels (rows h, h+1, columns w, w+1) of 16 channels, four float16
+ * sums with fma(): per weight vector loaded, eight independent
+ * multiply-adds of AVX2's vectors where the two-pixel kernel has four (and
+ * mad(), which PoCL compiles to a multiply and an add): 0.74-0.82x its
+ * time on the bench CNN's second layer (PoCL for AVX2). Taps whose four
+ * pixels all have an output run without a test per multiply-add (a
+ * branch-free masked load instead was compiled back into branches, 1.8x
+ * slower). Half storage stores value by value: converting 8 at a time
+ * through a private array was 1.17x slower.
+ * NDRange (ceil(W/2), ceil(H/2), S*ceil(C/16)). */
+__kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_off, int K, int mr,
+                                              __global const float *wt, int wt_off, __global act_t *dx, int dx_off,
+                                              int C, int H, int W, int O, int k, int st, int pad, int OH, int OW,
+                                              int acc) {
+    int w = get_global_id(0) * 2, h = get_global_id(1) * 2, z = get_global_id(2), cb = (C + 15) / 16, Cp = cb * 16;
+    int s = z / cb, c0 = (z - s * cb) * 16, ostride = k * k * Cp, o0, r, rn, ki, kj, e, q, two, rows;
+    float16 s00 = (float16)(0.0f), s01 = (float16)(0.0f), s10 = (float16)(0.0f), s11 = (float16)(0.0f);
+    float t[64];
+    __global act_t *out;
+    if (w >= W || h >= H) return;
+    two = w + 1 < W;
+    rows = h + 1 < H ? 2 : 1;
+    for (ki = 0; ki < k; ki++) {
+        int oh0 = nncl_conv_dx_col(h, ki, st, pad, OH), oh1 = rows == 2 ? nncl_conv_dx_col(h + 1, ki, st, pad, OH) : -1;
+        if (oh0 < 0 && oh1 < 0) continue;
+        for (kj = 0; kj < k; kj++) {
+            int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
+            /* each pixel's column of G, -1 where it has none */
+            int base = s * OH * OW * mr;
+            int i00 = oh0 >= 0 && ow0 >= 0 ? base + (oh0 * OW + ow0) * mr : -1;
+            int i01 = oh0 >= 0 && ow1 >= 0 ? base + (oh0 * OW + ow1) * mr : -1;
+            int i10 = oh1 >= 0 && ow0 >= 0 ? base + (oh1 * OW + ow0) * mr : -1;
+            int i11 = oh1 >= 0 && ow1 >= 0 ? base + (oh1 * OW + ow1) * mr : -1;
+            __global const float *g = gp + gp_off, *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
+            if (ow0 < 0 && ow1 < 0) continue;
+            if (i00 >= 0 && i01 >= 0 && i10 >= 0 && i11 >= 0) {
+                for (o0 = 0; o0 < O; o0 += mr, g += K * mr)
+                    for (r = 0, rn = min(mr, O - o0); r < rn; r++) {
+                        float16 wo = vload16(0, wv + (o0 + r) * ostride);
+                        s00 = fma((float16)(g[i00 + r]), wo, s00);
+                        s01 = fma((float16)(g[i01 + r]), wo, s01);
+                        s10 = fma((float16)(g[i10 + r]), wo, s10);
+                        s11 = fma((float16)(g[i11 + r]), wo, s11);
+                    }
+            } else {
+                for (o0 = 0; o0 < O; o0 += mr, g += K * mr)
+                    for (r = 0, rn = min(mr, O - o0); r < rn; r++) {
+                        float16 wo = vload16(0, wv + (o0 + r) * ostride);
+                        s00 = fma((float16)(i00 >= 0 ? g[i00 + r] : 0.0f), wo, s00);
+                        s01 = fma((float16)(i01 >= 0 ? g[i01 + r] : 0.0f), wo, s01);
+                        s10 = fma((float16)(i10 >= 0 ? g[i10 + r] : 0.0f), wo, s10);
+                        s11 = fma((float16)(i11 >= 0 ? g[i11 + r] : 0.0f), wo, s11);
+                    }
+            }
+        }
+    }
+    vstore16(s00, 0, t);
+    vstore16(s01, 1, t);
+    vstore16(s10, 2, t);
+    vstore16(s11, 3, t);
+    out = dx + dx_off + ((s * C + c0) * H + h) * W + w;
+    for (q = 0; q < 4; q++) /* pixel (q / 2, q % 2) of the block, where it lies inside */
+        if (q / 2 < rows && (q % 2 == 0 || two))
+            for (e = 0; e < 16 && c0 + e < C; e++) {
+                int at = e * H * W + q / 2 * W + q % 2;
+                NNCL_ST(acc ? NNCL_LD(out, at) + t[q * 16 + e] : t[q * 16 + e], out, at);
+            }
+}
+
 /* ------------------------------------------------- direct 3x3 convolution */
 
 /* The direct path (src/conv_direct.c): 3x3 kernels, stride 1, padding 1

@@ -540,7 +540,7 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
                 {"conv", "nncl_conv_pack_dy8_f32"}, {"conv", "nncl_conv3_f32"}, {"conv", "nncl_conv3_dw_f32"},
                 {"conv", "nncl_conv_to_f32"}, {"conv", "nncl_conv_pack_colt8_f32"}, {"conv", "nncl_conv_pack_bs_f32"},
-                {"conv", "nncl_conv_pack_colts_f32"}},
+                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
     .half = 2};
