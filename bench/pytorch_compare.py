@@ -16,7 +16,12 @@ views, so BLAS gets the flags) on the bench's GEMM shapes, squares of
 
 --rounds N alternates the two sides N times (PyTorch, then the bench, and
 again), so that both see the same machine load; each ratio is reported as
-the median of the per-round ratios with their range. --tinygrad adds a third
+the median of the per-round ratios with their range. With --gemm the ratio
+is finer still: nncl_gemm runs in this process too (build/libnncl.so through
+ctypes, --lib), and each shape's repeats alternate torch.mm and nncl_gemm
+(T N, N T, ...), so that a machine whose speed drifts within seconds (a
+shared VM) slows both sides of each pair alike; the bench run of each round
+then gives CLBlast's and each own kernel's figure. --tinygrad adds a third
 side to each round: the MLP trained by tinygrad on its OpenCL device
 (bench/tinygrad_compare.py, run with the same Python). --torch-device cuda
 runs PyTorch's side on the GPU instead (TF32 off, the data on the GPU, the
@@ -28,9 +33,10 @@ When PyTorch is not installed it says so and exits 0.
   python3 bench/pytorch_compare.py [--threads N] [--repeats N] [--seconds S]
           [--bench-json FILE | --bench PATH] [--bench-quick] [--devices SEL]
           [--no-bench] [--json FILE] [--gemm] [--sizes LIST] [--rounds N] [--tinygrad]
-          [--torch-device cpu|cuda]
+          [--torch-device cpu|cuda] [--lib PATH]
 """
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -65,6 +71,8 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=1, help="alternate PyTorch and the bench this many times")
     p.add_argument("--torch-device", default="cpu",
                    help="PyTorch's device: cpu, or cuda (TF32 off, data on the GPU, synchronised timing)")
+    p.add_argument("--lib", default=os.path.join(here, "..", "build", "libnncl.so"),
+                   help="with --gemm: the nncl library whose nncl_gemm is timed beside torch.mm in this process")
     p.add_argument("--tinygrad", action="store_true",
                    help="with --rounds: also tinygrad's MLP on its OpenCL device in each round")
     a = p.parse_args()
@@ -113,6 +121,93 @@ def measure_mm(torch, shape, args):
         sync(torch, args)
         rates.append(2.0 * m * n * k * calls / (time.perf_counter() - t0) * 1e-9)
     return statistics.median(rates), min(rates), max(rates)
+
+
+class Nncl:
+    """nncl_gemm through the shared library, on the devices --devices
+    selects (as the bench's), for products timed beside torch.mm."""
+
+    def __init__(self, path, devices):
+        if devices:
+            os.environ["NNCL_DEVICES"] = devices
+        lib = ctypes.CDLL(path)
+        vp, ci = ctypes.c_void_p, ctypes.c_int
+        lib.nncl_init.argtypes = [vp, ctypes.POINTER(vp)]
+        lib.nncl_last_error.argtypes = [vp]
+        lib.nncl_last_error.restype = ctypes.c_char_p
+        lib.nncl_device_count.argtypes = [vp]
+        lib.nncl_tensor_create.argtypes = [vp, ci, ci, ctypes.POINTER(ci), ctypes.POINTER(vp)]
+        lib.nncl_tensor_write.argtypes = [vp, vp, ctypes.c_size_t]
+        lib.nncl_tensor_free.argtypes = [vp]
+        lib.nncl_gemm.argtypes = [vp, ci, ci, ctypes.c_float, vp, vp, ctypes.c_float, vp]
+        lib.nncl_finish.argtypes = [vp, ci]
+        lib.nncl_free.argtypes = [vp]
+        self.lib, self.ctx = lib, vp()
+        self.check(lib.nncl_init(None, ctypes.byref(self.ctx)), "nncl_init")
+        self.devices = lib.nncl_device_count(self.ctx)
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError("%s: %s" % (what, self.lib.nncl_last_error(self.ctx).decode(errors="replace")))
+
+    def tensor(self, dev, t):
+        """a device copy of the float32 torch tensor t (2-D)"""
+        h, shape = ctypes.c_void_p(), (ctypes.c_int * 2)(*t.shape)
+        self.check(self.lib.nncl_tensor_create(self.ctx, dev, 2, shape, ctypes.byref(h)), "nncl_tensor_create")
+        t = t.contiguous()
+        self.check(self.lib.nncl_tensor_write(h, t.data_ptr(), t.numel()), "nncl_tensor_write")
+        return h
+
+    def close(self):
+        self.lib.nncl_free(self.ctx)
+
+
+def paired_mm(torch, nn, dev, shape, args):
+    """torch.mm and nncl_gemm on one shape, repeats alternating (3x
+    --repeats pairs, each side first in turn): GFLOP/s of each (medians)
+    and the per-pair ratios nncl/torch."""
+    m, n, k, ta, tb = shape
+    gen = torch.Generator().manual_seed(2)
+    a = torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5
+    b = torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5
+    ha, hb, hc = nn.tensor(dev, a), nn.tensor(dev, b), nn.tensor(dev, torch.zeros(m, n))
+    a_d, b_d = a.to(args.torch_device), b.to(args.torch_device)
+    a_d, b_d = (a_d.t() if ta else a_d), (b_d.t() if tb else b_d)
+    out = torch.empty(m, n, device=args.torch_device)
+
+    def run_torch(calls):
+        for _ in range(calls):
+            torch.mm(a_d, b_d, out=out)
+        sync(torch, args)
+
+    def run_nncl(calls):
+        for _ in range(calls):
+            nn.check(nn.lib.nncl_gemm(nn.ctx, ta, tb, 1.0, ha, hb, 0.0, hc), "nncl_gemm")
+        nn.check(nn.lib.nncl_finish(nn.ctx, dev), "nncl_finish")
+
+    try:
+        one = 0.0
+        for f in (run_torch, run_nncl):
+            f(3)  # warm-up: nncl's first call per shape chooses its kernel (or reads the stored choice)
+            t0 = time.perf_counter()
+            f(3)
+            one = max(one, (time.perf_counter() - t0) / 3)
+        calls = max(3, int(args.seconds / 5 / max(one, 1e-7)) + 1)
+        gflop = 2.0 * m * n * k * calls * 1e-9
+        rt, rn, ratio = [], [], []
+        for r in range(3 * args.repeats):
+            took = {}
+            for f in ((run_torch, run_nncl) if r % 2 == 0 else (run_nncl, run_torch)):
+                t0 = time.perf_counter()
+                f(calls)
+                took[f] = time.perf_counter() - t0
+            rt.append(gflop / took[run_torch])
+            rn.append(gflop / took[run_nncl])
+            ratio.append(took[run_torch] / took[run_nncl])
+    finally:
+        for h in (ha, hb, hc):
+            nn.lib.nncl_tensor_free(h)
+    return statistics.median(rt), statistics.median(rn), ratio
 
 
 def sync(torch, args):
@@ -243,15 +338,35 @@ def spread(values):
     return {"median": med, "min": min(values), "max": max(values), "rounds": len(values)}
 
 
+def quartiles(values):
+    """median, middle half and range of a list, as a dict"""
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return {"median": q[1], "q1": q[0], "q3": q[2], "min": min(values), "max": max(values), "pairs": len(values)}
+
+
 def gemm_main(args, torch, result):
+    """Per round: torch.mm beside nncl_gemm in this process (or, without
+    the library, torch.mm alone), then the bench's gemm section."""
     shapes = gemm_shapes(args)
-    rounds = {"torch": {}, "nncl": {}, "ratio": {}}
-    names = {}
+    rounds = {"torch": {}, "nncl": {}, "bench": {}, "ratio": {}}
+    nn = None
+    try:
+        nn = Nncl(args.lib, args.devices)
+    except (OSError, RuntimeError) as e:
+        print("nncl_gemm is not timed in this process (%s): ratios against the bench's figures instead" % e)
     for r in range(args.rounds):
-        print("round %d/%d: torch.mm" % (r + 1, args.rounds), flush=True)
+        print("round %d/%d: torch.mm%s" % (r + 1, args.rounds, " and nncl_gemm alternating" if nn else ""), flush=True)
         for sh in shapes:
-            med, lo, hi = measure_mm(torch, sh, args)
-            rounds["torch"].setdefault(gemm_item(*sh), []).append(med)
+            item = gemm_item(*sh)
+            if not nn:
+                rounds["torch"].setdefault(item, []).append(measure_mm(torch, sh, args)[0])
+                continue
+            for dev in range(nn.devices):
+                key = "%s d%d" % (item, dev)
+                t, g, ratio = paired_mm(torch, nn, dev, sh, args)
+                rounds["torch"].setdefault(item, []).append(t)
+                rounds["nncl"].setdefault(key, []).append(g)
+                rounds["ratio"].setdefault(key, []).extend(ratio)
         if args.no_bench:
             continue
         figs, names = nncl_figures(args)
@@ -262,30 +377,39 @@ def gemm_main(args, torch, result):
             if not t:
                 continue
             key = "%s d%d" % (item, dev)
-            d = rounds["nncl"].setdefault(key, {})
+            d = rounds["bench"].setdefault(key, {})
             for k, v in f.items():
                 d.setdefault(k, []).append(v)
-            rounds["ratio"].setdefault(key, []).append(f["nncl"] / t[-1])
-    print("torch.mm, %d threads, GFLOP/s (median of %d repeats per round; median over rounds):"
-          % (args.threads, args.repeats))
+            if not nn:
+                rounds["nncl"].setdefault(key, []).append(f["nncl"])
+                rounds["ratio"].setdefault(key, []).append(f["nncl"] / t[-1])
+    if nn:
+        nn.close()
+    print("GFLOP/s, medians over rounds; nncl/torch: %s" % (
+        "the median of the ratios of alternating pairs of repeats (middle half of them; all)" if nn else
+        "the median of the per-round ratios (range)"))
     for sh in shapes:
         item = gemm_item(*sh)
         result["torch"][item] = spread(rounds["torch"][item])
-    print("%-18s %-4s %9s %9s %9s  %-16s %s" % ("shape", "dev", "torch.mm", "nncl", "CLBlast", "chosen",
-                                              "nncl/torch (range)  own kernels"))
+    print("%-18s %-4s %8s %8s %8s %8s  %-16s %-26s %s" % ("shape", "dev", "torch.mm", "nncl", "bench", "CLBlast",
+                                                         "chosen", "nncl/torch", "own kernels (bench)"))
     for sh in shapes:
         item = gemm_item(*sh)
-        for key in sorted(k for k in rounds["nncl"] if k.startswith(item + " d")):
-            d = rounds["nncl"][key]
-            ratio = spread(rounds["ratio"][key])
+        for key in sorted(k for k in rounds["ratio"] if k.startswith(item + " d")):
+            d = rounds["bench"].get(key, {})
+            ratio = quartiles(rounds["ratio"][key]) if nn else spread(rounds["ratio"][key])
             nums = {k: statistics.median(v) for k, v in d.items() if k != "chosen"}
-            chosen = max(set(d["chosen"]), key=d["chosen"].count)
-            result["nncl"][key] = dict(nums, chosen=chosen)
+            chosen = max(set(d["chosen"]), key=d["chosen"].count) if "chosen" in d else "-"
+            nncl = statistics.median(rounds["nncl"][key])
+            result["nncl"][key] = dict(nums, nncl=nncl, chosen=chosen, bench=nums.get("nncl"))
             result["ratio"][key] = ratio
+            spread_text = ("(%.2f-%.2f; %.2f-%.2f)" % (ratio["q1"], ratio["q3"], ratio["min"], ratio["max"]) if nn
+                           else "(%.2f-%.2f)" % (ratio["min"], ratio["max"]))
             own = "  ".join("%s %.1f" % (k, v) for k, v in nums.items() if k not in ("nncl", "clblast"))
-            print("%-18s %-4s %9.1f %9.1f %9.1f  %-16s %5.2fx (%.2f-%.2f)  %s"
-                  % (item, key.split(" ")[-1], result["torch"][item]["median"], nums["nncl"],
-                     nums.get("clblast", float("nan")), chosen, ratio["median"], ratio["min"], ratio["max"], own))
+            print("%-18s %-4s %8.1f %8.1f %8.1f %8.1f  %-16s %5.2fx %-20s %s"
+                  % (item, key.split(" ")[-1], result["torch"][item]["median"], nncl, nums.get("nncl", float("nan")),
+                     nums.get("clblast", float("nan")), chosen, ratio["median"], spread_text, own))
+    result["paired"] = nn is not None
     return write(args, result)
 
 
