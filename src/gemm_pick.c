@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 5" /* 3: the direct conv path; 4: the dot kernel; 5: direct 4 x 4 vectors */
+#define PICK_MAGIC "nncl-gemm-choice 6" /* 3: the direct conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8 */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_ROUNDS 3             /* timed rounds after the one that sizes the batches */
