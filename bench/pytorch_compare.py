@@ -19,9 +19,10 @@ again), so that both see the same machine load; each ratio is reported as
 the median of the per-round ratios with their range. With --gemm the ratio
 is finer still: nncl_gemm runs in this process too (build/libnncl.so through
 ctypes, --lib), and each shape's repeats alternate torch.mm and nncl_gemm
-(T N, N T, ...), so that a machine whose speed drifts within seconds (a
-shared VM) slows both sides of each pair alike; the bench run of each round
-then gives CLBlast's and each own kernel's figure. --tinygrad adds a third
+in pairs (torch.mm first, then nncl_gemm first, ...), so that a machine
+whose speed drifts within seconds (a shared VM) slows both sides of a pair
+alike; the bench run of each round then gives CLBlast's and each own
+kernel's figure. --tinygrad adds a third
 side to each round: the MLP trained by tinygrad on its OpenCL device
 (bench/tinygrad_compare.py, run with the same Python). --torch-device cuda
 runs PyTorch's side on the GPU instead (TF32 off, the data on the GPU, the
