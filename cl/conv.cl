@@ -487,8 +487,7 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
  * time on the bench CNN's second layer (PoCL for AVX2). Taps whose four
  * pixels all have an output run without a test per multiply-add (a
  * branch-free masked load instead was compiled back into branches, 1.8x
- * slower). Half storage stores value by value: converting 8 at a time
- * through a private array was 1.17x slower.
+ * slower). Taken in fp32 storage only (src/conv_own.c says why).
  * NDRange (ceil(W/2), ceil(H/2), S*ceil(C/16)). */
 __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_off, int K, int mr,
                                               __global const float *wt, int wt_off, __global act_t *dx, int dx_off,

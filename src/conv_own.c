@@ -23,8 +23,8 @@
  *             dW by nncl_conv_dw_split at the end); the chunk's dx (+)= the
  *             direct gather of W and the same G panels
  *             (nncl_conv_backward_f32_input: 16 channels of two pixels per
- *             work-item as float16; on a CPU's kernel set of 2 x 2 pixels,
- *             nncl_conv_backward_f32_input2x2), from weights reordered once
+ *             work-item as float16; in fp32 on a CPU's kernel set of 2 x 2
+ *             pixels, nncl_conv_backward_f32_input2x2), from weights reordered once
  *             per step channel-minor by nncl_conv_wt in front of the panels; no
  *             atomics, no barriers, so the same result on every device).
  * A 1x1 convolution is the same with k = 1: its packing copies x into
@@ -324,15 +324,15 @@ static nncl_status cown_wt(nncl__exec *x, const nncl_node *n, const nncl__conv_d
 }
 
 /* dx (+)= the gather of the chunk's G panels (at g0) and the reordered
- * weights (at 0), for samples s0 .. s0+ns-1; on a CPU's kernel set 2 x 2
- * pixels per work-item (nncl_conv_backward_f32_input2x2). */
+ * weights (at 0), for samples s0 .. s0+ns-1; with quad, 2 x 2 pixels per
+ * work-item (nncl_conv_backward_f32_input2x2). */
 static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t g0, int mr, int s0,
-                           int ns, int acc, int cpu_set) {
+                           int ns, int acc, int quad) {
     nncl__view dx = nncl__grd(x, n->in[0]);
     nncl__args a;
     size_t global[3], local[3] = {1, 1, 1}, cb = ((size_t)d->C + 15) / 16;
     size_t xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W;
-    NNCL_TRY(nncl__kbegin(x, n, cpu_set ? NNCL_CONV_K_DX2X2 : NNCL_CONV_K_DX, &a));
+    NNCL_TRY(nncl__kbegin(x, n, quad ? NNCL_CONV_K_DX2X2 : NNCL_CONV_K_DX, &a));
     nncl__arg_mem(&a, x->gemm_temp);
     nncl__arg_int(&a, (int)g0);
     nncl__arg_int(&a, (int)((size_t)ns * d->ohw));
@@ -344,7 +344,7 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
     nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
     global[0] = ((size_t)d->W + 1) / 2;
-    global[1] = cpu_set ? ((size_t)d->H + 1) / 2 : (size_t)d->H;
+    global[1] = quad ? ((size_t)d->H + 1) / 2 : (size_t)d->H;
     global[2] = (size_t)ns * cb;
     /* A CPU device runs a group on one thread, and these work-items are
      * vector code already: groups of one, which its threads share evenly
@@ -441,7 +441,10 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         if (need_w) NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
-        if (need_x) NNCL_TRY(cown_dx(x, n, d, g0, v.mr, s0, ns, acc_x, cpu_set));
+        /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa
+         * rusticl (which builds each launch) took 3x as long per CNN step
+         * building its conversions, and PoCL gained 2-5 % */
+        if (need_x) NNCL_TRY(cown_dx(x, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !x->store));
     }
     if (!ones) return NNCL_OK;
     {
