@@ -28,9 +28,9 @@ trap 'rm -rf "$dir"' EXIT
 devs=${NNCL_TEST_DEVICES:-all}
 start=$(date +%s)
 # one repeat per figure: what is checked is that every section runs and
-# reports, and with three the run came within a few seconds of the test
-# runner's 600 s limit on 2 CPU cores with rusticl beside PoCL (rusticl 22.3
-# compiles each launch: a CNN step there takes seconds)
+# reports. With empty caches on 2 CPU cores, rusticl beside PoCL (rusticl
+# 22.3 builds each launch: a CNN step there takes seconds), three repeats
+# took 565 s of the test runner's 600, one 451 s.
 "$bench" --quick --repeats 1 --devices "$devs" --json "$dir/b.json" --csv "$dir/b.csv" --svg "$dir/b.svg" \
     >"$dir/out.txt" 2>"$dir/err.txt"
 status=$?
