@@ -497,6 +497,7 @@ __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_o
     int s = z / cb, c0 = (z - s * cb) * 16, ostride = k * k * Cp, o0, r, rn, ki, kj, e, q, two, rows;
     float16 s00 = (float16)(0.0f), s01 = (float16)(0.0f), s10 = (float16)(0.0f), s11 = (float16)(0.0f);
     float t[64];
+    __global const float *gs = gp + gp_off + s * OH * OW * mr; /* sample s's columns of G */
     __global act_t *out;
     if (w >= W || h >= H) return;
     two = w + 1 < W;
@@ -506,14 +507,14 @@ __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_o
         if (oh0 < 0 && oh1 < 0) continue;
         for (kj = 0; kj < k; kj++) {
             int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
-            /* each pixel's column of G, -1 where it has none */
-            int base = s * OH * OW * mr;
-            int i00 = oh0 >= 0 && ow0 >= 0 ? base + (oh0 * OW + ow0) * mr : -1;
-            int i01 = oh0 >= 0 && ow1 >= 0 ? base + (oh0 * OW + ow1) * mr : -1;
-            int i10 = oh1 >= 0 && ow0 >= 0 ? base + (oh1 * OW + ow0) * mr : -1;
-            int i11 = oh1 >= 0 && ow1 >= 0 ? base + (oh1 * OW + ow1) * mr : -1;
-            __global const float *g = gp + gp_off, *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
+            int i00, i01, i10, i11;
+            __global const float *g = gs, *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
             if (ow0 < 0 && ow1 < 0) continue;
+            /* each pixel's column of G, -1 where it has none */
+            i00 = oh0 >= 0 && ow0 >= 0 ? (oh0 * OW + ow0) * mr : -1;
+            i01 = oh0 >= 0 && ow1 >= 0 ? (oh0 * OW + ow1) * mr : -1;
+            i10 = oh1 >= 0 && ow0 >= 0 ? (oh1 * OW + ow0) * mr : -1;
+            i11 = oh1 >= 0 && ow1 >= 0 ? (oh1 * OW + ow1) * mr : -1;
             if (i00 >= 0 && i01 >= 0 && i10 >= 0 && i11 >= 0) {
                 for (o0 = 0; o0 < O; o0 += mr, g += K * mr)
                     for (r = 0, rn = min(mr, O - o0); r < rn; r++) {

@@ -24,9 +24,10 @@
  *             direct gather of W and the same G panels
  *             (nncl_conv_backward_f32_input: 16 channels of two pixels per
  *             work-item as float16; in fp32 on a CPU's kernel set of 2 x 2
- *             pixels, nncl_conv_backward_f32_input2x2), from weights reordered once
- *             per step channel-minor by nncl_conv_wt in front of the panels; no
- *             atomics, no barriers, so the same result on every device).
+ *             pixels, nncl_conv_backward_f32_input2x2), from weights
+ *             reordered once per step channel-minor by nncl_conv_wt in
+ *             front of the panels; no atomics, no barriers, so the same
+ *             result on every device).
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. In half storage the packing
  * kernels read x, dy and W in the storage type into fp32 panels (so the
