@@ -96,16 +96,21 @@ def gemm_shapes(args):
     return [(s, s, s, 0, 0) for s in sq] + GEMM_MODEL
 
 
+def mm_operands(torch, shape, args):
+    """A and B as stored (host), op(A) and op(B) as torch.mm takes them
+    (transposes as views, so BLAS gets the flags) and C, on --torch-device"""
+    m, n, k, ta, tb = shape
+    gen = torch.Generator().manual_seed(2)
+    a = torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5
+    b = torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5
+    a_d, b_d = a.to(args.torch_device), b.to(args.torch_device)
+    return a, b, (a_d.t() if ta else a_d), (b_d.t() if tb else b_d), torch.empty(m, n, device=args.torch_device)
+
+
 def measure_mm(torch, shape, args):
     """GFLOP/s of torch.mm on one shape: (median, min, max)."""
-    m, n, k, ta, tb = shape
-    dev = args.torch_device
-    gen = torch.Generator().manual_seed(2)
-    a = (torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5).to(dev)
-    b = (torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5).to(dev)
-    a = a.t() if ta else a
-    b = b.t() if tb else b
-    out = torch.empty(m, n, device=dev)
+    m, n, k = shape[:3]
+    a, b, out = mm_operands(torch, shape, args)[2:]
     for _ in range(3):
         torch.mm(a, b, out=out)
     sync(torch, args)
@@ -168,13 +173,8 @@ def paired_mm(torch, nn, dev, shape, args):
     --repeats pairs, each side first in turn): GFLOP/s of each (medians)
     and the per-pair ratios nncl/torch."""
     m, n, k, ta, tb = shape
-    gen = torch.Generator().manual_seed(2)
-    a = torch.rand((k, m) if ta else (m, k), generator=gen) - 0.5
-    b = torch.rand((n, k) if tb else (k, n), generator=gen) - 0.5
+    a, b, a_d, b_d, out = mm_operands(torch, shape, args)
     ha, hb, hc = nn.tensor(dev, a), nn.tensor(dev, b), nn.tensor(dev, torch.zeros(m, n))
-    a_d, b_d = a.to(args.torch_device), b.to(args.torch_device)
-    a_d, b_d = (a_d.t() if ta else a_d), (b_d.t() if tb else b_d)
-    out = torch.empty(m, n, device=args.torch_device)
 
     def run_torch(calls):
         for _ in range(calls):
