@@ -41,7 +41,9 @@ if command -v clinfo >/dev/null 2>&1; then
         awk '/^Platform/ { p = /rusticl/ } p && /Device/ { n++ } END { exit n < 1 }' && md_rusticl=1
 fi
 
-# count NAME LOGFILE STATUS: adds the log's results to the folder's counts
+# count NAME LOGFILE STATUS START: adds the log's results to the folder's
+# counts; the summary line ends with the seconds since START (date +%s), so
+# that a CI log shows where the run's time goes
 count() {
     p=$(grep -c '^PASS ' "$2")
     f=$(grep -c '^FAIL ' "$2")
@@ -56,7 +58,7 @@ count() {
         f=1
     fi
     grep -E '^(FAIL|SKIP) ' "$2"
-    echo "$1: $p passed, $f failed, $s skipped"
+    echo "$1: $p passed, $f failed, $s skipped ($(( $(date +%s) - $4 )) s)"
     bp=$((bp + p)) bf=$((bf + f)) bs=$((bs + s))
 }
 
@@ -113,7 +115,7 @@ run_log() {
 # pocl: two PoCL devices; rusticl: PoCL beside rusticl) and counts it;
 # fails when it still lacked a second device.
 md_run() {
-    m_san=$1 m_name=$2 m_kind=$3
+    m_san=$1 m_name=$2 m_kind=$3 m_start=$(date +%s)
     shift 3
     if [ "$m_kind" = pocl ]; then
         run_log "$m_san" "$out/$m_name.md.log" env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= "$@"
@@ -124,7 +126,7 @@ md_run() {
     # a skip the first run counted already (not for want of a device) once only
     awk 'NR == FNR { if (/^SKIP /) seen[$0] = 1; next } !($0 in seen)' "$out/$m_name.log" "$out/$m_name.md.log" \
         >"$out/$m_name.md2.log"
-    count "$m_name [two devices: $m_kind]" "$out/$m_name.md2.log" $m_rc
+    count "$m_name [two devices: $m_kind]" "$out/$m_name.md2.log" $m_rc $m_start
     ! grep -Eq "$md_skip" "$out/$m_name.md.log"
 }
 
@@ -132,7 +134,7 @@ md_run() {
 # it skipped two-device checks, again on two devices (md_run) where PoCL
 # can give them.
 one() {
-    o_san=$1 o_name=$2
+    o_san=$1 o_name=$2 o_start=$(date +%s)
     shift 2
     run_log "$o_san" "$out/$o_name.log" "$@"
     o_rc=$?
@@ -145,7 +147,7 @@ one() {
             sed -E "s/$md_skip/COVERED &/" "$out/$o_name.log" >"$out/$o_name.cov" && mv "$out/$o_name.cov" "$out/$o_name.log"
         fi
     fi
-    count "$o_name" "$out/$o_name.log" $o_rc
+    count "$o_name" "$out/$o_name.log" $o_rc $o_start
 }
 
 for b in $B; do
