@@ -52,6 +52,10 @@ int bench_gemm_steps(const bench_opts *o, int n_devices) { return (o->n_sizes + 
 
 /* Keys of the figures of own variant i: "own0_gflops" ... (the note names it). */
 #define GEMM_MAX_OWN 8
+/* --quick: per-kernel and half-storage rows only where a call takes less
+ * (Mesa rusticl builds each launch: its 32 x 19600 x 144 product took 0.75 s
+ * per call, and its per-kernel rows a minute of the quick run) */
+#define GEMM_QUICK_CALL_S 0.2
 
 static void gemm_item(const gemm_shape *s, char *buf, size_t len) {
     snprintf(buf, len, "%dx%dx%d %s%s", s->m, s->n, s->k, s->ta ? "T" : "N", s->tb ? "T" : "N");
@@ -269,13 +273,26 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                 /* time(raw)/time(nncl) per repeat = throughput nncl/raw */
                 bench_stat r = bench_stat_inverse(ratio, 1.0);
                 char chosen[160], raw_note[160];
-                int v, nv = bench_raw_own_count(ctx, d);
+                int v, nv = bench_raw_own_count(ctx, d), slow = o->quick && tn.median > GEMM_QUICK_CALL_S;
                 snprintf(chosen, sizeof chosen, "nncl_gemm, alpha 1, beta 0: %s (the kernel chosen for the shape)",
                          bench_raw_chosen(ctx, d, s->ta, s->tb, s->m, s->n, s->k));
                 snprintf(raw_note, sizeof raw_note, "CLBlastSgemm on the same queue and buffers, %s",
                          bench_raw_tuned(ctx, d) ? "stored tuning applied" : "CLBlast's own parameters (no tuning stored)");
                 bench_put("gemm", d, item, "nncl_gflops", gn, "GFLOP/s", chosen);
                 bench_put("gemm", d, item, "raw_gflops", gr, "GFLOP/s", raw_note);
+                if (slow) {
+                    char why[160];
+                    snprintf(why, sizeof why, "n/a: --quick times these where a call takes under %.0f ms (%.0f here)",
+                             GEMM_QUICK_CALL_S * 1e3, tn.median * 1e3);
+                    for (v = 0; v < nv && v < GEMM_MAX_OWN; v++) {
+                        char key[32];
+                        snprintf(key, sizeof key, "own%d_gflops", v);
+                        bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s", why);
+                    }
+                    bench_put("gemm", d, item, "fp16_gflops", bench_stat_na(), "GFLOP/s", why);
+                    bench_put("gemm", d, item, "bf16_gflops", bench_stat_na(), "GFLOP/s", why);
+                    nv = 0;
+                }
                 for (v = 0; v < nv && v < GEMM_MAX_OWN; v++) {
                     gemm_own_job oj;
                     bench_stat to;
@@ -302,7 +319,7 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                     bench_put_num("gemm", d, item, "nse_vs_cpu", gemm_nse(hc, ref, cn), "",
                                   "normalised squared error of the device result against the OpenMP loop");
                 }
-                gemm_half_rows(&j, &tm, item, ha, hb, flops, gn.median); /* last: it overwrites A and B */
+                if (!slow) gemm_half_rows(&j, &tm, item, ha, hb, flops, gn.median); /* last: it overwrites A and B */
             }
             nncl_tensor_free(j.a);
             nncl_tensor_free(j.b);
@@ -314,3 +331,4 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
 }
 #undef GEMM_N_MODEL
 #undef GEMM_MAX_OWN
+#undef GEMM_QUICK_CALL_S

@@ -150,8 +150,8 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
  * memory against the model's need, then the host-overhead share and the
  * kernel-busy fraction of timed steps, and which kernels take the time;
  * in half storage (prec) the host-overhead share and the kernels alone. */
-void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
-                          nncl_precision prec) {
+int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
+                  nncl_precision prec) {
     static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
     const char *item = items[cnn][prec];
     char sel[16], why[300], formula[160], mitem[32];
@@ -164,10 +164,10 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
     nncl_profile_report rep;
     uint64_t in_use = 0, peak = 0;
     double need, wall, t0;
-    int li = bench_list_index(ctx, d), i, steps;
+    int li = bench_list_index(ctx, d), i, steps, implausible = 0;
     snprintf(mitem, sizeof mitem, "%s training", item);
     memset(&m, 0, sizeof m);
-    if (li < 0) return;
+    if (li < 0) return 0;
     snprintf(sel, sizeof sel, "%d", li);
     cfg.devices = sel;
     cfg.profiling = 1;
@@ -175,7 +175,7 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
     if (nncl_init(&cfg, &pc) != NNCL_OK) {
         snprintf(why, sizeof why, "n/a: %s", nncl_last_error(NULL));
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
-        return;
+        return 0;
     }
     tc = train_options(o->batch, NULL, 0, prec);
     if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
@@ -183,7 +183,7 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
         nncl_graph_free(m.g);
         nncl_free(pc);
-        return;
+        return 0;
     }
     if (prec == NNCL_PRECISION_FP32) { /* train_precisions gives the half plans' memory */
         nncl_device_memory(pc, 0, &in_use, &peak);
@@ -222,6 +222,7 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
         bench_put("monitor", d, mitem, "busy", bench_stat_na(), "", why);
         bench_put_num("monitor", d, mitem, "plausible", 0, "", "profiling timestamps rejected");
+        implausible = 1;
     } else {
         snprintf(why, sizeof why, "1 - kernel time / step wall time over %d steps (%d kernels, %.1f ms kernel, %.1f ms wall)",
                  steps, rep.launches, rep.kernel_seconds * 1e3, wall * 1e3);
@@ -234,4 +235,5 @@ void train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const
     nncl_trainer_free(t);
     nncl_graph_free(m.g);
     nncl_free(pc);
+    return implausible;
 }
