@@ -358,12 +358,12 @@ int bench_training_steps(const bench_opts *o, int n_devices) {
     return o->train ? 2 * (3 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
+static const char *const train_halves[2][2] = {{"mlp_fp16", "mlp_bf16"}, {"cnn_fp16", "cnn_bf16"}};
+
 /* Device d's profiles on fresh contexts: fp32, then fp16 and bf16 where
  * fp32's profiling timestamps were plausible (Mesa rusticl 22.3 makes them
  * up, and the half formats' would be too: their contexts took 36 s of a
  * quick run there). */
-static const char *const train_halves[2][2] = {{"mlp_fp16", "mlp_bf16"}, {"cnn_fp16", "cnn_bf16"}};
-
 static void train_profiles(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
     int prec;
     if (train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32)) {

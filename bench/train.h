@@ -31,7 +31,7 @@ nncl_train_config train_options(int batch, const int *devs, int n, nncl_precisio
 /* Rows <model>_fp16 and <model>_bf16 on device d beside fp32. */
 void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td);
 /* Peak memory, host overhead and the kernels of a step in prec on a fresh
- * profiling context. */
-/* 1 when the driver's profiling timestamps were found implausible */
+ * profiling context; 1 when the driver's profiling timestamps were found
+ * implausible. */
 int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, nncl_precision prec);
 #endif
