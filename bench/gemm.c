@@ -166,15 +166,20 @@ static double gemm_nse(const float *got, const float *want, size_t n) {
 /* ------------------------------------------------------------- section */
 
 /* Rows fp16_gflops and bf16_gflops of item, and each against fp32's
- * nncl_gemm (gflops32): A and B converted into the start of j's tensors. */
+ * nncl_gemm (gflops32): A and B converted into the start of j's tensors;
+ * n/a with the reason skip where it is not empty. */
 static void gemm_half_rows(gemm_job *j, const bench_timing *tm, const char *item, const float *ha, const float *hb,
-                           double flops, double gflops32) {
+                           double flops, double gflops32, const char *skip) {
     static const char *const keys[3][2] = {{"", ""}, {"fp16_gflops", "fp16_vs_fp32"}, {"bf16_gflops", "bf16_vs_fp32"}};
     const gemm_shape *s = j->s;
     gemm_half_job h;
     bench_stat t;
     for (h.store = 1; h.store <= 2; h.store++) {
         h.j = j;
+        if (*skip) {
+            bench_put("gemm", j->device, item, keys[h.store][0], bench_stat_na(), "GFLOP/s", skip);
+            continue;
+        }
         bench_progress("gemm d%d %s: %s storage", j->device, item, h.store == 1 ? "fp16" : "bf16");
         if (bench_raw_half_write(j->ctx, j->device, h.store, j->a, ha, (size_t)s->m * s->k) ||
             bench_raw_half_write(j->ctx, j->device, h.store, j->b, hb, (size_t)s->k * s->n) ||
@@ -273,26 +278,17 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                 /* time(raw)/time(nncl) per repeat = throughput nncl/raw */
                 bench_stat r = bench_stat_inverse(ratio, 1.0);
                 char chosen[160], raw_note[160];
-                int v, nv = bench_raw_own_count(ctx, d), slow = o->quick && tn.median > GEMM_QUICK_CALL_S;
+                int v, nv = bench_raw_own_count(ctx, d);
+                char skip[120] = "";
+                if (o->quick && tn.median > GEMM_QUICK_CALL_S)
+                    snprintf(skip, sizeof skip, "n/a: --quick times these where a call takes under %.0f ms (%.0f here)",
+                             GEMM_QUICK_CALL_S * 1e3, tn.median * 1e3);
                 snprintf(chosen, sizeof chosen, "nncl_gemm, alpha 1, beta 0: %s (the kernel chosen for the shape)",
                          bench_raw_chosen(ctx, d, s->ta, s->tb, s->m, s->n, s->k));
                 snprintf(raw_note, sizeof raw_note, "CLBlastSgemm on the same queue and buffers, %s",
                          bench_raw_tuned(ctx, d) ? "stored tuning applied" : "CLBlast's own parameters (no tuning stored)");
                 bench_put("gemm", d, item, "nncl_gflops", gn, "GFLOP/s", chosen);
                 bench_put("gemm", d, item, "raw_gflops", gr, "GFLOP/s", raw_note);
-                if (slow) {
-                    char why[160];
-                    snprintf(why, sizeof why, "n/a: --quick times these where a call takes under %.0f ms (%.0f here)",
-                             GEMM_QUICK_CALL_S * 1e3, tn.median * 1e3);
-                    for (v = 0; v < nv && v < GEMM_MAX_OWN; v++) {
-                        char key[32];
-                        snprintf(key, sizeof key, "own%d_gflops", v);
-                        bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s", why);
-                    }
-                    bench_put("gemm", d, item, "fp16_gflops", bench_stat_na(), "GFLOP/s", why);
-                    bench_put("gemm", d, item, "bf16_gflops", bench_stat_na(), "GFLOP/s", why);
-                    nv = 0;
-                }
                 for (v = 0; v < nv && v < GEMM_MAX_OWN; v++) {
                     gemm_own_job oj;
                     bench_stat to;
@@ -302,7 +298,9 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                     snprintf(key, sizeof key, "own%d_gflops", v);
                     snprintf(vnote, sizeof vnote, "own kernel %s, packing included", bench_raw_own_name(ctx, d, v));
                     bench_progress("gemm d%d %s: own kernel %s", d, item, bench_raw_own_name(ctx, d, v));
-                    if (!bench_raw_own_takes(ctx, d, v, s->ta, s->tb))
+                    if (*skip)
+                        bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s", skip);
+                    else if (!bench_raw_own_takes(ctx, d, v, s->ta, s->tb))
                         bench_put("gemm", d, item, key, bench_stat_na(), "GFLOP/s",
                                   "n/a: not for these transposes");
                     else if (bench_time(gemm_own, &oj, &tm, &to) == 0)
@@ -319,7 +317,7 @@ void bench_gemm(const bench_opts *o, nncl_context *ctx) {
                     bench_put_num("gemm", d, item, "nse_vs_cpu", gemm_nse(hc, ref, cn), "",
                                   "normalised squared error of the device result against the OpenMP loop");
                 }
-                if (!slow) gemm_half_rows(&j, &tm, item, ha, hb, flops, gn.median); /* last: it overwrites A and B */
+                gemm_half_rows(&j, &tm, item, ha, hb, flops, gn.median, skip); /* last: it overwrites A and B */
             }
             nncl_tensor_free(j.a);
             nncl_tensor_free(j.b);

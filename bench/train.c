@@ -17,7 +17,6 @@
 #define TRAIN_C1 16
 #define TRAIN_C2 32
 #define TRAIN_FC 128
-#define TRAIN_QUICK_STEP_S 1.0 /* --quick: the half formats where an fp32 step takes less */
 
 int train_build(nncl_context *ctx, int cnn, train_model *m) {
     memset(m, 0, sizeof *m);
@@ -358,26 +357,8 @@ int bench_training_steps(const bench_opts *o, int n_devices) {
     return o->train ? 2 * (3 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
-static const char *const train_halves[2][2] = {{"mlp_fp16", "mlp_bf16"}, {"cnn_fp16", "cnn_bf16"}};
-
-/* Device d's profiles on fresh contexts: fp32, then fp16 and bf16 where
- * fp32's profiling timestamps were plausible (Mesa rusticl 22.3 makes them
- * up, and the half formats' would be too: their contexts took 36 s of a
- * quick run there). */
-static void train_profiles(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
-    int prec;
-    if (train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32)) {
-        for (prec = 0; prec < 2; prec++)
-            bench_put("training", d, train_halves[cnn][prec], "host_overhead", bench_stat_na(), "",
-                      "n/a: the driver's profiling timestamps are implausible (fp32's run)");
-        return;
-    }
-    for (prec = NNCL_PRECISION_FP16; prec <= NNCL_PRECISION_BF16; prec++)
-        train_profile(o, ctx, d, cnn, td, (nncl_precision)prec);
-}
-
 void bench_training(const bench_opts *o, nncl_context *ctx) {
-    int nd = nncl_device_count(ctx), d, cnn, prec;
+    int nd = nncl_device_count(ctx), d, cnn;
     train_data td;
     train_data_load(o, &td);
     if (!td.n) return;
@@ -396,20 +377,7 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
                 run.samples_s.median = 0;
             }
             bench_progress_step();
-            /* --quick trains the half formats only where an fp32 step is
-             * quick (Mesa rusticl, which builds each kernel at each launch:
-             * 3 s per CNN step, its fp16 and bf16 rows 40 s) */
-            if (o->quick && run.samples_s.median > 0 && o->batch / run.samples_s.median > TRAIN_QUICK_STEP_S) {
-                char why[120];
-                snprintf(why, sizeof why, "n/a: --quick trains these where an fp32 step takes under %.0f s (%.1f here)",
-                         TRAIN_QUICK_STEP_S, o->batch / run.samples_s.median);
-                for (prec = 0; prec < 2; prec++)
-                    bench_put("training", d, train_halves[cnn][prec], "samples_s", bench_stat_na(), "samples/s", why);
-                train_profile(o, ctx, d, cnn, &td, NNCL_PRECISION_FP32);
-            } else {
-                train_precisions(o, ctx, d, cnn, &td);
-                train_profiles(o, ctx, d, cnn, &td);
-            }
+            train_detail(o, ctx, d, cnn, &td, run.samples_s.median);
             bench_progress_step();
         }
         if (nd > 1) {
@@ -438,4 +406,3 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
 #undef TRAIN_C1
 #undef TRAIN_C2
 #undef TRAIN_FC
-#undef TRAIN_QUICK_STEP_S

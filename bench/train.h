@@ -28,10 +28,8 @@ nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *
 /* The bench's trainer options: Adam, batches up to batch, the devices
  * listed (n 0: all of the context), storage in prec. */
 nncl_train_config train_options(int batch, const int *devs, int n, nncl_precision prec);
-/* Rows <model>_fp16 and <model>_bf16 on device d beside fp32. */
-void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td);
-/* Peak memory, host overhead and the kernels of a step in prec on a fresh
- * profiling context; 1 when the driver's profiling timestamps were found
- * implausible. */
-int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, nncl_precision prec);
+/* Device d's detail (bench/train_profile.c): the fp16 and bf16 rows beside
+ * fp32 and the profiles on fresh contexts; fp32_rate: its samples/s alone
+ * (0 when unknown). */
+void train_detail(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, double fp32_rate);
 #endif

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TRAIN_QUICK_STEP_S 1.0 /* --quick: fp16 and bf16 where an fp32 step takes less */
+
+static const char *const train_items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
+
 /* Which kernels take a profiled step's time: the most expensive kernels
  * of the last profile on pc, per step, as section "kernels" rows "mlp:
  * nncl_adam_f32". Kernels below 1% of the time are summed into one row. */
@@ -82,8 +86,7 @@ static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int 
  * each, so that a machine's drift hits the three alike; vs_fp32 is the
  * median of the per-round ratios (the peaks: fresh contexts one after the
  * other). */
-void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
-    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
+static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
     char why[300];
     double peak32 = train_peak_mib(o, ctx, d, cnn, NNCL_PRECISION_FP32, why, sizeof why), rate[3][64], ratio[64], t0;
     double min_s = o->quick ? o->seconds * 2 : o->seconds * 5, one;
@@ -92,14 +95,14 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
     nncl_step_info info;
     int prec, r, i, steps = 1, reps = o->repeats > 64 ? 64 : o->repeats, ok = 1;
     memset(m, 0, sizeof m);
-    bench_progress("train %s d%d: fp32, fp16 and bf16 in turn", items[cnn][0], d);
+    bench_progress("train %s d%d: fp32, fp16 and bf16 in turn", train_items[cnn][0], d);
     for (prec = 0; prec < 3 && ok; prec++) {
         nncl_train_config tc = train_options(o->batch, &d, 1, (nncl_precision)prec);
         t0 = bench_now();
         ok = !train_build(ctx, cnn, &m[prec]) &&
              nncl_trainer_create(ctx, m[prec].g, m[prec].loss, &tc, &t[prec]) == NNCL_OK;
         if (ok && prec)
-            bench_put_num("training", d, items[cnn][prec], "create_s", bench_now() - t0, "s",
+            bench_put_num("training", d, train_items[cnn][prec], "create_s", bench_now() - t0, "s",
                           "nncl_trainer_create: plans, kernel builds, calibration");
         for (i = 0; ok && i < (o->quick ? 2 : 10); i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
     }
@@ -116,11 +119,11 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
             t0 = bench_now();
             for (i = 0; i < steps && ok; i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
             rate[prec][r] = steps * (double)o->batch / (bench_now() - t0);
-            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", items[cnn][prec], d, rate[prec][r], r + 1,
+            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", train_items[cnn][prec], d, rate[prec][r], r + 1,
                            reps);
         }
     for (prec = 1; prec < 3; prec++) {
-        const char *item = items[cnn][prec];
+        const char *item = train_items[cnn][prec];
         double peak;
         if (!ok) {
             snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
@@ -149,11 +152,11 @@ void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, co
 /* Fresh context with profiling on device ctx-device d: the plan's peak
  * memory against the model's need, then the host-overhead share and the
  * kernel-busy fraction of timed steps, and which kernels take the time;
- * in half storage (prec) the host-overhead share and the kernels alone. */
-int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
-                  nncl_precision prec) {
-    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
-    const char *item = items[cnn][prec];
+ * in half storage (prec) the host-overhead share and the kernels alone.
+ * 1 when the driver's profiling timestamps were found implausible. */
+static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
+                         nncl_precision prec) {
+    const char *item = train_items[cnn][prec];
     char sel[16], why[300], formula[160], mitem[32];
     nncl_config cfg = nncl_config_default();
     nncl_context *pc = NULL;
@@ -237,3 +240,32 @@ int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const 
     nncl_free(pc);
     return implausible;
 }
+
+void train_detail(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, double fp32_rate) {
+    int prec;
+    /* --quick trains the half formats only where an fp32 step is quick
+     * (Mesa rusticl, which builds each kernel at each launch: 3 s per CNN
+     * step, its fp16 and bf16 rows 40 s) */
+    if (o->quick && fp32_rate > 0 && o->batch / fp32_rate > TRAIN_QUICK_STEP_S) {
+        char why[120];
+        snprintf(why, sizeof why, "n/a: --quick trains these where an fp32 step takes under %.0f s (%.1f here)",
+                 TRAIN_QUICK_STEP_S, o->batch / fp32_rate);
+        for (prec = 1; prec < 3; prec++)
+            bench_put("training", d, train_items[cnn][prec], "samples_s", bench_stat_na(), "samples/s", why);
+        train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32);
+        return;
+    }
+    train_precisions(o, ctx, d, cnn, td);
+    /* where fp32's profiling timestamps were implausible (Mesa rusticl 22.3
+     * makes them up), the half formats' would be too: their fresh contexts
+     * took 36 s of a quick run there */
+    if (train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32)) {
+        for (prec = 1; prec < 3; prec++)
+            bench_put("training", d, train_items[cnn][prec], "host_overhead", bench_stat_na(), "",
+                      "n/a: the driver's profiling timestamps are implausible (fp32's run)");
+        return;
+    }
+    for (prec = NNCL_PRECISION_FP16; prec <= NNCL_PRECISION_BF16; prec++)
+        train_profile(o, ctx, d, cnn, td, (nncl_precision)prec);
+}
+#undef TRAIN_QUICK_STEP_S
