@@ -116,9 +116,13 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
                           const int *iattr, int n_iattr, const float *fattr, int n_fattr) {
     const nncl__opdef *def = nncl__opdef_get(op);
     nncl_node *n;
-    int i;
+    int i, lo, hi;
     if (!g) return nncl__graph_fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "graph is NULL");
     if (!def || !def->shape) return nncl__graph_fail(g, NNCL_ERR_UNSUPPORTED, "op %d is not built into this library", (int)op);
+    if (!nncl__op_inputs(op, n_in, &lo, &hi))
+        return lo == hi ? nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s takes %d inputs, not %d", def->name, lo, n_in)
+                        : nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s takes %d to %d inputs, not %d", def->name, lo,
+                                           hi, n_in);
     for (i = 0; i < n_in; i++) {
         if (!in[i]) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: input %d is NULL (an earlier builder failed?)",
                                             def->name, i);

@@ -12,7 +12,7 @@
 
 /* Every op, from the one list in ops.def. */
 typedef enum nncl__op {
-#define NNCL_OP(E, name) NNCL_OP_##E,
+#define NNCL_OP(E, name, lo, hi) NNCL_OP_##E,
 #include "ops.def"
 #undef NNCL_OP
     NNCL_OP_COUNT
@@ -134,6 +134,8 @@ nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C
  * each family file defines the rows of its ops. Rows name the fields they
  * set (designated initializers); what a row leaves out is NULL or 0. */
 const nncl__opdef *nncl__opdef_get(nncl__op op);
+/* Whether op takes n_in inputs (ops.def); *lo and *hi get its range. */
+int nncl__op_inputs(nncl__op op, int n_in, int *lo, int *hi);
 
 struct nncl_graph {
     nncl_context *ctx;            /* for messages; may be NULL */

@@ -3,7 +3,7 @@
  * nncl__opdef_<name>. An op listed there but defined nowhere fails to link. */
 #include "graph.h"
 
-#define NNCL_OP(E, name) extern const nncl__opdef nncl__opdef_##name;
+#define NNCL_OP(E, name, lo, hi) extern const nncl__opdef nncl__opdef_##name;
 #include "ops.def"
 #undef NNCL_OP
 
@@ -12,7 +12,7 @@ const nncl__opdef nncl__opdef_input = {.name = "input"};
 const nncl__opdef nncl__opdef_param = {.name = "param"};
 
 static const nncl__opdef *const ops_table[] = {
-#define NNCL_OP(E, name) &nncl__opdef_##name,
+#define NNCL_OP(E, name, lo, hi) &nncl__opdef_##name,
 #include "ops.def"
 #undef NNCL_OP
 };
@@ -22,4 +22,17 @@ typedef char ops_table_covers_enum[sizeof ops_table / sizeof ops_table[0] == NNC
 
 const nncl__opdef *nncl__opdef_get(nncl__op op) {
     return (unsigned)op < (unsigned)NNCL_OP_COUNT ? ops_table[op] : NULL;
+}
+
+static const signed char ops_inputs[][2] = {
+#define NNCL_OP(E, name, lo, hi) {lo, hi},
+#include "ops.def"
+#undef NNCL_OP
+};
+
+int nncl__op_inputs(nncl__op op, int n_in, int *lo, int *hi) {
+    if ((unsigned)op >= (unsigned)NNCL_OP_COUNT) return *lo = *hi = 0;
+    *lo = ops_inputs[op][0];
+    *hi = ops_inputs[op][1];
+    return n_in >= *lo && n_in <= *hi;
 }

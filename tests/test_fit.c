@@ -232,27 +232,36 @@ static int test_locale(nncl_context *ctx) {
     return 0;
 }
 
-/* Hand-written descriptions that must be refused, each with a message. */
+/* Hand-written descriptions that must be refused, each with a message
+ * (containing want, where given). */
 static int test_bad_descriptions(void) {
-    static const char *bad[] = {
-        "0 input x [4]\n1 relu r [4] (5)",              /* a later node */
-        "0 input x [4]\n1 relu r [5] (0)",              /* another shape */
-        "0 input x [4]\n1 frobnicate r [4] (0)",        /* unknown op */
-        "0 input x [0]",                                /* zero dimension */
-        "1 input x [4]",                                /* numbering */
-        "0 param w [4] init=sideways",                  /* init */
-        "0 input x [4]\n1 scale s [4] (0) alpha=nan",   /* number */
-        "0 input x [4]\n1 scale s [4] (0) i0=99999999999",
-        "0 input x [4]\n1 scale s [4] (0) beta=2",      /* unknown attribute */
-        "0 input x [4]\n1 scale s [4] (0) f4=2",
-        "0 input x [4]\n1 scale s [4] (0) alpha",
-        "0 input x [4]\n0 input x [4]",
-        "0 input x [4,4,4,4,4]",
-        ""};
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"0 input x [4]\n1 relu r [4] (5)", "later node"},
+        {"0 input x [4]\n1 relu r [5] (0)", "another shape"},
+        {"0 input x [4]\n1 frobnicate r [4] (0)", "unknown op"},
+        {"0 input x [0]", NULL}, /* zero dimension */
+        {"1 input x [4]", NULL}, /* numbering */
+        {"0 param w [4] init=sideways", NULL},
+        {"0 input x [4]\n1 scale s [4] (0) alpha=nan", "finite"},
+        {"0 input x [4]\n1 scale s [4] (0) i0=99999999999", "whole number"},
+        {"0 input x [4]\n1 scale s [4] (0) beta=2", "unknown attribute"},
+        {"0 input x [4]\n1 scale s [4] (0) f4=2", "unknown attribute"},
+        {"0 input x [4]\n1 scale s [4] (0) alpha", NULL},
+        {"0 input x [4]\n0 input x [4]", NULL},
+        {"0 input x [4,4,4,4,4]", NULL},
+        /* inputs the op does not take: refused before its shape rule reads them */
+        {"0 input x [3]\n1 input y []\n2 softmax_cross_entropy l [1] (0)", "takes 2 inputs, not 1"},
+        {"0 param w [4] init=zeros\n1 softmax_cross_entropy l [1] (0)", "takes 2 inputs, not 1"},
+        {"0 input x [4]\n1 relu r [4] (0,0)", "takes 1 inputs, not 2"},
+        {"0 input x [4]\n1 relu r [4] ()", "takes 1 inputs, not 0"},
+        {"0 input x [4]\n1 param w [2,4] init=zeros\n2 linear fc [2] (0,1,1,1)", "takes 2 to 3 inputs, not 4"},
+        {"", NULL}};
     const char *name = "malformed model descriptions are refused with a message";
     int i;
     for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
-        const char *meta[] = {"nncl.graph", bad[i], NULL};
+        const char *meta[] = {"nncl.graph", bad[i].text, NULL};
         nncl_safetensors_entry e;
         nncl_safetensors *st = NULL;
         nncl_graph *g = NULL;
@@ -269,6 +278,10 @@ static int test_bad_descriptions(void) {
         remove(path);
         TH_CHECK(name, nncl_graph_from_safetensors(NULL, st, &g) == NNCL_ERR_FORMAT && g == NULL);
         TH_CHECK(name, nncl_last_error(NULL)[0] != 0);
+        if (bad[i].want && !strstr(nncl_last_error(NULL), bad[i].want)) {
+            th_fail(name, "case %d: \"%s\" does not say \"%s\"", i, nncl_last_error(NULL), bad[i].want);
+            return 1;
+        }
         nncl_safetensors_free(st);
     }
     th_pass("%s (%d cases)", name, i);
