@@ -311,7 +311,10 @@ NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in
  * training; the identity in evaluation. Seeded by the graph's seed. */
 NNCL_API nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p);
-/* Rows of NAME.weight [num, dim] picked by the whole-number indices in x. */
+/* Rows of NAME.weight [num, dim] picked by the whole-number indices in x.
+ * Fed indices that are not whole numbers in 0..num-1 are refused by the
+ * step and predict (NNCL_ERR_INVALID_ARGUMENT); an index the graph computes
+ * picks a row of NaN. */
 NNCL_API nncl_node *nncl_embedding(nncl_graph *g, nncl_node *indices, int num, int dim, const char *name);
 /* New per-sample shape of the same element count; flatten keeps the batch. */
 NNCL_API nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const int *sample_shape);
@@ -425,14 +428,15 @@ NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
 /* One optimisation step on a global batch, split over the devices. Every
  * feed is checked before any device works (a node of this graph, an input,
- * fed once, data not NULL; class labels in range): a bad feed is
- * NNCL_ERR_INVALID_ARGUMENT naming the node and changes nothing. Only a
- * device's own failure (OpenCL, CLBlast, device memory) makes it leave;
- * the step is then redone on the others. */
+ * fed once, data not NULL; class labels and embedding indices in range):
+ * a bad feed is NNCL_ERR_INVALID_ARGUMENT naming the node and changes
+ * nothing. Only a device's own failure (OpenCL, CLBlast, device memory)
+ * makes it leave; the step is then redone on the others. */
 NNCL_API nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch,
                                        nncl_step_info *info);
 /* Evaluation-mode forward on batch samples; copies node out's values
- * (batch x per-sample size floats) to dst. */
+ * (batch x per-sample size floats) to dst. Feeds are checked as the
+ * step's are. */
 NNCL_API nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch,
                                           nncl_node *out, float *dst);
 /* Mean loss and accuracy (argmax of logits == label) over n samples in

@@ -238,11 +238,26 @@ static void emb_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
     }
 }
 
+/* Fed indices (input 0) must name rows: on the device another value gives
+ * a row of NaN (a computed index still can), which a training step would
+ * carry into the loss and, through the optimizer, into every weight. */
+static nncl_status emb_check_feed(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch) {
+    size_t count = nncl__numel(n->in[0], batch), i;
+    if (in != 0) return NNCL_OK;
+    for (i = 0; i < count; i++)
+        if (emb_row(data[i], n->iattr[0]) < 0)
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "embedding \"%s\": indices \"%s\"[%zu] = %g is not a row index in 0..%d", n->name,
+                              n->in[0]->name, i, (double)data[i], n->iattr[0] - 1);
+    return NNCL_OK;
+}
+
 const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
     .kernels = {{"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}},
     .shape = emb_shape, .forward = emb_forward, .backward = emb_backward, .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward, .half = 2, .f32_in = 1};
+    .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward, .check_feed = emb_check_feed, .half = 2,
+    .f32_in = 1};
 
 /* NAME.weight [num, dim] ~ N(0, 1) as PyTorch. An index that is not a whole
  * number in [0, num) gives a row of NaN and no gradient. */

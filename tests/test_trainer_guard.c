@@ -239,6 +239,49 @@ static int test_evaluate_labels(nncl_context *ctx) {
     return 0;
 }
 
+/* Embedding indices fed out of range or not whole: the step and predict
+ * refuse them before any device works, and the table stays as it was
+ * (on the device such an index gives a row of NaN, which the step would
+ * carry into every weight). */
+static int test_embedding_indices(nncl_context *ctx) {
+    const char *name = "a step and predict refuse embedding indices that name no row, and change nothing";
+    static const float bad_values[3] = {5, 1.5f, -1};
+    nncl_graph *g = nncl_graph_create(ctx, 5);
+    int three[1] = {3}, k, d = 0;
+    nncl_node *x = nncl_input(g, "ids", 1, three), *y = nncl_input(g, "y", 0, NULL);
+    nncl_node *logits = nncl_linear(g, nncl_flatten(g, nncl_embedding(g, x, 5, 2, "emb")), 3, 1, NNCL_ACT_NONE, "fc");
+    nncl_node *loss = nncl_softmax_cross_entropy(g, logits, y);
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_feed f[2];
+    float ids[6] = {0, 4, 2, 3, 1, 0}, labels[2] = {0, 2}, w0[10], w1[10], out[6];
+    c.max_batch = 2;
+    c.devices = &d;
+    c.n_devices = 1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    f[0].node = x;
+    f[0].data = ids;
+    f[1].node = y;
+    f[1].data = labels;
+    TH_OK(name, ctx, nncl_trainer_step(t, f, 2, 2, NULL));
+    TH_OK(name, ctx, nncl_trainer_param_get(t, "emb.weight", w0, 10));
+    for (k = 0; k < 3; k++) {
+        ids[4] = bad_values[k];
+        TH_CHECK(name, nncl_trainer_step(t, f, 2, 2, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), "\"ids\"[4]") && strstr(nncl_last_error(ctx), "not a row index in 0..4"));
+        TH_CHECK(name, nncl_trainer_predict(t, f, 1, 2, logits, out) == NNCL_ERR_INVALID_ARGUMENT);
+    }
+    TH_OK(name, ctx, nncl_trainer_param_get(t, "emb.weight", w1, 10));
+    TH_CHECK(name, memcmp(w0, w1, sizeof w0) == 0 && nncl_trainer_step_count(t) == 1);
+    ids[4] = 4;
+    TH_OK(name, ctx, nncl_trainer_predict(t, f, 1, 2, logits, out));
+    TH_CHECK(name, isfinite(out[0]) && isfinite(out[5]));
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
 /* A batch with a NaN in the last sample (the last device's shard): the
  * step is skipped and every device keeps its parameters, optimizer state
  * and running statistics bit for bit, and the counts; the next good step
@@ -430,6 +473,7 @@ int main(void) {
     test_wrong_feeds(ctx, 1);
     test_dataset_shape(ctx);
     test_evaluate_labels(ctx);
+    test_embedding_indices(ctx);
     test_thread_argument_error(ctx, 1);
     test_nan_skip_everything(ctx, 1);
     test_plan_exchange(ctx);
