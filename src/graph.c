@@ -120,7 +120,8 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
     if (!g) return nncl__graph_fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "graph is NULL");
     if (!def || !def->shape) return nncl__graph_fail(g, NNCL_ERR_UNSUPPORTED, "op %d is not built into this library", (int)op);
     if (!nncl__op_inputs(op, n_in, &lo, &hi))
-        return lo == hi ? nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s takes %d inputs, not %d", def->name, lo, n_in)
+        return lo == hi ? nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s takes %d input%s, not %d", def->name, lo,
+                                           lo == 1 ? "" : "s", n_in)
                         : nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s takes %d to %d inputs, not %d", def->name, lo,
                                            hi, n_in);
     for (i = 0; i < n_in; i++) {

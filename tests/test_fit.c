@@ -254,8 +254,8 @@ static int test_bad_descriptions(void) {
         /* inputs the op does not take: refused before its shape rule reads them */
         {"0 input x [3]\n1 input y []\n2 softmax_cross_entropy l [1] (0)", "takes 2 inputs, not 1"},
         {"0 param w [4] init=zeros\n1 softmax_cross_entropy l [1] (0)", "takes 2 inputs, not 1"},
-        {"0 input x [4]\n1 relu r [4] (0,0)", "takes 1 inputs, not 2"},
-        {"0 input x [4]\n1 relu r [4] ()", "takes 1 inputs, not 0"},
+        {"0 input x [4]\n1 relu r [4] (0,0)", "takes 1 input, not 2"},
+        {"0 input x [4]\n1 relu r [4] ()", "takes 1 input, not 0"},
         {"0 input x [4]\n1 param w [2,4] init=zeros\n2 linear fc [2] (0,1,1,1)", "takes 2 to 3 inputs, not 4"},
         {"", NULL}};
     const char *name = "malformed model descriptions are refused with a message";
