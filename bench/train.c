@@ -354,7 +354,7 @@ static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const
 }
 
 int bench_training_steps(const bench_opts *o, int n_devices) {
-    return o->train ? 2 * (3 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
+    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {

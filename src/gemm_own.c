@@ -201,6 +201,14 @@ int nncl__gemm_own_fits(const nncl__gemm_args *g) {
     return ea < lim && eb < lim && ec < lim && pa + pb + 64 < lim;
 }
 
+/* Work-items of a packing group: blocks of k of one panel, a power of two
+ * up to OWN_PACK_GROUP, no more than there are blocks. */
+static size_t own_pack_group(const nncl_device *dev, size_t blocks) {
+    size_t local = 1;
+    while (local < OWN_PACK_GROUP && local * 2 <= blocks && local * 2 <= dev->max_work_group) local *= 2;
+    return local;
+}
+
 /* Packs rows x k (A: op(A) [m,k]; B, is_b: op(B) [k,n] with rows = n),
  * one work-item per panel and block of OWN_PACK_KB values of k. */
 static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int is_b, int trans,
@@ -227,8 +235,7 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
     global[0] = (rows + (size_t)tile - 1) / (size_t)tile;
     global[1] = (k + OWN_PACK_KB - 1) / OWN_PACK_KB;
     global[2] = batch;
-    while (local[1] < OWN_PACK_GROUP && local[1] * 2 <= global[1] && local[1] * 2 <= dev->max_work_group)
-        local[1] *= 2;
+    local[1] = own_pack_group(dev, global[1]);
     return nncl__launch(&a, dev, 3, global, local);
 }
 
@@ -271,8 +278,7 @@ static nncl_status own_pack_ab(nncl_context *ctx, nncl_device *dev, const nncl__
     global[0] = (g->m + (size_t)v->mr - 1) / (size_t)v->mr + (g->n + (size_t)v->nr - 1) / (size_t)v->nr;
     global[1] = (g->k + OWN_PACK_KB - 1) / OWN_PACK_KB;
     global[2] = 1;
-    while (local[1] < OWN_PACK_GROUP && local[1] * 2 <= global[1] && local[1] * 2 <= dev->max_work_group)
-        local[1] *= 2;
+    local[1] = own_pack_group(dev, global[1]);
     return nncl__launch(&a, dev, 3, global, local);
 }
 

@@ -111,7 +111,8 @@ void nncl__trainer_rebalance(nncl_trainer *t);
 #define nncl__trainer_dev_msg(t, i) ((t)->dev_msg + (size_t)(i)*NNCL_MSG_MAX)
 
 /* Checks every feed before any device works: a node of t's graph, an input,
- * fed once, with data; batch in 1..max_batch. fn names the caller. */
+ * fed once, with data the ops reading it accept (class labels, embedding
+ * indices: their check_feed); batch in 1..max_batch. fn names the caller. */
 nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, const char *fn);
 /* After a pass of every device: the first device whose status is not OK and
  * not a device fault (an argument, shape or data error), or -1. Such an

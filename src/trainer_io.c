@@ -71,7 +71,6 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out is not a per-sample node of the graph");
     NNCL_TRY(nncl__trainer_check_feeds(t, feeds, n_feeds, batch, "nncl_trainer_predict"));
     NNCL_TRY(io_check_fed(t, feeds, n_feeds, out));
-    for (i = 0; i < n_feeds; i++) NNCL_TRY(nncl__check_feed(t->ctx, t->graph, feeds[i].node, feeds[i].data, batch));
     for (i = 0; i < t->nd && i < 64; i++) saved[i] = t->shard[i];
     /* The training split (sized for the training batch) scaled to this one. */
     {

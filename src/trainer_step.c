@@ -44,13 +44,12 @@ nncl_status nncl__trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, i
             if (feeds[j].node == n)
                 return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: input \"%s\" is fed twice", fn, n->name);
     }
+    for (k = 0; k < n_feeds; k++) NNCL_TRY(nncl__check_feed(t->ctx, g, feeds[k].node, feeds[k].data, batch));
     return NNCL_OK;
 }
 
-/* Checks every feed (nncl__trainer_check_feeds), that the feeds cover the
- * graph's inputs and that each op reading a feed accepts its data (class
- * labels in range: the ops' check_feed), so a bad batch is refused before
- * any device work. */
+/* Checks every feed (nncl__trainer_check_feeds) and that the feeds cover
+ * the graph's inputs, so a bad batch is refused before any device work. */
 static nncl_status trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch) {
     nncl_graph *g = t->graph;
     int i, k;
@@ -63,7 +62,6 @@ static nncl_status trainer_check_feeds(nncl_trainer *t, const nncl_feed *feeds, 
         if (k == n_feeds)
             return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: input \"%s\" is not fed", n->name);
     }
-    for (k = 0; k < n_feeds; k++) NNCL_TRY(nncl__check_feed(t->ctx, g, feeds[k].node, feeds[k].data, batch));
     return NNCL_OK;
 }
 
