@@ -376,9 +376,13 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
 
 /* C[i, j] = sum_k A[i, k] B[j, k], A [m,k] and B [n,k] row-major (the
  * host runs this kernel for no other transposes; ta and tb are there for
- * the direct kernel's launch, which it shares). Per VW values of k: NR
- * vector loads of B rows, MR of A rows, MR*NR fused multiply-adds (4 x 6
- * on 32 registers: 24 accumulators, 6 B vectors and an A vector). Rows past
+ * the direct kernel's launch, which it shares). Per VW values of k: MR
+ * vector loads of A rows held while the NR rows of B stream past, one
+ * vector at a time, into MR*NR fused multiply-adds: MR*NR accumulators,
+ * MR A vectors and one of B in registers (3 x 4 on 16 registers, 4 x 6 on
+ * 32). Loading the NR B vectors first needs NR - 1 more: 3 x 4 spilled
+ * that way and 2 x 4 was the widest tile, 1.15-1.18x the time of 3 x 4
+ * streaming B at 100 x 128 x 1568 (bench/RESULTS.md). Rows past
  * m and n read row m-1 and n-1 (in bounds; not stored); the k % VW last
  * values are added one by one after the lanes. fp32 only: in half storage
  * its loads converted 16-bit values in the inner loop, again for every
@@ -402,14 +406,14 @@ __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride
 #pragma unroll
     for (r = 0; r < NNCL_MR * NNCL_NR; r++) acc[r] = (vfloat)0.0f;
     for (kk = 0; kk < kv; kk += NNCL_VW) {
-        vfloat bv[NNCL_NR];
+        vfloat av[NNCL_MR];
 #pragma unroll
-        for (s = 0; s < NNCL_NR; s++) bv[s] = NNCL_VLOAD(0, br[s] + kk);
+        for (r = 0; r < NNCL_MR; r++) av[r] = NNCL_VLOAD(0, ar[r] + kk);
 #pragma unroll
-        for (r = 0; r < NNCL_MR; r++) {
-            vfloat av = NNCL_VLOAD(0, ar[r] + kk);
+        for (s = 0; s < NNCL_NR; s++) {
+            vfloat bv = NNCL_VLOAD(0, br[s] + kk);
 #pragma unroll
-            for (s = 0; s < NNCL_NR; s++) acc[r * NNCL_NR + s] = NNCL_MADD(av, bv[s], acc[r * NNCL_NR + s]);
+            for (r = 0; r < NNCL_MR; r++) acc[r * NNCL_NR + s] = NNCL_MADD(av[r], bv, acc[r * NNCL_NR + s]);
         }
     }
 #pragma unroll

@@ -65,7 +65,7 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * whose packing of B was 40 % of its time), the tall tile over K
  * blocks whose B panel block stays in L1 (large products), and the dot
  * kernel for A times B transposed (a dense layer's forward: no packing;
- * 4 x 6 dot products with 16-wide vectors, 2 x 4 with narrower ones on
+ * 4 x 6 dot products with 16-wide vectors, 3 x 4 with narrower ones on
  * 16 registers); then, for tests,
  * a narrower vector and the local-memory kernel. GPUs: the local-memory
  * kernel first, 4 x 4 values per work-item, then 8 x 8 read as float4
@@ -98,7 +98,7 @@ static void own_fill(nncl_device *dev, nncl__gemm_state *s) {
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 8, vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_DIRECT, 4, 4 * vw, vw, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, tall, 2 * vw, vw, 1, 4096 / vw, fma);
-        own_variant(&s->all[s->n_all++], NNCL__GEMM_DOT, vw >= 16 ? 4 : 2, vw >= 16 ? 6 : 4, vw, 1, 0, fma);
+        own_variant(&s->all[s->n_all++], NNCL__GEMM_DOT, vw >= 16 ? 4 : 3, vw >= 16 ? 6 : 4, vw, 1, 0, fma);
         s->n_timed = s->n_all;
         own_variant(&s->all[s->n_all++], NNCL__GEMM_PACKED, 8, vw / 2, vw / 2, 1, 0, fma);
         own_variant(&s->all[s->n_all++], NNCL__GEMM_LOCAL, 4 * wg, 4 * wg, 1, wg, 0, fma);
