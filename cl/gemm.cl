@@ -376,13 +376,19 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
 
 /* C[i, j] = sum_k A[i, k] B[j, k], A [m,k] and B [n,k] row-major (the
  * host runs this kernel for no other transposes; ta and tb are there for
- * the direct kernel's launch, which it shares). Per VW values of k: MR
- * vector loads of A rows held while the NR rows of B stream past, one
- * vector at a time, into MR*NR fused multiply-adds: MR*NR accumulators,
- * MR A vectors and one of B in registers (3 x 4 on 16 registers, 4 x 6 on
- * 32). Loading the NR B vectors first needs NR - 1 more: 3 x 4 spilled
- * that way and 2 x 4 was the widest tile, 1.15-1.18x the time of 3 x 4
- * streaming B at 100 x 128 x 1568 (bench/RESULTS.md). Rows past
+ * the direct kernel's launch, which it shares). A work-item computes MR
+ * rows of NNCL_DG column tiles in turn: the next work-item (the next MR
+ * rows) reads the same NR*NNCL_DG rows of B, which stay in the core's
+ * cache, where a work-item per tile read all of B per row tile (0.89-0.94x
+ * the time as groups of 8 work-items; a loop in the kernel does it
+ * whatever local size PoCL compiles for: its work-group specialization
+ * spilled the 3 x 4 tile in groups, 1.3-1.5x the time of groups of one).
+ * Per VW values of k: MR vector loads of A rows held while the NR rows of
+ * B stream past, one vector at a time, into MR*NR fused multiply-adds:
+ * MR*NR accumulators, MR A vectors and one of B in registers (3 x 4 on 16
+ * registers, 4 x 6 on 32). Loading the NR B vectors first needs NR - 1
+ * more: 3 x 4 spilled that way and 2 x 4 was the widest tile, 1.07-1.19x
+ * the time of 3 x 4 streaming B (bench/RESULTS.md). Rows past
  * m and n read row m-1 and n-1 (in bounds; not stored); the k % VW last
  * values are added one by one after the lanes. fp32 only: in half storage
  * its loads converted 16-bit values in the inner loop, again for every
@@ -392,51 +398,53 @@ __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride
                                 __global const float *b, int b_off, int b_stride, int ldb, int tb,
                                 __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k,
                                 float alpha, float beta, __global const act_t *bias, int bias_off, int epi) {
-    int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), i0 = p * NNCL_MR, j0 = q * NNCL_NR;
+    int p = get_global_id(0), q = get_global_id(1), z = get_global_id(2), i0 = p * NNCL_MR, jg = q * NNCL_NR * NNCL_DG, j0;
     int kv = k / NNCL_VW * NNCL_VW, r, s, kk;
     const __global float *ar[NNCL_MR], *br[NNCL_NR];
-    vfloat acc[NNCL_MR * NNCL_NR];
-    float sum[NNCL_MR * NNCL_NR];
     __global act_t *cz = c + c_off + z * c_stride;
-    if (i0 >= m || j0 >= n) return;
+    if (i0 >= m || jg >= n) return;
 #pragma unroll
     for (r = 0; r < NNCL_MR; r++) ar[r] = a + a_off + z * a_stride + min(i0 + r, m - 1) * lda;
+    for (j0 = jg; j0 < n && j0 < jg + NNCL_NR * NNCL_DG; j0 += NNCL_NR) {
+        vfloat acc[NNCL_MR * NNCL_NR];
+        float sum[NNCL_MR * NNCL_NR];
 #pragma unroll
-    for (s = 0; s < NNCL_NR; s++) br[s] = b + b_off + z * b_stride + min(j0 + s, n - 1) * ldb;
+        for (s = 0; s < NNCL_NR; s++) br[s] = b + b_off + z * b_stride + min(j0 + s, n - 1) * ldb;
 #pragma unroll
-    for (r = 0; r < NNCL_MR * NNCL_NR; r++) acc[r] = (vfloat)0.0f;
-    for (kk = 0; kk < kv; kk += NNCL_VW) {
-        vfloat av[NNCL_MR];
+        for (r = 0; r < NNCL_MR * NNCL_NR; r++) acc[r] = (vfloat)0.0f;
+        for (kk = 0; kk < kv; kk += NNCL_VW) {
+            vfloat av[NNCL_MR];
 #pragma unroll
-        for (r = 0; r < NNCL_MR; r++) av[r] = NNCL_VLOAD(0, ar[r] + kk);
+            for (r = 0; r < NNCL_MR; r++) av[r] = NNCL_VLOAD(0, ar[r] + kk);
 #pragma unroll
-        for (s = 0; s < NNCL_NR; s++) {
-            vfloat bv = NNCL_VLOAD(0, br[s] + kk);
+            for (s = 0; s < NNCL_NR; s++) {
+                vfloat bv = NNCL_VLOAD(0, br[s] + kk);
 #pragma unroll
-            for (r = 0; r < NNCL_MR; r++) acc[r * NNCL_NR + s] = NNCL_MADD(av[r], bv, acc[r * NNCL_NR + s]);
+                for (r = 0; r < NNCL_MR; r++) acc[r * NNCL_NR + s] = NNCL_MADD(av[r], bv, acc[r * NNCL_NR + s]);
+            }
         }
-    }
 #pragma unroll
-    for (r = 0; r < NNCL_MR * NNCL_NR; r++) { /* lanes added pairwise, halving the vector */
+        for (r = 0; r < NNCL_MR * NNCL_NR; r++) { /* lanes added pairwise, halving the vector */
 #if NNCL_VW == 16
-        float8 h8 = acc[r].lo + acc[r].hi;
-        float4 h4 = h8.lo + h8.hi;
+            float8 h8 = acc[r].lo + acc[r].hi;
+            float4 h4 = h8.lo + h8.hi;
 #elif NNCL_VW == 8
-        float4 h4 = acc[r].lo + acc[r].hi;
+            float4 h4 = acc[r].lo + acc[r].hi;
 #else
-        float4 h4 = acc[r];
+            float4 h4 = acc[r];
 #endif
-        float2 h2 = h4.lo + h4.hi;
-        sum[r] = h2.x + h2.y;
+            float2 h2 = h4.lo + h4.hi;
+            sum[r] = h2.x + h2.y;
+        }
+        for (kk = kv; kk < k; kk++)
+#pragma unroll
+            for (r = 0; r < NNCL_MR; r++)
+#pragma unroll
+                for (s = 0; s < NNCL_NR; s++) sum[r * NNCL_NR + s] = NNCL_MADD(ar[r][kk], br[s][kk], sum[r * NNCL_NR + s]);
+        for (r = 0; r < NNCL_MR && i0 + r < m; r++)
+            for (s = 0; s < NNCL_NR && j0 + s < n; s++)
+                nncl_gemm_store1(cz, ldc, i0 + r, j0 + s, sum[r * NNCL_NR + s], alpha, beta, bias + bias_off, epi);
     }
-    for (kk = kv; kk < k; kk++)
-#pragma unroll
-        for (r = 0; r < NNCL_MR; r++)
-#pragma unroll
-            for (s = 0; s < NNCL_NR; s++) sum[r * NNCL_NR + s] = NNCL_MADD(ar[r][kk], br[s][kk], sum[r * NNCL_NR + s]);
-    for (r = 0; r < NNCL_MR && i0 + r < m; r++)
-        for (s = 0; s < NNCL_NR && j0 + s < n; s++)
-            nncl_gemm_store1(cz, ldc, i0 + r, j0 + s, sum[r * NNCL_NR + s], alpha, beta, bias + bias_off, epi);
 }
 
 #else

@@ -14,6 +14,7 @@
  * PoCL (AVX2), and pack + product 0.96-0.98x on 256^3-512^3 NN and TT
  * squares, 1.0 on the MLP's shapes (bench/RESULTS.md). */
 #define OWN_PACK_GROUP 32
+#define OWN_DOT_TILES 8 /* NNCL_DG of cl/gemm.cl: column tiles per work-item of the dot kernel */
 
 size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
@@ -48,6 +49,9 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s%s", mr, nr, vw,
                  own_kinds[kind].option, f);
+        if (kind == NNCL__GEMM_DOT)
+            snprintf(v->options + strlen(v->options), sizeof v->options - strlen(v->options), " -DNNCL_DG=%d",
+                     OWN_DOT_TILES);
     }
 }
 
@@ -308,12 +312,7 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
          * groups of one (bench/RESULTS.md); 2 and 8 were no better. */
         local[0] = global[0] < 4 ? global[0] : 4;
     } else if (v->kind == NNCL__GEMM_DOT) {
-        /* Eight column tiles of one row tile per group: the next group (the
-         * next row tile) reads the same 8*NR rows of B, which stay in the
-         * core's cache, where groups of one read all of B per row tile.
-         * 0.89-0.94x the time at 100 x 128 x 1568 and 784 NT on PoCL
-         * (AVX2); along dimension 0 PoCL may run work-items as SIMD lanes. */
-        local[1] = global[1] < 8 ? global[1] : 8;
+        global[1] = (n + (size_t)v->nr * OWN_DOT_TILES - 1) / ((size_t)v->nr * OWN_DOT_TILES);
     }
     return nncl__launch(a, dev, 3, global, local);
 }
@@ -576,3 +575,4 @@ nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl_
 #undef OWN_ALIGN
 #undef OWN_PACK_KB
 #undef OWN_PACK_GROUP
+#undef OWN_DOT_TILES
