@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 6" /* 3: the direct conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8 */
+#define PICK_MAGIC "nncl-gemm-choice 7" /* 3: the direct conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8; 7: close contenders timed longer */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 #define PICK_TOL 1e-3            /* max-norm disagreement, relative to the largest |C| */
 #define PICK_ROUNDS 3             /* timed rounds after the one that sizes the batches */
@@ -24,6 +24,9 @@
 #define PICK_SLOWER 3.0           /* slower than the fastest by this: no more rounds */
 #define PICK_SURE 0.01            /* seconds: a single run this long decides PICK_SLOWER */
 #define PICK_LONG 0.2             /* seconds: a run this long is timed twice, not in batches */
+#define PICK_CLOSE 1.25           /* within this of the fastest after the rounds: a close contender */
+#define PICK_CLOSE_SECONDS 0.02   /* close contenders' more rounds: about this long each */
+#define PICK_CLOSE_ROUNDS 16      /* at most this many */
 
 int nncl__gemm_mode(void) {
     const char *env = getenv("NNCL_GEMM");
@@ -361,17 +364,28 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * the kernel chosen; judging by round 1 kept it), and one
  * whose run took over PICK_LONG by the faster of that run and one more (a
  * single run each let a 2048^3 product on PoCL keep a kernel 20 % slower
- * than another, bench/RESULTS.md). */
+ * than another, bench/RESULTS.md). Then the close contenders, those within
+ * PICK_CLOSE of the fastest, run more rounds among themselves, about
+ * PICK_CLOSE_SECONDS each: a 512^3 product on PoCL runs 2-3 ms, a batch
+ * of one, and in 1 of 10 fresh choices on a busy machine its three runs
+ * left both packed kernels behind one 1.4x slower (a bench run then kept
+ * it: 0.62x torch.mm, and a choice stays for every later run). */
 static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
                                const int *idx, double *t) {
-    double t0, dt, fastest;
-    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, q, i, j;
-    for (r = 0; r <= PICK_ROUNDS; r++) {
-        if (r == 1 || r == 2) { /* out of the running: time saved */
-            for (fastest = HUGE_VAL, i = 0; i < n; i++)
-                if (t[i] < fastest) fastest = t[i];
+    double t0, dt, fastest, spent[NNCL__GEMM_MAX_VARIANTS + 1];
+    int batch[NNCL__GEMM_MAX_VARIANTS + 1], r, q, i, j, close;
+    for (r = 0; r <= PICK_ROUNDS + PICK_CLOSE_ROUNDS; r++) {
+        for (fastest = HUGE_VAL, i = 0; i < n; i++)
+            if (t[i] < fastest) fastest = t[i];
+        if (r == 1 || r == 2) /* out of the running: time saved */
             for (i = 0; i < n; i++)
                 if (t[i] > PICK_SLOWER * fastest && (r == 2 || t[i] > PICK_SURE)) batch[i] = 0;
+        if (r > PICK_ROUNDS) { /* close contenders alone, while two have run less than PICK_CLOSE_SECONDS */
+            for (close = 0, i = 0; i < n; i++) {
+                if (t[i] > PICK_CLOSE * fastest || t[i] > PICK_LONG || spent[i] >= PICK_CLOSE_SECONDS) batch[i] = 0;
+                close += batch[i] != 0;
+            }
+            if (close < 2) break;
         }
         for (q = 0; q < n; q++) {
             i = r % 2 ? n - 1 - q : q;
@@ -382,10 +396,12 @@ static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_s
             dt = nncl__seconds() - t0;
             if (r == 0) {
                 t[i] = dt;
+                spent[i] = 0;
                 batch[i] = dt > PICK_LONG ? 1 : dt * 16 < PICK_BATCH_SECONDS ? 16 : (int)(PICK_BATCH_SECONDS / dt) + 1;
             } else if ((r == 1 && t[i] <= PICK_LONG) || dt / batch[i] < t[i]) {
                 t[i] = dt / batch[i]; /* round 0's single run replaced: it paid a wait a batch shares */
             }
+            if (r) spent[i] += dt;
         }
     }
     return NNCL_OK;

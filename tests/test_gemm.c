@@ -433,7 +433,7 @@ static int tg_choice(int d, const char *label) {
     }
     nncl_free(ctx);
     text = tg_slurp(path);
-    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 6\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
+    TH_CHECK(name, text && strstr(text, "nncl-gemm-choice 7\n") && strstr(text, "\nchoice 0 1 33 40 50 5 "));
     strcpy(saved, text);
     /* a fresh context finds it without measuring: one choice, loaded */
     TH_CHECK(name, (ctx = tg_open(d)) != NULL);
