@@ -367,9 +367,10 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * than another, bench/RESULTS.md). Then the close contenders, those within
  * PICK_CLOSE of the fastest, run more rounds among themselves, about
  * PICK_CLOSE_SECONDS each: a 512^3 product on PoCL runs 2-3 ms, a batch
- * of one, and in 1 of 10 fresh choices on a busy machine its three runs
- * left both packed kernels behind one 1.4x slower (a bench run then kept
- * it: 0.62x torch.mm, and a choice stays for every later run). */
+ * of one, and a busy machine's noise is as large. A fresh choice in a
+ * bench run kept a kernel 1.65x slower than the packed one (0.62x
+ * torch.mm, and a choice stays for every later run); in 1 of 10 further
+ * fresh choices that kernel again measured ahead of a packed one. */
 static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
                                const int *idx, double *t) {
     double t0, dt, fastest, spent[NNCL__GEMM_MAX_VARIANTS + 1];
