@@ -387,7 +387,7 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
  * B stream past, one vector at a time, into MR*NR fused multiply-adds:
  * MR*NR accumulators, MR A vectors and one of B in registers (3 x 4 on 16
  * registers, 4 x 6 on 32). Loading the NR B vectors first needs NR - 1
- * more: 3 x 4 spilled that way and 2 x 4 was the widest tile, 1.07-1.19x
+ * more: 3 x 4 spilled that way and 2 x 4 was the widest tile, 1.06-1.19x
  * the time of 3 x 4 streaming B (bench/RESULTS.md). Rows past
  * m and n read row m-1 and n-1 (in bounds; not stored); the k % VW last
  * values are added one by one after the lanes. fp32 only: in half storage
