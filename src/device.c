@@ -101,10 +101,8 @@ int nncl__cache_dir(char *path, size_t size) {
     return 1;
 }
 
-#define DEV_STR(x) #x
-#define DEV_XSTR(x) DEV_STR(x)
 #define DEV_CLBLAST_VERSION \
-    DEV_XSTR(CLBLAST_VERSION_MAJOR) "." DEV_XSTR(CLBLAST_VERSION_MINOR) "." DEV_XSTR(CLBLAST_VERSION_PATCH)
+    NNCL_XSTR(CLBLAST_VERSION_MAJOR) "." NNCL_XSTR(CLBLAST_VERSION_MINOR) "." NNCL_XSTR(CLBLAST_VERSION_PATCH)
 
 void nncl__device_identity(const nncl_device *dev, char *out, size_t size) {
     const char *fields[5];
@@ -141,6 +139,4 @@ int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const ch
     return 1;
 }
 
-#undef DEV_STR
-#undef DEV_XSTR
 #undef DEV_CLBLAST_VERSION

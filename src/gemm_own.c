@@ -14,7 +14,7 @@
  * PoCL (AVX2), and pack + product 0.96-0.98x on 256^3-512^3 NN and TT
  * squares, 1.0 on the MLP's shapes (bench/RESULTS.md). */
 #define OWN_PACK_GROUP 32
-#define OWN_DOT_TILES 8 /* NNCL_DG of cl/gemm.cl: column tiles per work-item of the dot kernel */
+#define OWN_DOT_TILES 8 /* column tiles per work-item of the dot kernel: its NNCL_DG below */
 
 size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k) {
     return (rows + (size_t)tile - 1) / (size_t)tile * (size_t)tile * k;
@@ -29,7 +29,7 @@ static const struct {
                  {"packed", "", "nncl_gemm_f32_packed"},
                  {"local", "", "nncl_gemm_f32_local"},
                  {"direct", " -DNNCL_DIRECT", "nncl_gemm_f32_direct"},
-                 {"dot", " -DNNCL_DOT", "nncl_gemm_f32_dot"}};
+                 {"dot", " -DNNCL_DOT -DNNCL_DG=" NNCL_XSTR(OWN_DOT_TILES), "nncl_gemm_f32_dot"}};
 
 static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw, int wg, int kc, int fma) {
     const char *f = fma ? " -DNNCL_FMA" : "";
@@ -49,9 +49,6 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
         if (kc) snprintf(v->name + strlen(v->name), sizeof v->name - strlen(v->name), "k%d", kc);
         snprintf(v->options, sizeof v->options, "-cl-mad-enable -DNNCL_MR=%d -DNNCL_NR=%d -DNNCL_VW=%d%s%s", mr, nr, vw,
                  own_kinds[kind].option, f);
-        if (kind == NNCL__GEMM_DOT)
-            snprintf(v->options + strlen(v->options), sizeof v->options - strlen(v->options), " -DNNCL_DG=%d",
-                     OWN_DOT_TILES);
     }
 }
 
@@ -293,12 +290,13 @@ static void own_arg_epi(nncl__args *a, const nncl__gemm_epi *e, cl_mem c) {
     nncl__arg_int(a, (e->bias & 3) | (e->act << 2));
 }
 
-/* Launch grid: one work-item (CPU style) or one w x w group (local) per tile. */
+/* Launch grid: one work-item (CPU style) or one w x w group (local) per
+ * tile; the dot kernel's work-items take OWN_DOT_TILES tiles of a row. */
 static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_variant *v, size_t m, size_t n,
                               size_t batch) {
-    size_t global[3], local[3] = {1, 1, 1};
+    size_t global[3], local[3] = {1, 1, 1}, cols = (size_t)v->nr * (v->kind == NNCL__GEMM_DOT ? OWN_DOT_TILES : 1);
     global[0] = (m + (size_t)v->mr - 1) / (size_t)v->mr;
-    global[1] = (n + (size_t)v->nr - 1) / (size_t)v->nr;
+    global[1] = (n + cols - 1) / cols;
     global[2] = batch;
     if (v->kind == NNCL__GEMM_LOCAL) {
         global[0] *= (size_t)v->wg;
@@ -311,8 +309,6 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
          * 2-8 % on 256^3-1024^3 and 128 x 784 x 100 on PoCL (AVX2), against
          * groups of one (bench/RESULTS.md); 2 and 8 were no better. */
         local[0] = global[0] < 4 ? global[0] : 4;
-    } else if (v->kind == NNCL__GEMM_DOT) {
-        global[1] = (n + (size_t)v->nr * OWN_DOT_TILES - 1) / ((size_t)v->nr * OWN_DOT_TILES);
     }
     return nncl__launch(a, dev, 3, global, local);
 }

@@ -51,6 +51,9 @@
 #endif
 
 #define NNCL_MSG_MAX 8192
+/* A macro's value as a string literal (version numbers, build options). */
+#define NNCL_STR_(x) #x
+#define NNCL_XSTR(x) NNCL_STR_(x)
 
 /* OpenMP pragmas that vanish, without a warning, in builds without it. */
 #ifdef _OPENMP
