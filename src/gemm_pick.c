@@ -113,14 +113,15 @@ static int pick_candidate(const nncl__gemm_state *s, int i, int ta, int tb, size
 
 /* What a choice file is written for: the device's identity (driver and
  * CLBlast versions included) and the text of the kernels timed (the GEMM
- * and conv families), so that choices measured with other kernels (another
- * version of nncl, NNCL_KERNEL_DIR) are measured again, not trusted. */
+ * and convolution families: gemm, conv, conv3), so that choices measured
+ * with other kernels (another version of nncl, NNCL_KERNEL_DIR) are
+ * measured again, not trusted. */
 static void pick_identity(nncl_context *ctx, const nncl_device *dev, char *id, size_t size) {
     size_t n;
     nncl__device_identity(dev, id, size);
     n = strlen(id);
-    snprintf(id + n, size - n, "kernels %016llx %016llx\n", (unsigned long long)nncl__program_hash(ctx, "gemm"),
-             (unsigned long long)nncl__program_hash(ctx, "conv"));
+    snprintf(id + n, size - n, "kernels %016llx %016llx %016llx\n", (unsigned long long)nncl__program_hash(ctx, "gemm"),
+             (unsigned long long)nncl__program_hash(ctx, "conv"), (unsigned long long)nncl__program_hash(ctx, "conv3"));
 }
 
 /* Parses the stored choices of dev into s; a file that is damaged, foreign
