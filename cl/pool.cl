@@ -116,15 +116,16 @@ void nncl_pool_range(int h, int k, int st, int pad, int OH, int *lo, int *hi) {
 void nncl_pool_window(__global const act_t *xp, int oh, int ow, int H, int W, int k, int st, int pad, float *best,
                       int *best_i, float *sum) {
     int h0 = oh * st - pad, w0 = ow * st - pad, ki, kj;
+    /* the window's taps inside the plane only: a kernel far larger than
+     * the plane costs what its overlap with the plane does */
+    int ka = max(0, -h0), kb = min(k, H - h0), ja = max(0, -w0), jb = min(k, W - w0);
     *best = -INFINITY;
     *best_i = -1;
     *sum = 0.0f;
-    for (ki = 0; ki < k; ki++)
-        for (kj = 0; kj < k; kj++) {
+    for (ki = ka; ki < kb; ki++)
+        for (kj = ja; kj < jb; kj++) {
             int h = h0 + ki, w = w0 + kj;
-            float v;
-            if (h < 0 || h >= H || w < 0 || w >= W) continue;
-            v = NNCL_LD(xp, h * W + w);
+            float v = NNCL_LD(xp, h * W + w);
             *sum += v;
             if (v > *best || isnan(v) || *best_i < 0) {
                 *best = v;

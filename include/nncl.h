@@ -642,8 +642,8 @@ NNCL_API nncl_status nncl_loader_create(const nncl_dataset *ds, size_t batch_siz
  * returns NNCL_OK with *batch_n 0 (and x, y NULL); the call after that
  * starts the next epoch. */
 NNCL_API nncl_status nncl_loader_next(nncl_loader *ld, const float **x, const float **y, int *batch_n);
-/* Drops the batches prepared so far and starts epoch `epoch` from its first
- * batch. */
+/* Drops the batches prepared so far and starts epoch `epoch` (0 ..
+ * INT_MAX - 4: the loader prepares batches ahead) from its first batch. */
 NNCL_API nncl_status nncl_loader_reset(nncl_loader *ld, int epoch);
 /* Batches per epoch, and the epoch the next batch belongs to. */
 NNCL_API size_t nncl_loader_batches(const nncl_loader *ld);

@@ -284,11 +284,25 @@ nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_s
     *out_size = 0;
     f = fopen(path, "rb");
     if (!f) return nncl__fail(NULL, NNCL_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+#if !defined(_WIN32)
+    {
+        /* a folder opens for reading on POSIX systems, and its "size" (a
+         * seek to its end) is no size; a pipe has none: read it as it comes */
+        struct stat sb;
+        int known = fstat(fileno(f), &sb) == 0;
+        if (known && S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s': it is a folder, not a file", path);
+        }
+        if (known && S_ISREG(sb.st_mode)) hint = sb.st_size > LONG_MAX ? LONG_MAX : (long)sb.st_size;
+    }
+#else
     if (fseek(f, 0, SEEK_END) == 0) {
         hint = ftell(f);
         if (hint < 0) hint = 0;
     }
     rewind(f);
+#endif
     cap = (size_t)hint + 1;
     for (;;) {
         size_t got;
@@ -296,7 +310,7 @@ nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_s
             size_t ncap = buf ? cap * 2 : cap;
             unsigned char *nbuf = NULL;
             /* beyond a quarter of the address space no allocation succeeds */
-            if (!buf || cap <= ((size_t)-1 >> 2)) nbuf = (unsigned char *)NNCL_MALLOC(ncap);
+            if ((!buf || cap <= ((size_t)-1 >> 2)) && nncl__host_fits(ncap)) nbuf = (unsigned char *)NNCL_MALLOC(ncap);
             if (!nbuf) {
                 NNCL_FREE(buf);
                 fclose(f);

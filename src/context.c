@@ -4,6 +4,9 @@
 #include "gemm.h"
 #include <ctype.h>
 #include <stdio.h>
+#if !defined(_WIN32)
+#include <sys/stat.h>
+#endif
 
 #define CTX_MAX_PLATFORMS 16
 #define CTX_MAX_DEVICES 64
@@ -269,6 +272,27 @@ static nncl_status ctx_open_device(nncl_context *ctx, nncl_device *dev, const ct
     return NNCL_OK;
 }
 
+/* The options that take one of a few values, and the kernel folder (a
+ * mistyped one would otherwise surface at the first op as a missing file;
+ * a file missing from it still does, named). */
+static nncl_status ctx_check_config(const nncl_config *c) {
+    const char *kdir = c && c->kernel_dir ? c->kernel_dir : getenv("NNCL_KERNEL_DIR");
+    if (c && (c->log_level < NNCL_LOG_ERROR || c->log_level > NNCL_LOG_DEBUG))
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_init: log_level %d is not NNCL_LOG_ERROR .. NNCL_LOG_DEBUG",
+                          c->log_level);
+    if (c && (c->binary_cache < -1 || c->binary_cache > 1 || c->gemm_tune < -1 || c->gemm_tune > 1))
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_init: binary_cache %d and gemm_tune %d must be -1, 0 or 1",
+                          c->binary_cache, c->gemm_tune);
+#if !defined(_WIN32)
+    if (kdir && *kdir) {
+        struct stat sb;
+        if (stat(kdir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return nncl__fail(NULL, NNCL_ERR_IO, "nncl_init: kernel folder '%s' is not a folder", kdir);
+    }
+#endif
+    return NNCL_OK;
+}
+
 nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
     ctx_found found[CTX_MAX_DEVICES];
     int chosen[CTX_MAX_DEVICES];
@@ -278,6 +302,7 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
     const char *sel, *kdir;
     if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_init: out is NULL");
     *out = NULL;
+    NNCL_TRY(ctx_check_config(config));
     NNCL_TRY(ctx_enumerate(found, CTX_MAX_DEVICES, &n));
     if (n == 0)
         return nncl__fail(NULL, NNCL_ERR_NO_DEVICE,

@@ -245,7 +245,10 @@ nncl_status nncl_loader_next(nncl_loader *ld, const float **x, const float **y, 
 
 nncl_status nncl_loader_reset(nncl_loader *ld, int epoch) {
     if (!ld) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_loader_reset: ld is NULL");
-    if (epoch < 0) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_loader_reset: epoch %d", epoch);
+    /* the producer runs up to LD_RING epochs ahead; its count must not wrap */
+    if (epoch < 0 || epoch > INT_MAX - LD_RING)
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_loader_reset: epoch %d is not in 0..%d", epoch,
+                          INT_MAX - LD_RING);
     pthread_mutex_lock(&ld->mu);
     ld_release_held(ld);
     while (ld->fifo_count > 0) {

@@ -404,8 +404,10 @@ nncl_status nncl_dataset_split(const nncl_dataset *ds, double val_fraction, uint
                                nncl_dataset **val) {
     size_t *perm, n_val;
     nncl_status st;
-    if (!train || !val) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_split: output is NULL");
-    *train = *val = NULL;
+    if (train) *train = NULL;
+    if (val) *val = NULL;
+    if (!train || !val)
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_split: %s is NULL", train ? "val" : "train");
     if (!ds) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_split: ds is NULL");
     if (!(val_fraction > 0 && val_fraction < 1))
         return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_dataset_split: val_fraction %g not in (0, 1)",

@@ -11,6 +11,8 @@
 #include <time.h>
 #if defined(_WIN32)
 #include <windows.h>
+#else
+#include <unistd.h>
 #endif
 
 static NNCL_THREAD_LOCAL char thread_message[NNCL_MSG_MAX];
@@ -149,10 +151,23 @@ int nncl__add_overflow(size_t a, size_t b, size_t *out) {
     return 0;
 }
 
+int nncl__host_fits(size_t bytes) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages, page;
+    if (bytes < ((size_t)1 << 30)) return 1; /* asks the system only for large ones */
+    pages = sysconf(_SC_PHYS_PAGES);
+    page = sysconf(_SC_PAGESIZE);
+    return pages <= 0 || page <= 0 || bytes / (size_t)page <= (size_t)pages;
+#else
+    (void)bytes;
+    return 1;
+#endif
+}
+
 void *nncl__calloc(size_t n, size_t sz) {
     size_t bytes;
     void *p;
-    if (nncl__mul_overflow(n, sz, &bytes)) return NULL;
+    if (nncl__mul_overflow(n, sz, &bytes) || !nncl__host_fits(bytes)) return NULL;
     p = NNCL_MALLOC(bytes ? bytes : 1);
     if (p) memset(p, 0, bytes);
     return p;

@@ -108,6 +108,10 @@ static void graph_pop(nncl_graph *g) {
     NNCL_FREE(g->nodes[--g->n_nodes]);
 }
 
+void nncl__graph_drop_leaves(nncl_graph *g, int keep) {
+    while (g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
+}
+
 static int graph_owns(const nncl_graph *g, const nncl_node *n) {
     return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
 }

@@ -155,6 +155,10 @@ nncl_status nncl__graph_error(nncl_graph *g, nncl_status st, const char *fmt, ..
 /* Adds a node of op with inputs; runs the op's shape rule; NULL on error. */
 nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in, nncl_node *const *in,
                           const int *iattr, int n_iattr, const float *fattr, int n_fattr);
+/* Drops the leaves made after the graph's first `keep` nodes: a builder
+ * whose op node was refused takes back the parameters it made for it, so
+ * that a failed builder adds nothing. */
+void nncl__graph_drop_leaves(nncl_graph *g, int keep);
 /* "[B,3,28,28]" style text of a node's shape for messages. */
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
 size_t nncl__numel(const nncl_node *n, int batch);

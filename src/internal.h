@@ -62,7 +62,13 @@
 #define NNCL_OMP(directive)
 #endif
 
-/* Zeroed allocation of n elements of size sz; NULL on overflow or failure. */
+/* Whether one host allocation of bytes may be tried: not beyond the
+ * machine's physical memory where the system tells it (an overcommitting
+ * allocator promises more, and zeroing or filling it then kills the
+ * process; sanitizers abort on absurd sizes). */
+int nncl__host_fits(size_t bytes);
+/* Zeroed allocation of n elements of size sz; NULL on overflow, beyond
+ * nncl__host_fits or on failure. */
 void *nncl__calloc(size_t n, size_t sz);
 /* Room for need elements of elem bytes in the growing array *p of *cap
  * elements (doubled, from first; the new room zeroed): 0, or nonzero with

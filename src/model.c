@@ -111,6 +111,60 @@ static nncl_node *model_first_input(const nncl_graph *g) {
     return NULL;
 }
 
+static int model_owns(const nncl_graph *g, const nncl_node *n) {
+    return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
+}
+
+/* What nncl_model_load() will ask of the file, asked of the metadata before
+ * it is written: a saved model always loads and predicts from its input. */
+static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
+    const nncl_graph *g = t->graph;
+    const char *fn = "nncl_trainer_save_model";
+    unsigned char *need;
+    size_t j, d;
+    int i;
+    if (!model_owns(g, m->input) || m->input->op != NNCL_OP_INPUT)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: meta input is not an input of the trainer's graph", fn);
+    if (!model_owns(g, m->output) || !m->output->batched || m->output->ndim != 2)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "%s: meta output is not a node of the trainer's graph of shape [batch, classes]", fn);
+    /* the inputs the output is computed from (nodes come after their inputs) */
+    if (!(need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1)))
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    need[m->output->id] = 1;
+    for (i = m->output->id; i >= 0; i--)
+        if (need[i]) {
+            int k;
+            for (k = 0; k < g->nodes[i]->n_in; k++) need[g->nodes[i]->in[k]->id] = 1;
+            if (g->nodes[i]->op == NNCL_OP_INPUT && g->nodes[i] != m->input) break;
+        }
+    NNCL_FREE(need);
+    if (i >= 0)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: output \"%s\" needs input \"%s\" besides \"%s\"", fn,
+                          m->output->name, g->nodes[i]->name, m->input->name);
+    if (!isfinite(m->scale) || !isfinite(m->shift))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: scale %g and shift %g must be finite", fn,
+                          (double)m->scale, (double)m->shift);
+    if (!m->mean != !m->std)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: give mean and std together, or neither", fn);
+    d = m->input->sample_numel;
+    for (j = 0; m->mean && j < d; j++)
+        if (!isfinite(m->mean[j]) || !isfinite(m->std[j]) || !(m->std[j] > 0))
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: mean[%zu] %g and std[%zu] %g: finite, std > 0", fn,
+                              j, (double)m->mean[j], j, (double)m->std[j]);
+    if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[1]))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d class names for output \"%s\" of %d classes", fn,
+                          m->n_classes, m->output->name, m->output->shape[1]);
+    if (m->n_classes < 0 || m->n_classes > MODEL_MAX_CLASSES)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: n_classes %d", fn, m->n_classes);
+    for (i = 0; i < m->n_classes; i++)
+        if (m->class_names[i] && strlen(m->class_names[i]) > 4096)
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: class name %d is longer than 4096 bytes", fn, i);
+    if (m->label_name && strlen(m->label_name) > 4096)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: label_name is longer than 4096 bytes", fn);
+    return NNCL_OK;
+}
+
 nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nncl_model_meta *meta) {
     nncl_model_meta m = meta ? *meta : nncl_model_meta_default();
     nncl__buf mean, std, classes;
@@ -122,11 +176,7 @@ nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nnc
     if (!t || !path) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_save_model: trainer or path is NULL");
     if (!m.input) m.input = model_first_input(t->graph);
     if (!m.output) m.output = t->loss->n_in ? t->loss->in[0] : NULL;
-    if (!m.input || m.input->op != NNCL_OP_INPUT || !m.output || m.output->id >= t->graph->n_nodes ||
-        t->graph->nodes[m.output->id] != m.output || !m.output->batched)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_save_model: input or output is not a per-sample node of the graph");
-    if (!isfinite(m.scale) || !isfinite(m.shift) || (m.n_classes && !m.class_names) || m.n_classes < 0 || (!m.mean != !m.std))
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_save_model: scale, shift, mean/std or class names are not valid");
+    NNCL_TRY(model_check_meta(t, &m));
     memset(&mean, 0, sizeof mean);
     memset(&std, 0, sizeof std);
     memset(&classes, 0, sizeof classes);

@@ -72,6 +72,9 @@ static nncl_status conv_check_input(nncl_graph *g, const char *name, const nncl_
                                  "conv2d \"%s\": needs out_channels, kernel, stride > 0, padding >= 0 and a known act; "
                                  "got %d, %d, %d, %d, act %d",
                                  name, out_ch, k, st, pad, act);
+    if ((long long)xin->shape[2] + 2LL * pad > INT_MAX || (long long)xin->shape[3] + 2LL * pad > INT_MAX)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": input %s padded by %d is too large", name,
+                                 nncl__shape_str(xin, s1, sizeof s1), pad);
     if (xin->shape[2] + 2 * pad < k || xin->shape[3] + 2 * pad < k)
         return nncl__graph_error(g, NNCL_ERR_SHAPE, "conv2d \"%s\": kernel %d is larger than input %s padded by %d",
                                  name, k, nncl__shape_str(xin, s1, sizeof s1), pad);
@@ -549,37 +552,39 @@ const nncl__opdef nncl__opdef_conv2d = {
 
 /* Creates NAME.weight [O,C,k,k] (and NAME.bias [O]) with PyTorch's default
  * initialisation U(-1/sqrt(C k k), 1/sqrt(C k k)); checks the geometry
- * first so that a failing call leaves no orphan parameters behind. */
+ * first, and a refused node takes its parameters back: a failing call
+ * leaves no orphan parameters behind. */
 nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding, int bias,
                        nncl_act act, const char *name) {
     char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8];
-    nncl_node *in[3];
-    int wshape[4], iattr[4];
+    nncl_node *in[3], *y;
+    int wshape[4], iattr[4], keep;
     float bound;
     if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: graph is NULL");
     if (!x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d \"%s\": input is NULL (an earlier builder failed?)",
                                     name ? name : "");
-    if (!name || !*name || strlen(name) + 6 >= NNCL_NAME_MAX)
+    if (!name || !*name || strlen(name) + 8 > NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: needs a name of 1 to %d characters",
                                 NNCL_NAME_MAX - 8);
     if (conv_check_input(g, name, x, out_channels, kernel, stride, padding, (int)act) != NNCL_OK) return NULL;
+    keep = g->n_nodes;
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
-    if (nncl_graph_find(g, wn) || (bias && nncl_graph_find(g, bn)))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: parameter names of \"%s\" are taken", name);
     wshape[0] = out_channels;
     wshape[1] = x->shape[1];
     wshape[2] = wshape[3] = kernel;
     bound = 1.0f / sqrtf((float)x->shape[1] * (float)kernel * (float)kernel);
     in[0] = x;
     in[1] = nncl_param(g, wn, 4, wshape, NNCL_INIT_UNIFORM, bound);
-    in[2] = bias ? nncl_param(g, bn, 1, wshape, NNCL_INIT_UNIFORM, bound) : NULL;
-    if (!in[1] || (bias && !in[2])) return NULL;
+    in[2] = bias && in[1] ? nncl_param(g, bn, 1, wshape, NNCL_INIT_UNIFORM, bound) : NULL;
     iattr[0] = kernel;
     iattr[1] = stride;
     iattr[2] = padding;
     iattr[3] = (int)act;
-    return nncl__node_add(g, NNCL_OP_CONV2D, name, bias ? 3 : 2, in, iattr, 4, NULL, 0);
+    if (in[1] && (!bias || in[2]) && (y = nncl__node_add(g, NNCL_OP_CONV2D, name, bias ? 3 : 2, in, iattr, 4, NULL, 0)))
+        return y;
+    nncl__graph_drop_leaves(g, keep);
+    return NULL;
 }
 
 #undef CONV_WS_DIV

@@ -226,13 +226,22 @@ const nncl__opdef nncl__opdef_linear = {
 /* Creates NAME.weight (and NAME.bias) with PyTorch's default
  * initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
 nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, nncl_act act, const char *name) {
-    char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8];
-    nncl_node *in[3];
-    int wshape[2], iattr[1];
+    char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8], s1[64];
+    nncl_node *in[3], *y;
+    int wshape[2], iattr[1], keep;
     float bound;
     if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_linear: graph or input is NULL");
-    if (!name || out_features <= 0 || (int)act < 0 || act > NNCL_ACT_TANH)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_linear: needs a name, out_features > 0 and a known act");
+    if (!name || !*name || strlen(name) + 8 > NNCL_NAME_MAX)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_linear: needs a name of 1 to %d characters",
+                                NNCL_NAME_MAX - 8);
+    if (out_features <= 0 || (int)act < 0 || act > NNCL_ACT_TANH)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "nncl_linear \"%s\": needs out_features > 0 and a known act; got %d, act %d", name,
+                                out_features, (int)act);
+    if (x->ndim < (x->batched ? 2 : 1))
+        return nncl__graph_fail(g, NNCL_ERR_SHAPE, "linear \"%s\": input %s has no feature dimension", name,
+                                nncl__shape_str(x, s1, sizeof s1));
+    keep = g->n_nodes;
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
     wshape[0] = out_features;
@@ -240,10 +249,12 @@ nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, 
     bound = 1.0f / sqrtf((float)wshape[1]);
     in[0] = x;
     in[1] = nncl_param(g, wn, 2, wshape, NNCL_INIT_UNIFORM, bound);
-    in[2] = bias ? nncl_param(g, bn, 1, wshape, NNCL_INIT_UNIFORM, bound) : NULL;
-    if (!in[1] || (bias && !in[2])) return NULL;
+    in[2] = bias && in[1] ? nncl_param(g, bn, 1, wshape, NNCL_INIT_UNIFORM, bound) : NULL;
     iattr[0] = (int)act;
-    return nncl__node_add(g, NNCL_OP_LINEAR, name, bias ? 3 : 2, in, iattr, 1, NULL, 0);
+    if (in[1] && (!bias || in[2]) && (y = nncl__node_add(g, NNCL_OP_LINEAR, name, bias ? 3 : 2, in, iattr, 1, NULL, 0)))
+        return y;
+    nncl__graph_drop_leaves(g, keep);
+    return NULL;
 }
 
 #undef LINEAR_FUSED_ROWS

@@ -31,15 +31,21 @@ static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot,
     return NNCL_OK;
 }
 
-/* Weight and bias for a norm layer over `features`: NAME.weight ones and
- * NAME.bias zeros, as PyTorch initialises them. */
-static int norm_params(nncl_graph *g, const char *name, int features, nncl_node **w, nncl_node **b) {
+/* A norm layer's node over `features` with its weight and bias, NAME.weight
+ * ones and NAME.bias zeros, as PyTorch initialises them (in[1], in[2]); a
+ * refused node takes them back. */
+static nncl_node *norm_node(nncl_graph *g, nncl__op op, const char *name, int features, nncl_node **in,
+                            const float *fattr, int n_fattr) {
     char wn[NNCL_NAME_MAX + 16], bn[NNCL_NAME_MAX + 16];
+    int keep = g->n_nodes;
+    nncl_node *y;
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
-    *w = nncl_param(g, wn, 1, &features, NNCL_INIT_ONES, 0);
-    *b = *w ? nncl_param(g, bn, 1, &features, NNCL_INIT_ZEROS, 0) : NULL;
-    return *w && *b;
+    in[1] = nncl_param(g, wn, 1, &features, NNCL_INIT_ONES, 0);
+    in[2] = in[1] ? nncl_param(g, bn, 1, &features, NNCL_INIT_ZEROS, 0) : NULL;
+    if (in[2] && (y = nncl__node_add(g, op, name, 3, in, NULL, 0, fattr, n_fattr))) return y;
+    nncl__graph_drop_leaves(g, keep);
+    return NULL;
 }
 
 /* ------------------------------------------------------------- batch norm */
@@ -239,10 +245,9 @@ nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s must be [B,C], [B,C,L] or [B,C,H,W]",
                                 name, nncl__shape_str(x, s1, sizeof s1));
     in[0] = x;
-    if (!norm_params(g, name, x->shape[1], &in[1], &in[2])) return NULL;
     fattr[0] = eps;
     fattr[1] = momentum;
-    return nncl__node_add(g, NNCL_OP_BATCHNORM, name, 3, in, NULL, 0, fattr, 2);
+    return norm_node(g, NNCL_OP_BATCHNORM, name, x->shape[1], in, fattr, 2);
 }
 
 /* Synchronised batch norm (syncbn.c) exchanges these; aux is
@@ -385,7 +390,6 @@ nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *na
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "layernorm \"%s\": input %s has no feature dimension", name,
                                 nncl__shape_str(x, s1, sizeof s1));
     in[0] = x;
-    if (!norm_params(g, name, x->shape[x->ndim - 1], &in[1], &in[2])) return NULL;
     fattr[0] = eps;
-    return nncl__node_add(g, NNCL_OP_LAYERNORM, name, 3, in, NULL, 0, fattr, 1);
+    return norm_node(g, NNCL_OP_LAYERNORM, name, x->shape[x->ndim - 1], in, fattr, 1);
 }

@@ -46,7 +46,7 @@ static nncl_status pool_shape(nncl_graph *g, nncl_node *n) {
                                  "%s \"%s\": needs kernel > 0, stride > 0, 0 <= padding <= kernel/2; got kernel %d, "
                                  "stride %d, padding %d",
                                  op, n->name, k, st, pad);
-    if (xin->shape[2] + 2 * pad < k || xin->shape[3] + 2 * pad < k)
+    if ((long long)xin->shape[2] + 2LL * pad < k || (long long)xin->shape[3] + 2LL * pad < k)
         return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": kernel %d is larger than input %s padded by %d", op,
                                  n->name, k, nncl__shape_str(xin, s1, sizeof s1), pad);
     if ((size_t)xin->shape[2] * (size_t)xin->shape[3] > ((size_t)1 << 24))
@@ -56,8 +56,8 @@ static nncl_status pool_shape(nncl_graph *g, nncl_node *n) {
     n->ndim = 4;
     n->shape[0] = xin->shape[0];
     n->shape[1] = xin->shape[1];
-    n->shape[2] = (xin->shape[2] + 2 * pad - k) / st + 1;
-    n->shape[3] = (xin->shape[3] + 2 * pad - k) / st + 1;
+    n->shape[2] = (int)(((long long)xin->shape[2] + 2LL * pad - k) / st + 1); /* <= H + 1 */
+    n->shape[3] = (int)(((long long)xin->shape[3] + 2LL * pad - k) / st + 1);
     return NNCL_OK;
 }
 
@@ -163,6 +163,16 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
 static nncl_status pool_forward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 0); }
 static nncl_status pool_backward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 1); }
 
+/* The taps ki of output row (or column) o whose input row lies in 0..size-1:
+ * pool_from .. pool_to - 1 (the window's overlap with the plane). */
+static int pool_from(int o, const pool_dims *d) {
+    return d->pad - o * d->st > 0 ? d->pad - o * d->st : 0;
+}
+static int pool_to(int o, const pool_dims *d, int size) {
+    int end = size + d->pad - o * d->st;
+    return end < d->k ? end : d->k;
+}
+
 static void maxpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                                 double *aux) {
     pool_dims d;
@@ -175,10 +185,9 @@ static void maxpool_ref_forward(const nncl_node *n, const nncl__refctx *r, const
                 const double *xp = in[0] + (size_t)p * d.H * d.W;
                 double best = -HUGE_VAL;
                 int best_i = -1;
-                for (ki = 0; ki < d.k; ki++)
-                    for (kj = 0; kj < d.k; kj++) {
+                for (ki = pool_from(oh, &d); ki < pool_to(oh, &d, d.H); ki++)
+                    for (kj = pool_from(ow, &d); kj < pool_to(ow, &d, d.W); kj++) {
                         int h = oh * d.st - d.pad + ki, w = ow * d.st - d.pad + kj;
-                        if (h < 0 || h >= d.H || w < 0 || w >= d.W) continue;
                         if (xp[h * d.W + w] > best || xp[h * d.W + w] != xp[h * d.W + w] || best_i < 0) {
                             best = xp[h * d.W + w];
                             best_i = h * d.W + w;
@@ -227,10 +236,9 @@ static void avgpool_ref(const nncl_node *n, int batch, const double *x, double *
             for (ow = 0; ow < d.OW; ow++, o++) {
                 size_t base = (size_t)p * d.H * d.W;
                 double s = 0;
-                for (ki = 0; ki < d.k; ki++)
-                    for (kj = 0; kj < d.k; kj++) {
+                for (ki = pool_from(oh, &d); ki < pool_to(oh, &d, d.H); ki++)
+                    for (kj = pool_from(ow, &d); kj < pool_to(ow, &d, d.W); kj++) {
                         int h = oh * d.st - d.pad + ki, w = ow * d.st - d.pad + kj;
-                        if (h < 0 || h >= d.H || w < 0 || w >= d.W) continue;
                         if (y) s += x[base + (size_t)h * d.W + w];
                         else gx[base + (size_t)h * d.W + w] += gy[o] * inv;
                     }

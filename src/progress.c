@@ -157,8 +157,9 @@ void nncl_progress_set_extra(nncl_progress *p, const char *text) {
 
 /* "epoch e/E" with E left out when the run length is unknown. */
 static void progress_epoch_str(const nncl_progress *p, char *buf, int epoch) {
-    if (p->epochs > 0) progress_cat(buf, "epoch %d/%d", epoch + 1, p->epochs);
-    else progress_cat(buf, "epoch %d", epoch + 1);
+    /* counts shown from 1, in a wider type: any int the caller passes prints */
+    if (p->epochs > 0) progress_cat(buf, "epoch %lld/%d", (long long)epoch + 1, p->epochs);
+    else progress_cat(buf, "epoch %lld", (long long)epoch + 1);
 }
 
 /* The statistics shared by the bar and the step lines. */
@@ -173,13 +174,13 @@ static void progress_stats(const nncl_progress *p, char *buf, double now) {
     }
     if (p->samples > 0 && train_s > 0) progress_cat(buf, "  %.0f samples/s", (double)p->samples / train_s);
     if (p->epochs > 0 && p->steps > 0 && p->n_recent > 0) {
-        long total = (long)p->epochs * p->steps;
-        long left = total - ((long)p->epoch * p->steps + p->step + 1);
+        double total = (double)p->epochs * p->steps;
+        double left = total - ((double)p->epoch * p->steps + p->step + 1.0);
         int k, n = p->n_recent < PROGRESS_RECENT ? p->n_recent : PROGRESS_RECENT;
         double sum = 0;
         for (k = 0; k < n; k++) sum += p->recent[k];
         if (left < 0) left = 0;
-        progress_duration(num, sizeof num, sum / n * (double)left);
+        progress_duration(num, sizeof num, sum / n * left);
         progress_cat(buf, "  ETA %s", num);
     }
     if (p->extra[0]) progress_cat(buf, "  %s", p->extra);
@@ -206,7 +207,7 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
     p->steps_done++;
     p->t_update = now;
     w = samples > 0 ? (double)samples : 1.0;
-    if (samples > 0) p->samples += samples;
+    if (samples > 0) p->samples = samples > LONG_MAX - p->samples ? LONG_MAX : p->samples + samples;
     p->loss_sum += w * loss;
     p->loss_w += w;
     if (acc >= 0 || acc != acc) {
@@ -214,7 +215,7 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
         p->acc_w += w;
     }
     if (p->mode == NNCL_PROGRESS_QUIET) return;
-    last = p->steps > 0 && step + 1 >= p->steps;
+    last = p->steps > 0 && step >= p->steps - 1;
     if (p->mode == NNCL_PROGRESS_BAR) {
         char *b = p->bar;
         if (!last && step != 0 && now - p->t_draw < PROGRESS_REDRAW_S) return;
@@ -228,9 +229,9 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
             for (i = 0; i < PROGRESS_BAR_WIDTH; i++) bar[i] = i < fill ? '=' : ' ';
             if (fill > 0 && fill < PROGRESS_BAR_WIDTH) bar[fill - 1] = '>';
             bar[PROGRESS_BAR_WIDTH] = 0;
-            progress_cat(b, " [%s] %d/%d", bar, step + 1, p->steps);
+            progress_cat(b, " [%s] %lld/%d", bar, (long long)step + 1, p->steps);
         } else {
-            progress_cat(b, " step %d", step + 1);
+            progress_cat(b, " step %lld", (long long)step + 1);
         }
         progress_stats(p, b, now);
         progress_draw_bar(p);
@@ -239,8 +240,8 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
         if (now - p->t_draw < p->interval) return;
         line[0] = 0;
         progress_epoch_str(p, line, epoch);
-        if (p->steps > 0) progress_cat(line, " step %d/%d", step + 1, p->steps);
-        else progress_cat(line, " step %d", step + 1);
+        if (p->steps > 0) progress_cat(line, " step %lld/%d", (long long)step + 1, p->steps);
+        else progress_cat(line, " step %lld", (long long)step + 1);
         progress_stats(p, line, now);
         fprintf(p->out, "%s\n", line);
         fflush(p->out);

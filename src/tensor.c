@@ -136,6 +136,7 @@ nncl_status nncl_tensor_copy(nncl_tensor *dst, const nncl_tensor *src) {
                                         "nncl_tensor_copy: %s is NULL", dst ? "src" : "dst");
     if (dst->numel != src->numel)
         return nncl__fail(dst->ctx, NNCL_ERR_SHAPE, "nncl_tensor_copy: %zu elements into %zu", src->numel, dst->numel);
+    if (dst == src) return NNCL_OK; /* already equal; OpenCL refuses overlapping copies */
     ds = &src->ctx->devices[src->device];
     dd = &dst->ctx->devices[dst->device];
     if (ds->cl_ctx == dd->cl_ctx) {

@@ -151,6 +151,17 @@ static int check_errors(nncl_context *ctx) {
     TH_CHECK(name, nncl_conv2d(g, x, 0, 3, 1, 0, 1, NNCL_ACT_NONE, "zero") == NULL);
     TH_CHECK(name, nncl_conv2d(g, x, 2, 3, 1, -1, 1, NNCL_ACT_NONE, "neg") == NULL);
     TH_CHECK(name, nncl_conv2d(g, x, 2, 3, 1, 0, 1, NNCL_ACT_NONE, NULL) == NULL);
+    /* padding whose padded size overflows int */
+    TH_CHECK(name, nncl_conv2d(g, x, 2, 3, 1, 2147483647, 1, NNCL_ACT_NONE, "pad") == NULL &&
+                       strstr(nncl_last_error(ctx), "too large") && nncl_graph_find(g, "pad.weight") == NULL);
+    /* an input of another graph: refused, its parameters taken back */
+    {
+        nncl_graph *g2 = nncl_graph_create(ctx, 1);
+        nncl_node *x2 = tc_input(g2, 3, 4, 5);
+        TH_CHECK(name, nncl_conv2d(g, x2, 2, 3, 1, 0, 1, NNCL_ACT_NONE, "far") == NULL &&
+                           strstr(nncl_last_error(ctx), "another graph") && nncl_graph_find(g, "far.weight") == NULL);
+        nncl_graph_free(g2);
+    }
     /* a weight whose channels do not fit the input (3 channels, weight wants 4) */
     in[0] = x;
     in[1] = nncl_param(g, "w_bad", 4, ws, NNCL_INIT_ZEROS, 0);

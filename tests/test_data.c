@@ -4,6 +4,7 @@
  * Fashion-MNIST and iris files when present. Host only, no OpenCL. */
 #include "harness.h"
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,8 @@ static int test_idx_hostile(void) {
     CHECK_ERR(T, nncl_idx_parse(NULL, 0, NULL, &a), NNCL_ERR_FORMAT, "<memory>");
     CHECK_ERR(T, nncl_idx_load("/nonexistent/dir/x.idx", &a), NNCL_ERR_IO, "/nonexistent/dir/x.idx");
     CHECK(T, a.data == NULL);
+    /* a folder opens for reading, with no size to trust */
+    CHECK_ERR(T, nncl_idx_load("/tmp", &a), NNCL_ERR_IO, "folder");
     return 0;
 }
 
@@ -570,6 +573,7 @@ static int test_csv_bad(void) {
     o.delimiter = '"';
     CHECK_ERR(T, csv_str("a,b\n1,2\n", &o, &t), NNCL_ERR_INVALID_ARGUMENT, "delimiter");
     CHECK_ERR(T, nncl_csv_load("/nonexistent/t.csv", NULL, &t), NNCL_ERR_IO, "/nonexistent/t.csv");
+    CHECK_ERR(T, nncl_csv_load("/tmp", NULL, &t), NNCL_ERR_IO, "folder");
     CHECK(T, t.rows == 0 && t.features == NULL && t.class_names == NULL);
     return 0;
 }
@@ -717,6 +721,11 @@ static int test_split(void) {
     CHECK_ERR(T, nncl_dataset_split(ds, 0.001, 5, &tr2, &va2), NNCL_ERR_INVALID_ARGUMENT, "empty");
     CHECK_ERR(T, nncl_dataset_split(ds, 1.0, 5, &tr2, &va2), NNCL_ERR_INVALID_ARGUMENT, "val_fraction");
     CHECK(T, tr2 == NULL && va2 == NULL);
+    /* one output missing: the other is cleared too, as every constructor's */
+    tr2 = va2 = (nncl_dataset *)ds;
+    CHECK_ERR(T, nncl_dataset_split(ds, 0.2, 5, NULL, &va2), NNCL_ERR_INVALID_ARGUMENT, "train");
+    CHECK_ERR(T, nncl_dataset_split(ds, 0.2, 5, &tr2, NULL), NNCL_ERR_INVALID_ARGUMENT, "val");
+    CHECK(T, tr2 == NULL && va2 == NULL);
     nncl_dataset_free(tr);
     nncl_dataset_free(va);
     nncl_dataset_free(ds);
@@ -788,6 +797,13 @@ static int test_dataset_checks(void) {
     CHECK_ERR(T, nncl_dataset_create(2, 3, shape, x, y, 3, &ds), NNCL_ERR_NUMERIC, "feature 1 of sample 1");
     x[4] = 5;
     CHECK_ERR(T, nncl_dataset_create(0, 3, shape, x, y, 3, &ds), NNCL_ERR_INVALID_ARGUMENT, "no samples");
+    {
+        /* 2^48 features: more than the machine has, refused before allocating
+         * (the sanitizers abort on such a request rather than fail it) */
+        int huge[3] = {65536, 65536, 65536};
+        CHECK_ERR(T, nncl_dataset_create(1, 3, huge, x, y, 3, &ds), NNCL_ERR_OUT_OF_MEMORY, "");
+        CHECK(T, ds == NULL);
+    }
     OKC(T, nncl_dataset_create(2, 3, shape, x, y, 3, &ds));
     CHECK(T, nncl_dataset_shape(ds, shape) == 3 && shape[2] == 3 && nncl_dataset_class_name(ds, 0) == NULL);
     OKC(T, nncl_dataset_batch(ds, 1, 1, &bx, &by));
@@ -908,6 +924,11 @@ static int test_loader_reset(void) {
     OKC(T, nncl_loader_next(b, &x, &y, &bn));
     for (k = 0; k < 10; k++) CHECK(T, (size_t)x[3 * k] == first[0][k]);
     CHECK_ERR(T, nncl_loader_reset(b, -1), NNCL_ERR_INVALID_ARGUMENT, "epoch -1");
+    /* the loader runs epochs ahead: its count must not wrap past INT_MAX */
+    CHECK_ERR(T, nncl_loader_reset(b, INT_MAX), NNCL_ERR_INVALID_ARGUMENT, "epoch 2147483647");
+    OKC(T, nncl_loader_reset(b, 3));
+    OKC(T, nncl_loader_next(b, &x, &y, &bn));
+    CHECK(T, nncl_loader_epoch(b) == 3);
     nncl_loader_free(a);
     nncl_loader_free(b);
     nncl_dataset_free(ds);

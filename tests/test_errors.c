@@ -5,6 +5,7 @@
  * working (a small add afterwards gives the right numbers). Also: every
  * *_free takes NULL, and the accessors take NULL. */
 #include "harness.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
@@ -20,7 +21,7 @@ typedef struct err_fx {
     nncl_tensor *tmp;       /* out-pointers the rows hand over */
     nncl_event *ev;
     nncl_context *ctx_tmp;
-    nncl_config cfg_none, cfg_999, cfg_k;
+    nncl_config cfg_none, cfg_999, cfg_k, cfg_log, cfg_tune, cfg_kdir;
     nncl_device_info info[4];
     int count;
     uint64_t u1, u2;
@@ -92,6 +93,12 @@ static nncl_status err_scale(nncl_context *ctx, const nncl_tensor *x, nncl_tenso
       nncl_init(&f->cfg_none, &f->ctx_tmp))                                                                      \
     X(init_999, NNCL_ERR_NO_DEVICE, ERR_THREAD, "no device 999", ERR_CLR_C, nncl_init(&f->cfg_999, &f->ctx_tmp)) \
     X(init_k, NNCL_ERR_INVALID_ARGUMENT, ERR_THREAD, "bad \":k\"", ERR_CLR_C, nncl_init(&f->cfg_k, &f->ctx_tmp)) \
+    X(init_log, NNCL_ERR_INVALID_ARGUMENT, ERR_THREAD, "log_level 9", ERR_CLR_C,                                 \
+      nncl_init(&f->cfg_log, &f->ctx_tmp))                                                                       \
+    X(init_tune, NNCL_ERR_INVALID_ARGUMENT, ERR_THREAD, "gemm_tune 9", ERR_CLR_C,                                \
+      nncl_init(&f->cfg_tune, &f->ctx_tmp))                                                                      \
+    X(init_kdir, NNCL_ERR_IO, ERR_THREAD, "/no-such-nncl-kernel-folder", ERR_CLR_C,                             \
+      nncl_init(&f->cfg_kdir, &f->ctx_tmp))                                                                      \
     X(list_count, NNCL_ERR_INVALID_ARGUMENT, ERR_THREAD, "nncl_devices_list", 0, nncl_devices_list(NULL, 0, NULL)) \
     X(list_out, NNCL_ERR_INVALID_ARGUMENT, ERR_THREAD, "nncl_devices_list", 0,                                   \
       nncl_devices_list(NULL, 4, &f->count))                                                                     \
@@ -190,7 +197,8 @@ static nncl_status err_scale(nncl_context *ctx, const nncl_tensor *x, nncl_tenso
     X(gemm_ctx2, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, "tensor a of nncl_gemm belongs to another context", 0,      \
       nncl_gemm(f->ctx, 0, 1, 1.0f, f->a2, f->b, 0.0f, f->c22))                                                  \
     X(gemm_dev, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, "nncl_gemm: a, b, c are on devices", ERR_OTHER,              \
-      nncl_gemm(f->ctx, 0, 1, 1.0f, f->a, f->b, 0.0f, f->ad))
+      nncl_gemm(f->ctx, 0, 1, 1.0f, f->a, f->b, 0.0f, f->ad))                                                    \
+    X(tune_nan, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, "seconds_budget is NaN", 0, nncl_tune_gemm(f->ctx, 0, NAN))
 
 #define ERR_FN(id, status, where, mention, flags, call)                                                          \
     static nncl_status err_##id(err_fx *f) {                                                                     \
@@ -321,6 +329,10 @@ static int err_setup(err_fx *f) {
     f->cfg_999.devices = "999";
     f->cfg_k = nncl_config_default();
     f->cfg_k.devices = "cpu:x";
+    f->cfg_log = f->cfg_tune = f->cfg_kdir = nncl_config_default();
+    f->cfg_log.log_level = 9;
+    f->cfg_tune.gemm_tune = 9; /* once taken as 1: a minute of tuning */
+    f->cfg_kdir.kernel_dir = "/no-such-nncl-kernel-folder";
     for (i = 0; i < 64; i++) f->data[i] = (float)(i + 1);
     f->s23[0] = 2, f->s23[1] = 3;
     f->s20[0] = 2, f->s20[1] = 0;

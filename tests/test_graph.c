@@ -30,6 +30,9 @@ static int check_errors(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "softmax_cross_entropy") != NULL);
     /* NULL inputs propagate */
     TH_CHECK(name, nncl_linear(g, NULL, 3, 1, NNCL_ACT_NONE, "z") == NULL);
+    /* a name, and features to weigh: labels [B] have none */
+    TH_CHECK(name, nncl_linear(g, x, 3, 1, NNCL_ACT_NONE, "") == NULL && nncl_graph_find(g, ".weight") == NULL);
+    TH_CHECK(name, nncl_linear(g, y, 3, 1, NNCL_ACT_NONE, "lab") == NULL && strstr(nncl_last_error(ctx), "[B]"));
     TH_CHECK(name, nncl_mse(g, h, NULL) == NULL);
     /* duplicate names */
     TH_CHECK(name, nncl_input(g, "x", 1, xs) == NULL && strstr(nncl_last_error(ctx), "taken"));
@@ -42,6 +45,8 @@ static int check_errors(nncl_context *ctx) {
         nncl_node *x2 = nncl_input(g2, "x", 1, xs);
         TH_CHECK(name, nncl_linear(g, x2, 3, 1, NNCL_ACT_NONE, "other") == NULL);
         TH_CHECK(name, strstr(nncl_last_error(ctx), "another graph") != NULL);
+        /* the refused node took its parameters back */
+        TH_CHECK(name, nncl_graph_find(g, "other.weight") == NULL && nncl_graph_find(g, "other.bias") == NULL);
         nncl_graph_free(g2);
     }
     nncl_graph_free(g);

@@ -350,6 +350,16 @@ static int check_errors(nncl_context *ctx) {
     TH_CHECK(name, nncl_batchnorm(g, x, 0.1f, 1e-5f, NULL) == NULL);
     TH_CHECK(name, nncl_batchnorm(g, NULL, 0.1f, 1e-5f, "bn_null") == NULL);
     TH_CHECK(name, nncl_graph_find(g, "bn_lab.weight") == NULL); /* nothing left behind */
+    {
+        /* inputs of another graph: the refused nodes take their parameters back */
+        nncl_graph *g2 = nncl_graph_create(ctx, 1);
+        nncl_node *x2 = nncl_input(g2, "x", 2, s23), *lab2 = nncl_input(g2, "lab", 0, NULL);
+        TH_CHECK(name, nncl_batchnorm(g, x2, 0.1f, 1e-5f, "bn_far") == NULL && nncl_graph_find(g, "bn_far.weight") == NULL);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), "another graph") != NULL);
+        TH_CHECK(name, nncl_layernorm(g, x2, 1e-5f, "ln_far") == NULL && nncl_graph_find(g, "ln_far.weight") == NULL);
+        TH_CHECK(name, nncl_embedding(g, lab2, 4, 2, "e_far") == NULL && nncl_graph_find(g, "e_far.weight") == NULL);
+        nncl_graph_free(g2);
+    }
     /* layer norm: needs a feature dimension */
     TH_CHECK(name, nncl_layernorm(g, lab, 1e-5f, "ln_lab") == NULL && strstr(nncl_last_error(ctx), "[B]"));
     TH_CHECK(name, nncl_layernorm(g, x, -1.0f, "ln_e") == NULL && strstr(nncl_last_error(ctx), "eps"));

@@ -230,6 +230,10 @@ static const ot_row ot_rows[] = {
     OT_POOL(AVGPOOL2D, 1, 1, 7, 5, 3, 1, 1), OT_POOL(AVGPOOL2D, 3, 3, 6, 6, 3, 2, 1),
     OT_POOL(AVGPOOL2D, 2, 1, 5, 5, 5, 1, 2), OT_POOL(AVGPOOL2D, 1, 2, 28, 28, 2, 2, 0),
     OT_GAP(3, 4, 5, 7), OT_GAP(1, 1, 1, 1), OT_GAP(2, 3, 28, 28),
+    /* windows far larger than the plane (PyTorch's rules allow any kernel
+     * with padding <= k/2): a window costs its overlap with the plane, not
+     * k^2 taps (2^62 here), and the output size does not overflow int */
+    OT_POOL(MAXPOOL2D, 2, 2, 4, 5, 2147483646, 1, 1073741823), OT_POOL(AVGPOOL2D, 2, 2, 4, 5, 31, 1, 15),
     /* batch norm: batch 1 of [B,C] has one value per channel (y = bias,
      * dx = 0); batch 1 with 3x3 positions takes statistics over 9 values;
      * 1445 values per channel make the work-items stride */

@@ -2,6 +2,7 @@
  * back from a temporary file), the training-curve CSV, and the SVG curve and
  * bar charts: well-formed, one path per series, finite numbers, edge cases. */
 #include "harness.h"
+#include <limits.h>
 #include <locale.h>
 #include <math.h>
 #include <stdlib.h>
@@ -186,6 +187,30 @@ static int test_unknown_lengths(void) {
     fclose(f);
     TH_CHECK(name, out && count_lines(out) == 1);
     TH_CHECK(name, strncmp(out, "epoch 1/1  loss 1.235e+04  acc 100.00%  time", 44) == 0);
+    free(out);
+    th_pass(name);
+    return 0;
+}
+
+/* Counts at the ends of their types print as given (shown from 1 without
+ * wrapping), and samples add up without overflowing (UBSan's builds abort
+ * on a signed overflow). */
+static int test_huge_counts(void) {
+    const char *name = "progress lines: counts at INT_MAX and LONG_MAX";
+    FILE *f = tmpfile();
+    nncl_progress *p = NULL;
+    char *out;
+    TH_CHECK(name, f != NULL);
+    TH_OK(name, NULL, nncl_progress_create(f, 0, 0, &p));
+    nncl_progress_set_interval(p, 0);
+    nncl_progress_update(p, INT_MAX, INT_MAX, 0.5, -1, LONG_MAX);
+    nncl_progress_update(p, INT_MAX, INT_MAX, 0.5, -1, LONG_MAX);
+    nncl_progress_epoch_end(p, INT_MAX, 0.5, -1, NAN, -1);
+    nncl_progress_free(p);
+    out = read_back(f);
+    fclose(f);
+    TH_CHECK(name, out && count_str(out, "epoch 2147483648 step 2147483648  loss 0.5000") == 2);
+    TH_CHECK(name, strstr(out, "epoch 2147483648  loss 0.5000") != NULL);
     free(out);
     th_pass(name);
     return 0;
@@ -569,6 +594,7 @@ int main(void) {
     test_lines_epochs();
     test_lines_steps();
     test_unknown_lengths();
+    test_huge_counts();
     test_eta_recent();
     test_bar();
     test_quiet_and_args();

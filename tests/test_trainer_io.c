@@ -139,6 +139,37 @@ static int test_half_files(nncl_context *ctx) {
     meta.dtype = (nncl_precision)5;
     TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT);
     remove(path);
+    {
+        /* metadata that nncl_model_load() would refuse, or with which the
+         * model could not predict, is refused before anything is written */
+        static const char *const names[5] = {"a", "b", "c", "d", "e"};
+        float mean[6] = {0, 0, 0, 0, 0, 0}, sd[6] = {1, 0, 1, 1, 1, 1};
+        FILE *f;
+        meta = nncl_model_meta_default();
+        meta.class_names = names;
+        meta.n_classes = 5; /* fc2 has 3 */
+        TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT &&
+                           strstr(nncl_last_error(ctx), "5 class names"));
+        meta = nncl_model_meta_default();
+        meta.mean = mean;
+        meta.std = sd;
+        TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT &&
+                           strstr(nncl_last_error(ctx), "std[1]"));
+        meta = nncl_model_meta_default();
+        meta.input = a.y; /* the labels: fc2 is computed from x */
+        TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT &&
+                           strstr(nncl_last_error(ctx), "needs input \"x\""));
+        meta.input = b.x; /* of another graph */
+        TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT);
+        meta = nncl_model_meta_default();
+        meta.output = nncl_graph_find(a.g, "fc1"); /* [B,8]: fine, 8 classes */
+        TH_OK(name, ctx, nncl_trainer_save_model(a.t, path, &meta));
+        remove(path);
+        meta.output = a.loss; /* a scalar */
+        TH_CHECK(name, nncl_trainer_save_model(a.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT);
+        TH_CHECK(name, (f = fopen(path, "rb")) == NULL);
+        if (f) fclose(f);
+    }
     tio_free(&a);
     tio_free(&b);
     th_pass("%s", name);
