@@ -105,7 +105,8 @@ typedef struct nncl_config {
      * is unset too, all GPUs, else the single fastest CPU device. */
     const char *devices;
     /* Folder holding the kernel sources (cl/NAME.cl) to use instead of the ones
-     * built in. NULL: $NNCL_KERNEL_DIR, else built in. */
+     * built in (one that does not exist is refused by nncl_init()). NULL:
+     * $NNCL_KERNEL_DIR, else built in. */
     const char *kernel_dir;
     /* NULL: no logging. A trainer over several devices calls it from its
      * device threads too, but never from two threads at once (calls are
@@ -113,7 +114,7 @@ typedef struct nncl_config {
      * same context. */
     nncl_log_fn log;
     void *log_user;
-    int log_level;          /* messages up to this level reach log */
+    int log_level;          /* messages up to this level (NNCL_LOG_ERROR .. NNCL_LOG_DEBUG) reach log */
     int profiling;          /* create queues with profiling enabled */
     /* Disk cache of built kernels ($NNCL_CACHE_DIR, else ~/.cache/nncl):
      * 0 only for drivers without a cache of their own (not PoCL, not
@@ -202,7 +203,7 @@ NNCL_API nncl_status nncl_tensor_read_async(const nncl_tensor *t, float *dst, si
 NNCL_API nncl_status nncl_event_wait(nncl_event *ev);
 NNCL_API void nncl_event_free(nncl_event *ev);
 /* Copies between tensors of equal element count, on one device or two
- * (also of different platforms, through the host). */
+ * (also of different platforms, through the host); dst == src does nothing. */
 NNCL_API nncl_status nncl_tensor_copy(nncl_tensor *dst, const nncl_tensor *src);
 
 /* ---------------------------------------------------------------- eager ops
