@@ -112,7 +112,7 @@ void nncl__graph_drop_leaves(nncl_graph *g, int keep) {
     while (g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
 }
 
-static int graph_owns(const nncl_graph *g, const nncl_node *n) {
+int nncl__graph_owns(const nncl_graph *g, const nncl_node *n) {
     return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
 }
 
@@ -131,7 +131,7 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
     for (i = 0; i < n_in; i++) {
         if (!in[i]) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: input %d is NULL (an earlier builder failed?)",
                                             def->name, i);
-        if (!graph_owns(g, in[i]))
+        if (!nncl__graph_owns(g, in[i]))
             return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: input %d is a node of another graph", def->name, i);
     }
     if (name && strlen(name) >= NNCL_NAME_MAX)
@@ -214,7 +214,7 @@ nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const int *shap
 
 nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
     int i;
-    if (!g || !graph_owns(g, param) || param->op != NNCL_OP_PARAM)
+    if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
         return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_freeze: not a parameter of this graph");
     if (g->frozen) return nncl__fail(g->ctx, NNCL_ERR_STATE, "nncl_param_freeze: the graph already has a plan");
     param->trainable = !frozen;

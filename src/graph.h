@@ -155,6 +155,8 @@ nncl_status nncl__graph_error(nncl_graph *g, nncl_status st, const char *fmt, ..
 /* Adds a node of op with inputs; runs the op's shape rule; NULL on error. */
 nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in, nncl_node *const *in,
                           const int *iattr, int n_iattr, const float *fattr, int n_fattr);
+/* Whether n is a node of g (not of another graph). */
+int nncl__graph_owns(const nncl_graph *g, const nncl_node *n);
 /* Drops the leaves made after the graph's first `keep` nodes: a builder
  * whose op node was refused takes back the parameters it made for it, so
  * that a failed builder adds nothing. */

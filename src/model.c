@@ -111,10 +111,6 @@ static nncl_node *model_first_input(const nncl_graph *g) {
     return NULL;
 }
 
-static int model_owns(const nncl_graph *g, const nncl_node *n) {
-    return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
-}
-
 /* What nncl_model_load() will ask of the file, asked of the metadata before
  * it is written: a saved model always loads and predicts from its input. */
 static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
@@ -123,9 +119,9 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     unsigned char *need;
     size_t j, d;
     int i;
-    if (!model_owns(g, m->input) || m->input->op != NNCL_OP_INPUT)
+    if (!nncl__graph_owns(g, m->input) || m->input->op != NNCL_OP_INPUT)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: meta input is not an input of the trainer's graph", fn);
-    if (!model_owns(g, m->output) || !m->output->batched || m->output->ndim != 2)
+    if (!nncl__graph_owns(g, m->output) || !m->output->batched || m->output->ndim != 2)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "%s: meta output is not a node of the trainer's graph of shape [batch, classes]", fn);
     /* the inputs the output is computed from (nodes come after their inputs) */
