@@ -222,10 +222,10 @@ void nncl_progress_update(nncl_progress *p, int epoch, int step, double loss, do
         b[0] = 0;
         progress_epoch_str(p, b, epoch);
         if (p->steps > 0) {
-            int fill = (int)((double)PROGRESS_BAR_WIDTH * (double)(step + 1) / (double)p->steps), i;
+            /* clamped before the conversion: a step past the end overflows int */
+            double part = (double)PROGRESS_BAR_WIDTH * ((double)step + 1.0) / (double)p->steps;
+            int fill = part > PROGRESS_BAR_WIDTH ? PROGRESS_BAR_WIDTH : part < 0 ? 0 : (int)part, i;
             char bar[PROGRESS_BAR_WIDTH + 1];
-            if (fill > PROGRESS_BAR_WIDTH) fill = PROGRESS_BAR_WIDTH;
-            if (fill < 0) fill = 0;
             for (i = 0; i < PROGRESS_BAR_WIDTH; i++) bar[i] = i < fill ? '=' : ' ';
             if (fill > 0 && fill < PROGRESS_BAR_WIDTH) bar[fill - 1] = '>';
             bar[PROGRESS_BAR_WIDTH] = 0;

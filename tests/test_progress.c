@@ -212,6 +212,16 @@ static int test_huge_counts(void) {
     TH_CHECK(name, out && count_str(out, "epoch 2147483648 step 2147483648  loss 0.5000") == 2);
     TH_CHECK(name, strstr(out, "epoch 2147483648  loss 0.5000") != NULL);
     free(out);
+    /* the bar, whose fill is computed from the step */
+    TH_CHECK(name, (f = tmpfile()) != NULL);
+    TH_OK(name, NULL, nncl_progress_create(f, 2, 5, &p));
+    nncl_progress_set_mode(p, NNCL_PROGRESS_BAR);
+    nncl_progress_update(p, 0, INT_MAX, 0.5, -1, 1);
+    nncl_progress_free(p);
+    out = read_back(f);
+    fclose(f);
+    TH_CHECK(name, out && strstr(out, "[========================] 2147483648/5") != NULL);
+    free(out);
     th_pass(name);
     return 0;
 }
