@@ -275,8 +275,7 @@ static nncl_status ctx_open_device(nncl_context *ctx, nncl_device *dev, const ct
 /* The options that take one of a few values, and the kernel folder (a
  * mistyped one would otherwise surface at the first op as a missing file;
  * a file missing from it still does, named). */
-static nncl_status ctx_check_config(const nncl_config *c) {
-    const char *kdir = c && c->kernel_dir ? c->kernel_dir : getenv("NNCL_KERNEL_DIR");
+static nncl_status ctx_check_config(const nncl_config *c, const char *kdir) {
     if (c && (c->log_level < NNCL_LOG_ERROR || c->log_level > NNCL_LOG_DEBUG))
         return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_init: log_level %d is not NNCL_LOG_ERROR .. NNCL_LOG_DEBUG",
                           c->log_level);
@@ -302,7 +301,8 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
     const char *sel, *kdir;
     if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_init: out is NULL");
     *out = NULL;
-    NNCL_TRY(ctx_check_config(config));
+    kdir = config && config->kernel_dir ? config->kernel_dir : getenv("NNCL_KERNEL_DIR");
+    NNCL_TRY(ctx_check_config(config, kdir));
     NNCL_TRY(ctx_enumerate(found, CTX_MAX_DEVICES, &n));
     if (n == 0)
         return nncl__fail(NULL, NNCL_ERR_NO_DEVICE,
@@ -321,7 +321,6 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
     ctx->lock_ready = 1;
     ctx->config = config ? *config : nncl_config_default();
     ctx->config.devices = NULL; /* the caller's string is not kept */
-    kdir = config && config->kernel_dir ? config->kernel_dir : getenv("NNCL_KERNEL_DIR");
     ctx->config.kernel_dir = NULL;
     if (kdir && *kdir && !(ctx->kernel_dir = nncl__strdup(kdir))) {
         nncl_free(ctx);

@@ -108,8 +108,15 @@ static void graph_pop(nncl_graph *g) {
     NNCL_FREE(g->nodes[--g->n_nodes]);
 }
 
-void nncl__graph_drop_leaves(nncl_graph *g, int keep) {
-    while (g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
+nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *name, int n_in, nncl_node *const *in,
+                           const int *iattr, int n_iattr, const float *fattr, int n_fattr) {
+    nncl_node *n = NULL;
+    int i = 0;
+    while (i < n_in && in[i]) i++;
+    /* a NULL input is a parameter nncl_param refused, with its message */
+    if (i == n_in) n = nncl__node_add(g, op, name, n_in, in, iattr, n_iattr, fattr, n_fattr);
+    while (!n && g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
+    return n;
 }
 
 int nncl__graph_owns(const nncl_graph *g, const nncl_node *n) {

@@ -157,10 +157,12 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
                           const int *iattr, int n_iattr, const float *fattr, int n_fattr);
 /* Whether n is a node of g (not of another graph). */
 int nncl__graph_owns(const nncl_graph *g, const nncl_node *n);
-/* Drops the leaves made after the graph's first `keep` nodes: a builder
- * whose op node was refused takes back the parameters it made for it, so
- * that a failed builder adds nothing. */
-void nncl__graph_drop_leaves(nncl_graph *g, int keep);
+/* nncl__node_add for a layer builder that made parameters (in[1..]) after
+ * the graph's first `keep` nodes: when a parameter is missing or the node
+ * is refused, those leaves are dropped again, so that a failed builder adds
+ * nothing. */
+nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *name, int n_in, nncl_node *const *in,
+                           const int *iattr, int n_iattr, const float *fattr, int n_fattr);
 /* "[B,3,28,28]" style text of a node's shape for messages. */
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
 size_t nncl__numel(const nncl_node *n, int batch);

@@ -151,8 +151,9 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[1]))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d class names for output \"%s\" of %d classes", fn,
                           m->n_classes, m->output->name, m->output->shape[1]);
-    if (m->n_classes < 0 || m->n_classes > MODEL_MAX_CLASSES)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: n_classes %d", fn, m->n_classes);
+    if (m->n_classes > MODEL_MAX_CLASSES) /* the loader's limit; a negative count failed above */
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d classes, more than %d", fn, m->n_classes,
+                          MODEL_MAX_CLASSES);
     for (i = 0; i < m->n_classes; i++)
         if (m->class_names[i] && strlen(m->class_names[i]) > 4096)
             return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: class name %d is longer than 4096 bytes", fn, i);

@@ -557,7 +557,7 @@ const nncl__opdef nncl__opdef_conv2d = {
 nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding, int bias,
                        nncl_act act, const char *name) {
     char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8];
-    nncl_node *in[3], *y;
+    nncl_node *in[3];
     int wshape[4], iattr[4], keep;
     float bound;
     if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d: graph is NULL");
@@ -581,10 +581,7 @@ nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel
     iattr[1] = stride;
     iattr[2] = padding;
     iattr[3] = (int)act;
-    if (in[1] && (!bias || in[2]) && (y = nncl__node_add(g, NNCL_OP_CONV2D, name, bias ? 3 : 2, in, iattr, 4, NULL, 0)))
-        return y;
-    nncl__graph_drop_leaves(g, keep);
-    return NULL;
+    return nncl__layer_add(g, keep, NNCL_OP_CONV2D, name, bias ? 3 : 2, in, iattr, 4, NULL, 0);
 }
 
 #undef CONV_WS_DIV

@@ -227,7 +227,7 @@ const nncl__opdef nncl__opdef_linear = {
  * initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
 nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, nncl_act act, const char *name) {
     char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8], s1[64];
-    nncl_node *in[3], *y;
+    nncl_node *in[3];
     int wshape[2], iattr[1], keep;
     float bound;
     if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_linear: graph or input is NULL");
@@ -251,10 +251,7 @@ nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, 
     in[1] = nncl_param(g, wn, 2, wshape, NNCL_INIT_UNIFORM, bound);
     in[2] = bias && in[1] ? nncl_param(g, bn, 1, wshape, NNCL_INIT_UNIFORM, bound) : NULL;
     iattr[0] = (int)act;
-    if (in[1] && (!bias || in[2]) && (y = nncl__node_add(g, NNCL_OP_LINEAR, name, bias ? 3 : 2, in, iattr, 1, NULL, 0)))
-        return y;
-    nncl__graph_drop_leaves(g, keep);
-    return NULL;
+    return nncl__layer_add(g, keep, NNCL_OP_LINEAR, name, bias ? 3 : 2, in, iattr, 1, NULL, 0);
 }
 
 #undef LINEAR_FUSED_ROWS

@@ -263,7 +263,7 @@ const nncl__opdef nncl__opdef_embedding = {
  * number in [0, num) gives a row of NaN and no gradient. */
 nncl_node *nncl_embedding(nncl_graph *g, nncl_node *indices, int num, int dim, const char *name) {
     char wn[NNCL_NAME_MAX + 16], s1[64];
-    nncl_node *in[2], *y;
+    nncl_node *in[2];
     int wshape[2], iattr[2], keep;
     if (!g || !indices)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_embedding: graph or indices is NULL");
@@ -282,9 +282,7 @@ nncl_node *nncl_embedding(nncl_graph *g, nncl_node *indices, int num, int dim, c
     in[1] = nncl_param(g, wn, 2, wshape, NNCL_INIT_NORMAL, 1.0f);
     iattr[0] = num;
     iattr[1] = dim;
-    if (in[1] && (y = nncl__node_add(g, NNCL_OP_EMBEDDING, name, 2, in, iattr, 2, NULL, 0))) return y;
-    nncl__graph_drop_leaves(g, keep); /* a refused node takes its weight back */
-    return NULL;
+    return nncl__layer_add(g, keep, NNCL_OP_EMBEDDING, name, 2, in, iattr, 2, NULL, 0);
 }
 
 /* ------------------------------------------------------------- reshape */

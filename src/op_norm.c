@@ -38,14 +38,11 @@ static nncl_node *norm_node(nncl_graph *g, nncl__op op, const char *name, int fe
                             const float *fattr, int n_fattr) {
     char wn[NNCL_NAME_MAX + 16], bn[NNCL_NAME_MAX + 16];
     int keep = g->n_nodes;
-    nncl_node *y;
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
     in[1] = nncl_param(g, wn, 1, &features, NNCL_INIT_ONES, 0);
     in[2] = in[1] ? nncl_param(g, bn, 1, &features, NNCL_INIT_ZEROS, 0) : NULL;
-    if (in[2] && (y = nncl__node_add(g, op, name, 3, in, NULL, 0, fattr, n_fattr))) return y;
-    nncl__graph_drop_leaves(g, keep);
-    return NULL;
+    return nncl__layer_add(g, keep, op, name, 3, in, NULL, 0, fattr, n_fattr);
 }
 
 /* ------------------------------------------------------------- batch norm */
