@@ -375,8 +375,8 @@ typedef struct nncl_train_config {
     /* Devices of the context to train on (indices), NULL: all of them. */
     const int *devices;
     int n_devices;
-    /* Fixed relative shard weights (one per device), NULL: measure each
-     * device's throughput and keep re-measuring while training. */
+    /* Fixed relative shard weights (one per device, finite and > 0), NULL:
+     * measure each device's throughput and keep re-measuring while training. */
     const float *shares;
     int rebalance_every;       /* steps between re-measurements (default 1); 0: never */
     int overlap;               /* read gradients back layer by layer during backward */

@@ -48,7 +48,7 @@ float nncl_optim_lr(const nncl_optim_config *o, int64_t t) {
     return (float)base;
 }
 
-static const char *opt_kind_name(nncl_optimizer k) {
+const char *nncl__optim_name(nncl_optimizer k) {
     switch (k) {
     case NNCL_OPT_SGD: return "SGD";
     case NNCL_OPT_ADAM: return "Adam";
@@ -65,9 +65,9 @@ static nncl_status opt_range(nncl_context *ctx, const nncl_optim_config *o, cons
     if (ok) return NNCL_OK;
     if (hi == HUGE_VAL)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "optimizer config (%s): %s = %g must be finite and %s %g",
-                          opt_kind_name(o->kind), field, x, lo_open ? ">" : ">=", lo);
+                          nncl__optim_name(o->kind), field, x, lo_open ? ">" : ">=", lo);
     return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "optimizer config (%s): %s = %g is outside %c%g, %g%c",
-                      opt_kind_name(o->kind), field, x, lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+                      nncl__optim_name(o->kind), field, x, lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
 }
 
 nncl_status nncl__optim_check(nncl_context *ctx, const nncl_optim_config *o) {
@@ -109,24 +109,24 @@ nncl_status nncl__optim_check(nncl_context *ctx, const nncl_optim_config *o) {
         if (o->step_size < 1)
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
                               "optimizer config (%s): step_size = %d must be >= 1 for the STEP schedule",
-                              opt_kind_name(o->kind), o->step_size);
+                              nncl__optim_name(o->kind), o->step_size);
         NNCL_TRY(opt_range(ctx, o, "gamma", o->gamma, 0, 1, HUGE_VAL, 0));
         break;
     case NNCL_SCHED_COSINE:
         if (o->total_steps < 1)
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
                               "optimizer config (%s): total_steps = %d must be >= 1 for the COSINE schedule",
-                              opt_kind_name(o->kind), o->total_steps);
+                              nncl__optim_name(o->kind), o->total_steps);
         NNCL_TRY(opt_range(ctx, o, "min_lr", o->min_lr, 0, 0, o->lr, 0));
         break;
     default:
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "optimizer config (%s): schedule = %d is not a schedule (NNCL_SCHED_CONSTANT, _STEP, _COSINE)",
-                          opt_kind_name(o->kind), (int)o->schedule);
+                          nncl__optim_name(o->kind), (int)o->schedule);
     }
     if (o->warmup_steps < 0)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "optimizer config (%s): warmup_steps = %d must be >= 0",
-                          opt_kind_name(o->kind), o->warmup_steps);
+                          nncl__optim_name(o->kind), o->warmup_steps);
     return NNCL_OK;
 }
 

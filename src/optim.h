@@ -34,6 +34,9 @@
  *             schedule's clock is not shifted by the warm-up.
  * Computed in double, returned as float. */
 
+/* "SGD", "Adam", "AdamW", "RMSprop"; "?" for another value. */
+const char *nncl__optim_name(nncl_optimizer k);
+
 /* Checks every field that o's kind and schedule use: NNCL_ERR_INVALID_ARGUMENT
  * naming the field, its value and the allowed range. ctx may be NULL. */
 nncl_status nncl__optim_check(nncl_context *ctx, const nncl_optim_config *o);

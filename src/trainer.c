@@ -208,9 +208,11 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: device %d is absent or given twice",
                               cfg->devices[i]);
         }
-        if (cfg->shares && !(cfg->shares[i] > 0)) {
+        if (cfg->shares && !(cfg->shares[i] > 0 && cfg->shares[i] <= FLT_MAX)) {
+            double sh = cfg->shares[i];
             nncl_trainer_free(t);
-            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: share %d must be > 0", i);
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "nncl_trainer_create: share %d is %g; shares must be finite and > 0", i, sh);
         }
     }
     st = nncl__graph_layout(g); /* sizes the flat buffers */

@@ -2,6 +2,7 @@
  * and evaluation split over the devices, parameters by name, and
  * safetensors files under PyTorch's names (models) plus the optimizer state
  * and step count (checkpoints, for exact resume). */
+#include "optim.h"
 #include "trainer.h"
 #include <float.h>
 #include <math.h>
@@ -370,9 +371,12 @@ static nncl_status io_check_optimizer(nncl_trainer *t, const nncl_safetensors *s
     snprintf(want, sizeof want, "%d", (int)t->cfg.optim.kind);
     if (!v && t->opt_floats)
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.optimizer is missing (which optimizer wrote the state?)", path);
-    if (v && strcmp(v, want) != 0)
-        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.optimizer = \"%.40s\", but the trainer's optimizer is %s",
-                          path, v, want);
+    if (v && strcmp(v, want) != 0) {
+        const char *by = nncl__optim_name((nncl_optimizer)(strlen(v) == 1 ? v[0] - '0' : -1));
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: written by %s%s optimizer (nncl.optimizer = \"%.40s\"), but the trainer's is %s",
+                          path, by[0] == '?' ? "an unknown" : "the ", by[0] == '?' ? "" : by, v,
+                          nncl__optim_name(t->cfg.optim.kind));
+    }
     if (have && !t->opt_floats)
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
                           "%s: nncl.optimizer_state is present, but the trainer's optimizer keeps no state", path);

@@ -6,7 +6,8 @@
  * device; an argument error from inside a device thread keeps its status and
  * words; step_info.n_devices counts the devices that did work this step;
  * two devices failing at once never enter the log callback together; the
- * plan's exchange with its buffers refuses ranges outside them. */
+ * plan's exchange with its buffers refuses ranges outside them; device
+ * lists and shares it cannot use are refused at creation. */
 #include "harness.h"
 #include "trainer.h"
 #include <math.h>
@@ -418,6 +419,50 @@ static int test_failing_together(void) {
     return 0;
 }
 
+/* Device lists and shares the trainer cannot use are refused at creation,
+ * naming the value: a device twice or out of range, a list with no count,
+ * a share that is zero, negative, NaN or infinite (an infinite share gave
+ * every device a cost of 0 per sample, the whole batch to one of them). */
+static int test_config_refused(nncl_context *ctx) {
+    const char *name = "device lists and shares the trainer cannot use are refused, naming the value";
+    static const int twice[2] = {0, 0}, beyond[1] = {999}, negative[1] = {-1};
+    static const float bad_share[4] = {0.0f, -1.0f, NAN, INFINITY};
+    static const char *said[4] = {"is 0", "is -1", "is nan", "is inf"};
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    tg_model m;
+    int i, d0 = 0;
+    TH_CHECK(name, tg_build(ctx, &m, 0));
+    c.max_batch = TG_B;
+    c.devices = twice; c.n_devices = 2;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t &&
+                       strstr(nncl_last_error(ctx), "device 0 is absent or given twice"));
+    c.devices = beyond; c.n_devices = 1;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT &&
+                       strstr(nncl_last_error(ctx), "device 999"));
+    c.devices = negative;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT &&
+                       strstr(nncl_last_error(ctx), "device -1"));
+    c.devices = &d0; c.n_devices = 0;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT &&
+                       strstr(nncl_last_error(ctx), "n_devices 0"));
+    c.n_devices = 1;
+    for (i = 0; i < 4; i++) {
+        c.shares = &bad_share[i];
+        if (nncl_trainer_create(ctx, m.g, m.loss, &c, &t) != NNCL_ERR_INVALID_ARGUMENT || t ||
+            !strstr(nncl_last_error(ctx), said[i])) {
+            th_fail(name, "share %g: %s", (double)bad_share[i], nncl_last_error(ctx));
+            return 1;
+        }
+    }
+    c.shares = NULL;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
 /* The plan's exchange with its buffers (plan_exchange.c): writes read back
  * whole and in a window, the running statistics survive a trip through
  * their shadow, and a range outside a buffer or a copy between buffers of
@@ -477,6 +522,7 @@ int main(void) {
     test_thread_argument_error(ctx, 1);
     test_nan_skip_everything(ctx, 1);
     test_plan_exchange(ctx);
+    test_config_refused(ctx);
     if (nd < 2) {
         th_skip("trainer guards on two devices", "needs two devices (POCL_DEVICES=\"pthread pthread\")");
     } else {

@@ -326,6 +326,7 @@ static int test_checkpoint_meta(nncl_context *ctx) {
     }
     TH_CHECK(name, nncl_trainer_load_checkpoint(rms.t, ckpt) == NNCL_ERR_FORMAT);
     TH_CHECK(name, strstr(nncl_last_error(ctx), "nncl.optimizer") != NULL && nncl_trainer_step_count(rms.t) == 0);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "by the SGD optimizer") && strstr(nncl_last_error(ctx), "is RMSprop"));
     TH_CHECK(name, tio_rewrite(ckpt, edited, "nncl.step", "12") == 0);
     TH_OK(name, ctx, nncl_trainer_load_checkpoint(sgd.t, edited));
     TH_CHECK(name, nncl_trainer_step_count(sgd.t) == 12);
