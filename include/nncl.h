@@ -128,6 +128,13 @@ typedef struct nncl_config {
 } nncl_config;
 
 NNCL_API nncl_config nncl_config_default(void);
+/* Threads: a context may be used from several threads at once. Calls that
+ * launch kernels or change what a device holds (tensor creation and
+ * release, eager ops, nncl_gemm, every trainer and model call, profiling,
+ * tuning) take turns on it, one whole call at a time; for work that runs
+ * side by side, give each thread a context of its own. A graph being
+ * built, a dataset, a loader or a progress bar is one thread's at a time,
+ * and nncl_free() comes after every other call on the context returned. */
 NNCL_API nncl_status nncl_init(const nncl_config *config, nncl_context **out);
 NNCL_API void nncl_free(nncl_context *ctx);
 

@@ -292,6 +292,26 @@ static nncl_status ctx_check_config(const nncl_config *c, const char *kdir) {
     return NNCL_OK;
 }
 
+/* The message lock and the recursive use lock; 0 when both are made. */
+static int ctx_mutexes(nncl_context *ctx) {
+    pthread_mutexattr_t a;
+    int bad;
+    if (pthread_mutexattr_init(&a) != 0) return -1;
+    bad = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) != 0 || pthread_mutex_init(&ctx->use, &a) != 0;
+    pthread_mutexattr_destroy(&a);
+    if (bad) return -1;
+    if (pthread_mutex_init(&ctx->lock, NULL) == 0) return 0;
+    pthread_mutex_destroy(&ctx->use);
+    return -1;
+}
+
+void nncl__enter(nncl_context *ctx) {
+    if (ctx && ctx->lock_ready) pthread_mutex_lock(&ctx->use);
+}
+void nncl__leave(nncl_context *ctx) {
+    if (ctx && ctx->lock_ready) pthread_mutex_unlock(&ctx->use);
+}
+
 nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
     ctx_found found[CTX_MAX_DEVICES];
     int chosen[CTX_MAX_DEVICES];
@@ -314,7 +334,7 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
 
     ctx = (nncl_context *)nncl__calloc(1, sizeof *ctx);
     if (!ctx) return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: out of host memory");
-    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+    if (ctx_mutexes(ctx) != 0) {
         NNCL_FREE(ctx);
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: no mutex");
     }
@@ -364,7 +384,10 @@ void nncl_free(nncl_context *ctx) {
     }
     NNCL_FREE(ctx->devices);
     NNCL_FREE(ctx->kernel_dir);
-    if (ctx->lock_ready) pthread_mutex_destroy(&ctx->lock);
+    if (ctx->lock_ready) {
+        pthread_mutex_destroy(&ctx->lock);
+        pthread_mutex_destroy(&ctx->use);
+    }
     NNCL_FREE(ctx);
 }
 

@@ -41,8 +41,10 @@ nncl_status nncl_finish(nncl_context *ctx, int device) {
 nncl_status nncl_device_memory(const nncl_context *ctx, int device, uint64_t *in_use, uint64_t *peak) {
     nncl_device *dev = nncl__device((nncl_context *)ctx, device);
     if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
+    nncl__enter((nncl_context *)ctx); /* a count other threads' calls change */
     if (in_use) *in_use = dev->mem_in_use;
     if (peak) *peak = dev->mem_peak;
+    nncl__leave((nncl_context *)ctx);
     return NNCL_OK;
 }
 

@@ -1,7 +1,8 @@
 /* eager.c - the public eager ops on tensors: argument and shape checks, then
  * one kernel launch on the tensors' device, without waiting, through the
  * typed wrappers the graph ops use (launch.h; offsets are 0: a tensor owns
- * its buffer). */
+ * its buffer), under the context's use lock (a kernel object takes one
+ * launch's arguments at a time). */
 #include "launch.h"
 
 static nncl_status eager_tensor(nncl_context *ctx, const char *fn, const nncl_tensor *t, const char *arg) {
@@ -74,6 +75,7 @@ static nncl_status eager_same_shape(nncl_context *ctx, const char *fn, const nnc
 static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *a,
                                 const nncl_tensor *b, nncl_tensor *out) {
     nncl__kl k;
+    nncl_status st;
     int cols;
     NNCL_TRY(eager_check(ctx, fn, a, "a", b, 1, out));
     NNCL_TRY(eager_same_shape(ctx, fn, a, "a", out));
@@ -83,35 +85,47 @@ static nncl_status eager_binary(nncl_context *ctx, const char *fn, const char *k
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: b is %s; it must have a's shape %s or be a row vector [%d]", fn,
                           eager_shape_str(b, s1, sizeof s1), eager_shape_str(a, s2, sizeof s2), cols);
     }
-    NNCL_TRY(eager_kernel(ctx, a, "elementwise", kernel, &k));
-    return nncl__k_binary(k, eager_view(a), eager_view(b), b->numel, eager_view(out), a->numel);
+    nncl__enter(ctx);
+    if ((st = eager_kernel(ctx, a, "elementwise", kernel, &k)) == NNCL_OK)
+        st = nncl__k_binary(k, eager_view(a), eager_view(b), b->numel, eager_view(out), a->numel);
+    nncl__leave(ctx);
+    return st;
 }
 
 /* out = f(x) elementwise; param, when given, is the kernel's float p. */
 static nncl_status eager_unary(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *x,
                                const float *param, nncl_tensor *out) {
     nncl__kl k;
+    nncl_status st;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     NNCL_TRY(eager_same_shape(ctx, fn, x, "x", out));
-    NNCL_TRY(eager_kernel(ctx, x, "elementwise", kernel, &k));
-    return nncl__k_unary(k, eager_view(x), eager_view(out), x->numel, param);
+    nncl__enter(ctx);
+    if ((st = eager_kernel(ctx, x, "elementwise", kernel, &k)) == NNCL_OK)
+        st = nncl__k_unary(k, eager_view(x), eager_view(out), x->numel, param);
+    nncl__leave(ctx);
+    return st;
 }
 
 /* Row-wise over the last dimension, x viewed as [numel/cols, cols]. */
 static nncl_status eager_softmax(nncl_context *ctx, const char *fn, const char *kernel, const nncl_tensor *x,
                                  nncl_tensor *out) {
     nncl__kl k;
+    nncl_status st;
     size_t cols;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     NNCL_TRY(eager_same_shape(ctx, fn, x, "x", out));
     cols = (size_t)x->shape[x->ndim - 1];
-    NNCL_TRY(eager_kernel(ctx, x, "softmax", kernel, &k));
-    return nncl__k_softmax(k, eager_view(x), eager_view(out), x->numel / cols, cols);
+    nncl__enter(ctx);
+    if ((st = eager_kernel(ctx, x, "softmax", kernel, &k)) == NNCL_OK)
+        st = nncl__k_softmax(k, eager_view(x), eager_view(out), x->numel / cols, cols);
+    nncl__leave(ctx);
+    return st;
 }
 
 static nncl_status eager_sum(nncl_context *ctx, const char *fn, const nncl_tensor *x, int axis, int mean,
                              nncl_tensor *out) {
     nncl__kl k;
+    nncl_status st;
     size_t rows, cols, want;
     NNCL_TRY(eager_check(ctx, fn, x, "x", NULL, 0, out));
     if (axis != 0 && axis != 1)
@@ -124,9 +138,12 @@ static nncl_status eager_sum(nncl_context *ctx, const char *fn, const nncl_tenso
     if (out->numel != want)
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "%s: out has %zu elements; axis %d of x [%zu,%zu] needs %zu", fn,
                           out->numel, axis, rows, cols, want);
-    NNCL_TRY(eager_kernel(ctx, x, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &k));
-    return nncl__k_sum(k, axis, eager_view(x), eager_view(out), rows, cols,
-                       mean ? (float)(1.0 / (double)(axis ? cols : rows)) : 1.0f, 0);
+    nncl__enter(ctx);
+    if ((st = eager_kernel(ctx, x, "reduce", axis ? "nncl_sum_f32_axis1" : "nncl_sum_f32_axis0", &k)) == NNCL_OK)
+        st = nncl__k_sum(k, axis, eager_view(x), eager_view(out), rows, cols,
+                         mean ? (float)(1.0 / (double)(axis ? cols : rows)) : 1.0f, 0);
+    nncl__leave(ctx);
+    return st;
 }
 
 nncl_status nncl_add(nncl_context *ctx, const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *out) {

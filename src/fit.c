@@ -400,7 +400,7 @@ static nncl_status fit_run(nncl_trainer *t, const nncl_dataset *train, const nnc
     return st;
 }
 
-nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const nncl_fit_config *cfg) {
+static nncl_status fit_all(nncl_trainer *t, const nncl_dataset *train, const nncl_fit_config *cfg) {
     nncl_dataset *own_train = NULL, *own_val = NULL;
     const nncl_dataset *val;
     nncl_fit_result res;
@@ -467,6 +467,12 @@ nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const n
     NNCL_FREE(fs.best_state);
     nncl_dataset_free(own_train);
     nncl_dataset_free(own_val);
+    return st;
+}
+
+nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const nncl_fit_config *cfg) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, fit_all(t, train, cfg));
     return st;
 }
 

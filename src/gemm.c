@@ -44,6 +44,7 @@ nncl_status nncl__sgemm_clblast_temp(nncl_context *ctx, nncl_device *dev, const 
 nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha, const nncl_tensor *a,
                       const nncl_tensor *b, float beta, nncl_tensor *c) {
     nncl__gemm_args g;
+    nncl_status st;
     int am, ak, bk, bn;
     if (!ctx) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_gemm: ctx is NULL");
     NNCL_TRY(nncl__check_tensor(ctx, a, "a of nncl_gemm"));
@@ -76,5 +77,6 @@ nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha, 
     g.ldb = (size_t)b->shape[1];
     g.c = c->mem;
     g.ldc = (size_t)c->shape[1];
-    return nncl__sgemm_exact(ctx, &ctx->devices[c->device], &g);
+    NNCL_LOCKED(ctx, st, nncl__sgemm_exact(ctx, &ctx->devices[c->device], &g)); /* choices, scratch, kernels */
+    return st;
 }

@@ -196,9 +196,30 @@ struct nncl_context {
     /* message and the log callback are used under lock: the trainer's
      * device threads fail and log at once */
     pthread_mutex_t lock;
+    /* Held by the public calls that launch kernels or change what the
+     * devices hold (kernel objects take their arguments one launch at a
+     * time; programs, GEMM choices and scratch, memory counts and a
+     * trainer's buffers are shared): two threads on one context take
+     * turns, call by call. Recursive, as such calls make others; a
+     * trainer's device threads work inside the call that holds it and
+     * never take it. */
+    pthread_mutex_t use;
     int lock_ready;
     char message[NNCL_MSG_MAX];
 };
+
+/* Take and release ctx->use (nothing for a NULL context): around the body
+ * of every public call that launches kernels or changes device state. */
+void nncl__enter(nncl_context *ctx);
+void nncl__leave(nncl_context *ctx);
+/* st = call, under ctx's use lock (ctx evaluated once). */
+#define NNCL_LOCKED(ctx, st, call)                                              \
+    do {                                                                        \
+        nncl_context *nncl_lc_ = (ctx);                                         \
+        nncl__enter(nncl_lc_);                                                  \
+        st = (call);                                                            \
+        nncl__leave(nncl_lc_);                                                  \
+    } while (0)
 
 /* Device d of ctx, or NULL after recording an error (device.c, like
  * everything to the end of this section). */

@@ -162,7 +162,7 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     return NNCL_OK;
 }
 
-nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nncl_model_meta *meta) {
+static nncl_status model_save(nncl_trainer *t, const char *path, const nncl_model_meta *meta) {
     nncl_model_meta m = meta ? *meta : nncl_model_meta_default();
     nncl__buf mean, std, classes;
     char scale[32], shift[32], out_name[NNCL_NAME_MAX];
@@ -216,6 +216,12 @@ nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nnc
     NNCL_FREE(mean.s);
     NNCL_FREE(std.s);
     NNCL_FREE(classes.s);
+    return st;
+}
+
+nncl_status nncl_trainer_save_model(nncl_trainer *t, const char *path, const nncl_model_meta *meta) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, model_save(t, path, meta));
     return st;
 }
 
@@ -395,7 +401,7 @@ nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     return NNCL_OK;
 }
 
-nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
+static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
     size_t d, start;
     int C;
     if (!m || (n && (!rows || (!probs && !classes)))) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
@@ -424,6 +430,12 @@ nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float
         }
     }
     return NNCL_OK;
+}
+
+nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
+    nncl_status st;
+    NNCL_LOCKED(m && m->trainer ? m->trainer->ctx : NULL, st, model_predict(m, rows, n, probs, classes));
+    return st;
 }
 
 #undef MODEL_MAX_TEXT

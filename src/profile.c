@@ -86,8 +86,11 @@ int nncl_profile_kernels(const nncl_context *ctx, int device, nncl_profile_kerne
     nncl_device *dev = nncl__device((nncl_context *)ctx, device);
     int i;
     if (!dev) return 0;
+    nncl__enter((nncl_context *)ctx);
     for (i = 0; out && i < max && i < dev->prof_table_n; i++) out[i] = dev->prof_table[i];
-    return dev->prof_table_n;
+    i = dev->prof_table_n;
+    nncl__leave((nncl_context *)ctx);
+    return i;
 }
 
 nncl_status nncl_profile_start(nncl_context *ctx, int device) {
@@ -95,17 +98,17 @@ nncl_status nncl_profile_start(nncl_context *ctx, int device) {
     if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
     if (!ctx->config.profiling)
         return nncl__fail(ctx, NNCL_ERR_STATE, "nncl_profile_start: the context was created without config.profiling");
+    nncl__enter(ctx); /* the event list other threads' launches append to */
     nncl__profile_release(dev);
     dev->profiling = 1;
+    nncl__leave(ctx);
     return NNCL_OK;
 }
 
-nncl_status nncl_profile_stop(nncl_context *ctx, int device, nncl_profile_report *out) {
-    nncl_device *dev = nncl__device(ctx, device);
+static nncl_status profile_stop(nncl_context *ctx, nncl_device *dev, nncl_profile_report *out) {
     cl_ulong first = 0, last = 0, sum_ns = 0;
     double sum = 0;
     int i, timed = 0, bad = 0;
-    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
     if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_profile_stop: out is NULL");
     memset(out, 0, sizeof *out);
     if (!dev->profiling) return nncl__fail(ctx, NNCL_ERR_STATE, "nncl_profile_stop: profiling was not started");
@@ -141,6 +144,14 @@ nncl_status nncl_profile_stop(nncl_context *ctx, int device, nncl_profile_report
     if (dev->prof_table) qsort(dev->prof_table, (size_t)dev->prof_table_n, sizeof *dev->prof_table, profile_by_time);
     profile_release_events(dev);
     return NNCL_OK;
+}
+
+nncl_status nncl_profile_stop(nncl_context *ctx, int device, nncl_profile_report *out) {
+    nncl_device *dev = nncl__device(ctx, device);
+    nncl_status st;
+    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
+    NNCL_LOCKED(ctx, st, profile_stop(ctx, dev, out));
+    return st;
 }
 
 #undef PROFILE_MAX_EVENTS

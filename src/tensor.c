@@ -1,6 +1,8 @@
 /* tensor.c - float32 device tensors: creation with checked shapes, blocking
  * and non-blocking transfers, copies within and across devices (through the
- * host when they are on different OpenCL contexts). */
+ * host when they are on different OpenCL contexts). Transfers and copies
+ * are OpenCL queue calls, safe from any thread; creation and release take
+ * the context's use lock for the device's memory count. */
 #include "internal.h"
 
 nncl_status nncl__check_tensor(nncl_context *ctx, const nncl_tensor *t, const char *arg) {
@@ -35,17 +37,22 @@ nncl_status nncl_tensor_create(nncl_context *ctx, int device, int ndim, const in
     t->ndim = ndim;
     for (i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->numel = numel;
+    nncl__enter(ctx); /* the device's memory count */
     if (nncl__buffer_create(ctx, dev, bytes, &t->mem) != NNCL_OK) {
+        nncl__leave(ctx);
         NNCL_FREE(t);
         return NNCL_ERR_OUT_OF_MEMORY;
     }
+    nncl__leave(ctx);
     *out = t;
     return NNCL_OK;
 }
 
 void nncl_tensor_free(nncl_tensor *t) {
     if (!t) return;
+    nncl__enter(t->ctx);
     nncl__buffer_release(&t->ctx->devices[t->device], t->mem, t->numel * sizeof(float));
+    nncl__leave(t->ctx);
     NNCL_FREE(t);
 }
 

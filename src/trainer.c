@@ -29,7 +29,7 @@ int nncl__trainer_first_alive(const nncl_trainer *t) {
 
 /* ------------------------------------------------------------- creation */
 
-void nncl_trainer_free(nncl_trainer *t) {
+static void trainer_free(nncl_trainer *t) {
     int i;
     if (!t) return;
     nncl__crew_stop(t->crew);
@@ -46,6 +46,13 @@ void nncl_trainer_free(nncl_trainer *t) {
     NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->waited); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
     NNCL_FREE(t->dev_msg); NNCL_FREE(t->sumsq);
     NNCL_FREE(t);
+}
+
+void nncl_trainer_free(nncl_trainer *t) {
+    nncl_context *ctx = t ? t->ctx : NULL;
+    nncl__enter(ctx);
+    trainer_free(t);
+    nncl__leave(ctx);
 }
 
 nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const float *state) {
@@ -162,8 +169,8 @@ static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nnc
     return nncl__plan_check_store(ctx, g, loss, (int)cfg->precision);
 }
 
-nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
-                                nncl_trainer **out) {
+static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                  nncl_trainer **out) {
     nncl_trainer *t;
     nncl_status st;
     int i, j;
@@ -234,10 +241,19 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
     return NNCL_OK;
 }
 
+nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                nncl_trainer **out) {
+    nncl_status st;
+    NNCL_LOCKED(ctx, st, trainer_create(ctx, g, loss, cfg, out));
+    return st;
+}
+
 int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max) {
     int i;
     if (!t) return 0;
+    nncl__enter(t->ctx); /* a step on another thread rebalances them */
     for (i = 0; i < t->nd && i < max && sizes; i++) sizes[i] = t->shard[i];
+    nncl__leave(t->ctx);
     return t->nd;
 }
 

@@ -61,7 +61,7 @@ static nncl_status io_check_fed(nncl_trainer *t, const nncl_feed *feeds, int n_f
     return NNCL_OK;
 }
 
-nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
+static nncl_status io_predict_batch(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
                                  float *dst) {
     int i, saved[64], failed = -1;
     io_predict job;
@@ -101,7 +101,14 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
     return nncl__fail(t->ctx, t->dev_status[failed], "nncl_trainer_predict: %s", nncl__trainer_dev_msg(t, failed));
 }
 
-nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
+nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
+                                 float *dst) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, io_predict_batch(t, feeds, n_feeds, batch, out, dst));
+    return st;
+}
+
+static nncl_status io_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
                                   const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
     float *out;
     double total = 0;
@@ -148,6 +155,13 @@ nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labe
     if (loss) *loss = (float)(total / n);
     if (accuracy) *accuracy = (float)((double)correct / n);
     return NNCL_OK;
+}
+
+nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
+                                  const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, io_evaluate(t, x, labels, logits, xdata, ydata, n, loss, accuracy));
+    return st;
 }
 
 /* ------------------------------------------------------------- by name */
@@ -198,11 +212,15 @@ static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, cons
 }
 
 nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count) {
-    return io_access(t, name, dst, NULL, count);
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, io_access(t, name, dst, NULL, count));
+    return st;
 }
 
 nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count) {
-    return io_access(t, name, NULL, src, count);
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, io_access(t, name, NULL, src, count));
+    return st;
 }
 
 /* ------------------------------------------------------------- files */
@@ -332,12 +350,13 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     return st;
 }
 
-nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) {
-    return nncl__trainer_save_ex(t, path, 0, NNCL_PRECISION_FP32, NULL, NULL, 0);
+static nncl_status io_save(nncl_trainer *t, const char *path, int checkpoint) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, nncl__trainer_save_ex(t, path, checkpoint, NNCL_PRECISION_FP32, NULL, NULL, 0));
+    return st;
 }
-nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) {
-    return nncl__trainer_save_ex(t, path, 1, NNCL_PRECISION_FP32, NULL, NULL, 0);
-}
+nncl_status nncl_trainer_save(nncl_trainer *t, const char *path) { return io_save(t, path, 0); }
+nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path) { return io_save(t, path, 1); }
 
 /* Counts in a checkpoint are at most 2^53: exact in a double (the learning
  * rate schedules compute in double) and far from overflowing a step. */
@@ -475,6 +494,11 @@ static nncl_status io_load(nncl_trainer *t, const char *path, int checkpoint) {
     return s;
 }
 
-nncl_status nncl_trainer_load(nncl_trainer *t, const char *path) { return io_load(t, path, 0); }
-nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path) { return io_load(t, path, 1); }
+static nncl_status io_load_locked(nncl_trainer *t, const char *path, int checkpoint) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, io_load(t, path, checkpoint));
+    return st;
+}
+nncl_status nncl_trainer_load(nncl_trainer *t, const char *path) { return io_load_locked(t, path, 0); }
+nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path) { return io_load_locked(t, path, 1); }
 #undef IO_COUNT_MAX

@@ -314,7 +314,7 @@ static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
     return t->alive[i] ? trainer_update(t, i, *(const int *)arg) : NNCL_OK;
 }
 
-nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
     nncl_graph *g;
     double t0 = nncl__seconds(), tx;
     int i, bad, solo, caller;
@@ -407,4 +407,10 @@ nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_fee
     }
     info->seconds = nncl__seconds() - t0;
     return NNCL_OK;
+}
+
+nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+    nncl_status st;
+    NNCL_LOCKED(t ? t->ctx : NULL, st, step_run(t, feeds, n_feeds, batch, info));
+    return st;
 }

@@ -483,10 +483,13 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
 }
 
 nncl_status nncl_tune_gemm(nncl_context *ctx, int device, double seconds_budget) {
+    nncl_status st;
     if (!ctx) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_tune_gemm: ctx is NULL");
     if (seconds_budget != seconds_budget)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tune_gemm: seconds_budget is NaN");
-    return nncl__tune_gemm_run(ctx, device, seconds_budget, 0, 0);
+    /* it launches the device's kernels and sets CLBlast's parameters */
+    NNCL_LOCKED(ctx, st, nncl__tune_gemm_run(ctx, device, seconds_budget, 0, 0));
+    return st;
 }
 
 

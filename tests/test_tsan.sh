@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_tsan.sh - ThreadSanitizer over a short multi-device run: the trainer
-# tests built with -fsanitize=thread (into build-tsan, OpenMP off: libgomp is
+# tests and the threads sharing one context (test_threads) built with
+# -fsanitize=thread (into build-tsan, OpenMP off: libgomp is
 # not instrumented) run on two devices (POCL_DEVICES="pthread pthread" when
 # PoCL is present) and must end without a single report. tests/tsan.supp
 # names only the OpenCL runtimes' libraries. Plain pass only (the sanitized
@@ -21,7 +22,7 @@ b=$top/build-tsan
 rm -rf "$b"
 mkdir -p "$b"
 ${MAKE:-make} -s -C "$top" B="$b" OPENMP=0 CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread \
-    "$b/tests/test_trainer_guard" "$b/tests/test_trainer" >"$b/build.log" 2>&1 ||
+    "$b/tests/test_trainer_guard" "$b/tests/test_trainer" "$b/tests/test_threads" >"$b/build.log" 2>&1 ||
     { echo "FAIL tsan: the -fsanitize=thread build failed"; tail "$b/build.log"; exit 1; }
 # Two PoCL devices. Rusticl is left out: its worker threads synchronise in
 # code TSan cannot see, so the host memory they read for a non-blocking
@@ -37,7 +38,7 @@ log=$(mktemp "${TMPDIR:-/tmp}/nncl-tsan.XXXXXX") || exit 1
 trap 'rm -f "$log"' EXIT
 export TSAN_OPTIONS="suppressions=$top/tests/tsan.supp halt_on_error=0 report_signal_unsafe=0"
 rc=0
-for t in test_trainer_guard test_trainer; do
+for t in test_trainer_guard test_trainer test_threads; do
     (cd "$top" && "$b/tests/$t") >"$log" 2>&1
     st=$?
     n=$(grep -c "WARNING: ThreadSanitizer" "$log")

@@ -1,0 +1,183 @@
+/* test_threads.c - one context used from several threads at once: each
+ * thread trains a trainer of its own (on device id % devices), runs eager
+ * ops and a GEMM, and must end with what the same work gives run alone,
+ * one thread after another; two threads stepping one trainer make every
+ * step count once. Kernel objects take one launch's arguments at a time,
+ * so without the context's use lock (src/context.c) these runs failed with
+ * CL_INVALID_KERNEL_ARGS or crashed. */
+#include "harness.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TT_THREADS 4
+#define TT_STEPS 25
+#define TT_B 32
+#define TT_D 12
+#define TT_C 3
+#define TT_N 24 /* eager tensors are TT_N x TT_N */
+#define TT_W (16 * TT_D) /* fc1.weight's elements */
+
+typedef struct tt_job {
+    nncl_context *ctx;
+    int id;
+    nncl_status st;
+    char msg[256];
+    float w[TT_W];          /* fc1.weight after the steps */
+    float e[TT_N * TT_N];   /* relu(a b^T + a) */
+} tt_job;
+
+static float tt_x[TT_B * TT_D], tt_y[TT_B];
+
+static nncl_status tt_fail(tt_job *j, nncl_status st) {
+    j->st = st;
+    strncpy(j->msg, nncl_last_error(j->ctx), sizeof j->msg - 1);
+    return st;
+}
+
+/* Thread job id's work; each call from zero, so a run alone and a run
+ * beside others have to agree. */
+static nncl_status tt_work(tt_job *j) {
+    nncl_context *ctx = j->ctx;
+    int d = j->id % nncl_device_count(ctx), in = TT_D, sh[2] = {TT_N, TT_N}, i;
+    nncl_graph *g = nncl_graph_create(ctx, 100 + (uint64_t)j->id);
+    nncl_node *x = nncl_input(g, "x", 1, &in), *y = nncl_input(g, "y", 0, NULL);
+    nncl_node *h = nncl_linear(g, x, 16, 1, NNCL_ACT_RELU, "fc1");
+    nncl_node *loss = nncl_softmax_cross_entropy(g, nncl_linear(g, h, TT_C, 1, NNCL_ACT_NONE, "fc2"), y);
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_tensor *a = NULL, *b = NULL, *o = NULL;
+    nncl_feed f[2];
+    nncl_status st;
+    float host[TT_N * TT_N];
+    unsigned seed = 7 + (unsigned)j->id;
+    c.max_batch = TT_B;
+    c.devices = &d;
+    c.n_devices = 1;
+    c.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    f[0].node = x; f[0].data = tt_x;
+    f[1].node = y; f[1].data = tt_y;
+    if (!loss) return tt_fail(j, NNCL_ERR_INVALID_ARGUMENT);
+    st = nncl_trainer_create(ctx, g, loss, &c, &t);
+    for (i = 0; st == NNCL_OK && i < TT_STEPS; i++) st = nncl_trainer_step(t, f, 2, TT_B, NULL);
+    if (st == NNCL_OK) st = nncl_trainer_param_get(t, "fc1.weight", j->w, TT_W);
+    if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sh, &a);
+    if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sh, &b);
+    if (st == NNCL_OK) st = nncl_tensor_create(ctx, d, 2, sh, &o);
+    th_fill_uniform(host, TT_N * TT_N, -1, 1, &seed);
+    if (st == NNCL_OK) st = nncl_tensor_write(a, host, TT_N * TT_N);
+    th_fill_uniform(host, TT_N * TT_N, -1, 1, &seed);
+    if (st == NNCL_OK) st = nncl_tensor_write(b, host, TT_N * TT_N);
+    for (i = 0; st == NNCL_OK && i < 10; i++) {
+        st = nncl_gemm(ctx, 0, 1, 1.0f, a, b, 0.0f, o);
+        if (st == NNCL_OK) st = nncl_add(ctx, o, a, o);
+        if (st == NNCL_OK) st = nncl_relu(ctx, o, o);
+    }
+    if (st == NNCL_OK) st = nncl_tensor_read(o, j->e, TT_N * TT_N);
+    if (st != NNCL_OK) tt_fail(j, st);
+    nncl_tensor_free(a);
+    nncl_tensor_free(b);
+    nncl_tensor_free(o);
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    return st;
+}
+
+static void *tt_thread(void *arg) {
+    tt_work((tt_job *)arg);
+    return NULL;
+}
+
+/* Largest |a - b| / (1 + |b|) over n values. */
+static double tt_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (1 + fabs((double)b[i]));
+        if (!(e <= m)) m = e; /* NaN counts */
+    }
+    return m;
+}
+
+static int test_threads_agree(nncl_context *ctx) {
+    const char *name = "4 threads on one context (own trainers, eager ops, GEMM) end as each run alone";
+    static tt_job alone[TT_THREADS], together[TT_THREADS];
+    pthread_t th[TT_THREADS];
+    int i;
+    for (i = 0; i < TT_THREADS; i++) {
+        alone[i].ctx = together[i].ctx = ctx;
+        alone[i].id = together[i].id = i;
+        TH_OK(name, ctx, tt_work(&alone[i]));
+    }
+    for (i = 0; i < TT_THREADS; i++) TH_CHECK(name, pthread_create(&th[i], NULL, tt_thread, &together[i]) == 0);
+    for (i = 0; i < TT_THREADS; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < TT_THREADS; i++) {
+        double dw = tt_diff(together[i].w, alone[i].w, TT_W), de = tt_diff(together[i].e, alone[i].e, TT_N * TT_N);
+        if (together[i].st != NNCL_OK || !(dw < 1e-5) || !(de < 1e-5)) {
+            th_fail(name, "thread %d: %s (%s), weights differ by %.3g, eager result by %.3g", i,
+                    nncl_status_str(together[i].st), together[i].msg, dw, de);
+            return 1;
+        }
+    }
+    th_pass("%s", name);
+    return 0;
+}
+
+typedef struct tt_stepper {
+    nncl_trainer *t;
+    nncl_feed *f;
+    nncl_status st;
+} tt_stepper;
+
+static void *tt_step_thread(void *arg) {
+    tt_stepper *s = (tt_stepper *)arg;
+    int i;
+    for (i = 0; s->st == NNCL_OK && i < TT_STEPS; i++) s->st = nncl_trainer_step(s->t, s->f, 2, TT_B, NULL);
+    return NULL;
+}
+
+static int test_shared_trainer(nncl_context *ctx) {
+    const char *name = "2 threads stepping one trainer: every step counts once, none fails";
+    int in = TT_D;
+    nncl_graph *g = nncl_graph_create(ctx, 5);
+    nncl_node *x = nncl_input(g, "x", 1, &in), *y = nncl_input(g, "y", 0, NULL);
+    nncl_node *loss = nncl_softmax_cross_entropy(g, nncl_linear(g, x, TT_C, 1, NNCL_ACT_NONE, "fc"), y);
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_feed f[2];
+    tt_stepper s[2];
+    pthread_t th[2];
+    int i;
+    c.max_batch = TT_B;
+    TH_CHECK(name, loss != NULL);
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    f[0].node = x; f[0].data = tt_x;
+    f[1].node = y; f[1].data = tt_y;
+    for (i = 0; i < 2; i++) {
+        s[i].t = t;
+        s[i].f = f;
+        s[i].st = NNCL_OK;
+        TH_CHECK(name, pthread_create(&th[i], NULL, tt_step_thread, &s[i]) == 0);
+    }
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    TH_CHECK(name, s[0].st == NNCL_OK && s[1].st == NNCL_OK);
+    TH_CHECK(name, nncl_trainer_step_count(t) == 2 * TT_STEPS);
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
+int main(void) {
+    nncl_context *ctx;
+    unsigned seed = 3;
+    int i;
+    for (i = 0; i < TT_B; i++) tt_y[i] = (float)(i % TT_C);
+    th_fill_uniform(tt_x, TT_B * TT_D, -1, 1, &seed);
+    if (!(ctx = th_context())) return th_exit_code();
+    test_threads_agree(ctx);
+    test_shared_trainer(ctx);
+    nncl_free(ctx);
+    return th_exit_code();
+}
