@@ -58,7 +58,10 @@ static nncl_status tt_work(tt_job *j) {
     c.optim = nncl_optim_default(NNCL_OPT_ADAM);
     f[0].node = x; f[0].data = tt_x;
     f[1].node = y; f[1].data = tt_y;
-    if (!loss) return tt_fail(j, NNCL_ERR_INVALID_ARGUMENT);
+    if (!loss) {
+        nncl_graph_free(g);
+        return tt_fail(j, NNCL_ERR_INVALID_ARGUMENT);
+    }
     st = nncl_trainer_create(ctx, g, loss, &c, &t);
     for (i = 0; st == NNCL_OK && i < TT_STEPS; i++) st = nncl_trainer_step(t, f, 2, TT_B, NULL);
     if (st == NNCL_OK) st = nncl_trainer_param_get(t, "fc1.weight", j->w, TT_W);
