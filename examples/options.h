@@ -164,8 +164,9 @@ static inline int ex_init(const char *prog, const char *devices, nncl_context **
     return 0;
 }
 
-/* Said before creating a trainer: its first build of the kernels takes
- * seconds on some drivers (PoCL), and a silent wait looks like a hang. */
+/* Said before creating a trainer: its first build of the kernels, with
+ * the GEMM variants timed for each shape, takes 20-30 s on PoCL (the
+ * bench models on 2 cores), and a silent wait looks like a hang. */
 static inline void ex_compiling(nncl_context *ctx) {
     int i, n = nncl_device_count(ctx);
     printf("compiling kernels for");
@@ -174,7 +175,7 @@ static inline void ex_compiling(nncl_context *ctx) {
         nncl_device_info_get(ctx, i, &info);
         printf("%s %s", i ? "," : "", info.name);
     }
-    printf(" (seconds the first time; cached after)...\n");
+    printf(" (up to a minute the first time; cached after)...\n");
 }
 
 /* DIR/PART-KIND-idxN-ubyte or the same with .gz, whichever exists. */
