@@ -202,12 +202,14 @@ int nncl__gemm_own_fits(const nncl__gemm_args *g) {
     return ea < lim && eb < lim && ec < lim && pa + pb + 64 < lim;
 }
 
-/* Work-items of a packing group: blocks of k of one panel, a power of two
- * up to OWN_PACK_GROUP, no more than there are blocks. */
-static size_t own_pack_group(const nncl_device *dev, size_t blocks) {
-    size_t local = 1;
-    while (local < OWN_PACK_GROUP && local * 2 <= blocks && local * 2 <= dev->max_work_group) local *= 2;
-    return local;
+/* Work-items of a packing group: OWN_PACK_GROUP blocks of k of one panel
+ * (fewer only where the device allows fewer), whatever k is: a CPU driver
+ * compiles a kernel once per group size it is launched with (PoCL: 0.6-1.4
+ * s each for the packing kernel), and sizing groups by k (1 to 32) built
+ * it four times per variant for the MLP's products. The launch rounds the
+ * blocks up to whole groups; the items past k return. */
+static size_t own_pack_group(const nncl_device *dev) {
+    return dev->max_work_group < OWN_PACK_GROUP ? dev->max_work_group : OWN_PACK_GROUP;
 }
 
 /* Packs rows x k (A: op(A) [m,k]; B, is_b: op(B) [k,n] with rows = n),
@@ -236,7 +238,7 @@ static nncl_status own_pack(nncl_context *ctx, nncl_device *dev, const nncl__gem
     global[0] = (rows + (size_t)tile - 1) / (size_t)tile;
     global[1] = (k + OWN_PACK_KB - 1) / OWN_PACK_KB;
     global[2] = batch;
-    local[1] = own_pack_group(dev, global[1]);
+    local[1] = own_pack_group(dev);
     return nncl__launch(&a, dev, 3, global, local);
 }
 
@@ -279,7 +281,7 @@ static nncl_status own_pack_ab(nncl_context *ctx, nncl_device *dev, const nncl__
     global[0] = (g->m + (size_t)v->mr - 1) / (size_t)v->mr + (g->n + (size_t)v->nr - 1) / (size_t)v->nr;
     global[1] = (g->k + OWN_PACK_KB - 1) / OWN_PACK_KB;
     global[2] = 1;
-    local[1] = own_pack_group(dev, global[1]);
+    local[1] = own_pack_group(dev);
     return nncl__launch(&a, dev, 3, global, local);
 }
 
@@ -307,8 +309,10 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
          * a group's work-items in turn on one core, which then reuses the
          * B panel from its cache, and it schedules a quarter of the groups.
          * 2-8 % on 256^3-1024^3 and 128 x 784 x 100 on PoCL (AVX2), against
-         * groups of one (bench/RESULTS.md); 2 and 8 were no better. */
-        local[0] = global[0] < 4 ? global[0] : 4;
+         * groups of one (bench/RESULTS.md); 2 and 8 were no better.
+         * Always four, also for fewer tiles (the launch rounds up, the
+         * items past m return): each group size is a build of its own. */
+        local[0] = dev->max_work_group < 4 ? dev->max_work_group : 4;
     }
     return nncl__launch(a, dev, 3, global, local);
 }
