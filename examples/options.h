@@ -165,8 +165,8 @@ static inline int ex_init(const char *prog, const char *devices, nncl_context **
 }
 
 /* Said before creating a trainer: its first build of the kernels, with
- * the GEMM variants timed for each shape, takes 20-30 s on PoCL (the
- * bench models on 2 cores), and a silent wait looks like a hang. */
+ * the GEMM variants timed for each shape, takes 13-17 s on PoCL (the
+ * Fashion-MNIST models on 2 cores), and a silent wait looks like a hang. */
 static inline void ex_compiling(nncl_context *ctx) {
     int i, n = nncl_device_count(ctx);
     printf("compiling kernels for");
