@@ -61,8 +61,8 @@ static nncl_status io_check_fed(nncl_trainer *t, const nncl_feed *feeds, int n_f
     return NNCL_OK;
 }
 
-static nncl_status io_predict_batch(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
-                                 float *dst) {
+static nncl_status io_predict_batch(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch,
+                                    nncl_node *out, float *dst) {
     int i, saved[64], failed = -1;
     io_predict job;
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: trainer is NULL");
@@ -109,7 +109,7 @@ nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_
 }
 
 static nncl_status io_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
-                                  const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
+                               const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
     float *out;
     double total = 0;
     long correct = 0;
@@ -392,9 +392,10 @@ static nncl_status io_check_optimizer(nncl_trainer *t, const nncl_safetensors *s
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.optimizer is missing (which optimizer wrote the state?)", path);
     if (v && strcmp(v, want) != 0) {
         const char *by = nncl__optim_name((nncl_optimizer)(strlen(v) == 1 ? v[0] - '0' : -1));
-        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: written by %s%s optimizer (nncl.optimizer = \"%.40s\"), but the trainer's is %s",
-                          path, by[0] == '?' ? "an unknown" : "the ", by[0] == '?' ? "" : by, v,
-                          nncl__optim_name(t->cfg.optim.kind));
+        int known = by[0] != '?';
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
+                          "%s: written by %s%s optimizer (nncl.optimizer = \"%.40s\"), but the trainer's is %s", path,
+                          known ? "the " : "an unknown", known ? by : "", v, nncl__optim_name(t->cfg.optim.kind));
     }
     if (have && !t->opt_floats)
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
