@@ -203,7 +203,7 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     t->nd = cfg->devices ? cfg->n_devices : nncl_device_count(ctx);
     t->device = (int *)nncl__calloc((size_t)t->nd, sizeof(int));
     if (!t->device) {
-        nncl_trainer_free(t);
+        trainer_free(t);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
     }
     for (i = 0; i < t->nd; i++) {
@@ -211,15 +211,15 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
         for (j = 0; j < i; j++)
             if (t->device[j] == t->device[i]) break;
         if (t->device[i] < 0 || t->device[i] >= nncl_device_count(ctx) || j < i) {
-            nncl_trainer_free(t);
+            trainer_free(t);
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: device %d is absent or given twice",
                               cfg->devices[i]);
         }
         if (cfg->shares && !(cfg->shares[i] > 0 && cfg->shares[i] <= FLT_MAX)) {
-            double sh = cfg->shares[i];
-            nncl_trainer_free(t);
+            trainer_free(t);
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
-                              "nncl_trainer_create: share %d is %g; shares must be finite and > 0", i, sh);
+                              "nncl_trainer_create: share %d is %g; shares must be finite and > 0", i,
+                              (double)cfg->shares[i]);
         }
     }
     st = nncl__graph_layout(g); /* sizes the flat buffers */
@@ -233,7 +233,7 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
     if (st == NNCL_OK) st = nncl__syncbn_setup(t);
     if (st != NNCL_OK) {
-        nncl_trainer_free(t);
+        trainer_free(t);
         return st;
     }
     nncl__trainer_split(t, t->cfg.max_batch);
