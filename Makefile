@@ -1,6 +1,6 @@
 # nncl - build the static and shared library, the tests, examples, bench and
 # the single-file header. `make help` lists the targets. Every file is found
-# by wildcard: a new src/*.c, cl/*.cl, tests/test_*.c, tests/test_*.sh,
+# by wildcard: a new src/LAYER/*.c, cl/*.cl, tests/test_*.c, tests/test_*.sh,
 # examples/*.c or bench/*.c is picked up without editing this file.
 
 PREFIX       ?= /usr/local
@@ -67,9 +67,9 @@ ALL_CFLAGS   = $(NN_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS  = $(NN_LDFLAGS) $(LDFLAGS)
 PC_LIBS_PRIVATE = $(LIBS) $(MPI_LIBS) $(if $(filter 1,$(OPENMP)),-fopenmp)
 
-SRC      := $(sort $(wildcard src/*.c))
-HDR      := $(sort $(wildcard src/*.h))
-DEF      := $(sort $(wildcard src/*.def))
+SRC      := $(sort $(wildcard src/*/*.c))
+HDR      := $(sort $(wildcard src/*/*.h))
+DEF      := $(sort $(wildcard src/*/*.def))
 OBJ      := $(SRC:src/%.c=$(B)/obj/%.o) $(B)/gen/kernels.o
 CLSRC    := $(sort $(wildcard cl/*.cl))
 TESTSRC  := $(sort $(wildcard tests/test_*.c))
@@ -147,14 +147,14 @@ bench: $(if $(BENCHSRC),$(B)/bench/bench)
 
 # ------------------------------------------------------------ single header
 
-# dist/nncl.h: the public API, then under NNCL_IMPLEMENTATION src/internal.h,
-# the other src/*.h, every src/*.c and the kernel table of tools/embed.c
-# (src/*.def lists are inlined wherever they are included).
+# dist/nncl.h: the public API, then under NNCL_IMPLEMENTATION
+# src/runtime/internal.h, the other headers, every source file and the kernel
+# table of tools/embed.c (.def lists are inlined wherever they are included).
 single: dist/nncl.h
 dist/nncl.h: $(B)/tools/amalgamate $(B)/gen/kernels.c include/nncl.h $(HDR) $(DEF) $(SRC)
 	@mkdir -p dist
 	$(B)/tools/amalgamate $@ include/nncl.h $(B)/gen/kernels.c \
-	    $(filter src/internal.h,$(HDR)) $(filter-out src/internal.h,$(HDR)) $(DEF) $(SRC)
+	    $(filter src/runtime/internal.h,$(HDR)) $(filter-out src/runtime/internal.h,$(HDR)) $(DEF) $(SRC)
 
 # ------------------------------------------------------------ tests
 
@@ -242,7 +242,7 @@ help:
 	@echo "make clean        remove every build folder, dist/ and the examples' output files"
 	@echo "options: ZLIB=auto|0|1  MPI=0|1  OPENMP=1|0  SANITIZE=0|1  CC=...  B=folder"
 
--include $(wildcard $(B)/obj/*.d $(B)/tests/*.d $(B)/examples/*.d $(B)/bench/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/examples/*.d $(B)/bench/*.d)
 
 # ------------------------------------------------------------ fuzzing
 

@@ -3,7 +3,7 @@
  * (a raw CLBlastSgemm, a raw clEnqueueNDRangeKernel of nncl_add_f32) run
  * on exactly the queue and memory nncl uses; the build of every kernel
  * family through the library's own path; the theoretical peak. */
-#include "gemm.h"
+#include "gemm/gemm.h"
 #include "bench.h"
 #include <clblast_c.h>
 #include <stdio.h>

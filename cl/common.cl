@@ -1,10 +1,10 @@
-/* common.cl - what every kernel family shares; src/program.c puts this file
+/* common.cl - what every kernel family shares; src/runtime/program.c puts this file
  * in front of each cl/<family>.cl it builds, and passes NNCL_RED_WG (the
- * largest work-group the reductions are launched with, src/internal.h) as
+ * largest work-group the reductions are launched with, src/runtime/internal.h) as
  * -D, so that local arrays and the host's launches agree on one number. */
 
 #ifndef NNCL_RED_WG
-#error "NNCL_RED_WG is passed by the host (src/program.c)"
+#error "NNCL_RED_WG is passed by the host (src/runtime/program.c)"
 #endif
 
 /* NNCL_CAT(float, 8): float8, the vector types of a width set by a macro. */
@@ -71,7 +71,7 @@ float nncl_group_max(__local float *buf, float v) {
  * 16-bit gathers (no such instruction) are split into one load per lane
  * (4x the time of a 32-bit gather); where the addresses do step by one,
  * a plain load (NNCL_LD) is one vector load. Buffers are whole words
- * (src/device.c), so the word never leaves the allocation. */
+ * (src/runtime/device.c), so the word never leaves the allocation. */
 uint nncl_ld16(__global const ushort *p, int i) {
     int t = i + (int)(((uint)(uintptr_t)p >> 1) & 1u);
     uint w = ((__global const uint *)((uintptr_t)p & ~(uintptr_t)3))[t >> 1];

@@ -1,5 +1,5 @@
-/* conv.cl - the data movement around convolution GEMMs (src/op_conv.c,
- * src/conv_own.c). Through CLBlast: im2col of a chunk of S samples into a
+/* conv.cl - the data movement around convolution GEMMs (src/ops/op_conv.c,
+ * src/ops/conv_own.c). Through CLBlast: im2col of a chunk of S samples into a
  * [C*k*k, S*OH*OW] column matrix, col2im (a gather per input element: no
  * atomics, so the result is the same on every device), and the reorder
  * between NCHW [S, O, OH*OW] and the GEMM's [O, S*OH*OW]; one work-item per
@@ -89,7 +89,7 @@ __kernel void nncl_conv_to_f32(__global const act_t *src, int s_off, __global fl
 }
 
 /* ------------------------------------------------------------- packed implicit GEMM
- * Panels for nncl's own GEMM (src/gemm.h: Bp[q][kk][c] = B(kk, q*nr + c),
+ * Panels for nncl's own GEMM (src/gemm/gemm.h: Bp[q][kk][c] = B(kk, q*nr + c),
  * Ap[p][kk][r] = A(p*mr + r, kk), K-major, zero past the matrix): the
  * column matrix col_s(r, j) = x[s, ci, oh*st - pad + ki, ow*st - pad + kj]
  * (r = (ci*k + ki)*k + kj, j = oh*OW + ow, zero in the padding) is never
@@ -97,7 +97,7 @@ __kernel void nncl_conv_to_f32(__global const act_t *src, int s_off, __global fl
  * Neighbouring work-items read or write neighbouring floats, CPU drivers
  * run them as SIMD lanes; coordinates that vary along dim 0 come from
  * float quotients (nncl_quot: exact as dim 0 stays below 2^20,
- * src/conv_own.c), the others are the same along a row of dim 0. x is
+ * src/ops/conv_own.c), the others are the same along a row of dim 0. x is
  * read as fp32: in half storage the host converts each chunk of samples
  * into the workspace first (nncl_conv_to_f32): the panels' 16-bit
  * gathers, each element read k*k times, took 1.6-2x fp32's time. */
@@ -176,7 +176,7 @@ __kernel void nncl_conv_pack_bs_f32(__global const float *x, int x_off, __global
     int8 oh, ow;
     __global const float *xp;
     __global float *d;
-    (void)st; /* 1, and OH, OW the plane's (src/conv_own.c) */
+    (void)st; /* 1, and OH, OW the plane's (src/ops/conv_own.c) */
     (void)OH;
     (void)OW;
     if (r >= ckk) return;
@@ -487,7 +487,7 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
  * time on the bench CNN's second layer (PoCL for AVX2). Taps whose four
  * pixels all have an output run without a test per multiply-add (a
  * branch-free masked load instead was compiled back into branches, 1.8x
- * slower). Taken in fp32 storage only (src/conv_own.c says why).
+ * slower). Taken in fp32 storage only (src/ops/conv_own.c says why).
  * NDRange (ceil(W/2), ceil(H/2), S*ceil(C/16)). */
 __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_off, int K, int mr,
                                               __global const float *wt, int wt_off, __global act_t *dx, int dx_off,

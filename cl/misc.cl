@@ -1,5 +1,5 @@
 /* misc.cl - dropout with a counter-based mask (the same hash as
- * src/op_misc.c, so host and device masks agree bit for bit), embedding
+ * src/ops/op_misc.c, so host and device masks agree bit for bit), embedding
  * lookup and its atomics-free gradient, concatenation and its split, and a
  * zero fill. Buffers are followed by their int element offsets; `acc` 1
  * means add into the output. Activations, their gradients and the

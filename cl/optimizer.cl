@@ -3,7 +3,7 @@
  * two-stage sum of squares that gradient clipping by global L2 norm reads
  * without a trip to the host. Arguments: buffers, each followed by its int
  * element offset; then n; then float hyperparameters; then int flags.
- * State layout (src/optim.h): slot k of parameter i at s[s_off + k*n + i].
+ * State layout (src/train/optim.h): slot k of parameter i at s[s_off + k*n + i].
  * unscale: 1 / the loss scale (1 without loss scaling), applied to the
  * gradient before clipping as GradScaler's unscale_ is; a power of two, so
  * the product is exact and 1 leaves every bit as it was.

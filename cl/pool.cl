@@ -1,4 +1,4 @@
-/* pool.cl - pooling over NCHW planes (src/op_pool.c): max pooling with the
+/* pool.cl - pooling over NCHW planes (src/ops/op_pool.c): max pooling with the
  * argmax (index h*W + w within the plane, as a float) kept for backward,
  * average pooling with the padding counted in the divisor, and the backward
  * of global average pooling. Backward kernels gather per input element over
@@ -7,7 +7,7 @@
  * The usual 2x2 window at stride 2 without padding has kernels of its own
  * (_2x2) on NDRange (G * plane, ceil(planes / G)): dim 0 one element (a
  * window forward, an input backward) of a group of G whole planes, G *
- * plane <= 2^20 (src/op_pool.c), dim 1 the group, and no loop inside. That
+ * plane <= 2^20 (src/ops/op_pool.c), dim 1 the group, and no loop inside. That
  * is what CPU drivers run as full SIMD lanes (one long regular dimension;
  * a loop inside the kernel, or rows of 7 or 14 pixels along dim 0, leave
  * them running one work-item at a time), with coordinates from float
@@ -175,7 +175,7 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
 }
 
 /* The 2x2 window by rows of outputs, for CPU devices, with OW >= 4
- * (src/op_pool.c): one work-item per output row of a plane, NDRange
+ * (src/ops/op_pool.c): one work-item per output row of a plane, NDRange
  * (planes * OH), its two input rows read as vectors of 2V values and V
  * outputs kept per step from their even and odd lanes, by the rules and in
  * the order of the kernel above (V 8, or 4 where OW < 8; a row's last step

@@ -8,8 +8,8 @@
 #ifndef NNCL_OPCHECK_H
 #define NNCL_OPCHECK_H
 #include "harness.h"
-#include "plan.h"
-#include "ref.h"
+#include "train/plan.h"
+#include "train/ref.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

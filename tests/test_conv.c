@@ -356,7 +356,7 @@ static unsigned short tc_f16(float v) {
  * row an odd height leaves uncovered). In fp32, fp16 and bf16 storage (the
  * half kernels compare the 16-bit patterns as integers), on planes of H x W
  * (rows of 3 outputs; on CPU devices 8 and 5 take the kernels by rows, of
- * one vector step and of two overlapping ones, src/op_pool.c, in every
+ * one vector step and of two overlapping ones, src/ops/op_pool.c, in every
  * storage). */
 static int check_pool_special_at(nncl_context *ctx, int H, int W) {
     enum { P = 2, MAX = 80 };

@@ -1,7 +1,7 @@
 /* test_core.c - devices, selection, tensors and transfers on every device
  * present, and the GEMM through CLBlast against a double reference. */
 #include "harness.h"
-#include "reference.h"
+#include "ops/reference.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

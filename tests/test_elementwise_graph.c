@@ -2,7 +2,7 @@
  * of the graph's elementwise ops and activations: NaN propagation through
  * every activation, also fused into linear and conv2d, and shape errors. */
 #include "harness.h"
-#include "plan.h"
+#include "train/plan.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * resumed from its checkpoint that ends bit for bit as the uninterrupted
  * run. */
 #include "harness.h"
-#include "trainer.h" /* the failure injection of two-device runs */
+#include "train/trainer.h" /* the failure injection of two-device runs */
 #include <locale.h>
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  * a kernel for a product it is never timed on (the dot kernel for other
  * transposes, a local tile larger than the product). */
 #include "harness.h"
-#include "gemm.h"
+#include "gemm/gemm.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,11 +5,11 @@
 # nncl's own GEMM kernels (NNCL_GEMM=own); the plain pass of the runner
 # covers the default choice by measurement (auto). Result lines are passed
 # through marked "[own]". Then the kernels a GPU gets (NNCL_GEMM_VARIANTS=gpu:
-# the local-memory kernel first, src/gemm_own.c) on the CPU devices CI has:
+# the local-memory kernel first, src/gemm/gemm_own.c) on the CPU devices CI has:
 # every GEMM variant, conv2d's op checks and the PyTorch comparisons (half
 # storage included), marked "[gpu set]" (the op table's passes in the plain
 # build only, see below). Then the op checks on a network's
-# input with the direct path forced (NNCL_CONV_DIRECT=1, src/conv_direct.c;
+# input with the direct path forced (NNCL_CONV_DIRECT=1, src/ops/conv_direct.c;
 # the plain pass times it against the others), marked "[direct]". Run by
 # tests/run.sh (B).
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -2,7 +2,7 @@
  * its int limits (the dense layer and the losses go through the op table,
  * test_op_table.c). */
 #include "harness.h"
-#include "plan.h"
+#include "train/plan.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* test_half_convert.c - the devices' fp16 and bf16 conversions
  * (cl/common.cl NNCL_LD / NNCL_ST, and the 8-wide NNCL_LD8 / NNCL_ST8)
- * against the host's (src/half.c), bit for bit, on every device: stores of
+ * against the host's (src/runtime/half.c), bit for bit, on every device: stores of
  * every 16-bit value, of the midpoints between neighbours (ties, rounded to
  * even) and of the floats either side of them, of values around the
  * overflow threshold and far below the smallest subnormal; loads through y
@@ -10,7 +10,7 @@
  * bytes are aligned: each runs at offset 0 (aligned) and 3 (not). NaN
  * only has to stay NaN. */
 #include "harness.h"
-#include "launch.h"
+#include "runtime/launch.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * also clipped and over several devices, the scale resumed exactly from a
  * checkpoint, and the precision settings checked at creation. */
 #include "opcheck.h"
-#include "trainer.h"
+#include "train/trainer.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

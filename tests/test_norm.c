@@ -4,8 +4,8 @@
  * the host, shards), invalid embedding indices, initial values and shape
  * errors. */
 #include "harness.h"
-#include "plan.h"
-#include "ref.h"
+#include "train/plan.h"
+#include "train/ref.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* test_op_table.c - every graph op of src/ops.def as rows of one table
+/* test_op_table.c - every graph op of src/graph/ops.def as rows of one table
  * {name, builder, attributes, inputs, batch, tolerance}, in the manner of a
  * backend-ops test: each row builds a small graph, ends it in mse against a
  * random target (unless the row builds its own loss, so that every output
@@ -104,7 +104,7 @@ static nncl_node *ot_conv(nncl_graph *g, nncl_node *const *in, const ot_row *r) 
 
 /* conv2d (a[0] outputs, 3x3, padding 1, ReLU), then linear to a[1]: in
  * half storage the linear layer's panels need more GEMM temp than the conv
- * layer, so its products run in blocks of B's panels (src/gemm_own.c). */
+ * layer, so its products run in blocks of B's panels (src/gemm/gemm_own.c). */
 static nncl_node *ot_conv_linear(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     nncl_node *h = nncl_conv2d(g, in[0], r->a[0], 3, 1, 1, 1, NNCL_ACT_RELU, "conv");
     return nncl_linear(g, nncl_flatten(g, h), r->a[1], 1, NNCL_ACT_NONE, "fc");
@@ -174,7 +174,7 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
 #define OT_CONV(b, C, H, W, O, k, s, pad, bias, act)                                                              \
     {"conv2d o" #O " k" #k " s" #s " p" #pad " bias" #bias " " #act, ot_conv, {O, k, s, pad, bias, NNCL_ACT_##act}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 /* the same on a network's input (no input gradient: the direct path's
- * layers, src/conv_direct.c) */
+ * layers, src/ops/conv_direct.c) */
 #define OT_CONV_IN(b, C, H, W, O, bias, act)                                                                       \
     {"conv2d on the input o" #O " k3 s1 p1 bias" #bias " " #act, ot_conv, {O, 3, 1, 1, bias, NNCL_ACT_##act}, 0,     \
      {{OT_DATA, -1, 1, 3, {C, H, W}}}, b, OT_TOL}

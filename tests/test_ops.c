@@ -1,11 +1,11 @@
 /* test_ops.c - every eager op, and every elementwise, softmax and reduce
  * kernel the training plans use (forward and backward, at arena offsets, with
- * acc 0 and 1, launched through the wrappers of src/launch.h), on every
+ * acc 0 and 1, launched through the wrappers of src/runtime/launch.h), on every
  * device, against the ops' double host references (graph.h,
- * src/reference.c) and central finite differences of the double forward. */
-#include "graph.h"
+ * src/ops/reference.c) and central finite differences of the double forward. */
+#include "graph/graph.h"
 #include "harness.h"
-#include "reference.h"
+#include "ops/reference.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * against trajectories recorded from PyTorch, schedules against closed forms
  * and PyTorch's schedulers, and the config checks. */
 #include "harness.h"
-#include "optim.h"
+#include "train/optim.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

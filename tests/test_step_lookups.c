@@ -4,7 +4,7 @@
  * (the library counts both per device), on a model that runs most op
  * families, with gradient clipping on. */
 #include "harness.h"
-#include "trainer.h"
+#include "train/trainer.h"
 #include <stdlib.h>
 
 #define SL_B 8

@@ -3,7 +3,7 @@
  * ops and a GEMM, and must end with what the same work gives run alone,
  * one thread after another; two threads stepping one trainer make every
  * step count once. Kernel objects take one launch's arguments at a time,
- * so without the context's use lock (src/context.c) these runs failed with
+ * so without the context's use lock (src/runtime/context.c) these runs failed with
  * CL_INVALID_KERNEL_ARGS or crashed. */
 #include "harness.h"
 #include <math.h>

@@ -5,7 +5,7 @@
  * batch skipped, and an injected device failure survived without losing a
  * batch. */
 #include "harness.h"
-#include "trainer.h"
+#include "train/trainer.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>

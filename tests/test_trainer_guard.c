@@ -9,7 +9,7 @@
  * plan's exchange with its buffers refuses ranges outside them; device
  * lists and shares it cannot use are refused at creation. */
 #include "harness.h"
-#include "trainer.h"
+#include "train/trainer.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * checkpoint's metadata (step, batches tracked, optimizer) is checked; a
  * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads. */
 #include "harness.h"
-#include "trainer.h"
+#include "train/trainer.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

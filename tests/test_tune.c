@@ -5,8 +5,8 @@
  * shapes and transposes (NNCL_GEMM=clblast); NNCL_TUNE=0 and
  * config.gemm_tune -1 ignore it. */
 #include "harness.h"
-#include "internal.h"
-#include "reference.h"
+#include "runtime/internal.h"
+#include "ops/reference.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -1,0 +1,155 @@
+/* gemm.h - nncl's own GEMM kernels (cl/gemm.cl) for the files that launch
+ * them directly: packing into panels, the micro-kernels over packed panels
+ * (batched along a third NDRange dimension), and the variants a device has.
+ * Panels: Ap[p][k][r] = A(p*MR + r, k), Bp[q][k][c] = B(k, q*NR + c), zero
+ * past m and n, K-major, panels contiguous; one batch item's panels take
+ * nncl__gemm_pack_floats(MR, m, k) (or NR, n, k) floats. */
+#ifndef NNCL_GEMM_H
+#define NNCL_GEMM_H
+#include "runtime/internal.h"
+
+enum {
+    NNCL__GEMM_PACKED = 1, /* CPU style: register tile per work-item, no local memory */
+    NNCL__GEMM_LOCAL = 2,  /* GPU style: local-memory tiles */
+    NNCL__GEMM_DIRECT = 3, /* no packing: reads A and B in place (small products) */
+    NNCL__GEMM_DOT = 4     /* no packing, A times B transposed alone: dot products along k */
+};
+#define NNCL__GEMM_MAX_VARIANTS 10
+
+typedef struct nncl__gemm_variant {
+    int kind, mr, nr, vw, wg;
+    int kc;            /* K block of whole products (nncl__gemm_own), 0: none */
+    int index;         /* its place in the device's list (its kernels' row) */
+    char name[48];     /* e.g. "packed6x16v8" */
+    char options[128]; /* build options of its program of cl/gemm.cl */
+    int store;         /* its kernels' build for half storage (cl/common.cl NNCL_STORE), 0: fp32 */
+} nncl__gemm_variant;
+
+/* ceil(rows / tile) * tile * k: the floats of one batch item's panels. */
+size_t nncl__gemm_pack_floats(int tile, size_t rows, size_t k);
+
+/* The variants dev can run (*all 1: every kind, for tests; 0: those worth
+ * timing on dev); *count of them into v[NNCL__GEMM_MAX_VARIANTS]. */
+nncl_status nncl__gemm_variants(nncl_context *ctx, nncl_device *dev, int all, const nncl__gemm_variant **v,
+                                int *count);
+/* The packed (CPU or GPU style) variant to use for panels of an [m,n,k]
+ * product on dev: the one measured fastest for that shape, else the device's
+ * first. */
+nncl_status nncl__gemm_packed_variant(nncl_context *ctx, nncl_device *dev, size_t m, size_t n, size_t k,
+                                      nncl__gemm_variant *v);
+
+/* op(A) [m,k] of batch item z (at a_off + z*a_stride, trans: A stored [k,m])
+ * into panels at ap_off + z*nncl__gemm_pack_floats(v->mr, m, k). */
+nncl_status nncl__gemm_pack_a(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int trans, size_t m,
+                              size_t k, cl_mem a, size_t a_off, size_t lda, size_t a_stride, size_t batch, cl_mem ap,
+                              size_t ap_off);
+/* op(B) [k,n] likewise (trans: B stored [n,k]), panels of v->nr columns. */
+nncl_status nncl__gemm_pack_b(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v, int trans, size_t k,
+                              size_t n, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, size_t batch, cl_mem bp,
+                              size_t bp_off);
+
+/* C_z = epi(alpha Ap_z Bp_z + beta C_z) for z < batch, one launch. Strides in
+ * floats between batch items; ap_stride 0 shares A (convolution weights). */
+typedef struct nncl__gemm_packed_args {
+    size_t m, n, k, batch;
+    cl_mem ap;
+    size_t ap_off, ap_stride;
+    cl_mem bp;
+    size_t bp_off, bp_stride;
+    cl_mem c;
+    size_t c_off, c_stride, ldc;
+    float alpha, beta;
+    nncl__gemm_epi epi;
+} nncl__gemm_packed_args;
+nncl_status nncl__gemm_packed(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                              const nncl__gemm_packed_args *p);
+
+/* A whole product of g through variant v: packing into the start of g->temp
+ * (or of a scratch buffer of dev's when g->temp is NULL), then the
+ * micro-kernel; the direct and dot variants read A and B in place. */
+nncl_status nncl__gemm_own(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                           const nncl__gemm_args *g);
+/* A product with half storage (g->store): through the panel variant (CPU
+ * packed or GPU local-memory kernel) the device would pack g's shape with
+ * (K blocks off, so that C is written once), the packing reading fp16/bf16
+ * into fp32 panels and the product storing C in the storage type, or in
+ * fp32 with g->c_f32; given less temp than its panels, B goes in blocks
+ * of panels beside A's. prepare: only resolve its kernels and give the
+ * temp bytes it needs in *bytes: its panels, or (g->temp_cap smaller) the
+ * cap or A's panels and one of B's, whichever is more. */
+nncl_status nncl__gemm_own_store(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, int prepare,
+                                 size_t *bytes);
+/* Whether every index of g (offsets, leading dimensions, panels) fits the
+ * own kernels' int arguments; when not, products stay with CLBlast. */
+int nncl__gemm_own_fits(const nncl__gemm_args *g);
+/* Whether v's micro-kernel takes packed panels (nncl__gemm_packed, the
+ * convolution paths): the direct and dot kernels read A and B in place. */
+int nncl__gemm_packs(const nncl__gemm_variant *v);
+/* Whether v runs a product of g's transposes (the dot kernel: A times B
+ * transposed, nothing else). */
+int nncl__gemm_takes(const nncl__gemm_variant *v, int trans_a, int trans_b);
+/* Whether all[i] is worth timing on an [m,n] product: not a local-memory
+ * tile larger than the product either way when an earlier variant has a
+ * smaller one (the GPU set's 128 x 128 tile on a small product pads more
+ * and computes no faster; not timing it also spares its build). */
+int nncl__gemm_worth(const nncl__gemm_variant *all, int i, size_t m, size_t n);
+/* Bytes of temp nncl__gemm_own needs for g's shape through v. */
+size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g);
+
+/* Resolves the kernels a product of g through variant v (NULL: CLBlast)
+ * launches, so that running it later looks nothing up (plan preparation). */
+nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
+                                   const nncl__gemm_args *g);
+/* The epilogue alone, over C of g (after CLBlast). */
+nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+
+/* Per-device state: variants, measured choices, scratch (gemm_own.c and
+ * gemm_pick.c). */
+typedef struct nncl__gemm_choice {
+    int ta, tb, epi;          /* epi: bias | act << 2 */
+    size_t m, n, k;
+    int best, best_own;       /* variant index, -1 for CLBlast */
+} nncl__gemm_choice;
+
+/* A conv2d layer's path (src/ops/conv_pick.c), measured on the whole layer:
+ * key C H W O k stride pad act bias dx dw; path 0 im2col + CLBlast, 1 the
+ * implicit GEMM on own kernels, 2 direct (NNCL__CONV_*, src/ops/conv.h). */
+#define NNCL__CONV_KEY 11
+typedef struct nncl__conv_choice {
+    int key[NNCL__CONV_KEY];
+    int path;
+} nncl__conv_choice;
+
+typedef struct nncl__gemm_state {
+    nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
+    int n_all;
+    int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
+    nncl__gemm_choice *choices;
+    int n_choices, cap_choices, loaded;
+    char id[1024]; /* what the choice file is written for (gemm_pick.c), made as it is loaded */
+    nncl__conv_choice *convs;
+    int n_convs, cap_convs;
+    cl_mem scratch;
+    size_t scratch_bytes;
+    /* Each variant's kernels (pack A, pack B, product, both packs) and the epilogue,
+     * resolved on first use (a plan's prepare measures every product it
+     * will run), then launched by index. */
+    nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][4], epilogue;
+    nncl__kslot kernels_store[2][NNCL__GEMM_MAX_VARIANTS][4]; /* the same built for fp16 and bf16 storage */
+} nncl__gemm_state;
+enum { NNCL__GEMM_K_PACK_A, NNCL__GEMM_K_PACK_B, NNCL__GEMM_K_PRODUCT, NNCL__GEMM_K_PACK_AB }; /* columns of kernels */
+
+nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out);
+void nncl__gemm_state_free(nncl_device *dev);
+
+/* The stored choice for g's shape on dev: NULL when none yet. */
+const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl__gemm_args *g);
+/* The stored path of the conv layer with key (NNCL__CONV_KEY ints), -1
+ * none yet (reads the cache file first). */
+int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key);
+/* Records a conv layer's measured path, in memory and in the cache file. */
+nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int path);
+/* $NNCL_GEMM: 0 auto (default), 1 clblast, 2 own. */
+int nncl__gemm_mode(void);
+
+#endif /* NNCL_GEMM_H */

@@ -1,0 +1,212 @@
+/* op_loss.c - losses, each a scalar mean over the batch: softmax
+ * cross-entropy from logits with class-index labels (softmax fused in, the
+ * probabilities kept for backward), binary cross-entropy with logits, and
+ * mean squared error. Terms go to aux space, one work-group sums them. */
+#include "graph/graph.h"
+#include <math.h>
+#include <stdio.h>
+
+/* Kernel slots of every loss: its terms (forward), its gradient, the sum. */
+enum { LOSS_K_TERMS, LOSS_K_BACKWARD, LOSS_K_SUM };
+#define LOSS_KERNELS(TERMS, BACKWARD) {{"loss", TERMS}, {"loss", BACKWARD}, {"loss", "nncl_sum_scalar_f32"}}
+
+static nncl_status loss_sum(nncl__exec *x, const nncl_node *n, nncl__view terms, size_t count, double scale,
+                            nncl__view out) {
+    return nncl__k_sum_scalar(nncl__kl_of(x, n, LOSS_K_SUM), terms, count, (float)scale, out);
+}
+
+static void loss_scalar(nncl_node *n) {
+    n->batched = 0;
+    n->ndim = 1;
+    n->shape[0] = 1;
+}
+
+static nncl_status loss_same_shape(nncl_graph *g, nncl_node *n) {
+    char s1[64], s2[64];
+    if (!nncl__same_shape(n->in[0], n->in[1]))
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": prediction %s and target %s differ",
+                                 nncl__opdef_get(n->op)->name, n->name, nncl__shape_str(n->in[0], s1, sizeof s1),
+                                 nncl__shape_str(n->in[1], s2, sizeof s2));
+    loss_scalar(n);
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- softmax CE */
+
+static nncl_status ce_shape(nncl_graph *g, nncl_node *n) {
+    const nncl_node *z = n->in[0], *y = n->in[1];
+    char s1[64], s2[64];
+    if (!z->batched || z->ndim != 2 || !y->batched || y->sample_numel != 1)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE,
+                                 "softmax_cross_entropy \"%s\": logits must be [B,C] and labels [B], got %s and %s",
+                                 n->name, nncl__shape_str(z, s1, sizeof s1), nncl__shape_str(y, s2, sizeof s2));
+    loss_scalar(n);
+    return NNCL_OK;
+}
+
+/* probabilities [B, C] then per-row terms [B] */
+static size_t ce_aux(const nncl_node *n, int batch) { return (n->in[0]->sample_numel + 1) * (size_t)batch; }
+
+static nncl_status ce_forward(nncl__exec *x, nncl_node *n) {
+    int C = n->in[0]->shape[1], B = x->batch;
+    nncl__view probs = nncl__auxv(x, n), terms = probs;
+    terms.off += (size_t)B * (size_t)C;
+    NNCL_TRY(nncl__k_ce_rows(nncl__kl_of(x, n, LOSS_K_TERMS), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]), probs,
+                             terms, (size_t)B, (size_t)C));
+    return loss_sum(x, n, terms, (size_t)B, 1.0 / B, nncl__val(x, n));
+}
+
+static nncl_status ce_backward(nncl__exec *x, nncl_node *n) {
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    return nncl__k_ce_backward(nncl__kl_of(x, n, LOSS_K_BACKWARD), nncl__auxv(x, n), nncl__val(x, n->in[1]),
+                               nncl__grd(x, n), nncl__grd(x, n->in[0]), (size_t)x->batch,
+                               (size_t)n->in[0]->shape[1], nncl__grad_accumulate(x, n, 0));
+}
+
+static void ce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
+    int C = n->in[0]->shape[1], b, c;
+    double total = 0;
+    for (b = 0; b < r->batch; b++) {
+        const double *z = in[0] + (size_t)b * C;
+        double m = z[0], s = 0;
+        int y = (int)in[1][b];
+        for (c = 1; c < C; c++) m = z[c] > m ? z[c] : m;
+        for (c = 0; c < C; c++) s += exp(z[c] - m);
+        for (c = 0; c < C; c++) aux[(size_t)b * C + c] = exp(z[c] - m) / s;
+        total += (y >= 0 && y < C) ? log(s) + m - z[y] : NAN;
+    }
+    out[0] = total / r->batch;
+}
+
+static void ce_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                            const double *gout, double *const *gin, double *aux) {
+    int C = n->in[0]->shape[1], b, c;
+    (void)out;
+    if (!gin[0]) return;
+    for (b = 0; b < r->batch; b++)
+        for (c = 0; c < C; c++)
+            gin[0][(size_t)b * C + c] += gout[0] * (aux[(size_t)b * C + c] - (c == (int)in[1][b])) / r->batch;
+}
+
+nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n) {
+    int b;
+    for (b = 0; b < n; b++)
+        if (!(y[b] >= 0 && y[b] < C && y[b] == floorf(y[b])))
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "labels \"%s\"[%d] = %g is not a class index in 0..%d",
+                              labels->name, b, (double)y[b], C - 1);
+    return NNCL_OK;
+}
+
+/* The labels (input 1) must be class indices of the logits' C classes: an
+ * index out of range would read past a row on the device. */
+static nncl_status ce_check_feed(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch) {
+    return in == 1 ? nncl__check_labels(ctx, n->in[1], n->in[0]->shape[1], data, batch) : NNCL_OK;
+}
+
+const nncl__opdef nncl__opdef_softmax_ce = {
+    .name = "softmax_cross_entropy",
+    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"), .shape = ce_shape,
+    .aux_size = ce_aux, .forward = ce_forward, .backward = ce_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward, .check_feed = ce_check_feed,
+    .half = 1, .f32_in = 2, .f32_out = 1};
+
+/* ------------------------------------------------------------- BCE and MSE */
+
+static size_t pair_aux(const nncl_node *n, int batch) { return nncl__numel(n->in[0], batch); }
+
+static nncl_status pair_forward(nncl__exec *x, nncl_node *n) {
+    size_t count = nncl__numel(n->in[0], x->batch);
+    NNCL_TRY(nncl__k_pair_terms(nncl__kl_of(x, n, LOSS_K_TERMS), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
+                                nncl__auxv(x, n), count));
+    return loss_sum(x, n, nncl__auxv(x, n), count, 1.0 / (double)count, nncl__val(x, n));
+}
+
+static nncl_status pair_backward(nncl__exec *x, nncl_node *n) {
+    size_t count = nncl__numel(n->in[0], x->batch);
+    int want0 = nncl__need_grad(x, n, 0), want1 = nncl__need_grad(x, n, 1), acc0, acc1;
+    nncl__view g0 = want0 ? nncl__grd(x, n->in[0]) : nncl__grd(x, n);
+    nncl__view g1 = want1 ? nncl__grd(x, n->in[1]) : nncl__grd(x, n);
+    if (!want0 && !want1) return NNCL_OK;
+    acc0 = want0 ? nncl__grad_accumulate(x, n, 0) : 0;
+    acc1 = want1 ? nncl__grad_accumulate(x, n, 1) : 0;
+    return nncl__k_pair_backward(nncl__kl_of(x, n, LOSS_K_BACKWARD), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
+                                 nncl__grd(x, n), g0, acc0, g1, acc1, want0, want1, count);
+}
+
+
+/* A pair loss in double for the host reference: the mean over elements of
+ * term(x, t), and the term's derivatives in x and t. */
+typedef struct pair_impl {
+    double (*term)(double x, double t);
+    void (*grad)(double x, double t, double *dx, double *dt);
+} pair_impl;
+
+static double bce_term(double v, double t) { return (v > 0 ? v : 0) - v * t + log1p(exp(-fabs(v))); }
+static void bce_grad(double v, double t, double *dv, double *dt) {
+    *dv = 1 / (1 + exp(-v)) - t;
+    *dt = -v;
+}
+static double mse_term(double p, double t) { return (p - t) * (p - t); }
+static void mse_grad(double p, double t, double *dp, double *dt) {
+    *dp = 2 * (p - t);
+    *dt = -*dp;
+}
+static const pair_impl bce_impl = {bce_term, bce_grad};
+static const pair_impl mse_impl = {mse_term, mse_grad};
+
+static void pair_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                             double *aux) {
+    const pair_impl *f = (const pair_impl *)nncl__opdef_get(n->op)->impl;
+    size_t count = nncl__numel(n->in[0], r->batch), i;
+    double s = 0;
+    (void)aux;
+    for (i = 0; i < count; i++) s += f->term(in[0][i], in[1][i]);
+    out[0] = s / (double)count;
+}
+
+static void pair_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                              const double *gout, double *const *gin, double *aux) {
+    const pair_impl *f = (const pair_impl *)nncl__opdef_get(n->op)->impl;
+    size_t count = nncl__numel(n->in[0], r->batch), i;
+    (void)out; (void)aux;
+    for (i = 0; i < count; i++) {
+        double dx, dt;
+        f->grad(in[0][i], in[1][i], &dx, &dt);
+        if (gin[0]) gin[0][i] += gout[0] * dx / (double)count;
+        if (gin[1]) gin[1][i] += gout[0] * dt / (double)count;
+    }
+}
+
+const nncl__opdef nncl__opdef_bce_logits = {
+    .name = "bce_with_logits", .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
+    .shape = loss_same_shape, .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &bce_impl,
+    .half = 1, .f32_in = 2, .f32_out = 1};
+const nncl__opdef nncl__opdef_mse = {
+    .name = "mse", .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
+    .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward, .bw_reads = NNCL_BW_INPUTS,
+    .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &mse_impl, .half = 1, .f32_in = 2,
+    .f32_out = 1};
+
+nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels) {
+    nncl_node *in[2];
+    in[0] = logits;
+    in[1] = labels;
+    return nncl__node_add(g, NNCL_OP_SOFTMAX_CE, NULL, 2, in, NULL, 0, NULL, 0);
+}
+
+nncl_node *nncl_bce_with_logits(nncl_graph *g, nncl_node *logits, nncl_node *targets) {
+    nncl_node *in[2];
+    in[0] = logits;
+    in[1] = targets;
+    return nncl__node_add(g, NNCL_OP_BCE_LOGITS, NULL, 2, in, NULL, 0, NULL, 0);
+}
+
+nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target) {
+    nncl_node *in[2];
+    in[0] = pred;
+    in[1] = target;
+    return nncl__node_add(g, NNCL_OP_MSE, NULL, 2, in, NULL, 0, NULL, 0);
+}
+
+#undef LOSS_KERNELS

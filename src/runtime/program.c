@@ -1,0 +1,337 @@
+/* program.c - building the kernel programs of cl/ once per device (from the
+ * sources embedded at build time, or from $NNCL_KERNEL_DIR while developing),
+ * a per-device cache of kernel objects, and the checked launch helpers. */
+#include "runtime/internal.h"
+#include <stdio.h>
+#include <unistd.h>
+
+struct nncl__embedded { const char *name; const char *source; size_t size; };
+extern const struct nncl__embedded nncl__kernels[];
+
+typedef struct prog_kernel {
+    struct prog_kernel *next;
+    char name[64];
+    cl_kernel kernel;
+} prog_kernel;
+
+struct nncl_program {
+    nncl_program *next;
+    char family[32];
+    char options[160];  /* build options beyond the defaults (variants of a family) */
+    cl_program program;
+    prog_kernel *kernels;
+    double build_ms;
+};
+
+void nncl__programs_release(nncl_device *dev) {
+    nncl_program *p = dev->programs;
+    while (p) {
+        nncl_program *pn = p->next;
+        prog_kernel *k = p->kernels;
+        while (k) {
+            prog_kernel *kn = k->next;
+            clReleaseKernel(k->kernel);
+            NNCL_FREE(k);
+            k = kn;
+        }
+        if (p->program) clReleaseProgram(p->program);
+        NNCL_FREE(p);
+        p = pn;
+    }
+    dev->programs = NULL;
+    memset(dev->optim_kernels, 0, sizeof dev->optim_kernels); /* they were the programs' */
+}
+
+static nncl_status prog_file_embedded(nncl_context *ctx, const char *file, const char **src, size_t *len) {
+    int i;
+    for (i = 0; nncl__kernels[i].name; i++)
+        if (strcmp(nncl__kernels[i].name, file) == 0) {
+            *src = nncl__kernels[i].source;
+            *len = nncl__kernels[i].size;
+            return NNCL_OK;
+        }
+    return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "no kernel file \"%s\" is built into the library", file);
+}
+
+/* The text of cl/<file>: from the kernel folder when one is set (the caller
+ * frees *owned), else the embedded copy. With optional, a file missing from
+ * the folder is taken from the embedded copies (a folder holding only the
+ * family being worked on still builds). */
+static nncl_status prog_file(nncl_context *ctx, const char *file, int optional, const char **src, size_t *len,
+                             char **owned) {
+    *owned = NULL;
+    if (ctx->kernel_dir) {
+        char path[4096];
+        unsigned char *text;
+        snprintf(path, sizeof path, "%s/%s", ctx->kernel_dir, file);
+        if (optional && access(path, F_OK) != 0) return prog_file_embedded(ctx, file, src, len);
+        if (nncl__read_file(path, &text, len) != NNCL_OK)
+            return nncl__fail(ctx, NNCL_ERR_IO, "%s (NNCL_KERNEL_DIR)", nncl_last_error(NULL));
+        *owned = (char *)text;
+        *src = *owned;
+        return NNCL_OK;
+    }
+    return prog_file_embedded(ctx, file, src, len);
+}
+
+/* The program text of a family: cl/common.cl, then cl/<family>.cl, in one
+ * buffer the caller frees (one text, so the binary cache keys on both);
+ * #line makes a build log count the family's lines from its own first. */
+#define PROG_LINE1 "\n#line 1\n"
+static nncl_status prog_source(nncl_context *ctx, const char *family, char **text, size_t *len) {
+    const char *common, *own = "";
+    size_t common_len = 0, own_len = 0;
+    char *common_owned, *own_owned = NULL, file[48];
+    nncl_status st;
+    *text = NULL;
+    snprintf(file, sizeof file, "%s.cl", family);
+    NNCL_TRY(prog_file(ctx, "common.cl", 1, &common, &common_len, &common_owned));
+    st = strcmp(family, "common") == 0 ? NNCL_OK : prog_file(ctx, file, 0, &own, &own_len, &own_owned);
+    if (st == NNCL_OK && !(*text = (char *)nncl__calloc(common_len + own_len + sizeof PROG_LINE1, 1)))
+        st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (st == NNCL_OK) {
+        memcpy(*text, common, common_len);
+        memcpy(*text + common_len, PROG_LINE1, sizeof PROG_LINE1 - 1);
+        memcpy(*text + common_len + sizeof PROG_LINE1 - 1, own, own_len);
+        *len = common_len + sizeof PROG_LINE1 - 1 + own_len;
+    }
+    NNCL_FREE(common_owned);
+    NNCL_FREE(own_owned);
+    return st;
+}
+
+uint64_t nncl__program_hash(nncl_context *ctx, const char *family) {
+    char *text = NULL;
+    size_t len = 0;
+    uint64_t h;
+    if (prog_source(ctx, family, &text, &len) != NNCL_OK) return 0;
+    h = nncl__fnv1a(0xCBF29CE484222325ull, text, len);
+    NNCL_FREE(text);
+    return h;
+}
+
+static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
+                              nncl_program **out) {
+    const char *src;
+    size_t len = 0;
+    char *owned;
+    cl_int err;
+    nncl_program *p;
+    char options[448];
+    int cached;
+    NNCL_TRY(prog_source(ctx, family, &owned, &len));
+    src = owned;
+    p = (nncl_program *)nncl__calloc(1, sizeof *p);
+    if (!p) {
+        NNCL_FREE(owned);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    snprintf(p->family, sizeof p->family, "%s", family);
+    snprintf(p->options, sizeof p->options, "%s", extra);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s", NNCL_RED_WG,
+             dev->info.fp64 ? " -DNNCL_FP64=1" : "", *extra ? " " : "", extra);
+    cached = nncl__bcache_enabled(ctx, dev);
+    if (cached && (p->program = nncl__bcache_load(ctx, dev, src, len, options)) != NULL) {
+        NNCL_FREE(owned);
+        p->next = dev->programs;
+        dev->programs = p;
+        *out = p;
+        return NNCL_OK;
+    }
+    p->program = clCreateProgramWithSource(dev->cl_ctx, 1, &src, &len, &err);
+    if (err != CL_SUCCESS) {
+        NNCL_FREE(owned);
+        NNCL_FREE(p);
+        return nncl__cl_fail(ctx, err, "clCreateProgramWithSource", __FILE__, __LINE__);
+    }
+    err = clBuildProgram(p->program, 1, &dev->id, options, NULL, NULL);
+    if (err == CL_SUCCESS && cached) nncl__bcache_store(ctx, dev, src, len, options, p->program);
+    NNCL_FREE(owned);
+    if (err != CL_SUCCESS) {
+        char log[6000];
+        size_t got = 0;
+        log[0] = 0;
+        clGetProgramBuildInfo(p->program, dev->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &got);
+        log[sizeof log - 1] = 0;
+        clReleaseProgram(p->program);
+        NNCL_FREE(p);
+        return nncl__fail(ctx, err == CL_BUILD_PROGRAM_FAILURE ? NNCL_ERR_BUILD : NNCL_ERR_DEVICE,
+                          "building cl/%s.cl for device %d (%s) failed: %s (%d); build log:\n%s", family,
+                          dev->info.index, dev->info.name, nncl__cl_error_name(err), (int)err, log);
+    }
+    p->next = dev->programs;
+    dev->programs = p;
+    *out = p;
+    return NNCL_OK;
+}
+
+nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                               nncl_program **out) {
+    nncl_program *p;
+    dev->lookups++;
+    if (strlen(options) >= sizeof p->options)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "build options of cl/%s.cl too long: %s", family, options);
+    for (p = dev->programs; p; p = p->next)
+        if (strcmp(p->family, family) == 0 && strcmp(p->options, options) == 0) {
+            *out = p;
+            return NNCL_OK;
+        }
+    return prog_build(ctx, dev, family, options, out);
+}
+
+nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
+    return nncl__program_opts(ctx, dev, family, "", out);
+}
+
+nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, cl_kernel *out) {
+    return nncl__kernel_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                              const char *name, cl_kernel *out) {
+    nncl_program *p;
+    prog_kernel *k;
+    cl_int err;
+    dev->lookups++;
+    NNCL_TRY(nncl__program_opts(ctx, dev, family, options, &p));
+    for (k = p->kernels; k; k = k->next)
+        if (strcmp(k->name, name) == 0) {
+            *out = k->kernel;
+            return NNCL_OK;
+        }
+    k = (prog_kernel *)nncl__calloc(1, sizeof *k);
+    if (!k) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->kernel = clCreateKernel(p->program, name, &err);
+    if (err != CL_SUCCESS) {
+        NNCL_FREE(k);
+        return nncl__fail(ctx, NNCL_ERR_DEVICE, "kernel %s not found in cl/%s.cl: %s (%d)", name, family,
+                          nncl__cl_error_name(err), (int)err);
+    }
+    k->next = p->kernels;
+    p->kernels = k;
+    *out = k->kernel;
+    return NNCL_OK;
+}
+
+unsigned long nncl__kernel_lookups(const nncl_device *dev) { return dev->lookups; }
+
+nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char *family, const char *name,
+                                nncl__kslot *out) {
+    return nncl__kslot_resolve_opts(ctx, dev, family, "", name, out);
+}
+
+nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                     const char *name, nncl__kslot *out) {
+    size_t wg = 0;
+    NNCL_TRY(nncl__kernel_opts(ctx, dev, family, options, name, &out->kernel));
+    if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
+            CL_SUCCESS ||
+        wg == 0)
+        wg = dev->max_work_group;
+    out->wg = wg;
+    return NNCL_OK;
+}
+
+void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
+    a->ctx = ctx;
+    a->kernel = k;
+    a->wg = 0;
+    a->index = 0;
+    a->err = CL_SUCCESS;
+    a->too_big = 0;
+}
+
+void nncl__args_begin_slot(nncl__args *a, nncl_context *ctx, const nncl__kslot *k) {
+    nncl__args_begin(a, ctx, k->kernel);
+    a->wg = k->wg;
+}
+
+static void prog_arg(nncl__args *a, size_t size, const void *value) {
+    cl_int err = clSetKernelArg(a->kernel, a->index, size, value);
+    if (err != CL_SUCCESS && a->err == CL_SUCCESS) {
+        a->err = err;
+        a->bad_index = a->index;
+    }
+    a->index++;
+}
+
+void nncl__arg_mem(nncl__args *a, cl_mem m) { prog_arg(a, sizeof m, &m); }
+void nncl__arg_int(nncl__args *a, int v) { prog_arg(a, sizeof v, &v); }
+void nncl__arg_float(nncl__args *a, float v) { prog_arg(a, sizeof v, &v); }
+void nncl__arg_local(nncl__args *a, size_t bytes) { prog_arg(a, bytes, NULL); }
+
+void nncl__arg_count(nncl__args *a, size_t v) {
+    int i = (int)(v <= (size_t)INT_MAX ? v : 0);
+    if (v > (size_t)INT_MAX && !a->too_big) {
+        a->too_big = v;
+        a->too_big_index = a->index;
+    }
+    prog_arg(a, sizeof i, &i);
+}
+
+static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
+
+nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {
+    cl_event *slot = NULL;
+    size_t g[3];
+    cl_uint i;
+    cl_int err;
+    if (a->too_big) /* the caller's sizes, not the device's fault */
+        return nncl__fail(a->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "kernel argument %u: %zu elements pass 2^31-1, the most a kernel offset or count holds",
+                          (unsigned)a->too_big_index, a->too_big);
+    if (a->err != CL_SUCCESS) {
+        char what[64];
+        snprintf(what, sizeof what, "clSetKernelArg(arg %u)", a->bad_index);
+        return nncl__cl_fail(a->ctx, a->err, what, __FILE__, __LINE__);
+    }
+    for (i = 0; i < dims; i++) {
+        g[i] = local ? prog_round_up(global[i], local[i]) : global[i];
+        if (g[i] == 0) return NNCL_OK; /* nothing to do */
+    }
+    if (dev->profiling) { /* named, for the per-kernel table */
+        char name[NNCL_PROFILE_NAME] = "";
+        if (clGetKernelInfo(a->kernel, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL) != CL_SUCCESS) name[0] = 0;
+        name[sizeof name - 1] = 0;
+        slot = nncl__profile_slot_named(dev, name);
+    }
+    err = clEnqueueNDRangeKernel(dev->queue, a->kernel, dims, NULL, g, local, 0, NULL, slot);
+    if (err != CL_SUCCESS) return nncl__cl_fail(a->ctx, err, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
+    return NNCL_OK;
+}
+
+nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n) {
+    size_t local = 64, global = n;
+    if (local > dev->max_work_group) local = dev->max_work_group;
+    return nncl__launch(a, dev, 1, &global, &local);
+}
+
+/* Work-items a group of the launching kernel may have on dev, capped at the
+ * size of the kernels' local arrays. */
+static size_t prog_group_cap(nncl__args *a, nncl_device *dev) {
+    size_t k = a->wg; /* resolved with the kernel; else asked now (eager launches) */
+    if (!k && clGetKernelWorkGroupInfo(a->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof k, &k, NULL) != CL_SUCCESS)
+        k = 0;
+    if (k == 0) k = dev->max_work_group;
+    return k < NNCL_RED_WG ? k : NNCL_RED_WG;
+}
+
+nncl_status nncl__launch_rows(nncl__args *a, nncl_device *dev, size_t rows, size_t cols) {
+    size_t cap = prog_group_cap(a, dev), local = 1, global;
+    while (local < cols && local * 2 <= cap) local *= 2;
+    if (nncl__mul_overflow(rows, local, &global))
+        return nncl__fail(a->ctx, NNCL_ERR_INVALID_ARGUMENT, "launch of %zu rows: too many work-items", rows);
+    return nncl__launch(a, dev, 1, &global, &local);
+}
+
+nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size_t cols) {
+    size_t cap = prog_group_cap(a, dev), local[2] = {1, 1}, global[2];
+    while (local[0] < cols && local[0] < 16 && local[0] * 2 <= cap) local[0] *= 2;
+    while (local[1] < rows && local[0] * local[1] * 2 <= cap) local[1] *= 2;
+    global[0] = cols;
+    global[1] = local[1];
+    return nncl__launch(a, dev, 2, global, local);
+}
+
+#undef PROG_LINE1

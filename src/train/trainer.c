@@ -1,0 +1,285 @@
+/* trainer.c - training one model on one device or several by data
+ * parallelism: the global batch is split into shards sized by each device's
+ * measured throughput (trainer_shard.c); every device runs forward and
+ * backward on its shard at once (one host thread each, crew.c); the host
+ * averages the gradients weighted by shard size (g = sum b_i/B g_i, fixed
+ * device order, OpenMP over the buffer) and writes them back; every device
+ * applies the same update (trainer_step.c). A device that fails leaves, and
+ * its step is redone on the others. This file creates and frees a trainer,
+ * one plan and optimizer state per device. */
+#include "train/trainer.h"
+#include <float.h>
+#include "train/optim.h"
+
+nncl_train_config nncl_train_default(void) {
+    nncl_train_config c;
+    memset(&c, 0, sizeof c);
+    c.max_batch = 100;
+    c.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    c.rebalance_every = 1;
+    return c;
+}
+
+int nncl__trainer_first_alive(const nncl_trainer *t) {
+    int i;
+    for (i = 0; i < t->nd; i++)
+        if (t->alive[i]) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------- creation */
+
+static void trainer_free(nncl_trainer *t) {
+    int i;
+    if (!t) return;
+    nncl__crew_stop(t->crew);
+    nncl__overlap_free(t);
+    nncl__syncbn_free(t);
+    for (i = 0; i < t->nd; i++) {
+        if (t->plan) nncl__plan_free(t->plan[i]);
+        if (t->gbuf) NNCL_FREE(t->gbuf[i]);
+        if (t->sbuf) NNCL_FREE(t->sbuf[i]);
+    }
+    NNCL_FREE(t->plan);
+    NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
+    NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg); NNCL_FREE(t->chunk_ss);
+    NNCL_FREE(t->lossv); NNCL_FREE(t->busy); NNCL_FREE(t->waited); NNCL_FREE(t->dev_status); NNCL_FREE(t->peer_failed);
+    NNCL_FREE(t->dev_msg); NNCL_FREE(t->sumsq);
+    NNCL_FREE(t);
+}
+
+void nncl_trainer_free(nncl_trainer *t) {
+    nncl_context *ctx = t ? t->ctx : NULL;
+    nncl__enter(ctx);
+    trainer_free(t);
+    nncl__leave(ctx);
+}
+
+nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const float *state) {
+    int i;
+    nncl_graph *g = t->graph;
+    for (i = 0; i < t->nd; i++) {
+        if (!t->alive[i]) continue;
+        if (params) NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
+        if (state) NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_STATE, 0, g->n_state, state, 1));
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state) {
+    int i = nncl__trainer_first_alive(t);
+    nncl_graph *g = t->graph;
+    if (i < 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
+    if (params) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
+    if (state) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_STATE, 0, g->n_state, state, 1));
+    return NNCL_OK;
+}
+
+static nncl_status trainer_alloc(nncl_trainer *t) {
+    nncl_graph *g = t->graph;
+    size_t nd = (size_t)t->nd;
+    int i;
+    t->alive = (int *)nncl__calloc(nd, sizeof(int));
+    t->plan = (nncl__plan **)nncl__calloc(nd, sizeof(nncl__plan *));
+    t->fixed = (double *)nncl__calloc(nd, sizeof(double));
+    t->per_sample = (double *)nncl__calloc(nd, sizeof(double));
+    t->shard = (int *)nncl__calloc(nd, sizeof(int));
+    t->gbuf = (float **)nncl__calloc(nd, sizeof(float *));
+    t->sbuf = (float **)nncl__calloc(nd, sizeof(float *));
+    t->lossv = (float *)nncl__calloc(nd, sizeof(float));
+    t->busy = (double *)nncl__calloc(nd, sizeof(double));
+    t->waited = (double *)nncl__calloc(nd, sizeof(double));
+    t->dev_status = (nncl_status *)nncl__calloc(nd, sizeof(nncl_status));
+    t->peer_failed = (int *)nncl__calloc(nd, sizeof(int));
+    t->dev_msg = (char *)nncl__calloc(nd, NNCL_MSG_MAX);
+    t->sumsq = (float *)nncl__calloc(nd, sizeof(float));
+    t->chunk_ss = (double *)nncl__calloc(
+        nncl__trainer_chunks(g->n_trainable > g->n_state ? g->n_trainable : g->n_state), sizeof(double));
+    t->gavg = (float *)nncl__calloc(nncl__trainer_chunks(g->n_trainable), NNCL__TRAINER_CHUNK * sizeof(float));
+    t->savg = (float *)nncl__calloc(nncl__trainer_chunks(g->n_state), NNCL__TRAINER_CHUNK * sizeof(float));
+    if (!t->alive || !t->plan || !t->fixed || !t->per_sample || !t->shard || !t->gbuf || !t->sbuf || !t->lossv ||
+        !t->busy || !t->waited || !t->dev_status || !t->peer_failed || !t->dev_msg || !t->sumsq || !t->chunk_ss ||
+        !t->gavg || !t->savg)
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    for (i = 0; i < t->nd; i++) {
+        t->alive[i] = 1;
+        t->per_sample[i] = 1; /* an even split until measured */
+        t->gbuf[i] = (float *)nncl__calloc(nncl__trainer_chunks(g->n_trainable), NNCL__TRAINER_CHUNK * sizeof(float));
+        t->sbuf[i] = (float *)nncl__calloc(nncl__trainer_chunks(g->n_state), NNCL__TRAINER_CHUNK * sizeof(float));
+        if (!t->gbuf[i] || !t->sbuf[i])
+            return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    }
+    return NNCL_OK;
+}
+
+static nncl_status trainer_devices(nncl_trainer *t) {
+    nncl_graph *g = t->graph;
+    float *init = NULL, *state = NULL;
+    nncl_status st = NNCL_OK;
+    int i;
+    t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
+    if (t->opt_floats > (size_t)INT_MAX) /* kernels index with int */
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
+                          "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
+    for (i = 0; st == NNCL_OK && i < t->nd; i++) {
+        st = nncl__plan_create_store(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, (int)t->cfg.precision,
+                                     &t->plan[i]);
+        if (st == NNCL_OK) st = nncl__plan_train(t->plan[i], t->opt_floats, nncl__optim_scratch_floats());
+        if (st == NNCL_OK)
+            st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim, t->plan[i]->x.store);
+    }
+    if (st != NNCL_OK) return st;
+    init = (float *)nncl__calloc(g->n_params + 1, sizeof(float));
+    state = (float *)nncl__calloc(g->n_state + 1, sizeof(float));
+    if (!init || !state) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    if (st == NNCL_OK) {
+        nncl__graph_init_values(g, init, state);
+        st = nncl__trainer_upload(t, init, state);
+    }
+    /* Calibration runs batch norm in training mode: restore the statistics. */
+    if (st == NNCL_OK && t->nd > 1 && !t->fixed_shares) st = nncl__trainer_calibrate(t);
+    if (st == NNCL_OK && g->n_state) st = nncl__trainer_upload(t, NULL, state);
+    NNCL_FREE(init);
+    NNCL_FREE(state);
+    return st;
+}
+
+/* The precision and loss-scaling fields, and that every op the training
+ * runs has storage in the precision asked for. */
+static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
+                                           const nncl_train_config *cfg) {
+    if ((int)cfg->precision < (int)NNCL_PRECISION_FP32 || (int)cfg->precision > (int)NNCL_PRECISION_BF16)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: precision = %d is not NNCL_PRECISION_FP32, _FP16 or _BF16",
+                          (int)cfg->precision);
+    if (cfg->loss_scaling < -1 || cfg->loss_scaling > 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scaling = %d must be -1 (off), 0 (on with fp16) or 1 (on)",
+                          cfg->loss_scaling);
+    if (!(cfg->loss_scale_init >= 0 && cfg->loss_scale_init <= FLT_MAX))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scale_init = %g must be finite and > 0 (0: 65536)",
+                          (double)cfg->loss_scale_init);
+    if (cfg->loss_scale_growth_interval < 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: loss_scale_growth_interval = %d must be >= 1 (0: 2000)",
+                          cfg->loss_scale_growth_interval);
+    if (loss->id >= g->n_nodes || g->nodes[loss->id] != loss) return NNCL_OK; /* the plan says so */
+    return nncl__plan_check_store(ctx, g, loss, (int)cfg->precision);
+}
+
+static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                  nncl_trainer **out) {
+    nncl_trainer *t;
+    nncl_status st;
+    int i, j;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: out is NULL");
+    *out = NULL;
+    if (!ctx || !g || !loss || !cfg)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: context, graph, loss and config are needed");
+    if (cfg->max_batch <= 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: max_batch %d must be > 0",
+                          cfg->max_batch);
+    if (cfg->devices && cfg->n_devices <= 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
+                          cfg->n_devices);
+    NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
+    NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
+    t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
+    if (!t) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    t->ctx = ctx;
+    t->graph = g;
+    t->loss = loss;
+    t->cfg = *cfg;
+    t->cfg.devices = NULL;
+    t->cfg.shares = NULL; /* not kept: the caller's array */
+    t->fixed_shares = cfg->shares != NULL;
+    t->fail_device = t->fail_step = -1;
+    t->scaling = cfg->loss_scaling > 0 || (cfg->loss_scaling == 0 && cfg->precision == NNCL_PRECISION_FP16);
+    t->scale = cfg->loss_scale_init > 0 ? cfg->loss_scale_init : 65536.0f;
+    if (t->cfg.loss_scale_growth_interval == 0) t->cfg.loss_scale_growth_interval = 2000;
+    t->nd = cfg->devices ? cfg->n_devices : nncl_device_count(ctx);
+    t->device = (int *)nncl__calloc((size_t)t->nd, sizeof(int));
+    if (!t->device) {
+        trainer_free(t);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    }
+    for (i = 0; i < t->nd; i++) {
+        t->device[i] = cfg->devices ? cfg->devices[i] : i;
+        for (j = 0; j < i; j++)
+            if (t->device[j] == t->device[i]) break;
+        if (t->device[i] < 0 || t->device[i] >= nncl_device_count(ctx) || j < i) {
+            trainer_free(t);
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: device %d is absent or given twice",
+                              cfg->devices[i]);
+        }
+        if (cfg->shares && !(cfg->shares[i] > 0 && cfg->shares[i] <= FLT_MAX)) {
+            trainer_free(t);
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "nncl_trainer_create: share %d is %g; shares must be finite and > 0", i,
+                              (double)cfg->shares[i]);
+        }
+    }
+    st = nncl__graph_layout(g); /* sizes the flat buffers */
+    if (st == NNCL_OK) st = trainer_alloc(t);
+    if (st == NNCL_OK && t->nd > 64)
+        st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "a trainer takes at most 64 devices, got %d", t->nd);
+    if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
+    if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
+        for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
+    if (st == NNCL_OK) st = trainer_devices(t);
+    if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
+    if (st == NNCL_OK) st = nncl__syncbn_setup(t);
+    if (st != NNCL_OK) {
+        trainer_free(t);
+        return st;
+    }
+    nncl__trainer_split(t, t->cfg.max_batch);
+    *out = t;
+    return NNCL_OK;
+}
+
+nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                nncl_trainer **out) {
+    nncl_status st;
+    NNCL_LOCKED(ctx, st, trainer_create(ctx, g, loss, cfg, out));
+    return st;
+}
+
+int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max) {
+    int i;
+    if (!t) return 0;
+    nncl__enter(t->ctx); /* a step on another thread rebalances them */
+    for (i = 0; i < t->nd && i < max && sizes; i++) sizes[i] = t->shard[i];
+    nncl__leave(t->ctx);
+    return t->nd;
+}
+
+int64_t nncl_trainer_step_count(const nncl_trainer *t) { return t ? t->step : 0; }
+
+/* ------------------------------------------------------------- device threads */
+
+typedef struct trainer_job {
+    nncl_trainer *t;
+    nncl__device_job job;
+    void *arg;
+} trainer_job;
+
+static void trainer_job_run(void *arg, int i) {
+    const trainer_job *j = (const trainer_job *)arg;
+    nncl_trainer *t = j->t;
+    nncl_status st = j->job(t, i, j->arg);
+    if (st != NNCL_OK) /* this thread's own message, not whatever another wrote last */
+        memcpy(nncl__trainer_dev_msg(t, i), nncl__thread_error(), NNCL_MSG_MAX);
+    t->dev_status[i] = st;
+}
+
+void nncl__trainer_each_device(nncl_trainer *t, nncl__device_job job, void *arg) {
+    trainer_job j;
+    j.t = t;
+    j.job = job;
+    j.arg = arg;
+    nncl__crew_run(t->crew, trainer_job_run, &j);
+}
