@@ -69,12 +69,18 @@ count() {
 # only their libraries. Mesa's clover driver dlopens its gallium pipe
 # drivers and unloads them again, so leaks inside those have no library name
 # to be suppressed by: the sanitized run hides them from clover (rusticl and
-# PoCL do not use them).
+# PoCL do not use them). detect_stack_use_after_return: every instrumented
+# frame lives on ASan's fake stack, whose redzones stay. On the thread's own
+# stack they do not: a C++ exception thrown inside an OpenCL driver (clover
+# throws while loading and in clGetPlatformIDs) makes ASan unpoison the
+# whole stack above the throw, so the arrays of every frame live across
+# nncl_init (main's, and those of the functions inlined into it) lost their
+# redzones where clover is installed and an overflow of them passed.
 run() {
     if [ "$1" = 1 ]; then
         shift
         (
-            ASAN_OPTIONS=${NNCL_ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+            ASAN_OPTIONS=${NNCL_ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=1}
             LSAN_OPTIONS=suppressions=$top/tests/lsan.supp:print_suppressions=0$lsan_extra
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
             GALLIUM_PIPE_SEARCH_DIR=${NNCL_GALLIUM_PIPE_SEARCH_DIR:-$out/no-pipe-drivers}

@@ -334,10 +334,11 @@ static int check_init(nncl_context *ctx) {
 static int check_errors(nncl_context *ctx) {
     const char *name = "norm/misc shape errors";
     nncl_graph *g = nncl_graph_create(ctx, 1);
-    int s23[2] = {2, 3}, s24[2] = {2, 4}, s5[1] = {5}, s4m[2] = {4, -1}, smm[2] = {-1, -1}, s1234[3] = {2, 3, 4};
+    int s23[2] = {2, 3}, s24[2] = {2, 4}, s5[1] = {5}, s4m[2] = {4, -1}, smm[2] = {-1, -1}, s234[3] = {2, 3, 4};
+    int s1123[4] = {1, 1, 2, 3};
     int ps[NNCL_MAX_DIMS] = {3, 4}, ok[2] = {3, 2};
     nncl_node *x = nncl_input(g, "x", 2, s23), *y = nncl_input(g, "y", 2, s24), *lab = nncl_input(g, "lab", 0, NULL);
-    nncl_node *big = nncl_input(g, "big", 3, s1234), *prm = nncl_param(g, "prm", 2, ps, NNCL_INIT_ZEROS, 0), *n;
+    nncl_node *big = nncl_input(g, "big", 3, s234), *prm = nncl_param(g, "prm", 2, ps, NNCL_INIT_ZEROS, 0), *n;
     const char *m;
     TH_CHECK(name, x && y && lab && big && prm);
     /* batch norm: needs [B,C,...] */
@@ -377,7 +378,7 @@ static int check_errors(nncl_context *ctx) {
     TH_CHECK(name, strstr(m, "reshape") && strstr(m, "[B,2,3]") && strstr(m, "6") && strstr(m, "5"));
     TH_CHECK(name, nncl_reshape(g, x, 2, s4m) == NULL && strstr(nncl_last_error(ctx), "[B,2,3]"));
     TH_CHECK(name, nncl_reshape(g, x, 2, smm) == NULL && strstr(nncl_last_error(ctx), "-1"));
-    TH_CHECK(name, nncl_reshape(g, x, 4, s1234) == NULL); /* 4 dims after the batch */
+    TH_CHECK(name, nncl_reshape(g, x, 4, s1123) == NULL && strstr(nncl_last_error(ctx), "at most 3 after the batch"));
     TH_CHECK(name, nncl_reshape(g, NULL, 1, s5) == NULL);
     /* concat: all other dimensions equal, the axis in range, both batched */
     TH_CHECK(name, nncl_concat(g, x, y, 0) == NULL);
