@@ -163,7 +163,7 @@ NNCL_API nncl_status nncl_tune_gemm(nncl_context *ctx, int device, double second
  * plausible (zero, reversed, or more kernel time than wall time) are
  * reported as such rather than trusted. */
 typedef struct nncl_profile_report {
-    int launches;           /* kernels timed */
+    int launches;           /* kernels launched (those without timestamps too) */
     double kernel_seconds;  /* sum of their execution times */
     double span_seconds;    /* first start to last end on the device clock */
     int plausible;          /* 0: the driver's timestamps cannot be trusted */

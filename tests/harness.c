@@ -55,6 +55,12 @@ void th_skip(const char *name, const char *why) {
     fflush(stdout);
 }
 
+int th_devices_lack(nncl_context *ctx, int nd, const char *name) {
+    if (nncl_device_count(ctx) >= nd) return 0;
+    th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\" or RUSTICL_ENABLE=llvmpipe)");
+    return 1;
+}
+
 int th_exit_code(void) { return n_failed ? 1 : 0; }
 
 double th_nse(const float *got, const double *want, size_t n) {

@@ -15,6 +15,11 @@ nncl_context *th_context(void);
 void th_pass(const char *fmt, ...);
 void th_fail(const char *name, const char *fmt, ...);
 void th_skip(const char *name, const char *why);
+/* Nonzero, after "SKIP name: needs two devices (...)", when ctx has fewer
+ * than nd devices. tests/run.sh then runs the program again on two devices
+ * and counts the skip as covered only when that run passes a check of the
+ * same name: a check that needs two devices skips under its own name. */
+int th_devices_lack(nncl_context *ctx, int nd, const char *name);
 /* Exit code for main: 1 when any check failed. */
 int th_exit_code(void);
 

@@ -2,18 +2,23 @@
 # run.sh - the test runner: runs every built test program and every
 # tests/test_*.sh script, counts the PASS, FAIL and SKIP lines they print,
 # counts a program that crashes or exits non-zero without saying FAIL as one
-# failure, and ends with the summary line "N passed, N failed, N skipped".
+# failure, and so a program that exits 0 without a single result line (it
+# checked nothing: a check left out says SKIP with the reason), and ends with
+# the summary line "N passed, N failed, N skipped".
 # B names the build folder, or several separated by spaces (the plain and
 # the sanitized build of `make test`): each is run in turn and the last line
 # is the total of all. A folder holding .sanitize was built with ASan+UBSan
-# and runs with the options below.
+# and runs with the options below. NNCL_TESTS, a list of names
+# (test_norm test_install.sh), runs only those programs and scripts.
 #
 # A program that skips checks for want of a second device (a SKIP line
-# saying "two devices" or "second device") runs again where PoCL can give
-# them: with POCL_DEVICES="pthread pthread", and with one PoCL device beside
-# Mesa's rusticl (RUSTICL_ENABLE=llvmpipe) when rusticl is installed. When
-# those runs had their devices, the first run's two-device SKIP lines become
-# COVERED and do not count as skipped.
+# "SKIP name: ... two devices ..." or "... second device ...") runs again
+# where PoCL can give them: with POCL_DEVICES="pthread pthread", and with one
+# PoCL device beside Mesa's rusticl (RUSTICL_ENABLE=llvmpipe) when rusticl is
+# installed. A two-device SKIP line becomes COVERED, and does not count as
+# skipped, when every such run printed PASS for a check of the same name
+# ("PASS name", "PASS name (...)" or "PASS name: ..."). A run again counts
+# only the lines the first run did not print: a check counts once.
 B=${B:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/nncl-tests.XXXXXX") || exit 1
@@ -41,9 +46,11 @@ if command -v clinfo >/dev/null 2>&1; then
         awk '/^Platform/ { p = /rusticl/ } p && /Device/ { n++ } END { exit n < 1 }' && md_rusticl=1
 fi
 
-# count NAME LOGFILE STATUS START: adds the log's results to the folder's
-# counts; the summary line ends with the seconds since START (date +%s), so
-# that a CI log shows where the run's time goes
+# count NAME LOGFILE STATUS START [NOTE]: adds the log's results to the
+# folder's counts; the summary line ends with the seconds since START (date
+# +%s), so that a CI log shows where the run's time goes, then NOTE. A log
+# without a result line from a program that exited 0 is a failure, except
+# for a run again (NOTE given), whose lines may all be the first run's.
 count() {
     p=$(grep -c '^PASS ' "$2")
     f=$(grep -c '^FAIL ' "$2")
@@ -56,9 +63,13 @@ count() {
         fi
         tail -n 20 "$2" | sed 's/^/    /'
         f=1
+    elif [ $((p + f + s)) -eq 0 ] && [ -z "$5" ]; then
+        echo "FAIL $1: exited 0 without a PASS, FAIL or SKIP line: it checked nothing"
+        tail -n 5 "$2" | sed 's/^/    /'
+        f=1
     fi
     grep -E '^(FAIL|SKIP) ' "$2"
-    echo "$1: $p passed, $f failed, $s skipped ($(( $(date +%s) - $4 )) s)"
+    echo "$1: $p passed, $f failed, $s skipped ($(( $(date +%s) - $4 )) s)$5"
     bp=$((bp + p)) bf=$((bf + f)) bs=$((bs + s))
 }
 
@@ -117,9 +128,22 @@ run_log() {
     return $r_rc
 }
 
+# md_name: awk function, the check's name in a two-device SKIP line (without
+# "SKIP "): what comes before the last ": " ahead of the last "two devices"
+# or "second device" (names may hold ": " themselves); "" when none.
+md_name='function md_name(t,    i, k, c) {
+    k = 0
+    for (i = 1; i <= length(t); i++)
+        if (substr(t, i, 11) == "two devices" || substr(t, i, 13) == "second device") k = i
+    c = 0
+    for (i = 1; i < k; i++) if (substr(t, i, 2) == ": ") c = i
+    return c ? substr(t, 1, c - 1) : ""
+}'
+
 # md_run SAN NAME KIND COMMAND...: runs the command on two devices (KIND
-# pocl: two PoCL devices; rusticl: PoCL beside rusticl) and counts it;
-# fails when it still lacked a second device.
+# pocl: two PoCL devices; rusticl: PoCL beside rusticl) and counts the lines
+# the first run did not print; NAME.KIND.pass then lists the names of the
+# first run's two-device skips that this run passed.
 md_run() {
     m_san=$1 m_name=$2 m_kind=$3 m_start=$(date +%s)
     shift 3
@@ -129,32 +153,62 @@ md_run() {
         run_log "$m_san" "$out/$m_name.md.log" env POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe "$@"
     fi
     m_rc=$?
-    # a skip the first run counted already (not for want of a device) once only
-    awk 'NR == FNR { if (/^SKIP /) seen[$0] = 1; next } !($0 in seen)' "$out/$m_name.log" "$out/$m_name.md.log" \
+    awk 'NR == FNR { if (/^(PASS|SKIP) /) seen[$0] = 1; next } !($0 in seen)' "$out/$m_name.log" "$out/$m_name.md.log" \
         >"$out/$m_name.md2.log"
-    count "$m_name [two devices: $m_kind]" "$out/$m_name.md2.log" $m_rc $m_start
-    ! grep -Eq "$md_skip" "$out/$m_name.md.log"
+    m_again=$(awk 'NR == FNR { if (/^(PASS|SKIP) /) seen[$0] = 1; next } ($0 in seen) { n++ } END { print n + 0 }' \
+        "$out/$m_name.log" "$out/$m_name.md.log")
+    count "$m_name [two devices: $m_kind]" "$out/$m_name.md2.log" $m_rc $m_start \
+        "; $m_again lines as in the one-device run, counted there"
+    awk "$md_name"'
+        NR == FNR { if (/^SKIP / && (n = md_name(substr($0, 6))) != "") want[n] = 1; next }
+        /^PASS / {
+            t = substr($0, 6)
+            for (n in want)
+                if (t == n || index(t, n " (") == 1 || index(t, n ": ") == 1) got[n] = 1
+        }
+        END { for (n in got) print n }' "$out/$m_name.log" "$out/$m_name.md.log" >"$out/$m_name.$m_kind.pass"
 }
 
 # one SAN NAME COMMAND...: runs a test program or script and counts it; when
 # it skipped two-device checks, again on two devices (md_run) where PoCL
-# can give them.
+# can give them, and marks COVERED the skips every such run passed.
 one() {
     o_san=$1 o_name=$2 o_start=$(date +%s)
     shift 2
     run_log "$o_san" "$out/$o_name.log" "$@"
     o_rc=$?
     if [ $md_pocl = 1 ] && grep -Eq "$md_skip" "$out/$o_name.log"; then
-        covered=1
-        md_run "$o_san" "$o_name" pocl "$@" || covered=0
-        if [ $md_rusticl = 1 ]; then md_run "$o_san" "$o_name" rusticl "$@" || covered=0; fi
-        if [ $covered = 1 ]; then
-            echo "$o_name: $(grep -Ec "$md_skip" "$out/$o_name.log") two-device checks skipped here ran in the two-device runs"
-            sed -E "s/$md_skip/COVERED &/" "$out/$o_name.log" >"$out/$o_name.cov" && mv "$out/$o_name.cov" "$out/$o_name.log"
+        md_run "$o_san" "$o_name" pocl "$@"
+        o_runs="$out/$o_name.pocl.pass"
+        if [ $md_rusticl = 1 ]; then
+            md_run "$o_san" "$o_name" rusticl "$@"
+            o_runs="$o_runs $out/$o_name.rusticl.pass"
         fi
+        # shellcheck disable=SC2086 # o_runs: file names without spaces
+        awk -v runs="$(echo $o_runs | wc -w)" "$md_name"'
+            FILENAME != ARGV[ARGC - 1] { passed[$0]++; next }
+            /^SKIP / && (n = md_name(substr($0, 6))) != "" {
+                if (passed[n] == runs) { print "COVERED " $0; cov++; next }
+                unc++
+            }
+            { print }
+            END {
+                printf "%d two-device checks skipped here passed in the two-device runs", cov > "/dev/stderr"
+                if (unc) printf "; %d did not (counted as skipped)", unc > "/dev/stderr"
+            }' $o_runs "$out/$o_name.log" >"$out/$o_name.cov" 2>"$out/$o_name.covmsg" &&
+            mv "$out/$o_name.cov" "$out/$o_name.log"
+        echo "$o_name: $(cat "$out/$o_name.covmsg")"
     fi
     count "$o_name" "$out/$o_name.log" $o_rc $o_start
 }
+
+# chosen PATH: the program or script is to run (NNCL_TESTS)
+chosen() {
+    [ -z "$NNCL_TESTS" ] && return 0
+    for c in $NNCL_TESTS; do [ "$c" = "$(basename "$1")" ] && return 0; done
+    return 1
+}
+[ -n "$NNCL_TESTS" ] && echo "note: NNCL_TESTS=\"$NNCL_TESTS\": only those run"
 
 for b in $B; do
     bp=0 bf=0 bs=0
@@ -169,10 +223,12 @@ for b in $B; do
     for t in "$b"/tests/test_*; do
         [ -x "$t" ] && [ -f "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
+        chosen "$t" || continue
         one $san "$(basename "$t")" $tmo "$t"
     done
     for s in "$top"/tests/test_*.sh; do
         [ -f "$s" ] || continue
+        chosen "$s" || continue
         one $san "$(basename "$s")" env B="$b" NNCL_SANITIZE=$san $tmo sh "$s"
     done
     echo "$b: $bp passed, $bf failed, $bs skipped"

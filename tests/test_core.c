@@ -208,7 +208,7 @@ static int test_profile(int d) {
         TH_CHECK(name, i == 0 || k[i].seconds <= k[i - 1].seconds);
     }
     TH_CHECK(name, launches == rep.launches && fabs(seconds - rep.kernel_seconds) <= 1e-9 + 1e-9 * seconds);
-    if (rep.plausible) TH_CHECK(name, relu >= 0 && k[relu].launches == 3 && gemm >= 0);
+    TH_CHECK(name, relu >= 0 && k[relu].launches == 3 && gemm >= 0); /* counts need no timestamps */
     nncl_tensor_free(x);
     nncl_tensor_free(c);
     nncl_free(ctx);

@@ -489,8 +489,7 @@ static int test_device_messages(nncl_context *ctx, nncl_dataset *ds) {
     FILE *out = tmpfile();
     char buf[8192];
     size_t n;
-    if (nncl_device_count(ctx) < 2) {
-        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\")");
+    if (th_devices_lack(ctx, 2, name)) {
         if (out) fclose(out);
         return 0;
     }

@@ -320,7 +320,9 @@ static int test_half_training(nncl_context *ctx, int d, nncl_precision prec) {
  *   batch norm (statistics, running statistics and weight gradients in
  *     fp32), max and average pooling (the argmax kept in fp32), mse and binary
  *     cross-entropy (targets, terms and the loss in fp32): checked through
- *     the op table's rows (tests/test_op_table.c). */
+ *     the op table's rows (tests/test_op_table.c).
+ * tests/opcheck.h adds a bound on every element, in units of the format's
+ * unit roundoff (OC_ELEM_U), which the aggregate cannot give. */
 static double tm_half_tol(int store) { return store == 1 ? 1e-5 : 6e-4; }
 
 static void tm_check_linear_ce(nncl_context *ctx, int store, int batch, int in_f, int out_f, int bias, nncl_act act) {
@@ -622,9 +624,11 @@ int main(void) {
         test_half_parallel(ctx, devs, nd);
         tm_spatial = 0;
     } else {
-        th_skip("fp32 training with loss scale equals unscaled over several devices", "needs two devices");
-        th_skip("fp16 storage: all devices equal one device with the same global batch", "needs two devices");
-        th_skip("fp16 storage: all devices equal one device (synchronised batch norm, max pool)", "needs two devices");
+        th_devices_lack(ctx, 2, "fp32 training with loss scale 2^10 equals unscaled bit for bit (all devices, even split)");
+        th_devices_lack(ctx, 2, "fp32 training with loss scale 2^10 equals unscaled bit for bit (all devices, gradients "
+                                "clipped)");
+        th_devices_lack(ctx, 2, "fp16 storage: all devices equal one device with the same global batch");
+        th_devices_lack(ctx, 2, "fp16 storage: all devices equal one device (synchronised batch norm, max pool)");
     }
     test_resume_scale(ctx);
     test_half_refused(ctx);

@@ -2,11 +2,11 @@
 # test_mpi.sh - the MPI build (make MPI=1) across processes: 2 ranks on
 # localhost must end with the parameters of one process that sees the same
 # global batches. Needs mpicc and mpirun (Debian: libopenmpi-dev
-# openmpi-bin); skipped without them; not run in the sanitizer pass (the
-# plain pass covers it, so it is not counted twice or as skipped).
+# openmpi-bin); skipped without them; skipped in the sanitizer pass (the
+# plain pass runs it).
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${NNCL_SANITIZE:-0}" = 1 ]; then
-    echo "mpi: not in the sanitizer pass (the plain pass runs it)"
+    echo "SKIP mpi: not in the sanitizer pass (the plain pass runs it)"
     exit 0
 fi
 if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then

@@ -233,12 +233,9 @@ static int test_parallel(nncl_context *ctx, const float *shares, const char *wha
     nncl_trainer *t1, *tn;
     double diff;
     int d0 = 0, nd = nncl_device_count(ctx), i;
-    snprintf(name, sizeof name, "%d devices (%s%s) equal one device with the same global batch", nd,
+    snprintf(name, sizeof name, "%d devices (%s%s) equal one device with the same global batch", nd < 2 ? 2 : nd,
              tt_cnn ? "CNN with batch norm, " : "", what);
-    if (nd < 2) {
-        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\" or RUSTICL_ENABLE=llvmpipe)");
-        return 0;
-    }
+    if (th_devices_lack(ctx, 2, name)) return 0;
     TH_CHECK(name, tt_build(ctx, &m1, 1) && tt_build(ctx, &mn, 1));
     TH_CHECK(name, (t1 = tt_trainer(ctx, &m1, &d0, 1, NULL, NNCL_OPT_SGD)) != NULL);
     TH_CHECK(name, (tn = tt_trainer(ctx, &mn, NULL, nd, shares, NNCL_OPT_SGD)) != NULL);
@@ -293,10 +290,7 @@ static int test_idle_device(nncl_context *ctx) {
     cl_event hold;
     pthread_t th;
     nncl_device *dev;
-    if (nncl_device_count(ctx) < 2) {
-        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\" or RUSTICL_ENABLE=llvmpipe)");
-        return 0;
-    }
+    if (th_devices_lack(ctx, 2, name)) return 0;
     TH_CHECK(name, tt_build(ctx, &m1, 0) && tt_build(ctx, &mn, 0));
     TH_CHECK(name, (t1 = tt_trainer(ctx, &m1, &d0, 1, NULL, NNCL_OPT_SGD)) != NULL);
     TH_CHECK(name, (tn = tt_trainer(ctx, &mn, devs, 2, shares, NNCL_OPT_SGD)) != NULL);

@@ -8,7 +8,7 @@
 # pass is ASan, which cannot be combined with TSan).
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${NNCL_SANITIZE:-0}" = 1 ]; then
-    echo "tsan: not in the sanitizer pass (the plain pass runs it)"
+    echo "SKIP tsan: not in the sanitizer pass (ASan and TSan do not combine; the plain pass runs it)"
     exit 0
 fi
 cc=${CC:-cc}
@@ -29,7 +29,9 @@ ${MAKE:-make} -s -C "$top" B="$b" OPENMP=0 CFLAGS="-O1 -g -fsanitize=thread" LDF
 # write looks unsynchronised with nncl's next write, and their stacks are
 # lost (nothing to suppress by library name).
 unset RUSTICL_ENABLE
+two=0
 if clinfo -l 2>/dev/null | grep -q "Portable Computing Language"; then
+    two=1
     POCL_DEVICES="pthread pthread"
     NNCL_TEST_DEVICES=pocl
     export POCL_DEVICES NNCL_TEST_DEVICES
@@ -42,7 +44,8 @@ for t in test_trainer_guard test_trainer test_threads; do
     (cd "$top" && "$b/tests/$t") >"$log" 2>&1
     st=$?
     n=$(grep -c "WARNING: ThreadSanitizer" "$log")
-    devs=$(grep -c "^PASS .*2 devices" "$log")
+    # the checks that ran on two devices ("2 devices", "2 device(s)", "two devices")
+    devs=$(grep -c -E "^PASS .*(2 device|two devices)" "$log")
     if [ "$n" -ne 0 ]; then
         echo "FAIL tsan $t: $n ThreadSanitizer reports"
         grep -A14 "WARNING: ThreadSanitizer" "$log" | head -60
@@ -51,8 +54,13 @@ for t in test_trainer_guard test_trainer test_threads; do
         echo "FAIL tsan $t: the run failed (status $st)"
         grep "^FAIL" "$log"
         rc=1
+    elif [ $two = 1 ] && [ "$devs" -eq 0 ]; then
+        echo "FAIL tsan $t: no check ran on two devices (POCL_DEVICES=\"$POCL_DEVICES\")"
+        grep "^SKIP" "$log"
+        rc=1
     else
         echo "PASS tsan $t: no ThreadSanitizer report ($devs two-device checks)"
     fi
 done
+[ $two = 1 ] || echo "SKIP tsan on two devices: no PoCL to give two devices (the runs above had the devices present)"
 exit $rc

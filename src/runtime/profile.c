@@ -118,21 +118,23 @@ static nncl_status profile_stop(nncl_context *ctx, nncl_device *dev, nncl_profil
     dev->prof_table = (nncl_profile_kernel *)nncl__calloc((size_t)dev->prof_n + 1, sizeof *dev->prof_table);
     for (i = 0; i < dev->prof_n; i++) {
         cl_ulong s = 0, e = 0;
+        const char *name = dev->prof_names[i][0] ? dev->prof_names[i] : "(unnamed)";
         if (!dev->prof_events[i]) continue;
         if (clGetEventProfilingInfo(dev->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) != CL_SUCCESS ||
             clGetEventProfilingInfo(dev->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL) != CL_SUCCESS ||
             e < s || s == 0) {
             bad++;
+            if (dev->prof_table) profile_tally(dev, name, 0); /* launched, not timed */
             continue;
         }
         if (!timed || s < first) first = s;
         if (!timed || e > last) last = e;
         sum += (double)(e - s) * 1e-9;
         sum_ns += e - s;
-        if (dev->prof_table) profile_tally(dev, dev->prof_names[i][0] ? dev->prof_names[i] : "(unnamed)", (double)(e - s) * 1e-9);
+        if (dev->prof_table) profile_tally(dev, name, (double)(e - s) * 1e-9);
         timed++;
     }
-    out->launches = timed;
+    out->launches = timed + bad;
     out->kernel_seconds = sum;
     out->span_seconds = timed ? (double)(last - first) * 1e-9 : 0;
     /* One in-order queue runs one kernel at a time: busy time beyond the
