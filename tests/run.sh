@@ -61,6 +61,8 @@ count() {
         else
             echo "FAIL $1: exited with status $3"
         fi
+        # a sanitizer's report starts far above the log's end
+        awk '/ERROR: [A-Za-z]*Sanitizer|runtime error:/ { n = 6 } n-- > 0 || /^SUMMARY: / { print "    " $0 }' "$2"
         tail -n 20 "$2" | sed 's/^/    /'
         f=1
     elif [ $((p + f + s)) -eq 0 ] && [ -z "$5" ]; then
