@@ -56,7 +56,7 @@ for t in test_trainer_guard test_trainer test_threads; do
         rc=1
     elif [ $two = 1 ] && [ "$devs" -eq 0 ]; then
         echo "FAIL tsan $t: no check ran on two devices (POCL_DEVICES=\"$POCL_DEVICES\")"
-        grep "^SKIP" "$log"
+        grep "^SKIP" "$log" | sed 's/^/    /' # indented: not this script's skips
         rc=1
     else
         echo "PASS tsan $t: no ThreadSanitizer report ($devs two-device checks)"
