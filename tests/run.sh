@@ -204,16 +204,16 @@ one() {
     count "$o_name" "$out/$o_name.log" $o_rc $o_start
 }
 
-# chosen PATH: the program or script is to run (NNCL_TESTS)
+# chosen PATH: the program or script is to run (NNCL_TESTS); ran lists them
 chosen() {
     [ -z "$NNCL_TESTS" ] && return 0
-    for c in $NNCL_TESTS; do [ "$c" = "$(basename "$1")" ] && return 0; done
+    for c in $NNCL_TESTS; do [ "$c" = "$(basename "$1")" ] && ran="$ran $c" && return 0; done
     return 1
 }
 [ -n "$NNCL_TESTS" ] && echo "note: NNCL_TESTS=\"$NNCL_TESTS\": only those run"
 
 for b in $B; do
-    bp=0 bf=0 bs=0
+    bp=0 bf=0 bs=0 ran=
     san=0
     if [ -f "$b/.sanitize" ]; then
         san=1
@@ -232,6 +232,9 @@ for b in $B; do
         [ -f "$s" ] || continue
         chosen "$s" || continue
         one $san "$(basename "$s")" env B="$b" NNCL_SANITIZE=$san $tmo sh "$s"
+    done
+    for c in $NNCL_TESTS; do
+        case " $ran " in *" $c "*) ;; *) echo "FAIL $c: named in NNCL_TESTS, not built in $b"; bf=$((bf + 1)) ;; esac
     done
     echo "$b: $bp passed, $bf failed, $bs skipped"
     pass=$((pass + bp)) fail=$((fail + bf)) skip=$((skip + bs))
