@@ -396,12 +396,19 @@ typedef struct nncl_train_config {
      * pass starts from the loss times the scale; a step whose gradient
      * holds an Inf or NaN is skipped on every device and rank and halves
      * the scale; growth_interval clean steps in a row double it. The
-     * unscaling is fused into the optimizer's pass. 0: on with FP16, off
-     * otherwise; 1: on; -1: off. */
+     * scale stays in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX], so 1/scale
+     * is finite, and a step is also skipped when its unscaled gradient
+     * would overflow. The unscaling is fused into the optimizer's pass.
+     * 0: on with FP16, off otherwise; 1: on; -1: off. */
     int loss_scaling;
-    float loss_scale_init;     /* 0: 65536 (2^16) */
+    float loss_scale_init;     /* 0: 65536 (2^16); else in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX] */
     int loss_scale_growth_interval; /* 0: 2000 */
 } nncl_train_config;
+
+/* The range of the dynamic loss scale: halving stops at the floor, doubling
+ * at the ceiling (2^-64 and 2^64). */
+#define NNCL_LOSS_SCALE_MIN 0x1p-64f
+#define NNCL_LOSS_SCALE_MAX 0x1p64f
 
 NNCL_API nncl_train_config nncl_train_default(void);
 

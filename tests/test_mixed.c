@@ -521,6 +521,54 @@ static int test_half_refused(nncl_context *ctx) {
     return 0;
 }
 
+/* A long run of overflowing batches takes the scale down to its floor and
+ * no further; the clean batches after it are taken and leave every weight
+ * finite (a scale of 0 made 1/scale Inf and every weight NaN with status
+ * OK), in the given precision, on devs[0..nd). */
+static int test_scale_floor(nncl_context *ctx, const int *devs, int nd, nncl_precision prec, const char *what) {
+    char name[200];
+    tm_model m;
+    nncl_trainer *t;
+    nncl_train_config c = nncl_train_default();
+    static const int zero = 0;
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    nncl_step_info info;
+    float *p;
+    size_t k, n, n_bad = 0;
+    int s;
+    snprintf(name, sizeof name, "%s, %s: 200 overflows in a row stop the loss scale at 2^-64; later steps keep the "
+             "weights finite", prec == NNCL_PRECISION_FP16 ? "fp16 storage" : "fp32", what);
+    TH_CHECK(name, tm_build(ctx, &m));
+    c.max_batch = 16;
+    c.optim.lr = 0.01f;
+    c.precision = prec;
+    c.loss_scaling = 1;
+    c.devices = devs ? devs : &zero;
+    c.n_devices = devs ? nd : 1;
+    c.shares = nd > 1 ? even : NULL;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    for (s = 0; s < 200; s++) {
+        TH_OK(name, ctx, tm_step(t, &m, s, 1, &info));
+        TH_CHECK(name, info.skipped && info.loss_scale >= NNCL_LOSS_SCALE_MIN);
+    }
+    for (s = 0; s < 3; s++) {
+        TH_OK(name, ctx, tm_step(t, &m, s, 0, &info));
+        TH_CHECK(name, info.loss_scale == NNCL_LOSS_SCALE_MIN && !info.skipped);
+    }
+    n = m.g->n_params;
+    TH_CHECK(name, (p = (float *)malloc(n * sizeof(float))) != NULL && !tm_params(t, p));
+    for (k = 0; k < n; k++) n_bad += !isfinite(p[k]);
+    free(p);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    if (n_bad) {
+        th_fail(name, "%zu of %zu weights are not finite", n_bad, n);
+        return 1;
+    }
+    th_pass("%s", name);
+    return 0;
+}
+
 /* Bad precision and loss-scaling fields are argument errors naming the
  * field; the step info says scale 1 without scaling. */
 static int test_config(nncl_context *ctx) {
@@ -547,6 +595,18 @@ static int test_config(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scale_init") != NULL);
     c.loss_scale_init = INFINITY;
     TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    c.loss_scale_init = 1e-40f; /* a denormal: 1/scale is Inf */
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scale_init") != NULL);
+    c.loss_scale_init = NNCL_LOSS_SCALE_MAX * 2.0f;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    c.loss_scale_init = NNCL_LOSS_SCALE_MIN; /* the ends of the range are accepted */
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    nncl_trainer_free(t);
+    c.loss_scale_init = NNCL_LOSS_SCALE_MAX;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    nncl_trainer_free(t);
+    t = NULL;
     c.loss_scale_init = 0;
     c.loss_scale_growth_interval = -3;
     TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
@@ -612,6 +672,12 @@ int main(void) {
     for (i = 0; i < nd; i++) devs[i] = i;
     test_config(ctx);
     test_gradscaler(ctx);
+    test_scale_floor(ctx, NULL, 1, NNCL_PRECISION_FP32, "one device");
+    test_scale_floor(ctx, NULL, 1, NNCL_PRECISION_FP16, "one device");
+    if (nd > 1) test_scale_floor(ctx, devs, nd, NNCL_PRECISION_FP16, "all devices");
+    else
+        th_skip("fp16 storage, all devices: 200 overflows in a row stop the loss scale at 2^-64; later steps keep the "
+                "weights finite", "needs two devices");
     test_scaled_equals_unscaled(ctx, NULL, 1, 0, "one device");
     test_scaled_equals_unscaled(ctx, NULL, 1, 0.05f, "one device, gradients clipped");
     if (nd > 1) {

@@ -415,8 +415,9 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
     *growth = 0;
     if (!v) return NNCL_OK;
     d = strtod(v, &end);
-    if (end == v || *end || !(d > 0 && d <= FLT_MAX) || (double)(float)d != d)
-        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.loss_scale = \"%.40s\" is not a finite float > 0", path, v);
+    if (end == v || *end || !(d >= NNCL_LOSS_SCALE_MIN && d <= NNCL_LOSS_SCALE_MAX))
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.loss_scale = \"%.40s\" is not a float in [2^-64, 2^64]",
+                          path, v);
     NNCL_TRY(io_meta_count(t, st, path, "nncl.loss_scale_growth", &gr));
     if (gr >= t->cfg.loss_scale_growth_interval)
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
