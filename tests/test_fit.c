@@ -42,6 +42,8 @@ static nncl_dataset *tf_data(void) {
     return ds;
 }
 
+static float tf_scale; /* nonzero: tf_build_ex's trainers scale the loss, from this scale */
+
 /* With plain set: no batch norm or dropout, so that lr 0 changes nothing. */
 static int tf_build_ex(nncl_context *ctx, int d, tf_model *m, nncl_optimizer opt, float lr, int plain) {
     int in[1] = {TF_D};
@@ -61,6 +63,8 @@ static int tf_build_ex(nncl_context *ctx, int d, tf_model *m, nncl_optimizer opt
     c.n_devices = 1;
     c.optim = nncl_optim_default(opt);
     c.optim.lr = lr;
+    c.loss_scaling = tf_scale > 0 ? 1 : 0;
+    c.loss_scale_init = tf_scale;
     return nncl_trainer_create(ctx, m->g, m->loss, &c, &m->t) != NNCL_OK;
 }
 
@@ -476,6 +480,36 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     return 0;
 }
 
+/* A run with loss scaling at a scale whose shortest text is not exact
+ * (2^30, 2^-13) resumes from its own checkpoint, the scale with it. */
+static int test_resume_scale(nncl_context *ctx, int d, nncl_dataset *ds, float scale) {
+    char name[200], path[160];
+    tf_model a, b;
+    nncl_fit_config f;
+    nncl_fit_result r;
+    snprintf(name, sizeof name, "a run at loss scale 2^%d resumes from its checkpoint on %s", ilogbf(scale),
+             th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_scale_%d.safetensors", tf_tmp(), (int)getpid());
+    tf_scale = scale;
+    TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0 && tf_build(ctx, d, &b, NNCL_OPT_ADAM, 0.01f) == 0);
+    tf_scale = 0;
+    f = tf_fit(&a, 1);
+    f.checkpoint = path;
+    TH_OK(name, ctx, nncl_trainer_fit(a.t, ds, &f));
+    TH_CHECK(name, a.t->scale == scale);
+    f = tf_fit(&b, 2);
+    f.resume = path;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(b.t, ds, &f));
+    TH_CHECK(name, r.resumed_epoch == 2 && r.epochs_done == 2);
+    TH_CHECK(name, nncl_trainer_step_count(b.t) == 2 * nncl_trainer_step_count(a.t) && b.t->scale == scale);
+    remove(path);
+    tf_free(&a);
+    tf_free(&b);
+    th_pass("%s", name);
+    return 0;
+}
+
 /* Two devices with a fixed split; device 1 fails at step 3: the progress
  * says so once, with the split, and training goes on. */
 static int test_device_messages(nncl_context *ctx, nncl_dataset *ds) {
@@ -562,6 +596,8 @@ int main(void) {
         test_early_stopping(ctx, d, ds);
         test_resume(ctx, d, ds, 1, 7);
         test_resume(ctx, d, ds, 0, 11);
+        test_resume_scale(ctx, d, ds, 0x1p30f);
+        test_resume_scale(ctx, d, ds, 0x1p-13f);
     }
     nncl_dataset_free(ds);
     nncl_free(ctx);

@@ -7,7 +7,9 @@
  * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads. */
 #include "harness.h"
 #include "train/trainer.h"
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -339,6 +341,79 @@ static int test_checkpoint_meta(nncl_context *ctx) {
     return 0;
 }
 
+/* The text of a float reads back as that float, bit for bit: every power
+ * of two of the float range and its negative, denormals, the ends of the
+ * range and random bit patterns. */
+static int tio_float_back(float x) {
+    char buf[40], *end;
+    float y;
+    nncl__fmt_float(buf, sizeof buf, x);
+    y = nncl__parse_float(buf, &end);
+    return !*end && memcmp(&x, &y, sizeof x) == 0;
+}
+
+static int test_float_text(void) {
+    const char *name = "every float written as text reads back bit for bit";
+    static const float ends[] = {FLT_MAX, -FLT_MAX, FLT_MIN, 0x1p-149f, 0.1f, 1.0f / 3, 0x1p-13f, 0x1p30f, 0.0f, -0.0f};
+    unsigned seed = 11, k;
+    long n = 0;
+    int e;
+    for (e = -149; e <= 127; e++, n += 2)
+        if (!tio_float_back(ldexpf(1.0f, e)) || !tio_float_back(-ldexpf(1.0f, e))) {
+            th_fail(name, "2^%d does not read back", e);
+            return 1;
+        }
+    for (k = 0; k < sizeof ends / sizeof ends[0]; k++, n++) TH_CHECK(name, tio_float_back(ends[k]));
+    for (k = 0; k < 200000; k++, n++) {
+        uint32_t bits;
+        float x;
+        seed = seed * 1103515245u + 12345u;
+        bits = seed ^ (seed << 13) ^ (k * 2654435761u);
+        if (k & 1) bits &= 0x807fffffu; /* a denormal */
+        memcpy(&x, &bits, sizeof x);
+        if (!isfinite(x)) continue;
+        if (!tio_float_back(x)) {
+            th_fail(name, "%a does not read back", (double)x);
+            return 1;
+        }
+    }
+    th_pass("%s (%ld values)", name, n);
+    return 0;
+}
+
+/* A model file's preprocessing floats come back exactly: rows preprocessed
+ * by the loaded model equal rows preprocessed with the saved floats. */
+static int test_model_floats(nncl_context *ctx) {
+    const char *name = "a model file's scale, shift, mean and std read back exactly";
+    static const float mean[6] = {FLT_MAX, 0x1p-149f, 0.1f, -1.0f / 3, 0x1p-13f, 123456.789f};
+    static const float std[6] = {0x1p100f, 0x1p-126f, 3.0f / 7, 1e-30f, 0x1p30f, 0.7f};
+    tio_model a;
+    nncl_model *m = NULL;
+    nncl_model_meta meta = nncl_model_meta_default();
+    char path[64];
+    float rows[6], want[6];
+    int j;
+    snprintf(path, sizeof path, "/tmp/nncl-tio-%ld.model", (long)getpid());
+    TH_CHECK(name, tio_build(ctx, 0, 8, &a, 0) == 0);
+    meta.scale = 1.0f / 255;
+    meta.shift = -0x1p-140f;
+    meta.mean = mean;
+    meta.std = std;
+    TH_OK(name, ctx, nncl_trainer_save_model(a.t, path, &meta));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &m));
+    for (j = 0; j < 6; j++) {
+        rows[j] = (float)(j + 1);
+        want[j] = ((float)(j + 1) * meta.scale + meta.shift - mean[j]) / std[j];
+    }
+    TH_OK(name, ctx, nncl_model_preprocess(m, rows, 1));
+    TH_CHECK(name, memcmp(rows, want, sizeof rows) == 0);
+    nncl_model_free(m);
+    remove(path);
+    tio_free(&a);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int d;
@@ -348,6 +423,8 @@ int main(void) {
     test_half_files(ctx);
     test_freeze(ctx);
     test_checkpoint_meta(ctx);
+    test_float_text();
+    test_model_floats(ctx);
     test_pytorch_batchnorm(ctx);
     nncl_free(ctx);
     return th_exit_code();

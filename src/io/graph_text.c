@@ -80,7 +80,13 @@ void nncl__buf_put(nncl__buf *b, const char *fmt, ...) {
 
 void nncl__buf_num(nncl__buf *b, double x) {
     char num[40];
-    nncl__fmt_double(num, sizeof num, "%.9g", x);
+    nncl__fmt_double(num, sizeof num, "%.17g", x);
+    nncl__buf_put(b, "%s", num);
+}
+
+void nncl__buf_float(nncl__buf *b, float x) {
+    char num[40];
+    nncl__fmt_float(num, sizeof num, x);
     nncl__buf_put(b, "%s", num);
 }
 
@@ -115,7 +121,7 @@ char *nncl__graph_describe(const nncl_graph *g) {
             nncl__buf_put(&b, " init=%s", gtext_inits[n->init]);
             if (n->init_scale != 0) {
                 nncl__buf_put(&b, " scale=");
-                nncl__buf_num(&b, (double)n->init_scale);
+                nncl__buf_float(&b, n->init_scale);
             }
             if (!n->trainable) nncl__buf_put(&b, " frozen");
             continue;
@@ -139,7 +145,7 @@ char *nncl__graph_describe(const nncl_graph *g) {
             if (!key && n->fattr[k] == 0) continue;
             if (key) nncl__buf_put(&b, " %s=", key);
             else nncl__buf_put(&b, " f%d=", k);
-            nncl__buf_num(&b, (double)n->fattr[k]);
+            nncl__buf_float(&b, n->fattr[k]);
         }
     }
     if (b.failed) {
@@ -208,7 +214,7 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
                 for (k = 0; k < 5; k++)
                     if (strcmp(tok + 5, gtext_inits[k]) == 0) init = k;
             } else if (strncmp(tok, "scale=", 6) == 0) {
-                scale = (float)nncl__parse_double(tok + 6, &p);
+                scale = nncl__parse_float(tok + 6, &p);
                 if (*p || !isfinite(scale)) return gtext_bad(ctx, id, "bad scale=");
             } else if (strcmp(tok, "frozen") == 0) {
                 frozen = 1;
@@ -248,7 +254,7 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
             }
             if (slot < 0) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: unknown attribute \"%.40s\"", id, tok);
             if (is_float) {
-                fattr[slot] = (float)nncl__parse_double(val, &p);
+                fattr[slot] = nncl__parse_float(val, &p);
                 if (p == val || *p || !isfinite(fattr[slot])) return gtext_bad(ctx, id, "an attribute is not a finite number");
             } else {
                 long v = -1;

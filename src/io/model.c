@@ -38,9 +38,9 @@ static int model_json_array(const char *s, char **names, float *nums, int max) {
         while (*s == ' ') s++;
         if (nums) {
             char *end;
-            double v = nncl__parse_double(s, &end);
-            if (end == s || !isfinite(v) || fabs(v) > 3.4e38) return -1;
-            nums[n++] = (float)v;
+            float v = nncl__parse_float(s, &end);
+            if (end == s || !isfinite(v)) return -1;
+            nums[n++] = v;
             s = end;
         } else {
             const char *start;
@@ -178,8 +178,8 @@ static nncl_status model_save(nncl_trainer *t, const char *path, const nncl_mode
     memset(&std, 0, sizeof std);
     memset(&classes, 0, sizeof classes);
     d = m.input->sample_numel;
-    nncl__fmt_double(scale, sizeof scale, "%.9g", (double)m.scale);
-    nncl__fmt_double(shift, sizeof shift, "%.9g", (double)m.shift);
+    nncl__fmt_float(scale, sizeof scale, m.scale);
+    nncl__fmt_float(shift, sizeof shift, m.shift);
     snprintf(out_name, sizeof out_name, "%s", m.output->name);
     kv[k++] = "nncl.input"; kv[k++] = m.input->name;
     kv[k++] = "nncl.output"; kv[k++] = out_name;
@@ -188,9 +188,9 @@ static nncl_status model_save(nncl_trainer *t, const char *path, const nncl_mode
     if (m.mean) {
         for (j = 0; j < d; j++) {
             nncl__buf_put(&mean, "%s", j ? "," : "[");
-            nncl__buf_num(&mean, (double)m.mean[j]);
+            nncl__buf_float(&mean, m.mean[j]);
             nncl__buf_put(&std, "%s", j ? "," : "[");
-            nncl__buf_num(&std, (double)m.std[j]);
+            nncl__buf_float(&std, m.std[j]);
         }
         nncl__buf_put(&mean, "]");
         nncl__buf_put(&std, "]");
@@ -264,7 +264,7 @@ static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *s
     char *end;
     *out = dflt;
     if (!v) return NNCL_OK;
-    *out = (float)nncl__parse_double(v, &end);
+    *out = nncl__parse_float(v, &end);
     if (end == v || *end || !isfinite(*out)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata %s is not a number", key);
     return NNCL_OK;
 }

@@ -321,8 +321,8 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         meta[k++] = "nncl.optimizer";
         meta[k++] = kind;
     }
-    if (checkpoint && t->scaling) { /* %.9g gives a float back exactly */
-        snprintf(scale, sizeof scale, "%.9g", (double)t->scale);
+    if (checkpoint && t->scaling) {
+        nncl__fmt_float(scale, sizeof scale, t->scale);
         snprintf(growth, sizeof growth, "%d", t->growth);
         meta[k++] = "nncl.loss_scale"; meta[k++] = scale;
         meta[k++] = "nncl.loss_scale_growth"; meta[k++] = growth;
@@ -409,12 +409,12 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
                                  int *growth) {
     const char *v = nncl_safetensors_meta(st, "nncl.loss_scale");
     char *end = NULL;
-    double d;
+    float d;
     int64_t gr = 0;
     *scale = t->cfg.loss_scale_init > 0 ? t->cfg.loss_scale_init : 65536.0f;
     *growth = 0;
     if (!v) return NNCL_OK;
-    d = strtod(v, &end);
+    d = nncl__parse_float(v, &end);
     if (end == v || *end || !(d >= NNCL_LOSS_SCALE_MIN && d <= NNCL_LOSS_SCALE_MAX))
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.loss_scale = \"%.40s\" is not a float in [2^-64, 2^64]",
                           path, v);
@@ -423,7 +423,7 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
                           "%s: nncl.loss_scale_growth = %lld clean steps, not below the growth interval %d", path,
                           (long long)gr, t->cfg.loss_scale_growth_interval);
-    *scale = (float)d;
+    *scale = d;
     *growth = (int)gr;
     return NNCL_OK;
 }

@@ -8,7 +8,9 @@
 #include "runtime/internal.h"
 #include <locale.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 
 #if defined(_WIN32)
@@ -263,6 +265,17 @@ double nncl__parse_double(const char *s, char **end) {
     v = strtod(buf, &e);
     if (end) *end = (char *)s + (e - buf);
     return v;
+}
+
+void nncl__fmt_float(char *buf, size_t size, float x) { nncl__fmt_double(buf, size, "%.9g", (double)x); }
+
+float nncl__parse_float(const char *s, char **end) {
+    double v = nncl__parse_double(s, end);
+    /* Beyond FLT_MAX by half an ulp or more rounds to Inf; below that, to
+     * FLT_MAX (a conversion out of range would be undefined). */
+    if (v >= 0x1.ffffffp127 || v <= -0x1.ffffffp127) return v > 0 ? HUGE_VALF : -HUGE_VALF;
+    if (v > FLT_MAX || v < -FLT_MAX) return v > 0 ? FLT_MAX : -FLT_MAX;
+    return (float)v;
 }
 
 nncl_status nncl__load_file(const char *fn, const char *path, void *out, size_t out_size, unsigned char **data,

@@ -415,6 +415,13 @@ void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);
 /* strtod for text nncl wrote: '.' is the decimal point whatever the
  * locale (nncl__fmt_double's counterpart); *end as strtod sets it. */
 double nncl__parse_double(const char *s, char **end);
+/* A float as text that reads back as the same float (9 significant
+ * digits: read as a double and rounded, as nncl__parse_float does, it is
+ * the float again), '.' whatever the locale, "nan"/"inf"/"-inf". */
+void nncl__fmt_float(char *buf, size_t size, float x);
+/* The float nearest the number at s (nncl__parse_double rounded to float;
+ * +-Inf beyond the float range); *end as strtod sets it. */
+float nncl__parse_float(const char *s, char **end);
 
 /* Growing text (graph_text.c): NUL-terminated s of n bytes; failed set
  * (and s kept) when memory ran out. Free s with NNCL_FREE. */
@@ -424,8 +431,10 @@ typedef struct nncl__buf {
     int failed;
 } nncl__buf;
 void nncl__buf_put(nncl__buf *b, const char *fmt, ...) NNCL_PRINTF(2, 3);
-/* A number as "%.9g" with '.' whatever the locale (a float round-trips). */
+/* A double as "%.17g", a float as nncl__fmt_float writes it, with '.'
+ * whatever the locale: each reads back exactly. */
 void nncl__buf_num(nncl__buf *b, double x);
+void nncl__buf_float(nncl__buf *b, float x);
 
 /* ------------------------------------------------------------- gemm tuning */
 
