@@ -2,6 +2,7 @@
  * parameters with their flat-buffer layout, name lookup, and the checks that
  * make a wrong shape fail when the graph is built rather than at step time. */
 #include "graph/graph.h"
+#include <math.h>
 #include <stdio.h>
 
 nncl_graph *nncl_graph_create(nncl_context *ctx, uint64_t seed) {
@@ -119,6 +120,14 @@ nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *nam
     return n;
 }
 
+int nncl__name_ok(const char *name) {
+    const char *s = name;
+    if (!s || !*s || strlen(s) >= NNCL_NAME_MAX) return 0;
+    for (; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f || *s == '(' || *s == '[') return 0;
+    return 1;
+}
+
 int nncl__graph_owns(const nncl_graph *g, const nncl_node *n) {
     return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
 }
@@ -144,12 +153,16 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
     if (name && strlen(name) >= NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: name \"%.20s...\" is longer than %d characters", def->name,
                                 name, NNCL_NAME_MAX - 1);
+    if (name && !nncl__name_ok(name))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "%s: name \"%.63s\" has a space, a control byte, '(' or '[' (a model file could not "
+                                "name it)", def->name, name);
     if (!(n = graph_push(g, op, name))) return NULL;
     n->n_in = n_in;
     for (i = 0; i < n_in; i++) n->in[i] = in[i];
     for (i = 0; i < n_iattr && i < 8; i++) n->iattr[i] = iattr[i];
     for (i = 0; i < n_fattr && i < 4; i++) n->fattr[i] = fattr[i];
-    if (def->shape(g, n) != NNCL_OK) {
+    if ((def->check && def->check(g, n) != NNCL_OK) || def->shape(g, n) != NNCL_OK) {
         graph_pop(g);
         return NULL;
     }
@@ -183,6 +196,10 @@ static nncl_node *graph_leaf(nncl_graph *g, nncl__op op, const char *fn, const c
     if (!name || !*name || strlen(name) >= NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: a name of 1 to %d characters is needed", fn,
                                 NNCL_NAME_MAX - 1);
+    if (!nncl__name_ok(name))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "%s: name \"%s\" has a space, a control byte, '(' or '[' (a model file could not "
+                                "name it)", fn, name);
     if (!graph_valid_shape(ndim, shape, !batched))
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": %s must have %d to %d positive dimensions",
                                 fn, name, batched ? "per-sample shape" : "shape", !batched, NNCL_MAX_DIMS - batched);
@@ -211,6 +228,11 @@ nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const int *shap
     if ((int)init < NNCL_INIT_ZEROS || (int)init > NNCL_INIT_FAN_IN_UNIFORM) {
         graph_pop(g);
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": unknown init %d", name, (int)init);
+    }
+    if (!isfinite(scale)) {
+        graph_pop(g);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": init scale %g is not finite", name,
+                                (double)scale);
     }
     n->init = (int)init;
     n->init_scale = scale;

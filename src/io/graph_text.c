@@ -90,18 +90,10 @@ void nncl__buf_float(nncl__buf *b, float x) {
     nncl__buf_put(b, "%s", num);
 }
 
-/* A name is written as one token: printable, no space, no control byte. */
-static int gtext_token_ok(const char *s) {
-    if (!*s) return 0;
-    for (; *s; s++)
-        if ((unsigned char)*s <= ' ' || *s == 0x7f || *s == '(' || *s == '[') return 0;
-    return 1;
-}
-
 /* ------------------------------------------------------------- describe */
 
-/* The nncl.graph text of g, or NULL when a name cannot be written as a
- * token (the file is then saved without a description). */
+/* The nncl.graph text of g, or NULL when memory ran out. Every name is one
+ * token: the builders take only names nncl__name_ok accepts. */
 char *nncl__graph_describe(const nncl_graph *g) {
     nncl__buf b;
     const gtext_names *names;
@@ -110,10 +102,6 @@ char *nncl__graph_describe(const nncl_graph *g) {
     for (i = 0; i < g->n_nodes; i++) {
         const nncl_node *n = g->nodes[i];
         int shape[NNCL_MAX_DIMS], nd = nncl_node_shape(n, shape);
-        if (!gtext_token_ok(n->name)) {
-            NNCL_FREE(b.s);
-            return NULL;
-        }
         nncl__buf_put(&b, "%s%d %s %s [", i ? "\n" : "", i, nncl__opdef_get(n->op)->name, n->name);
         for (k = 0; k < nd; k++) nncl__buf_put(&b, "%s%d", k ? "," : "", shape[k]);
         nncl__buf_put(&b, "]");

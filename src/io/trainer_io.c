@@ -293,8 +293,8 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     if (n_extra < 0 || (n_extra && !extra))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "extra tensors missing");
     meta = (const char **)nncl__calloc((size_t)n_meta + 13, sizeof *meta);
-    graph = nncl__graph_describe(t->graph); /* NULL: names that cannot be written; weights only */
-    if (!meta) {
+    graph = nncl__graph_describe(t->graph);
+    if (!meta || !graph) {
         NNCL_FREE(graph);
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
@@ -313,10 +313,8 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     snprintf(kind, sizeof kind, "%d", (int)t->cfg.optim.kind);
     meta[k++] = "nncl.step"; meta[k++] = step;
     meta[k++] = "nncl.tracked"; meta[k++] = tracked;
-    if (graph) {
-        meta[k++] = "nncl.graph";
-        meta[k++] = graph;
-    }
+    meta[k++] = "nncl.graph";
+    meta[k++] = graph;
     if (checkpoint) {
         meta[k++] = "nncl.optimizer";
         meta[k++] = kind;
