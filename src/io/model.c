@@ -332,12 +332,14 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         tc.max_batch = m->max_batch;
         tc.optim = nncl_optim_default(NNCL_OPT_SGD);
         /* Frozen parameters: no gradient and no optimizer memory. */
-        for (k = 0; k < m->graph->n_nodes && s == NNCL_OK; k++) {
+        nncl__graph_freeze_all(m->graph);
+        for (k = 0; k < m->graph->n_nodes; k++) {
             nncl_node *n = m->graph->nodes[k];
-            if (n->op == NNCL_OP_PARAM) s = nncl_param_freeze(m->graph, n, 1);
             if (n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE) loss = n;
         }
-        if (s == NNCL_OK && !loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
+        if (!loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
+        /* the tensors before the trainer: a small file may declare huge parameters */
+        if (s == NNCL_OK) s = nncl__file_check_tensors(ctx, m->graph, st);
         if (s == NNCL_OK) s = nncl_trainer_create(ctx, m->graph, loss, &tc, &m->trainer);
         if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, "the model file", 0);
         if (s == NNCL_OK) {

@@ -242,6 +242,29 @@ static void io_tensors_free(io_tensors *w) {
     NNCL_FREE(w->extra);
 }
 
+nncl_status nncl__file_check_tensors(nncl_context *ctx, const nncl_graph *g, const nncl_safetensors *st) {
+    static const char *const suffix[2] = {"running_mean", "running_var"};
+    int i, k;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        char name[NNCL_NAME_MAX + 32];
+        int64_t shape[NNCL_MAX_DIMS];
+        const float *data;
+        nncl_status s = NNCL_OK;
+        if (n->op == NNCL_OP_PARAM) {
+            for (k = 0; k < n->ndim; k++) shape[k] = n->shape[k];
+            s = nncl_safetensors_expect(st, n->name, n->ndim, shape, &data);
+        }
+        for (k = 0; k < 2 && n->state_size && s == NNCL_OK; k++) {
+            snprintf(name, sizeof name, "%s.%s", n->name, suffix[k]);
+            shape[0] = (int64_t)(n->state_size / 2);
+            s = nncl_safetensors_expect(st, name, 1, shape, &data);
+        }
+        if (s != NNCL_OK) return nncl__fail(ctx, s, "%s", nncl_last_error(NULL));
+    }
+    return NNCL_OK;
+}
+
 static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_floats, int extra_entries) {
     const nncl_graph *g = t->graph;
     int i, k, cap = 0;
