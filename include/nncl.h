@@ -509,7 +509,8 @@ typedef struct nncl_idx {
  * is allocated. The bytes are only read during the call. */
 NNCL_API nncl_status nncl_idx_parse(const void *bytes, size_t size, const char *name, nncl_idx *out);
 /* Reads the file at path (plain or .gz, detected by content) and parses it
- * as nncl_idx_parse() does. NNCL_ERR_IO when it cannot be read. */
+ * as nncl_idx_parse() does. NNCL_ERR_IO when it cannot be read, for a
+ * device (/dev/zero) and for a pipe of more than 1 GiB. */
 NNCL_API nncl_status nncl_idx_load(const char *path, nncl_idx *out);
 /* Releases idx->data and zeroes the struct; NULL and zeroed structs are fine. */
 NNCL_API void nncl_idx_free(nncl_idx *idx);
@@ -566,7 +567,8 @@ typedef struct nncl_csv {
  * errors. *out is zeroed on failure. */
 NNCL_API nncl_status nncl_csv_parse(const char *text, size_t size, const char *name,
                                     const nncl_csv_options *opt, nncl_csv *out);
-/* Reads the file at path and parses it as nncl_csv_parse() does. */
+/* Reads the file at path and parses it as nncl_csv_parse() does; a device
+ * or a pipe of more than 1 GiB is refused as nncl_idx_load() refuses it. */
 NNCL_API nncl_status nncl_csv_load(const char *path, const nncl_csv_options *opt, nncl_csv *out);
 /* Releases everything the table holds and zeroes it; NULL is fine. */
 NNCL_API void nncl_csv_free(nncl_csv *t);

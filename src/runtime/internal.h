@@ -402,8 +402,12 @@ nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what
 nncl_status nncl__afile_commit(nncl__afile *af, const char *what);
 void nncl__afile_abort(nncl__afile *af);
 /* Reads the whole file at path into *data (freed with NNCL_FREE), its
- * length in *size; NNCL_ERR_IO naming the file when it cannot be read. */
+ * length in *size; NNCL_ERR_IO naming the file when it cannot be read.
+ * A pipe is read up to NNCL__STREAM_MAX bytes (stream_max for the _max
+ * form), a device or other non-file is refused: nothing bounds them. */
+#define NNCL__STREAM_MAX ((size_t)1 << 30)
 nncl_status nncl__read_file(const char *path, unsigned char **data, size_t *size);
+nncl_status nncl__read_file_max(const char *path, size_t stream_max, unsigned char **data, size_t *size);
 /* The start of a parser's *_load (fn names it in messages): out (of
  * out_size bytes) checked and zeroed, path checked and read whole into
  * *data as nncl__read_file does. */
