@@ -469,7 +469,10 @@ NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, c
 /* Parameters and running statistics as safetensors, under PyTorch's names. */
 NNCL_API nncl_status nncl_trainer_save(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_load(nncl_trainer *t, const char *path);
-/* A checkpoint adds the optimizer state and the step count, for exact resume. */
+/* A checkpoint adds the optimizer state and the step count, for exact resume.
+ * Loading one whose nncl.graph describes another model than the trainer's
+ * (parameter initialisation apart) is refused (NNCL_ERR_INVALID_ARGUMENT,
+ * naming the first node that differs). */
 NNCL_API nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path);
 
@@ -938,10 +941,14 @@ typedef struct nncl_fit_config {
     /* A checkpoint of this run (same data, seed, batch and model) to go on
      * from: the run continues at the epoch and batch it records, with the
      * same shuffle order, and ends as the uninterrupted run would, bit for
-     * bit (on the same devices with a fixed split, e.g. one device). */
+     * bit (on the same devices with a fixed split, e.g. one device). A
+     * checkpoint of another model (its nncl.graph differs), or one past
+     * `epochs`, is refused (NNCL_ERR_INVALID_ARGUMENT); one at `epochs`
+     * trains nothing. */
     const char *resume;
     /* Called after every step with the 0-based epoch and step; a non-zero
-     * return ends training (result->interrupted, NNCL_OK). NULL: none. */
+     * return ends training (result->interrupted, NNCL_OK), the checkpoint
+     * written first. NULL: none. */
     int (*on_step)(void *user, int epoch, int step, float loss);
     void *user;
     nncl_fit_result *result;   /* filled in when not NULL */

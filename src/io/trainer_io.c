@@ -449,12 +449,49 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
     return NNCL_OK;
 }
 
+/* The part of a description line that is the architecture: all of it but
+ * a parameter's initialisation and frozen flag (a resumed run keeps its
+ * trained values, whatever their start). */
+static size_t io_arch_len(const char *line, size_t len) {
+    const char *sp = memchr(line, ' ', len), *init;
+    if (sp && (size_t)(line + len - sp) > 7 && !strncmp(sp, " param ", 7) &&
+        (init = strstr(sp, " init=")) != NULL && init < line + len)
+        return (size_t)(init - line);
+    return len;
+}
+
+/* A checkpoint that describes its graph (nncl.graph) must describe the
+ * trainer's: the message names the first node that differs. */
+static nncl_status io_same_graph(nncl_trainer *t, const nncl_safetensors *st, const char *path) {
+    const char *file = nncl_safetensors_meta(st, "nncl.graph"), *a, *b;
+    char *mine;
+    int node = 0;
+    nncl_status s = NNCL_OK;
+    if (!file) return NNCL_OK; /* weights only: by name and shape alone */
+    if (!(mine = nncl__graph_describe(t->graph))) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (a = file, b = mine; (*a || *b) && s == NNCL_OK; node++) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n"), ka = io_arch_len(a, la), kb = io_arch_len(b, lb);
+        if (!*a || !*b)
+            s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s is a checkpoint of another model: %s %d nodes", path,
+                           *a ? "this model has" : "it has", node);
+        else if (ka != kb || memcmp(a, b, ka))
+            s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                           "%s is a checkpoint of another model: its node %d is \"%.*s\", this model's \"%.*s\"", path,
+                           node, (int)(ka < 160 ? ka : 160), a, (int)(kb < 160 ? kb : 160), b);
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+    }
+    NNCL_FREE(mine);
+    return s;
+}
+
 static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const char *path, int checkpoint) {
     io_tensors w;
     nncl_status s;
     int64_t tracked = -1; /* a model's num_batches_tracked (a checkpoint has nncl.tracked) */
     float scale = t->scale;
     int i, k, growth = t->growth;
+    if (checkpoint) NNCL_TRY(io_same_graph(t, st, path));
     if ((s = io_collect(t, &w, t->opt_floats, 0)) != NNCL_OK) return s;
     /* Everything is checked into host copies first: a bad file changes nothing. */
     for (i = 0; i < w.n && s == NNCL_OK; i++) {
