@@ -569,6 +569,55 @@ static int test_scale_floor(nncl_context *ctx, const int *devs, int nd, nncl_pre
     return 0;
 }
 
+/* At the floor scale 2^-64 a gradient can be finite scaled and overflow
+ * unscaled; the step is skipped then (the check GradScaler makes after
+ * unscaling) rather than the optimizer writing Inf into the weights. The
+ * model makes one: logits = 10^30 (W x), W = 10^-3, x = 4 10^9, so that the
+ * scaled weight gradient is near 10^20 and the unscaled one past FLT_MAX.
+ * On several devices: one alone finds it already in the float sum of
+ * squares it takes of the scaled gradient. */
+static int test_unscaled_overflow(nncl_context *ctx, const int *devs, int nd) {
+    const char *name = "a gradient that overflows only once unscaled is skipped, the weights kept (all devices)";
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int xs[1] = {2}, k;
+    nncl_graph *g = nncl_graph_create(ctx, 3);
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL), *loss;
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_step_info info;
+    nncl_feed f[2];
+    float w[6], xv[2 * 8], yv[8] = {0}, after[6];
+    loss = nncl_softmax_cross_entropy(g, nncl_op_scale(g, nncl_linear(g, x, 3, 0, NNCL_ACT_NONE, "fc"), 1e30f), y);
+    TH_CHECK(name, loss != NULL);
+    c.max_batch = 8;
+    c.optim = nncl_optim_default(NNCL_OPT_SGD);
+    c.optim.lr = 1;
+    c.devices = devs;
+    c.n_devices = nd;
+    c.shares = even;
+    c.loss_scaling = 1;
+    c.loss_scale_init = NNCL_LOSS_SCALE_MIN;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    for (k = 0; k < 6; k++) w[k] = 1e-3f;
+    for (k = 0; k < 2 * nd; k++) xv[k] = 4e9f;
+    TH_OK(name, ctx, nncl_trainer_param_set(t, "fc.weight", w, 6));
+    f[0].node = x; f[0].data = xv;
+    f[1].node = y; f[1].data = yv;
+    TH_OK(name, ctx, nncl_trainer_step(t, f, 2, nd, &info));
+    TH_OK(name, ctx, nncl_trainer_param_get(t, "fc.weight", after, 6));
+    TH_CHECK(name, isfinite(info.loss));
+    if (!info.skipped || !info.overflow || memcmp(w, after, sizeof w) != 0) {
+        th_fail(name, "skipped %d overflow %d, weight[0] %g after the step", info.skipped, info.overflow,
+                (double)after[0]);
+        return 1;
+    }
+    TH_CHECK(name, info.loss_scale == NNCL_LOSS_SCALE_MIN);
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
 /* Bad precision and loss-scaling fields are argument errors naming the
  * field; the step info says scale 1 without scaling. */
 static int test_config(nncl_context *ctx) {
@@ -674,10 +723,15 @@ int main(void) {
     test_gradscaler(ctx);
     test_scale_floor(ctx, NULL, 1, NNCL_PRECISION_FP32, "one device");
     test_scale_floor(ctx, NULL, 1, NNCL_PRECISION_FP16, "one device");
-    if (nd > 1) test_scale_floor(ctx, devs, nd, NNCL_PRECISION_FP16, "all devices");
-    else
+    if (nd > 1) {
+        test_scale_floor(ctx, devs, nd, NNCL_PRECISION_FP16, "all devices");
+        test_unscaled_overflow(ctx, devs, nd);
+    } else {
         th_skip("fp16 storage, all devices: 200 overflows in a row stop the loss scale at 2^-64; later steps keep the "
                 "weights finite", "needs two devices");
+        th_skip("a gradient that overflows only once unscaled is skipped, the weights kept (all devices)",
+                "needs two devices");
+    }
     test_scaled_equals_unscaled(ctx, NULL, 1, 0, "one device");
     test_scaled_equals_unscaled(ctx, NULL, 1, 0.05f, "one device, gradients clipped");
     if (nd > 1) {
