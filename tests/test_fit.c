@@ -498,7 +498,8 @@ static int test_resume_refusals(nncl_context *ctx, int d, nncl_dataset *ds) {
     snprintf(name, sizeof name, "resume refuses another model's checkpoint and one past the epochs asked on %s",
              th_device_label(ctx, d));
     snprintf(path, sizeof path, "%s/tf_other_%d.safetensors", tf_tmp(), (int)getpid());
-    TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0 && tf_build_ex(ctx, d, &b, NNCL_OPT_ADAM, 0.01f, 1) == 0);
+    TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0);
+    TH_CHECK(name, tf_build_ex(ctx, d, &b, NNCL_OPT_ADAM, 0.01f, 1) == 0);
     f = tf_fit(&a, 2);
     f.checkpoint = path;
     TH_OK(name, ctx, nncl_trainer_fit(a.t, ds, &f)); /* 2 epochs done */

@@ -200,8 +200,12 @@ static nncl_node *gb_linear(nncl_graph *g, nncl_node *x, double v) {
     return nncl_linear(g, x, 3, 1, (nncl_act)(int)v, "fc");
 }
 static nncl_node *gb_dropout(nncl_graph *g, nncl_node *x, double v) { return nncl_dropout(g, x, (float)v); }
-static nncl_node *gb_bn_eps(nncl_graph *g, nncl_node *x, double v) { return nncl_batchnorm(g, x, 0.5f, (float)v, "bn"); }
-static nncl_node *gb_bn_mom(nncl_graph *g, nncl_node *x, double v) { return nncl_batchnorm(g, x, (float)v, 0.5f, "bn"); }
+static nncl_node *gb_bn_eps(nncl_graph *g, nncl_node *x, double v) {
+    return nncl_batchnorm(g, x, 0.5f, (float)v, "bn");
+}
+static nncl_node *gb_bn_mom(nncl_graph *g, nncl_node *x, double v) {
+    return nncl_batchnorm(g, x, (float)v, 0.5f, "bn");
+}
 static nncl_node *gb_ln_eps(nncl_graph *g, nncl_node *x, double v) { return nncl_layernorm(g, x, (float)v, "ln"); }
 static nncl_node *gb_emb(nncl_graph *g, nncl_node *x, double v) { return nncl_embedding(g, x, (int)v, 2, "emb"); }
 static nncl_node *gb_param(nncl_graph *g, nncl_node *x, double v) {
@@ -224,12 +228,14 @@ static int check_builders_agree(nncl_context *ctx) {
         {"embedding", "num", "5", "[5,2]", 1, gb_emb},
         {"param init scale", "scale", "0.5", NULL, 0, gb_param},
     };
-    static const double values[] = {0, 0.25, 0.5, 1, 2, 3, 4, 5, -1, -5, 99, 1.5, 16777216, 16777217};
-    double specials[3];
+    static const double finite[] = {0, 0.25, 0.5, 1, 2, 3, 4, 5, -1, -5, 99, 1.5, 16777216, 16777217};
+    const int n_finite = (int)(sizeof finite / sizeof finite[0]);
+    double values[sizeof finite / sizeof finite[0] + 3];
     int c, k, n = 0;
-    specials[0] = NAN;
-    specials[1] = INFINITY;
-    specials[2] = -INFINITY;
+    memcpy(values, finite, sizeof finite);
+    values[n_finite] = NAN;
+    values[n_finite + 1] = INFINITY;
+    values[n_finite + 2] = -INFINITY;
     for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
         const gb_case *gc = &cases[c];
         int xs[1] = {4}, good_taken, ok;
@@ -246,8 +252,8 @@ static int check_builders_agree(nncl_context *ctx) {
             NNCL_FREE(text);
             return 1;
         }
-        for (k = 0; k < (int)(sizeof values / sizeof values[0]) + 3; k++) {
-            double v = k < (int)(sizeof values / sizeof values[0]) ? values[k] : specials[k - (int)(sizeof values / sizeof values[0])];
+        for (k = 0; k < n_finite + 3; k++) {
+            double v = values[k];
             char from[64], to[64], num[40], shape[64];
             const char *edited;
             int built, read;

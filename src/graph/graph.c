@@ -307,7 +307,8 @@ static void graph_flow_grad(nncl_graph *g) {
 
 nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
     if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
-        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_freeze: not a parameter of this graph");
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_param_freeze: not a parameter of this graph");
     if (g->frozen) return nncl__fail(g->ctx, NNCL_ERR_STATE, "nncl_param_freeze: the graph already has a plan");
     param->trainable = !frozen;
     param->needs_grad = !frozen;

@@ -468,7 +468,8 @@ static nncl_status io_same_graph(nncl_trainer *t, const nncl_safetensors *st, co
     int node = 0;
     nncl_status s = NNCL_OK;
     if (!file) return NNCL_OK; /* weights only: by name and shape alone */
-    if (!(mine = nncl__graph_describe(t->graph))) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!(mine = nncl__graph_describe(t->graph)))
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (a = file, b = mine; (*a || *b) && s == NNCL_OK; node++) {
         size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n"), ka = io_arch_len(a, la), kb = io_arch_len(b, lb);
         if (!*a || !*b)

@@ -313,8 +313,8 @@ EW_BINARY(mul, EW_MUL_KERNELS)
         .name = #NAME,                                                                                      \
         .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
         .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward,                      \
-        .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,       \
-        .impl = &ew_def_##NAME, .half = 1};
+        .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
+        .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
 /* scale has no backward kernel: axpy with alpha */
 static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d};
 const nncl__opdef nncl__opdef_scale = {

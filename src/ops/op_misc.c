@@ -71,8 +71,8 @@ static double drop_scale(float p) { return p < 1 ? 1.0 / (1.0 - (double)p) : 0.0
 /* fattr[0]: the probability p, in [0, 1]; iattr[0..1]: the seed, any. */
 static nncl_status drop_check(nncl_graph *g, const nncl_node *n) {
     if (!(n->fattr[0] >= 0 && n->fattr[0] <= 1))
-        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "dropout \"%s\": probability %g is not in [0, 1]", n->name,
-                                 (double)n->fattr[0]);
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "dropout \"%s\": probability %g is not in [0, 1]",
+                                 n->name, (double)n->fattr[0]);
     return NNCL_OK;
 }
 
@@ -146,7 +146,8 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_dropout = {
-    .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .check = drop_check, .forward = drop_forward,
+    .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .check = drop_check,
+    .forward = drop_forward,
     .backward = drop_backward, .ref_forward = drop_ref_forward, .ref_backward = drop_ref_backward, .half = 1};
 
 nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p) {
@@ -269,7 +270,8 @@ static nncl_status emb_check_feed(nncl_context *ctx, const nncl_node *n, int in,
 const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
     .kernels = {{"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}},
-    .shape = emb_shape, .check = emb_check, .forward = emb_forward, .backward = emb_backward, .bw_reads = NNCL_BW_INPUTS,
+    .shape = emb_shape, .check = emb_check, .forward = emb_forward, .backward = emb_backward,
+    .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward, .check_feed = emb_check_feed, .half = 2,
     .f32_in = 1};
 

@@ -226,7 +226,8 @@ const nncl__opdef nncl__opdef_batchnorm = {
     .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
                 {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
                 {"norm", "nncl_batchnorm_backward_f32"}},
-    .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward, .bw_reads = NNCL_BW_INPUTS,
+    .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
+    .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1};
 
 /* Running statistics live in the graph's state buffer at n->state_off:
@@ -384,7 +385,8 @@ const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
     .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
                 {"norm", "nncl_layernorm_backward_f32_params"}},
-    .shape = ln_shape, .check = ln_check, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward, .bw_reads = NNCL_BW_INPUTS,
+    .shape = ln_shape, .check = ln_check, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward,
+    .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
 
 nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
