@@ -396,12 +396,19 @@ typedef struct nncl_train_config {
      * pass starts from the loss times the scale; a step whose gradient
      * holds an Inf or NaN is skipped on every device and rank and halves
      * the scale; growth_interval clean steps in a row double it. The
-     * unscaling is fused into the optimizer's pass. 0: on with FP16, off
-     * otherwise; 1: on; -1: off. */
+     * scale stays in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX], so 1/scale
+     * is finite, and a step is also skipped when its unscaled gradient
+     * would overflow. The unscaling is fused into the optimizer's pass.
+     * 0: on with FP16, off otherwise; 1: on; -1: off. */
     int loss_scaling;
-    float loss_scale_init;     /* 0: 65536 (2^16) */
+    float loss_scale_init;     /* 0: 65536 (2^16); else in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX] */
     int loss_scale_growth_interval; /* 0: 2000 */
 } nncl_train_config;
+
+/* The range of the dynamic loss scale: halving stops at the floor, doubling
+ * at the ceiling (2^-64 and 2^64). */
+#define NNCL_LOSS_SCALE_MIN 0x1p-64f
+#define NNCL_LOSS_SCALE_MAX 0x1p64f
 
 NNCL_API nncl_train_config nncl_train_default(void);
 
@@ -462,7 +469,10 @@ NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, c
 /* Parameters and running statistics as safetensors, under PyTorch's names. */
 NNCL_API nncl_status nncl_trainer_save(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_load(nncl_trainer *t, const char *path);
-/* A checkpoint adds the optimizer state and the step count, for exact resume. */
+/* A checkpoint adds the optimizer state and the step count, for exact resume.
+ * Loading one whose nncl.graph describes another model than the trainer's
+ * (parameter initialisation apart) is refused (NNCL_ERR_INVALID_ARGUMENT,
+ * naming the first node that differs). */
 NNCL_API nncl_status nncl_trainer_save_checkpoint(nncl_trainer *t, const char *path);
 NNCL_API nncl_status nncl_trainer_load_checkpoint(nncl_trainer *t, const char *path);
 
@@ -502,7 +512,8 @@ typedef struct nncl_idx {
  * is allocated. The bytes are only read during the call. */
 NNCL_API nncl_status nncl_idx_parse(const void *bytes, size_t size, const char *name, nncl_idx *out);
 /* Reads the file at path (plain or .gz, detected by content) and parses it
- * as nncl_idx_parse() does. NNCL_ERR_IO when it cannot be read. */
+ * as nncl_idx_parse() does. NNCL_ERR_IO when it cannot be read, for a
+ * device (/dev/zero) and for a pipe of more than 1 GiB. */
 NNCL_API nncl_status nncl_idx_load(const char *path, nncl_idx *out);
 /* Releases idx->data and zeroes the struct; NULL and zeroed structs are fine. */
 NNCL_API void nncl_idx_free(nncl_idx *idx);
@@ -559,7 +570,8 @@ typedef struct nncl_csv {
  * errors. *out is zeroed on failure. */
 NNCL_API nncl_status nncl_csv_parse(const char *text, size_t size, const char *name,
                                     const nncl_csv_options *opt, nncl_csv *out);
-/* Reads the file at path and parses it as nncl_csv_parse() does. */
+/* Reads the file at path and parses it as nncl_csv_parse() does; a device
+ * or a pipe of more than 1 GiB is refused as nncl_idx_load() refuses it. */
 NNCL_API nncl_status nncl_csv_load(const char *path, const nncl_csv_options *opt, nncl_csv *out);
 /* Releases everything the table holds and zeroes it; NULL is fine. */
 NNCL_API void nncl_csv_free(nncl_csv *t);
@@ -929,10 +941,14 @@ typedef struct nncl_fit_config {
     /* A checkpoint of this run (same data, seed, batch and model) to go on
      * from: the run continues at the epoch and batch it records, with the
      * same shuffle order, and ends as the uninterrupted run would, bit for
-     * bit (on the same devices with a fixed split, e.g. one device). */
+     * bit (on the same devices with a fixed split, e.g. one device). A
+     * checkpoint of another model (its nncl.graph differs), or one past
+     * `epochs`, is refused (NNCL_ERR_INVALID_ARGUMENT); one at `epochs`
+     * trains nothing. */
     const char *resume;
     /* Called after every step with the 0-based epoch and step; a non-zero
-     * return ends training (result->interrupted, NNCL_OK). NULL: none. */
+     * return ends training (result->interrupted, NNCL_OK), the checkpoint
+     * written first. NULL: none. */
     int (*on_step)(void *user, int epoch, int step, float loss);
     void *user;
     nncl_fit_result *result;   /* filled in when not NULL */

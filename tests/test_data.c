@@ -3,6 +3,7 @@
  * shuffle/split/standardisation, the prefetching loader, and the real
  * Fashion-MNIST and iris files when present. Host only, no OpenCL. */
 #include "harness.h"
+#include "runtime/internal.h" /* nncl__read_file_max */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -1025,6 +1026,45 @@ static int test_dataset_idx(void) {
     return 0;
 }
 
+/* /dev/zero never ends: the CSV and IDX readers refuse a device at once,
+ * read a pipe as it comes and refuse one past their bound. */
+static int test_streams(void) {
+    const char *T = "data csv and idx refuse /dev/zero and bound a pipe";
+    nncl_csv csv;
+    nncl_idx idx;
+    CHECK_ERR(T, nncl_csv_load("/dev/zero", NULL, &csv), NNCL_ERR_IO, "neither a file nor a pipe");
+    CHECK_ERR(T, nncl_idx_load("/dev/zero", &idx), NNCL_ERR_IO, "neither a file nor a pipe");
+#ifdef __linux__
+    {
+        static const char text[] = "a,b,label\n1,2,0\n3,4,1\n";
+        static char big[16384];
+        unsigned char *data = NULL;
+        size_t size = 0;
+        char path[64];
+        int fd[2];
+        /* a small table through a pipe loads (it fits the pipe's buffer: no writer thread) */
+        CHECK(T, pipe(fd) == 0);
+        CHECK(T, write(fd[1], text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+        close(fd[1]);
+        snprintf(path, sizeof path, "/dev/fd/%d", fd[0]);
+        OKC(T, nncl_csv_load(path, NULL, &csv));
+        CHECK(T, csv.rows == 2);
+        nncl_csv_free(&csv);
+        close(fd[0]);
+        /* past the bound: refused, saying so */
+        CHECK(T, pipe(fd) == 0);
+        memset(big, 'x', sizeof big);
+        CHECK(T, write(fd[1], big, sizeof big) == (ssize_t)sizeof big);
+        close(fd[1]);
+        snprintf(path, sizeof path, "/dev/fd/%d", fd[0]);
+        CHECK_ERR(T, nncl__read_file_max(path, 4096, &data, &size), NNCL_ERR_IO, "a pipe of more than 4096 bytes");
+        CHECK(T, data == NULL);
+        close(fd[0]);
+    }
+#endif
+    return 0;
+}
+
 #define RUN(fn, name)                         \
     do {                                      \
         int r_ = fn();                        \
@@ -1042,6 +1082,7 @@ int main(int argc, char **argv) {
     RUN(test_idx_gzip_limits, "data idx gzip held to the header's size");
     RUN(test_csv_good, "data csv parsing");
     RUN(test_csv_bad, "data csv errors name line and column");
+    RUN(test_streams, "data csv and idx refuse /dev/zero and bound a pipe");
     RUN(test_iris, "data csv iris.csv: 150 rows, 3 classes of 50");
     RUN(test_permutation, "data permutation deterministic");
     RUN(test_shuffle, "data shuffle same seed same order");

@@ -42,6 +42,8 @@ static nncl_dataset *tf_data(void) {
     return ds;
 }
 
+static float tf_scale; /* nonzero: tf_build_ex's trainers scale the loss, from this scale */
+
 /* With plain set: no batch norm or dropout, so that lr 0 changes nothing. */
 static int tf_build_ex(nncl_context *ctx, int d, tf_model *m, nncl_optimizer opt, float lr, int plain) {
     int in[1] = {TF_D};
@@ -61,6 +63,8 @@ static int tf_build_ex(nncl_context *ctx, int d, tf_model *m, nncl_optimizer opt
     c.n_devices = 1;
     c.optim = nncl_optim_default(opt);
     c.optim.lr = lr;
+    c.loss_scaling = tf_scale > 0 ? 1 : 0;
+    c.loss_scale_init = tf_scale;
     return nncl_trainer_create(ctx, m->g, m->loss, &c, &m->t) != NNCL_OK;
 }
 
@@ -404,7 +408,9 @@ static int tf_on_step(void *user, int epoch, int step, float loss) {
     return epoch == s->epoch && step == s->step;
 }
 
-static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoch, int stop_step) {
+/* every: checkpoint_every of the interrupted run (5: the periodic
+ * checkpoint is checked on disk too; 0: epoch ends and the stop alone). */
+static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoch, int stop_step, int every) {
     char name[200], path[160];
     tf_model a, b;
     nncl_fit_config f;
@@ -414,8 +420,9 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     size_t na, nb, i;
     tf_stop stop;
     int k;
-    snprintf(name, sizeof name, "a run stopped at epoch %d step %d and resumed ends bit for bit as the uninterrupted run on %s",
-             stop_epoch + 1, stop_step + 1, th_device_label(ctx, d));
+    snprintf(name, sizeof name,
+             "a run stopped at epoch %d step %d (checkpoint every %d steps) and resumed ends bit for bit as the "
+             "uninterrupted run on %s", stop_epoch + 1, stop_step + 1, every, th_device_label(ctx, d));
     snprintf(path, sizeof path, "%s/tf_ckpt_%d.safetensors", tf_tmp(), (int)getpid());
     TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0);
     TH_OK(name, NULL, nncl_curve_create(&ca));
@@ -433,12 +440,13 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     f = tf_fit(&b, 3);
     f.curve = cb; /* the rows so far travel in the checkpoint */
     f.checkpoint = path;
-    f.checkpoint_every = 5;
+    f.checkpoint_every = every;
     f.on_step = tf_on_step;
     f.user = &stop;
     f.result = &r;
+    remove(path);
     TH_OK(name, ctx, nncl_trainer_fit(b.t, ds, &f));
-    TH_CHECK(name, r.interrupted && stop.seen_periodic);
+    TH_CHECK(name, r.interrupted && (stop.seen_periodic || every != 5));
     tf_free(&b);
     nncl_curve_free(cb);
     TH_OK(name, NULL, nncl_curve_create(&cb));
@@ -450,7 +458,8 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     f.curve = cb;
     f.result = &r;
     TH_OK(name, ctx, nncl_trainer_fit(b.t, ds, &f));
-    TH_CHECK(name, r.resumed_epoch == stop_epoch + 1 && r.epochs_done == 3 && !r.interrupted);
+    TH_CHECK(name, r.resumed_epoch == stop_epoch + 1 && r.resumed_step == stop_step + 1 && r.epochs_done == 3 &&
+                       !r.interrupted);
     TH_CHECK(name, tf_params(&b, pb, 256, &nb) == 0 && na == nb);
     for (i = 0; i < na; i++)
         if (memcmp(&pa[i], &pb[i], sizeof(float)) != 0) break;
@@ -470,6 +479,79 @@ static int test_resume(nncl_context *ctx, int d, nncl_dataset *ds, int stop_epoc
     remove(path);
     nncl_curve_free(ca);
     nncl_curve_free(cb);
+    tf_free(&a);
+    tf_free(&b);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* A checkpoint of another model (batch norm and dropout in the file, not in
+ * the trainer) is refused naming the node that differs, by fit and by
+ * nncl_trainer_load_checkpoint; a resume asking for fewer epochs than the
+ * checkpoint has done is refused, one asking for as many trains nothing. */
+static int test_resume_refusals(nncl_context *ctx, int d, nncl_dataset *ds) {
+    char name[200], path[160];
+    tf_model a, b;
+    nncl_fit_config f;
+    nncl_fit_result r;
+    long long steps;
+    snprintf(name, sizeof name, "resume refuses another model's checkpoint and one past the epochs asked on %s",
+             th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_other_%d.safetensors", tf_tmp(), (int)getpid());
+    TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0);
+    TH_CHECK(name, tf_build_ex(ctx, d, &b, NNCL_OPT_ADAM, 0.01f, 1) == 0);
+    f = tf_fit(&a, 2);
+    f.checkpoint = path;
+    TH_OK(name, ctx, nncl_trainer_fit(a.t, ds, &f)); /* 2 epochs done */
+    f = tf_fit(&b, 3);
+    f.resume = path;
+    TH_CHECK(name, nncl_trainer_fit(b.t, ds, &f) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "another model") &&
+                       strstr(nncl_last_error(ctx), "node 5 is \"5 param bn1.weight [16]\""));
+    TH_CHECK(name, nncl_trainer_step_count(b.t) == 0);
+    TH_CHECK(name, nncl_trainer_load_checkpoint(b.t, path) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "another model") != NULL);
+    steps = nncl_trainer_step_count(a.t);
+    f = tf_fit(&a, 1);
+    f.resume = path;
+    TH_CHECK(name, nncl_trainer_fit(a.t, ds, &f) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "2 epochs done") && strstr(nncl_last_error(ctx), "asks for 1 epochs"));
+    f = tf_fit(&a, 2);
+    f.resume = path;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(a.t, ds, &f));
+    TH_CHECK(name, r.epochs_done == 2 && nncl_trainer_step_count(a.t) == steps);
+    remove(path);
+    tf_free(&a);
+    tf_free(&b);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* A run with loss scaling at a scale whose shortest text is not exact
+ * (2^30, 2^-13) resumes from its own checkpoint, the scale with it. */
+static int test_resume_scale(nncl_context *ctx, int d, nncl_dataset *ds, float scale) {
+    char name[200], path[160];
+    tf_model a, b;
+    nncl_fit_config f;
+    nncl_fit_result r;
+    snprintf(name, sizeof name, "a run at loss scale 2^%d resumes from its checkpoint on %s", ilogbf(scale),
+             th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_scale_%d.safetensors", tf_tmp(), (int)getpid());
+    tf_scale = scale;
+    TH_CHECK(name, tf_build(ctx, d, &a, NNCL_OPT_ADAM, 0.01f) == 0 && tf_build(ctx, d, &b, NNCL_OPT_ADAM, 0.01f) == 0);
+    tf_scale = 0;
+    f = tf_fit(&a, 1);
+    f.checkpoint = path;
+    TH_OK(name, ctx, nncl_trainer_fit(a.t, ds, &f));
+    TH_CHECK(name, a.t->scale == scale);
+    f = tf_fit(&b, 2);
+    f.resume = path;
+    f.result = &r;
+    TH_OK(name, ctx, nncl_trainer_fit(b.t, ds, &f));
+    TH_CHECK(name, r.resumed_epoch == 2 && r.epochs_done == 2);
+    TH_CHECK(name, nncl_trainer_step_count(b.t) == 2 * nncl_trainer_step_count(a.t) && b.t->scale == scale);
+    remove(path);
     tf_free(&a);
     tf_free(&b);
     th_pass("%s", name);
@@ -559,8 +641,12 @@ int main(void) {
         test_summary(ctx, d);
         test_validation(ctx, d, ds);
         test_early_stopping(ctx, d, ds);
-        test_resume(ctx, d, ds, 1, 7);
-        test_resume(ctx, d, ds, 0, 11);
+        test_resume(ctx, d, ds, 1, 7, 5);
+        test_resume(ctx, d, ds, 0, 11, 5);
+        test_resume(ctx, d, ds, 0, 11, 0); /* an epoch's last step: the stop writes the checkpoint */
+        test_resume_refusals(ctx, d, ds);
+        test_resume_scale(ctx, d, ds, 0x1p30f);
+        test_resume_scale(ctx, d, ds, 0x1p-13f);
     }
     nncl_dataset_free(ds);
     nncl_free(ctx);

@@ -3,9 +3,12 @@
  * test_op_table.c). */
 #include "harness.h"
 #include "train/plan.h"
+#include "train/trainer.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int check_errors(nncl_context *ctx) {
     const char *name = "graph errors";
@@ -135,6 +138,185 @@ static int check_int_limits(nncl_context *ctx) {
     return 0;
 }
 
+/* ------------------------------------------------------------- builders and model files agree */
+
+/* Whether the reader of model descriptions takes text (written to a file's
+ * nncl.graph and read back as nncl_model_load does); NNCL_ERR_FORMAT with a
+ * message is its refusal. */
+static int gb_reader_takes(const char *text, int *refused_ok) {
+    const char *meta[] = {"nncl.graph", text, NULL};
+    nncl_safetensors_entry e;
+    nncl_safetensors *st = NULL;
+    nncl_graph *g = NULL;
+    nncl_status s;
+    float v = 0;
+    char path[128];
+    memset(&e, 0, sizeof e);
+    e.name = "w";
+    e.ndim = 1;
+    e.shape[0] = 1;
+    e.data = &v;
+    snprintf(path, sizeof path, "/tmp/nncl-graph-%ld.safetensors", (long)getpid());
+    if (nncl_safetensors_save(path, &e, 1, meta) != NNCL_OK || nncl_safetensors_load(path, &st) != NNCL_OK) {
+        remove(path);
+        *refused_ok = 0;
+        return -1;
+    }
+    remove(path);
+    s = nncl_graph_from_safetensors(NULL, st, &g);
+    nncl_safetensors_free(st);
+    nncl_graph_free(g);
+    *refused_ok = s == NNCL_OK || (s == NNCL_ERR_FORMAT && !g && nncl_last_error(NULL)[0]);
+    return s == NNCL_OK;
+}
+
+/* text with its first `from` replaced by `to` (static buffer). */
+static const char *gb_replace(const char *text, const char *from, const char *to) {
+    static char out[4096];
+    const char *at = strstr(text, from);
+    size_t pre;
+    if (!at || strlen(text) - strlen(from) + strlen(to) >= sizeof out) return NULL;
+    pre = (size_t)(at - text);
+    memcpy(out, text, pre);
+    snprintf(out + pre, sizeof out - pre, "%s%s", to, at + strlen(from));
+    return out;
+}
+
+/* One attribute of one op: the builder with value v adds a node (1) or
+ * refuses it (0); the same graph's description from the builder with the
+ * good value, that attribute's text `key=good` replaced by `key=v` (and the
+ * shape `extra_from` replaced by [v,2], when given), must be taken exactly
+ * then. */
+typedef struct gb_case {
+    const char *what, *key, *good, *extra_from;
+    int whole; /* an integer attribute: whole values only */
+    nncl_node *(*build)(nncl_graph *g, nncl_node *x, double v);
+} gb_case;
+
+static nncl_node *gb_scale(nncl_graph *g, nncl_node *x, double v) { return nncl_op_scale(g, x, (float)v); }
+static nncl_node *gb_leaky(nncl_graph *g, nncl_node *x, double v) { return nncl_op_leaky_relu(g, x, (float)v); }
+static nncl_node *gb_elu(nncl_graph *g, nncl_node *x, double v) { return nncl_op_elu(g, x, (float)v); }
+static nncl_node *gb_linear(nncl_graph *g, nncl_node *x, double v) {
+    return nncl_linear(g, x, 3, 1, (nncl_act)(int)v, "fc");
+}
+static nncl_node *gb_dropout(nncl_graph *g, nncl_node *x, double v) { return nncl_dropout(g, x, (float)v); }
+static nncl_node *gb_bn_eps(nncl_graph *g, nncl_node *x, double v) {
+    return nncl_batchnorm(g, x, 0.5f, (float)v, "bn");
+}
+static nncl_node *gb_bn_mom(nncl_graph *g, nncl_node *x, double v) {
+    return nncl_batchnorm(g, x, (float)v, 0.5f, "bn");
+}
+static nncl_node *gb_ln_eps(nncl_graph *g, nncl_node *x, double v) { return nncl_layernorm(g, x, (float)v, "ln"); }
+static nncl_node *gb_emb(nncl_graph *g, nncl_node *x, double v) { return nncl_embedding(g, x, (int)v, 2, "emb"); }
+static nncl_node *gb_param(nncl_graph *g, nncl_node *x, double v) {
+    int s[1] = {4};
+    (void)x;
+    return nncl_param(g, "w", 1, s, NNCL_INIT_UNIFORM, (float)v);
+}
+
+static int check_builders_agree(nncl_context *ctx) {
+    const char *name = "builders and the model-file reader accept exactly the same attributes";
+    static const gb_case cases[] = {
+        {"scale", "alpha", "0.5", NULL, 0, gb_scale},
+        {"leaky_relu", "slope", "0.5", NULL, 0, gb_leaky},
+        {"elu", "f0", "0.5", NULL, 0, gb_elu},
+        {"linear", "act", "tanh", NULL, 1, gb_linear},
+        {"dropout", "p", "0.5", NULL, 0, gb_dropout},
+        {"batchnorm eps", "eps", "0.5", NULL, 0, gb_bn_eps},
+        {"batchnorm momentum", "momentum", "0.5", NULL, 0, gb_bn_mom},
+        {"layernorm", "eps", "0.5", NULL, 0, gb_ln_eps},
+        {"embedding", "num", "5", "[5,2]", 1, gb_emb},
+        {"param init scale", "scale", "0.5", NULL, 0, gb_param},
+    };
+    static const double finite[] = {0, 0.25, 0.5, 1, 2, 3, 4, 5, -1, -5, 99, 1.5, 16777216, 16777217};
+    const int n_finite = (int)(sizeof finite / sizeof finite[0]);
+    double values[sizeof finite / sizeof finite[0] + 3];
+    int c, k, n = 0;
+    memcpy(values, finite, sizeof finite);
+    values[n_finite] = NAN;
+    values[n_finite + 1] = INFINITY;
+    values[n_finite + 2] = -INFINITY;
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        const gb_case *gc = &cases[c];
+        int xs[1] = {4}, good_taken, ok;
+        nncl_graph *g = nncl_graph_create(ctx, 1);
+        nncl_node *x = nncl_input(g, "x", 1, xs);
+        char *text;
+        TH_CHECK(name, gc->build(g, x, !strcmp(gc->good, "tanh") ? 3 : atof(gc->good)) != NULL);
+        TH_CHECK(name, (text = nncl__graph_describe(g)) != NULL);
+        nncl_graph_free(g);
+        good_taken = gb_reader_takes(text, &ok);
+        if (good_taken != 1) {
+            th_fail(name, "%s: the reader refuses the builder's own description \"%s\": %s", gc->what, text,
+                    nncl_last_error(NULL));
+            NNCL_FREE(text);
+            return 1;
+        }
+        for (k = 0; k < n_finite + 3; k++) {
+            double v = values[k];
+            char from[64], to[64], num[40], shape[64];
+            const char *edited;
+            int built, read;
+            if (gc->whole && !(isfinite(v) && v == floor(v))) continue;
+            g = nncl_graph_create(ctx, 1);
+            x = nncl_input(g, "x", 1, xs);
+            built = gc->build(g, x, v) != NULL;
+            TH_CHECK(name, built || nncl_last_error(ctx)[0]);
+            nncl_graph_free(g);
+            if (isnan(v)) snprintf(num, sizeof num, "nan");
+            else if (isinf(v)) snprintf(num, sizeof num, v > 0 ? "inf" : "-inf");
+            else snprintf(num, sizeof num, "%.17g", v);
+            snprintf(from, sizeof from, "%s=%s", gc->key, gc->good);
+            snprintf(to, sizeof to, "%s=%s", gc->key, num);
+            TH_CHECK(name, (edited = gb_replace(text, from, to)) != NULL);
+            if (gc->extra_from) {
+                static char copy[4096];
+                snprintf(shape, sizeof shape, "[%s,2]", num);
+                snprintf(copy, sizeof copy, "%s", edited);
+                TH_CHECK(name, (edited = gb_replace(copy, gc->extra_from, shape)) != NULL);
+            }
+            read = gb_reader_takes(edited, &ok);
+            TH_CHECK(name, ok);
+            if (built != read) {
+                th_fail(name, "%s %s=%s: the builder %s it, the reader %s it", gc->what, gc->key, num,
+                        built ? "takes" : "refuses", read ? "takes" : "refuses");
+                NNCL_FREE(text);
+                return 1;
+            }
+            n++;
+        }
+        NNCL_FREE(text);
+    }
+    th_pass("%s (%d values over %d attributes)", name, n, c);
+    return 0;
+}
+
+/* A name the description cannot hold as one token is refused by every
+ * builder that takes a name, and by the reader. */
+static int check_names(nncl_context *ctx) {
+    const char *name = "names a model file cannot hold are refused by the builders and the reader";
+    static const char *const bad[] = {"hidden layer", "a\tb", "new\nline", "a(b", "x[0]", "\x7f"};
+    int k, xs[1] = {4}, ok;
+    for (k = 0; k < (int)(sizeof bad / sizeof bad[0]); k++) {
+        nncl_graph *g = nncl_graph_create(ctx, 1);
+        nncl_node *x = nncl_input(g, "x", 1, xs);
+        char text[128];
+        TH_CHECK(name, nncl_input(g, bad[k], 1, xs) == NULL && strstr(nncl_last_error(ctx), "space"));
+        TH_CHECK(name, nncl_param(g, bad[k], 1, xs, NNCL_INIT_ZEROS, 0) == NULL);
+        TH_CHECK(name, nncl_linear(g, x, 2, 1, NNCL_ACT_NONE, bad[k]) == NULL);
+        TH_CHECK(name, nncl_batchnorm(g, x, 0.1f, 1e-5f, bad[k]) == NULL);
+        TH_CHECK(name, nncl_layernorm(g, x, 1e-5f, bad[k]) == NULL);
+        TH_CHECK(name, g->n_nodes == 1); /* a refused layer leaves no parameter behind */
+        nncl_graph_free(g);
+        if (!strchr(bad[k], ' ') && !strchr(bad[k], '\n')) { /* one token in the text */
+            snprintf(text, sizeof text, "0 input %s [4]", bad[k]);
+            TH_CHECK(name, gb_reader_takes(text, &ok) == 0 && ok);
+        }
+    }
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     if (!ctx) return th_exit_code();
@@ -142,6 +324,8 @@ int main(void) {
     check_full_shapes(ctx);
     check_int_limits(ctx);
     check_reuse(ctx);
+    check_builders_agree(ctx);
+    check_names(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

@@ -523,6 +523,103 @@ static int test_half_refused(nncl_context *ctx) {
     return 0;
 }
 
+/* A long run of overflowing batches takes the scale down to its floor and
+ * no further; the clean batches after it are taken and leave every weight
+ * finite (a scale of 0 made 1/scale Inf and every weight NaN with status
+ * OK), in the given precision, on devs[0..nd). */
+static int test_scale_floor(nncl_context *ctx, const int *devs, int nd, nncl_precision prec, const char *what) {
+    char name[200];
+    tm_model m;
+    nncl_trainer *t;
+    nncl_train_config c = nncl_train_default();
+    static const int zero = 0;
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    nncl_step_info info;
+    float *p;
+    size_t k, n, n_bad = 0;
+    int s;
+    snprintf(name, sizeof name, "%s, %s: 200 overflows in a row stop the loss scale at 2^-64; later steps keep the "
+             "weights finite", prec == NNCL_PRECISION_FP16 ? "fp16 storage" : "fp32", what);
+    TH_CHECK(name, tm_build(ctx, &m));
+    c.max_batch = 16;
+    c.optim.lr = 0.01f;
+    c.precision = prec;
+    c.loss_scaling = 1;
+    c.devices = devs ? devs : &zero;
+    c.n_devices = devs ? nd : 1;
+    c.shares = nd > 1 ? even : NULL;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    for (s = 0; s < 200; s++) {
+        TH_OK(name, ctx, tm_step(t, &m, s, 1, &info));
+        TH_CHECK(name, info.skipped && info.loss_scale >= NNCL_LOSS_SCALE_MIN);
+    }
+    for (s = 0; s < 3; s++) {
+        TH_OK(name, ctx, tm_step(t, &m, s, 0, &info));
+        TH_CHECK(name, info.loss_scale == NNCL_LOSS_SCALE_MIN && !info.skipped);
+    }
+    n = m.g->n_params;
+    TH_CHECK(name, (p = (float *)malloc(n * sizeof(float))) != NULL && !tm_params(t, p));
+    for (k = 0; k < n; k++) n_bad += !isfinite(p[k]);
+    free(p);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    if (n_bad) {
+        th_fail(name, "%zu of %zu weights are not finite", n_bad, n);
+        return 1;
+    }
+    th_pass("%s", name);
+    return 0;
+}
+
+/* At the floor scale 2^-64 a gradient can be finite scaled and overflow
+ * unscaled; the step is skipped then (the check GradScaler makes after
+ * unscaling) rather than the optimizer writing Inf into the weights. The
+ * model makes one: logits = 10^30 (W x), W = 10^-3, x = 4 10^9, so that the
+ * scaled weight gradient is near 10^20 and the unscaled one past FLT_MAX.
+ * On several devices: one alone finds it already in the float sum of
+ * squares it takes of the scaled gradient. */
+static int test_unscaled_overflow(nncl_context *ctx, const int *devs, int nd) {
+    const char *name = "a gradient that overflows only once unscaled is skipped, the weights kept (all devices)";
+    static const float even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int xs[1] = {2}, k;
+    nncl_graph *g = nncl_graph_create(ctx, 3);
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL), *loss;
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_step_info info;
+    nncl_feed f[2];
+    float w[6], xv[2 * 8], yv[8] = {0}, after[6];
+    loss = nncl_softmax_cross_entropy(g, nncl_op_scale(g, nncl_linear(g, x, 3, 0, NNCL_ACT_NONE, "fc"), 1e30f), y);
+    TH_CHECK(name, loss != NULL);
+    c.max_batch = 8;
+    c.optim = nncl_optim_default(NNCL_OPT_SGD);
+    c.optim.lr = 1;
+    c.devices = devs;
+    c.n_devices = nd;
+    c.shares = even;
+    c.loss_scaling = 1;
+    c.loss_scale_init = NNCL_LOSS_SCALE_MIN;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    for (k = 0; k < 6; k++) w[k] = 1e-3f;
+    for (k = 0; k < 2 * nd; k++) xv[k] = 4e9f;
+    TH_OK(name, ctx, nncl_trainer_param_set(t, "fc.weight", w, 6));
+    f[0].node = x; f[0].data = xv;
+    f[1].node = y; f[1].data = yv;
+    TH_OK(name, ctx, nncl_trainer_step(t, f, 2, nd, &info));
+    TH_OK(name, ctx, nncl_trainer_param_get(t, "fc.weight", after, 6));
+    TH_CHECK(name, isfinite(info.loss));
+    if (!info.skipped || !info.overflow || memcmp(w, after, sizeof w) != 0) {
+        th_fail(name, "skipped %d overflow %d, weight[0] %g after the step", info.skipped, info.overflow,
+                (double)after[0]);
+        return 1;
+    }
+    TH_CHECK(name, info.loss_scale == NNCL_LOSS_SCALE_MIN);
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
 /* Bad precision and loss-scaling fields are argument errors naming the
  * field; the step info says scale 1 without scaling. */
 static int test_config(nncl_context *ctx) {
@@ -549,6 +646,18 @@ static int test_config(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scale_init") != NULL);
     c.loss_scale_init = INFINITY;
     TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    c.loss_scale_init = 1e-40f; /* a denormal: 1/scale is Inf */
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "loss_scale_init") != NULL);
+    c.loss_scale_init = NNCL_LOSS_SCALE_MAX * 2.0f;
+    TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
+    c.loss_scale_init = NNCL_LOSS_SCALE_MIN; /* the ends of the range are accepted */
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    nncl_trainer_free(t);
+    c.loss_scale_init = NNCL_LOSS_SCALE_MAX;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    nncl_trainer_free(t);
+    t = NULL;
     c.loss_scale_init = 0;
     c.loss_scale_growth_interval = -3;
     TH_CHECK(name, nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_ERR_INVALID_ARGUMENT && !t);
@@ -614,6 +723,17 @@ int main(void) {
     for (i = 0; i < nd; i++) devs[i] = i;
     test_config(ctx);
     test_gradscaler(ctx);
+    test_scale_floor(ctx, NULL, 1, NNCL_PRECISION_FP32, "one device");
+    test_scale_floor(ctx, NULL, 1, NNCL_PRECISION_FP16, "one device");
+    if (nd > 1) {
+        test_scale_floor(ctx, devs, nd, NNCL_PRECISION_FP16, "all devices");
+        test_unscaled_overflow(ctx, devs, nd);
+    } else {
+        th_skip("fp16 storage, all devices: 200 overflows in a row stop the loss scale at 2^-64; later steps keep the "
+                "weights finite", "needs two devices");
+        th_skip("a gradient that overflows only once unscaled is skipped, the weights kept (all devices)",
+                "needs two devices");
+    }
     test_scaled_equals_unscaled(ctx, NULL, 1, 0, "one device");
     test_scaled_equals_unscaled(ctx, NULL, 1, 0.05f, "one device, gradients clipped");
     if (nd > 1) {

@@ -7,9 +7,12 @@
  * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads. */
 #include "harness.h"
 #include "train/trainer.h"
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct tio_model {
@@ -339,6 +342,210 @@ static int test_checkpoint_meta(nncl_context *ctx) {
     return 0;
 }
 
+/* The text of a float reads back as that float, bit for bit: every power
+ * of two of the float range and its negative, denormals, the ends of the
+ * range and random bit patterns. */
+static int tio_float_back(float x) {
+    char buf[40], *end;
+    float y;
+    nncl__fmt_float(buf, sizeof buf, x);
+    y = nncl__parse_float(buf, &end);
+    return !*end && memcmp(&x, &y, sizeof x) == 0;
+}
+
+static int test_float_text(void) {
+    const char *name = "every float written as text reads back bit for bit";
+    static const float ends[] = {FLT_MAX, -FLT_MAX, FLT_MIN, 0x1p-149f, 0.1f, 1.0f / 3, 0x1p-13f, 0x1p30f, 0.0f, -0.0f};
+    unsigned seed = 11, k;
+    long n = 0;
+    int e;
+    for (e = -149; e <= 127; e++, n += 2)
+        if (!tio_float_back(ldexpf(1.0f, e)) || !tio_float_back(-ldexpf(1.0f, e))) {
+            th_fail(name, "2^%d does not read back", e);
+            return 1;
+        }
+    for (k = 0; k < sizeof ends / sizeof ends[0]; k++, n++) TH_CHECK(name, tio_float_back(ends[k]));
+    for (k = 0; k < 200000; k++, n++) {
+        uint32_t bits;
+        float x;
+        seed = seed * 1103515245u + 12345u;
+        bits = seed ^ (seed << 13) ^ (k * 2654435761u);
+        if (k & 1) bits &= 0x807fffffu; /* a denormal */
+        memcpy(&x, &bits, sizeof x);
+        if (!isfinite(x)) continue;
+        if (!tio_float_back(x)) {
+            th_fail(name, "%a does not read back", (double)x);
+            return 1;
+        }
+    }
+    th_pass("%s (%ld values)", name, n);
+    return 0;
+}
+
+/* A model file's preprocessing floats come back exactly: rows preprocessed
+ * by the loaded model equal rows preprocessed with the saved floats. */
+static int test_model_floats(nncl_context *ctx) {
+    const char *name = "a model file's scale, shift, mean and std read back exactly";
+    static const float mean[6] = {FLT_MAX, 0x1p-149f, 0.1f, -1.0f / 3, 0x1p-13f, 123456.789f};
+    static const float std[6] = {0x1p100f, 0x1p-126f, 3.0f / 7, 1e-30f, 0x1p30f, 0.7f};
+    tio_model a;
+    nncl_model *m = NULL;
+    nncl_model_meta meta = nncl_model_meta_default();
+    char path[64];
+    float rows[6], want[6];
+    int j;
+    snprintf(path, sizeof path, "/tmp/nncl-tio-%ld.model", (long)getpid());
+    TH_CHECK(name, tio_build(ctx, 0, 8, &a, 0) == 0);
+    meta.scale = 1.0f / 255;
+    meta.shift = -0x1p-140f;
+    meta.mean = mean;
+    meta.std = std;
+    TH_OK(name, ctx, nncl_trainer_save_model(a.t, path, &meta));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &m));
+    for (j = 0; j < 6; j++) {
+        rows[j] = (float)(j + 1);
+        want[j] = ((float)(j + 1) * meta.scale + meta.shift - mean[j]) / std[j];
+    }
+    TH_OK(name, ctx, nncl_model_preprocess(m, rows, 1));
+    TH_CHECK(name, memcmp(rows, want, sizeof rows) == 0);
+    nncl_model_free(m);
+    remove(path);
+    tio_free(&a);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* ------------------------------------------------------------- files that declare much */
+
+/* A model file: the description of g, the tensors of g's parameters whose
+ * names do not start with skip (NULL: all), each filled with its index. */
+static int tio_write_model(nncl_graph *g, const char *skip, const char *path) {
+    char *text = nncl__graph_describe(g);
+    const char *meta[] = {"nncl.graph", text, NULL};
+    nncl_safetensors_entry *e = (nncl_safetensors_entry *)calloc((size_t)g->n_nodes, sizeof *e);
+    float *v;
+    size_t total = 0, off = 0;
+    int i, k, n = 0, bad;
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_PARAM && !(skip && !strncmp(g->nodes[i]->name, skip, strlen(skip))))
+            total += g->nodes[i]->sample_numel;
+    v = (float *)calloc(total + 1, sizeof(float));
+    for (i = 0; text && e && v && i < g->n_nodes; i++) {
+        const nncl_node *p = g->nodes[i];
+        if (p->op != NNCL_OP_PARAM || (skip && !strncmp(p->name, skip, strlen(skip)))) continue;
+        e[n].name = p->name;
+        e[n].ndim = p->ndim;
+        for (k = 0; k < p->ndim; k++) e[n].shape[k] = p->shape[k];
+        for (k = 0; k < (int)p->sample_numel; k++) v[off + (size_t)k] = (float)i;
+        e[n++].data = v + off;
+        off += p->sample_numel;
+    }
+    bad = !text || !e || !v || nncl_safetensors_save(path, e, n, meta) != NNCL_OK;
+    NNCL_FREE(text);
+    free(e);
+    free(v);
+    return bad;
+}
+
+/* x [4] -> fc [3], softmax cross-entropy with y, and `extra` more
+ * parameters of `numel` floats each, named p0, p1, ... */
+static nncl_graph *tio_wide_graph(nncl_context *ctx, int extra, int numel) {
+    nncl_graph *g = nncl_graph_create(ctx, 1);
+    int xs[1] = {4}, k;
+    nncl_node *x = nncl_input(g, "x", 1, xs), *y = nncl_input(g, "y", 0, NULL);
+    for (k = 0; k < extra; k++) {
+        char pn[32];
+        snprintf(pn, sizeof pn, "p%d", k);
+        if (!nncl_param(g, pn, 1, &numel, NNCL_INIT_ZEROS, 0)) break;
+    }
+    if (k < extra || !nncl_softmax_cross_entropy(g, nncl_linear(g, x, 3, 1, NNCL_ACT_NONE, "fc"), y)) {
+        nncl_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+#ifndef __SANITIZE_ADDRESS__
+/* The process's address space now (VmSize), in bytes; 0 if unknown. */
+static size_t tio_vm_size(void) {
+    char line[256];
+    size_t kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+#endif
+
+/* A 2-KB file whose description declares a parameter of 2^28 floats (1
+ * GiB) it does not hold is refused for the missing tensor before the
+ * trainer allocates and initialises them: the load runs with the address
+ * space capped at 256 MiB more than it is (where AddressSanitizer, whose
+ * allocator reserves memory of its own, is not in the build). */
+static int test_small_file_huge_param(nncl_context *ctx) {
+    const char *name = "a small model file declaring 2^28 floats it lacks is refused for the missing tensor";
+    const char *capped = "a small model file declaring 2^28 floats is refused within 256 MiB more address space";
+    nncl_graph *g;
+    nncl_model *m = NULL;
+    nncl_status s;
+    int have_cap = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nncl-tio-%ld.huge", (long)getpid());
+    TH_CHECK(name, (g = tio_wide_graph(ctx, 1, 1 << 28)) != NULL);
+    TH_CHECK(name, tio_write_model(g, "p", path) == 0); /* fc's tensors alone */
+    nncl_graph_free(g);
+#ifndef __SANITIZE_ADDRESS__
+    {
+        struct rlimit old, cap;
+        size_t vm = tio_vm_size();
+        if (vm && getrlimit(RLIMIT_AS, &old) == 0) {
+            cap = old;
+            cap.rlim_cur = (rlim_t)(vm + ((size_t)256 << 20));
+            have_cap = (old.rlim_cur == RLIM_INFINITY || cap.rlim_cur < old.rlim_cur) &&
+                       setrlimit(RLIMIT_AS, &cap) == 0;
+        }
+        s = nncl_model_load(ctx, path, 4, &m);
+        if (have_cap) setrlimit(RLIMIT_AS, &old);
+    }
+#else
+    s = nncl_model_load(ctx, path, 4, &m);
+#endif
+    remove(path);
+    TH_CHECK(name, s == NNCL_ERR_FORMAT && !m);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "'p0'") != NULL);
+    th_pass("%s: %s", name, nncl_last_error(ctx));
+    if (have_cap) th_pass("%s", capped);
+    else th_skip(capped, "no address-space cap (AddressSanitizer, or no /proc/self/status)");
+    return 0;
+}
+
+/* A file of 99990 parameters (and the graph's other nodes: the most a
+ * description holds) loads, each to its value. */
+static int test_many_params(nncl_context *ctx) {
+    const char *name = "a model file of 99990 parameters loads, each to its own value";
+    nncl_graph *g;
+    nncl_model *m = NULL;
+    char path[64];
+    float v[1];
+    int k;
+    snprintf(path, sizeof path, "/tmp/nncl-tio-%ld.many", (long)getpid());
+    TH_CHECK(name, (g = tio_wide_graph(ctx, 99990, 1)) != NULL);
+    TH_CHECK(name, tio_write_model(g, NULL, path) == 0);
+    nncl_graph_free(g);
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &m));
+    remove(path);
+    for (k = 0; k < 99990; k += 33330) {
+        char pn[32];
+        snprintf(pn, sizeof pn, "p%d", k);
+        TH_OK(name, ctx, nncl_trainer_param_get(nncl_model_trainer(m), pn, v, 1));
+        TH_CHECK(name, v[0] == (float)(k + 2)); /* node k + 2: after x and y */
+    }
+    nncl_model_free(m);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int d;
@@ -348,6 +555,10 @@ int main(void) {
     test_half_files(ctx);
     test_freeze(ctx);
     test_checkpoint_meta(ctx);
+    test_float_text();
+    test_model_floats(ctx);
+    test_small_file_huge_param(ctx);
+    test_many_params(ctx);
     test_pytorch_batchnorm(ctx);
     nncl_free(ctx);
     return th_exit_code();

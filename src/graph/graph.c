@@ -2,6 +2,7 @@
  * parameters with their flat-buffer layout, name lookup, and the checks that
  * make a wrong shape fail when the graph is built rather than at step time. */
 #include "graph/graph.h"
+#include <math.h>
 #include <stdio.h>
 
 nncl_graph *nncl_graph_create(nncl_context *ctx, uint64_t seed) {
@@ -20,7 +21,51 @@ void nncl_graph_free(nncl_graph *g) {
     if (!g) return;
     for (i = 0; i < g->n_nodes; i++) NNCL_FREE(g->nodes[i]);
     NNCL_FREE(g->nodes);
+    NNCL_FREE(g->name_head);
     NNCL_FREE(g);
+}
+
+/* ------------------------------------------------------------- names */
+
+static unsigned graph_hash(const char *s) {
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* Puts node n (the last) at the head of its chain; the table grows to
+ * twice the nodes when they fill half of it. 0 when memory ran out. */
+static int graph_hash_add(nncl_graph *g, nncl_node *n) {
+    unsigned b;
+    if (2 * g->n_nodes > g->name_cap) {
+        int cap = g->name_cap ? 2 * g->name_cap : 64, i;
+        int *head;
+        while (cap < 2 * g->n_nodes) cap *= 2;
+        if (!(head = (int *)nncl__calloc((size_t)cap, sizeof(int)))) return 0;
+        NNCL_FREE(g->name_head);
+        g->name_head = head;
+        g->name_cap = cap;
+        for (i = 0; i < cap; i++) head[i] = -1;
+        for (i = 0; i < g->n_nodes; i++) { /* in id order, so each chain runs from the newest */
+            b = graph_hash(g->nodes[i]->name) & (unsigned)(cap - 1);
+            g->nodes[i]->name_next = head[b];
+            head[b] = i;
+        }
+        return 1;
+    }
+    b = graph_hash(n->name) & (unsigned)(g->name_cap - 1);
+    n->name_next = g->name_head[b];
+    g->name_head[b] = n->id;
+    return 1;
+}
+
+nncl_node *nncl_graph_find(const nncl_graph *g, const char *name) {
+    int i, hit = -1;
+    if (!g || !name || !g->name_cap) return NULL;
+    /* the first node of that name, as a search in id order finds it */
+    for (i = g->name_head[graph_hash(name) & (unsigned)(g->name_cap - 1)]; i >= 0; i = g->nodes[i]->name_next)
+        if (strcmp(g->nodes[i]->name, name) == 0) hit = i;
+    return hit >= 0 ? g->nodes[hit] : NULL;
 }
 
 nncl_node *nncl__graph_fail(nncl_graph *g, nncl_status st, const char *fmt, ...) {
@@ -100,12 +145,20 @@ static nncl_node *graph_push(nncl_graph *g, nncl__op op, const char *name) {
     if (name) snprintf(n->name, sizeof n->name, "%s", name);
     else snprintf(n->name, sizeof n->name, "%s_%d", nncl__opdef_get(op) ? nncl__opdef_get(op)->name : "node", n->id);
     g->nodes[g->n_nodes++] = n;
+    if (!graph_hash_add(g, n)) {
+        g->n_nodes--;
+        NNCL_FREE(n);
+        return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
+    }
     return n;
 }
 
-/* Drops the last node again (after its shape rule failed). */
+/* Drops the last node again (after its shape rule failed); it heads its
+ * name's chain. */
 static void graph_pop(nncl_graph *g) {
-    NNCL_FREE(g->nodes[--g->n_nodes]);
+    nncl_node *n = g->nodes[--g->n_nodes];
+    g->name_head[graph_hash(n->name) & (unsigned)(g->name_cap - 1)] = n->name_next;
+    NNCL_FREE(n);
 }
 
 nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *name, int n_in, nncl_node *const *in,
@@ -117,6 +170,14 @@ nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *nam
     if (i == n_in) n = nncl__node_add(g, op, name, n_in, in, iattr, n_iattr, fattr, n_fattr);
     while (!n && g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
     return n;
+}
+
+int nncl__name_ok(const char *name) {
+    const char *s = name;
+    if (!s || !*s || strlen(s) >= NNCL_NAME_MAX) return 0;
+    for (; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f || *s == '(' || *s == '[') return 0;
+    return 1;
 }
 
 int nncl__graph_owns(const nncl_graph *g, const nncl_node *n) {
@@ -144,12 +205,16 @@ nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in
     if (name && strlen(name) >= NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: name \"%.20s...\" is longer than %d characters", def->name,
                                 name, NNCL_NAME_MAX - 1);
+    if (name && !nncl__name_ok(name))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "%s: name \"%.63s\" has a space, a control byte, '(' or '[' (a model file could not "
+                                "name it)", def->name, name);
     if (!(n = graph_push(g, op, name))) return NULL;
     n->n_in = n_in;
     for (i = 0; i < n_in; i++) n->in[i] = in[i];
     for (i = 0; i < n_iattr && i < 8; i++) n->iattr[i] = iattr[i];
     for (i = 0; i < n_fattr && i < 4; i++) n->fattr[i] = fattr[i];
-    if (def->shape(g, n) != NNCL_OK) {
+    if ((def->check && def->check(g, n) != NNCL_OK) || def->shape(g, n) != NNCL_OK) {
         graph_pop(g);
         return NULL;
     }
@@ -183,6 +248,10 @@ static nncl_node *graph_leaf(nncl_graph *g, nncl__op op, const char *fn, const c
     if (!name || !*name || strlen(name) >= NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: a name of 1 to %d characters is needed", fn,
                                 NNCL_NAME_MAX - 1);
+    if (!nncl__name_ok(name))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "%s: name \"%s\" has a space, a control byte, '(' or '[' (a model file could not "
+                                "name it)", fn, name);
     if (!graph_valid_shape(ndim, shape, !batched))
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": %s must have %d to %d positive dimensions",
                                 fn, name, batched ? "per-sample shape" : "shape", !batched, NNCL_MAX_DIMS - batched);
@@ -212,6 +281,11 @@ nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const int *shap
         graph_pop(g);
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": unknown init %d", name, (int)init);
     }
+    if (!isfinite(scale)) {
+        graph_pop(g);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_param \"%s\": init scale %g is not finite", name,
+                                (double)scale);
+    }
     n->init = (int)init;
     n->init_scale = scale;
     n->trainable = 1;
@@ -219,31 +293,34 @@ nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const int *shap
     return n;
 }
 
-nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
-    int i;
-    if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
-        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_freeze: not a parameter of this graph");
-    if (g->frozen) return nncl__fail(g->ctx, NNCL_ERR_STATE, "nncl_param_freeze: the graph already has a plan");
-    param->trainable = !frozen;
-    param->needs_grad = !frozen;
-    /* needs_grad flows forward again from the parameters. */
+/* needs_grad flows forward again from the parameters. */
+static void graph_flow_grad(nncl_graph *g) {
+    int i, k;
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
-        int k;
         if (n->op == NNCL_OP_PARAM || n->op == NNCL_OP_INPUT) continue;
         n->needs_grad = 0;
         for (k = 0; k < n->n_in; k++)
             if (n->in[k]->needs_grad) n->needs_grad = 1;
     }
+}
+
+nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
+    if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_param_freeze: not a parameter of this graph");
+    if (g->frozen) return nncl__fail(g->ctx, NNCL_ERR_STATE, "nncl_param_freeze: the graph already has a plan");
+    param->trainable = !frozen;
+    param->needs_grad = !frozen;
+    graph_flow_grad(g);
     return NNCL_OK;
 }
 
-nncl_node *nncl_graph_find(const nncl_graph *g, const char *name) {
+void nncl__graph_freeze_all(nncl_graph *g) {
     int i;
-    if (!g || !name) return NULL;
     for (i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
-    return NULL;
+        if (g->nodes[i]->op == NNCL_OP_PARAM) g->nodes[i]->trainable = g->nodes[i]->needs_grad = 0;
+    graph_flow_grad(g);
 }
 
 int nncl_node_shape(const nncl_node *n, int *shape) {

@@ -42,6 +42,7 @@ struct nncl_node {
     /* derived when the graph is finalised */
     int needs_grad;               /* a trainable parameter lies upstream */
     int n_consumers;
+    int name_next;                /* the next node id in its name's hash chain, or -1 */
 };
 
 /* What a backward rule reads, so the plan keeps only those values alive. */
@@ -85,6 +86,12 @@ typedef struct nncl__opdef {
      * attributes; a mismatch returns NNCL_ERR_SHAPE with a message naming the
      * node and both shapes (nncl__graph_fail). */
     nncl_status (*shape)(nncl_graph *g, nncl_node *n);
+    /* Checks n's attributes (iattr, fattr) against the ranges the op
+     * documents, before its shape rule runs: the one check of the builders
+     * and of a model description read from a file, so that both accept the
+     * same nodes. An argument error naming the node. NULL: no attributes,
+     * or the shape rule checks them with the inputs. */
+    nncl_status (*check)(nncl_graph *g, const nncl_node *n);
     /* Extra floats the node keeps from forward to backward (masks, saved
      * statistics, argmax) for a batch of that many samples. NULL: none. */
     size_t (*aux_size)(const nncl_node *n, int batch);
@@ -146,6 +153,10 @@ struct nncl_graph {
     size_t n_state;               /* floats of running statistics */
     uint64_t seed;
     int frozen;                   /* parameter layout fixed (a plan exists) */
+    /* Names hashed (chains through nncl_node.name_next), so that a lookup
+     * does not visit every node: a file of many parameters loads in time
+     * linear in their count. */
+    int *name_head, name_cap;
 };
 
 /* Shape errors and other build-time failures: message on the graph's context. */
@@ -155,6 +166,11 @@ nncl_status nncl__graph_error(nncl_graph *g, nncl_status st, const char *fmt, ..
 /* Adds a node of op with inputs; runs the op's shape rule; NULL on error. */
 nncl_node *nncl__node_add(nncl_graph *g, nncl__op op, const char *name, int n_in, nncl_node *const *in,
                           const int *iattr, int n_iattr, const float *fattr, int n_fattr);
+/* Freezes every parameter of g (nncl_param_freeze on each, in one pass). */
+void nncl__graph_freeze_all(nncl_graph *g);
+/* Whether a node name can be written in a model description as it is: 1
+ * to NNCL_NAME_MAX-1 bytes, none a space, a control byte, '(' or '['. */
+int nncl__name_ok(const char *name);
 /* Whether n is a node of g (not of another graph). */
 int nncl__graph_owns(const nncl_graph *g, const nncl_node *n);
 /* nncl__node_add for a layer builder that made parameters (in[1..]) after

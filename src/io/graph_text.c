@@ -80,22 +80,20 @@ void nncl__buf_put(nncl__buf *b, const char *fmt, ...) {
 
 void nncl__buf_num(nncl__buf *b, double x) {
     char num[40];
-    nncl__fmt_double(num, sizeof num, "%.9g", x);
+    nncl__fmt_double(num, sizeof num, "%.17g", x);
     nncl__buf_put(b, "%s", num);
 }
 
-/* A name is written as one token: printable, no space, no control byte. */
-static int gtext_token_ok(const char *s) {
-    if (!*s) return 0;
-    for (; *s; s++)
-        if ((unsigned char)*s <= ' ' || *s == 0x7f || *s == '(' || *s == '[') return 0;
-    return 1;
+void nncl__buf_float(nncl__buf *b, float x) {
+    char num[40];
+    nncl__fmt_float(num, sizeof num, x);
+    nncl__buf_put(b, "%s", num);
 }
 
 /* ------------------------------------------------------------- describe */
 
-/* The nncl.graph text of g, or NULL when a name cannot be written as a
- * token (the file is then saved without a description). */
+/* The nncl.graph text of g, or NULL when memory ran out. Every name is one
+ * token: the builders take only names nncl__name_ok accepts. */
 char *nncl__graph_describe(const nncl_graph *g) {
     nncl__buf b;
     const gtext_names *names;
@@ -104,10 +102,6 @@ char *nncl__graph_describe(const nncl_graph *g) {
     for (i = 0; i < g->n_nodes; i++) {
         const nncl_node *n = g->nodes[i];
         int shape[NNCL_MAX_DIMS], nd = nncl_node_shape(n, shape);
-        if (!gtext_token_ok(n->name)) {
-            NNCL_FREE(b.s);
-            return NULL;
-        }
         nncl__buf_put(&b, "%s%d %s %s [", i ? "\n" : "", i, nncl__opdef_get(n->op)->name, n->name);
         for (k = 0; k < nd; k++) nncl__buf_put(&b, "%s%d", k ? "," : "", shape[k]);
         nncl__buf_put(&b, "]");
@@ -115,7 +109,7 @@ char *nncl__graph_describe(const nncl_graph *g) {
             nncl__buf_put(&b, " init=%s", gtext_inits[n->init]);
             if (n->init_scale != 0) {
                 nncl__buf_put(&b, " scale=");
-                nncl__buf_num(&b, (double)n->init_scale);
+                nncl__buf_float(&b, n->init_scale);
             }
             if (!n->trainable) nncl__buf_put(&b, " frozen");
             continue;
@@ -139,7 +133,7 @@ char *nncl__graph_describe(const nncl_graph *g) {
             if (!key && n->fattr[k] == 0) continue;
             if (key) nncl__buf_put(&b, " %s=", key);
             else nncl__buf_put(&b, " f%d=", k);
-            nncl__buf_num(&b, (double)n->fattr[k]);
+            nncl__buf_float(&b, n->fattr[k]);
         }
     }
     if (b.failed) {
@@ -208,7 +202,7 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
                 for (k = 0; k < 5; k++)
                     if (strcmp(tok + 5, gtext_inits[k]) == 0) init = k;
             } else if (strncmp(tok, "scale=", 6) == 0) {
-                scale = (float)nncl__parse_double(tok + 6, &p);
+                scale = nncl__parse_float(tok + 6, &p);
                 if (*p || !isfinite(scale)) return gtext_bad(ctx, id, "bad scale=");
             } else if (strcmp(tok, "frozen") == 0) {
                 frozen = 1;
@@ -248,7 +242,7 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
             }
             if (slot < 0) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model description, node %d: unknown attribute \"%.40s\"", id, tok);
             if (is_float) {
-                fattr[slot] = (float)nncl__parse_double(val, &p);
+                fattr[slot] = nncl__parse_float(val, &p);
                 if (p == val || *p || !isfinite(fattr[slot])) return gtext_bad(ctx, id, "an attribute is not a finite number");
             } else {
                 long v = -1;

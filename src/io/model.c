@@ -38,9 +38,9 @@ static int model_json_array(const char *s, char **names, float *nums, int max) {
         while (*s == ' ') s++;
         if (nums) {
             char *end;
-            double v = nncl__parse_double(s, &end);
-            if (end == s || !isfinite(v) || fabs(v) > 3.4e38) return -1;
-            nums[n++] = (float)v;
+            float v = nncl__parse_float(s, &end);
+            if (end == s || !isfinite(v)) return -1;
+            nums[n++] = v;
             s = end;
         } else {
             const char *start;
@@ -178,8 +178,8 @@ static nncl_status model_save(nncl_trainer *t, const char *path, const nncl_mode
     memset(&std, 0, sizeof std);
     memset(&classes, 0, sizeof classes);
     d = m.input->sample_numel;
-    nncl__fmt_double(scale, sizeof scale, "%.9g", (double)m.scale);
-    nncl__fmt_double(shift, sizeof shift, "%.9g", (double)m.shift);
+    nncl__fmt_float(scale, sizeof scale, m.scale);
+    nncl__fmt_float(shift, sizeof shift, m.shift);
     snprintf(out_name, sizeof out_name, "%s", m.output->name);
     kv[k++] = "nncl.input"; kv[k++] = m.input->name;
     kv[k++] = "nncl.output"; kv[k++] = out_name;
@@ -188,9 +188,9 @@ static nncl_status model_save(nncl_trainer *t, const char *path, const nncl_mode
     if (m.mean) {
         for (j = 0; j < d; j++) {
             nncl__buf_put(&mean, "%s", j ? "," : "[");
-            nncl__buf_num(&mean, (double)m.mean[j]);
+            nncl__buf_float(&mean, m.mean[j]);
             nncl__buf_put(&std, "%s", j ? "," : "[");
-            nncl__buf_num(&std, (double)m.std[j]);
+            nncl__buf_float(&std, m.std[j]);
         }
         nncl__buf_put(&mean, "]");
         nncl__buf_put(&std, "]");
@@ -264,7 +264,7 @@ static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *s
     char *end;
     *out = dflt;
     if (!v) return NNCL_OK;
-    *out = (float)nncl__parse_double(v, &end);
+    *out = nncl__parse_float(v, &end);
     if (end == v || *end || !isfinite(*out)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata %s is not a number", key);
     return NNCL_OK;
 }
@@ -332,12 +332,14 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         tc.max_batch = m->max_batch;
         tc.optim = nncl_optim_default(NNCL_OPT_SGD);
         /* Frozen parameters: no gradient and no optimizer memory. */
-        for (k = 0; k < m->graph->n_nodes && s == NNCL_OK; k++) {
+        nncl__graph_freeze_all(m->graph);
+        for (k = 0; k < m->graph->n_nodes; k++) {
             nncl_node *n = m->graph->nodes[k];
-            if (n->op == NNCL_OP_PARAM) s = nncl_param_freeze(m->graph, n, 1);
             if (n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE) loss = n;
         }
-        if (s == NNCL_OK && !loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
+        if (!loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
+        /* the tensors before the trainer: a small file may declare huge parameters */
+        if (s == NNCL_OK) s = nncl__file_check_tensors(ctx, m->graph, st);
         if (s == NNCL_OK) s = nncl_trainer_create(ctx, m->graph, loss, &tc, &m->trainer);
         if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, "the model file", 0);
         if (s == NNCL_OK) {

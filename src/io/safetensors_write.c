@@ -30,12 +30,36 @@ static size_t stw_size(const nncl_safetensors_entry *e) {
     return !strncmp(e->dtype, "F16", sizeof e->dtype) || !strncmp(e->dtype, "BF16", sizeof e->dtype) ? 2 : 4;
 }
 
+static int stw_cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A tensor name given twice, found by sorting (a model of many parameters
+ * is not compared pairwise); NULL when none, or memory ran out (*oom). */
+static const char *stw_twice(const nncl_safetensors_entry *tensors, int count, int *oom) {
+    const char **names, *twice = NULL;
+    int i;
+    *oom = 0;
+    if (count < 2) return NULL;
+    if (!(names = (const char **)nncl__calloc((size_t)count, sizeof *names))) {
+        *oom = 1;
+        return NULL;
+    }
+    for (i = 0; i < count; i++) names[i] = tensors[i].name;
+    qsort(names, (size_t)count, sizeof *names, stw_cmp_name);
+    for (i = 1; i < count && !twice; i++)
+        if (!strcmp(names[i - 1], names[i])) twice = names[i];
+    NNCL_FREE(names);
+    return twice;
+}
+
 /* Checks the caller's tensors and metadata; *data_len receives the bytes of
  * the data region. */
 static nncl_status stw_check_save(const char *path, const nncl_safetensors_entry *tensors, int count,
                                   const char *const *meta, uint64_t *data_len) {
-    int i, k;
+    int i, k, oom;
     uint64_t total = 0;
+    const char *twice;
     if (count < 0 || (count && !tensors))
         return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: bad tensor list (count %d)", path, count);
     for (i = 0; i < count; i++) {
@@ -63,11 +87,11 @@ static nncl_status stw_check_save(const char *path, const nncl_safetensors_entry
             return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: tensor '%.200s': data is NULL", path,
                               e->name);
         total += bytes;
-        for (k = 0; k < i; k++)
-            if (!strcmp(tensors[k].name, e->name))
-                return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: tensor name '%.200s' given twice",
-                                  path, e->name);
     }
+    if ((twice = stw_twice(tensors, count, &oom)) != NULL)
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: tensor name '%.200s' given twice", path,
+                          twice);
+    if (oom) return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "safetensors %s: out of host memory", path);
     for (i = 0; meta && meta[i]; i += 2) {
         if (!meta[i + 1])
             return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "safetensors %s: metadata key \"%.200s\" has no value",

@@ -242,6 +242,29 @@ static void io_tensors_free(io_tensors *w) {
     NNCL_FREE(w->extra);
 }
 
+nncl_status nncl__file_check_tensors(nncl_context *ctx, const nncl_graph *g, const nncl_safetensors *st) {
+    static const char *const suffix[2] = {"running_mean", "running_var"};
+    int i, k;
+    for (i = 0; i < g->n_nodes; i++) {
+        const nncl_node *n = g->nodes[i];
+        char name[NNCL_NAME_MAX + 32];
+        int64_t shape[NNCL_MAX_DIMS];
+        const float *data;
+        nncl_status s = NNCL_OK;
+        if (n->op == NNCL_OP_PARAM) {
+            for (k = 0; k < n->ndim; k++) shape[k] = n->shape[k];
+            s = nncl_safetensors_expect(st, n->name, n->ndim, shape, &data);
+        }
+        for (k = 0; k < 2 && n->state_size && s == NNCL_OK; k++) {
+            snprintf(name, sizeof name, "%s.%s", n->name, suffix[k]);
+            shape[0] = (int64_t)(n->state_size / 2);
+            s = nncl_safetensors_expect(st, name, 1, shape, &data);
+        }
+        if (s != NNCL_OK) return nncl__fail(ctx, s, "%s", nncl_last_error(NULL));
+    }
+    return NNCL_OK;
+}
+
 static nncl_status io_collect(nncl_trainer *t, io_tensors *w, size_t extra_floats, int extra_entries) {
     const nncl_graph *g = t->graph;
     int i, k, cap = 0;
@@ -293,8 +316,8 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     if (n_extra < 0 || (n_extra && !extra))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "extra tensors missing");
     meta = (const char **)nncl__calloc((size_t)n_meta + 13, sizeof *meta);
-    graph = nncl__graph_describe(t->graph); /* NULL: names that cannot be written; weights only */
-    if (!meta) {
+    graph = nncl__graph_describe(t->graph);
+    if (!meta || !graph) {
         NNCL_FREE(graph);
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
@@ -313,16 +336,14 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
     snprintf(kind, sizeof kind, "%d", (int)t->cfg.optim.kind);
     meta[k++] = "nncl.step"; meta[k++] = step;
     meta[k++] = "nncl.tracked"; meta[k++] = tracked;
-    if (graph) {
-        meta[k++] = "nncl.graph";
-        meta[k++] = graph;
-    }
+    meta[k++] = "nncl.graph";
+    meta[k++] = graph;
     if (checkpoint) {
         meta[k++] = "nncl.optimizer";
         meta[k++] = kind;
     }
-    if (checkpoint && t->scaling) { /* %.9g gives a float back exactly */
-        snprintf(scale, sizeof scale, "%.9g", (double)t->scale);
+    if (checkpoint && t->scaling) {
+        nncl__fmt_float(scale, sizeof scale, t->scale);
         snprintf(growth, sizeof growth, "%d", t->growth);
         meta[k++] = "nncl.loss_scale"; meta[k++] = scale;
         meta[k++] = "nncl.loss_scale_growth"; meta[k++] = growth;
@@ -409,22 +430,60 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
                                  int *growth) {
     const char *v = nncl_safetensors_meta(st, "nncl.loss_scale");
     char *end = NULL;
-    double d;
+    float d;
     int64_t gr = 0;
     *scale = t->cfg.loss_scale_init > 0 ? t->cfg.loss_scale_init : 65536.0f;
     *growth = 0;
     if (!v) return NNCL_OK;
-    d = strtod(v, &end);
-    if (end == v || *end || !(d > 0 && d <= FLT_MAX) || (double)(float)d != d)
-        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.loss_scale = \"%.40s\" is not a finite float > 0", path, v);
+    d = nncl__parse_float(v, &end);
+    if (end == v || *end || !(d >= NNCL_LOSS_SCALE_MIN && d <= NNCL_LOSS_SCALE_MAX))
+        return nncl__fail(t->ctx, NNCL_ERR_FORMAT, "%s: nncl.loss_scale = \"%.40s\" is not a float in [2^-64, 2^64]",
+                          path, v);
     NNCL_TRY(io_meta_count(t, st, path, "nncl.loss_scale_growth", &gr));
     if (gr >= t->cfg.loss_scale_growth_interval)
         return nncl__fail(t->ctx, NNCL_ERR_FORMAT,
                           "%s: nncl.loss_scale_growth = %lld clean steps, not below the growth interval %d", path,
                           (long long)gr, t->cfg.loss_scale_growth_interval);
-    *scale = (float)d;
+    *scale = d;
     *growth = (int)gr;
     return NNCL_OK;
+}
+
+/* The part of a description line that is the architecture: all of it but
+ * a parameter's initialisation and frozen flag (a resumed run keeps its
+ * trained values, whatever their start). */
+static size_t io_arch_len(const char *line, size_t len) {
+    const char *sp = memchr(line, ' ', len), *init;
+    if (sp && (size_t)(line + len - sp) > 7 && !strncmp(sp, " param ", 7) &&
+        (init = strstr(sp, " init=")) != NULL && init < line + len)
+        return (size_t)(init - line);
+    return len;
+}
+
+/* A checkpoint that describes its graph (nncl.graph) must describe the
+ * trainer's: the message names the first node that differs. */
+static nncl_status io_same_graph(nncl_trainer *t, const nncl_safetensors *st, const char *path) {
+    const char *file = nncl_safetensors_meta(st, "nncl.graph"), *a, *b;
+    char *mine;
+    int node = 0;
+    nncl_status s = NNCL_OK;
+    if (!file) return NNCL_OK; /* weights only: by name and shape alone */
+    if (!(mine = nncl__graph_describe(t->graph)))
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (a = file, b = mine; (*a || *b) && s == NNCL_OK; node++) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n"), ka = io_arch_len(a, la), kb = io_arch_len(b, lb);
+        if (!*a || !*b)
+            s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s is a checkpoint of another model: %s %d nodes", path,
+                           *a ? "this model has" : "it has", node);
+        else if (ka != kb || memcmp(a, b, ka))
+            s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                           "%s is a checkpoint of another model: its node %d is \"%.*s\", this model's \"%.*s\"", path,
+                           node, (int)(ka < 160 ? ka : 160), a, (int)(kb < 160 ? kb : 160), b);
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+    }
+    NNCL_FREE(mine);
+    return s;
 }
 
 static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const char *path, int checkpoint) {
@@ -433,6 +492,7 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
     int64_t tracked = -1; /* a model's num_batches_tracked (a checkpoint has nncl.tracked) */
     float scale = t->scale;
     int i, k, growth = t->growth;
+    if (checkpoint) NNCL_TRY(io_same_graph(t, st, path));
     if ((s = io_collect(t, &w, t->opt_floats, 0)) != NNCL_OK) return s;
     /* Everything is checked into host copies first: a bad file changes nothing. */
     for (i = 0; i < w.n && s == NNCL_OK; i++) {

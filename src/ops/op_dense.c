@@ -73,6 +73,14 @@ nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, in
 
 /* ------------------------------------------------------------- linear */
 
+/* iattr[0]: the fused activation, an nncl_act. */
+static nncl_status linear_check(nncl_graph *g, const nncl_node *n) {
+    if (n->iattr[0] < (int)NNCL_ACT_NONE || n->iattr[0] > (int)NNCL_ACT_TANH)
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "linear \"%s\": act %d is not a known nncl_act", n->name,
+                                 n->iattr[0]);
+    return NNCL_OK;
+}
+
 static nncl_status linear_shape(nncl_graph *g, nncl_node *n) {
     nncl_node *xin = n->in[0], *w = n->in[1];
     char s1[64], s2[64];
@@ -219,7 +227,8 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 }
 
 const nncl__opdef nncl__opdef_linear = {
-    .name = "linear", .kernels = {NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}}, .shape = linear_shape, .prepare = linear_prepare,
+    .name = "linear", .kernels = {NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}}, .shape = linear_shape,
+    .check = linear_check, .prepare = linear_prepare,
     .forward = linear_forward, .backward = linear_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
     .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 2};
 
@@ -234,10 +243,9 @@ nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, int bias, 
     if (!name || !*name || strlen(name) + 8 > NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_linear: needs a name of 1 to %d characters",
                                 NNCL_NAME_MAX - 8);
-    if (out_features <= 0 || (int)act < 0 || act > NNCL_ACT_TANH)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_linear \"%s\": needs out_features > 0 and a known act; got %d, act %d", name,
-                                out_features, (int)act);
+    if (out_features <= 0)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_linear \"%s\": needs out_features > 0, got %d",
+                                name, out_features);
     if (x->ndim < (x->batched ? 2 : 1))
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "linear \"%s\": input %s has no feature dimension", name,
                                 nncl__shape_str(x, s1, sizeof s1));

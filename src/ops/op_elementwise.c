@@ -137,6 +137,14 @@ static const ew_unary_def *ew_unary_of(const nncl_node *n) {
     return (const ew_unary_def *)nncl__opdef_get(n->op)->impl;
 }
 
+/* p (scale's alpha, leaky relu's slope, elu's alpha) must be finite. */
+static nncl_status ew_unary_check(nncl_graph *g, const nncl_node *n) {
+    if (ew_unary_of(n)->has_p && !isfinite(n->fattr[0]))
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": parameter %g is not finite",
+                                 nncl__opdef_get(n->op)->name, n->name, (double)n->fattr[0]);
+    return NNCL_OK;
+}
+
 static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
     return nncl__k_unary(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n),
                          nncl__numel(n, x->batch), ew_unary_of(n)->has_p ? &n->fattr[0] : NULL);
@@ -304,14 +312,14 @@ EW_BINARY(mul, EW_MUL_KERNELS)
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
         .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
-        .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,                \
-        .bw_reads = READS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,       \
-        .impl = &ew_def_##NAME, .half = 1};
+        .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward,                      \
+        .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
+        .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
 /* scale has no backward kernel: axpy with alpha */
 static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d};
 const nncl__opdef nncl__opdef_scale = {
     .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
-    .shape = ew_unary_shape, .forward = ew_unary_forward, .backward = ew_unary_backward,
+    .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
     .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale, .half = 1};
 EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
 EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)

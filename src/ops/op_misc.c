@@ -68,6 +68,14 @@ static uint32_t drop_threshold(float p) {
 
 static double drop_scale(float p) { return p < 1 ? 1.0 / (1.0 - (double)p) : 0.0; }
 
+/* fattr[0]: the probability p, in [0, 1]; iattr[0..1]: the seed, any. */
+static nncl_status drop_check(nncl_graph *g, const nncl_node *n) {
+    if (!(n->fattr[0] >= 0 && n->fattr[0] <= 1))
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "dropout \"%s\": probability %g is not in [0, 1]",
+                                 n->name, (double)n->fattr[0]);
+    return NNCL_OK;
+}
+
 static nncl_status drop_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *xin = n->in[0];
     int i;
@@ -138,16 +146,14 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_dropout = {
-    .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .forward = drop_forward,
+    .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .check = drop_check,
+    .forward = drop_forward,
     .backward = drop_backward, .ref_forward = drop_ref_forward, .ref_backward = drop_ref_backward, .half = 1};
 
 nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p) {
     int iattr[2];
     float fattr[1];
     if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_dropout: graph or input is NULL");
-    if (!(p >= 0 && p <= 1))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_dropout: probability %g is not in [0, 1]",
-                                (double)p);
     iattr[0] = misc_u2i((uint32_t)g->seed);
     iattr[1] = misc_u2i((uint32_t)(g->seed >> 32));
     fattr[0] = p;
@@ -157,6 +163,15 @@ nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p) {
 /* ------------------------------------------------------------- embedding */
 
 /* iattr: [0] num, [1] dim. Inputs: indices, NAME.weight [num, dim]. */
+
+/* num in 1..2^24 (indices travel as floats), dim > 0. */
+static nncl_status emb_check(nncl_graph *g, const nncl_node *n) {
+    if (n->iattr[0] <= 0 || n->iattr[0] > (1 << 24) || n->iattr[1] <= 0)
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT,
+                                 "embedding \"%s\": needs 0 < num <= 2^24 (indices are floats) and dim > 0, got num %d "
+                                 "dim %d", n->name, n->iattr[0], n->iattr[1]);
+    return NNCL_OK;
+}
 
 static nncl_status emb_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *ind = n->in[0], *w = n->in[1];
@@ -255,7 +270,8 @@ static nncl_status emb_check_feed(nncl_context *ctx, const nncl_node *n, int in,
 const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
     .kernels = {{"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}},
-    .shape = emb_shape, .forward = emb_forward, .backward = emb_backward, .bw_reads = NNCL_BW_INPUTS,
+    .shape = emb_shape, .check = emb_check, .forward = emb_forward, .backward = emb_backward,
+    .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward, .check_feed = emb_check_feed, .half = 2,
     .f32_in = 1};
 
@@ -263,14 +279,18 @@ const nncl__opdef nncl__opdef_embedding = {
  * number in [0, num) gives a row of NaN and no gradient. */
 nncl_node *nncl_embedding(nncl_graph *g, nncl_node *indices, int num, int dim, const char *name) {
     char wn[NNCL_NAME_MAX + 16], s1[64];
-    nncl_node *in[2];
+    nncl_node *in[2], probe;
     int wshape[2], iattr[2], keep;
     if (!g || !indices)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_embedding: graph or indices is NULL");
-    if (!name || !*name || num <= 0 || dim <= 0 || num > (1 << 24))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_embedding: needs a name, 0 < num <= 2^24 (indices are floats) and dim > 0, "
-                                "got num %d dim %d", num, dim);
+    if (!name || !*name || strlen(name) >= NNCL_NAME_MAX)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_embedding: needs a name of 1 to %d characters",
+                                NNCL_NAME_MAX - 1);
+    memset(&probe, 0, sizeof probe); /* the node's check, before its weight is made */
+    snprintf(probe.name, sizeof probe.name, "%s", name);
+    probe.iattr[0] = num;
+    probe.iattr[1] = dim;
+    if (emb_check(g, &probe) != NNCL_OK) return NULL;
     if (indices->ndim + 1 > NNCL_MAX_DIMS)
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "embedding \"%s\": indices %s have too many dimensions", name,
                                 nncl__shape_str(indices, s1, sizeof s1));

@@ -57,6 +57,15 @@ static int bn_inner(const nncl_node *n) {
     return inner;
 }
 
+/* fattr: [0] eps, finite and > 0; [1] momentum, in [0, 1]. */
+static nncl_status bn_check(nncl_graph *g, const nncl_node *n) {
+    if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1) || !(n->fattr[0] > 0 && isfinite(n->fattr[0])))
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT,
+                                 "batchnorm \"%s\": momentum %g must be in [0, 1] and eps %g finite and > 0", n->name,
+                                 (double)n->fattr[1], (double)n->fattr[0]);
+    return NNCL_OK;
+}
+
 static nncl_status bn_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *xin = n->in[0], *w = n->in[1], *b = n->in[2];
     char s1[64], s2[64];
@@ -217,7 +226,8 @@ const nncl__opdef nncl__opdef_batchnorm = {
     .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
                 {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
                 {"norm", "nncl_batchnorm_backward_f32"}},
-    .shape = bn_shape, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward, .bw_reads = NNCL_BW_INPUTS,
+    .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
+    .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1};
 
 /* Running statistics live in the graph's state buffer at n->state_off:
@@ -234,10 +244,6 @@ nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
                                 "nncl_batchnorm: needs a name of 1 to %d characters (NAME.running_mean must fit)",
                                 (int)(NNCL_NAME_MAX - sizeof ".running_mean"));
-    if (!(momentum >= 0 && momentum <= 1) || !(eps > 0))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_batchnorm \"%s\": momentum %g must be in [0, 1] and eps %g > 0", name,
-                                (double)momentum, (double)eps);
     if (!x->batched || x->ndim < 2 || x->ndim > 4)
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s must be [B,C], [B,C,L] or [B,C,H,W]",
                                 name, nncl__shape_str(x, s1, sizeof s1));
@@ -269,6 +275,14 @@ void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, flo
 /* ------------------------------------------------------------- layer norm */
 
 static int ln_dim(const nncl_node *n) { return n->in[0]->shape[n->in[0]->ndim - 1]; }
+
+/* fattr[0]: eps, finite and > 0. */
+static nncl_status ln_check(nncl_graph *g, const nncl_node *n) {
+    if (!(n->fattr[0] > 0 && isfinite(n->fattr[0])))
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "layernorm \"%s\": eps %g must be finite and > 0",
+                                 n->name, (double)n->fattr[0]);
+    return NNCL_OK;
+}
 
 static nncl_status ln_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *xin = n->in[0], *w = n->in[1], *b = n->in[2];
@@ -371,7 +385,8 @@ const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
     .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
                 {"norm", "nncl_layernorm_backward_f32_params"}},
-    .shape = ln_shape, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward, .bw_reads = NNCL_BW_INPUTS,
+    .shape = ln_shape, .check = ln_check, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward,
+    .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
 
 nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
@@ -380,9 +395,6 @@ nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *na
     char s1[64];
     if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_layernorm: graph or input is NULL");
     if (!name || !*name) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_layernorm: needs a name");
-    if (!(eps > 0))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_layernorm \"%s\": eps %g must be > 0", name,
-                                (double)eps);
     if (x->ndim < (x->batched ? 2 : 1))
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "layernorm \"%s\": input %s has no feature dimension", name,
                                 nncl__shape_str(x, s1, sizeof s1));

@@ -8,7 +8,9 @@
 #include "runtime/internal.h"
 #include <locale.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 
 #if defined(_WIN32)
@@ -265,6 +267,17 @@ double nncl__parse_double(const char *s, char **end) {
     return v;
 }
 
+void nncl__fmt_float(char *buf, size_t size, float x) { nncl__fmt_double(buf, size, "%.9g", (double)x); }
+
+float nncl__parse_float(const char *s, char **end) {
+    double v = nncl__parse_double(s, end);
+    /* Beyond FLT_MAX by half an ulp or more rounds to Inf; below that, to
+     * FLT_MAX (a conversion out of range would be undefined). */
+    if (v >= 0x1.ffffffp127 || v <= -0x1.ffffffp127) return v > 0 ? HUGE_VALF : -HUGE_VALF;
+    if (v > FLT_MAX || v < -FLT_MAX) return v > 0 ? FLT_MAX : -FLT_MAX;
+    return (float)v;
+}
+
 nncl_status nncl__load_file(const char *fn, const char *path, void *out, size_t out_size, unsigned char **data,
                             size_t *size) {
     *data = NULL;
@@ -276,10 +289,15 @@ nncl_status nncl__load_file(const char *fn, const char *path, void *out, size_t 
 }
 
 nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_size) {
+    return nncl__read_file_max(path, NNCL__STREAM_MAX, out, out_size);
+}
+
+nncl_status nncl__read_file_max(const char *path, size_t stream_max, unsigned char **out, size_t *out_size) {
     FILE *f;
     unsigned char *buf = NULL;
     size_t cap = 0, len = 0;
     long hint = 0;
+    int stream = 0;
     *out = NULL;
     *out_size = 0;
     f = fopen(path, "rb");
@@ -287,14 +305,20 @@ nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_s
 #if !defined(_WIN32)
     {
         /* a folder opens for reading on POSIX systems, and its "size" (a
-         * seek to its end) is no size; a pipe has none: read it as it comes */
+         * seek to its end) is no size; a pipe has none: read it as it
+         * comes, up to stream_max; a device (/dev/zero) may never end */
         struct stat sb;
         int known = fstat(fileno(f), &sb) == 0;
         if (known && S_ISDIR(sb.st_mode)) {
             fclose(f);
             return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s': it is a folder, not a file", path);
         }
+        if (known && !S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
+            fclose(f);
+            return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s': it is neither a file nor a pipe (a device?)", path);
+        }
         if (known && S_ISREG(sb.st_mode)) hint = sb.st_size > LONG_MAX ? LONG_MAX : (long)sb.st_size;
+        stream = !known || S_ISFIFO(sb.st_mode);
     }
 #else
     if (fseek(f, 0, SEEK_END) == 0) {
@@ -309,6 +333,7 @@ nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_s
         if (!buf || len == cap) {
             size_t ncap = buf ? cap * 2 : cap;
             unsigned char *nbuf = NULL;
+            if (stream && ncap > stream_max + 1) ncap = stream_max + 1; /* one byte past the bound tells */
             /* beyond a quarter of the address space no allocation succeeds */
             if ((!buf || cap <= ((size_t)-1 >> 2)) && nncl__host_fits(ncap)) nbuf = (unsigned char *)NNCL_MALLOC(ncap);
             if (!nbuf) {
@@ -325,6 +350,12 @@ nncl_status nncl__read_file(const char *path, unsigned char **out, size_t *out_s
         got = fread(buf + len, 1, cap - len, f);
         len += got;
         if (got == 0) break;
+        if (stream && len > stream_max) {
+            NNCL_FREE(buf);
+            fclose(f);
+            return nncl__fail(NULL, NNCL_ERR_IO, "cannot read '%s': a pipe of more than %zu bytes (save it to a file)",
+                              path, stream_max);
+        }
     }
     if (ferror(f)) {
         NNCL_FREE(buf);

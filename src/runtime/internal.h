@@ -402,8 +402,12 @@ nncl_status nncl__afile_open(nncl__afile *af, const char *path, const char *what
 nncl_status nncl__afile_commit(nncl__afile *af, const char *what);
 void nncl__afile_abort(nncl__afile *af);
 /* Reads the whole file at path into *data (freed with NNCL_FREE), its
- * length in *size; NNCL_ERR_IO naming the file when it cannot be read. */
+ * length in *size; NNCL_ERR_IO naming the file when it cannot be read.
+ * A pipe is read up to NNCL__STREAM_MAX bytes (stream_max for the _max
+ * form), a device or other non-file is refused: nothing bounds them. */
+#define NNCL__STREAM_MAX ((size_t)1 << 30)
 nncl_status nncl__read_file(const char *path, unsigned char **data, size_t *size);
+nncl_status nncl__read_file_max(const char *path, size_t stream_max, unsigned char **data, size_t *size);
 /* The start of a parser's *_load (fn names it in messages): out (of
  * out_size bytes) checked and zeroed, path checked and read whole into
  * *data as nncl__read_file does. */
@@ -415,6 +419,13 @@ void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);
 /* strtod for text nncl wrote: '.' is the decimal point whatever the
  * locale (nncl__fmt_double's counterpart); *end as strtod sets it. */
 double nncl__parse_double(const char *s, char **end);
+/* A float as text that reads back as the same float (9 significant
+ * digits: read as a double and rounded, as nncl__parse_float does, it is
+ * the float again), '.' whatever the locale, "nan"/"inf"/"-inf". */
+void nncl__fmt_float(char *buf, size_t size, float x);
+/* The float nearest the number at s (nncl__parse_double rounded to float;
+ * +-Inf beyond the float range); *end as strtod sets it. */
+float nncl__parse_float(const char *s, char **end);
 
 /* Growing text (graph_text.c): NUL-terminated s of n bytes; failed set
  * (and s kept) when memory ran out. Free s with NNCL_FREE. */
@@ -424,8 +435,10 @@ typedef struct nncl__buf {
     int failed;
 } nncl__buf;
 void nncl__buf_put(nncl__buf *b, const char *fmt, ...) NNCL_PRINTF(2, 3);
-/* A number as "%.9g" with '.' whatever the locale (a float round-trips). */
+/* A double as "%.17g", a float as nncl__fmt_float writes it, with '.'
+ * whatever the locale: each reads back exactly. */
 void nncl__buf_num(nncl__buf *b, double x);
+void nncl__buf_float(nncl__buf *b, float x);
 
 /* ------------------------------------------------------------- gemm tuning */
 

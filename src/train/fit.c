@@ -216,6 +216,10 @@ static nncl_status fit_resume(nncl_trainer *t, const nncl_fit_config *cfg, fit_s
         s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                        "resume: %s is of another run (seed %s, batch %ld, %ld training samples; this run: seed %llu, batch %d, %zu)",
                        cfg->resume, seed, bsize, ntrain, (unsigned long long)cfg->seed, cfg->batch, n_train);
+    } else if (epoch > cfg->epochs || (epoch == cfg->epochs && batch > 0)) {
+        s = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                       "resume: %s has %ld epochs done and %ld steps of the next; this run asks for %d epochs",
+                       cfg->resume, epoch, batch, cfg->epochs);
     } else if (!fit_scan3(sums, &fs->loss_sum, &fs->samples, &fs->correct) || !fit_scan3(best, &fs->best_loss, &be, &bad)) {
         s = nncl__fail(t->ctx, NNCL_ERR_FORMAT, "resume: %s: malformed nncl.fit.sums or nncl.fit.best", cfg->resume);
     }
@@ -342,8 +346,10 @@ static nncl_status fit_run(nncl_trainer *t, const nncl_dataset *train, const nnc
                 break;
             if (cfg->on_step && cfg->on_step(cfg->user, fs->epoch, step, info.loss)) {
                 res->interrupted = 1;
-                if (cfg->checkpoint && (size_t)fs->batch < nncl_loader_batches(ld) &&
-                    (!cfg->checkpoint_every || fs->batch % cfg->checkpoint_every))
+                /* unless the periodic one was just written; after an epoch's
+                 * last step too: the resumed run then ends that epoch */
+                if (cfg->checkpoint && ((size_t)fs->batch == nncl_loader_batches(ld) || !cfg->checkpoint_every ||
+                                        fs->batch % cfg->checkpoint_every))
                     st = fit_save(t, cfg, fs, n_train);
                 break;
             }

@@ -157,9 +157,10 @@ static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nnc
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "nncl_trainer_create: loss_scaling = %d must be -1 (off), 0 (on with fp16) or 1 (on)",
                           cfg->loss_scaling);
-    if (!(cfg->loss_scale_init >= 0 && cfg->loss_scale_init <= FLT_MAX))
+    if (cfg->loss_scale_init != 0 &&
+        !(cfg->loss_scale_init >= NNCL_LOSS_SCALE_MIN && cfg->loss_scale_init <= NNCL_LOSS_SCALE_MAX))
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
-                          "nncl_trainer_create: loss_scale_init = %g must be finite and > 0 (0: 65536)",
+                          "nncl_trainer_create: loss_scale_init = %g must be in [2^-64, 2^64] (0: 65536)",
                           (double)cfg->loss_scale_init);
     if (cfg->loss_scale_growth_interval < 0)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,

@@ -135,7 +135,11 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
 /* Loads parameters (and, for a checkpoint, optimizer state and step) from a
  * parsed file; a bad file changes nothing. */
 nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint);
-/* The nncl.graph text of a graph (model.c), or NULL when it cannot be
- * written; free with NNCL_FREE. */
+/* Whether file st holds every tensor a trainer of g loads (parameters and
+ * running statistics, in their shapes): checked before anything of the
+ * size the graph declares is allocated. */
+nncl_status nncl__file_check_tensors(nncl_context *ctx, const nncl_graph *g, const nncl_safetensors *st);
+/* The nncl.graph text of a graph (graph_text.c), or NULL when memory ran
+ * out; free with NNCL_FREE. */
 char *nncl__graph_describe(const nncl_graph *g);
 #endif

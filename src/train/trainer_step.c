@@ -6,6 +6,7 @@
  * leaves, its step redone on the others. */
 #include "train/trainer.h"
 #include "train/optim.h"
+#include <float.h>
 #include <math.h>
 #ifdef NNCL_HAVE_MPI
 #include <mpi.h>
@@ -293,21 +294,32 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg) {
 
 /* GradScaler.update with growth factor 2 and backoff 0.5: an overflow
  * halves the scale and restarts the count of clean steps; the
- * growth_interval-th clean step in a row doubles it (unless that would be
- * Inf) and restarts the count. Every replica decides from the same
- * exchanged verdict, so the scale is the same everywhere. */
+ * growth_interval-th clean step in a row doubles it and restarts the count.
+ * The scale stays in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX]: below, a
+ * run of bad batches would take it to 0 and 1/scale to Inf. Every replica
+ * decides from the same exchanged verdict, so the scale is the same
+ * everywhere. */
 static void trainer_scale_update(nncl_trainer *t, nncl_step_info *info, int overflow) {
     if (overflow) {
+        float halved = t->scale * 0.5f < NNCL_LOSS_SCALE_MIN ? t->scale : t->scale * 0.5f;
         info->overflow = 1;
         nncl__log(t->ctx, NNCL_LOG_INFO, "step %lld skipped: Inf or NaN in the gradient at loss scale %g; now %g",
-                  (long long)t->step, (double)t->scale, (double)t->scale * 0.5);
-        t->scale *= 0.5f;
+                  (long long)t->step, (double)t->scale, (double)halved);
+        t->scale = halved;
         t->growth = 0;
     } else if (++t->growth == t->cfg.loss_scale_growth_interval) {
-        float grown = t->scale * 2.0f;
-        if (isfinite(grown)) t->scale = grown;
+        if (t->scale * 2.0f <= NNCL_LOSS_SCALE_MAX) t->scale *= 2.0f;
         t->growth = 0;
     }
+}
+
+/* Whether the optimizer would see an Inf: the unscaled gradient's norm (from
+ * the scaled one's sum of squares) is not a finite float. Checked after
+ * unscaling, as GradScaler does: a finite scaled gradient can overflow once
+ * divided by a small scale. */
+static int trainer_unscaled_bad(const nncl_trainer *t, double sumsq) {
+    double s = t->scaling ? sumsq / ((double)t->scale * t->scale) : sumsq;
+    return !(sqrt(s) <= FLT_MAX);
 }
 
 static nncl_status trainer_update_job(nncl_trainer *t, int i, void *arg) {
@@ -365,10 +377,12 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     if (solo) {
         bad = !isfinite(info->loss);
         for (i = 0; i < t->nd; i++)
-            if (t->alive[i] && t->shard[i] && g->n_trainable) bad |= !isfinite(t->sumsq[i]);
+            if (t->alive[i] && t->shard[i] && g->n_trainable)
+                bad |= !isfinite(t->sumsq[i]) || trainer_unscaled_bad(t, t->sumsq[i]);
     } else {
         double ss = 0;
         bad = trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch, &ss);
+        bad |= trainer_unscaled_bad(t, ss);
         for (i = 0; i < t->nd; i++) t->sumsq[i] = (float)ss; /* what every device's clipping reads */
         if (g->n_state) bad |= trainer_average(t, t->sbuf, t->savg, g->n_state, batch, NULL);
         nncl__syncbn_running(t, t->savg, batch);
