@@ -34,7 +34,8 @@ typedef enum nncl_status {
     NNCL_OK = 0,
     NNCL_ERR_INVALID_ARGUMENT = -1, /* NULL pointer, bad size, bad option */
     NNCL_ERR_SHAPE = -2,            /* shapes do not fit together */
-    NNCL_ERR_OUT_OF_MEMORY = -3,    /* host or device allocation failed */
+    NNCL_ERR_OUT_OF_MEMORY = -3,    /* host or device allocation failed, or a model or tensor
+                                     * needs more than the 2^31-1 elements a kernel can address */
     NNCL_ERR_DEVICE = -4,           /* an OpenCL call failed */
     NNCL_ERR_BUILD = -5,            /* a kernel program did not build */
     NNCL_ERR_NO_DEVICE = -6,        /* no OpenCL device matches */

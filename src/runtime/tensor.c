@@ -27,7 +27,8 @@ nncl_status nncl_tensor_create(nncl_context *ctx, int device, int ndim, const in
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_create: dimension %d is %d (must be > 0)", i,
                               shape[i]);
         if (nncl__mul_overflow(numel, (size_t)shape[i], &numel) || numel > 0x7fffffffu)
-            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_create: more than 2^31-1 elements");
+            return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
+                              "nncl_tensor_create: more than the 2^31-1 elements a kernel can address");
     }
     bytes = numel * sizeof(float);
     t = (nncl_tensor *)nncl__calloc(1, sizeof *t);

@@ -118,8 +118,8 @@ static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_status st = NNCL_OK;
     int i;
     t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
-    if (t->opt_floats > (size_t)INT_MAX) /* kernels index with int */
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+    if (t->opt_floats > (size_t)INT_MAX) /* kernels index with int: a limit of the library, as memory is */
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
                           "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
     for (i = 0; st == NNCL_OK && i < t->nd; i++) {
