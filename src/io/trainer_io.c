@@ -439,7 +439,9 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
         const float *data;
         int64_t shape[NNCL_ST_MAX_DIMS];
         size_t count = 1;
-        int is_tracked = strstr(w.e[i].name, ".num_batches_tracked") != NULL;
+        /* a normalisation's counter by its place (io_collect), never by its
+         * name: a parameter may be called anything */
+        int is_tracked = w.e[i].data == w.state + t->graph->n_state;
         for (k = 0; k < w.e[i].ndim; k++) {
             shape[k] = w.e[i].shape[k];
             count *= (size_t)shape[k];
