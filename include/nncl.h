@@ -804,7 +804,12 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
 /* Class probabilities (softmax of the output) of n raw rows [n, features]
  * into probs [n, classes] and the predicted class (argmax of the output,
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
- * [n]; either may be NULL. The rows are preprocessed on a copy. */
+ * [n]; either may be NULL. The rows are preprocessed on a copy. A row
+ * holding NaN or Inf (checked before any device works), or whose output
+ * does (NaN weights in the file, an overflow), has no class: the call
+ * returns NNCL_ERR_NUMERIC naming the first such row, and probs and
+ * classes then hold nothing to use. Errors are recorded on the model's
+ * context (read them with nncl_last_error of the ctx it was loaded on). */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
 
 /* ---------------------------------------------------------------- progress */

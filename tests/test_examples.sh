@@ -6,8 +6,8 @@
 # plain and .gz files) and predict on its model agree on the test
 # accuracy; a run resumed from its checkpoint ends as the uninterrupted
 # one; csv_classifier's iris model classifies iris rows with and without
-# the label column. Builds $B/examples when missing. Run by tests/run.sh
-# (B, NNCL_SANITIZE, MAKE).
+# the label column and refuses a row holding NaN. Builds $B/examples when
+# missing. Run by tests/run.sh (B, NNCL_SANITIZE, MAKE).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
@@ -117,6 +117,14 @@ if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$
     if [ $s -eq 0 ] && [ "$(grep -c ' setosa$' "$dir/p.out")" = 3 ] && ! grep -q "^accuracy" "$dir/p.out"; then
         pass "predict classifies iris rows without a label column (3 of 3 setosa)"
     else fail "predict on rows without labels: status $s"; fi
+    # a float IDX of two rows, the second with a NaN: no class made up
+    one='\077\200\000\000' nan='\177\300\000\000'
+    printf "\000\000\015\002\000\000\000\002\000\000\000\004$one$one$one$one$one$one$nan$one" >"$dir/nan.idx"
+    "$ex/predict" "$dir/iris.safetensors" "$dir/nan.idx" --devices "$dev" >"$dir/p.out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 1 ] && grep -q "row 1: value 2 is NaN" "$dir/err" && ! grep -q "^1 " "$dir/p.out"; then
+        pass "predict refuses a row holding NaN, naming it, with status 1"
+    else fail "predict on a NaN row: status $s: $(cat "$dir/err" "$dir/p.out" | tail -n 2 | tr '\n' ' ')"; fi
 else
     fail "csv_classifier on iris failed"
 fi

@@ -1,9 +1,9 @@
 /* test_fit.c - the training workflow on every device: a model file rebuilt
  * into a graph and used for prediction from raw rows (its preprocessing and
- * class names with it), the model summary, the validation split with
- * training accuracy, early stopping, keep-best, and a run interrupted and
- * resumed from its checkpoint that ends bit for bit as the uninterrupted
- * run. */
+ * class names with it; a NaN or Inf row or weight predicts no class), the
+ * model summary, the validation split with training accuracy, early
+ * stopping, keep-best, and a run interrupted and resumed from its
+ * checkpoint that ends bit for bit as the uninterrupted run. */
 #include "harness.h"
 #include "train/trainer.h" /* the failure injection of two-device runs */
 #include <locale.h>
@@ -192,6 +192,46 @@ static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
     }
     remove(path);
     nncl_dataset_free(ds);
+    tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* A row of NaN or Inf, or a model with a NaN weight, predicts no class:
+ * NNCL_ERR_NUMERIC naming the row, on the model's context (class 0 with
+ * NaN probabilities and OK before). */
+static int test_model_numeric(nncl_context *ctx, int d, nncl_dataset *raw) {
+    char name[200], path[160];
+    tf_model m;
+    nncl_model *model = NULL;
+    nncl_tensor *tmp = NULL;
+    float rows[8 * TF_D], probs[8 * TF_C], w[TF_C * 16];
+    int cls[8], k, bad[2] = {-1, 2};
+    snprintf(name, sizeof name, "NaN or Inf rows and NaN weights predict no class, the row named, on %s",
+             th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_nan_%d.safetensors", tf_tmp(), (int)getpid());
+    TH_CHECK(name, tf_build_ex(ctx, d, &m, NNCL_OPT_SGD, 0.1f, 1) == 0);
+    TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, NULL));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &model));
+    memcpy(rows, nncl_dataset_x(raw), sizeof rows);
+    TH_OK(name, ctx, nncl_model_predict(model, rows, 8, probs, cls));
+    for (k = 0; k < 2; k++) {
+        rows[5 * TF_D + 1] = k ? (float)INFINITY : (float)NAN;
+        bad[0] = nncl_tensor_create(ctx, 0, -1, bad, &tmp); /* an older message on ctx */
+        TH_CHECK(name, nncl_model_predict(model, rows, 8, probs, cls) == NNCL_ERR_NUMERIC);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), "row 5: value 1 is") && strstr(nncl_last_error(ctx), k ? "infinite" : "NaN"));
+    }
+    nncl_model_free(model);
+    memcpy(rows, nncl_dataset_x(raw), sizeof rows);
+    TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc2.weight", w, TF_C * 16));
+    w[17] = (float)NAN;
+    TH_OK(name, ctx, nncl_trainer_param_set(m.t, "fc2.weight", w, TF_C * 16));
+    TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, NULL));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &model));
+    remove(path);
+    TH_CHECK(name, nncl_model_predict(model, rows, 8, NULL, cls) == NNCL_ERR_NUMERIC);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "row 0: output 1 is NaN") != NULL);
+    nncl_model_free(model);
     tf_free(&m);
     th_pass("%s", name);
     return 0;
@@ -557,6 +597,7 @@ int main(void) {
     test_device_messages(ctx, ds);
     for (d = 0, n = nncl_device_count(ctx); d < n; d++) {
         test_model_file(ctx, d, ds);
+        test_model_numeric(ctx, d, ds);
         test_summary(ctx, d);
         test_validation(ctx, d, ds);
         test_early_stopping(ctx, d, ds);

@@ -383,9 +383,13 @@ const char *nncl_model_class_name(const nncl_model *m, int k) {
 
 const char *nncl_model_label_name(const nncl_model *m) { return m ? m->label_name : NULL; }
 
+/* The context a model's errors go to (NULL for a description alone). */
+static nncl_context *model_ctx(const nncl_model *m) { return m && m->trainer ? m->trainer->ctx : NULL; }
+
 nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     size_t d, i, j;
-    if (!m || (!rows && n)) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
+    if (!m || (!rows && n))
+        return nncl__fail(model_ctx(m), NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
     d = m->input->sample_numel;
     for (i = 0; i < n; i++) {
         float *r = rows + i * d;
@@ -401,13 +405,29 @@ nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     return NNCL_OK;
 }
 
+/* NNCL_ERR_NUMERIC naming the first of n rows of d values that is not
+ * finite (first is the index of rows[0] in the caller's array), else OK. */
+static nncl_status model_finite(nncl_context *ctx, const float *rows, size_t n, size_t d, size_t first,
+                                const char *what) {
+    size_t i, j;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < d; j++)
+            if (!isfinite(rows[i * d + j]))
+                return nncl__fail(ctx, NNCL_ERR_NUMERIC, "nncl_model_predict: row %zu: %s %zu is %s, so there is no class",
+                                  first + i, what, j, isnan(rows[i * d + j]) ? "NaN" : "infinite");
+    return NNCL_OK;
+}
+
 static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
+    nncl_context *ctx = model_ctx(m);
     size_t d, start;
     int C;
-    if (!m || (n && (!rows || (!probs && !classes)))) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
+    if (!m || (n && (!rows || (!probs && !classes))))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
     if (!m->trainer) return nncl__fail(NULL, NNCL_ERR_STATE, "nncl_model_predict: the model was read without a context");
     d = m->input->sample_numel;
     C = m->classes;
+    NNCL_TRY(model_finite(ctx, rows, n, d, 0, "value")); /* before any device works */
     for (start = 0; start < n; start += (size_t)m->max_batch) {
         int b = n - start < (size_t)m->max_batch ? (int)(n - start) : m->max_batch, r, c;
         nncl_feed f;
@@ -416,6 +436,9 @@ static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, flo
         f.node = m->input;
         f.data = m->work;
         NNCL_TRY(nncl_trainer_predict(m->trainer, &f, 1, b, m->output, m->logits));
+        /* a finite row with a NaN or Inf output: NaN weights, or values the
+         * preprocessing or the layers overflow */
+        NNCL_TRY(model_finite(ctx, m->logits, (size_t)b, (size_t)C, start, "output"));
         for (r = 0; r < b; r++) { /* softmax in double */
             const float *z = m->logits + (size_t)r * C;
             double mx, s = 0;
