@@ -740,10 +740,13 @@ NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetens
  *                    e.g. "4 conv2d conv1 [16,28,28] (0,2,3) kernel=3
  *                    stride=1 padding=1 act=relu"; inputs "0 input x [784]";
  *                    parameters "2 param fc1.weight [128,784] init=uniform"
- *   nncl.input       name of the input fed with samples
- *   nncl.output      name of the node giving the class scores (logits)
+ *   nncl.input       name of the input fed with samples (absent: the first)
+ *   nncl.output      name of the node giving the class scores (logits;
+ *                    absent: the loss's first input), computed from
+ *                    nncl.input alone; a name of no node is refused
  *   nncl.scale, nncl.shift   x * scale + shift applied to raw rows first
- *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays)
+ *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays,
+ *                    both or neither)
  *   nncl.classes     class names (JSON array of strings)
  *   nncl.label       the name of the label column of the training table
  * nncl_trainer_save() writes nncl.graph into every file; the rest comes
@@ -761,7 +764,10 @@ typedef struct nncl_model_meta {
     nncl_node *output;               /* the class scores; NULL: the first input of the loss */
     float scale, shift;              /* raw value * scale + shift (default 1, 0) */
     const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
-    const char *const *class_names;  /* n_classes names, or NULL */
+    /* n_classes names, or NULL; each, as label_name, UTF-8 of at most 4096
+     * bytes without control characters (C0, DEL, C1), so that printing one
+     * cannot drive a terminal: the saver and the loader refuse others */
+    const char *const *class_names;
     int n_classes;
     const char *label_name;          /* the label column of a CSV table, or NULL */
     /* dtype of the weights and running statistics in the file: FP32
