@@ -52,11 +52,14 @@ NNCL_API const char *nncl_status_str(nncl_status status);
 
 typedef struct nncl_context nncl_context;
 
-/* The message of the last error on this context: what failed and where (the
- * OpenCL call and code, file:line, the build log). With ctx NULL: the last
- * error of calls made without a context on this thread. Never NULL. The
- * string belongs to the calling thread and stays unchanged, whatever other
- * threads record on ctx, until this thread calls nncl_last_error again. */
+/* The message of the calling thread's last error on this context: what
+ * failed and where (the OpenCL call and code, file:line, the build log), so
+ * that threads sharing a context each read their own failure's words. A
+ * thread keeps its messages of the last four contexts it failed on; on a
+ * context where it has none it reads the context's latest, of any thread.
+ * With ctx NULL: the last error of calls made without a context on this
+ * thread. Never NULL. The string belongs to the calling thread and stays
+ * unchanged until this thread calls nncl_last_error again. */
 NNCL_API const char *nncl_last_error(const nncl_context *ctx);
 
 enum { NNCL_LOG_ERROR = 0, NNCL_LOG_WARN = 1, NNCL_LOG_INFO = 2, NNCL_LOG_DEBUG = 3 };
@@ -434,6 +437,13 @@ typedef struct nncl_step_info {
  * from the graph's seed (the same on every device) and the optimizer. */
 NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
                                          const nncl_train_config *cfg, nncl_trainer **out);
+/* Threads may share a trainer call by call (the context takes turns), but
+ * nncl_trainer_free must not overlap any other call on it, nor be made
+ * from a callback of one (it would wait for itself). What is cheap to
+ * catch is caught: a step, predict, evaluate or fit already begun is
+ * waited for, and one begun (or still waiting for its turn) while the free
+ * waits returns NNCL_ERR_STATE without touching the trainer again; a call
+ * made after nncl_trainer_free returned uses freed memory. */
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
 /* One optimisation step on a global batch, split over the devices. Every
  * feed is checked before any device works (a node of this graph, an input,

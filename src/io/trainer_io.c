@@ -104,7 +104,7 @@ static nncl_status io_predict_batch(nncl_trainer *t, const nncl_feed *feeds, int
 nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
                                  float *dst) {
     nncl_status st;
-    NNCL_LOCKED(t ? t->ctx : NULL, st, io_predict_batch(t, feeds, n_feeds, batch, out, dst));
+    NNCL__TRAINER_CALL(t, "nncl_trainer_predict", st, io_predict_batch(t, feeds, n_feeds, batch, out, dst));
     return st;
 }
 
@@ -160,7 +160,8 @@ static nncl_status io_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels,
 nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
                                   const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
     nncl_status st;
-    NNCL_LOCKED(t ? t->ctx : NULL, st, io_evaluate(t, x, labels, logits, xdata, ydata, n, loss, accuracy));
+    NNCL__TRAINER_CALL(t, "nncl_trainer_evaluate", st,
+                       io_evaluate(t, x, labels, logits, xdata, ydata, n, loss, accuracy));
     return st;
 }
 

@@ -157,7 +157,7 @@ nncl_status nncl_tensor_copy(nncl_tensor *dst, const nncl_tensor *src) {
     if (!tmp) return nncl__fail(dst->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tensor_copy: out of host memory");
     st = nncl_tensor_read(src, tmp, src->numel);
     if (st == NNCL_OK) st = nncl_tensor_write(dst, tmp, dst->numel);
-    else if (dst->ctx != src->ctx) nncl__fail(dst->ctx, st, "%s", src->ctx->message);
+    else if (dst->ctx != src->ctx) nncl__fail(dst->ctx, st, "%s", nncl__thread_error());
     NNCL_FREE(tmp);
     return st;
 }
