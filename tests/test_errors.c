@@ -135,7 +135,7 @@ static nncl_status err_scale(nncl_context *ctx, const nncl_tensor *x, nncl_tenso
       nncl_tensor_create(f->ctx, 0, 2, f->s20, &f->tmp))                                                         \
     X(create_neg, NNCL_ERR_INVALID_ARGUMENT, ERR_CTX, "dimension 0 is -3", ERR_CLR_T,                            \
       nncl_tensor_create(f->ctx, 0, 2, f->sneg, &f->tmp))                                                        \
-    X(create_overflow, NNCL_ERR_OUT_OF_MEMORY, ERR_CTX, "2^31-1", ERR_CLR_T,                                  \
+    X(create_overflow, NNCL_ERR_OUT_OF_MEMORY, ERR_CTX, "2^31-1", ERR_CLR_T,                                     \
       nncl_tensor_create(f->ctx, 0, 3, f->sover, &f->tmp))                                                       \
     X(create_huge, f->big_status, ERR_CTX, f->big_mention, ERR_CLR_T,                                            \
       nncl_tensor_create(f->ctx, 0, 2, f->sbig, &f->tmp))                                                        \
@@ -343,13 +343,8 @@ static int err_setup(err_fx *f) {
     blocks = info.max_alloc / 4 / 1024 + 1;
     f->sbig[0] = blocks > 0x7fffffff ? 0x7fffffff : (int)blocks;
     f->sbig[1] = 1024;
-    if ((uint64_t)f->sbig[0] * 1024u > 0x7fffffffu) {
-        f->big_status = NNCL_ERR_OUT_OF_MEMORY;
-        f->big_mention = "2^31-1";
-    } else {
-        f->big_status = NNCL_ERR_OUT_OF_MEMORY;
-        f->big_mention = "largest allocation";
-    }
+    f->big_status = NNCL_ERR_OUT_OF_MEMORY;
+    f->big_mention = (uint64_t)f->sbig[0] * 1024u > 0x7fffffffu ? "2^31-1" : "largest allocation";
     if (err_tensor(f, f->ctx, 0, 2, 2, 3, 1, &f->a) || err_tensor(f, f->ctx, 0, 2, 2, 3, 1, &f->b) ||
         err_tensor(f, f->ctx, 0, 2, 2, 3, 1, &f->out) || err_tensor(f, f->ctx, 0, 1, 3, 1, 1, &f->row) ||
         err_tensor(f, f->ctx, 0, 1, 2, 1, 1, &f->v2) || err_tensor(f, f->ctx, 0, 2, 2, 2, 1, &f->out4) ||

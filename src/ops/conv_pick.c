@@ -249,7 +249,7 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
                     break;
                 }
                 nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
-                      nncl__thread_error());
+                          nncl__thread_error());
                 on[p] = 0;
                 t[p] = HUGE_VAL;
                 continue;
