@@ -4,7 +4,9 @@
  * one thread after another; two threads stepping one trainer make every
  * step count once. Kernel objects take one launch's arguments at a time,
  * so without the context's use lock (src/runtime/context.c) these runs failed with
- * CL_INVALID_KERNEL_ARGS or crashed. */
+ * CL_INVALID_KERNEL_ARGS or crashed. Also: threads failing on one context
+ * each read their own message, and freeing a trainer other threads step
+ * stops their steps instead of leaving them freed memory. */
 #include "harness.h"
 #include "train/trainer.h" /* the use lock and a trainer's count of calls in flight */
 #include <math.h>
