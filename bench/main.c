@@ -149,6 +149,27 @@ int bench_wanted(const bench_opts *o, const char *name) {
     return 0;
 }
 
+/* 0 when every name of --only LIST is a section; else says which is not,
+ * with the sections there are. */
+static int main_check_only(const char *list) {
+    const char *p = list;
+    const bench_section *sec;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int known = 0;
+        for (sec = bench_sections; sec->name && !known; sec++)
+            known = strlen(sec->name) == len && !strncmp(p, sec->name, len);
+        if (!known) {
+            fprintf(stderr, "bench: --only: unknown section \"%.*s\"; the sections are:", (int)len, p);
+            for (sec = bench_sections; sec->name; sec++) fprintf(stderr, " %s", sec->name);
+            fputc('\n', stderr);
+            return 1;
+        }
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
+}
+
 static void main_command(int argc, char **argv, bench_opts *o) {
     size_t used = 0;
     int i;
@@ -190,6 +211,7 @@ int main(int argc, char **argv) {
             o.devices = v, i++;
         } else if (v && !strcmp(a, "--only")) {
             o.only = v, i++;
+            if (main_check_only(v)) return 2;
         } else if (v && !strcmp(a, "--sizes")) {
             if (main_sizes(v, &o)) {
                 fprintf(stderr, "bench: --sizes wants sizes 1..16384 separated by commas, got \"%s\"\n", v);

@@ -34,7 +34,8 @@ typedef enum nncl_status {
     NNCL_OK = 0,
     NNCL_ERR_INVALID_ARGUMENT = -1, /* NULL pointer, bad size, bad option */
     NNCL_ERR_SHAPE = -2,            /* shapes do not fit together */
-    NNCL_ERR_OUT_OF_MEMORY = -3,    /* host or device allocation failed */
+    NNCL_ERR_OUT_OF_MEMORY = -3,    /* host or device allocation failed, or a model or tensor
+                                     * needs more than the 2^31-1 elements a kernel can address */
     NNCL_ERR_DEVICE = -4,           /* an OpenCL call failed */
     NNCL_ERR_BUILD = -5,            /* a kernel program did not build */
     NNCL_ERR_NO_DEVICE = -6,        /* no OpenCL device matches */
@@ -51,11 +52,14 @@ NNCL_API const char *nncl_status_str(nncl_status status);
 
 typedef struct nncl_context nncl_context;
 
-/* The message of the last error on this context: what failed and where (the
- * OpenCL call and code, file:line, the build log). With ctx NULL: the last
- * error of calls made without a context on this thread. Never NULL. The
- * string belongs to the calling thread and stays unchanged, whatever other
- * threads record on ctx, until this thread calls nncl_last_error again. */
+/* The message of the calling thread's last error on this context: what
+ * failed and where (the OpenCL call and code, file:line, the build log), so
+ * that threads sharing a context each read their own failure's words. A
+ * thread keeps its messages of the last four contexts it failed on; on a
+ * context where it has none it reads the context's latest, of any thread.
+ * With ctx NULL: the last error of calls made without a context on this
+ * thread. Never NULL. The string belongs to the calling thread and stays
+ * unchanged until this thread calls nncl_last_error again. */
 NNCL_API const char *nncl_last_error(const nncl_context *ctx);
 
 enum { NNCL_LOG_ERROR = 0, NNCL_LOG_WARN = 1, NNCL_LOG_INFO = 2, NNCL_LOG_DEBUG = 3 };
@@ -440,6 +444,13 @@ typedef struct nncl_step_info {
  * from the graph's seed (the same on every device) and the optimizer. */
 NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
                                          const nncl_train_config *cfg, nncl_trainer **out);
+/* Threads may share a trainer call by call (the context takes turns), but
+ * nncl_trainer_free must not overlap any other call on it, nor be made
+ * from a callback of one (it would wait for itself). What is cheap to
+ * catch is caught: a step, predict, evaluate or fit already begun is
+ * waited for, and one begun (or still waiting for its turn) while the free
+ * waits returns NNCL_ERR_STATE without touching the trainer again; a call
+ * made after nncl_trainer_free returned uses freed memory. */
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
 /* One optimisation step on a global batch, split over the devices. Every
  * feed is checked before any device works (a node of this graph, an input,
@@ -751,10 +762,13 @@ NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetens
  *                    e.g. "4 conv2d conv1 [16,28,28] (0,2,3) kernel=3
  *                    stride=1 padding=1 act=relu"; inputs "0 input x [784]";
  *                    parameters "2 param fc1.weight [128,784] init=uniform"
- *   nncl.input       name of the input fed with samples
- *   nncl.output      name of the node giving the class scores (logits)
+ *   nncl.input       name of the input fed with samples (absent: the first)
+ *   nncl.output      name of the node giving the class scores (logits;
+ *                    absent: the loss's first input), computed from
+ *                    nncl.input alone; a name of no node is refused
  *   nncl.scale, nncl.shift   x * scale + shift applied to raw rows first
- *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays)
+ *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays,
+ *                    both or neither)
  *   nncl.classes     class names (JSON array of strings)
  *   nncl.label       the name of the label column of the training table
  * nncl_trainer_save() writes nncl.graph into every file; the rest comes
@@ -772,7 +786,10 @@ typedef struct nncl_model_meta {
     nncl_node *output;               /* the class scores; NULL: the first input of the loss */
     float scale, shift;              /* raw value * scale + shift (default 1, 0) */
     const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
-    const char *const *class_names;  /* n_classes names, or NULL */
+    /* n_classes names, or NULL; each, as label_name, UTF-8 of at most 4096
+     * bytes without control characters (C0, DEL, C1), so that printing one
+     * cannot drive a terminal: the saver and the loader refuse others */
+    const char *const *class_names;
     int n_classes;
     const char *label_name;          /* the label column of a CSV table, or NULL */
     /* dtype of the weights and running statistics in the file: FP32
@@ -815,7 +832,12 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
 /* Class probabilities (softmax of the output) of n raw rows [n, features]
  * into probs [n, classes] and the predicted class (argmax of the output,
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
- * [n]; either may be NULL. The rows are preprocessed on a copy. */
+ * [n]; either may be NULL. The rows are preprocessed on a copy. A row
+ * holding NaN or Inf (checked before any device works), or whose output
+ * does (NaN weights in the file, an overflow), has no class: the call
+ * returns NNCL_ERR_NUMERIC naming the first such row, and probs and
+ * classes then hold nothing to use. Errors are recorded on the model's
+ * context (read them with nncl_last_error of the ctx it was loaded on). */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
 
 /* ---------------------------------------------------------------- progress */

@@ -4,7 +4,8 @@
  * device; a saved model loads back bit for bit; a file of another shape is
  * refused and changes nothing; frozen parameters stay as they were; a
  * checkpoint's metadata (step, batches tracked, optimizer) is checked; a
- * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads. */
+ * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads; a
+ * parameter named like its counter loads as a parameter. */
 #include "harness.h"
 #include "train/trainer.h"
 #include <float.h>
@@ -546,6 +547,45 @@ static int test_many_params(nncl_context *ctx) {
     return 0;
 }
 
+/* Only a normalisation's own counter is num_batches_tracked: a parameter
+ * whose name merely contains ".num_batches_tracked" is loaded as any other
+ * (it was skipped as optional and kept its initial values). */
+static int test_counter_lookalike(nncl_context *ctx) {
+    const char *name = "a parameter named like a batch-norm counter is saved and loaded";
+    int in[1] = {2}, d = 0, i;
+    const float want[4] = {1, 2, 3, 4};
+    float got[4];
+    char path[64];
+    nncl_trainer *t[2] = {NULL, NULL};
+    nncl_graph *g[2];
+    nncl_train_config c = nncl_train_default();
+    c.max_batch = 4;
+    c.devices = &d;
+    c.n_devices = 1;
+    snprintf(path, sizeof path, "/tmp/nncl-tio-nbt-%ld.safetensors", (long)getpid());
+    for (i = 0; i < 2; i++) {
+        nncl_node *x, *y, *loss;
+        g[i] = nncl_graph_create(ctx, 5 + (uint64_t)i);
+        x = nncl_input(g[i], "x", 1, in);
+        y = nncl_input(g[i], "y", 0, NULL);
+        loss = nncl_softmax_cross_entropy(g[i], nncl_linear(g[i], x, 2, 1, NNCL_ACT_NONE, "block.num_batches_tracked"), y);
+        TH_CHECK(name, loss != NULL);
+        TH_OK(name, ctx, nncl_trainer_create(ctx, g[i], loss, &c, &t[i]));
+    }
+    TH_OK(name, ctx, nncl_trainer_param_set(t[0], "block.num_batches_tracked.weight", want, 4));
+    TH_OK(name, ctx, nncl_trainer_save(t[0], path));
+    TH_OK(name, ctx, nncl_trainer_load(t[1], path));
+    TH_OK(name, ctx, nncl_trainer_param_get(t[1], "block.num_batches_tracked.weight", got, 4));
+    remove(path);
+    TH_CHECK(name, memcmp(got, want, sizeof want) == 0);
+    for (i = 0; i < 2; i++) {
+        nncl_trainer_free(t[i]);
+        nncl_graph_free(g[i]);
+    }
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int d;
@@ -560,6 +600,7 @@ int main(void) {
     test_small_file_huge_param(ctx);
     test_many_params(ctx);
     test_pytorch_batchnorm(ctx);
+    test_counter_lookalike(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

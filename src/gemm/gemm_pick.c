@@ -321,7 +321,7 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
     NNCL_CL(ctx, clEnqueueWriteBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->hc0, 0, NULL, NULL));
     if (pick_run(ctx, dev, s, idx, &b->g) != NNCL_OK || clFinish(dev->queue) != CL_SUCCESS) {
         nncl__log(ctx, NNCL_LOG_WARN, "GEMM choice: %s fails on %lux%lux%lu: %s", pick_name(s, idx),
-                  (unsigned long)b->g.m, (unsigned long)b->g.n, (unsigned long)b->g.k, ctx->message);
+                  (unsigned long)b->g.m, (unsigned long)b->g.n, (unsigned long)b->g.k, nncl__thread_error());
         return NNCL_OK;
     }
     NNCL_CL(ctx, clEnqueueReadBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->out, 0, NULL, NULL));

@@ -256,7 +256,7 @@ void nncl__tune_on_open(nncl_context *ctx, int device) {
         nncl__log(ctx, NNCL_LOG_INFO, "device %d: tuning GEMM for about %.0f s (NNCL_TUNE=1)", device, secs);
         st = nncl_tune_gemm(ctx, device, secs);
         if (st != NNCL_OK)
-            nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM tuning failed: %s", device, ctx->message);
+            nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM tuning failed: %s", device, nncl__thread_error());
     }
 }
 

@@ -111,12 +111,59 @@ static nncl_node *model_first_input(const nncl_graph *g) {
     return NULL;
 }
 
+/* Whether s is UTF-8 without control characters (C0, DEL, C1): a name
+ * printed as it is cannot move a terminal's cursor or change its colours. */
+static int model_printable(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, v, n, k;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) return 0;
+            p++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) n = 1, v = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) n = 2, v = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) n = 3, v = c & 0x07;
+        else return 0;
+        for (k = 1; k <= n; k++) { /* a NUL stops it here, before reading on */
+            if ((p[k] & 0xc0) != 0x80) return 0;
+            v = v << 6 | (p[k] & 0x3fu);
+        }
+        if (v < 0xa0 || (n == 2 && v < 0x800) || (n == 3 && (v < 0x10000 || v > 0x10ffff)) ||
+            (v >= 0xd800 && v <= 0xdfff))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+/* The input other than in that out is computed from, in *other (NULL when
+ * there is none): such an output can never be predicted from rows. */
+static nncl_status model_other_input(nncl_context *ctx, const nncl_graph *g, const nncl_node *in,
+                                     const nncl_node *out, const nncl_node **other) {
+    unsigned char *need;
+    int i;
+    *other = NULL;
+    if (!(need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1)))
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    need[out->id] = 1;
+    for (i = out->id; i >= 0 && !*other; i--) /* nodes come after their inputs */
+        if (need[i]) {
+            int k;
+            for (k = 0; k < g->nodes[i]->n_in; k++) need[g->nodes[i]->in[k]->id] = 1;
+            if (g->nodes[i]->op == NNCL_OP_INPUT && g->nodes[i] != in) *other = g->nodes[i];
+        }
+    NNCL_FREE(need);
+    return NNCL_OK;
+}
+
 /* What nncl_model_load() will ask of the file, asked of the metadata before
  * it is written: a saved model always loads and predicts from its input. */
 static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     const nncl_graph *g = t->graph;
     const char *fn = "nncl_trainer_save_model";
-    unsigned char *need;
+    const nncl_node *other;
     size_t j, d;
     int i;
     if (!nncl__graph_owns(g, m->input) || m->input->op != NNCL_OP_INPUT)
@@ -124,20 +171,10 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     if (!nncl__graph_owns(g, m->output) || !m->output->batched || m->output->ndim != 2)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "%s: meta output is not a node of the trainer's graph of shape [batch, classes]", fn);
-    /* the inputs the output is computed from (nodes come after their inputs) */
-    if (!(need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1)))
-        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    need[m->output->id] = 1;
-    for (i = m->output->id; i >= 0; i--)
-        if (need[i]) {
-            int k;
-            for (k = 0; k < g->nodes[i]->n_in; k++) need[g->nodes[i]->in[k]->id] = 1;
-            if (g->nodes[i]->op == NNCL_OP_INPUT && g->nodes[i] != m->input) break;
-        }
-    NNCL_FREE(need);
-    if (i >= 0)
+    NNCL_TRY(model_other_input(t->ctx, g, m->input, m->output, &other));
+    if (other)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: output \"%s\" needs input \"%s\" besides \"%s\"", fn,
-                          m->output->name, g->nodes[i]->name, m->input->name);
+                          m->output->name, other->name, m->input->name);
     if (!isfinite(m->scale) || !isfinite(m->shift))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: scale %g and shift %g must be finite", fn,
                           (double)m->scale, (double)m->shift);
@@ -155,10 +192,12 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d classes, more than %d", fn, m->n_classes,
                           MODEL_MAX_CLASSES);
     for (i = 0; i < m->n_classes; i++)
-        if (m->class_names[i] && strlen(m->class_names[i]) > 4096)
-            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: class name %d is longer than 4096 bytes", fn, i);
-    if (m->label_name && strlen(m->label_name) > 4096)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: label_name is longer than 4096 bytes", fn);
+        if (m->class_names[i] && (strlen(m->class_names[i]) > 4096 || !model_printable(m->class_names[i])))
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "%s: class name %d is longer than 4096 bytes, not UTF-8 or holds a control character", fn, i);
+    if (m->label_name && (strlen(m->label_name) > 4096 || !model_printable(m->label_name)))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "%s: label_name is longer than 4096 bytes, not UTF-8 or holds a control character", fn);
     return NNCL_OK;
 }
 
@@ -255,8 +294,15 @@ void nncl_model_free(nncl_model *m) {
     NNCL_FREE(m);
 }
 
-static nncl_node *model_node_named(const nncl_graph *g, const char *name) {
-    return name ? nncl_graph_find(g, name) : NULL;
+/* The node metadata key names in *out (left as it is when the key is
+ * absent); a name of no node is refused, not replaced by a default. */
+static nncl_status model_node_meta(nncl_context *ctx, const nncl_safetensors *st, const nncl_graph *g, const char *key,
+                                   nncl_node **out) {
+    const char *v = nncl_safetensors_meta(st, key);
+    if (!v) return NNCL_OK;
+    if (!(*out = nncl_graph_find(g, v)))
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata %s = \"%.200s\" names no node of the graph", key, v);
+    return NNCL_OK;
 }
 
 static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *st, const char *key, float dflt, float *out) {
@@ -275,10 +321,11 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
     size_t d;
     int k, n;
     nncl_node *loss = NULL;
+    const nncl_node *other;
     NNCL_TRY(nncl_graph_from_safetensors(ctx, st, &m->graph));
-    m->input = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.input"));
-    if (!m->input) m->input = model_first_input(m->graph);
-    m->output = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.output"));
+    m->input = model_first_input(m->graph);
+    NNCL_TRY(model_node_meta(ctx, st, m->graph, "nncl.input", &m->input));
+    NNCL_TRY(model_node_meta(ctx, st, m->graph, "nncl.output", &m->output));
     for (k = 0; k < m->graph->n_nodes; k++) {
         nncl__op op = m->graph->nodes[k]->op;
         if (op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE) loss = m->graph->nodes[k];
@@ -286,10 +333,16 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
     if (!m->output && loss) m->output = loss->in[0];
     if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim != 2)
         return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, classes]");
+    NNCL_TRY(model_other_input(ctx, m->graph, m->input, m->output, &other));
+    if (other)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: output \"%s\" needs input \"%s\" besides \"%s\"",
+                          m->output->name, other->name, m->input->name);
     m->classes = m->output->shape[1];
     d = m->input->sample_numel;
     NNCL_TRY(model_float_meta(ctx, st, "nncl.scale", 1, &m->scale));
     NNCL_TRY(model_float_meta(ctx, st, "nncl.shift", 0, &m->shift));
+    if (!nncl_safetensors_meta(st, "nncl.mean") && nncl_safetensors_meta(st, "nncl.std"))
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: nncl.std without nncl.mean (both or neither)");
     if ((v = nncl_safetensors_meta(st, "nncl.mean")) != NULL) {
         const char *w = nncl_safetensors_meta(st, "nncl.std");
         m->mean = (float *)nncl__calloc(d + 1, sizeof(float));
@@ -302,7 +355,9 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
             if (!(m->std[k] > 0)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.std[%d] is not positive", k);
     }
     if ((v = nncl_safetensors_meta(st, "nncl.label")) != NULL) {
-        if (strlen(v) > 4096) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.label is too long");
+        if (strlen(v) > 4096 || !model_printable(v))
+            return nncl__fail(ctx, NNCL_ERR_FORMAT,
+                              "model metadata nncl.label is too long, not UTF-8 or holds a control character");
         if (!(m->label_name = nncl__strdup(v))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     if ((v = nncl_safetensors_meta(st, "nncl.classes")) != NULL) {
@@ -312,6 +367,10 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
             return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         if ((n = model_json_array(v, m->class_names, NULL, m->classes)) != m->classes)
             return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.classes: not an array of %d strings", m->classes);
+        for (k = 0; k < n; k++)
+            if (!model_printable(m->class_names[k]))
+                return nncl__fail(ctx, NNCL_ERR_FORMAT,
+                                  "model metadata nncl.classes: name %d is not UTF-8 or holds a control character", k);
     }
     return NNCL_OK;
 }
@@ -385,9 +444,13 @@ const char *nncl_model_class_name(const nncl_model *m, int k) {
 
 const char *nncl_model_label_name(const nncl_model *m) { return m ? m->label_name : NULL; }
 
+/* The context a model's errors go to (NULL for a description alone). */
+static nncl_context *model_ctx(const nncl_model *m) { return m && m->trainer ? m->trainer->ctx : NULL; }
+
 nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     size_t d, i, j;
-    if (!m || (!rows && n)) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
+    if (!m || (!rows && n))
+        return nncl__fail(model_ctx(m), NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
     d = m->input->sample_numel;
     for (i = 0; i < n; i++) {
         float *r = rows + i * d;
@@ -403,13 +466,29 @@ nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     return NNCL_OK;
 }
 
+/* NNCL_ERR_NUMERIC naming the first of n rows of d values that is not
+ * finite (first is the index of rows[0] in the caller's array), else OK. */
+static nncl_status model_finite(nncl_context *ctx, const float *rows, size_t n, size_t d, size_t first,
+                                const char *what) {
+    size_t i, j;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < d; j++)
+            if (!isfinite(rows[i * d + j]))
+                return nncl__fail(ctx, NNCL_ERR_NUMERIC, "nncl_model_predict: row %zu: %s %zu is %s, so there is no class",
+                                  first + i, what, j, isnan(rows[i * d + j]) ? "NaN" : "infinite");
+    return NNCL_OK;
+}
+
 static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
+    nncl_context *ctx = model_ctx(m);
     size_t d, start;
     int C;
-    if (!m || (n && (!rows || (!probs && !classes)))) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
+    if (!m || (n && (!rows || (!probs && !classes))))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
     if (!m->trainer) return nncl__fail(NULL, NNCL_ERR_STATE, "nncl_model_predict: the model was read without a context");
     d = m->input->sample_numel;
     C = m->classes;
+    NNCL_TRY(model_finite(ctx, rows, n, d, 0, "value")); /* before any device works */
     for (start = 0; start < n; start += (size_t)m->max_batch) {
         int b = n - start < (size_t)m->max_batch ? (int)(n - start) : m->max_batch, r, c;
         nncl_feed f;
@@ -418,6 +497,9 @@ static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, flo
         f.node = m->input;
         f.data = m->work;
         NNCL_TRY(nncl_trainer_predict(m->trainer, &f, 1, b, m->output, m->logits));
+        /* a finite row with a NaN or Inf output: NaN weights, or values the
+         * preprocessing or the layers overflow */
+        NNCL_TRY(model_finite(ctx, m->logits, (size_t)b, (size_t)C, start, "output"));
         for (r = 0; r < b; r++) { /* softmax in double */
             const float *z = m->logits + (size_t)r * C;
             double mx, s = 0;

@@ -292,7 +292,8 @@ static nncl_status ctx_check_config(const nncl_config *c, const char *kdir) {
     return NNCL_OK;
 }
 
-/* The message lock and the recursive use lock; 0 when both are made. */
+/* The message lock with its condition and the recursive use lock; 0 when
+ * all are made. */
 static int ctx_mutexes(nncl_context *ctx) {
     pthread_mutexattr_t a;
     int bad;
@@ -300,7 +301,10 @@ static int ctx_mutexes(nncl_context *ctx) {
     bad = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) != 0 || pthread_mutex_init(&ctx->use, &a) != 0;
     pthread_mutexattr_destroy(&a);
     if (bad) return -1;
-    if (pthread_mutex_init(&ctx->lock, NULL) == 0) return 0;
+    if (pthread_mutex_init(&ctx->lock, NULL) == 0) {
+        if (pthread_cond_init(&ctx->idle, NULL) == 0) return 0;
+        pthread_mutex_destroy(&ctx->lock);
+    }
     pthread_mutex_destroy(&ctx->use);
     return -1;
 }
@@ -339,6 +343,7 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: no mutex");
     }
     ctx->lock_ready = 1;
+    ctx->serial = nncl__context_serial();
     ctx->config = config ? *config : nncl_config_default();
     ctx->config.devices = NULL; /* the caller's string is not kept */
     ctx->config.kernel_dir = NULL;
@@ -355,7 +360,8 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
         ctx->n_devices = i + 1;
         st = ctx_open_device(ctx, &ctx->devices[i], &found[chosen[i]]);
         if (st != NNCL_OK) {
-            nncl__fail(NULL, st, "opening device %d (%s): %s", chosen[i], found[chosen[i]].info.name, ctx->message);
+            nncl__fail(NULL, st, "opening device %d (%s): %s", chosen[i], found[chosen[i]].info.name,
+                       nncl__thread_error());
             nncl_free(ctx);
             return st;
         }
@@ -387,6 +393,7 @@ void nncl_free(nncl_context *ctx) {
     if (ctx->lock_ready) {
         pthread_mutex_destroy(&ctx->lock);
         pthread_mutex_destroy(&ctx->use);
+        pthread_cond_destroy(&ctx->idle);
     }
     NNCL_FREE(ctx);
 }

@@ -109,6 +109,8 @@ void nncl__set_error(nncl_context *ctx, const char *msg);
 /* The last message this thread recorded with nncl__fail, on any context:
  * a device thread's own words, untouched by the other threads. */
 const char *nncl__thread_error(void);
+/* A new context's serial number (1, 2, ...). */
+uint64_t nncl__context_serial(void);
 /* Whether a status says the device itself failed (OpenCL, CLBlast, device
  * memory, kernel build), as opposed to an argument, shape or data error:
  * only those retire a device from a trainer. */
@@ -204,8 +206,10 @@ struct nncl_context {
      * trainer's device threads work inside the call that holds it and
      * never take it. */
     pthread_mutex_t use;
+    pthread_cond_t idle;      /* with lock: a trainer being freed has no call in flight left */
     int lock_ready;
-    char message[NNCL_MSG_MAX];
+    uint64_t serial;          /* this context's number, never reused: keys the threads' messages */
+    char message[NNCL_MSG_MAX]; /* the latest message of any thread */
 };
 
 /* Take and release ctx->use (nothing for a NULL context): around the body

@@ -27,7 +27,8 @@ nncl_status nncl_tensor_create(nncl_context *ctx, int device, int ndim, const in
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_create: dimension %d is %d (must be > 0)", i,
                               shape[i]);
         if (nncl__mul_overflow(numel, (size_t)shape[i], &numel) || numel > 0x7fffffffu)
-            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_create: more than 2^31-1 elements");
+            return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
+                              "nncl_tensor_create: more than the 2^31-1 elements a kernel can address");
     }
     bytes = numel * sizeof(float);
     t = (nncl_tensor *)nncl__calloc(1, sizeof *t);
@@ -156,7 +157,7 @@ nncl_status nncl_tensor_copy(nncl_tensor *dst, const nncl_tensor *src) {
     if (!tmp) return nncl__fail(dst->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tensor_copy: out of host memory");
     st = nncl_tensor_read(src, tmp, src->numel);
     if (st == NNCL_OK) st = nncl_tensor_write(dst, tmp, dst->numel);
-    else if (dst->ctx != src->ctx) nncl__fail(dst->ctx, st, "%s", src->ctx->message);
+    else if (dst->ctx != src->ctx) nncl__fail(dst->ctx, st, "%s", nncl__thread_error());
     NNCL_FREE(tmp);
     return st;
 }

@@ -478,7 +478,7 @@ static nncl_status fit_all(nncl_trainer *t, const nncl_dataset *train, const nnc
 
 nncl_status nncl_trainer_fit(nncl_trainer *t, const nncl_dataset *train, const nncl_fit_config *cfg) {
     nncl_status st;
-    NNCL_LOCKED(t ? t->ctx : NULL, st, fit_all(t, train, cfg));
+    NNCL__TRAINER_CALL(t, "nncl_trainer_fit", st, fit_all(t, train, cfg));
     return st;
 }
 

@@ -338,12 +338,12 @@ static nncl_status plan_check_node_sizes(nncl__plan *p) {
         const nncl_node *n = g->nodes[i];
         char s[96];
         if (n->sample_numel > (n->batched ? limit / (size_t)p->max_batch : limit))
-            return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT,
+            return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY,
                               "plan: node \"%s\" %s holds more than 2^31-1 elements at max_batch %d, more than a kernel "
                               "can address; lower max_batch", n->name, nncl__shape_str(n, s, sizeof s), p->max_batch);
     }
     if (g->n_params > limit || g->n_state > limit)
-        return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: %zu parameters and %zu statistics: more than 2^31-1",
+        return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "plan: %zu parameters and %zu statistics: more than 2^31-1",
                           g->n_params, g->n_state);
     return NNCL_OK;
 }
@@ -355,7 +355,7 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
     size_t total = 0;
     int i;
     if (p->arena_floats > (size_t)INT_MAX)
-        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "plan: the activations need %zu floats at max_batch %d, more than the 2^31-1 a kernel can "
                           "address; lower max_batch", p->arena_floats, p->max_batch);
     /* bytes in size_t: checked, a 32-bit size_t holds less than 2^31 floats' worth */

@@ -425,6 +425,6 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
 
 nncl_status nncl_trainer_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
     nncl_status st;
-    NNCL_LOCKED(t ? t->ctx : NULL, st, step_run(t, feeds, n_feeds, batch, info));
+    NNCL__TRAINER_CALL(t, "nncl_trainer_step", st, step_run(t, feeds, n_feeds, batch, info));
     return st;
 }
