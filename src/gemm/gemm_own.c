@@ -136,9 +136,15 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out) {
     if (!dev->gemm) {
+        nncl_status st;
         dev->gemm = (nncl__gemm_state *)nncl__calloc(1, sizeof *dev->gemm);
         if (!dev->gemm) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         own_fill(dev, dev->gemm);
+        st = nncl__device_on_free(ctx, dev, nncl__gemm_state_free); /* nncl_free releases it */
+        if (st != NNCL_OK) {
+            nncl__gemm_state_free(dev);
+            return st;
+        }
     }
     *out = dev->gemm;
     return NNCL_OK;

@@ -270,6 +270,11 @@ void nncl__arg_count(nncl__args *a, size_t v) {
     prog_arg(a, sizeof i, &i);
 }
 
+void nncl__arg_view(nncl__args *a, nncl__view v) {
+    nncl__arg_mem(a, v.mem);
+    nncl__arg_count(a, v.off);
+}
+
 static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
 
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {

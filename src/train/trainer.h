@@ -126,16 +126,4 @@ nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const flo
 nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state);
 /* The first live device's index among t's devices, or -1. */
 int nncl__trainer_first_alive(const nncl_trainer *t);
-/* Saves (trainer_io.c) with extra metadata pairs (NULL-terminated) and
- * tensors added after the model's own; checkpoint adds the optimizer.
- * dtype: the weights' and statistics' dtype in a model file (a checkpoint
- * keeps fp32). */
-nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, nncl_precision dtype,
-                                  const char *const *extra_meta, const nncl_safetensors_entry *extra, int n_extra);
-/* Loads parameters (and, for a checkpoint, optimizer state and step) from a
- * parsed file; a bad file changes nothing. */
-nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint);
-/* The nncl.graph text of a graph (model.c), or NULL when it cannot be
- * written; free with NNCL_FREE. */
-char *nncl__graph_describe(const nncl_graph *g);
 #endif

@@ -5,7 +5,7 @@
  * after each epoch, one curve row per epoch, and checkpoints that record
  * where the run is so that a resumed run ends bit for bit as an
  * uninterrupted one. */
-#include "train/trainer.h"
+#include "io/io.h"
 #include <math.h>
 #include <stdio.h>
 

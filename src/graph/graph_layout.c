@@ -2,8 +2,8 @@
  * buffers: where each parameter (trainable first, so that the optimizer
  * runs over one prefix) and each node's statistics live, fixed once a plan
  * is made, and their initial values, the same for a seed on every machine
- * and device (plan.h). */
-#include "train/plan.h"
+ * and device (graph.h). */
+#include "graph/graph.h"
 #include <math.h>
 
 nncl_status nncl__graph_layout(nncl_graph *g) {
