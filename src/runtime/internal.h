@@ -383,6 +383,4 @@ void nncl__fmt_double(char *buf, size_t size, const char *fmt, double x);
  * locale (nncl__fmt_double's counterpart); *end as strtod sets it. */
 double nncl__parse_double(const char *s, char **end);
 
-
-
 #endif /* NNCL_INTERNAL_H */
