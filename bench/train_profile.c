@@ -257,8 +257,8 @@ void train_detail(const bench_opts *o, nncl_context *ctx, int d, int cnn, const 
     }
     train_precisions(o, ctx, d, cnn, td);
     /* where fp32's profiling timestamps were implausible (Mesa rusticl 22.3
-     * makes them up), the half formats' would be too: their fresh contexts
-     * took 36 s of a quick run there */
+     * makes them up), the half formats' would be too, and their fresh
+     * contexts would be most of a quick run there */
     if (train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32)) {
         for (prec = 1; prec < 3; prec++)
             bench_put("training", d, train_items[cnn][prec], "host_overhead", bench_stat_na(), "",

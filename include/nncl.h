@@ -247,6 +247,58 @@ NNCL_API nncl_status nncl_mean(nncl_context *ctx, const nncl_tensor *x, int axis
 NNCL_API nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha,
                                const nncl_tensor *a, const nncl_tensor *b, float beta, nncl_tensor *c);
 
+/* ---------------------------------------------------------------- interop */
+/* For programs that run their own OpenCL work beside nncl's (and for
+ * measuring nncl against raw OpenCL and CLBlast on the very same queue and
+ * buffers). The OpenCL objects are given as void * so that this header
+ * needs no OpenCL header; nncl owns them: do not release them. */
+
+/* Device d's cl_platform_id, cl_device_id, cl_context and its in-order
+ * cl_command_queue, the one nncl queues every launch of the device on. */
+typedef struct nncl_opencl {
+    void *platform, *device, *context, *queue;
+} nncl_opencl;
+NNCL_API nncl_status nncl_device_opencl(const nncl_context *ctx, int device, nncl_opencl *out);
+/* The cl_mem of t's buffer (nncl_tensor_numel(t) floats); NULL for NULL. */
+NNCL_API void *nncl_tensor_opencl(const nncl_tensor *t);
+/* Writes count values of src into the first count 16-bit elements of t's
+ * buffer as fp16 (store 1) or bf16 (store 2) bit patterns, rounded to
+ * nearest even: the layout of half storage (count at most twice t's
+ * element count). Blocking. */
+NNCL_API nncl_status nncl_tensor_write_half(nncl_tensor *t, int store, const float *src, size_t count);
+/* The name of the i-th kernel file built into the library ("common.cl",
+ * "elementwise.cl", ...), or NULL past the last; file F.cl is family F. */
+NNCL_API const char *nncl_kernel_family(int i);
+/* The cl_program of cl/<family>.cl on device d as nncl builds and caches
+ * it (cl/common.cl first, nncl's build options): built now unless built
+ * before. For kernels of one's own (clCreateKernel on it). */
+NNCL_API nncl_status nncl_kernel_program(nncl_context *ctx, int device, const char *family, void **program);
+
+/* nncl's own GEMM variants on device d, those its timing chooses among
+ * (nncl_gemm): how many, the name of variant i ("packed6x16v8", NULL when
+ * there is no such variant) and whether it runs products of those
+ * transpositions (1, else 0). */
+NNCL_API int nncl_gemm_variant_count(nncl_context *ctx, int device);
+NNCL_API const char *nncl_gemm_variant_name(nncl_context *ctx, int device, int variant);
+NNCL_API int nncl_gemm_variant_takes(nncl_context *ctx, int device, int variant, int trans_a, int trans_b);
+/* c = op(a) op(b) through own variant `variant` alone, packing included,
+ * no choice made or stored: c [m,n] row-major from op(a) [m,k] and op(b)
+ * [k,n] (a stored [k,m] when trans_a, b [n,k] when trans_b), the first
+ * elements of the tensors' buffers, all three on one device. Queued. */
+NNCL_API nncl_status nncl_gemm_variant_run(nncl_context *ctx, int variant, int trans_a, int trans_b, int m, int n,
+                                           int k, const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
+/* The same product in half storage as training runs it: a, b and c hold
+ * fp16 (store 1) or bf16 (store 2) elements (nncl_tensor_write_half),
+ * panels and arithmetic fp32, on nncl's own kernels. Queued. */
+NNCL_API nncl_status nncl_gemm_half(nncl_context *ctx, int store, int trans_a, int trans_b, int m, int n, int k,
+                                    const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
+/* What nncl_gemm runs for that shape on device: "clblast", an own
+ * variant's name, or "" before a product of the shape chose one. */
+NNCL_API const char *nncl_gemm_chosen(nncl_context *ctx, int device, int trans_a, int trans_b, int m, int n, int k);
+/* 1 when a CLBlast tuning stored by nncl_tune_gemm is applied on device
+ * (nncl_init applies it unless config.gemm_tune or $NNCL_TUNE says -1). */
+NNCL_API int nncl_gemm_tuned(nncl_context *ctx, int device);
+
 /* ---------------------------------------------------------------- graph */
 /* A model is built once as a graph of inputs, parameters and ops, then
  * compiled into a plan per device (see the trainer). Builders return NULL on

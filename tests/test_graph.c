@@ -3,7 +3,7 @@
  * test_op_table.c). */
 #include "harness.h"
 #include "train/plan.h"
-#include "train/trainer.h"
+#include "io/io.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads; a
  * parameter named like its counter loads as a parameter. */
 #include "harness.h"
-#include "train/trainer.h"
+#include "io/io.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>

@@ -260,4 +260,14 @@ void nncl__tune_on_open(nncl_context *ctx, int device) {
     }
 }
 
+/* nncl_init: the runtime opens the devices, then each gets its stored GEMM
+ * tuning. Defined here, above both, so that the runtime never calls into
+ * the GEMM layer. */
+nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
+    int i;
+    NNCL_TRY(nncl__context_open(config, out));
+    for (i = 0; i < (*out)->n_devices; i++) nncl__tune_on_open(*out, i);
+    return NNCL_OK;
+}
+
 

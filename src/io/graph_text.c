@@ -5,7 +5,7 @@
  * nncl_graph_from_safetensors. The text is untrusted when read: its length,
  * node count, every number and every reference are checked, and each node
  * must give the shape written. Also the growing text buffer both use. */
-#include "train/trainer.h"
+#include "io/io.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * safetensors __metadata__; and nncl_model, an inference-only trainer over
  * the rebuilt graph that turns raw rows into class probabilities. The
  * metadata is untrusted: lengths, counts and every number are checked. */
-#include "train/trainer.h"
+#include "io/io.h"
 #include <math.h>
 #include <stdio.h>
 

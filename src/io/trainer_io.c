@@ -3,7 +3,7 @@
  * safetensors files under PyTorch's names (models) plus the optimizer state
  * and step count (checkpoints, for exact resume). */
 #include "train/optim.h"
-#include "train/trainer.h"
+#include "io/io.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * kernels are those of the eager ops (cl/elementwise.cl, cl/softmax.cl,
  * cl/reduce.cl), launched through the same wrappers (launch.h); the rules
  * below add shapes, backward and references. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <math.h>
 
 /* ------------------------------------------------------------- shapes */

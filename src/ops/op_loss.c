@@ -2,7 +2,7 @@
  * cross-entropy from logits with class-index labels (softmax fused in, the
  * probabilities kept for backward), binary cross-entropy with logits, and
  * mean squared error. Terms go to aux space, one work-group sums them. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
 

@@ -2,7 +2,7 @@
  * positions, with PyTorch's running statistics in the graph's state buffer)
  * and layer normalisation (per row over the last dimension), each with a
  * learnable NAME.weight (ones) and NAME.bias (zeros). Kernels: cl/norm.cl. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
 

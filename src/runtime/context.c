@@ -1,7 +1,7 @@
 /* context.c - finding every device of every OpenCL platform, choosing the
  * devices a context uses (config, $NNCL_DEVICES or the default), and
  * creating one OpenCL context and in-order queue per chosen device. */
-#include "gemm/gemm.h"
+#include "runtime/internal.h"
 #include <ctype.h>
 #include <stdio.h>
 #if !defined(_WIN32)
@@ -316,7 +316,7 @@ void nncl__leave(nncl_context *ctx) {
     if (ctx && ctx->lock_ready) pthread_mutex_unlock(&ctx->use);
 }
 
-nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
+nncl_status nncl__context_open(const nncl_config *config, nncl_context **out) {
     ctx_found found[CTX_MAX_DEVICES];
     int chosen[CTX_MAX_DEVICES];
     int n = 0, n_chosen = 0, i;
@@ -368,9 +368,19 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
         ctx->devices[i].info.index = i;
         nncl__log(ctx, NNCL_LOG_INFO, "device %d: %s / %s", i, ctx->devices[i].info.platform,
                   ctx->devices[i].info.name);
-        nncl__tune_on_open(ctx, i); /* stored GEMM tuning (tune.c) */
     }
     *out = ctx;
+    return NNCL_OK;
+}
+
+nncl_status nncl__device_on_free(nncl_context *ctx, nncl_device *dev, void (*fn)(nncl_device *dev)) {
+    int i;
+    for (i = 0; i < dev->n_on_free; i++)
+        if (dev->on_free[i] == fn) return NNCL_OK;
+    if (dev->n_on_free == NNCL_DEVICE_ON_FREE)
+        return nncl__fail(ctx, NNCL_ERR_STATE, "device %d: more than %d layers keep state on it", dev->info.index,
+                          NNCL_DEVICE_ON_FREE);
+    dev->on_free[dev->n_on_free++] = fn;
     return NNCL_OK;
 }
 
@@ -379,7 +389,7 @@ void nncl_free(nncl_context *ctx) {
     if (!ctx) return;
     for (i = 0; i < ctx->n_devices; i++) {
         nncl_device *d = &ctx->devices[i];
-        nncl__gemm_state_free(d);
+        while (d->n_on_free > 0) d->on_free[--d->n_on_free](d);
         nncl__programs_release(d);
         nncl__profile_release(d);
         if (d->queue) {

@@ -555,37 +555,4 @@ nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int b
     return NNCL_OK;
 }
 
-/* ------------------------------------------------------------- exec helpers */
-
-nncl__view nncl__val(nncl__exec *x, const nncl_node *n) { return x->value[n->id]; }
-nncl__view nncl__grd(nncl__exec *x, const nncl_node *n) { return x->grad[n->id]; }
-nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n) { return x->aux[n->id]; }
-
-int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i) {
-    return n->in[i]->needs_grad && x->grad[n->in[i]->id].mem != NULL;
-}
-
-int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
-    int r = plan_root(n->in[i])->id;
-    int acc = x->grad_acc[r];
-    x->grad_acc[r] = 1;
-    return acc;
-}
-
-nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a) {
-    const nncl__kslot *k = slot >= 0 && slot < NNCL_OP_KERNELS
-                               ? &x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot]
-                               : NULL;
-    if (!k || !k->kernel)
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
-                          nncl__opdef_get(n->op)->name, n->name, slot);
-    nncl__args_begin_slot(a, x->ctx, k);
-    return NNCL_OK;
-}
-
-void nncl__arg_view(nncl__args *a, nncl__view v) {
-    nncl__arg_mem(a, v.mem);
-    nncl__arg_count(a, v.off);
-}
-
 #undef PLAN_ALIGN

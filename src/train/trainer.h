@@ -149,20 +149,4 @@ void nncl__trainer_release(nncl_trainer *t);
             nncl__trainer_release(nncl_tc_);                                    \
         }                                                                       \
     } while (0)
-/* Saves (trainer_io.c) with extra metadata pairs (NULL-terminated) and
- * tensors added after the model's own; checkpoint adds the optimizer.
- * dtype: the weights' and statistics' dtype in a model file (a checkpoint
- * keeps fp32). */
-nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, nncl_precision dtype,
-                                  const char *const *extra_meta, const nncl_safetensors_entry *extra, int n_extra);
-/* Loads parameters (and, for a checkpoint, optimizer state and step) from a
- * parsed file; a bad file changes nothing. */
-nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint);
-/* Whether file st holds every tensor a trainer of g loads (parameters and
- * running statistics, in their shapes): checked before anything of the
- * size the graph declares is allocated. */
-nncl_status nncl__file_check_tensors(nncl_context *ctx, const nncl_graph *g, const nncl_safetensors *st);
-/* The nncl.graph text of a graph (graph_text.c), or NULL when memory ran
- * out; free with NNCL_FREE. */
-char *nncl__graph_describe(const nncl_graph *g);
 #endif
