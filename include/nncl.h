@@ -329,6 +329,13 @@ NNCL_API nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const in
 NNCL_API nncl_node *nncl_flatten(nncl_graph *g, nncl_node *x);
 /* Joins along a per-sample axis (0 is the first dimension after the batch). */
 NNCL_API nncl_node *nncl_concat(nncl_graph *g, nncl_node *a, nncl_node *b, int axis);
+/* Fused causal self-attention: q, k, v [B, T, C], C = n_heads * head_dim
+ * (head_dim at most 128); per head softmax(q k^T / sqrt(head_dim) + causal
+ * mask) v, dropout p on the weights (training only, counter-based as
+ * nncl_dropout's: a step is reproducible), output [B, T, C] (heads
+ * concatenated back along C, as PyTorch's view/transpose does). */
+NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
+                                          int n_heads, float dropout);
 
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
