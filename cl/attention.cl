@@ -4,8 +4,10 @@
  * log-sum-exp instead of being stored (O(B H T) saved, not O(B H T^2)).
  * q, k, v, y and their gradients [B, T, C] in the storage type (act_t),
  * head h in columns [h D, h D + D); lse and delta [B, H, T] fp32; every
- * sum fp32. Work-items never share memory and never wait at a barrier:
- * CPU drivers run a group's items as SIMD lanes. Dropout on the weights
+ * sum fp32. Two forms of each kernel: per row, where work-items never
+ * share memory or wait at a barrier (CPU drivers run a group's items as
+ * SIMD lanes), and tiled (the end of the file), where a work-group shares
+ * the rows it reads through local memory (GPUs). Dropout on the weights
  * uses nncl_drop_keep (cl/common.cl) on element (h T + i) T + j of
  * global sample sample0 + b, as src/ops/op_attention.c does on the host. */
 
@@ -164,4 +166,173 @@ __kernel void nncl_attention_backward_f32_dkv(__global const act_t *q, int q_off
     }
     if (want_dk) nncl_att_store(gk, scale, dk + dk_off + row, D, acc_k);
     if (want_dv) nncl_att_store(gv, 1.0f, dv + dv_off + row, D, acc_v);
+}
+
+/* ------------------------------------------------------------- tiles */
+
+/* The same three kernels for GPUs: a work-group of NNCL_ATT_TQ work-items
+ * owns that many consecutive rows of one (sample, head) (groups = B H
+ * ceil(T / TQ)), and the rows it reads from every other row (keys and
+ * values, or queries and their output gradients) come through local memory
+ * NNCL_ATT_TK rows at a time, each loaded once by the whole group with
+ * neighbouring work-items reading neighbouring columns; a work-item's own
+ * row stays in private memory. 2 TK D floats of local memory, 16 KiB at
+ * D = 128: every OpenCL 1.2 device has 32. */
+#define NNCL_ATT_TQ 64
+#define NNCL_ATT_TK 16
+
+float nncl_att_dot_pl(const float *a, __local const float *b, int D) {
+    float s = 0.0f;
+    int d;
+    for (d = 0; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+void nncl_att_axpy_l(float *acc, float w, __local const float *x, int D) {
+    int d;
+    for (d = 0; d < D; d++) acc[d] += w * x[d];
+}
+
+/* rows [r0, r0 + n) of a and b ([.., C] from base, D columns) into ta, tb
+ * [n, D] by the whole group; barriers before (the last tile is read) and
+ * after (this one is written). */
+void nncl_att_tile(__global const act_t *a, __global const act_t *b, size_t base, int C, int D, int r0, int n,
+                   __local float *ta, __local float *tb) {
+    int e, lid = (int)get_local_id(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (e = lid; e < n * D; e += NNCL_ATT_TQ) {
+        int rr = e / D, d = e - rr * D;
+        size_t at = base + (size_t)(r0 + rr) * C + d;
+        ta[e] = NNCL_LDG(a, at);
+        tb[e] = NNCL_LDG(b, at);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Where a group's rows lie: bh = (sample, head), i0 its first row, the
+ * work-item's row i (active when i < T). */
+#define NNCL_ATT_GROUP                                                                                              \
+    int nblk = (T + NNCL_ATT_TQ - 1) / NNCL_ATT_TQ, grp = (int)get_group_id(0), lid = (int)get_local_id(0);       \
+    int bh = grp / nblk, i0 = (grp - bh * nblk) * NNCL_ATT_TQ, i = i0 + lid, h = bh % H, b = bh / H;             \
+    int active = i < T, d, j0, jj;                                                                                \
+    size_t base = (size_t)b * T * C + (size_t)h * D, row = base + (size_t)(active ? i : 0) * C;                   \
+    if (bh >= rows / T || get_local_size(0) != NNCL_ATT_TQ) return /* uniform over the group */
+
+__kernel void nncl_attention_f32_tiles(__global const act_t *q, int q_off, __global const act_t *k, int k_off,
+                                       __global const act_t *v, int v_off, __global act_t *y, int y_off,
+                                       __global float *lse, int lse_off, int rows, int T, int C, int H, int D,
+                                       float scale, int sample0, int drop, uint k0, uint k1, uint thr, float dscale) {
+    __local float kt[NNCL_ATT_TK * NNCL_ATT_DMAX], vt[NNCL_ATT_TK * NNCL_ATT_DMAX];
+    float qv[NNCL_ATT_DMAX], acc[NNCL_ATT_DMAX], m = -INFINITY, l = 0.0f;
+    int last;
+    NNCL_ATT_GROUP;
+    last = min(T, i0 + NNCL_ATT_TQ) - 1;
+    for (d = 0; d < D; d++) {
+        qv[d] = active ? NNCL_LDG(q, q_off + row + d) : 0.0f;
+        acc[d] = 0.0f;
+    }
+    for (j0 = 0; j0 <= last; j0 += NNCL_ATT_TK) {
+        int nk = min(NNCL_ATT_TK, last + 1 - j0);
+        nncl_att_tile(k + k_off, v + v_off, base, C, D, j0, nk, kt, vt);
+        for (jj = 0; active && jj < nk && j0 + jj <= i; jj++) {
+            float s = nncl_att_dot_pl(qv, kt + jj * D, D) * scale, e;
+            if (s > m) {
+                float corr = exp(m - s);
+                l *= corr;
+                for (d = 0; d < D; d++) acc[d] *= corr;
+                m = s;
+            }
+            e = exp(s - m);
+            l += e;
+            nncl_att_axpy_l(acc, e * nncl_att_drop(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0 + jj),
+                            vt + jj * D, D);
+        }
+    }
+    if (!active) return;
+    for (d = 0; d < D; d++) NNCL_ST(acc[d] / l, y, y_off + row + d);
+    lse[lse_off + bh * T + i] = m + log(l);
+}
+
+__kernel void nncl_attention_backward_f32_dq_tiles(
+    __global const act_t *q, int q_off, __global const act_t *k, int k_off, __global const act_t *v, int v_off,
+    __global const act_t *y, int y_off, __global const act_t *dy, int dy_off, __global const float *lse, int lse_off,
+    __global float *delta, int delta_off, __global act_t *dq, int dq_off, int rows, int T, int C, int H, int D,
+    float scale, int sample0, int drop, uint k0, uint k1, uint thr, float dscale, int want_dq, int acc) {
+    __local float kt[NNCL_ATT_TK * NNCL_ATT_DMAX], vt[NNCL_ATT_TK * NNCL_ATT_DMAX];
+    float qv[NNCL_ATT_DMAX], dyv[NNCL_ATT_DMAX], g[NNCL_ATT_DMAX], dl = 0.0f, li = 0.0f;
+    int last;
+    NNCL_ATT_GROUP;
+    last = min(T, i0 + NNCL_ATT_TQ) - 1;
+    for (d = 0; d < D; d++) {
+        qv[d] = active ? NNCL_LDG(q, q_off + row + d) : 0.0f;
+        dyv[d] = active ? NNCL_LDG(dy, dy_off + row + d) : 0.0f;
+        dl += active ? dyv[d] * NNCL_LDG(y, y_off + row + d) : 0.0f;
+        g[d] = 0.0f;
+    }
+    if (active) {
+        delta[delta_off + bh * T + i] = dl;
+        li = lse[lse_off + bh * T + i];
+    }
+    if (!want_dq) return; /* uniform: a kernel argument */
+    for (j0 = 0; j0 <= last; j0 += NNCL_ATT_TK) {
+        int nk = min(NNCL_ATT_TK, last + 1 - j0);
+        nncl_att_tile(k + k_off, v + v_off, base, C, D, j0, nk, kt, vt);
+        for (jj = 0; active && jj < nk && j0 + jj <= i; jj++) {
+            float p = exp(nncl_att_dot_pl(qv, kt + jj * D, D) * scale - li);
+            float dp = nncl_att_dot_pl(dyv, vt + jj * D, D);
+            float ds = p * (dp * nncl_att_drop(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0 + jj) - dl);
+            nncl_att_axpy_l(g, ds, kt + jj * D, D);
+        }
+    }
+    if (!active) return;
+    for (d = 0; d < D; d++) {
+        float val = g[d] * scale;
+        NNCL_ST(acc ? NNCL_LDG(dq, dq_off + row + d) + val : val, dq, dq_off + row + d);
+    }
+}
+
+/* The key side: the group's rows are keys j, the tiles queries and output
+ * gradients from the group's first key on, with their lse and delta. */
+__kernel void nncl_attention_backward_f32_dkv_tiles(
+    __global const act_t *q, int q_off, __global const act_t *k, int k_off, __global const act_t *v, int v_off,
+    __global const act_t *dy, int dy_off, __global const float *lse, int lse_off, __global const float *delta,
+    int delta_off, __global act_t *dk, int dk_off, __global act_t *dv, int dv_off, int rows, int T, int C, int H,
+    int D, float scale, int sample0, int drop, uint k0, uint k1, uint thr, float dscale, int want_dk, int acc_k,
+    int want_dv, int acc_v) {
+    __local float qt[NNCL_ATT_TK * NNCL_ATT_DMAX], dyt[NNCL_ATT_TK * NNCL_ATT_DMAX];
+    __local float lt[NNCL_ATT_TK], dt[NNCL_ATT_TK];
+    float kv[NNCL_ATT_DMAX], vv[NNCL_ATT_DMAX], gk[NNCL_ATT_DMAX], gv[NNCL_ATT_DMAX];
+    NNCL_ATT_GROUP;
+    for (d = 0; d < D; d++) {
+        kv[d] = active ? NNCL_LDG(k, k_off + row + d) : 0.0f;
+        vv[d] = active ? NNCL_LDG(v, v_off + row + d) : 0.0f;
+        gk[d] = gv[d] = 0.0f;
+    }
+    for (j0 = i0; j0 < T; j0 += NNCL_ATT_TK) { /* j0: the tile's first query row */
+        int nq = min(NNCL_ATT_TK, T - j0);
+        nncl_att_tile(q + q_off, dy + dy_off, base, C, D, j0, nq, qt, dyt);
+        if (lid < nq) {
+            lt[lid] = lse[lse_off + bh * T + j0 + lid];
+            dt[lid] = delta[delta_off + bh * T + j0 + lid];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (jj = 0; active && jj < nq; jj++) {
+            int qi = j0 + jj;
+            float p, md, ds;
+            if (qi < i) continue; /* keys after the query: masked */
+            p = exp(nncl_att_dot_pl(kv, qt + jj * D, D) * scale - lt[jj]);
+            md = nncl_att_drop(drop, k0, k1, thr, dscale, sample0 + b, h, T, qi, i);
+            ds = p * (nncl_att_dot_pl(vv, dyt + jj * D, D) * md - dt[jj]);
+            nncl_att_axpy_l(gv, p * md, dyt + jj * D, D);
+            nncl_att_axpy_l(gk, ds, qt + jj * D, D);
+        }
+    }
+    if (!active) return;
+    if (want_dk)
+        for (d = 0; d < D; d++) {
+            float val = gk[d] * scale;
+            NNCL_ST(acc_k ? NNCL_LDG(dk, dk_off + row + d) + val : val, dk, dk_off + row + d);
+        }
+    if (want_dv)
+        for (d = 0; d < D; d++) NNCL_ST(acc_v ? NNCL_LDG(dv, dv_off + row + d) + gv[d] : gv[d], dv, dv_off + row + d);
 }
