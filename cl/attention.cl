@@ -51,6 +51,43 @@ float nncl_att_drop(int drop, uint k0, uint k1, uint thr, float dscale, int samp
     return nncl_drop_keep(k0, k1, (uint)sample, (uint)((h * T + i) * T + j), thr) ? dscale : 0.0f;
 }
 
+/* The per-row kernels take the rows they read 8 at a time: 8 scores (or
+ * weights) as one vector, so that exp runs on 8 lanes (a scalar exp costs
+ * more than the dot products of a head of 32) and the online softmax
+ * rescales once per block. Rows past the mask or T get a score of -inf
+ * (a weight of 0) and a dy . v of 0. */
+#define NNCL_ATT_BLK 8
+
+/* sv[jj] = scale q . k of rows r0 + jj < end (else fill), jj < 8. */
+float8 nncl_att_scores(__global const act_t *qrow, __global const act_t *k0row, int C, int r0, int end, int D,
+                       float scale, float fill) {
+    float sv[NNCL_ATT_BLK];
+    int jj;
+    for (jj = 0; jj < NNCL_ATT_BLK; jj++)
+        sv[jj] = r0 + jj < end ? nncl_att_dot(qrow, k0row + (size_t)(r0 + jj) * C, D) * scale : fill;
+    return vload8(0, sv);
+}
+
+/* The dropout multipliers of weights (i, j0 + jj) (query side, keys vary)
+ * or (i0 + jj, j) (key side, queries vary). */
+float8 nncl_att_drop8(int drop, uint k0, uint k1, uint thr, float dscale, int sample, int h, int T, int i, int j,
+                      int key_side) {
+    float mv[NNCL_ATT_BLK];
+    int jj;
+    if (!drop) return (float8)1.0f;
+    for (jj = 0; jj < NNCL_ATT_BLK; jj++)
+        mv[jj] = key_side ? nncl_att_drop(1, k0, k1, thr, dscale, sample, h, T, i + jj, j)
+                          : nncl_att_drop(1, k0, k1, thr, dscale, sample, h, T, i, j + jj);
+    return vload8(0, mv);
+}
+
+float nncl_att_max8(float8 v) {
+    float4 m = fmax(v.lo, v.hi);
+    return fmax(fmax(m.x, m.y), fmax(m.z, m.w));
+}
+
+float nncl_att_sum8(float8 v) { return ((v.s0 + v.s1) + (v.s2 + v.s3)) + ((v.s4 + v.s5) + (v.s6 + v.s7)); }
+
 /* y_i = sum_{j <= i} drop(softmax_j(scale q_i . k_j)) v_j; lse_i = the
  * log-sum-exp of the row's scores, by the online softmax (running maximum
  * m, sum l rescaled when m grows). rows = B H T. */
@@ -58,9 +95,9 @@ __kernel void nncl_attention_f32(__global const act_t *q, int q_off, __global co
                                  __global const act_t *v, int v_off, __global act_t *y, int y_off,
                                  __global float *lse, int lse_off, int rows, int T, int C, int H, int D, float scale,
                                  int sample0, int drop, uint k0, uint k1, uint thr, float dscale) {
-    int r = (int)get_global_id(0), i, bh, h, b, j, d;
-    float acc[NNCL_ATT_DMAX], m = -INFINITY, l = 0.0f;
-    __global const act_t *qi;
+    int r = (int)get_global_id(0), i, bh, h, b, j0, jj, d;
+    float acc[NNCL_ATT_DMAX], wv[NNCL_ATT_BLK], m = -INFINITY, l = 0.0f;
+    __global const act_t *qi, *kb, *vb;
     size_t base;
     if (r >= rows) return;
     i = r % T;
@@ -69,20 +106,22 @@ __kernel void nncl_attention_f32(__global const act_t *q, int q_off, __global co
     b = bh / H;
     base = (size_t)b * T * C + (size_t)h * D;
     qi = q + q_off + base + (size_t)i * C;
+    kb = k + k_off + base;
+    vb = v + v_off + base;
     for (d = 0; d < D; d++) acc[d] = 0.0f;
-    for (j = 0; j <= i; j++) {
-        __global const act_t *vj = v + v_off + base + (size_t)j * C;
-        float s = nncl_att_dot(qi, k + k_off + base + (size_t)j * C, D) * scale, e, w;
-        if (s > m) { /* a new maximum: what was summed shrinks by exp(m - s) */
-            float corr = exp(m - s);
+    for (j0 = 0; j0 <= i; j0 += NNCL_ATT_BLK) {
+        float8 s = nncl_att_scores(qi, kb, C, j0, i + 1, D, scale, -INFINITY), e;
+        float mb = fmax(m, nncl_att_max8(s));
+        if (mb > m) { /* a new maximum: what was summed shrinks by exp(m - mb) */
+            float corr = exp(m - mb);
             l *= corr;
             for (d = 0; d < D; d++) acc[d] *= corr;
-            m = s;
+            m = mb;
         }
         e = exp(s - m);
-        l += e;
-        w = e * nncl_att_drop(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j);
-        nncl_att_axpy(acc, w, vj, D);
+        l += nncl_att_sum8(e);
+        vstore8(e * nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0), 0, wv);
+        for (jj = 0; jj < NNCL_ATT_BLK && j0 + jj <= i; jj++) nncl_att_axpy(acc, wv[jj], vb + (size_t)(j0 + jj) * C, D);
     }
     nncl_att_store(acc, 1.0f / l, y + y_off + base + (size_t)i * C, D, 0);
     lse[lse_off + r] = m + log(l);
@@ -101,9 +140,9 @@ __kernel void nncl_attention_backward_f32_dq(__global const act_t *q, int q_off,
                                              int dq_off, int rows, int T, int C, int H, int D, float scale,
                                              int sample0, int drop, uint k0, uint k1, uint thr, float dscale,
                                              int want_dq, int acc) {
-    int r = (int)get_global_id(0), i, bh, h, b, j, d;
-    float g[NNCL_ATT_DMAX], dl, li;
-    __global const act_t *qi, *dyi;
+    int r = (int)get_global_id(0), i, bh, h, b, j0, jj;
+    float g[NNCL_ATT_DMAX], dsv[NNCL_ATT_BLK], dl, li;
+    __global const act_t *qi, *dyi, *kb, *vb;
     size_t base, row;
     if (r >= rows) return;
     i = r % T;
@@ -114,17 +153,18 @@ __kernel void nncl_attention_backward_f32_dq(__global const act_t *q, int q_off,
     row = base + (size_t)i * C;
     qi = q + q_off + row;
     dyi = dy + dy_off + row;
+    kb = k + k_off + base;
+    vb = v + v_off + base;
     dl = nncl_att_dot(dyi, y + y_off + row, D);
     delta[delta_off + r] = dl;
     if (!want_dq) return;
     li = lse[lse_off + r];
-    for (d = 0; d < D; d++) g[d] = 0.0f;
-    for (j = 0; j <= i; j++) {
-        __global const act_t *kj = k + k_off + base + (size_t)j * C;
-        float p = exp(nncl_att_dot(qi, kj, D) * scale - li);
-        float dp = nncl_att_dot(dyi, v + v_off + base + (size_t)j * C, D);
-        float ds = p * (dp * nncl_att_drop(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j) - dl);
-        nncl_att_axpy(g, ds, kj, D);
+    for (jj = 0; jj < D; jj++) g[jj] = 0.0f;
+    for (j0 = 0; j0 <= i; j0 += NNCL_ATT_BLK) {
+        float8 p = exp(nncl_att_scores(qi, kb, C, j0, i + 1, D, scale, -INFINITY) - li);
+        float8 dp = nncl_att_scores(dyi, vb, C, j0, i + 1, D, 1.0f, 0.0f);
+        vstore8(p * (dp * nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0) - dl), 0, dsv);
+        for (jj = 0; jj < NNCL_ATT_BLK && j0 + jj <= i; jj++) nncl_att_axpy(g, dsv[jj], kb + (size_t)(j0 + jj) * C, D);
     }
     nncl_att_store(g, scale, dq + dq_off + row, D, acc);
 }
@@ -141,9 +181,9 @@ __kernel void nncl_attention_backward_f32_dkv(__global const act_t *q, int q_off
                                               int dv_off, int rows, int T, int C, int H, int D, float scale,
                                               int sample0, int drop, uint k0, uint k1, uint thr, float dscale,
                                               int want_dk, int acc_k, int want_dv, int acc_v) {
-    int r = (int)get_global_id(0), i, bh, h, b, j, d;
-    float gk[NNCL_ATT_DMAX], gv[NNCL_ATT_DMAX];
-    __global const act_t *kj, *vj;
+    int r = (int)get_global_id(0), i0, ii, bh, h, b, j, d;
+    float gk[NNCL_ATT_DMAX], gv[NNCL_ATT_DMAX], lv[NNCL_ATT_BLK], dlv[NNCL_ATT_BLK], wv[NNCL_ATT_BLK], dsv[NNCL_ATT_BLK];
+    __global const act_t *kj, *vj, *qb, *dyb;
     size_t base, row;
     if (r >= rows) return;
     j = r % T;
@@ -154,15 +194,24 @@ __kernel void nncl_attention_backward_f32_dkv(__global const act_t *q, int q_off
     row = base + (size_t)j * C;
     kj = k + k_off + row;
     vj = v + v_off + row;
+    qb = q + q_off + base;
+    dyb = dy + dy_off + base;
     for (d = 0; d < D; d++) gk[d] = gv[d] = 0.0f;
-    for (i = j; i < T; i++) {
-        __global const act_t *qi = q + q_off + base + (size_t)i * C, *dyi = dy + dy_off + base + (size_t)i * C;
-        int ri = bh * T + i;
-        float p = exp(nncl_att_dot(qi, kj, D) * scale - lse[lse_off + ri]);
-        float md = nncl_att_drop(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j);
-        float ds = p * (nncl_att_dot(dyi, vj, D) * md - delta[delta_off + ri]), w = p * md;
-        nncl_att_axpy(gv, w, dyi, D);
-        nncl_att_axpy(gk, ds, qi, D);
+    for (i0 = j; i0 < T; i0 += NNCL_ATT_BLK) {
+        float8 p, dp, md;
+        for (ii = 0; ii < NNCL_ATT_BLK; ii++) {
+            lv[ii] = i0 + ii < T ? lse[lse_off + bh * T + i0 + ii] : 0.0f;
+            dlv[ii] = i0 + ii < T ? delta[delta_off + bh * T + i0 + ii] : 0.0f;
+        }
+        p = exp(nncl_att_scores(kj, qb, C, i0, T, D, scale, -INFINITY) - vload8(0, lv));
+        dp = nncl_att_scores(vj, dyb, C, i0, T, D, 1.0f, 0.0f);
+        md = nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i0, j, 1);
+        vstore8(p * md, 0, wv);
+        vstore8(p * (dp * md - vload8(0, dlv)), 0, dsv);
+        for (ii = 0; ii < NNCL_ATT_BLK && i0 + ii < T; ii++) {
+            nncl_att_axpy(gv, wv[ii], dyb + (size_t)(i0 + ii) * C, D);
+            nncl_att_axpy(gk, dsv[ii], qb + (size_t)(i0 + ii) * C, D);
+        }
     }
     if (want_dk) nncl_att_store(gk, scale, dk + dk_off + row, D, acc_k);
     if (want_dv) nncl_att_store(gv, 1.0f, dv + dv_off + row, D, acc_v);
