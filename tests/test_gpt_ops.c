@@ -6,7 +6,7 @@
  * file (the description the same, the tied weight stored once, the same
  * logits through a trainer and through nncl_model_load); shape errors at
  * build time naming the node and both shapes; nncl_param_decay's layout
- * and its argument errors. */
+ * and its argument errors; the block in fp16 and bf16 storage. */
 #include "harness.h"
 #include "train/plan.h"
 #include "train/trainer.h"
@@ -207,11 +207,72 @@ static int tg_decay_layout(nncl_context *ctx) {
     return 0;
 }
 
+/* The losses of three SGD steps of the block in storage prec, on fixed data. */
+static int tg_losses(nncl_context *ctx, int prec, float *losses) {
+    const char *name = "the GPT block in half storage";
+    nncl_graph *g = nncl_graph_create(ctx, 3);
+    nncl_node *logits, *loss;
+    nncl_train_config cfg = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_feed f[2];
+    nncl_step_info info;
+    float idx[TG_B * TG_T], y[TG_B * TG_T];
+    int i;
+    unsigned seed = 9;
+    TH_CHECK(name, g && (loss = tg_build(g, &logits)) != NULL);
+    for (i = 0; i < TG_B * TG_T; i++) {
+        idx[i] = (float)(int)(th_uniform(&seed) * TG_V);
+        y[i] = (float)(int)(th_uniform(&seed) * TG_V);
+    }
+    cfg.max_batch = TG_B;
+    cfg.optim = nncl_optim_default(NNCL_OPT_SGD);
+    cfg.optim.lr = 0.05f;
+    cfg.precision = (nncl_precision)prec;
+    cfg.loss_scaling = -1;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &cfg, &t));
+    f[0].node = nncl_graph_find(g, "idx");
+    f[0].data = idx;
+    f[1].node = nncl_graph_find(g, "y");
+    f[1].data = y;
+    for (i = 0; i < 3; i++) {
+        TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TG_B, &info));
+        losses[i] = info.loss;
+    }
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    return 0;
+}
+
+/* Every op of the block has half kernels: it trains in fp16 and bf16
+ * storage, its losses near fp32's (the rounding of stored activations,
+ * 2^-11 and 2^-8 relative, over a few layers). */
+static int tg_half(nncl_context *ctx) {
+    static const double tol[3] = {0, 3e-3, 3e-2};
+    float ref[3], got[3];
+    char name[80];
+    int p, i;
+    if (tg_losses(ctx, 0, ref)) return 1;
+    for (p = 1; p <= 2; p++) {
+        snprintf(name, sizeof name, "the GPT block trains in %s storage", p == 1 ? "fp16" : "bf16");
+        if (tg_losses(ctx, p, got)) return 1;
+        for (i = 0; i < 3; i++)
+            if (!(fabs(got[i] - ref[i]) <= tol[p] * fabs(ref[i]))) {
+                th_fail(name, "loss at step %d: %.6f, fp32 %.6f", i + 1, (double)got[i], (double)ref[i]);
+                return 1;
+            }
+        TH_CHECK(name, ref[2] < ref[0]); /* and it learns */
+        th_pass("%s (losses %.5f %.5f %.5f, fp32 %.5f %.5f %.5f)", name, (double)got[0], (double)got[1],
+                (double)got[2], (double)ref[0], (double)ref[1], (double)ref[2]);
+    }
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     tg_shape_errors(ctx);
     tg_decay_layout(ctx);
     if (ctx) tg_round_trip(ctx);
+    if (ctx) tg_half(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }
