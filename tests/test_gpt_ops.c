@@ -6,7 +6,8 @@
  * file (the description the same, the tied weight stored once, the same
  * logits through a trainer and through nncl_model_load); shape errors at
  * build time naming the node and both shapes; nncl_param_decay's layout
- * and its argument errors; the block in fp16 and bf16 storage. */
+ * and its argument errors; the block in fp16 and bf16 storage, and on two
+ * devices equal to one. */
 #include "harness.h"
 #include "train/plan.h"
 #include "train/trainer.h"
@@ -207,9 +208,12 @@ static int tg_decay_layout(nncl_context *ctx) {
     return 0;
 }
 
-/* The losses of three SGD steps of the block in storage prec, on fixed data. */
-static int tg_losses(nncl_context *ctx, int prec, float *losses) {
-    const char *name = "the GPT block in half storage";
+/* The losses of three steps of the block in storage prec, on fixed data
+ * (position 1 of every sample ignored), on devs (NULL: device 0), with
+ * shard weights shares; the tied weight after them into wte. */
+static int tg_losses(nncl_context *ctx, int prec, const int *devs, int nd, const float *shares, float *losses,
+                     float *wte) {
+    const char *name = "the GPT block, three steps";
     nncl_graph *g = nncl_graph_create(ctx, 3);
     nncl_node *logits, *loss;
     nncl_train_config cfg = nncl_train_default();
@@ -219,16 +223,20 @@ static int tg_losses(nncl_context *ctx, int prec, float *losses) {
     float idx[TG_B * TG_T], y[TG_B * TG_T];
     int i;
     unsigned seed = 9;
+    int zero = 0;
     TH_CHECK(name, g && (loss = tg_build(g, &logits)) != NULL);
     for (i = 0; i < TG_B * TG_T; i++) {
         idx[i] = (float)(int)(th_uniform(&seed) * TG_V);
-        y[i] = (float)(int)(th_uniform(&seed) * TG_V);
+        y[i] = i % TG_T == 1 ? -100.0f : (float)(int)(th_uniform(&seed) * TG_V);
     }
     cfg.max_batch = TG_B;
     cfg.optim = nncl_optim_default(NNCL_OPT_SGD);
     cfg.optim.lr = 0.05f;
     cfg.precision = (nncl_precision)prec;
     cfg.loss_scaling = -1;
+    cfg.devices = devs ? devs : &zero;
+    cfg.n_devices = devs ? nd : 1;
+    cfg.shares = shares;
     TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &cfg, &t));
     f[0].node = nncl_graph_find(g, "idx");
     f[0].data = idx;
@@ -238,6 +246,7 @@ static int tg_losses(nncl_context *ctx, int prec, float *losses) {
         TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TG_B, &info));
         losses[i] = info.loss;
     }
+    if (wte) TH_OK(name, ctx, nncl_trainer_param_get(t, "transformer.wte.weight", wte, TG_V * TG_C));
     nncl_trainer_free(t);
     nncl_graph_free(g);
     return 0;
@@ -251,10 +260,10 @@ static int tg_half(nncl_context *ctx) {
     float ref[3], got[3];
     char name[80];
     int p, i;
-    if (tg_losses(ctx, 0, ref)) return 1;
+    if (tg_losses(ctx, 0, NULL, 0, NULL, ref, NULL)) return 1;
     for (p = 1; p <= 2; p++) {
         snprintf(name, sizeof name, "the GPT block trains in %s storage", p == 1 ? "fp16" : "bf16");
-        if (tg_losses(ctx, p, got)) return 1;
+        if (tg_losses(ctx, p, NULL, 0, NULL, got, NULL)) return 1;
         for (i = 0; i < 3; i++)
             if (!(fabs(got[i] - ref[i]) <= tol[p] * fabs(ref[i]))) {
                 th_fail(name, "loss at step %d: %.6f, fp32 %.6f", i + 1, (double)got[i], (double)ref[i]);
@@ -267,12 +276,35 @@ static int tg_half(nncl_context *ctx) {
     return 0;
 }
 
+/* Data parallel over two devices, shards of 1 and 2 samples: the same
+ * losses and tied weight as one device (every sample counts as many
+ * tokens, so the shard-weighted mean is the global one). */
+static int tg_parallel(nncl_context *ctx) {
+    const char *name = "the GPT block on two devices equals one device";
+    static const int devs[2] = {0, 1};
+    static const float shares[2] = {1, 2};
+    float l1[3], l2[3], w1[TG_V * TG_C], w2[TG_V * TG_C];
+    double want[TG_V * TG_C];
+    int i;
+    if (nncl_device_count(ctx) < 2) {
+        th_skip(name, "needs two devices (POCL_DEVICES=\"pthread pthread\")");
+        return 0;
+    }
+    if (tg_losses(ctx, 0, NULL, 0, NULL, l1, w1) || tg_losses(ctx, 0, devs, 2, shares, l2, w2)) return 1;
+    for (i = 0; i < 3; i++) TH_CHECK(name, fabs(l1[i] - l2[i]) <= 1e-5 * fabs(l1[i]));
+    for (i = 0; i < TG_V * TG_C; i++) want[i] = w1[i];
+    TH_CHECK(name, th_close(name, w2, want, TG_V * TG_C, 1e-10));
+    th_pass("%s (losses %.6f %.6f %.6f)", name, (double)l2[0], (double)l2[1], (double)l2[2]);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     tg_shape_errors(ctx);
     tg_decay_layout(ctx);
     if (ctx) tg_round_trip(ctx);
     if (ctx) tg_half(ctx);
+    if (ctx) tg_parallel(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }
