@@ -47,8 +47,9 @@ void nncl_att_store(const float *acc, float c, __global act_t *dst, int D, int a
 /* The weight multiplier of element (i, j) of head h in sample b: 1 when
  * no dropout runs, else 0 or 1 / (1 - p). */
 float nncl_att_drop(int drop, uint k0, uint k1, uint thr, float dscale, int sample, int h, int T, int i, int j) {
+    uint elem = ((uint)h * (uint)T + (uint)i) * (uint)T + (uint)j; /* uint: wraps past 2^32, never overflows */
     if (!drop) return 1.0f;
-    return nncl_drop_keep(k0, k1, (uint)sample, (uint)((h * T + i) * T + j), thr) ? dscale : 0.0f;
+    return nncl_drop_keep(k0, k1, (uint)sample, elem, thr) ? dscale : 0.0f;
 }
 
 /* The per-row kernels take the rows they read 8 at a time: 8 scores (or
