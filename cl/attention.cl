@@ -53,9 +53,8 @@ float nncl_att_drop(int drop, uint k0, uint k1, uint thr, float dscale, int samp
 }
 
 /* The per-row kernels take the rows they read 8 at a time: 8 scores (or
- * weights) as one vector, so that exp runs on 8 lanes (a scalar exp costs
- * more than the dot products of a head of 32) and the online softmax
- * rescales once per block. Rows past the mask or T get a score of -inf
+ * weights) as one vector, so that exp runs on 8 lanes and the online
+ * softmax rescales once per block. Rows past the mask or T get a score of -inf
  * (a weight of 0) and a dy . v of 0. */
 #define NNCL_ATT_BLK 8
 
