@@ -4,7 +4,8 @@
  * transpose, batched products, the sequence cross-entropy) trained a few
  * AdamW steps with decay on 2-D weights only, saved, and rebuilt from the
  * file (the description the same, the tied weight stored once, the same
- * logits through a trainer and through nncl_model_load); shape errors at
+ * logits through a trainer and through nncl_model_load; its steps look
+ * no kernel up and build nothing); shape errors at
  * build time naming the node and both shapes; nncl_param_decay's layout
  * and its argument errors; the block in fp16 and bf16 storage, and on two
  * devices equal to one. */
@@ -61,6 +62,13 @@ static nncl_node *tg_build(nncl_graph *g, nncl_node **logits) {
     return nncl_sequence_cross_entropy(g, *logits, y, -100);
 }
 
+static unsigned long tg_lookups(nncl_context *ctx) {
+    unsigned long sum = 0;
+    int d;
+    for (d = 0; d < ctx->n_devices; d++) sum += nncl__kernel_lookups(&ctx->devices[d]);
+    return sum;
+}
+
 static int tg_round_trip(nncl_context *ctx) {
     const char *name = "a GPT block trains, saves and rebuilds from its file";
     char path[200], *d1 = NULL, *d2 = NULL;
@@ -74,6 +82,7 @@ static int tg_round_trip(nncl_context *ctx) {
     nncl_step_info info;
     float idx[TG_B * TG_T], y[TG_B * TG_T], z1[TG_B * TG_T * TG_V], z2[TG_B * TG_T * TG_V], p[TG_B * TG_T * TG_V];
     int i, k, n_params = 0, step, cls[TG_B * TG_T];
+    unsigned long lookups;
     unsigned seed = 5;
     TH_CHECK(name, g && (loss = tg_build(g, &logits)) != NULL);
     for (i = 0; i < TG_B * TG_T; i++) {
@@ -94,10 +103,12 @@ static int tg_round_trip(nncl_context *ctx) {
     f[0].data = idx;
     f[1].node = nncl_graph_find(g, "y");
     f[1].data = y;
-    for (step = 0; step < 3; step++) {
-        TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TG_B, &info));
+    lookups = tg_lookups(ctx);
+    for (step = 0; step < 3; step++) { /* batches of 3, 2, 1: no kernel looked up or built in a step */
+        TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TG_B - step, &info));
         TH_CHECK(name, isfinite(info.loss) && !info.skipped);
     }
+    TH_CHECK(name, tg_lookups(ctx) == lookups);
     snprintf(path, sizeof path, "%s/tg_gpt_%d.safetensors", tg_tmp(), (int)getpid());
     TH_OK(name, ctx, nncl_trainer_save_model(t, path, NULL));
     TH_OK(name, ctx, nncl_trainer_predict(t, f, 1, TG_B, logits, z1));
