@@ -49,4 +49,13 @@ void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, flo
 double nncl__act_ref(double v, int act);
 double nncl__act_grad_ref(double y, int act);
 
+/* Dropout's counter-based mask (op_misc.c), which attention's weights
+ * share: the step's keys from node n (the graph seed in iattr[0], [1]),
+ * its id and the step seed; whether element elem of global sample sample
+ * survives against threshold round(p 2^24); the survivors' scale. */
+void nncl__dropout_keys(const nncl_node *n, uint64_t step_seed, uint32_t *k0, uint32_t *k1);
+int nncl__dropout_keep(uint32_t k0, uint32_t k1, uint32_t sample, uint32_t elem, uint32_t thr);
+uint32_t nncl__dropout_threshold(float p);
+double nncl__dropout_scale(float p);
+
 #endif /* NNCL_OPS_H */
