@@ -175,6 +175,12 @@ static nncl_node *ot_matmul(nncl_graph *g, nncl_node *const *in, const ot_row *r
     return nncl_matmul(g, in[0], b, r->a[0], r->a[1]);
 }
 
+/* matmul(a, a, 1, 0): the Gram matrix of a's columns. */
+static nncl_node *ot_matmul_self(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    (void)r;
+    return nncl_matmul(g, in[0], in[0], 1, 0);
+}
+
 /* transpose(a, a[0], a[1]), then (a[2] 1) a slice of it along a[3] from
  * a[4] of a[5] elements. */
 static nncl_node *ot_shape_ops(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
@@ -375,6 +381,8 @@ static const ot_row ot_rows[] = {
     /* weight tying: one parameter, an embedding's and a matmul's */
     {"tied embedding+matmul+sequence_ce", ot_tied, {6, -100}, 0, {OT_SEQ_LAB(5, 11), OT_SEQ_LAB(5, 11)}, 3, OT_TOL},
     {"tied embedding+matmul+sequence_ce", ot_tied, {5, 3}, 0, {OT_SEQ_LAB(7, 5), OT_SEQ_LAB(7, 5)}, 2, OT_TOL},
+    /* one node as both operands (a^T a): both gradients add into it */
+    {"matmul (a^T, a)", ot_matmul_self, {0}, 0, {OT_X2(-1, 1, 5, 3)}, 2, OT_TOL},
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
