@@ -330,8 +330,8 @@ NNCL_API nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const 
                                float scale);
 /* Frozen parameters get no update and no gradient work. Before any plan. */
 NNCL_API nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen);
-/* Whether the optimizer's weight_decay applies to this parameter (default 1: all, as today);
- * nanoGPT decays 2-D weights only. Before any plan; saved in the model description. */
+/* Whether the optimizer's weight_decay applies to this parameter (default 1: every parameter
+ * decays); nanoGPT decays 2-D weights only. Before any plan; saved in the model description. */
 NNCL_API nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay);
 
 /* Elementwise: b of a's shape, or a vector of a's last dimension, or (add, sub, mul) an unbatched b
@@ -458,7 +458,7 @@ typedef struct nncl_optim_config {
     nncl_schedule schedule;
     int step_size;         /* STEP: multiply by gamma every step_size steps */
     float gamma;
-    int total_steps;       /* COSINE: steps to anneal from lr to min_lr */
+    int total_steps;       /* COSINE: steps to anneal from lr to min_lr; WARMUP_COSINE: the step it ends */
     float min_lr;
     int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule; WARMUP_COSINE: its own) */
     float clip_norm;       /* clip gradients to this global L2 norm; 0: off */

@@ -175,6 +175,12 @@ static nncl_node *ot_matmul(nncl_graph *g, nncl_node *const *in, const ot_row *r
     return nncl_matmul(g, in[0], b, r->a[0], r->a[1]);
 }
 
+/* matmul(a, a, 1, 0): the Gram matrix of a's columns. */
+static nncl_node *ot_matmul_self(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    (void)r;
+    return nncl_matmul(g, in[0], in[0], 1, 0);
+}
+
 /* transpose(a, a[0], a[1]), then (a[2] 1) a slice of it along a[3] from
  * a[4] of a[5] elements. */
 static nncl_node *ot_shape_ops(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
@@ -390,6 +396,8 @@ static const ot_row ot_rows[] = {
     OT_ATT("h1", 2, 5, 3, 1, 0), OT_ATT("h3", 2, 7, 9, 3, 0), OT_ATT("h2 dropout 0.3", 3, 13, 10, 2, 0.3f),
     OT_ATT("T1", 3, 1, 4, 2, 0), OT_ATT("h2 D35", 1, 37, 70, 2, 0), OT_ATT("dropout 1", 2, 4, 4, 2, 1.0f),
     {"causal_attention self h2 dropout 0.2", ot_attention, {2, 1}, 0.2f, {OT_X2(-2, 2, 6, 6)}, 2, OT_TOL},
+    /* one node as both operands (a^T a): both gradients add into it */
+    {"matmul (a^T, a)", ot_matmul_self, {0}, 0, {OT_X2(-1, 1, 5, 3)}, 2, OT_TOL},
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 

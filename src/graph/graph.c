@@ -318,7 +318,8 @@ nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
 
 nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay) {
     if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
-        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_decay: not a parameter of this graph");
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_param_decay: not a parameter of this graph");
     if (decay != 0 && decay != 1)
         return nncl__fail(g->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_decay \"%s\": decay %d must be 0 or 1",
                           param->name, decay);

@@ -317,7 +317,8 @@ static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *s
 }
 
 static int model_is_loss(const nncl_node *n) {
-    return n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE || n->op == NNCL_OP_SEQ_CE;
+    return n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE ||
+           n->op == NNCL_OP_SEQ_CE;
 }
 
 /* Reads everything but the parameters. */

@@ -224,7 +224,8 @@ static nncl_status seq_check_feed(nncl_context *ctx, const nncl_node *n, int in,
 
 const nncl__opdef nncl__opdef_sequence_ce = {
     .name = "sequence_cross_entropy",
-    .kernels = {{"loss", "nncl_seq_ce_rows_f32"}, {"loss", "nncl_seq_ce_sum_f32"}, {"loss", "nncl_seq_ce_backward_f32"}},
+    .kernels = {{"loss", "nncl_seq_ce_rows_f32"}, {"loss", "nncl_seq_ce_sum_f32"},
+                {"loss", "nncl_seq_ce_backward_f32"}},
     .shape = seq_shape, .aux_size = seq_aux, .forward = seq_forward, .backward = seq_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = seq_ref_forward, .ref_backward = seq_ref_backward,
     .check_feed = seq_check_feed, .half = 1, .f32_in = 2, .f32_out = 1};

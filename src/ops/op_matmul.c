@@ -231,8 +231,9 @@ nncl_node *nncl_matmul(nncl_graph *g, nncl_node *a, nncl_node *b, int transpose_
     int iattr[2];
     if (!g || !a || !b) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_matmul: graph or an input is NULL");
     if ((transpose_a != 0 && transpose_a != 1) || (transpose_b != 0 && transpose_b != 1))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_matmul: transpose_a %d and transpose_b %d must be 0 or 1",
-                                transpose_a, transpose_b);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "nncl_matmul: transpose_a %d and transpose_b %d must be 0 or 1", transpose_a,
+                                transpose_b);
     in[0] = a;
     in[1] = b;
     iattr[0] = transpose_a;

@@ -42,8 +42,9 @@ static nncl_status tr_shape(nncl_graph *g, nncl_node *n) {
     char s1[64];
     int a0 = n->iattr[0], a1 = n->iattr[1], base = x->batched ? 1 : 0, t;
     if (a0 < base || a1 < base || a0 >= x->ndim || a1 >= x->ndim || a0 == a1)
-        return nncl__graph_error(g, NNCL_ERR_SHAPE, "transpose \"%s\": axes %d and %d of %s are not two per-sample axes",
-                                 n->name, a0 - base, a1 - base, nncl__shape_str(x, s1, sizeof s1));
+        return nncl__graph_error(g, NNCL_ERR_SHAPE,
+                                 "transpose \"%s\": axes %d and %d of %s are not two per-sample axes", n->name,
+                                 a0 - base, a1 - base, nncl__shape_str(x, s1, sizeof s1));
     shape_copy(n, x);
     t = n->shape[a0];
     n->shape[a0] = n->shape[a1];

@@ -134,8 +134,8 @@ nncl_status nncl__optim_check(nncl_context *ctx, const nncl_optim_config *o) {
         break;
     default:
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
-                          "optimizer config (%s): schedule = %d is not a schedule (NNCL_SCHED_CONSTANT, _STEP, _COSINE, "
-                          "_WARMUP_COSINE)",
+                          "optimizer config (%s): schedule = %d is not a schedule (NNCL_SCHED_CONSTANT, _STEP, "
+                          "_COSINE, _WARMUP_COSINE)",
                           nncl__optim_name(o->kind), (int)o->schedule);
     }
     if (o->warmup_steps < 0)
