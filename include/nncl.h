@@ -757,7 +757,7 @@ NNCL_API nncl_status nncl_graph_from_safetensors(nncl_context *ctx, const nncl_s
 /* What prediction needs besides the graph. Take nncl_model_meta_default(). */
 typedef struct nncl_model_meta {
     nncl_node *input;                /* the input fed with samples; NULL: the graph's first input */
-    nncl_node *output;               /* the class scores; NULL: the first input of the loss */
+    nncl_node *output;               /* the class scores [batch, .., classes]; NULL: the first input of the loss */
     float scale, shift;              /* raw value * scale + shift (default 1, 0) */
     const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
     const char *const *class_names;  /* n_classes names, or NULL */
@@ -790,10 +790,14 @@ NNCL_API void nncl_model_free(nncl_model *m);
 NNCL_API nncl_graph *nncl_model_graph(const nncl_model *m);
 /* The trainer holding the model's plans (NULL without a context). */
 NNCL_API nncl_trainer *nncl_model_trainer(const nncl_model *m);
+/* The input node fed with rows (nncl.input) and the node giving the class
+ * scores (nncl.output), for nncl_trainer_predict on the model's trainer. */
+NNCL_API nncl_node *nncl_model_input(const nncl_model *m);
+NNCL_API nncl_node *nncl_model_output(const nncl_model *m);
 /* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
 NNCL_API size_t nncl_model_features(const nncl_model *m);
 NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);
-/* Classes (the output's width) and the name of class k (NULL when unnamed). */
+/* Classes (the width of the output's last axis) and the name of class k (NULL when unnamed). */
 NNCL_API int nncl_model_classes(const nncl_model *m);
 NNCL_API const char *nncl_model_class_name(const nncl_model *m, int k);
 /* The training table's label column (nncl.label), or NULL. */
@@ -803,7 +807,9 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
 /* Class probabilities (softmax of the output) of n raw rows [n, features]
  * into probs [n, classes] and the predicted class (argmax of the output,
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
- * [n]; either may be NULL. The rows are preprocessed on a copy. */
+ * [n]; either may be NULL. The rows are preprocessed on a copy. An output
+ * [batch, T, classes] (a sequence model: classes over its last axis) gives
+ * probs [n, T, classes] and classes [n, T]. */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
 
 /* ---------------------------------------------------------------- progress */
