@@ -348,6 +348,13 @@ NNCL_API nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const c
 /* Layer norm over the last axis with bias 1 (nncl_layernorm) or 0 (nanoGPT's LayerNorm(bias=False):
  * y = (x - mean) / sqrt(var + eps) * weight, NAME.weight only). */
 NNCL_API nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, const char *name);
+/* Fused causal self-attention: q, k, v [B, T, C], C = n_heads * head_dim
+ * (head_dim at most 128); per head softmax(q k^T / sqrt(head_dim) + causal
+ * mask) v, dropout p on the weights (training only, counter-based as
+ * nncl_dropout's: a step is reproducible), output [B, T, C] (heads
+ * concatenated back along C, as PyTorch's view/transpose does). */
+NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
+                                          int n_heads, float dropout);
 
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);

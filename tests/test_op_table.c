@@ -31,7 +31,7 @@ struct ot_row {
     ot_builder build;
     int a[6];          /* the builder's integer attributes */
     float p;           /* and its float one */
-    ot_input in[2];
+    ot_input in[3];
     int batch;
     double tol;        /* normalised squared error allowed on the devices */
 };
@@ -219,6 +219,13 @@ static nncl_node *ot_tied(nncl_graph *g, nncl_node *const *in, const ot_row *r) 
     return nncl_sequence_cross_entropy(g, nncl_matmul(g, h, wte, 0, 1), in[1], r->a[1]);
 }
 
+/* causal_attention of a[0] heads, dropout p, on inputs q, k, v; a[1] 1:
+ * self-attention of one input (q = k = v: three gradients into one). */
+static nncl_node *ot_attention(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return r->a[1] ? nncl_causal_attention(g, in[0], in[0], in[0], r->a[0], r->p)
+                   : nncl_causal_attention(g, in[0], in[1], in[2], r->a[0], r->p);
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -239,6 +246,9 @@ static nncl_node *ot_tied(nncl_graph *g, nncl_node *const *in, const ot_row *r) 
 #define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_BN(b, ndim, d0, d1, d2) {"batchnorm", ot_batchnorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
 #define OT_LN(b, ndim, d0, d1, d2) {"layernorm", ot_layernorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
+#define OT_ATT(name, b, T, C, heads, p)                                                                               \
+    {"causal_attention " name, ot_attention, {heads}, p,                                                             \
+     {OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C)}, b, OT_TOL}
 #define OT_CAT(b, axis, ndim, a0, a1, a2, b0, b1, b2)                                                                \
     {"concat", ot_concat, {axis}, 0, {{OT_GRAD, -2, 2, ndim, {a0, a1, a2}}, {OT_GRAD, -2, 2, ndim, {b0, b1, b2}}}, b, \
      OT_TOL}
@@ -375,6 +385,11 @@ static const ot_row ot_rows[] = {
     /* weight tying: one parameter, an embedding's and a matmul's */
     {"tied embedding+matmul+sequence_ce", ot_tied, {6, -100}, 0, {OT_SEQ_LAB(5, 11), OT_SEQ_LAB(5, 11)}, 3, OT_TOL},
     {"tied embedding+matmul+sequence_ce", ot_tied, {5, 3}, 0, {OT_SEQ_LAB(7, 5), OT_SEQ_LAB(7, 5)}, 2, OT_TOL},
+    /* causal attention: odd heads (D 3, 5, 35), one and several heads, T
+     * of 1 and off every multiple, dropout (p 1: every weight dropped) */
+    OT_ATT("h1", 2, 5, 3, 1, 0), OT_ATT("h3", 2, 7, 9, 3, 0), OT_ATT("h2 dropout 0.3", 3, 13, 10, 2, 0.3f),
+    OT_ATT("T1", 3, 1, 4, 2, 0), OT_ATT("h2 D35", 1, 37, 70, 2, 0), OT_ATT("dropout 1", 2, 4, 4, 2, 1.0f),
+    {"causal_attention self h2 dropout 0.2", ot_attention, {2, 1}, 0.2f, {OT_X2(-2, 2, 6, 6)}, 2, OT_TOL},
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
@@ -430,14 +445,14 @@ static void ot_distinct(float *d, size_t count) {
 }
 
 static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
-    static const char *const names[2] = {"a", "b"};
+    static const char *const names[3] = {"a", "b", "c"};
     char name[200], s0[48], s1[48] = "";
     nncl_graph *g = nncl_graph_create(ctx, 42);
-    nncl_node *in[2] = {NULL, NULL}, *out, *t = NULL, *loss;
-    float *data[3] = {NULL, NULL, NULL};
-    oc_feed f[3];
+    nncl_node *in[3] = {NULL, NULL, NULL}, *out, *t = NULL, *loss;
+    float *data[4] = {NULL, NULL, NULL, NULL};
+    oc_feed f[4];
     int i, nf = 0, ok = 1;
-    for (i = 0; i < 2 && r->in[i].kind; i++) {
+    for (i = 0; i < 3 && r->in[i].kind; i++) {
         in[i] = nncl_input(g, names[i], r->in[i].ndim, r->in[i].dims);
         if (!in[i]) ok = 0;
         else in[i]->needs_grad = r->in[i].kind == OT_GRAD; /* check the input's gradient too */
@@ -460,7 +475,7 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
         loss = nncl_mse(g, out, t);
     }
     if (loss) {
-        for (i = 0; i < 2 && in[i]; i++) {
+        for (i = 0; i < 3 && in[i]; i++) {
             data[nf] = ot_data(&r->in[i], nncl__numel(in[i], r->batch), 17u + 12u * (unsigned)i + 97u * (unsigned)index);
             f[nf].node = in[i];
             f[nf].data = data[nf];
@@ -475,14 +490,14 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     }
     if (oc_store && out && (out->op == NNCL_OP_MAXPOOL2D || (out->n_in > 0 && out->in[0]->op == NNCL_OP_MAXPOOL2D)) &&
         data[0]) ot_distinct(data[0], nncl__numel(in[0], r->batch));
-    for (oc_no_fd = 0, i = 0; i < 2 && in[i]; i++) oc_no_fd |= nncl__numel(in[i], r->batch) > OT_FD_MAX;
+    for (oc_no_fd = 0, i = 0; i < 3 && in[i]; i++) oc_no_fd |= nncl__numel(in[i], r->batch) > OT_FD_MAX;
     if (!oc_store) oc_check(name, ctx, g, loss, f, nf, r->batch, r->tol);
     else if (loss && nncl__numel(out == loss ? out->in[0] : out, r->batch) >= 8 &&
              nncl__plan_check_store(ctx, g, loss, oc_store) == NNCL_OK) {
         oc_check(name, ctx, g, loss, f, nf, r->batch, oc_store == 1 ? 1e-5 : 6e-4);
         for (i = 0; i < g->n_nodes; i++) ot_half_ran[g->nodes[i]->op] = 1;
     }
-    for (i = 0; i < 3; i++) free(data[i]);
+    for (i = 0; i < 4; i++) free(data[i]);
     nncl_graph_free(g);
 }
 
@@ -494,8 +509,8 @@ static int ot_coverage(nncl_context *ctx) {
     for (k = 0; k < (int)OT_NROWS; k++) {
         const ot_row *r = &ot_rows[k];
         nncl_graph *g = nncl_graph_create(ctx, 1);
-        nncl_node *in[2] = {NULL, NULL};
-        for (i = 0; i < 2 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? "b" : "a", r->in[i].ndim, r->in[i].dims);
+        nncl_node *in[3] = {NULL, NULL, NULL};
+        for (i = 0; i < 3 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? (i == 1 ? "b" : "c") : "a", r->in[i].ndim, r->in[i].dims);
         TH_CHECK(name, r->build(g, in, r) != NULL);
         for (i = 0; i < g->n_nodes; i++) seen[g->nodes[i]->op] = 1;
         nncl_graph_free(g);

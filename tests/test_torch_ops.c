@@ -71,6 +71,12 @@ static nncl_node *b_concat_1(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_no
 static nncl_node *b_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_softmax_cross_entropy(g, h, t); }
 static nncl_node *b_bce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_bce_with_logits(g, h, t); }
 static nncl_node *b_mse(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_mse(g, h, h2); }
+/* q, k, v projections of h (no bias), two heads of 3 */
+static nncl_node *b_attention(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_node *q = nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "q"), *k = nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "k");
+    (void)h2; (void)t;
+    return nncl_causal_attention(g, q, k, nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "v"), 2, 0.0f);
+}
 
 /* loss: the builder gives the loss itself; 2: and t holds one class per sample */
 typedef struct tto_case {
@@ -95,6 +101,7 @@ static const tto_case tto_cases[] = {
     {"embedding", b_embedding, 0}, {"flatten", b_flatten, 0}, {"reshape", b_reshape, 0},
     {"concat_0", b_concat_0, 0}, {"concat_1", b_concat_1, 0}, {"softmax_cross_entropy", b_ce, 2},
     {"bce_with_logits", b_bce, 1}, {"mse", b_mse, 1},
+    {"causal_attention", b_attention, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */

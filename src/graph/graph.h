@@ -249,6 +249,15 @@ nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phas
  * graph's state buffer. */
 void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var);
 
+/* Dropout's counter-based mask (op_misc.c), which attention's weights
+ * share: the step's keys from node n (the graph seed in iattr[0], [1]),
+ * its id and the step seed; whether element elem of global sample sample
+ * survives against threshold round(p 2^24); the survivors' scale. */
+void nncl__dropout_keys(const nncl_node *n, uint64_t step_seed, uint32_t *k0, uint32_t *k1);
+int nncl__dropout_keep(uint32_t k0, uint32_t k1, uint32_t sample, uint32_t elem, uint32_t thr);
+uint32_t nncl__dropout_threshold(float p);
+double nncl__dropout_scale(float p);
+
 /* The fused activations (nncl_act) and their derivative from the output, in
  * double, for the host references of linear and conv2d. */
 double nncl__act_ref(double v, int act);

@@ -34,6 +34,7 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_EMBEDDING, {"num", "dim"}, {NULL}},
     {NNCL_OP_RESHAPE, {"ndim", "d1", "d2", "d3", "d4"}, {NULL}},
     {NNCL_OP_CONCAT, {"axis"}, {NULL}},
+    {NNCL_OP_CAUSAL_ATTENTION, {"seed_lo", "seed_hi", "heads"}, {"dropout"}},
     {NNCL_OP_BATCHNORM, {NULL}, {"eps", "momentum"}},
     {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
     {NNCL_OP_SCALE, {NULL}, {"alpha"}},

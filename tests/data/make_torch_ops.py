@@ -15,6 +15,7 @@
 # momentum) against PyTorch's, where the op tests check its arithmetic.
 # Run once (needs torch): python3 make_torch_ops.py
 import json
+import math
 import struct
 
 import torch
@@ -151,6 +152,19 @@ def mse(h, h2, P, S, train):
 case("softmax_cross_entropy", (5, 6), ce, loss_op=True, scale=3.0)
 case("bce_with_logits", (3, 5), bce, loss_op=True, scale=3.0)
 case("mse", (3, 5), mse, loss_op=True, x2_shape=(3, 5))
+
+
+def attention(h, h2, P, S, train, heads=2):
+    """nanoGPT's CausalSelfAttention without its projections' biases, from
+    q, k, v projections of h, written out (torch 1.13 has no fused one)."""
+    B, T, C = h.shape
+    q, k, v = (F.linear(h, P[n + ".weight"]).view(B, T, heads, C // heads).transpose(1, 2) for n in "qkv")
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(C // heads)
+    att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    return (F.softmax(att, -1) @ v).transpose(1, 2).reshape(B, T, C)
+
+
+case("causal_attention", (2, 5, 6), attention, params={"q.weight": (6, 6), "k.weight": (6, 6), "v.weight": (6, 6)})
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
