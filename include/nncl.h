@@ -375,7 +375,15 @@ NNCL_API int nncl_node_shape(const nncl_node *n, int *shape);
 /* ---------------------------------------------------------------- training */
 
 typedef enum nncl_optimizer { NNCL_OPT_SGD = 0, NNCL_OPT_ADAM, NNCL_OPT_ADAMW, NNCL_OPT_RMSPROP } nncl_optimizer;
-typedef enum nncl_schedule { NNCL_SCHED_CONSTANT = 0, NNCL_SCHED_STEP, NNCL_SCHED_COSINE } nncl_schedule;
+/* WARMUP_COSINE is nanoGPT's get_lr, W = warmup_steps, T = total_steps (its lr_decay_iters):
+ * t < W: lr (t+1)/(W+1); t > T: min_lr; else min_lr + (lr - min_lr)(1 + cos(pi (t-W)/(T-W)))/2.
+ * COSINE with warmup_steps instead multiplies the unshifted cosine by min(1, (t+1)/W). */
+typedef enum nncl_schedule {
+    NNCL_SCHED_CONSTANT = 0,
+    NNCL_SCHED_STEP,
+    NNCL_SCHED_COSINE,
+    NNCL_SCHED_WARMUP_COSINE
+} nncl_schedule;
 
 /* Optimizer and learning-rate schedule; the meaning of every field follows
  * PyTorch's optimizer of the same name. nncl_optim_default() gives
@@ -396,7 +404,7 @@ typedef struct nncl_optim_config {
     float gamma;
     int total_steps;       /* COSINE: steps to anneal from lr to min_lr */
     float min_lr;
-    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule) */
+    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule; WARMUP_COSINE: its own) */
     float clip_norm;       /* clip gradients to this global L2 norm; 0: off */
 } nncl_optim_config;
 

@@ -34,6 +34,7 @@ struct nncl_node {
     float fattr[4];               /* slope, probability, epsilon, momentum, scale */
     /* parameters */
     int trainable;                /* a PARAM that the optimizer updates */
+    int no_decay;                 /* a PARAM the optimizer's weight decay leaves out (nncl_param_decay) */
     int init;                     /* nncl_init kind */
     float init_scale;
     size_t param_off;             /* element offset in the flat parameter buffer */
@@ -143,6 +144,7 @@ struct nncl_graph {
     int n_nodes, cap_nodes;
     size_t n_params;              /* floats in the flat parameter buffer */
     size_t n_trainable;           /* the first n_trainable of them are trainable */
+    size_t n_decay;               /* the first n_decay of those take weight decay */
     size_t n_state;               /* floats of running statistics */
     uint64_t seed;
     int frozen;                   /* parameter layout fixed (a plan exists) */
