@@ -117,7 +117,7 @@ static int model_classes_of(const nncl_node *out) { return out->shape[out->ndim 
 
 /* The losses a model file's graph may end in. */
 static int model_is_loss(nncl__op op) {
-    return op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE;
+    return op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_SEQ_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE;
 }
 
 /* What nncl_model_load() will ask of the file, asked of the metadata before
