@@ -797,7 +797,7 @@ NNCL_API nncl_status nncl_graph_from_safetensors(nncl_context *ctx, const nncl_s
 /* What prediction needs besides the graph. Take nncl_model_meta_default(). */
 typedef struct nncl_model_meta {
     nncl_node *input;                /* the input fed with samples; NULL: the graph's first input */
-    nncl_node *output;               /* the class scores [batch, .., classes]; NULL: the first input of the loss */
+    nncl_node *output;               /* the class scores; NULL: the first input of the loss */
     float scale, shift;              /* raw value * scale + shift (default 1, 0) */
     const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
     const char *const *class_names;  /* n_classes names, or NULL */
@@ -837,7 +837,7 @@ NNCL_API nncl_node *nncl_model_output(const nncl_model *m);
 /* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
 NNCL_API size_t nncl_model_features(const nncl_model *m);
 NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);
-/* Classes (the width of the output's last axis) and the name of class k (NULL when unnamed). */
+/* Classes (the output's last dimension) and the name of class k (NULL when unnamed). */
 NNCL_API int nncl_model_classes(const nncl_model *m);
 NNCL_API const char *nncl_model_class_name(const nncl_model *m, int k);
 /* The training table's label column (nncl.label), or NULL. */
@@ -848,8 +848,8 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
  * into probs [n, classes] and the predicted class (argmax of the output,
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
  * [n]; either may be NULL. The rows are preprocessed on a copy. An output
- * [batch, T, classes] (a sequence model: classes over its last axis) gives
- * probs [n, T, classes] and classes [n, T]. */
+ * of a sequence, [B, T, classes] (a GPT's logits), gives T rows per input
+ * row: probs [n, T, classes], classes [n, T]. */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
 
 /* ---------------------------------------------------------------- progress */

@@ -4,9 +4,10 @@
  * another mask, p = 0 and evaluation exactly no dropout), the shape errors
  * at build time, and the op in a model file's graph text (written, read
  * back into the same graph and the same predictions, a bad head count
- * refused). */
-#include "harness.h"
-#include "train/plan.h"
+ * refused); and the tiled kernels GPUs run, forced on every device
+ * (NNCL_ATTENTION=tiles), against the double reference as the op table
+ * checks the per-row ones. */
+#include "opcheck.h"
 #include "train/trainer.h"
 #include <math.h>
 #include <stdio.h>
@@ -195,6 +196,55 @@ static int ta_roundtrip(nncl_context *ctx) {
     return 0;
 }
 
+/* The tiled kernels: rows in groups of 64 and tiles of 16, both cut short
+ * (T 70, 33), heads of 3, 35 and 128 columns (the most), dropout, q = k =
+ * v, in fp32, fp16 and bf16 storage. */
+static int ta_tiles(nncl_context *ctx) {
+    static const int shapes[5][6] = {/* batch, T, C, heads, dropout %, self */
+                                     {2, 70, 6, 2, 0, 0}, {3, 5, 9, 3, 0, 0}, {2, 33, 70, 2, 30, 0},
+                                     {1, 64, 256, 2, 0, 0}, {2, 17, 8, 2, 20, 1}};
+    static const double tol[3] = {1e-9, 1e-5, 6e-4};
+    int s, i, k;
+    setenv("NNCL_ATTENTION", "tiles", 1);
+    oc_no_fd = 1; /* the op table's rows have the finite differences */
+    for (oc_store = 0; oc_store <= 2; oc_store++)
+        for (s = 0; s < 5; s++) {
+            const int *z = shapes[s];
+            int shape[2] = {z[1], z[2]};
+            char name[200];
+            nncl_graph *g = nncl_graph_create(ctx, 42);
+            nncl_node *in[3], *a, *t, *loss;
+            float *data[4];
+            oc_feed f[4];
+            int nin = z[5] ? 1 : 3;
+            for (i = 0; i < nin; i++) {
+                static const char *const names[3] = {"q", "k", "v"};
+                in[i] = nncl_input(g, names[i], 2, shape);
+                in[i]->needs_grad = 1;
+            }
+            a = z[5] ? nncl_causal_attention(g, in[0], in[0], in[0], z[3], (float)z[4] / 100)
+                     : nncl_causal_attention(g, in[0], in[1], in[2], z[3], (float)z[4] / 100);
+            t = nncl_input(g, "target", 2, shape);
+            loss = nncl_mse(g, a, t);
+            for (k = 0; k <= nin; k++) { /* the inputs, then the target (off-centre) */
+                data[k] = th_random((size_t)z[0] * z[1] * z[2], k == nin ? -0.5f : -2, k == nin ? 1.5f : 2,
+                                    31u * (unsigned)(s + 1) + (unsigned)k);
+                f[k].node = k == nin ? t : in[k];
+                f[k].data = data[k];
+            }
+            snprintf(name, sizeof name, "%s%sattention tiles b%d T%d C%d heads %d dropout 0.%02d%s",
+                     oc_store ? (oc_store == 1 ? "fp16" : "bf16") : "", oc_store ? " storage: " : "", z[0], z[1], z[2],
+                     z[3], z[4], z[5] ? " q = k = v" : "");
+            oc_check(name, ctx, g, loss, f, nin + 1, z[0], tol[oc_store]);
+            for (k = 0; k <= nin; k++) free(data[k]);
+            nncl_graph_free(g);
+        }
+    oc_store = 0;
+    oc_no_fd = 0;
+    unsetenv("NNCL_ATTENTION");
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int d;
@@ -202,6 +252,7 @@ int main(void) {
     ta_shapes(ctx);
     for (d = 0; d < nncl_device_count(ctx); d++) ta_dropout(ctx, d);
     ta_roundtrip(ctx);
+    ta_tiles(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

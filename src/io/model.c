@@ -111,15 +111,6 @@ static nncl_node *model_first_input(const nncl_graph *g) {
     return NULL;
 }
 
-/* The classes of an output [batch, .., classes]: its last axis (a sequence
- * model's output [batch, T, vocabulary] scores every position). */
-static int model_classes_of(const nncl_node *out) { return out->shape[out->ndim - 1]; }
-
-/* The losses a model file's graph may end in. */
-static int model_is_loss(nncl__op op) {
-    return op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_SEQ_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE;
-}
-
 /* What nncl_model_load() will ask of the file, asked of the metadata before
  * it is written: a saved model always loads and predicts from its input. */
 static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
@@ -157,9 +148,9 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
         if (!isfinite(m->mean[j]) || !isfinite(m->std[j]) || !(m->std[j] > 0))
             return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: mean[%zu] %g and std[%zu] %g: finite, std > 0", fn,
                               j, (double)m->mean[j], j, (double)m->std[j]);
-    if (m->n_classes && (!m->class_names || m->n_classes != model_classes_of(m->output)))
+    if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[m->output->ndim - 1]))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d class names for output \"%s\" of %d classes", fn,
-                          m->n_classes, m->output->name, model_classes_of(m->output));
+                          m->n_classes, m->output->name, m->output->shape[m->output->ndim - 1]);
     if (m->n_classes > MODEL_MAX_CLASSES) /* the loader's limit; a negative count failed above */
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d classes, more than %d", fn, m->n_classes,
                           MODEL_MAX_CLASSES);
@@ -240,12 +231,13 @@ struct nncl_model {
     nncl_graph *graph;
     nncl_trainer *trainer;
     nncl_node *input, *output;
-    int classes;
+    int classes;              /* the output's last dimension */
+    size_t positions;         /* rows of classes per sample: 1, or a sequence's [.., classes] */
     char **class_names;       /* NULL or classes names */
     char *label_name;         /* NULL or the label column's name */
     float scale, shift;
     float *mean, *std;        /* NULL or features each */
-    float *work, *logits;     /* max_batch rows, max_batch * classes */
+    float *work, *logits;     /* max_batch rows, max_batch * positions * classes */
     int max_batch;
 };
 
@@ -278,6 +270,10 @@ static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *s
     return NNCL_OK;
 }
 
+static int model_is_loss(const nncl_node *n) {
+    return n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE || n->op == NNCL_OP_SEQ_CE;
+}
+
 /* Reads everything but the parameters. */
 static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st, nncl_model *m) {
     const char *v;
@@ -288,13 +284,13 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
     m->input = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.input"));
     if (!m->input) m->input = model_first_input(m->graph);
     m->output = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.output"));
-    for (k = 0; k < m->graph->n_nodes; k++) {
-        if (model_is_loss(m->graph->nodes[k]->op)) loss = m->graph->nodes[k];
-    }
+    for (k = 0; k < m->graph->n_nodes; k++)
+        if (model_is_loss(m->graph->nodes[k])) loss = m->graph->nodes[k];
     if (!m->output && loss) m->output = loss->in[0];
     if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim < 2)
         return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, .., classes]");
-    m->classes = model_classes_of(m->output);
+    m->classes = m->output->shape[m->output->ndim - 1];
+    m->positions = m->output->sample_numel / (size_t)m->classes;
     d = m->input->sample_numel;
     NNCL_TRY(model_float_meta(ctx, st, "nncl.scale", 1, &m->scale));
     NNCL_TRY(model_float_meta(ctx, st, "nncl.shift", 0, &m->shift));
@@ -343,7 +339,7 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         for (k = 0; k < m->graph->n_nodes && s == NNCL_OK; k++) {
             nncl_node *n = m->graph->nodes[k];
             if (n->op == NNCL_OP_PARAM) s = nncl_param_freeze(m->graph, n, 1);
-            if (model_is_loss(n->op)) loss = n;
+            if (model_is_loss(n)) loss = n;
         }
         if (s == NNCL_OK && !loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
         if (s == NNCL_OK) s = nncl_trainer_create(ctx, m->graph, loss, &tc, &m->trainer);
@@ -412,13 +408,12 @@ nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
 }
 
 static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
-    size_t d, start, P; /* P: rows of classes per sample (positions of a sequence model) */
+    size_t d, start;
     int C;
     if (!m || (n && (!rows || (!probs && !classes)))) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
     if (!m->trainer) return nncl__fail(NULL, NNCL_ERR_STATE, "nncl_model_predict: the model was read without a context");
     d = m->input->sample_numel;
     C = m->classes;
-    P = m->output->sample_numel / (size_t)C;
     for (start = 0; start < n; start += (size_t)m->max_batch) {
         int b = n - start < (size_t)m->max_batch ? (int)(n - start) : m->max_batch, r, c;
         nncl_feed f;
@@ -427,18 +422,18 @@ static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, flo
         f.node = m->input;
         f.data = m->work;
         NNCL_TRY(nncl_trainer_predict(m->trainer, &f, 1, b, m->output, m->logits));
-        for (r = 0; r < (int)((size_t)b * P); r++) { /* softmax in double */
+        for (r = 0; r < b * (int)m->positions; r++) { /* softmax in double */
             const float *z = m->logits + (size_t)r * C;
-            size_t row = start * P + (size_t)r;
             double mx, s = 0;
             int arg = 0;
             for (c = 1; c < C; c++)
                 if (z[c] > z[arg]) arg = c;
             mx = z[arg];
-            if (classes) classes[row] = arg;
+            if (classes) classes[start * m->positions + (size_t)r] = arg;
             if (!probs) continue;
             for (c = 0; c < C; c++) s += exp((double)z[c] - mx);
-            for (c = 0; c < C; c++) probs[row * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
+            for (c = 0; c < C; c++)
+                probs[(start * m->positions + (size_t)r) * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
         }
     }
     return NNCL_OK;

@@ -6,7 +6,8 @@
  * view/transpose gives it. Per (sample, head):
  *   S = q k^T / sqrt(D) masked to j <= i,  P = softmax_j(S),
  *   Pd = P with dropout (training, p > 0),  y = Pd v.
- * Flash-attention style (cl/attention.cl): the forward keeps only the
+ * Flash-attention style (cl/attention.cl, per-row kernels on CPUs, tiled
+ * ones sharing rows through local memory on GPUs): the forward keeps only the
  * log-sum-exp of each row's scores (aux [B, H, T], fp32) and the backward
  * recomputes P from q, k and it; delta_i = dy_i . y_i (the second half of
  * aux, written by the query-side backward kernel) stands in for the row
@@ -17,12 +18,18 @@
 #include "graph/graph.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
-/* Longest head: each work-item keeps one or two rows of D floats
+/* Longest head: each work-item keeps up to four rows of D floats
  * (NNCL_ATT_DMAX in cl/attention.cl). */
 #define ATT_DMAX 128
+/* The tiled kernels' rows per work-group and local memory (NNCL_ATT_TQ,
+ * NNCL_ATT_TK in cl/attention.cl). */
+#define ATT_TQ 64
+#define ATT_LOCAL_BYTES ((2 * 16 * ATT_DMAX + 32) * 4)
 
-enum { ATT_K_FORWARD, ATT_K_DQ, ATT_K_DKV };
+/* Slots: the per-row kernels, then their tiled forms (ATT_K_TILES later). */
+enum { ATT_K_FORWARD, ATT_K_DQ, ATT_K_DKV, ATT_K_TILES };
 
 typedef struct att_dims {
     int T, C, H, D;
@@ -92,17 +99,44 @@ static void att_args_tail(nncl__args *a, const nncl__exec *x, const nncl_node *n
     nncl__arg_float(a, (float)nncl__dropout_scale(n->fattr[0]));
 }
 
+/* Whether kernel `slot` runs tiled: on GPUs (the per-row kernels suit CPU
+ * drivers, which run a group's work-items as SIMD lanes), where the device
+ * has the local memory and the kernel its group size; NNCL_ATTENTION=tiles
+ * or rows decides instead (tests run both on any device). */
+static int att_tiled(nncl__exec *x, const nncl_node *n, int slot) {
+    const char *env = getenv("NNCL_ATTENTION");
+    size_t wg = x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)(ATT_K_TILES + slot)].wg;
+    if ((wg && wg < ATT_TQ) || x->dev->info.local_mem < ATT_LOCAL_BYTES || x->dev->max_work_group < ATT_TQ) return 0;
+    if (env && !strcmp(env, "tiles")) return 1;
+    if (env && !strcmp(env, "rows")) return 0;
+    return x->dev->info.type == NNCL_DEVICE_GPU;
+}
+
+/* Begins kernel `slot` in the form att_tiled chooses. */
+static nncl_status att_begin(nncl__exec *x, const nncl_node *n, int slot, int *tiled, nncl__args *a) {
+    *tiled = att_tiled(x, n, slot);
+    return nncl__kbegin(x, n, *tiled ? ATT_K_TILES + slot : slot, a);
+}
+
+/* One work-item a row, or groups of ATT_TQ rows of one (sample, head). */
+static nncl_status att_launch(nncl__args *a, nncl__exec *x, const att_dims *d, int tiled) {
+    size_t rows = (size_t)x->batch * (size_t)d->H * (size_t)d->T, local = ATT_TQ, global;
+    if (!tiled) return nncl__launch_1d(a, x->dev, rows);
+    global = (size_t)x->batch * (size_t)d->H * (((size_t)d->T + ATT_TQ - 1) / ATT_TQ) * ATT_TQ;
+    return nncl__launch(a, x->dev, 1, &global, &local);
+}
+
 static nncl_status att_forward(nncl__exec *x, nncl_node *n) {
     att_dims d = att_dims_of(n);
     size_t rows = (size_t)x->batch * (size_t)d.H * (size_t)d.T;
     nncl__args a;
-    int i;
-    NNCL_TRY(nncl__kbegin(x, n, ATT_K_FORWARD, &a));
+    int i, tiled;
+    NNCL_TRY(att_begin(x, n, ATT_K_FORWARD, &tiled, &a));
     for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(x, n->in[i]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_view(&a, nncl__auxv(x, n));
     att_args_tail(&a, x, n, &d, rows);
-    return nncl__launch_1d(&a, x->dev, rows);
+    return att_launch(&a, x, &d, tiled);
 }
 
 static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
@@ -110,13 +144,13 @@ static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
     size_t rows = (size_t)x->batch * (size_t)d.H * (size_t)d.T;
     nncl__view lse = nncl__auxv(x, n), delta = lse;
     nncl__args a;
-    int i, want[3], acc[3];
+    int i, want[3], acc[3], tiled;
     delta.off += rows;
     for (i = 0; i < 3; i++) {
         want[i] = nncl__need_grad(x, n, i);
         acc[i] = want[i] ? nncl__grad_accumulate(x, n, i) : 0;
     }
-    NNCL_TRY(nncl__kbegin(x, n, ATT_K_DQ, &a));
+    NNCL_TRY(att_begin(x, n, ATT_K_DQ, &tiled, &a));
     for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(x, n->in[i]));
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_view(&a, nncl__grd(x, n));
@@ -126,9 +160,9 @@ static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
     att_args_tail(&a, x, n, &d, rows);
     nncl__arg_int(&a, want[0]);
     nncl__arg_int(&a, acc[0]);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, rows));
+    NNCL_TRY(att_launch(&a, x, &d, tiled));
     if (!want[1] && !want[2]) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, ATT_K_DKV, &a));
+    NNCL_TRY(att_begin(x, n, ATT_K_DKV, &tiled, &a));
     for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(x, n->in[i]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, lse);
@@ -140,7 +174,7 @@ static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, acc[1]);
     nncl__arg_int(&a, want[2]);
     nncl__arg_int(&a, acc[2]);
-    return nncl__launch_1d(&a, x->dev, rows);
+    return att_launch(&a, x, &d, tiled);
 }
 
 /* ------------------------------------------------------------- reference */
@@ -148,9 +182,9 @@ static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
 /* The dropout multiplier of weight (i, j) of head h in batch row b. */
 static double att_ref_drop(const nncl_node *n, const nncl__refctx *r, const att_dims *d, int b, int h, int i, int j,
                            uint32_t k0, uint32_t k1) {
+    uint32_t elem = ((uint32_t)h * (uint32_t)d->T + (uint32_t)i) * (uint32_t)d->T + (uint32_t)j; /* wraps as the kernels' */
     if (!r->training || !(n->fattr[0] > 0)) return 1;
-    return nncl__dropout_keep(k0, k1, (uint32_t)(r->batch_offset + b), (uint32_t)((h * d->T + i) * d->T + j),
-                              nncl__dropout_threshold(n->fattr[0]))
+    return nncl__dropout_keep(k0, k1, (uint32_t)(r->batch_offset + b), elem, nncl__dropout_threshold(n->fattr[0]))
                ? nncl__dropout_scale(n->fattr[0])
                : 0;
 }
@@ -230,7 +264,9 @@ static void att_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 const nncl__opdef nncl__opdef_causal_attention = {
     .name = "causal_attention",
     .kernels = {{"attention", "nncl_attention_f32"}, {"attention", "nncl_attention_backward_f32_dq"},
-                {"attention", "nncl_attention_backward_f32_dkv"}},
+                {"attention", "nncl_attention_backward_f32_dkv"}, {"attention", "nncl_attention_f32_tiles"},
+                {"attention", "nncl_attention_backward_f32_dq_tiles"},
+                {"attention", "nncl_attention_backward_f32_dkv_tiles"}},
     .shape = att_shape, .aux_size = att_aux, .forward = att_forward, .backward = att_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = att_ref_forward, .ref_backward = att_ref_backward,
     .half = 1, .f32_aux = 1};
