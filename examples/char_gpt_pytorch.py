@@ -143,11 +143,8 @@ def config_of(state, meta):
     for line in meta.get("nncl.graph", "").split("\n"):
         f = line.split(" ")
         if len(f) > 1 and "attention" in f[1]:
-            attrs = dict(a.split("=", 1) for a in f[5:] if "=" in a)
-            for key in ("heads", "n_heads", "n_head", "i0"):
-                if key in attrs:
-                    c.n_head = int(attrs[key])
-                    break
+            attrs = dict(a.split("=", 1) for a in f[5:] if "=" in a)  # "... heads=4 dropout=0"
+            c.n_head = int(attrs.get("heads", 0))
             break
     if not c.n_head:
         raise SystemExit("the file's nncl.graph names no attention node with its number of heads")
