@@ -503,8 +503,8 @@ typedef struct nncl_train_config {
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
  * at the ceiling (2^-64 and 2^64). */
-#define NNCL_LOSS_SCALE_MIN 0x1p-64f
-#define NNCL_LOSS_SCALE_MAX 0x1p64f
+#define NNCL_LOSS_SCALE_MIN 5.42101086242752217e-20f /* 2^-64: no hex floats, for C++11 */
+#define NNCL_LOSS_SCALE_MAX 18446744073709551616.0f
 
 NNCL_API nncl_train_config nncl_train_default(void);
 
