@@ -172,6 +172,15 @@ nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *nam
     return n;
 }
 
+void nncl__graph_truncate(nncl_graph *g, int keep) {
+    int k;
+    while (g->n_nodes > keep) {
+        nncl_node *n = g->nodes[g->n_nodes - 1];
+        for (k = 0; k < n->n_in; k++) n->in[k]->n_consumers--;
+        graph_pop(g);
+    }
+}
+
 int nncl__name_ok(const char *name) {
     const char *s = name;
     if (!s || !*s || strlen(s) >= NNCL_NAME_MAX) return 0;
