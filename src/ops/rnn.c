@@ -5,8 +5,8 @@
  * with the gates' nonlinearities and the cell update as elementwise nodes,
  * so the backward through time is the graph's exact autodiff. Each step
  * keeps [B, 1, *] shapes; the steps' hidden states are concatenated along
- * the time axis into the layer's output [B, T, H], which feeds the next
- * layer. Gate order and parameter names are PyTorch's (LSTM i, f, g, o;
+ * the time axis (a balanced tree of concats) into the layer's output
+ * [B, T, H], which feeds the next layer. Gate order and parameter names are PyTorch's (LSTM i, f, g, o;
  * GRU r, z, n), so an nn.LSTM / nn.GRU state dict loads. The initial state
  * is zero, so step 0 has no hidden product. */
 #include "ops/ops.h"
@@ -44,12 +44,21 @@ static nncl_node *gru_step(nncl_graph *g, nncl_node *gi, nncl_node *gh, nncl_nod
     return nncl_op_add(g, n, nncl_op_mul(g, z, nncl_op_sub(g, hprev, n)));
 }
 
+/* The steps [B, 1, H] joined along time into [B, T, H], halves first:
+ * each step is copied log2(T) times, not up to T times as by a chain. */
+static nncl_node *rnn_join(nncl_graph *g, nncl_node *const *steps, int n) {
+    nncl_node *a;
+    if (n == 1) return steps[0];
+    a = rnn_join(g, steps, n / 2);
+    return a ? nncl_concat(g, a, rnn_join(g, steps + n / 2, n - n / 2), 0) : NULL;
+}
+
 /* One layer over x [B, T, F]: returns its output [B, T, hidden]. */
 static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, int layer, const char *name) {
     char nm[NNCL_NAME_MAX + 24];
     int gates = kind == RNN_LSTM ? 4 : 3, T = x->shape[1], shape[2], t;
     float bound = 1.0f / sqrtf((float)hidden);
-    nncl_node *w_ih, *w_hh, *b_ih, *b_hh, *gi, *h = NULL, *c = NULL, *seq = NULL;
+    nncl_node *w_ih, *w_hh, *b_ih, *b_hh, *gi, *h = NULL, *c = NULL, *seq = NULL, **steps;
     shape[0] = gates * hidden;
     shape[1] = x->shape[2];
     snprintf(nm, sizeof nm, "%s.weight_ih_l%d", name, layer);
@@ -62,6 +71,8 @@ static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, i
     snprintf(nm, sizeof nm, "%s.bias_hh_l%d", name, layer);
     b_hh = b_ih ? nncl_param(g, nm, 1, shape, NNCL_INIT_UNIFORM, bound) : NULL;
     if (!b_hh) return NULL;
+    if (!(steps = (nncl_node **)nncl__calloc((size_t)T, sizeof *steps)))
+        return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
     gi = nncl_op_add(g, nncl_matmul(g, x, w_ih, 0, 1), b_ih);
     /* the LSTM's hidden bias adds to every step's gates alike */
     if (kind == RNN_LSTM) gi = nncl_op_add(g, gi, b_hh);
@@ -72,10 +83,11 @@ static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, i
         /* at step 0 the hidden gates are b_hh alone, broadcast as 0 x + b_hh (exact for a finite x):
          * b_hh enters through add, which half storage trains, as it trains no sliced parameter */
         else h = gru_step(g, git, nncl_op_add(g, hh ? hh : nncl_op_scale(g, git, 0.0f), b_hh), h, hidden);
-        seq = seq ? nncl_concat(g, seq, h, 0) : h;
-        if (!h || !seq) return NULL;
+        if (!(steps[t] = h)) break;
     }
-    return gi ? seq : NULL;
+    if (t == T) seq = rnn_join(g, steps, T);
+    NNCL_FREE(steps);
+    return seq;
 }
 
 static nncl_node *rnn_build(nncl_graph *g, int kind, nncl_node *x, int hidden, int layers, const char *name) {
