@@ -6,6 +6,7 @@
  * every step and the last, the loss, and the gradient of p and of every
  * parameter (read back from one SGD step); PyTorch's state dict
  * loads by name and gives its outputs; a model file rebuilds the layers;
+ * the summary shows them as one row;
  * two devices give one device's step. */
 #include "harness.h"
 #include "graph/graph.h"
@@ -163,7 +164,7 @@ static int tr_state(nncl_context *ctx, const nncl_safetensors *st, const char *k
     float got[TR_MAX];
     double worst = 0;
     int d = 0, batch, ok = 1, i;
-    snprintf(name, sizeof name, "%s: PyTorch's state dict loads, a model file rebuilds it", kind);
+    snprintf(name, sizeof name, "%s: PyTorch's state dict loads, a model file rebuilds it, one summary row", kind);
     TH_CHECK(name, tr_build(ctx, st, kind, 0, &m));
     TH_CHECK(name, tr_get(st, kind, "x", &ex) && tr_get(st, kind, "out0", &e) && e.numel <= TR_MAX);
     batch = (int)ex.shape[0];
@@ -182,6 +183,17 @@ static int tr_state(nncl_context *ctx, const nncl_safetensors *st, const char *k
     snprintf(path, sizeof path, "/tmp/nncl-rnn-%s-%ld.model", kind, (long)getpid());
     meta.output = m.last;
     TH_OK(name, ctx, nncl_trainer_save_model(tr, path, &meta));
+    { /* the summary gives the layers one row */
+        FILE *sf = tmpfile();
+        char row[200];
+        int rows = 0;
+        TH_CHECK(name, sf != NULL);
+        TH_OK(name, ctx, nncl_trainer_summary(tr, sf));
+        rewind(sf);
+        while (fgets(row, sizeof row, sf)) rows += !strncmp(row, "rnn ", 4) && strstr(row, " ops)") && strstr(row, kind);
+        fclose(sf);
+        TH_CHECK(name, rows == 1);
+    }
     f.node = m.x; f.data = ex.data;
     th_poison(got, e.numel);
     TH_OK(name, ctx, nncl_trainer_predict(tr, &f, 1, batch, m.seq, got));

@@ -59,6 +59,17 @@ static int graph_hash_add(nncl_graph *g, nncl_node *n) {
     return 1;
 }
 
+void nncl__graph_rehash(nncl_graph *g) {
+    int i;
+    unsigned b;
+    for (i = 0; i < g->name_cap; i++) g->name_head[i] = -1;
+    for (i = 0; i < g->n_nodes; i++) {
+        b = graph_hash(g->nodes[i]->name) & (unsigned)(g->name_cap - 1);
+        g->nodes[i]->name_next = g->name_head[b];
+        g->name_head[b] = i;
+    }
+}
+
 nncl_node *nncl_graph_find(const nncl_graph *g, const char *name) {
     int i, hit = -1;
     if (!g || !name || !g->name_cap) return NULL;

@@ -106,7 +106,15 @@ static nncl_node *rnn_build(nncl_graph *g, int kind, nncl_node *x, int hidden, i
                                 nncl__shape_str(x, s1, sizeof s1));
     keep = g->n_nodes;
     for (l = 0; l < layers && x; l++) x = rnn_layer(g, kind, x, hidden, l, name);
-    if (!x) nncl__graph_truncate(g, keep);
+    if (!x) {
+        nncl__graph_truncate(g, keep);
+        return NULL;
+    }
+    /* the layer's own names, NAME:KIND.ID, which a summary folds into one row */
+    for (l = keep; l < g->n_nodes; l++)
+        if (g->nodes[l]->op != NNCL_OP_PARAM)
+            snprintf(g->nodes[l]->name, sizeof g->nodes[l]->name, "%s:%s.%d", name, fn + 5, l);
+    nncl__graph_rehash(g);
     return x;
 }
 
