@@ -2,7 +2,8 @@
 """pytorch_compare.py - the same training steps as nncl's bench in PyTorch on
 the host CPU: the Fashion-MNIST MLP (784-128-10) and the bench's CNN (conv
 1->16 3x3 pad 1 + ReLU + maxpool 2, conv 16->32 3x3 pad 1 + ReLU + maxpool 2,
-dense 1568->128 + ReLU, dense 128->10), Adam lr 1e-3, batch 100, synthetic
+dense 1568->128 + ReLU, dense 128->10) and the bench's LSTM (nn.LSTM 28->128
+over 28 steps, batch first, dense 128->10 on the last step), Adam lr 1e-3, batch 100, synthetic
 data of the same shapes, with the thread count set (torch.set_num_threads).
 It prints samples/s (median of repeats, with min-max), then nncl's figures
 and nncl's ratio to PyTorch: from --bench-json FILE (written by
@@ -224,7 +225,19 @@ def models(torch):
         nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
-    return {"mlp": (mlp, (1, 784)), "cnn": (cnn, (1, 1, 28, 28))}
+
+    class SeqLSTM(nn.Module):
+        """each image as 28 steps of 28 pixels, one LSTM layer of 128, dense 10 on the last step"""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(28, 128, batch_first=True)
+            self.fc = nn.Linear(128, 10)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0][:, -1])
+
+    return {"mlp": (mlp, (1, 784)), "cnn": (cnn, (1, 1, 28, 28)), "lstm": (SeqLSTM(), (1, 28, 28))}
 
 
 def measure(torch, model, sample_shape, args):

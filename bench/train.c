@@ -1,5 +1,5 @@
-/* train.c - training throughput of the Fashion-MNIST MLP (784-128-10) and a
- * small CNN, Adam, batch 100 (--batch): each device alone and all together
+/* train.c - training throughput of the Fashion-MNIST MLP (784-128-10), a
+ * small CNN and an LSTM (28 steps of 28 pixels), Adam, batch 100 (--batch): each device alone and all together
  * (shard split, scaling efficiency, share of a step spent in the gradient
  * exchange, and the ceiling: every device training alone on its shard at
  * the same time); per device, its detail on a fresh profiling context and
@@ -17,6 +17,14 @@
 #define TRAIN_C1 16
 #define TRAIN_C2 32
 #define TRAIN_FC 128
+/* LSTM: 28 steps of 28 pixels, hidden 128, dense 10 on the last step. */
+#define TRAIN_T 28
+#define TRAIN_H 128
+
+const char *train_model_name(int model) {
+    static const char *const names[TRAIN_MODELS] = {"mlp", "cnn", "lstm"};
+    return names[model];
+}
 
 int train_build(nncl_context *ctx, int cnn, train_model *m) {
     memset(m, 0, sizeof *m);
@@ -29,6 +37,12 @@ int train_build(nncl_context *ctx, int cnn, train_model *m) {
         m->x = nncl_input(m->g, "x", 1, shape);
         h = nncl_linear(m->g, m->x, TRAIN_FC, 1, NNCL_ACT_RELU, "fc1");
         m->logits = nncl_linear(m->g, h, 10, 1, NNCL_ACT_NONE, "fc2");
+    } else if (cnn == TRAIN_LSTM) {
+        int shape[2] = {TRAIN_T, 784 / TRAIN_T};
+        nncl_node *h;
+        m->x = nncl_input(m->g, "x", 2, shape);
+        h = nncl_rnn_last(m->g, nncl_lstm(m->g, m->x, TRAIN_H, 1, "lstm"));
+        m->logits = nncl_linear(m->g, h, 10, 1, NNCL_ACT_NONE, "fc");
     } else {
         int shape[3] = {1, 28, 28};
         nncl_node *h;
@@ -66,6 +80,13 @@ double train_need_floats(int cnn, int B, char *formula, size_t len) {
     const train_layer *L;
     double P, live = 0, peak = 0;
     int nl, l;
+    if (cnn == TRAIN_LSTM) { /* per step the gates i, f, g, o, the cell, its tanh and h; the gates' gradients */
+        double F = 784.0 / TRAIN_T, H = TRAIN_H, T = TRAIN_T;
+        P = 4 * H * (F + H) + 8 * H + H * 10 + 10;
+        peak = T * F + 7 * T * H + 4 * T * H + 10 + 1;
+        snprintf(formula, len, "4P + B * (T*F + 7*T*H + 4*T*H + 11) = 4*%.0f + %d*%.0f floats", P, B, peak);
+        return 4 * P + B * peak;
+    }
     if (!cnn) {
         P = 784.0 * TRAIN_FC + TRAIN_FC + TRAIN_FC * 10.0 + 10;
         mlp[0].saved = 784 + TRAIN_FC, mlp[0].gout = TRAIN_FC, mlp[0].gin = 0; /* fc1+ReLU: x, h */
@@ -222,11 +243,13 @@ static void train_shards_text(const train_run *r, char *buf, size_t len) {
 
 /* One trainer on the devices listed (n 0: all of ctx), measured and stored
  * under device key dkey (-1 for all together); overlap reads gradients back
- * during backward (stored as item "mlp_overlap" / "cnn_overlap"). */
+ * during backward (stored as item "mlp_overlap", "cnn_overlap", ...). */
 static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const int *devs, int n, int dkey,
                         const train_data *td, train_run *run, int overlap, nncl_precision prec) {
-    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
-    const char *item = overlap ? (cnn ? "cnn_overlap" : "mlp_overlap") : items[cnn][prec];
+    static const char *const items[TRAIN_MODELS][3] = {
+        {"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}, {"lstm", "lstm_fp16", "lstm_bf16"}};
+    static const char *const overlaps[TRAIN_MODELS] = {"mlp_overlap", "cnn_overlap", "lstm_overlap"};
+    const char *item = overlap ? overlaps[cnn] : items[cnn][prec];
     train_model m;
     nncl_train_config tc = train_options(o->batch, devs, n, prec);
     nncl_trainer *t = NULL;
@@ -300,7 +323,7 @@ static void *train_lane_main(void *p) {
  * once costs devices that share a processor or a bus. */
 static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const train_run *together,
                           const train_data *td) {
-    const char *item = cnn ? "cnn" : "mlp";
+    const char *item = train_model_name(cnn);
     train_lane lanes[16];
     pthread_t th[16];
     double rate[64];
@@ -354,7 +377,7 @@ static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const
 }
 
 int bench_training_steps(const bench_opts *o, int n_devices) {
-    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
+    return o->train ? TRAIN_MODELS * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {
@@ -363,8 +386,8 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
     train_data_load(o, &td);
     if (!td.n) return;
     bench_put_text("training", -1, "data", "source", td.real ? "Fashion-MNIST train set" : "synthetic, same shapes");
-    for (cnn = 0; cnn < 2; cnn++) {
-        const char *item = cnn ? "cnn" : "mlp";
+    for (cnn = 0; cnn < TRAIN_MODELS; cnn++) {
+        const char *item = train_model_name(cnn);
         double sum = 0, best = 0;
         int ok = 1;
         for (d = 0; d < nd; d++) {
@@ -406,3 +429,5 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
 #undef TRAIN_C1
 #undef TRAIN_C2
 #undef TRAIN_FC
+#undef TRAIN_T
+#undef TRAIN_H

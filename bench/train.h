@@ -17,7 +17,11 @@ typedef struct train_data {
     nncl_dataset *ds;
 } train_data;
 
-/* The MLP (cnn 0) or the CNN on ctx: 0 when built. */
+/* The models, by index (the `cnn` argument below): the MLP, the CNN, the LSTM. */
+enum { TRAIN_MLP, TRAIN_CNN, TRAIN_LSTM, TRAIN_MODELS };
+/* The model's item name in the results: "mlp", "cnn", "lstm". */
+const char *train_model_name(int model);
+/* Model cnn on ctx: 0 when built. */
 int train_build(nncl_context *ctx, int cnn, train_model *m);
 /* What training the model needs at the least, in floats, for batch B (its
  * formula into formula). */

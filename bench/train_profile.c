@@ -10,7 +10,8 @@
 
 #define TRAIN_QUICK_STEP_S 1.0 /* --quick: fp16 and bf16 where an fp32 step takes less */
 
-static const char *const train_items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
+static const char *const train_items[TRAIN_MODELS][3] = {
+    {"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}, {"lstm", "lstm_fp16", "lstm_bf16"}};
 
 /* Which kernels take a profiled step's time: the most expensive kernels
  * of the last profile on pc, per step, as section "kernels" rows "mlp:

@@ -6,9 +6,10 @@
  * so the backward through time is the graph's exact autodiff. Each step
  * keeps [B, 1, *] shapes; the steps' hidden states are concatenated along
  * the time axis (a balanced tree of concats) into the layer's output
- * [B, T, H], which feeds the next layer. Gate order and parameter names are PyTorch's (LSTM i, f, g, o;
- * GRU r, z, n), so an nn.LSTM / nn.GRU state dict loads. The initial state
- * is zero, so step 0 has no hidden product. */
+ * [B, T, H], which feeds the next layer. Gate order and parameter names
+ * are PyTorch's (LSTM i, f, g, o; GRU r, z, n), so an nn.LSTM / nn.GRU
+ * state dict loads. The initial state is zero, so step 0 has no hidden
+ * product. */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
