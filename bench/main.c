@@ -21,8 +21,8 @@ const bench_section bench_sections[] = {
     {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
     {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
     {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
-    {"training", "training (MLP, CNN: batch 100, Adam; GPTs: AdamW): each device alone and all together", bench_training,
-     bench_training_steps, NULL},
+    {"training", "training (MLP, CNN, LSTM: batch 100, Adam; GPTs: AdamW): each device alone and all together",
+     bench_training, bench_training_steps, NULL},
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
@@ -222,8 +222,8 @@ int main(int argc, char **argv) {
                 size_t len = strcspn(q, ",");
                 if (!((len == 3 && (!strncmp(q, "mlp", 3) || !strncmp(q, "cnn", 3) || !strncmp(q, "gpt", 3))) ||
                       (len == 4 && !strncmp(q, "lstm", 4)) || (len == 9 && !strncmp(q, "gpt_large", 9)))) {
-                    fprintf(stderr, "bench: --models takes mlp, cnn, lstm, gpt and gpt_large, comma-separated, got \"%s\"\n",
-                            v);
+                    fprintf(stderr, "bench: --models takes mlp, cnn, lstm, gpt and gpt_large, comma-separated, "
+                            "got \"%s\"\n", v);
                     return 2;
                 }
                 q += len + (q[len] == ',');

@@ -510,7 +510,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
-    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN: batch %d, Adam lr 1e-3; "
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN, LSTM: batch %d, Adam lr 1e-3; "
           "GPTs: AdamW, clipping; synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(),
                                                     BATCH))
     torch.manual_seed(0)
