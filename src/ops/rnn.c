@@ -74,9 +74,8 @@ static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, i
     if (!b_hh) return NULL;
     if (!(steps = (nncl_node **)nncl__calloc((size_t)T, sizeof *steps)))
         return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
-    gi = nncl_op_add(g, nncl_matmul(g, x, w_ih, 0, 1), b_ih);
-    /* the LSTM's hidden bias adds to every step's gates alike */
-    if (kind == RNN_LSTM) gi = nncl_op_add(g, gi, b_hh);
+    /* the LSTM's hidden bias adds to every step's gates alike: one bias b_ih + b_hh, one gradient sum */
+    gi = nncl_op_add(g, nncl_matmul(g, x, w_ih, 0, 1), kind == RNN_LSTM ? nncl_op_add(g, b_ih, b_hh) : b_ih);
     for (t = 0; t < T && gi; t++) {
         nncl_node *git = T == 1 ? gi : nncl_slice(g, gi, 0, t, 1);
         nncl_node *hh = h ? nncl_matmul(g, h, w_hh, 0, 1) : NULL;
