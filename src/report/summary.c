@@ -64,9 +64,9 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         if (run_ops > 1) { /* the last node of a layer built from ops: NAME:KIND.ID */
             const char *colon = strchr(n->name, ':'), *dot = strchr(colon, '.');
             char kind[40];
+            int len = colon - n->name < 24 ? (int)(colon - n->name) : 24;
             snprintf(kind, sizeof kind, "%.*s (%d ops)", (int)(dot ? dot - colon - 1 : 12), colon + 1, run_ops);
-            snprintf(line, sizeof line, "%-24.*s %-22.22s %-16.16s %10zu", (int)(colon - n->name), n->name, kind, shape,
-                     run_np);
+            snprintf(line, sizeof line, "%-24.*s %-22.22s %-16.16s %10zu", len, n->name, kind, shape, run_np);
         } else {
             snprintf(line, sizeof line, "%-24.24s %-22.22s %-16.16s %10zu", n->name, nncl__opdef_get(n->op)->name,
                      shape, np);
