@@ -4,10 +4,9 @@
  * is the input gradient summed over the batch), seq = RNN(h), loss
  * mse(seq, t). On every device and in each storage precision: the output of
  * every step and the last, the loss, and the gradient of p and of every
- * parameter (read back from one SGD step); PyTorch's state dict
- * loads by name and gives its outputs; a model file rebuilds the layers;
- * the summary shows them as one row;
- * two devices give one device's step. */
+ * parameter (read back from one SGD step); PyTorch's state dict loads by
+ * name and gives its outputs; a model file rebuilds the layers; the
+ * summary shows them as one row; two devices give one device's step. */
 #include "harness.h"
 #include "graph/graph.h"
 #include <stdio.h>
@@ -169,7 +168,7 @@ static int tr_state(nncl_context *ctx, const nncl_safetensors *st, const char *k
     TH_CHECK(name, tr_get(st, kind, "x", &ex) && tr_get(st, kind, "out0", &e) && e.numel <= TR_MAX);
     batch = (int)ex.shape[0];
     TH_CHECK(name, (tr = tr_trainer(ctx, &m, &d, 1, 0, batch, TR_LR)) != NULL);
-    /* the state dict under the module's names, as nn.LSTM's state_dict() gives them, prefixed "rnn." */
+    /* the file's KIND.NAME (a member KIND of a PyTorch model) is this graph's rnn.NAME */
     TH_OK(name, NULL, nncl_safetensors_load(TR_STATE, &sd));
     for (i = 0; i < nncl_safetensors_count(sd); i++) {
         nncl_safetensors_entry s;
