@@ -260,7 +260,7 @@ static int tr_two_devices(nncl_context *ctx, const nncl_safetensors *st, const c
 /* Wrong inputs are refused when the graph is built, and add nothing. */
 static int tr_errors(nncl_context *ctx) {
     const char *name = "rnn builders refuse bad arguments";
-    int s2[2] = {7, 5}, s1[1] = {5}, n0;
+    int s2[2] = {7, 5}, s1[1] = {5}, n0, used;
     nncl_graph *g = nncl_graph_create(ctx, 1);
     nncl_node *x = nncl_input(g, "x", 2, s2), *v = nncl_input(g, "v", 1, s1);
     TH_CHECK(name, g && x && v);
@@ -274,6 +274,12 @@ static int tr_errors(nncl_context *ctx) {
     TH_CHECK(name, nncl_lstm(g, x, 4, 2, "r") != NULL);
     n0 = g->n_nodes;
     TH_CHECK(name, !nncl_gru(g, x, 4, 2, "r") && g->n_nodes == n0);
+    /* a clash in the second layer: the whole first layer is dropped again, x's consumers as they were */
+    TH_CHECK(name, nncl_param(g, "q.weight_hh_l1", 1, s1, NNCL_INIT_ZEROS, 0) != NULL);
+    n0 = g->n_nodes;
+    used = x->n_consumers;
+    TH_CHECK(name, !nncl_lstm(g, x, 4, 2, "q") && strstr(nncl_last_error(ctx), "q.weight_hh_l1"));
+    TH_CHECK(name, g->n_nodes == n0 && x->n_consumers == used && nncl_graph_find(g, "q.weight_ih_l0") == NULL);
     nncl_graph_free(g);
     th_pass("%s", name);
     return 0;
