@@ -305,6 +305,56 @@ NNCL_API nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, i
  * NAME.bias. */
 NNCL_API nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding,
                                 int bias, nncl_act act, const char *name);
+/* PyTorch's Conv2d of any geometry: y[b,o] = b[o] + sum over the C/G
+ * channels c of o's group g = o/(O/G) and taps (i,j) of
+ * w[o,c,i,j] x[b, g C/G + c, oh sh - ph + i dh, ow sw - pw + j dw] (zero
+ * outside x), then act; OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1.
+ * Depthwise: groups == C. NAME.weight [O, C/groups, kh, kw], NAME.bias [O]. */
+typedef struct nncl_conv2d_options {
+    int kernel_h, kernel_w;     /* default 3x3 */
+    int stride_h, stride_w;     /* default 1 */
+    int padding_h, padding_w;   /* zeros; default 0 */
+    int dilation_h, dilation_w; /* default 1 */
+    int groups;                 /* default 1; C and out_channels multiples of it */
+    int bias;                   /* default 1 */
+    nncl_act act;               /* default NNCL_ACT_NONE */
+} nncl_conv2d_options;
+NNCL_API nncl_conv2d_options nncl_conv2d_default(void);
+/* With groups 1, dilation 1, a square kernel and one stride and padding,
+ * the node is nncl_conv2d's (its paths timed per layer); else direct. */
+NNCL_API nncl_node *nncl_conv2d_ex(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv2d_options *opts,
+                                   const char *name);
+/* PyTorch's Conv1d over x [B, C, L]: conv2d_ex with H = 1; NAME.weight
+ * [O, C/groups, kernel]; L_out = (L + 2 padding - dilation (kernel - 1) - 1) / stride + 1. */
+typedef struct nncl_conv1d_options {
+    int kernel;   /* default 3 */
+    int stride;   /* default 1 */
+    int padding;  /* default 0 */
+    int dilation; /* default 1 */
+    int groups;   /* default 1 */
+    int bias;     /* default 1 */
+    nncl_act act; /* default NNCL_ACT_NONE */
+} nncl_conv1d_options;
+NNCL_API nncl_conv1d_options nncl_conv1d_default(void);
+NNCL_API nncl_node *nncl_conv1d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv1d_options *opts,
+                                const char *name);
+/* PyTorch's ConvTranspose2d (dilation 1): the adjoint of conv2d_ex in x,
+ * y[b,o,ih sh - ph + i, iw sw - pw + j] += w[c,o',i,j] x[b,c,ih,iw] for the
+ * outputs o = g O/G + o' of c's group g, then bias and act;
+ * OH = (H - 1) sh - 2 ph + kh + output_padding_h. NAME.weight
+ * [C, O/groups, kh, kw], NAME.bias [O]. */
+typedef struct nncl_conv_transpose2d_options {
+    int kernel_h, kernel_w;                 /* default 3x3 */
+    int stride_h, stride_w;                 /* default 1 */
+    int padding_h, padding_w;               /* default 0 */
+    int output_padding_h, output_padding_w; /* default 0; below the stride */
+    int groups;                             /* default 1 */
+    int bias;                               /* default 1 */
+    nncl_act act;                           /* default NNCL_ACT_NONE */
+} nncl_conv_transpose2d_options;
+NNCL_API nncl_conv_transpose2d_options nncl_conv_transpose2d_default(void);
+NNCL_API nncl_node *nncl_conv_transpose2d(nncl_graph *g, nncl_node *x, int out_channels,
+                                          const nncl_conv_transpose2d_options *opts, const char *name);
 NNCL_API nncl_node *nncl_maxpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
 /* Padding counts in the divisor (PyTorch's count_include_pad=True). */
 NNCL_API nncl_node *nncl_avgpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);

@@ -163,6 +163,54 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
     return nncl_concat(g, in[0], r->in[1].kind ? in[1] : in[0], r->a[0]);
 }
 
+/* Convolutions of op_conv_ex.c, a[0] an index into ot_cx: kind 0
+ * conv2d_ex, 1 conv1d (kernel, stride, padding, dilation in the _w
+ * fields), 2 conv_transpose2d (output padding in the dilation fields). */
+static const struct ot_cx_opts {
+    int kind, O, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, act;
+} ot_cx[] = {
+    {0, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, NNCL_ACT_RELU},  /* depthwise */
+    {0, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, NNCL_ACT_NONE},  /* depthwise, 2 outputs per channel, stride 2 */
+    {0, 6, 3, 1, 1, 2, 1, 0, 1, 1, 2, 1, NNCL_ACT_TANH},  /* groups 2, 3x1 */
+    {0, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, NNCL_ACT_NONE},  /* dilation 2 */
+    {0, 2, 1, 3, 2, 1, 0, 1, 1, 1, 1, 1, NNCL_ACT_SIGMOID}, /* 1x3, strides 2 and 1 */
+    {0, 3, 5, 5, 2, 2, 2, 2, 1, 2, 1, 0, NNCL_ACT_NONE},  /* 5x5, dilation 1x2 */
+    {1, 6, 1, 3, 1, 1, 0, 1, 1, 1, 2, 1, NNCL_ACT_RELU},  /* 1-D, groups 2 */
+    {1, 3, 1, 5, 1, 2, 0, 2, 1, 2, 3, 0, NNCL_ACT_NONE},  /* 1-D depthwise, stride 2, dilation 2 */
+    {1, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, NNCL_ACT_NONE},  /* 1-D pointwise */
+    {2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, NNCL_ACT_RELU},  /* transposed, stride 2, output padding 1 */
+    {2, 6, 2, 2, 2, 2, 0, 0, 0, 0, 2, 0, NNCL_ACT_NONE},  /* transposed 2x2, groups 2 */
+    {2, 3, 5, 3, 1, 1, 2, 1, 0, 0, 1, 1, NNCL_ACT_TANH},  /* transposed 5x3, stride 1 */
+    {2, 2, 3, 4, 3, 2, 1, 0, 2, 1, 1, 1, NNCL_ACT_NONE},  /* transposed, strides 3 and 2 */
+    /* depthwise with tanh: over thousands of outputs, some ReLU input summed
+     * from bf16-rounded values is exactly 0 in the reference and a rounding
+     * away from it on the device, and takes the other side of the kink */
+    {0, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, NNCL_ACT_TANH},
+};
+
+static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    const struct ot_cx_opts *c = &ot_cx[r->a[0]];
+    if (c->kind == 1) {
+        nncl_conv1d_options o = nncl_conv1d_default();
+        o.kernel = c->kw; o.stride = c->sw; o.padding = c->pw; o.dilation = c->dw;
+        o.groups = c->groups; o.bias = c->bias; o.act = (nncl_act)c->act;
+        return nncl_conv1d(g, in[0], c->O, &o, "conv");
+    }
+    if (c->kind == 2) {
+        nncl_conv_transpose2d_options o = nncl_conv_transpose2d_default();
+        o.kernel_h = c->kh; o.kernel_w = c->kw; o.stride_h = c->sh; o.stride_w = c->sw;
+        o.padding_h = c->ph; o.padding_w = c->pw; o.output_padding_h = c->dh; o.output_padding_w = c->dw;
+        o.groups = c->groups; o.bias = c->bias; o.act = (nncl_act)c->act;
+        return nncl_conv_transpose2d(g, in[0], c->O, &o, "conv");
+    } else {
+        nncl_conv2d_options o = nncl_conv2d_default();
+        o.kernel_h = c->kh; o.kernel_w = c->kw; o.stride_h = c->sh; o.stride_w = c->sw;
+        o.padding_h = c->ph; o.padding_w = c->pw; o.dilation_h = c->dh; o.dilation_w = c->dw;
+        o.groups = c->groups; o.bias = c->bias; o.act = (nncl_act)c->act;
+        return nncl_conv2d_ex(g, in[0], c->O, &o, "conv");
+    }
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -186,6 +234,10 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
 #define OT_CAT(b, axis, ndim, a0, a1, a2, b0, b1, b2)                                                                \
     {"concat", ot_concat, {axis}, 0, {{OT_GRAD, -2, 2, ndim, {a0, a1, a2}}, {OT_GRAD, -2, 2, ndim, {b0, b1, b2}}}, b, \
      OT_TOL}
+
+/* conv2d_ex, conv1d (W 0: [B,C,H] is [B,C,L]) or conv_transpose2d of ot_cx[i] */
+#define OT_CX(b, i, ndim, C, H, W)                                                                                 \
+    {"conv_ex " #i, ot_conv_ex, {i}, 0, {{OT_GRAD, -1, 1, ndim, {C, H, W}}}, b, OT_TOL}
 
 static const ot_row ot_rows[] = {
     /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
@@ -271,6 +323,12 @@ static const ot_row ot_rows[] = {
      * groups of 4 samples, the second cut short; width 10: rows of 8 and 2
      * pixels (last, so that the rows above keep their data) */
     OT_CONV(6, 3, 7, 10, 4, 3, 1, 1, 1, NONE),
+    /* convolutions of any geometry (last, so that the rows above keep their data) */
+    OT_CX(3, 0, 3, 4, 7, 9), OT_CX(2, 1, 3, 3, 9, 8), OT_CX(2, 2, 3, 4, 6, 7), OT_CX(1, 3, 3, 2, 9, 10),
+    OT_CX(3, 4, 3, 3, 5, 11), OT_CX(2, 5, 3, 2, 11, 13), OT_CX(3, 6, 2, 4, 13, 0), OT_CX(2, 7, 2, 3, 17, 0),
+    OT_CX(4, 8, 2, 2, 9, 0), OT_CX(2, 9, 3, 3, 4, 5), OT_CX(3, 10, 3, 4, 5, 3), OT_CX(1, 11, 3, 2, 3, 4),
+    OT_CX(2, 12, 3, 2, 3, 3),
+    OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 

@@ -72,6 +72,41 @@ static nncl_node *b_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t)
 static nncl_node *b_bce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_bce_with_logits(g, h, t); }
 static nncl_node *b_mse(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_mse(g, h, h2); }
 
+static nncl_node *b_conv_depthwise(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv2d_options o = nncl_conv2d_default();
+    (void)h2; (void)t;
+    o.padding_h = o.padding_w = 1;
+    o.groups = 4;
+    o.act = NNCL_ACT_RELU;
+    return nncl_conv2d_ex(g, h, 4, &o, "c");
+}
+static nncl_node *b_conv_grouped_dilated(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv2d_options o = nncl_conv2d_default();
+    (void)h2; (void)t;
+    o.kernel_w = 1;
+    o.stride_w = 2;
+    o.padding_h = 2;
+    o.dilation_h = 2;
+    o.groups = 2;
+    return nncl_conv2d_ex(g, h, 6, &o, "c");
+}
+static nncl_node *b_conv1d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv1d_options o = nncl_conv1d_default();
+    (void)h2; (void)t;
+    o.stride = 2;
+    o.padding = 1;
+    o.act = NNCL_ACT_TANH;
+    return nncl_conv1d(g, h, 4, &o, "c");
+}
+static nncl_node *b_conv_transpose2d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv_transpose2d_options o = nncl_conv_transpose2d_default();
+    (void)h2; (void)t;
+    o.stride_h = o.stride_w = 2;
+    o.padding_h = o.padding_w = 1;
+    o.output_padding_h = o.output_padding_w = 1;
+    return nncl_conv_transpose2d(g, h, 2, &o, "c");
+}
+
 /* loss: the builder gives the loss itself; 2: and t holds one class per sample */
 typedef struct tto_case {
     const char *name;
@@ -95,6 +130,8 @@ static const tto_case tto_cases[] = {
     {"embedding", b_embedding, 0}, {"flatten", b_flatten, 0}, {"reshape", b_reshape, 0},
     {"concat_0", b_concat_0, 0}, {"concat_1", b_concat_1, 0}, {"softmax_cross_entropy", b_ce, 2},
     {"bce_with_logits", b_bce, 1}, {"mse", b_mse, 1},
+    {"conv2d_depthwise", b_conv_depthwise, 0}, {"conv2d_grouped_dilated", b_conv_grouped_dilated, 0},
+    {"conv1d", b_conv1d, 0}, {"conv_transpose2d", b_conv_transpose2d, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */

@@ -28,6 +28,12 @@ typedef struct gtext_names {
 static const gtext_names gtext_table[] = {
     {NNCL_OP_LINEAR, {"act"}, {NULL}},
     {NNCL_OP_CONV2D, {"kernel", "stride", "padding", "act"}, {NULL}},
+    {NNCL_OP_CONV2D_EX,
+     {"stride_h", "stride_w", "padding_h", "padding_w", "dilation_h", "dilation_w", "groups", "act"}, {NULL}},
+    {NNCL_OP_CONV1D, {"stride_h", "stride", "padding_h", "padding", "dilation_h", "dilation", "groups", "act"}, {NULL}},
+    {NNCL_OP_CONV_TRANSPOSE2D,
+     {"stride_h", "stride_w", "padding_h", "padding_w", "output_padding_h", "output_padding_w", "groups", "act"},
+     {NULL}},
     {NNCL_OP_MAXPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
     {NNCL_OP_AVGPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
     {NNCL_OP_DROPOUT, {"seed_lo", "seed_hi"}, {"p"}},

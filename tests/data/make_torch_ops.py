@@ -152,6 +152,20 @@ case("softmax_cross_entropy", (5, 6), ce, loss_op=True, scale=3.0)
 case("bce_with_logits", (3, 5), bce, loss_op=True, scale=3.0)
 case("mse", (3, 5), mse, loss_op=True, x2_shape=(3, 5))
 
+# convolutions of any geometry: groups, dilation, kernels and strides per axis, 1-D, transposed
+case("conv2d_depthwise", (2, 4, 6, 5),
+     lambda h, h2, P, S, t: F.relu(F.conv2d(h, P["c.weight"], P["c.bias"], padding=1, groups=4)),
+     params={"c.weight": (4, 1, 3, 3), "c.bias": (4,)})
+case("conv2d_grouped_dilated", (2, 4, 7, 8),
+     lambda h, h2, P, S, t: F.conv2d(h, P["c.weight"], P["c.bias"], stride=(1, 2), padding=(2, 0), dilation=(2, 1),
+                                     groups=2),
+     params={"c.weight": (6, 2, 3, 1), "c.bias": (6,)})
+case("conv1d", (2, 3, 9), lambda h, h2, P, S, t: torch.tanh(F.conv1d(h, P["c.weight"], P["c.bias"], stride=2, padding=1)),
+     params={"c.weight": (4, 3, 3), "c.bias": (4,)})
+case("conv_transpose2d", (2, 3, 4, 5),
+     lambda h, h2, P, S, t: F.conv_transpose2d(h, P["c.weight"], P["c.bias"], stride=2, padding=1, output_padding=1),
+     params={"c.weight": (3, 2, 3, 3), "c.bias": (2,)})
+
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
 for k in sorted(tensors):

@@ -1,0 +1,96 @@
+/* conv_ex.cl - direct convolution of any geometry (src/ops/op_conv_ex.c):
+ * groups, dilation, kernel, stride and padding per axis, NCHW (1-D as
+ * H = 1). x [B,C,H,W], w [O,C/G,kh,kw], y [B,O,OH,OW]; group g takes
+ * channels g*C/G.. and outputs g*O/G... Three kernels, each the adjoint of
+ * the others' index map, so that a transposed convolution is the same three
+ * with the roles of x and y exchanged: y (+)= conv(x, w); dx (+)= the
+ * adjoint in x; dw (+)= the adjoint in w (fp32, a parameter gradient).
+ * Depthwise layers (C/G = 1) read kh*kw inputs per output: memory-bound,
+ * no GEMM to gain. Every kernel takes the same geometry arguments (C, H,
+ * W, O, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, G). */
+
+/* One work-item per element of y: b, o, oh, ow from its index. */
+__kernel void nncl_conv_ex_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
+                               __global act_t *y, int y_off, int C, int H, int W, int O, int OH, int OW, int kh, int kw,
+                               int sh, int sw, int ph, int pw, int dh, int dw, int G, int n, int acc) {
+    int i = get_global_id(0), ow, oh, o, b, Cg, g, cg, ki, kj;
+    float s = 0.0f;
+    if (i >= n) return;
+    ow = i % OW;
+    oh = (i / OW) % OH;
+    o = (i / (OW * OH)) % O;
+    b = i / (OW * OH * O);
+    Cg = C / G;
+    g = o / (O / G);
+    for (cg = 0; cg < Cg; cg++) {
+        int xb = x_off + ((b * C + g * Cg + cg) * H) * W, wb = w_off + ((o * Cg + cg) * kh) * kw;
+        for (ki = 0; ki < kh; ki++) {
+            int ih = oh * sh - ph + ki * dh;
+            if (ih < 0 || ih >= H) continue;
+            for (kj = 0; kj < kw; kj++) {
+                int iw = ow * sw - pw + kj * dw;
+                if (iw < 0 || iw >= W) continue;
+                s += NNCL_LDG(x, xb + ih * W + iw) * NNCL_LDG(w, wb + ki * kw + kj);
+            }
+        }
+    }
+    if (acc) s += NNCL_LD(y, y_off + i);
+    NNCL_ST(s, y, y_off + i);
+}
+
+/* One work-item per element of dx: the taps (ki, kj) whose output row and
+ * column are whole (a multiple of the stride away) and inside y. */
+__kernel void nncl_conv_ex_backward_f32_input(__global const act_t *dy, int dy_off, __global const act_t *w, int w_off,
+                                              __global act_t *dx, int dx_off, int C, int H, int W, int O, int OH,
+                                              int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                                              int G, int n, int acc) {
+    int i = get_global_id(0), iw, ih, c, b, Cg, Og, g, og, ki, kj;
+    float s = 0.0f;
+    if (i >= n) return;
+    iw = i % W;
+    ih = (i / W) % H;
+    c = (i / (W * H)) % C;
+    b = i / (W * H * C);
+    Cg = C / G;
+    Og = O / G;
+    g = c / Cg;
+    for (ki = 0; ki < kh; ki++) {
+        int th = ih + ph - ki * dh, oh;
+        if (th < 0 || th % sh) continue;
+        oh = th / sh;
+        if (oh >= OH) continue;
+        for (kj = 0; kj < kw; kj++) {
+            int tw = iw + pw - kj * dw, ow;
+            if (tw < 0 || tw % sw) continue;
+            ow = tw / sw;
+            if (ow >= OW) continue;
+            for (og = 0; og < Og; og++) {
+                int o = g * Og + og;
+                s += NNCL_LDG(dy, dy_off + ((b * O + o) * OH + oh) * OW + ow) *
+                     NNCL_LDG(w, w_off + ((o * Cg + c - g * Cg) * kh + ki) * kw + kj);
+            }
+        }
+    }
+    if (acc) s += NNCL_LD(dx, dx_off + i);
+    NNCL_ST(s, dx, dx_off + i);
+}
+
+/* One work-group per element of dw [O,C/G,kh,kw]: its lanes share the
+ * B*OH*OW products, summed in a tree. */
+__kernel void nncl_conv_ex_backward_f32_weight(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                               __global float *dwt, int dw_off, int C, int H, int W, int O, int OH,
+                                               int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                                               int G, int B, int acc, __local float *part) {
+    int e = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
+    int Cg = C / G, kj = e % kw, ki = (e / kw) % kh, cg = (e / (kw * kh)) % Cg, o = e / (kw * kh * Cg);
+    int c = (o / (O / G)) * Cg + cg, ohw = OH * OW, j;
+    float s = 0.0f;
+    for (j = lid; j < B * ohw; j += ls) {
+        int b = j / ohw, r = j - b * ohw, oh = r / OW, ow = r - oh * OW;
+        int ih = oh * sh - ph + ki * dh, iw = ow * sw - pw + kj * dw;
+        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+        s += NNCL_LDG(dy, dy_off + (b * O + o) * ohw + r) * NNCL_LDG(x, x_off + ((b * C + c) * H + ih) * W + iw);
+    }
+    s = nncl_group_sum(part, s);
+    if (lid == 0) dwt[dw_off + e] = (acc ? dwt[dw_off + e] : 0.0f) + s;
+}
