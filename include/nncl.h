@@ -290,6 +290,13 @@ NNCL_API nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x); /* x/2 (1 + 
 NNCL_API nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x); /* x sigmoid(x) */
 NNCL_API nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha); /* x > 0 ? x : alpha (exp(x) - 1) */
 NNCL_API nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x); /* log(1 + exp(x)); x where x > 20 */
+/* MobileNet's activations, PyTorch's ReLU6, Hardswish, Hardsigmoid and
+ * clamp, with PyTorch's gradients at the kinks (given after each ;). */
+NNCL_API nncl_node *nncl_op_relu6(nncl_graph *g, nncl_node *x); /* min(max(x, 0), 6); 0 at x = 0 and 6 */
+NNCL_API nncl_node *nncl_op_hardswish(nncl_graph *g, nncl_node *x); /* x relu6(x + 3) / 6; x/3 + 1/2 at -3 and 3 */
+NNCL_API nncl_node *nncl_op_hardsigmoid(nncl_graph *g, nncl_node *x); /* relu6(x + 3) / 6; 0 at -3 and 3 */
+/* min(max(x, min), max) for finite bounds; gradient 1 at both bounds */
+NNCL_API nncl_node *nncl_op_clamp(nncl_graph *g, nncl_node *x, float min, float max);
 /* Over the last dimension. */
 NNCL_API nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x);

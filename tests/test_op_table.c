@@ -78,6 +78,10 @@ static nncl_node *ot_unary(nncl_graph *g, nncl_node *const *in, const ot_row *r)
     case NNCL_OP_ELU: return nncl_op_elu(g, x, r->p);
     case NNCL_OP_SOFTPLUS: return nncl_op_softplus(g, x);
     case NNCL_OP_SOFTMAX: return nncl_op_softmax(g, x);
+    case NNCL_OP_RELU6: return nncl_op_relu6(g, x);
+    case NNCL_OP_HARDSWISH: return nncl_op_hardswish(g, x);
+    case NNCL_OP_HARDSIGMOID: return nncl_op_hardsigmoid(g, x);
+    case NNCL_OP_CLAMP: return nncl_op_clamp(g, x, r->p, 1.0f);
     default: return nncl_op_log_softmax(g, x);
     }
 }
@@ -329,6 +333,10 @@ static const ot_row ot_rows[] = {
     OT_CX(4, 8, 2, 2, 9, 0), OT_CX(2, 9, 3, 3, 4, 5), OT_CX(3, 10, 3, 4, 5, 3), OT_CX(1, 11, 3, 2, 3, 4),
     OT_CX(2, 12, 3, 2, 3, 3),
     OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
+    /* MobileNet's activations over both kinks (clamp to [p, 1]) */
+    OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
+    OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
+    OT_UN(CLAMP, -0.5f, 2, 1, 1, 1), OT_UN(CLAMP, -0.5f, 2, 3, 7, 13),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
@@ -385,6 +393,15 @@ static void ot_distinct(float *d, size_t count) {
     for (k = 0; k < count; k++) d[k] = (float)((int)((k * 37 + 11) % 251) - 125) / 64.0f;
 }
 
+/* The kinked activations' input in half storage: odd multiples of 1/32 in
+ * (-8, 8), exact in fp16 and bf16 and never on a kink (whole numbers, -1/2
+ * or 1): random values rounded to the format's grid land on -3, 3 or 6
+ * often enough that a finite difference straddles the kink. */
+static void ot_off_kinks(float *d, size_t count) {
+    size_t k;
+    for (k = 0; k < count; k++) d[k] = (float)(2 * (int)((k * 37 + 11) % 256) - 255) / 32.0f;
+}
+
 static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     static const char *const names[2] = {"a", "b"};
     char name[200], s0[48], s1[48] = "";
@@ -430,6 +447,10 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     }
     if (oc_store && out && (out->op == NNCL_OP_MAXPOOL2D || (out->n_in > 0 && out->in[0]->op == NNCL_OP_MAXPOOL2D)) &&
         data[0]) ot_distinct(data[0], nncl__numel(in[0], r->batch));
+    if (oc_store && out && data[0] &&
+        (out->op == NNCL_OP_RELU6 || out->op == NNCL_OP_HARDSWISH || out->op == NNCL_OP_HARDSIGMOID ||
+         out->op == NNCL_OP_CLAMP))
+        ot_off_kinks(data[0], nncl__numel(in[0], r->batch));
     for (oc_no_fd = 0, i = 0; i < 2 && in[i]; i++) oc_no_fd |= nncl__numel(in[i], r->batch) > OT_FD_MAX;
     if (!oc_store) oc_check(name, ctx, g, loss, f, nf, r->batch, r->tol);
     else if (loss && nncl__numel(out == loss ? out->in[0] : out, r->batch) >= 8 &&

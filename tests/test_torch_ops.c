@@ -72,6 +72,10 @@ static nncl_node *b_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t)
 static nncl_node *b_bce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_bce_with_logits(g, h, t); }
 static nncl_node *b_mse(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_mse(g, h, h2); }
 
+static nncl_node *b_relu6(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_relu6(g, h); }
+static nncl_node *b_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardswish(g, h); }
+static nncl_node *b_hardsigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardsigmoid(g, h); }
+static nncl_node *b_clamp(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_clamp(g, h, -1.0f, 1.0f); }
 static nncl_node *b_conv_depthwise(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     nncl_conv2d_options o = nncl_conv2d_default();
     (void)h2; (void)t;
@@ -132,6 +136,9 @@ static const tto_case tto_cases[] = {
     {"bce_with_logits", b_bce, 1}, {"mse", b_mse, 1},
     {"conv2d_depthwise", b_conv_depthwise, 0}, {"conv2d_grouped_dilated", b_conv_grouped_dilated, 0},
     {"conv1d", b_conv1d, 0}, {"conv_transpose2d", b_conv_transpose2d, 0},
+    {"relu6", b_relu6, 0}, {"relu6_kinks", b_relu6, 0}, {"hardswish", b_hardswish, 0},
+    {"hardswish_kinks", b_hardswish, 0}, {"hardsigmoid", b_hardsigmoid, 0}, {"hardsigmoid_kinks", b_hardsigmoid, 0},
+    {"clamp", b_clamp, 0}, {"clamp_kinks", b_clamp, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */

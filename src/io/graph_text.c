@@ -44,6 +44,7 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
     {NNCL_OP_SCALE, {NULL}, {"alpha"}},
     {NNCL_OP_LEAKY_RELU, {NULL}, {"slope"}},
+    {NNCL_OP_CLAMP, {NULL}, {"min", "max"}},
 };
 
 static const gtext_names *gtext_names_of(nncl__op op) {

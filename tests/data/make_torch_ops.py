@@ -29,12 +29,18 @@ def put(name, t):
     tensors[name] = t.detach().to(torch.float32).contiguous()
 
 
-def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0):
-    """op(h, h2, P) -> z (or the loss when loss_op); params: name -> shape."""
-    x = (torch.randn(*x_shape) * scale).float() if x_int is None else torch.randint(0, x_int, x_shape).float()
+def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0,
+         x_fixed=None):
+    """op(h, h2, P) -> z (or the loss when loss_op); params: name -> shape; x_fixed: x itself, with p zero."""
+    if x_fixed is not None:
+        x = torch.tensor(x_fixed).float().reshape(x_shape)
+    else:
+        x = (torch.randn(*x_shape) * scale).float() if x_int is None else torch.randint(0, x_int, x_shape).float()
     put(name + ".x", x)
     P = {}
-    if x_int is None:
+    if x_fixed is not None:
+        P["p"] = torch.zeros(x_shape[-1]).float()
+    elif x_int is None:
         P["p"] = torch.randn(x_shape[-1]).float() * 0.1
     for k, shp in (params or {}).items():
         P[k] = torch.randn(*shp).float() * 0.5
@@ -165,6 +171,14 @@ case("conv1d", (2, 3, 9), lambda h, h2, P, S, t: torch.tanh(F.conv1d(h, P["c.wei
 case("conv_transpose2d", (2, 3, 4, 5),
      lambda h, h2, P, S, t: F.conv_transpose2d(h, P["c.weight"], P["c.bias"], stride=2, padding=1, output_padding=1),
      params={"c.weight": (3, 2, 3, 3), "c.bias": (2,)})
+# MobileNet's activations: random inputs, then exactly on every kink (the gradients there are PyTorch's choices)
+KINKS = [-4.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 7.0]
+for nm, f in [("relu6", F.relu6), ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid),
+              ("clamp", lambda h: h.clamp(-1.0, 1.0))]:
+    case(nm, (4, 7), unary(f), scale=4.0)
+    # PyTorch 1.13's CPU kernels disagree on hardswish's gradient at exactly 3: 1.5 from the scalar loop (and
+    # CUDA), 1 from the vectorised one (whole vectors of elements); nncl takes 1.5, and the case leaves 3 out
+    case(nm + "_kinks", (2, 4), unary(f), x_fixed=[v if nm != "hardswish" or v != 3.0 else 2.0 for v in KINKS])
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
