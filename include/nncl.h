@@ -373,6 +373,14 @@ NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
+/* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels
+ * of a group normalised by their mean and biased variance,
+ * y = (x - mean) / sqrt(var + eps) (* NAME.weight[c] + NAME.bias[c], ones
+ * and zeros, when affine); the same in training and evaluation. */
+NNCL_API nncl_node *nncl_groupnorm(nncl_graph *g, nncl_node *x, int groups, float eps, int affine, const char *name);
+/* PyTorch's InstanceNorm (no running statistics): groupnorm with one
+ * channel per group. */
+NNCL_API nncl_node *nncl_instancenorm(nncl_graph *g, nncl_node *x, float eps, int affine, const char *name);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in
  * training; the identity in evaluation. Seeded by the graph's seed. */
 NNCL_API nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p);

@@ -215,6 +215,12 @@ static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *
     }
 }
 
+/* groupnorm: a[0] groups (0: instancenorm), a[1] affine */
+static nncl_node *ot_groupnorm(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    if (!r->a[0]) return nncl_instancenorm(g, in[0], 1e-5f, r->a[1], "gn");
+    return nncl_groupnorm(g, in[0], r->a[0], 1e-5f, r->a[1], "gn");
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -242,6 +248,10 @@ static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *
 /* conv2d_ex, conv1d (W 0: [B,C,H] is [B,C,L]) or conv_transpose2d of ot_cx[i] */
 #define OT_CX(b, i, ndim, C, H, W)                                                                                 \
     {"conv_ex " #i, ot_conv_ex, {i}, 0, {{OT_GRAD, -1, 1, ndim, {C, H, W}}}, b, OT_TOL}
+
+#define OT_GN(b, groups, affine, ndim, C, d1, d2)                                                                  \
+    {"groupnorm g" #groups " affine" #affine, ot_groupnorm, {groups, affine}, 0,                                  \
+     {{OT_GRAD, -2, 2, ndim, {C, d1, d2}}}, b, OT_TOL}
 
 static const ot_row ot_rows[] = {
     /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
@@ -337,6 +347,11 @@ static const ot_row ot_rows[] = {
     OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
     OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
     OT_UN(CLAMP, -0.5f, 2, 1, 1, 1), OT_UN(CLAMP, -0.5f, 2, 3, 7, 13),
+    /* group norm: groups 1, 2 and C (instance norm), [B,C] to [B,C,H,W] (groups
+     * of 3 or more values: the gradient of two is near 0, lost to rounding);
+     * rows of 680 make the work-items stride */
+    OT_GN(2, 1, 1, 3, 4, 5, 3), OT_GN(3, 2, 1, 3, 4, 3, 5), OT_GN(2, 0, 0, 2, 3, 7, 0), OT_GN(1, 2, 1, 1, 6, 0, 0),
+    OT_GN(2, 0, 1, 3, 5, 2, 3), OT_GN(2, 4, 1, 2, 8, 170, 0),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 

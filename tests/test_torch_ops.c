@@ -76,6 +76,8 @@ static nncl_node *b_relu6(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node 
 static nncl_node *b_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardswish(g, h); }
 static nncl_node *b_hardsigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardsigmoid(g, h); }
 static nncl_node *b_clamp(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_clamp(g, h, -1.0f, 1.0f); }
+static nncl_node *b_groupnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_groupnorm(g, h, 3, 1e-5f, 1, "gn"); }
+static nncl_node *b_instancenorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_instancenorm(g, h, 1e-5f, 0, "in"); }
 static nncl_node *b_conv_depthwise(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     nncl_conv2d_options o = nncl_conv2d_default();
     (void)h2; (void)t;
@@ -138,7 +140,8 @@ static const tto_case tto_cases[] = {
     {"conv1d", b_conv1d, 0}, {"conv_transpose2d", b_conv_transpose2d, 0},
     {"relu6", b_relu6, 0}, {"relu6_kinks", b_relu6, 0}, {"hardswish", b_hardswish, 0},
     {"hardswish_kinks", b_hardswish, 0}, {"hardsigmoid", b_hardsigmoid, 0}, {"hardsigmoid_kinks", b_hardsigmoid, 0},
-    {"clamp", b_clamp, 0}, {"clamp_kinks", b_clamp, 0},
+    {"clamp", b_clamp, 0}, {"clamp_kinks", b_clamp, 0}, {"groupnorm", b_groupnorm, 0},
+    {"instancenorm", b_instancenorm, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */

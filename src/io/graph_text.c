@@ -42,6 +42,7 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_CONCAT, {"axis"}, {NULL}},
     {NNCL_OP_BATCHNORM, {NULL}, {"eps", "momentum"}},
     {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
+    {NNCL_OP_GROUPNORM, {"groups"}, {"eps"}},
     {NNCL_OP_SCALE, {NULL}, {"alpha"}},
     {NNCL_OP_LEAKY_RELU, {NULL}, {"slope"}},
     {NNCL_OP_CLAMP, {NULL}, {"min", "max"}},

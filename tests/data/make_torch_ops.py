@@ -179,6 +179,10 @@ for nm, f in [("relu6", F.relu6), ("hardswish", F.hardswish), ("hardsigmoid", F.
     # PyTorch 1.13's CPU kernels disagree on hardswish's gradient at exactly 3: 1.5 from the scalar loop (and
     # CUDA), 1 from the vectorised one (whole vectors of elements); nncl takes 1.5, and the case leaves 3 out
     case(nm + "_kinks", (2, 4), unary(f), x_fixed=[v if nm != "hardswish" or v != 3.0 else 2.0 for v in KINKS])
+# group norm (affine) and instance norm (PyTorch's default: no affine, no running statistics)
+case("groupnorm", (2, 6, 3, 4), lambda h, h2, P, S, t: F.group_norm(h, 3, P["gn.weight"], P["gn.bias"], 1e-5),
+     params={"gn.weight": (6,), "gn.bias": (6,)})
+case("instancenorm", (2, 3, 5, 4), lambda h, h2, P, S, t: F.instance_norm(h, eps=1e-5))
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
