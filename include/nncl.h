@@ -362,6 +362,11 @@ typedef struct nncl_conv_transpose2d_options {
 NNCL_API nncl_conv_transpose2d_options nncl_conv_transpose2d_default(void);
 NNCL_API nncl_node *nncl_conv_transpose2d(nncl_graph *g, nncl_node *x, int out_channels,
                                           const nncl_conv_transpose2d_options *opts, const char *name);
+/* PyTorch's Upsample(scale_factor=(factor_h, factor_w)) of [B,C,H,W] to
+ * [B,C,H fh,W fw]: nearest (bilinear 0), output o reads input o / f; or
+ * bilinear with align_corners=False, between the inputs around
+ * max((o + 0.5) / f - 0.5, 0), the last row and column repeated. */
+NNCL_API nncl_node *nncl_upsample2d(nncl_graph *g, nncl_node *x, int factor_h, int factor_w, int bilinear);
 NNCL_API nncl_node *nncl_maxpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
 /* Padding counts in the divisor (PyTorch's count_include_pad=True). */
 NNCL_API nncl_node *nncl_avgpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);

@@ -317,12 +317,12 @@ static int check_names(nncl_context *ctx) {
     return 0;
 }
 
-/* The convolutions of any geometry and group norm: a model description rebuilds them (the
- * rebuilt graph describes itself in the same words), the reader refuses
- * what the builders refuse (groups 0), and a shape error names the node
- * and the input's shape. */
+/* The convolutions of any geometry, group norm, upsampling and clamp: a
+ * model description rebuilds them (the rebuilt graph describes itself in
+ * the same words), the reader refuses what the builders refuse (groups 0),
+ * and a shape error names the node and the input's shape. */
 static int check_conv_ex_text(nncl_context *ctx) {
-    const char *name = "conv2d_ex, conv1d, conv_transpose2d and groupnorm rebuild from their model description";
+    const char *name = "conv2d_ex, conv1d, conv_transpose2d, groupnorm, upsample2d and clamp rebuild from a model description";
     int xs[3] = {4, 9, 8}, ls[2] = {3, 11}, ok;
     nncl_graph *g = nncl_graph_create(ctx, 1), *back = NULL;
     nncl_node *x = nncl_input(g, "x", 3, xs), *l = nncl_input(g, "l", 2, ls), *h;
@@ -341,6 +341,7 @@ static int check_conv_ex_text(nncl_context *ctx) {
     c1.kernel = 5; c1.dilation = 2; c1.padding = 3; c1.stride = 2; c1.groups = 3;
     TH_CHECK(name, nncl_conv1d(g, l, 6, &c1, "c1") != NULL);
     TH_CHECK(name, nncl_groupnorm(g, x, 2, 1e-3f, 1, "gn") && nncl_instancenorm(g, l, 1e-5f, 0, NULL));
+    TH_CHECK(name, nncl_upsample2d(g, h, 2, 3, 1) && nncl_op_clamp(g, h, -0.5f, 2.0f) && nncl_op_hardswish(g, h));
     TH_CHECK(name, (text = nncl__graph_describe(g)) != NULL);
     meta[1] = text;
     memset(&e, 0, sizeof e);

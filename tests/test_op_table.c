@@ -221,6 +221,11 @@ static nncl_node *ot_groupnorm(nncl_graph *g, nncl_node *const *in, const ot_row
     return nncl_groupnorm(g, in[0], r->a[0], 1e-5f, r->a[1], "gn");
 }
 
+/* upsample2d by a[0] x a[1], bilinear a[2] */
+static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return nncl_upsample2d(g, in[0], r->a[0], r->a[1], r->a[2]);
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -252,6 +257,10 @@ static nncl_node *ot_groupnorm(nncl_graph *g, nncl_node *const *in, const ot_row
 #define OT_GN(b, groups, affine, ndim, C, d1, d2)                                                                  \
     {"groupnorm g" #groups " affine" #affine, ot_groupnorm, {groups, affine}, 0,                                  \
      {{OT_GRAD, -2, 2, ndim, {C, d1, d2}}}, b, OT_TOL}
+
+#define OT_UP(b, fh, fw, bilinear, C, H, W)                                                                        \
+    {"upsample2d " #fh "x" #fw " bilinear" #bilinear, ot_upsample, {fh, fw, bilinear}, 0, {OT_X3(-2, 2, C, H, W)},  \
+     b, OT_TOL}
 
 static const ot_row ot_rows[] = {
     /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
@@ -352,6 +361,9 @@ static const ot_row ot_rows[] = {
      * rows of 680 make the work-items stride */
     OT_GN(2, 1, 1, 3, 4, 5, 3), OT_GN(3, 2, 1, 3, 4, 3, 5), OT_GN(2, 0, 0, 2, 3, 7, 0), OT_GN(1, 2, 1, 1, 6, 0, 0),
     OT_GN(2, 0, 1, 3, 5, 2, 3), OT_GN(2, 4, 1, 2, 8, 170, 0),
+    /* upsampling: nearest and bilinear, factors 1 to 3, planes of 1 pixel up */
+    OT_UP(2, 2, 2, 0, 2, 3, 4), OT_UP(1, 3, 2, 0, 2, 5, 3), OT_UP(2, 2, 2, 1, 2, 4, 5), OT_UP(3, 3, 1, 1, 1, 3, 4),
+    OT_UP(2, 1, 3, 1, 3, 2, 7), OT_UP(2, 2, 2, 1, 3, 1, 1), OT_UP(1, 3, 3, 1, 2, 5, 6),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 

@@ -78,6 +78,8 @@ static nncl_node *b_hardsigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl
 static nncl_node *b_clamp(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_clamp(g, h, -1.0f, 1.0f); }
 static nncl_node *b_groupnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_groupnorm(g, h, 3, 1e-5f, 1, "gn"); }
 static nncl_node *b_instancenorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_instancenorm(g, h, 1e-5f, 0, "in"); }
+static nncl_node *b_up_nearest(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_upsample2d(g, h, 2, 3, 0); }
+static nncl_node *b_up_bilinear(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_upsample2d(g, h, 3, 2, 1); }
 static nncl_node *b_conv_depthwise(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     nncl_conv2d_options o = nncl_conv2d_default();
     (void)h2; (void)t;
@@ -141,7 +143,8 @@ static const tto_case tto_cases[] = {
     {"relu6", b_relu6, 0}, {"relu6_kinks", b_relu6, 0}, {"hardswish", b_hardswish, 0},
     {"hardswish_kinks", b_hardswish, 0}, {"hardsigmoid", b_hardsigmoid, 0}, {"hardsigmoid_kinks", b_hardsigmoid, 0},
     {"clamp", b_clamp, 0}, {"clamp_kinks", b_clamp, 0}, {"groupnorm", b_groupnorm, 0},
-    {"instancenorm", b_instancenorm, 0},
+    {"instancenorm", b_instancenorm, 0}, {"upsample_nearest", b_up_nearest, 0},
+    {"upsample_bilinear", b_up_bilinear, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */

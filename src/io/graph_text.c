@@ -34,6 +34,7 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_CONV_TRANSPOSE2D,
      {"stride_h", "stride_w", "padding_h", "padding_w", "output_padding_h", "output_padding_w", "groups", "act"},
      {NULL}},
+    {NNCL_OP_UPSAMPLE2D, {"factor_h", "factor_w", "bilinear"}, {NULL}},
     {NNCL_OP_MAXPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
     {NNCL_OP_AVGPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
     {NNCL_OP_DROPOUT, {"seed_lo", "seed_hi"}, {"p"}},

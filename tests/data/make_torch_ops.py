@@ -183,6 +183,10 @@ for nm, f in [("relu6", F.relu6), ("hardswish", F.hardswish), ("hardsigmoid", F.
 case("groupnorm", (2, 6, 3, 4), lambda h, h2, P, S, t: F.group_norm(h, 3, P["gn.weight"], P["gn.bias"], 1e-5),
      params={"gn.weight": (6,), "gn.bias": (6,)})
 case("instancenorm", (2, 3, 5, 4), lambda h, h2, P, S, t: F.instance_norm(h, eps=1e-5))
+# upsampling by whole factors: nearest, and bilinear with align_corners=False
+case("upsample_nearest", (2, 2, 3, 4), lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(2, 3), mode="nearest"))
+case("upsample_bilinear", (2, 2, 3, 4),
+     lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(3, 2), mode="bilinear", align_corners=False))
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
