@@ -21,7 +21,7 @@
  * y of conv space, its output the x, so its forward is conv^T, its input
  * gradient conv, and its weight gradient the same adjoint with x and dy
  * exchanged. Nothing is kept from forward to backward. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

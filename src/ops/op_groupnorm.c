@@ -12,7 +12,7 @@
  * contiguous elements forward and for dx, one per channel for dw and db:
  *   y = xhat w[c] + b[c],  xhat = (x - mean) invstd,
  *   dx = invstd (g - mean_row(g) - xhat mean_row(g xhat)),  g = dy w[c]. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

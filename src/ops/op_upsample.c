@@ -8,7 +8,7 @@
  *   nearest   o / f
  *   bilinear  s = max((o + 0.5) / f - 0.5, 0): rows floor(s) and
  *             min(floor(s) + 1, H - 1) with weights 1 - (s - floor s), s - floor s. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <limits.h>
 #include <math.h>
 
