@@ -54,15 +54,28 @@ __kernel void nncl_conv_ex_backward_f32_input(__global const act_t *dy, int dy_o
     Cg = C / G;
     Og = O / G;
     g = c / Cg;
+    /* a stride of 1 (depthwise layers' usual case) without the integer
+     * division and remainder per tap, which cost CPU devices most of the
+     * kernel's time */
     for (ki = 0; ki < kh; ki++) {
         int th = ih + ph - ki * dh, oh;
-        if (th < 0 || th % sh) continue;
-        oh = th / sh;
+        if (th < 0) break; /* th falls with ki */
+        if (sh > 1) {
+            if (th % sh) continue;
+            oh = th / sh;
+        } else {
+            oh = th;
+        }
         if (oh >= OH) continue;
         for (kj = 0; kj < kw; kj++) {
             int tw = iw + pw - kj * dw, ow;
-            if (tw < 0 || tw % sw) continue;
-            ow = tw / sw;
+            if (tw < 0) break;
+            if (sw > 1) {
+                if (tw % sw) continue;
+                ow = tw / sw;
+            } else {
+                ow = tw;
+            }
             if (ow >= OW) continue;
             for (og = 0; og < Og; og++) {
                 int o = g * Og + og;
@@ -83,13 +96,19 @@ __kernel void nncl_conv_ex_backward_f32_weight(__global const act_t *x, int x_of
                                                int G, int B, int acc, __local float *part) {
     int e = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
     int Cg = C / G, kj = e % kw, ki = (e / kw) % kh, cg = (e / (kw * kh)) % Cg, o = e / (kw * kh * Cg);
-    int c = (o / (O / G)) * Cg + cg, ohw = OH * OW, j;
+    int c = (o / (O / G)) * Cg + cg, j;
     float s = 0.0f;
-    for (j = lid; j < B * ohw; j += ls) {
-        int b = j / ohw, r = j - b * ohw, oh = r / OW, ow = r - oh * OW;
-        int ih = oh * sh - ph + ki * dh, iw = ow * sw - pw + kj * dw;
-        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-        s += NNCL_LDG(dy, dy_off + (b * O + o) * ohw + r) * NNCL_LDG(x, x_off + ((b * C + c) * H + ih) * W + iw);
+    /* lanes over rows (b, oh) of y, each along its row: one division per
+     * row rather than two per product */
+    for (j = lid; j < B * OH; j += ls) {
+        int b = j / OH, oh = j - b * OH, ih = oh * sh - ph + ki * dh, ow;
+        __global const act_t *dyr = dy + dy_off + ((b * O + o) * OH + oh) * OW;
+        int xr = x_off + ((b * C + c) * H + ih) * W;
+        if (ih < 0 || ih >= H) continue;
+        for (ow = 0; ow < OW; ow++) {
+            int iw = ow * sw - pw + kj * dw;
+            if (iw >= 0 && iw < W) s += NNCL_LD(dyr, ow) * NNCL_LDG(x, xr + iw);
+        }
     }
     s = nncl_group_sum(part, s);
     if (lid == 0) dwt[dw_off + e] = (acc ? dwt[dw_off + e] : 0.0f) + s;

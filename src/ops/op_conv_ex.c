@@ -197,10 +197,10 @@ static nncl_status cx_launch_map(nncl__exec *x, const nncl_node *n, const cx_dim
 /* Conv space: dw (+)= the adjoint in w of conv(xs) against ys. */
 static nncl_status cx_launch_dw(nncl__exec *x, const nncl_node *n, const cx_dims *d, nncl__view xs, nncl__view ys) {
     nncl__args a;
-    size_t local = 64, global, taps = (size_t)d->B * d->OH * d->OW;
+    size_t local = 64, global, rows = (size_t)d->B * d->OH; /* the lanes share the rows of y */
     size_t nw = (size_t)d->O * (size_t)(d->C / d->G) * d->kh * d->kw;
     if (local > x->dev->max_work_group) local = x->dev->max_work_group;
-    while (local > 1 && local / 2 >= taps) local /= 2;
+    while (local > 1 && local / 2 >= rows) local /= 2;
     global = nw * local;
     NNCL_TRY(nncl__kbegin(x, n, CX_K_BACKWARD_WEIGHT, &a));
     nncl__arg_view(&a, xs);
