@@ -54,24 +54,27 @@ __kernel void nncl_conv_ex_backward_f32_input(__global const act_t *dy, int dy_o
     Cg = C / G;
     Og = O / G;
     g = c / Cg;
-    /* a stride of 1 (depthwise layers' usual case) without the integer
-     * division and remainder per tap, which cost CPU devices most of the
-     * kernel's time */
-    for (ki = 0; ki < kh; ki++) {
+    /* Without the integer division and remainder per tap, which cost CPU
+     * devices most of the kernel's time: at stride 1 every tap, and with
+     * dilation 1 every stride-th tap from the first whose distance is a
+     * multiple of the stride (ki0, kj0), one division each. */
+    int ki0 = sh > 1 && dh == 1 ? (ih + ph) % sh : 0, kj0 = sw > 1 && dw == 1 ? (iw + pw) % sw : 0;
+    int kis = sh > 1 && dh == 1 ? sh : 1, kjs = sw > 1 && dw == 1 ? sw : 1;
+    for (ki = ki0; ki < kh; ki += kis) {
         int th = ih + ph - ki * dh, oh;
         if (th < 0) break; /* th falls with ki */
         if (sh > 1) {
-            if (th % sh) continue;
+            if (kis == 1 && th % sh) continue;
             oh = th / sh;
         } else {
             oh = th;
         }
         if (oh >= OH) continue;
-        for (kj = 0; kj < kw; kj++) {
+        for (kj = kj0; kj < kw; kj += kjs) {
             int tw = iw + pw - kj * dw, ow;
             if (tw < 0) break;
             if (sw > 1) {
-                if (tw % sw) continue;
+                if (kjs == 1 && tw % sw) continue;
                 ow = tw / sw;
             } else {
                 ow = tw;
