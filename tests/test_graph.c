@@ -323,7 +323,8 @@ static int check_names(nncl_context *ctx) {
  * the same words), the reader refuses what the builders refuse (groups 0),
  * and a shape error names the node and the input's shape. */
 static int check_conv_ex_text(nncl_context *ctx) {
-    const char *name = "conv2d_ex, conv1d, conv_transpose2d, groupnorm, upsample2d and clamp rebuild from a model description";
+    const char *name =
+        "conv2d_ex, conv1d, conv_transpose2d, groupnorm, upsample2d and clamp rebuild from a model description";
     int xs[3] = {4, 9, 8}, ls[2] = {3, 11}, ok;
     nncl_graph *g = nncl_graph_create(ctx, 1), *back = NULL;
     nncl_node *x = nncl_input(g, "x", 3, xs), *l = nncl_input(g, "l", 2, ls), *h;

@@ -90,6 +90,8 @@ static nncl_status cx_check(nncl_graph *g, const nncl_node *n) {
 /* Output size along one axis, or 0 where the kernel does not fit. */
 static long long cx_out(const nncl_node *n, int in, int k, int st, int pad, int dil_or_op) {
     if (cx_is_t(n)) return ((long long)in - 1) * st - 2LL * pad + k + dil_or_op;
+    /* the kernels' tap coordinates stay within int */
+    if ((long long)in + 2LL * pad + (long long)dil_or_op * (k - 1) > INT_MAX / 2) return 0;
     if ((long long)in + 2LL * pad < (long long)dil_or_op * (k - 1) + 1) return 0;
     return ((long long)in + 2LL * pad - (long long)dil_or_op * (k - 1) - 1) / st + 1;
 }
@@ -137,7 +139,7 @@ static nncl_status cx_shape(nncl_graph *g, nncl_node *n) {
     if (oh < 1 || ow < 1)
         return nncl__graph_error(g, NNCL_ERR_SHAPE,
                                  "%s \"%s\": kernel of weight %s does not fit input %s with its "
-                                 "padding, stride and dilation",
+                                 "padding, stride and dilation (or they pass 2^30)",
                                  op, n->name, nncl__shape_str(w, s2, sizeof s2), nncl__shape_str(xin, s1, sizeof s1));
     /* the kernels index a sample's elements with int, and so do the weight's taps */
     k = one ? 1 : w->shape[2];
