@@ -31,13 +31,15 @@ pass() { echo "PASS examples: $*"; }
 fail() { echo "FAIL examples: $*"; sed 's/^/    /' "$dir/err" | tail -n 8; }
 
 # --- options
-for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_lstm csv_classifier xor devices tune predict; do
+for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_autoencoder fashion_mnist_lstm \
+    csv_classifier xor devices tune predict; do
     "$ex/$p" --help >"$dir/out" 2>"$dir/err"
     s=$?
     if [ $s -eq 0 ] && grep -q "^usage: $p" "$dir/out"; then pass "$p --help prints the usage, status 0"
     else fail "$p --help: status $s"; fi
 done
-for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_lstm csv_classifier; do
+for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_autoencoder fashion_mnist_lstm \
+    csv_classifier; do
     "$ex/$p" --epoch 1 >"$dir/out" 2>"$dir/err"
     s=$?
     if [ $s -eq 2 ] && grep -q "unknown option --epoch (did you mean --epochs?)" "$dir/err" && grep -q "^usage:" "$dir/err"
