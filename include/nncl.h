@@ -450,8 +450,10 @@ typedef struct nncl_batch_fit {
 } nncl_batch_fit;
 
 /* The memory margin nncl_train_max_batch leaves free on each device: this
- * fraction of its memory (or the cap), for the GEMM workspaces (sized only
- * when a plan times its kernels) and what the driver keeps. */
+ * fraction of its memory (or the cap), for what the driver keeps (the GEMM
+ * workspaces, sized exactly only when a plan times its kernels, are
+ * counted in a plan's need by a bound: the panels of the largest
+ * product's operands). */
 #define NNCL_FIT_MARGIN 0.10
 
 /* One host array per input node, of batch samples. */

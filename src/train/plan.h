@@ -83,7 +83,9 @@ void nncl__plan_schedule_free(nncl__plan *p);
  * timed; measure counts half storage's upload stage, its least size). */
 uint64_t nncl__plan_arena_bytes(const nncl__plan *p);
 uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats);
-/* The same for a plan not made: host work only, no device touched. */
+/* The same for a plan not made, host work only, no device touched: its
+ * need with a bound on the GEMM workspace (the panels of the largest
+ * product's operands), which a made plan sizes by timing its kernels. */
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
                                uint64_t *need, uint64_t *activations, int *segments);
 /* Whether input node n is read as fp32 (labels, targets: an f32_in slot of

@@ -405,6 +405,24 @@ uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats) {
     return need;
 }
 
+/* A bound on the GEMM workspace, known exactly only once kernels are
+ * timed: the packed panels of a product's operands, fp32, with room for
+ * tile rounding, twice (the timing packs into the device's scratch, which
+ * stays, before the plan's own workspace is made). */
+static uint64_t plan_workspace_bound(const nncl__plan *p) {
+    const nncl_graph *g = p->graph;
+    uint64_t most = 0;
+    int i, k;
+    for (i = 0; i < p->n_fwd; i++) {
+        const nncl_node *n = g->nodes[p->fwd[i]];
+        uint64_t f = 0;
+        if (!nncl__opdef_get(n->op)->prepare) continue;
+        for (k = 0; k < n->n_in; k++) f += nncl__numel(n->in[k], p->max_batch);
+        if (f > most) most = f;
+    }
+    return most * 4 * 5 / 4 * 2;
+}
+
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
                                uint64_t *need, uint64_t *activations, int *segments) {
     nncl__plan p;
@@ -421,7 +439,8 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
     st = nncl__plan_layout(&p, o->checkpoint, &b, &nb);
     NNCL_FREE(b);
     if (st == NNCL_OK) {
-        *need = nncl__plan_need(&p, o->train_floats) + (o->store ? (uint64_t)p.stage_floats * 4 : 0);
+        uint64_t stage = o->store ? (uint64_t)p.stage_floats * 4 : 0, ws = plan_workspace_bound(&p);
+        *need = nncl__plan_need(&p, o->train_floats) + (ws > stage ? ws : stage);
         if (activations) *activations = nncl__plan_arena_bytes(&p);
         if (segments) *segments = p.n_segments;
     }
