@@ -53,8 +53,8 @@ int bench_gemm_steps(const bench_opts *o, int n_devices) { return (o->n_sizes + 
 /* Keys of the figures of own variant i: "own0_gflops" ... (the note names it). */
 #define GEMM_MAX_OWN 8
 /* --quick: per-kernel and half-storage rows only where a call takes less
- * (Mesa rusticl builds each launch: its 32 x 19600 x 144 product took 0.75 s
- * per call, and its per-kernel rows a minute of the quick run) */
+ * (Mesa rusticl builds each launch: its large products' per-kernel rows
+ * would be most of the quick run) */
 #define GEMM_QUICK_CALL_S 0.2
 
 static void gemm_item(const gemm_shape *s, char *buf, size_t len) {

@@ -53,6 +53,25 @@ float nncl_group_max(__local float *buf, float v) {
     return nncl_group_reduce(buf, v, 0, (int)get_local_id(0), 1, (int)get_local_size(0), 1);
 }
 
+/* Dropout's counter-based mask (dropout in cl/misc.cl, attention in
+ * cl/attention.cl; src/ops/op_misc.c computes the same on the host): a
+ * 32-bit avalanche mix (lowbias32), uint arithmetic only. */
+uint nncl_drop_mix(uint h) {
+    h ^= h >> 16;
+    h *= 0x7feb352dU;
+    h ^= h >> 15;
+    h *= 0x846ca68bU;
+    h ^= h >> 16;
+    return h;
+}
+
+/* 1 when element `elem` of sample `sample` survives: 24 uniform bits
+ * against the threshold thr = round(p * 2^24). */
+int nncl_drop_keep(uint k0, uint k1, uint sample, uint elem, uint thr) {
+    uint h = nncl_drop_mix(nncl_drop_mix(nncl_drop_mix(sample ^ k0) + elem) ^ k1);
+    return (h >> 8) >= thr;
+}
+
 /* Storage of activations, their gradients and the working copy of the
  * weights: NNCL_STORE 1 fp16 (IEEE binary16), 2 bf16 (the upper 16 bits of
  * a float), both rounded to nearest even, else fp32. Kernels name such
@@ -62,14 +81,13 @@ float nncl_group_max(__local float *buf, float v) {
  * NNCL_STORE unset the macros are plain loads and stores: the fp32 build is
  * unchanged. Both 16-bit formats convert by integer and float operations
  * without branches, which CPU drivers vectorise (no cl_khr_fp16 needed):
- * PoCL's vstore_half_rte ran 3-4x slower per element than the code below,
- * a scalar call per work-item. */
+ * PoCL's vstore_half_rte is a scalar call per work-item. */
 #if defined(NNCL_STORE) && NNCL_STORE
 /* p[i] of 16-bit storage, read as half of the aligned 32-bit word holding
  * it: NNCL_LDG, for loads whose address neighbouring work-items cannot be
  * shown to step by one. CPU drivers vectorise a 32-bit gather, while
- * 16-bit gathers (no such instruction) are split into one load per lane
- * (4x the time of a 32-bit gather); where the addresses do step by one,
+ * 16-bit gathers (no such instruction) are split into one load per lane;
+ * where the addresses do step by one,
  * a plain load (NNCL_LD) is one vector load. Buffers are whole words
  * (src/runtime/device.c), so the word never leaves the allocation. */
 uint nncl_ld16(__global const ushort *p, int i) {
@@ -113,12 +131,11 @@ ushort nncl_f16_rne(float f) {
     return (ushort)(r | s);
 }
 /* The same on 8 consecutive values (NNCL_LD8 / NNCL_ST8: kernels that
- * hold 8 columns per work-item as vectors; one conversion at a time made
- * a loop kernel's fp16 twice its fp32 time). Where the 8 values are 16
- * bytes aligned, the core functions vload_half8 / vstore_half8_rte
- * instead: CPU drivers give them the hardware's conversion (x86 F16C;
- * PoCL's conv3 forward 2.2 -> 1.4 ms per bench CNN step), but PoCL 3.1's
- * vload_half8 crashed on addresses the standard allows (2-byte aligned). */
+ * hold 8 columns per work-item as vectors; one conversion at a time is
+ * slow in a loop). Where the 8 values are 16 bytes aligned, the core
+ * functions vload_half8 / vstore_half8_rte instead: CPU drivers give them
+ * the hardware's conversion (x86 F16C), but PoCL 3.1's vload_half8 crashes
+ * on addresses the standard allows (2-byte aligned). */
 float8 nncl_f16_ld8(__global const ushort *p) {
     uint8 h, u, e;
     if (((uint)(uintptr_t)p & 15u) == 0u) return vload_half8(0, (__global const half *)p);

@@ -99,16 +99,17 @@ __kernel void nncl_conv_to_f32(__global const act_t *src, int s_off, __global fl
  * float quotients (nncl_quot: exact as dim 0 stays below 2^20,
  * src/ops/conv_own.c), the others are the same along a row of dim 0. x is
  * read as fp32: in half storage the host converts each chunk of samples
- * into the workspace first (nncl_conv_to_f32): the panels' 16-bit
- * gathers, each element read k*k times, took 1.6-2x fp32's time. */
+ * into the workspace first (nncl_conv_to_f32): the panels read each
+ * element k*k times, and 16-bit gathers cost more than fp32 loads. */
 
 /* Forward B of each of S samples: B(r, j) = col_z(r, j), [C*k*k, OH*OW];
  * sample z's panels at bp_off + z * ceil(OH*OW / nr) * nr * C*k*k.
  * NDRange (nr, C*k*k, S * panels): the nr items of a row of dim 0 write
  * one contiguous run of a panel, the loads are clamped into x and the
  * padding selected to zero. No loop and no branch but the bounds check:
- * CPU drivers run it as SIMD lanes (a loop over the samples inside, one
- * work-item at a time, spent 3x as long in half storage converting). */
+ * CPU drivers run it as SIMD lanes (a loop over the samples inside would
+ * run one work-item at a time, converting element by element in half
+ * storage). */
 __kernel void nncl_conv_pack_b_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
                                    int W, int k, int st, int pad, int OH, int OW, int nr) {
     int c = get_global_id(0), r = get_global_id(1), zq = get_global_id(2);
@@ -167,8 +168,7 @@ float8 nncl_conv_shift8(const __global float *xp, int j0, int8 oh, int8 ow, int 
  * (ki - pad, kj - pad), read flat (nncl_conv_shift8): each run of 8
  * columns one vector load with rows and padding crossed by lane masks, and
  * one vector store. NDRange (C*k*k, panels, S), an item per row of a
- * panel. nncl_conv_pack_b, whose loads PoCL made lane by lane, took 2x as
- * long on the bench CNN's second layer (bench/RESULTS.md, session 12). */
+ * panel. nncl_conv_pack_b's loads PoCL makes lane by lane. */
 __kernel void nncl_conv_pack_bs_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C, int H,
                                     int W, int k, int st, int pad, int OH, int OW, int nr) {
     int r = get_global_id(0), q = get_global_id(1), z = get_global_id(2), kk = k * k, ckk = C * kk, hw = H * W;
@@ -219,11 +219,10 @@ __kernel void nncl_conv_pack_dy_f32(__global const act_t *dy, int dy_off, __glob
 
 /* fp16 on CPU devices: NDRange (ceil(S*OH*OW / 8), panels of mr rows), a
  * work-item takes 8 neighbouring columns of its panel's rows as vectors,
- * converted 8 at a time (one at a time took twice fp32's time on PoCL;
- * 3.7 -> 2.8 ms per CNN step), element by element where they cross a
- * sample. In fp32 and bf16 (a shift to convert) the vectors were slower
- * than one column per item, and on NVIDIA's OpenCL fp16 took 5x bf16's
- * time this way (7.5 vs 1.4 ms per CNN step): GPUs take the kernel above. */
+ * converted 8 at a time (PoCL converts one at a time slowly), element by
+ * element where they cross a sample. In fp32 and bf16 (a shift to
+ * convert) one column per item is faster, and so it is for fp16 on GPUs
+ * (NVIDIA's OpenCL): those take the kernel above. */
 __kernel void nncl_conv_pack_dy8_f32(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off,
                                      __global float *ap, int ap_off, int O, int ohw, int S, int mr, int act) {
     int kk0 = get_global_id(0) * 8, p = get_global_id(1), K = S * ohw, s, px, r, o, e, n;
@@ -275,7 +274,7 @@ __kernel void nncl_conv_pack_colt_f32(__global const float *x, int x_off, __glob
 
 /* Column r of the weight gradient's B to the next: (ci, ki, kj) stepped
  * without a division. This and the store below inlined by force where the
- * compiler is clang: PoCL left calls, and the kernels took 5-7 % longer. */
+ * compiler is clang: PoCL left calls, which slowed the kernels. */
 #ifdef __clang__
 __attribute__((always_inline))
 #endif
@@ -304,8 +303,8 @@ void nncl_conv_colt_store(const float *t, __global float *d, int nr, int n) {
 }
 
 /* The same B on CPU devices, whose drivers did not make SIMD lanes of
- * nncl_conv_pack_colt for AVX2 (PoCL kept it scalar, with two divisions per
- * float: 10-15 ms of a 33 ms CNN step on a 2-core EPYC). NDRange
+ * nncl_conv_pack_colt for AVX2 (PoCL keeps it scalar, with two divisions
+ * per float: a large share of a CNN step). NDRange
  * (OH * ceil(OW/8), S, panels * nr/8), nr a multiple of 8: a work-item
  * takes 8 neighbouring output pixels of one row and 8 columns r of a
  * panel; per column one row of x as a vector (stride 1, inside x) or
@@ -349,9 +348,9 @@ __kernel void nncl_conv_pack_colt8_f32(__global const float *x, int x_off, __glo
 /* The same for same-size convolutions (stride 1, OH = H, OW = W), by the
  * flat plane shifts of nncl_conv_pack_bs: blocks of 8 pixels of the whole
  * plane rather than of a row, so a block crosses rows and edges by lane
- * masks, not element by element (the bench CNN's 14 x 14 rows left 6 of
- * every 14 pixels, and every edge block, to the clamped loads above: 1.6x
- * this kernel's time). NDRange (ceil(H*W / 8), S, panels * nr/8). */
+ * masks, not element by element (on 14 x 14 planes, rows of 8 leave 6 of
+ * every 14 pixels, and every edge block, to the clamped loads above).
+ * NDRange (ceil(H*W / 8), S, panels * nr/8). */
 __kernel void nncl_conv_pack_colts_f32(__global const float *x, int x_off, __global float *bp, int bp_off, int C,
                                        int H, int W, int k, int st, int pad, int OH, int OW, int S, int nr, int ones) {
     int blk = get_global_id(0), s = get_global_id(1), qc = get_global_id(2), hw = H * W, j0 = blk * 8;
@@ -483,11 +482,10 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
  * 2 x 2 pixels (rows h, h+1, columns w, w+1) of 16 channels, four float16
  * sums with fma(): per weight vector loaded, eight independent
  * multiply-adds of AVX2's vectors where the two-pixel kernel has four (and
- * mad(), which PoCL compiles to a multiply and an add): 0.74-0.82x its
- * time on the bench CNN's second layer (PoCL for AVX2). Taps whose four
+ * mad(), which PoCL compiles to a multiply and an add). Taps whose four
  * pixels all have an output run without a test per multiply-add (a
- * branch-free masked load instead was compiled back into branches, 1.8x
- * slower). Taken in fp32 storage only (src/ops/conv_own.c says why).
+ * branch-free masked load is compiled back into branches, and slower).
+ * Taken in fp32 storage only (src/ops/conv_own.c says why).
  * NDRange (ceil(W/2), ceil(H/2), S*ceil(C/16)). */
 __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_off, int K, int mr,
                                               __global const float *wt, int wt_off, __global act_t *dx, int dx_off,

@@ -9,8 +9,8 @@
  * work-items that loop). x and the weights are read as fp32: in half storage
  * src/ops/conv_direct.c converts them into the workspace first
  * (nncl_conv_to_f32), once per step rather than in every work-item that
- * reads them (the weight gradient's reread each tap for every output pair:
- * fp16 took 2.4x fp32's time converting). */
+ * reads them (the weight gradient rereads each tap for every output pair,
+ * and converting each time costs more than the arithmetic). */
 
 /* Which of the 8 pixels from p0 keep tap row ki (r[ki]) and tap column kj
  * (c[kj]) inside the plane: all-ones lanes where they do. */

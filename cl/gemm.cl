@@ -70,12 +70,10 @@
  * 8; transposing, each of the TILE rows' 8 values of k as one vector, and
  * the block's 8 * TILE panel values, contiguous, stored as TILE vectors of
  * 8 picked from them by constant indices (also where TILE is no multiple of
- * 8: whole panel rows of 8 left a 6-row tile's 48 values to scalar stores,
- * 1.06-1.15x the packing time on PoCL for AVX2). Written element by
- * element, the block was vectorised by PoCL across the group's work-items,
- * whose addresses lie 8 apart: gathers, and packing a transposed 1024 x
- * 1024 operand took 10-15 % longer. Partial blocks and panels go element
- * by element. */
+ * 8: whole panel rows of 8 would leave a 6-row tile's 48 values to scalar
+ * stores). Written element by element, the block would be vectorised by
+ * PoCL across the group's work-items, whose addresses lie 8 apart: gathers.
+ * Partial blocks and panels go element by element. */
 #define NNCL_PACK_KB 8 /* the vector width */
 #define NNCL_PACK_T(t, i, TILE) t[(i) % (TILE) * 8 + (i) / (TILE)] /* panel value i of a block of t's rows */
 #define NNCL_PACK_FN(NAME, TILE)                                                                                       \
@@ -209,9 +207,9 @@ void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc
 
 /* The MR x NR tile at row i0, column j0 (rows below m, columns below n).
  * A whole tile is stored unrolled, so that the accumulators stay in
- * registers (the row-by-row loop indexes acc at run time: its 28 vectors
- * went to the stack, and with k near 128 the stores took a third of a
- * tile's time); partial tiles and the activations with exp or tanh
+ * registers (the row-by-row loop indexes acc at run time, which sends its
+ * vectors to the stack, a large cost when k is small); partial tiles and
+ * the activations with exp or tanh
  * (inlined 28 times they only grow the program) take the loop. */
 __attribute__((always_inline)) void nncl_gemm_store_tile(__global act_t *c, int ldc, int i0, int j0, int m, int n,
                                                          const vfloat *acc, float alpha, float beta,
@@ -343,9 +341,9 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
     const __global float *az = a + a_off + z * a_stride, *bz = b + b_off + z * b_stride;
     if (i0 >= m || j0 >= n) return;
     /* Unrolled, so that the accumulators start in registers; the column
-     * indices only where B is gathered. Zeroed by a loop on the stack and
-     * with 64 indices stored for every tile, the prologue cost the 32 x
-     * 19600 x 144 product 15 % of its time (bench/RESULTS.md). */
+     * indices only where B is gathered: a zeroing loop would keep them on
+     * the stack, and indices stored for every tile are work only the
+     * gathering branch needs. */
 #pragma unroll
     for (r = 0; r < NNCL_MR; r++) ri[r] = min(i0 + r, m - 1);
 #pragma unroll
@@ -379,21 +377,19 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
  * the direct kernel's launch, which it shares). A work-item computes MR
  * rows of NNCL_DG column tiles in turn: the next work-item (the next MR
  * rows) reads the same NR*NNCL_DG rows of B, which stay in the core's
- * cache, where a work-item per tile read all of B per row tile (0.89-0.94x
- * the time as groups of 8 work-items; a loop in the kernel does it
- * whatever local size PoCL compiles for: its work-group specialization
- * spilled the 3 x 4 tile in groups, 1.3-1.5x the time of groups of one).
+ * cache, where a work-item per tile would read all of B per row tile (a
+ * loop in the kernel does it whatever local size PoCL compiles for: its
+ * work-group specialization spills the 3 x 4 tile in groups).
  * Per VW values of k: MR vector loads of A rows held while the NR rows of
  * B stream past, one vector at a time, into MR*NR fused multiply-adds:
  * MR*NR accumulators, MR A vectors and one of B in registers (3 x 4 on 16
  * registers, 4 x 6 on 32). Loading the NR B vectors first needs NR - 1
- * more: 3 x 4 spilled that way and 2 x 4 was the widest tile, 1.06-1.19x
- * the time of 3 x 4 streaming B (bench/RESULTS.md). Rows past
+ * more: 3 x 4 spills that way, and the widest tile left, 2 x 4, is slower
+ * than 3 x 4 streaming B. Rows past
  * m and n read row m-1 and n-1 (in bounds; not stored); the k % VW last
  * values are added one by one after the lanes. fp32 only: in half storage
- * its loads converted 16-bit values in the inner loop, again for every
- * tile that reads them, and the MLP's two forward products took 0.48 ms
- * against 0.25 in fp32 (the packed kernels convert once, as they pack). */
+ * its loads would convert 16-bit values in the inner loop, again for every
+ * tile that reads them (the packed kernels convert once, as they pack). */
 __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride, int lda, int ta,
                                 __global const float *b, int b_off, int b_stride, int ldb, int tb,
                                 __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k,

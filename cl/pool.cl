@@ -34,8 +34,8 @@
  * compares the 16-bit patterns as integers (sign and magnitude made an
  * ordered key; the same order as the values, NaN apart) and copies the
  * winner's bits: two conversions side by side were merged by LLVM's SLP
- * pass into a 2-lane vector, after which PoCL's loop vectorizer ran those
- * kernels one work-item at a time (4-10x slower). */
+ * pass into a 2-lane vector, after which PoCL's loop vectorizer runs those
+ * kernels one work-item at a time. */
 #if NNCL_POOL_HALF
 #define pval_t uint
 #define NNCL_POOL_LD(p, i) nncl_ld16(p, i)
@@ -181,8 +181,7 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
  * the order of the kernel above (V 8, or 4 where OW < 8; a row's last step
  * starts at OW - V, overlapping the one before with the same values).
  * Explicit vectors in each work-item rather than work-items as lanes: the
- * lanes' loads two floats apart were gathers, and the bench CNN's two
- * pools took 1.1 ms forward and 2.1 ms backward against 0.6 and 0.5 here. */
+ * lanes' loads two floats apart would be gathers. */
 #define NNCL_POOL_ROW(V, V2, LANES)                                                                                   \
     for (s = 0; s < OW; s += V) {                                                                                      \
         const NNCL_CAT(float, V) lane = (NNCL_CAT(float, V))LANES;                                                    \
@@ -207,9 +206,8 @@ __kernel void nncl_maxpool2d_f32_2x2(__global const act_t *x, int x_off, __globa
 #if NNCL_POOL_HALF
 /* Half storage: the same on the 16-bit patterns as unsigned vectors, by
  * nncl_pool_wins's rules (NNCL_POOL_WINV; KEYV the order key 0x8000 +-
- * magnitude, -0 equal to +0), the maximum's bits stored and no argmax. On
- * PoCL for AVX2 the window kernels (_2x2w) took 6-10x as long as these
- * (bench/RESULTS.md, session 12). */
+ * magnitude, -0 equal to +0), the maximum's bits stored and no argmax: on
+ * PoCL for AVX2 the window kernels (_2x2w) run far slower than these. */
 #define NNCL_POOL_KEYV(h) (0x8000u + select((h)&0x7fffu, 0u - ((h)&0x7fffu), ((h)&0x8000u) != 0u))
 #define NNCL_POOL_WINV(v, b)                                                                                           \
     ((((v)&0x7fffu) > NNCL_POOL_NAN) | ((((b)&0x7fffu) <= NNCL_POOL_NAN) & (NNCL_POOL_KEYV(v) > NNCL_POOL_KEYV(b))))
@@ -387,7 +385,7 @@ __kernel void nncl_maxpool2d_backward_f32_2x2(__global const act_t *dy, int dy_o
  * to one window's row, on NDRange (G * H*W/2, ceil(planes / G)): half the
  * index loads (or in half storage window searches). In half storage the
  * pair is one 32-bit word of dy's bits or zeros: no conversion, one
- * contiguous store; in fp32 two float stores (as one vstore2 PoCL ran 2.5x
+ * contiguous store; in fp32 two float stores (PoCL runs one vstore2
  * slower). */
 __kernel void nncl_maxpool2d_backward_f32_2x2p(__global const act_t *dy, int dy_off, __global const idx_t *idx,
                                                int idx_off, __global act_t *dx, int dx_off, int planes, int H, int W,

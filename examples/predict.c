@@ -5,7 +5,8 @@
  * t10k-labels-idx1-ubyte[.gz], or --labels FILE) or a CSV table, with the
  * model's label column or without it. Prints the class of each row (a
  * count with --quiet) and, where labels are known, the accuracy, the
- * accuracy per class and the confusion matrix. */
+ * accuracy per class and (up to 50 classes) the confusion matrix; rows
+ * whose label is no class of the model are counted and said, not scored. */
 #include "nncl.h"
 #include "options.h"
 #include <stdio.h>
@@ -20,6 +21,20 @@ typedef struct rows {
     nncl_csv csv;
     float *own;
 } rows;
+
+/* A class name as printed: tab, newline and carriage return (a character
+ * vocabulary's classes) written as \t, \n and \r, so each row stays a line. */
+static const char *shown(const char *name, char *buf, size_t size) {
+    size_t n = 0;
+    if (!name) return "";
+    for (; *name && n + 3 < size; name++) {
+        char e = *name == '\t' ? 't' : *name == '\n' ? 'n' : *name == '\r' ? 'r' : 0;
+        if (e) buf[n++] = '\\', buf[n++] = e;
+        else buf[n++] = *name;
+    }
+    buf[n] = 0;
+    return buf;
+}
 
 static void rows_free(rows *r) {
     nncl_idx_free(&r->img);
@@ -113,7 +128,10 @@ static int load_csv(const char *path, nncl_model *m, rows *r) {
                 nncl_model_label_name(m) ? nncl_model_label_name(m) : "", nncl_model_label_name(m) ? "')" : "");
         return 1;
     }
-    if (!(r->own = (float *)malloc(sizeof(float) * t->rows * d))) return 1;
+    if (!(r->own = (float *)malloc(sizeof(float) * t->rows * d + 1))) {
+        fprintf(stderr, "predict: out of memory for %zu rows of %zu values\n", t->rows, d);
+        return 1;
+    }
     for (i = 0; i < t->rows; i++) {
         for (j = 0; j + 1 < d; j++) r->own[i * d + j] = t->features[i * (d - 1) + j];
         r->own[i * d + d - 1] = t->labels[i];
@@ -121,6 +139,73 @@ static int load_csv(const char *path, nncl_model *m, rows *r) {
     r->x = r->own;
     r->n = t->rows;
     r->y = NULL;
+    return 0;
+}
+
+/* Row i's label as a class of the model in *want; 0 when it is none (out
+ * of range, not a whole number, NaN): converting that to int would be
+ * undefined. */
+static int label_class(const rows *r, size_t i, int C, int *want) {
+    float v = r->y[i];
+    if (!(v >= 0 && v < (float)C && v == (float)(int)v)) return 0;
+    *want = (int)v;
+    return 1;
+}
+
+/* The accuracy, per class and, for up to CONFUSION_MAX classes, the
+ * confusion matrix (C x C counts: 100,000 classes would need 80 GB). Rows
+ * whose label is no class of the model are counted and said, not scored.
+ * 0, or 1 after saying why. */
+#define CONFUSION_MAX 50
+static int report(const rows *r, const int *cls, nncl_model *m, int C) {
+    long *hit = (long *)calloc((size_t)C, sizeof(long)), *total = (long *)calloc((size_t)C, sizeof(long));
+    long *confusion = C <= CONFUSION_MAX ? (long *)calloc((size_t)C * C, sizeof(long)) : NULL;
+    long correct = 0, scored = 0, outside = 0;
+    size_t i, first = 0;
+    int k, c;
+    if (!hit || !total || (C <= CONFUSION_MAX && !confusion)) {
+        fprintf(stderr, "predict: out of memory for the counts of %d classes\n", C);
+        free(hit), free(total), free(confusion);
+        return 1;
+    }
+    for (i = 0; i < r->n; i++) {
+        int want;
+        if (!label_class(r, i, C, &want)) {
+            if (!outside++) first = i;
+            continue;
+        }
+        scored++;
+        total[want]++;
+        hit[want] += want == cls[i];
+        correct += want == cls[i];
+        if (confusion) confusion[(size_t)want * C + cls[i]]++;
+    }
+    if (outside)
+        printf("%ld rows have a label that is no class of the model (0..%d), first row %zu (%g): not scored\n", outside,
+               C - 1, first, (double)r->y[first]);
+    if (scored) {
+        printf("accuracy %.4f (%ld of %ld)\nper class%s:\n", (double)correct / (double)scored, correct, scored,
+               C > CONFUSION_MAX ? " (those with samples)" : "");
+        for (k = 0; k < C; k++) {
+            char buf[64];
+            const char *name = shown(nncl_model_class_name(m, k), buf, sizeof buf);
+            if (total[k]) printf("  %d %-14s %.4f (%ld of %ld)\n", k, name, (double)hit[k] / (double)total[k], hit[k], total[k]);
+            else if (C <= CONFUSION_MAX) printf("  %d %-14s no samples\n", k, name);
+        }
+    }
+    if (scored && confusion) {
+        printf("confusion matrix (rows: true class, columns: predicted):\n      ");
+        for (c = 0; c < C; c++) printf(" %5d", c);
+        printf("\n");
+        for (k = 0; k < C; k++) {
+            printf("  %3d ", k);
+            for (c = 0; c < C; c++) printf(" %5ld", confusion[(size_t)k * C + c]);
+            printf("\n");
+        }
+    } else if (scored) {
+        printf("(no confusion matrix for %d classes: more than %d)\n", C, CONFUSION_MAX);
+    }
+    free(hit), free(total), free(confusion);
     return 0;
 }
 
@@ -138,8 +223,8 @@ int main(int argc, char **argv) {
     nncl_context *ctx = NULL;
     nncl_model *m = NULL;
     rows r;
-    int *cls = NULL, C, k, c;
-    long *confusion = NULL, correct = 0, *count = NULL;
+    int *cls = NULL, C, k, rc = 1;
+    long *count = NULL;
     size_t i;
     nncl_status st;
 
@@ -153,58 +238,49 @@ int main(int argc, char **argv) {
     if (ex_init("predict", devices, &ctx)) return 1;
     if ((st = nncl_model_load(ctx, pos[0], batch, &m)) != NNCL_OK) {
         fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
-        return 1;
+        goto done;
     }
     C = nncl_model_classes(m);
-    if (ends_with(pos[1], ".csv") ? load_csv(pos[1], m, &r) : load_idx(pos[1], labels, nncl_model_features(m), &r)) return 1;
+    if (nncl_node_shape(nncl_model_output(m), NULL) > 1) {
+        fprintf(stderr, "predict: %s is a sequence model (a class per position); it predicts one class per row\n",
+                pos[0]);
+        goto done;
+    }
+    if (ends_with(pos[1], ".csv") ? load_csv(pos[1], m, &r) : load_idx(pos[1], labels, nncl_model_features(m), &r))
+        goto done;
     if (limit > 0 && (size_t)limit < r.n) r.n = (size_t)limit;
     cls = (int *)malloc(sizeof(int) * (r.n + 1));
-    confusion = (long *)calloc((size_t)C * C, sizeof(long));
     count = (long *)calloc((size_t)C, sizeof(long));
-    if (!cls || !confusion || !count) return 1;
+    if (!cls || !count) {
+        fprintf(stderr, "predict: out of memory for %zu rows and %d classes\n", r.n, C);
+        goto done;
+    }
     if ((st = nncl_model_predict(m, r.x, r.n, NULL, cls)) != NNCL_OK) {
         fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
-        return 1;
+        goto done;
     }
     for (i = 0; i < r.n; i++) {
-        const char *name = nncl_model_class_name(m, cls[i]);
+        char buf[64];
+        const char *name = nncl_model_class_name(m, cls[i]) ? shown(nncl_model_class_name(m, cls[i]), buf, sizeof buf) : NULL;
         count[cls[i]]++;
         if (!quiet) {
             if (name) printf("%zu %d %s\n", i, cls[i], name);
             else printf("%zu %d\n", i, cls[i]);
         }
-        if (r.y) {
-            int want = (int)r.y[i];
-            if (want >= 0 && want < C) confusion[want * C + cls[i]]++;
-            correct += want == cls[i];
-        }
     }
     printf("%zu rows classified by %s\n", r.n, pos[0]);
     if (quiet)
         for (k = 0; k < C; k++)
-            printf("  class %d %-14s %ld\n", k, nncl_model_class_name(m, k) ? nncl_model_class_name(m, k) : "", count[k]);
-    if (r.y && r.n) {
-        printf("accuracy %.4f (%ld of %zu)\nper class:\n", (double)correct / (double)r.n, correct, r.n);
-        for (k = 0; k < C; k++) {
-            long row = 0;
-            for (c = 0; c < C; c++) row += confusion[k * C + c];
-            printf("  %d %-14s %s", k, nncl_model_class_name(m, k) ? nncl_model_class_name(m, k) : "", row ? "" : "no samples\n");
-            if (row) printf("%.4f (%ld of %ld)\n", (double)confusion[k * C + k] / (double)row, confusion[k * C + k], row);
-        }
-        printf("confusion matrix (rows: true class, columns: predicted):\n      ");
-        for (c = 0; c < C; c++) printf(" %5d", c);
-        printf("\n");
-        for (k = 0; k < C; k++) {
-            printf("  %3d ", k);
-            for (c = 0; c < C; c++) printf(" %5ld", confusion[k * C + c]);
-            printf("\n");
-        }
-    }
+            if (count[k] || C <= CONFUSION_MAX) {
+                char buf[64];
+                printf("  class %d %-14s %ld\n", k, shown(nncl_model_class_name(m, k), buf, sizeof buf), count[k]);
+            }
+    rc = r.y && r.n ? report(&r, cls, m, C) : 0;
+done:
     free(cls);
-    free(confusion);
     free(count);
     rows_free(&r);
     nncl_model_free(m);
     nncl_free(ctx);
-    return 0;
+    return rc;
 }

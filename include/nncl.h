@@ -34,7 +34,8 @@ typedef enum nncl_status {
     NNCL_OK = 0,
     NNCL_ERR_INVALID_ARGUMENT = -1, /* NULL pointer, bad size, bad option */
     NNCL_ERR_SHAPE = -2,            /* shapes do not fit together */
-    NNCL_ERR_OUT_OF_MEMORY = -3,    /* host or device allocation failed */
+    NNCL_ERR_OUT_OF_MEMORY = -3,    /* host or device allocation failed, or a model or tensor
+                                     * needs more than the 2^31-1 elements a kernel can address */
     NNCL_ERR_DEVICE = -4,           /* an OpenCL call failed */
     NNCL_ERR_BUILD = -5,            /* a kernel program did not build */
     NNCL_ERR_NO_DEVICE = -6,        /* no OpenCL device matches */
@@ -51,11 +52,14 @@ NNCL_API const char *nncl_status_str(nncl_status status);
 
 typedef struct nncl_context nncl_context;
 
-/* The message of the last error on this context: what failed and where (the
- * OpenCL call and code, file:line, the build log). With ctx NULL: the last
- * error of calls made without a context on this thread. Never NULL. The
- * string belongs to the calling thread and stays unchanged, whatever other
- * threads record on ctx, until this thread calls nncl_last_error again. */
+/* The message of the calling thread's last error on this context: what
+ * failed and where (the OpenCL call and code, file:line, the build log), so
+ * that threads sharing a context each read their own failure's words. A
+ * thread keeps its messages of the last four contexts it failed on; on a
+ * context where it has none it reads the context's latest, of any thread.
+ * With ctx NULL: the last error of calls made without a context on this
+ * thread. Never NULL. The string belongs to the calling thread and stays
+ * unchanged until this thread calls nncl_last_error again. */
 NNCL_API const char *nncl_last_error(const nncl_context *ctx);
 
 enum { NNCL_LOG_ERROR = 0, NNCL_LOG_WARN = 1, NNCL_LOG_INFO = 2, NNCL_LOG_DEBUG = 3 };
@@ -249,6 +253,58 @@ NNCL_API nncl_status nncl_mean(nncl_context *ctx, const nncl_tensor *x, int axis
 NNCL_API nncl_status nncl_gemm(nncl_context *ctx, int trans_a, int trans_b, float alpha,
                                const nncl_tensor *a, const nncl_tensor *b, float beta, nncl_tensor *c);
 
+/* ---------------------------------------------------------------- interop */
+/* For programs that run their own OpenCL work beside nncl's (and for
+ * measuring nncl against raw OpenCL and CLBlast on the very same queue and
+ * buffers). The OpenCL objects are given as void * so that this header
+ * needs no OpenCL header; nncl owns them: do not release them. */
+
+/* Device d's cl_platform_id, cl_device_id, cl_context and its in-order
+ * cl_command_queue, the one nncl queues every launch of the device on. */
+typedef struct nncl_opencl {
+    void *platform, *device, *context, *queue;
+} nncl_opencl;
+NNCL_API nncl_status nncl_device_opencl(const nncl_context *ctx, int device, nncl_opencl *out);
+/* The cl_mem of t's buffer (nncl_tensor_numel(t) floats); NULL for NULL. */
+NNCL_API void *nncl_tensor_opencl(const nncl_tensor *t);
+/* Writes count values of src into the first count 16-bit elements of t's
+ * buffer as fp16 (store 1) or bf16 (store 2) bit patterns, rounded to
+ * nearest even: the layout of half storage (count at most twice t's
+ * element count). Blocking. */
+NNCL_API nncl_status nncl_tensor_write_half(nncl_tensor *t, int store, const float *src, size_t count);
+/* The name of the i-th kernel file built into the library ("common.cl",
+ * "elementwise.cl", ...), or NULL past the last; file F.cl is family F. */
+NNCL_API const char *nncl_kernel_family(int i);
+/* The cl_program of cl/<family>.cl on device d as nncl builds and caches
+ * it (cl/common.cl first, nncl's build options): built now unless built
+ * before. For kernels of one's own (clCreateKernel on it). */
+NNCL_API nncl_status nncl_kernel_program(nncl_context *ctx, int device, const char *family, void **program);
+
+/* nncl's own GEMM variants on device d, those its timing chooses among
+ * (nncl_gemm): how many, the name of variant i ("packed6x16v8", NULL when
+ * there is no such variant) and whether it runs products of those
+ * transpositions (1, else 0). */
+NNCL_API int nncl_gemm_variant_count(nncl_context *ctx, int device);
+NNCL_API const char *nncl_gemm_variant_name(nncl_context *ctx, int device, int variant);
+NNCL_API int nncl_gemm_variant_takes(nncl_context *ctx, int device, int variant, int trans_a, int trans_b);
+/* c = op(a) op(b) through own variant `variant` alone, packing included,
+ * no choice made or stored: c [m,n] row-major from op(a) [m,k] and op(b)
+ * [k,n] (a stored [k,m] when trans_a, b [n,k] when trans_b), the first
+ * elements of the tensors' buffers, all three on one device. Queued. */
+NNCL_API nncl_status nncl_gemm_variant_run(nncl_context *ctx, int variant, int trans_a, int trans_b, int m, int n,
+                                           int k, const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
+/* The same product in half storage as training runs it: a, b and c hold
+ * fp16 (store 1) or bf16 (store 2) elements (nncl_tensor_write_half),
+ * panels and arithmetic fp32, on nncl's own kernels. Queued. */
+NNCL_API nncl_status nncl_gemm_half(nncl_context *ctx, int store, int trans_a, int trans_b, int m, int n, int k,
+                                    const nncl_tensor *a, const nncl_tensor *b, nncl_tensor *c);
+/* What nncl_gemm runs for that shape on device: "clblast", an own
+ * variant's name, or "" before a product of the shape chose one. */
+NNCL_API const char *nncl_gemm_chosen(nncl_context *ctx, int device, int trans_a, int trans_b, int m, int n, int k);
+/* 1 when a CLBlast tuning stored by nncl_tune_gemm is applied on device
+ * (nncl_init applies it unless config.gemm_tune or $NNCL_TUNE says -1). */
+NNCL_API int nncl_gemm_tuned(nncl_context *ctx, int device);
+
 /* ---------------------------------------------------------------- graph */
 /* A model is built once as a graph of inputs, parameters and ops, then
  * compiled into a plan per device (see the trainer). Builders return NULL on
@@ -286,8 +342,13 @@ NNCL_API nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int froz
  * boundary runs again in backward. A parameter, an input, a loss, or a
  * node of another graph is refused (NNCL_ERR_INVALID_ARGUMENT naming it). */
 NNCL_API nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n);
+/* Whether the optimizer's weight_decay applies to this parameter (default 1: every parameter
+ * decays); nanoGPT decays 2-D weights only. Before any plan; saved in the model description. */
+NNCL_API nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay);
 
-/* Elementwise: b of a's shape, or a vector of a's last dimension. */
+/* Elementwise: b of a's shape, or a vector of a's last dimension, or (add, sub, mul) an unbatched b
+ * of a's per-sample shape, shared by every sample (learned positions [T, C] added to [B, T, C]):
+ * its gradient is summed over the batch. */
 NNCL_API nncl_node *nncl_op_add(nncl_graph *g, nncl_node *a, nncl_node *b);
 NNCL_API nncl_node *nncl_op_sub(nncl_graph *g, nncl_node *a, nncl_node *b);
 NNCL_API nncl_node *nncl_op_mul(nncl_graph *g, nncl_node *a, nncl_node *b);
@@ -341,11 +402,38 @@ NNCL_API nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const in
 NNCL_API nncl_node *nncl_flatten(nncl_graph *g, nncl_node *x);
 /* Joins along a per-sample axis (0 is the first dimension after the batch). */
 NNCL_API nncl_node *nncl_concat(nncl_graph *g, nncl_node *a, nncl_node *b, int axis);
+/* c = op(a) x op(b), batched over the leading dimensions: a [B, .., M, K] (K, M with transpose_a),
+ * b [B, .., K, N] (N, K with transpose_b), c [B, .., M, N]. b may be an unbatched node (a parameter
+ * [K, N] or [.., K, N], its leading dimensions the last of a's), shared by every sample: this is how
+ * weights are shared (weight tying); its gradient sums over every use. */
+NNCL_API nncl_node *nncl_matmul(nncl_graph *g, nncl_node *a, nncl_node *b, int transpose_a, int transpose_b);
+/* Swaps two per-sample axes (0 is the first after the batch; negative count from the end). */
+NNCL_API nncl_node *nncl_transpose(nncl_graph *g, nncl_node *x, int axis0, int axis1);
+/* x[..., start:start+length, ...] along one per-sample axis (q, k, v out of one projection). */
+NNCL_API nncl_node *nncl_slice(nncl_graph *g, nncl_node *x, int axis, int start, int length);
+/* y = x / sqrt(mean(x^2) + eps) * weight over the last axis; parameter NAME.weight (ones). */
+NNCL_API nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
+/* Layer norm over the last axis with bias 1 (nncl_layernorm) or 0 (nanoGPT's LayerNorm(bias=False):
+ * y = (x - mean) / sqrt(var + eps) * weight, NAME.weight only). */
+NNCL_API nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, const char *name);
+/* Fused causal self-attention: q, k, v [B, T, C], C = n_heads * head_dim
+ * (head_dim at most 128); per head softmax(q k^T / sqrt(head_dim) + causal
+ * mask) v, dropout p on the weights (training only, counter-based as
+ * nncl_dropout's: a step is reproducible), output [B, T, C] (heads
+ * concatenated back along C, as PyTorch's view/transpose does). */
+NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
+                                          int n_heads, float dropout);
 
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
 NNCL_API nncl_node *nncl_bce_with_logits(nncl_graph *g, nncl_node *logits, nncl_node *targets);
 NNCL_API nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target);
+/* Mean over all tokens whose label != ignore_index of -log softmax(logits)[label]:
+ * logits [B, T, V] (any [B, .., V]), labels [B, T] (the logits' shape without V); fused with its
+ * softmax. No counted token (the whole batch ignored): loss 0 and zero gradients. Data parallel,
+ * it is the mean over all devices' tokens when every sample counts as many tokens. */
+NNCL_API nncl_node *nncl_sequence_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels,
+                                                int ignore_index);
 
 /* Looks a node up by name (parameters, inputs). */
 NNCL_API nncl_node *nncl_graph_find(const nncl_graph *g, const char *name);
@@ -355,7 +443,15 @@ NNCL_API int nncl_node_shape(const nncl_node *n, int *shape);
 /* ---------------------------------------------------------------- training */
 
 typedef enum nncl_optimizer { NNCL_OPT_SGD = 0, NNCL_OPT_ADAM, NNCL_OPT_ADAMW, NNCL_OPT_RMSPROP } nncl_optimizer;
-typedef enum nncl_schedule { NNCL_SCHED_CONSTANT = 0, NNCL_SCHED_STEP, NNCL_SCHED_COSINE } nncl_schedule;
+/* WARMUP_COSINE is nanoGPT's get_lr, W = warmup_steps, T = total_steps (its lr_decay_iters):
+ * t < W: lr (t+1)/(W+1); t > T: min_lr; else min_lr + (lr - min_lr)(1 + cos(pi (t-W)/(T-W)))/2.
+ * COSINE with warmup_steps instead multiplies the unshifted cosine by min(1, (t+1)/W). */
+typedef enum nncl_schedule {
+    NNCL_SCHED_CONSTANT = 0,
+    NNCL_SCHED_STEP,
+    NNCL_SCHED_COSINE,
+    NNCL_SCHED_WARMUP_COSINE
+} nncl_schedule;
 
 /* Optimizer and learning-rate schedule; the meaning of every field follows
  * PyTorch's optimizer of the same name. nncl_optim_default() gives
@@ -374,9 +470,9 @@ typedef struct nncl_optim_config {
     nncl_schedule schedule;
     int step_size;         /* STEP: multiply by gamma every step_size steps */
     float gamma;
-    int total_steps;       /* COSINE: steps to anneal from lr to min_lr */
+    int total_steps;       /* COSINE: steps to anneal from lr to min_lr; WARMUP_COSINE: the step it ends */
     float min_lr;
-    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule) */
+    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule; WARMUP_COSINE: its own) */
     float clip_norm;       /* clip gradients to this global L2 norm; 0: off */
 } nncl_optim_config;
 
@@ -482,6 +578,13 @@ typedef struct nncl_step_info {
  * from the graph's seed (the same on every device) and the optimizer. */
 NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
                                          const nncl_train_config *cfg, nncl_trainer **out);
+/* Threads may share a trainer call by call (the context takes turns), but
+ * nncl_trainer_free must not overlap any other call on it, nor be made
+ * from a callback of one (it would wait for itself). What is cheap to
+ * catch is caught: a step, predict, evaluate or fit already begun is
+ * waited for, and one begun (or still waiting for its turn) while the free
+ * waits returns NNCL_ERR_STATE without touching the trainer again; a call
+ * made after nncl_trainer_free returned uses freed memory. */
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
 /* The largest global batch (1 .. limit; limit <= 0: 65536) a trainer of
  * config cfg (its devices, precision, optimizer and checkpointing; its
@@ -801,10 +904,13 @@ NNCL_API nncl_status nncl_safetensors_save(const char *path, const nncl_safetens
  *                    e.g. "4 conv2d conv1 [16,28,28] (0,2,3) kernel=3
  *                    stride=1 padding=1 act=relu"; inputs "0 input x [784]";
  *                    parameters "2 param fc1.weight [128,784] init=uniform"
- *   nncl.input       name of the input fed with samples
- *   nncl.output      name of the node giving the class scores (logits)
+ *   nncl.input       name of the input fed with samples (absent: the first)
+ *   nncl.output      name of the node giving the class scores (logits;
+ *                    absent: the loss's first input), computed from
+ *                    nncl.input alone; a name of no node is refused
  *   nncl.scale, nncl.shift   x * scale + shift applied to raw rows first
- *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays)
+ *   nncl.mean, nncl.std      then (x - mean) / std per feature (JSON arrays,
+ *                    both or neither)
  *   nncl.classes     class names (JSON array of strings)
  *   nncl.label       the name of the label column of the training table
  * nncl_trainer_save() writes nncl.graph into every file; the rest comes
@@ -822,7 +928,10 @@ typedef struct nncl_model_meta {
     nncl_node *output;               /* the class scores; NULL: the first input of the loss */
     float scale, shift;              /* raw value * scale + shift (default 1, 0) */
     const float *mean, *std;         /* then (x - mean[j]) / std[j], d each; NULL: none */
-    const char *const *class_names;  /* n_classes names, or NULL */
+    /* n_classes names, or NULL; each, as label_name, UTF-8 of at most 4096
+     * bytes without control characters (C0, DEL, C1), so that printing one
+     * cannot drive a terminal: the saver and the loader refuse others */
+    const char *const *class_names;
     int n_classes;
     const char *label_name;          /* the label column of a CSV table, or NULL */
     /* dtype of the weights and running statistics in the file: FP32
@@ -852,10 +961,14 @@ NNCL_API void nncl_model_free(nncl_model *m);
 NNCL_API nncl_graph *nncl_model_graph(const nncl_model *m);
 /* The trainer holding the model's plans (NULL without a context). */
 NNCL_API nncl_trainer *nncl_model_trainer(const nncl_model *m);
+/* The input node fed with rows (nncl.input) and the node giving the class
+ * scores (nncl.output), for nncl_trainer_predict on the model's trainer. */
+NNCL_API nncl_node *nncl_model_input(const nncl_model *m);
+NNCL_API nncl_node *nncl_model_output(const nncl_model *m);
 /* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
 NNCL_API size_t nncl_model_features(const nncl_model *m);
 NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);
-/* Classes (the output's width) and the name of class k (NULL when unnamed). */
+/* Classes (the output's last dimension) and the name of class k (NULL when unnamed). */
 NNCL_API int nncl_model_classes(const nncl_model *m);
 NNCL_API const char *nncl_model_class_name(const nncl_model *m, int k);
 /* The training table's label column (nncl.label), or NULL. */
@@ -865,7 +978,14 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
 /* Class probabilities (softmax of the output) of n raw rows [n, features]
  * into probs [n, classes] and the predicted class (argmax of the output,
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
- * [n]; either may be NULL. The rows are preprocessed on a copy. */
+ * [n]; either may be NULL. The rows are preprocessed on a copy. An output
+ * of a sequence, [B, T, classes] (a GPT's logits), gives T rows per input
+ * row: probs [n, T, classes], classes [n, T]. A row holding NaN or Inf
+ * (checked before any device works), or whose output does (NaN weights in
+ * the file, an overflow), has no class: the call returns NNCL_ERR_NUMERIC
+ * naming the first such row, and probs and classes then hold nothing to
+ * use. Errors are recorded on the model's context (read them with
+ * nncl_last_error of the ctx it was loaded on). */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
 
 /* ---------------------------------------------------------------- progress */

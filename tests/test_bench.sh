@@ -1,5 +1,6 @@
 #!/bin/sh
-# test_bench.sh - the bench program in its quick mode on the devices present
+# test_bench.sh - the bench program: a misspelt --only section is refused;
+# then its quick mode on the devices present
 # (NNCL_TEST_DEVICES narrows them): it must finish, print the table of
 # every section `bench --list` names, write JSON that parses (checked with
 # python3 when there is one, else SKIP) and holds every such section, each
@@ -26,6 +27,19 @@ fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-bench.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 devs=${NNCL_TEST_DEVICES:-all}
+
+# a misspelt section is refused, naming it and the sections there are,
+# before any device is opened
+"$bench" --only bogus >"$dir/only.out" 2>"$dir/only.err"
+status=$?
+if [ $status -eq 2 ] && [ ! -s "$dir/only.out" ] && grep -q '"bogus"' "$dir/only.err" &&
+   grep -q 'gemm bandwidth launch build training' "$dir/only.err"; then
+    echo "PASS bench: --only bogus refused with status 2 and the list of sections"
+else
+    echo "FAIL bench: --only bogus gave status $status: $(cat "$dir/only.err" "$dir/only.out" | head -n 3 | tr '\n' ' ')"
+    exit 1
+fi
+
 start=$(date +%s)
 # one repeat per figure: what is checked is that every section runs and
 # reports. With empty caches on 2 CPU cores, rusticl beside PoCL (rusticl
@@ -124,7 +138,7 @@ for d in range(n):
               ("gemm", "100x128x784", "nncl_over_raw"), ("bandwidth", "", "d2d_gbs"),
               ("bandwidth", "", "h2d_gbs"), ("launch", "add 4096 back", "nncl_us"),
               ("launch", "add 4096 back", "nncl_over_raw"), ("build", "kernels", "cold_ms"),
-              ("build", "kernels", "warm_ms"), ("training", "mlp", "samples_s")]
+              ("build", "kernels", "warm_ms"), ("training", "mlp", "samples_s"), ("training", "gpt", "tokens_s")]
     for sec, item, key in checks:
         if not pos(val(sec, d, item, key)):
             bad.append("d%d %s/%s/%s is %r" % (d, sec, item, key, val(sec, d, item, key)))

@@ -6,8 +6,10 @@
 # plain and .gz files) and predict on its model agree on the test
 # accuracy; a run resumed from its checkpoint ends as the uninterrupted
 # one; csv_classifier's iris model classifies iris rows with and without
-# the label column. Builds $B/examples when missing. Run by tests/run.sh
-# (B, NNCL_SANITIZE, MAKE).
+# the label column and refuses a row holding NaN; predict copes with
+# 100,000 classes and labels that are no class, and its error paths say
+# why and free everything. Builds $B/examples when missing. Run by
+# tests/run.sh (B, NNCL_SANITIZE, MAKE).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
@@ -134,8 +136,55 @@ if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$
     if [ $s -eq 0 ] && [ "$(grep -c ' setosa$' "$dir/p.out")" = 3 ] && ! grep -q "^accuracy" "$dir/p.out"; then
         pass "predict classifies iris rows without a label column (3 of 3 setosa)"
     else fail "predict on rows without labels: status $s"; fi
+    # a float IDX of two rows, the second with a NaN: no class made up
+    one='\077\200\000\000' nan='\177\300\000\000'
+    printf "\000\000\015\002\000\000\000\002\000\000\000\004$one$one$one$one$one$one$nan$one" >"$dir/nan.idx"
+    "$ex/predict" "$dir/iris.safetensors" "$dir/nan.idx" --devices "$dev" >"$dir/p.out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 1 ] && grep -q "row 1: value 2 is NaN" "$dir/err" && ! grep -q "^1 " "$dir/p.out"; then
+        pass "predict refuses a row holding NaN, naming it, with status 1"
+    else fail "predict on a NaN row: status $s: $(cat "$dir/err" "$dir/p.out" | tail -n 2 | tr '\n' ' ')"; fi
 else
     fail "csv_classifier on iris failed"
+fi
+# --- predict: a model of 100,000 classes, labels that are no class, and
+# its error paths (status 1 with the reason; in the sanitized pass nothing
+# leaked)
+le8() { n=$1; i=0; while [ $i -lt 8 ]; do printf "\\$(printf %03o $((n % 256)))"; n=$((n / 256)); i=$((i + 1)); done; }
+g='0 input x [4]\n1 input y []\n2 param fc.weight [100000,4] init=zeros\n3 param fc.bias [100000] init=zeros'
+g="$g"'\n4 linear fc [100000] (0,2,3) act=none\n5 softmax_cross_entropy loss [1] (4,1)'
+h='{"__metadata__":{"nncl.graph":"'"$g"'"},"fc.weight":{"dtype":"F32","shape":[100000,4],"data_offsets":[0,1600000]},'
+h="$h"'"fc.bias":{"dtype":"F32","shape":[100000],"data_offsets":[1600000,2000000]}}'
+{ le8 ${#h}; printf '%s' "$h"; head -c 2000000 /dev/zero; } >"$dir/wide.safetensors"
+one='\077\200\000\000'
+printf "\000\000\015\002\000\000\000\003\000\000\000\004$one$one$one$one$one$one$one$one$one$one$one$one" >"$dir/b-images-idx3-ubyte"
+printf '\000\000\010\001\000\000\000\003\000\000\007' >"$dir/b-labels-idx1-ubyte"
+"$ex/predict" "$dir/wide.safetensors" "$dir/b-images-idx3-ubyte" --devices "$dev" >"$dir/p.out" 2>"$dir/err"
+s=$?
+if [ $s -eq 0 ] && grep -q "^accuracy 0.6667 (2 of 3)" "$dir/p.out" && grep -q "no confusion matrix for 100000 classes" "$dir/p.out"; then
+    pass "predict with a model of 100,000 classes: accuracy and per class, the confusion matrix left out, said"
+else fail "predict with 100,000 classes: status $s: $(tail -n 2 "$dir/p.out" | tr '\n' ' ')"; fi
+if [ -f "$dir/iris.safetensors" ]; then
+    # labels 0, 200 and NaN for a model of 3 classes: two are no class
+    printf '\000\000\015\001\000\000\000\003\000\000\000\000\103\110\000\000\177\300\000\000' >"$dir/odd.idx"
+    "$ex/predict" "$dir/iris.safetensors" "$dir/b-images-idx3-ubyte" --labels "$dir/odd.idx" --devices "$dev" \
+        >"$dir/p.out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 0 ] && grep -q "^2 rows have a label that is no class of the model (0..2), first row 1 (200): not scored" "$dir/p.out" &&
+       grep -q "^accuracy [0-9.]* ([01] of 1)" "$dir/p.out"; then
+        pass "predict says how many labels are no class of the model (200, NaN) and scores the others"
+    else fail "predict with labels 200 and NaN: status $s: $(grep -v '^[0-9] ' "$dir/p.out" | head -n 3 | tr '\n' ' ')"; fi
+    printf '0,1\n2,3\n' >"$dir/two.csv"
+    for c in "$dir/missing.safetensors $dir/new.csv:missing.safetensors" "$dir/iris.safetensors $dir/missing.csv:missing.csv" \
+        "$dir/iris.safetensors $dir/two.csv:the model takes 4 features" "$dir/iris.safetensors $dir/nan.idx:row 1: value 2 is NaN" \
+        "$dir/iris.safetensors $dir/b-images-idx3-ubyte --labels $dir/nan.idx:holds 8 labels for 3 images"; do
+        # shellcheck disable=SC2086 # the case is words
+        "$ex/predict" ${c%%:*} --devices "$dev" >"$dir/out" 2>"$dir/err"
+        s=$?
+        if [ $s -eq 1 ] && grep -q "${c#*:}" "$dir/err" && ! grep -q "LeakSanitizer" "$dir/err"; then
+            pass "predict stops with status 1 and says \"${c#*:}\", freeing everything"
+        else fail "predict ${c%%:*}: status $s, want 1 and \"${c#*:}\""; fi
+    done
 fi
 # --- CSV in bf16 storage, saved as F16: predict reads the half file
 if (cd "$dir" && "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --epochs 30 --quiet \

@@ -1,9 +1,10 @@
 /* test_fit.c - the training workflow on every device: a model file rebuilt
  * into a graph and used for prediction from raw rows (its preprocessing and
- * class names with it), the model summary, the validation split with
- * training accuracy, early stopping, keep-best, and a run interrupted and
- * resumed from its checkpoint that ends bit for bit as the uninterrupted
- * run. */
+ * class names with it; a NaN or Inf row or weight predicts no class;
+ * metadata the saver refuses is refused by the loader), the model summary,
+ * the validation split with training accuracy, early stopping, keep-best,
+ * and a run interrupted and resumed from its checkpoint that ends bit for
+ * bit as the uninterrupted run. */
 #include "harness.h"
 #include "train/trainer.h" /* the failure injection of two-device runs */
 #include <locale.h>
@@ -198,6 +199,158 @@ static int test_model_file(nncl_context *ctx, int d, nncl_dataset *raw) {
     nncl_dataset_free(ds);
     tf_free(&m);
     th_pass("%s", name);
+    return 0;
+}
+
+/* A row of NaN or Inf, or a model with a NaN weight, predicts no class:
+ * NNCL_ERR_NUMERIC naming the row, on the model's context (class 0 with
+ * NaN probabilities and OK before). */
+static int test_model_numeric(nncl_context *ctx, int d, nncl_dataset *raw) {
+    char name[200], path[160];
+    tf_model m;
+    nncl_model *model = NULL;
+    nncl_tensor *tmp = NULL;
+    float rows[8 * TF_D], probs[8 * TF_C], w[TF_C * 16];
+    int cls[8], k, neg[2] = {-1, 2};
+    snprintf(name, sizeof name, "NaN or Inf rows and NaN weights predict no class, the row named, on %s",
+             th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_nan_%d.safetensors", tf_tmp(), (int)getpid());
+    TH_CHECK(name, tf_build_ex(ctx, d, &m, NNCL_OPT_SGD, 0.1f, 1) == 0);
+    TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, NULL));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &model));
+    memcpy(rows, nncl_dataset_x(raw), sizeof rows);
+    TH_OK(name, ctx, nncl_model_predict(model, rows, 8, probs, cls));
+    for (k = 0; k < 2; k++) {
+        rows[5 * TF_D + 1] = k ? (float)INFINITY : (float)NAN;
+        TH_CHECK(name, nncl_tensor_create(ctx, 0, 2, neg, &tmp) != NNCL_OK); /* an older message on ctx */
+        TH_CHECK(name, nncl_model_predict(model, rows, 8, probs, cls) == NNCL_ERR_NUMERIC);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), "row 5: value 1 is") != NULL);
+        TH_CHECK(name, strstr(nncl_last_error(ctx), k ? "infinite" : "NaN") != NULL);
+    }
+    nncl_model_free(model);
+    memcpy(rows, nncl_dataset_x(raw), sizeof rows);
+    TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc2.weight", w, TF_C * 16));
+    w[17] = (float)NAN;
+    TH_OK(name, ctx, nncl_trainer_param_set(m.t, "fc2.weight", w, TF_C * 16));
+    TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, NULL));
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 4, &model));
+    remove(path);
+    TH_CHECK(name, nncl_model_predict(model, rows, 8, NULL, cls) == NNCL_ERR_NUMERIC);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "row 0: output 1 is NaN") != NULL);
+    nncl_model_free(model);
+    tf_free(&m);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Copies model file src to dst with metadata key set to value (added when
+ * absent; value NULL drops it). */
+static int tf_rewrite(const char *src, const char *dst, const char *key, const char *value) {
+    nncl_safetensors *st = NULL;
+    nncl_safetensors_entry e[16];
+    const char *meta[34];
+    int i, n, k = 0, found = 0;
+    if (nncl_safetensors_load(src, &st) != NNCL_OK) return 1;
+    n = nncl_safetensors_count(st);
+    for (i = 0; i < n && i < 16; i++) nncl_safetensors_get(st, i, &e[i]);
+    for (i = 0; i < nncl_safetensors_meta_count(st) && k < 30; i++) {
+        nncl_safetensors_meta_at(st, i, &meta[k], &meta[k + 1]);
+        if (strcmp(meta[k], key) == 0) {
+            found = 1;
+            if (!value) continue;
+            meta[k + 1] = value;
+        }
+        k += 2;
+    }
+    if (!found && value) meta[k++] = key, meta[k++] = value;
+    meta[k] = NULL;
+    i = n > 16 || nncl_safetensors_save(dst, e, n, meta) != NNCL_OK;
+    nncl_safetensors_free(st);
+    return i;
+}
+
+/* The loader asks of metadata what the saver asks of it: std only with
+ * mean, nncl.input and nncl.output naming nodes (never a silent default),
+ * an output computed from the input alone, and names without control
+ * characters (a class name is printed by predict). */
+static int test_model_metadata(nncl_context *ctx, int d, nncl_dataset *raw) {
+    static const struct {
+        const char *key, *value, *want;
+    } bad[] = {{"nncl.mean", NULL, "nncl.std without nncl.mean"},
+               {"nncl.input", "nope", "nncl.input = \"nope\" names no node"},
+               {"nncl.output", "fc9", "nncl.output = \"fc9\" names no node"},
+               {"nncl.classes", "[\"a\",\"b\\u001b[31m\",\"c\"]", "name 1 is not UTF-8 or holds a control"},
+               {"nncl.classes", "[\"a\",\"b\x1b[31m\",\"c\"]", "name 1 is not UTF-8 or holds a control"},
+               {"nncl.classes", "[\"a\",\"\\u009b2J\",\"c\"]", "name 1 is not UTF-8 or holds a control"},
+               {"nncl.label", "kind\a", "nncl.label is too long, not UTF-8 or holds a control"}};
+    static const char *classes[TF_C] = {"a", "b", "c"}, *escape[TF_C] = {"a", "red\x1b[0m", "c"};
+    char name[200], path[160], path2[160];
+    tf_model m;
+    nncl_model_meta meta = nncl_model_meta_default();
+    nncl_model *model = NULL;
+    nncl_safetensors *st = NULL;
+    float mean[TF_D], std[TF_D];
+    int i, fails = 0, in[1] = {TF_D}, zs[1] = {TF_C};
+    snprintf(name, sizeof name, "model metadata the saver refuses is refused by the loader, with a message, on %s",
+             th_device_label(ctx, d));
+    snprintf(path, sizeof path, "%s/tf_meta_%d.safetensors", tf_tmp(), (int)getpid());
+    snprintf(path2, sizeof path2, "%s/tf_meta2_%d.safetensors", tf_tmp(), (int)getpid());
+    TH_CHECK(name, tf_build_ex(ctx, d, &m, NNCL_OPT_SGD, 0.1f, 1) == 0);
+    TH_OK(name, NULL, nncl_dataset_stats(raw, mean, std));
+    meta.mean = mean;
+    meta.std = std;
+    meta.class_names = escape;
+    meta.n_classes = TF_C;
+    meta.label_name = "kind";
+    TH_CHECK(name, nncl_trainer_save_model(m.t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "class name 1") && strstr(nncl_last_error(ctx), "control character"));
+    meta.class_names = classes;
+    TH_OK(name, ctx, nncl_trainer_save_model(m.t, path, &meta));
+    for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        if (tf_rewrite(path, path2, bad[i].key, bad[i].value)) {
+            th_fail(name, "case %d: rewriting %s: %s", i, bad[i].key, nncl_last_error(NULL));
+            return 1;
+        }
+        TH_OK(name, NULL, nncl_safetensors_load(path2, &st));
+        if (nncl_model_from_safetensors(NULL, st, 0, &model) != NNCL_ERR_FORMAT || model) {
+            th_fail(name, "case %d: %s = %s loads", i, bad[i].key, bad[i].value ? "a bad value" : "nothing");
+            nncl_model_free(model);
+            model = NULL;
+            fails++;
+            nncl_safetensors_free(st);
+            continue;
+        }
+        nncl_safetensors_free(st);
+        if (!strstr(nncl_last_error(NULL), bad[i].want)) {
+            th_fail(name, "case %d: \"%s\" does not say \"%s\"", i, nncl_last_error(NULL), bad[i].want);
+            fails++;
+        }
+    }
+    if (fails) return 1;
+    tf_free(&m);
+    /* logits = fc(x) + z: the default output needs the input z besides x */
+    memset(&m, 0, sizeof m);
+    m.g = nncl_graph_create(ctx, 5);
+    m.x = nncl_input(m.g, "x", 1, in);
+    m.y = nncl_input(m.g, "y", 0, NULL);
+    m.logits = nncl_op_add(m.g, nncl_linear(m.g, m.x, TF_C, 1, NNCL_ACT_NONE, "fc"), nncl_input(m.g, "z", 1, zs));
+    m.loss = nncl_softmax_cross_entropy(m.g, m.logits, m.y);
+    TH_CHECK(name, m.loss != NULL);
+    {
+        nncl_train_config c = nncl_train_default();
+        c.max_batch = 4;
+        c.devices = &d;
+        c.n_devices = 1;
+        TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &m.t));
+    }
+    TH_CHECK(name, nncl_trainer_save_model(m.t, path, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_OK(name, ctx, nncl_trainer_save(m.t, path)); /* the graph, no nncl.input or nncl.output */
+    TH_CHECK(name, nncl_model_load(ctx, path, 0, &model) == NNCL_ERR_FORMAT && !model);
+    TH_CHECK(name, strstr(nncl_last_error(ctx), "needs input \"z\" besides \"x\"") != NULL);
+    remove(path);
+    remove(path2);
+    tf_free(&m);
+    th_pass("%s (%d files)", name, i + 1);
     return 0;
 }
 
@@ -638,6 +791,8 @@ int main(void) {
     test_device_messages(ctx, ds);
     for (d = 0, n = nncl_device_count(ctx); d < n; d++) {
         test_model_file(ctx, d, ds);
+        test_model_numeric(ctx, d, ds);
+        test_model_metadata(ctx, d, ds);
         test_summary(ctx, d);
         test_validation(ctx, d, ds);
         test_early_stopping(ctx, d, ds);

@@ -3,7 +3,7 @@
  * test_op_table.c). */
 #include "harness.h"
 #include "train/plan.h"
-#include "train/trainer.h"
+#include "io/io.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +106,8 @@ static int check_full_shapes(nncl_context *ctx) {
 
 /* Kernels take offsets and counts as int: a plan whose node values or
  * whose packed activations pass 2^31-1 floats (a huge max_batch) is refused
- * before any buffer exists, and an offset past INT_MAX given to a kernel
+ * before any buffer exists, as out of memory (a limit of the library, not
+ * an argument error), and an offset past INT_MAX given to a kernel
  * fails its launch as an argument error, never wraps. */
 static int check_int_limits(nncl_context *ctx) {
     const char *name = "plans and kernel arguments past 2^31-1 elements are refused, never wrapped";
@@ -120,10 +121,10 @@ static int check_int_limits(nncl_context *ctx) {
     nncl__view v;
     TH_CHECK(name, loss != NULL);
     /* 3e6 samples of 1000: every [B,1000] node alone passes 2^31-1 */
-    TH_CHECK(name, nncl__plan_create(ctx, g, loss, 0, 3000000, &p) == NNCL_ERR_INVALID_ARGUMENT && p == NULL);
+    TH_CHECK(name, nncl__plan_create(ctx, g, loss, 0, 3000000, &p) == NNCL_ERR_OUT_OF_MEMORY && p == NULL);
     TH_CHECK(name, strstr(nncl_last_error(ctx), "2^31-1") && strstr(nncl_last_error(ctx), "max_batch 3000000"));
     /* 2e6: each node fits, the activations together do not */
-    TH_CHECK(name, nncl__plan_create(ctx, g, loss, 0, 2000000, &p) == NNCL_ERR_INVALID_ARGUMENT && p == NULL);
+    TH_CHECK(name, nncl__plan_create(ctx, g, loss, 0, 2000000, &p) == NNCL_ERR_OUT_OF_MEMORY && p == NULL);
     TH_CHECK(name, strstr(nncl_last_error(ctx), "the activations need") && strstr(nncl_last_error(ctx), "2^31-1"));
     /* an offset past INT_MAX: the launch refuses it as the caller's error */
     TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, 0, 4, &p));

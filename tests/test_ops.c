@@ -3,7 +3,7 @@
  * acc 0 and 1, launched through the wrappers of src/runtime/launch.h), on every
  * device, against the ops' double host references (graph.h,
  * src/ops/reference.c) and central finite differences of the double forward. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include "harness.h"
 #include "ops/reference.h"
 #include <math.h>

@@ -4,13 +4,18 @@
  * one thread after another; two threads stepping one trainer make every
  * step count once. Kernel objects take one launch's arguments at a time,
  * so without the context's use lock (src/runtime/context.c) these runs failed with
- * CL_INVALID_KERNEL_ARGS or crashed. */
+ * CL_INVALID_KERNEL_ARGS or crashed. Also: threads failing on one context
+ * each read their own message, and freeing a trainer other threads step
+ * stops their steps instead of leaving them freed memory. */
 #include "harness.h"
+#include "train/trainer.h" /* the use lock and a trainer's count of calls in flight */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TT_THREADS 4
 #define TT_STEPS 25
@@ -175,6 +180,192 @@ static int test_shared_trainer(nncl_context *ctx) {
     return 0;
 }
 
+/* Two threads fail on one context in turn, each yielding before it reads
+ * the message: thread 0 fails, thread 1 fails, then each reads. Every
+ * read must give the reader's own failure (with one message per context,
+ * thread 0 read thread 1's every time). Half the rounds fail a tensor
+ * creation, half a step of a shared trainer. */
+#define TT_ROUNDS 200
+typedef struct tt_turns {
+    nncl_context *ctx;
+    nncl_trainer *t;
+    nncl_feed *f;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int turn;             /* 4 per round: fail 0, fail 1, read 0, read 1 */
+    int wrong[2];         /* reads that gave another message */
+    char seen[2][256];    /* the first wrong one */
+} tt_turns;
+
+typedef struct tt_turner {
+    tt_turns *s;
+    int id;
+} tt_turner;
+
+static void tt_wait_turn(tt_turns *s, int turn) {
+    pthread_mutex_lock(&s->lock);
+    while (s->turn != turn) pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void tt_next_turn(tt_turns *s) {
+    pthread_mutex_lock(&s->lock);
+    s->turn++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *tt_turn_thread(void *arg) {
+    tt_turner *me = (tt_turner *)arg;
+    tt_turns *s = me->s;
+    int r;
+    for (r = 0; r < TT_ROUNDS; r++) {
+        char want[64];
+        const char *got;
+        nncl_tensor *tmp = NULL;
+        int shape[2] = {-(1000 * (me->id + 1) + r), 2}, batch = TT_B + 1 + 100 * me->id + r;
+        tt_wait_turn(s, 4 * r + me->id);
+        if (r % 2 == 0) {
+            nncl_tensor_create(s->ctx, 0, 2, shape, &tmp);
+            snprintf(want, sizeof want, "dimension 0 is %d ", shape[0]);
+        } else {
+            nncl_trainer_step(s->t, s->f, 2, batch, NULL);
+            snprintf(want, sizeof want, "batch %d is not", batch);
+        }
+        tt_next_turn(s);
+        tt_wait_turn(s, 4 * r + 2 + me->id);
+        sched_yield();
+        got = nncl_last_error(s->ctx);
+        if (!strstr(got, want) && s->wrong[me->id]++ == 0)
+            snprintf(s->seen[me->id], sizeof s->seen[0], "round %d wants \"%s\", read \"%.100s\"", r, want, got);
+        tt_next_turn(s);
+    }
+    return NULL;
+}
+
+static int test_own_messages(nncl_context *ctx) {
+    const char *name = "2 threads failing in turn on one context each read their own failure's message";
+    int in = TT_D, i;
+    nncl_graph *g = nncl_graph_create(ctx, 5);
+    nncl_node *x = nncl_input(g, "x", 1, &in), *y = nncl_input(g, "y", 0, NULL);
+    nncl_node *loss = nncl_softmax_cross_entropy(g, nncl_linear(g, x, TT_C, 1, NNCL_ACT_NONE, "fc"), y);
+    nncl_train_config c = nncl_train_default();
+    nncl_feed f[2];
+    tt_turns s;
+    tt_turner who[2];
+    pthread_t th[2];
+    memset(&s, 0, sizeof s);
+    c.max_batch = TT_B;
+    TH_CHECK(name, loss != NULL);
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &s.t));
+    f[0].node = x; f[0].data = tt_x;
+    f[1].node = y; f[1].data = tt_y;
+    s.ctx = ctx;
+    s.f = f;
+    TH_CHECK(name, pthread_mutex_init(&s.lock, NULL) == 0 && pthread_cond_init(&s.cond, NULL) == 0);
+    for (i = 0; i < 2; i++) {
+        who[i].s = &s;
+        who[i].id = i;
+        TH_CHECK(name, pthread_create(&th[i], NULL, tt_turn_thread, &who[i]) == 0);
+    }
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&s.lock);
+    pthread_cond_destroy(&s.cond);
+    nncl_trainer_free(s.t);
+    nncl_graph_free(g);
+    for (i = 0; i < 2; i++)
+        if (s.wrong[i]) {
+            th_fail(name, "thread %d read another message %d times of %d: %s", i, s.wrong[i], TT_ROUNDS, s.seen[i]);
+            return 1;
+        }
+    th_pass("%s (%d rounds)", name, TT_ROUNDS);
+    return 0;
+}
+
+/* nncl_trainer_free while other threads step the trainer: a step that
+ * began (and waits for its turn) and one that begins while the free waits
+ * both return NNCL_ERR_STATE, and nothing uses freed memory (the sanitized
+ * pass checks that). Before, the waiting step ran on the freed trainer.
+ * This thread holds the context's use lock meanwhile, so that the order is
+ * certain: the first step waits for its turn, the free for that step. */
+typedef struct tt_call {
+    nncl_context *ctx; /* the trainer may be gone when the step returns */
+    nncl_trainer *t;
+    nncl_feed *f;
+    nncl_status st;
+    char msg[256];
+} tt_call;
+
+static void *tt_step_once(void *arg) {
+    tt_call *c = (tt_call *)arg;
+    c->st = nncl_trainer_step(c->t, c->f, 2, TT_B, NULL);
+    snprintf(c->msg, sizeof c->msg, "%s", c->st ? nncl_last_error(c->ctx) : "");
+    return NULL;
+}
+
+static void *tt_free_trainer(void *arg) {
+    nncl_trainer_free((nncl_trainer *)arg);
+    return NULL;
+}
+
+/* Waits up to 10 s for t's calls in flight to be users and its free begun
+ * to be closing (-1: either); 0 when they are. */
+static int tt_until(nncl_trainer *t, int users, int closing) {
+    int k, ok = 0;
+    for (k = 0; k < 10000 && !ok; k++) {
+        pthread_mutex_lock(&t->ctx->lock);
+        ok = t->users == users && (closing < 0 || t->closing == closing);
+        pthread_mutex_unlock(&t->ctx->lock);
+        if (!ok) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    }
+    return !ok;
+}
+
+static int test_free_while_stepping(nncl_context *ctx) {
+    const char *name = "nncl_trainer_free while threads step: a waiting and a late step fail with NNCL_ERR_STATE";
+    int in = TT_D, ok;
+    nncl_graph *g = nncl_graph_create(ctx, 5);
+    nncl_node *x = nncl_input(g, "x", 1, &in), *y = nncl_input(g, "y", 0, NULL);
+    nncl_node *loss = nncl_softmax_cross_entropy(g, nncl_linear(g, x, TT_C, 1, NNCL_ACT_NONE, "fc"), y);
+    nncl_train_config c = nncl_train_default();
+    nncl_trainer *t = NULL;
+    nncl_feed f[2];
+    tt_call waiting, late;
+    pthread_t a, b, l;
+    c.max_batch = TT_B;
+    TH_CHECK(name, loss != NULL);
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    f[0].node = x; f[0].data = tt_x;
+    f[1].node = y; f[1].data = tt_y;
+    waiting.ctx = late.ctx = ctx;
+    waiting.t = late.t = t;
+    waiting.f = late.f = f;
+    nncl__enter(ctx);
+    ok = pthread_create(&a, NULL, tt_step_once, &waiting) == 0;
+    ok = ok && tt_until(t, 1, 0) == 0; /* the step waits for its turn */
+    ok = ok && pthread_create(&b, NULL, tt_free_trainer, t) == 0;
+    if (ok && tt_until(t, 1, 1) == 0) { /* the free waits for the step; a step now is refused at once */
+        ok = pthread_create(&l, NULL, tt_step_once, &late) == 0;
+        if (ok) pthread_join(l, NULL);
+    } else late.st = NNCL_OK, late.msg[0] = 0;
+    nncl__leave(ctx);
+    TH_CHECK(name, ok);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    nncl_graph_free(g);
+    if (waiting.st != NNCL_ERR_STATE || late.st != NNCL_ERR_STATE || !strstr(waiting.msg, "being freed") ||
+        !strstr(late.msg, "being freed")) {
+        th_fail(name, "the waiting step: %s (%s); the late one: %s (%s)", nncl_status_str(waiting.st), waiting.msg,
+                nncl_status_str(late.st), late.msg);
+        return 1;
+    }
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx;
     unsigned seed = 3;
@@ -184,6 +375,8 @@ int main(void) {
     if (!(ctx = th_context())) return th_exit_code();
     test_threads_agree(ctx);
     test_shared_trainer(ctx);
+    test_own_messages(ctx);
+    test_free_while_stepping(ctx);
     /* the runner then runs this file again on two */
     th_devices_lack(ctx, 2, "4 threads on one context of 2 device(s) (own trainers, eager ops, GEMM) end as each run alone");
     nncl_free(ctx);

@@ -5,7 +5,7 @@
  * shapes and transposes (NNCL_GEMM=clblast); NNCL_TUNE=0 and
  * config.gemm_tune -1 ignore it. */
 #include "harness.h"
-#include "runtime/internal.h"
+#include "gemm/gemm.h"
 #include "ops/reference.h"
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,77 @@
-/* gemm.h - nncl's own GEMM kernels (cl/gemm.cl) for the files that launch
- * them directly: packing into panels, the micro-kernels over packed panels
- * (batched along a third NDRange dimension), and the variants a device has.
- * Panels: Ap[p][k][r] = A(p*MR + r, k), Bp[q][k][c] = B(k, q*NR + c), zero
- * past m and n, K-major, panels contiguous; one batch item's panels take
+/* gemm.h - the GEMM layer: the matrix product the layers above call
+ * (nncl__sgemm: CLBlast or nncl's own kernels, whichever was measured
+ * faster), CLBlast's tuning, and, for the files that launch them directly,
+ * nncl's own GEMM kernels (cl/gemm.cl): packing into panels, the
+ * micro-kernels over packed panels (batched along a third NDRange
+ * dimension), and the variants a device has. Panels: Ap[p][k][r] =
+ * A(p*MR + r, k), Bp[q][k][c] = B(k, q*NR + c), zero past m and n, K-major,
+ * panels contiguous; one batch item's panels take
  * nncl__gemm_pack_floats(MR, m, k) (or NR, n, k) floats. */
 #ifndef NNCL_GEMM_H
 #define NNCL_GEMM_H
 #include "runtime/internal.h"
+
+/* ------------------------------------------------------------- the product */
+
+/* What a GEMM applies to C as it stores it, after alpha and beta: a bias
+ * (1: bias[j] per column, 2: bias[i] per row) and an activation (nncl_act). */
+typedef struct nncl__gemm_epi {
+    int bias;
+    cl_mem bias_mem;
+    size_t bias_off;
+    int act;
+} nncl__gemm_epi;
+
+/* C = epi(alpha op(A) op(B) + beta C), row-major, offsets and leading
+ * dimensions in elements. temp: a buffer of nncl__sgemm_temp_size() bytes
+ * whose start the product may use, or NULL to let it allocate (plans pass
+ * one so a step allocates nothing). Runs CLBlast or nncl's own kernels,
+ * whichever was measured faster for the shape on dev (gemm_pick.c). */
+typedef struct nncl__gemm_args {
+    int trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a, b, c, temp;
+    size_t a_off, b_off, c_off;
+    size_t lda, ldb, ldc;
+    nncl__gemm_epi epi;
+    /* Half storage (nncl_precision 1 fp16, 2 bf16): A, B, the bias and C
+     * in that type, C in fp32 when c_f32; nncl's own kernels only. 0: fp32.
+     * temp_cap (half storage, at prepare): temp bytes the product should
+     * make do with when its panels need more (0: none); a step fits the
+     * temp it is given (src/gemm/gemm_own.c). */
+    int store, c_f32;
+    size_t temp_cap;
+} nncl__gemm_args;
+nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+/* The same for the eager nncl_gemm: a shape without a choice of its own is
+ * measured (once, then stored) instead of taking a covering choice of
+ * another shape, which a plan's step takes so as not to measure mid-step. */
+nncl_status nncl__sgemm_exact(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+/* Bytes of temp the product of g's shape uses: CLBlast's, or that of the
+ * own kernel chosen for the shape; before a choice, the most any may use. */
+nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
+/* What a plan calls for each product it will run: chooses the kernel for
+ * g's shape now (measuring when no choice is stored) and gives the temp
+ * size as nncl__sgemm_temp_size. */
+nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
+/* CLBlast alone, epilogue included (gemm.c). */
+nncl_status nncl__sgemm_clblast(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
+nncl_status nncl__sgemm_clblast_temp(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
+nncl_status nncl__blas_fail(nncl_context *ctx, int code, const char *call);
+
+/* tune.c: at nncl_init, applies the GEMM tuning stored for device d (and,
+ * with config.gemm_tune 1 or $NNCL_TUNE=1, tunes a device that has none);
+ * logs, never fails. mode: -1 ignore stored tunings, 0 apply, 1 also tune. */
+void nncl__tune_on_open(nncl_context *ctx, int device);
+int nncl__tune_mode(const nncl_context *ctx);
+/* nncl_tune_gemm with the first max_candidates of each family (0: all) and
+ * the first n_shapes shapes (0: all), for tests that cannot wait. */
+nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
+/* The path of device d's stored tuning into path; 0 when there is no folder. */
+int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
+
+/* ------------------------------------------------------------- own kernels */
 
 enum {
     NNCL__GEMM_PACKED = 1, /* CPU style: register tile per work-item, no local memory */

@@ -9,10 +9,9 @@
 
 #define OWN_ALIGN 64 /* floats: B panels start on a cache line */
 #define OWN_PACK_KB 8 /* NNCL_PACK_KB of cl/gemm.cl */
-/* Work-items per packing group, along k: up to 32 blocks of k of one panel.
- * Against 8, the transposing pack of a 512 x 512 A took 0.75x the time on
- * PoCL (AVX2), and pack + product 0.96-0.98x on 256^3-512^3 NN and TT
- * squares, 1.0 on the MLP's shapes (bench/RESULTS.md). */
+/* Work-items per packing group, along k: up to 32 blocks of k of one panel,
+ * so that a CPU driver's group walks a long stretch of the source (the
+ * transposing pack gains most). */
 #define OWN_PACK_GROUP 32
 #define OWN_DOT_TILES 8 /* column tiles per work-item of the dot kernel: its NNCL_DG below */
 
@@ -62,8 +61,8 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * classifier's 10 outputs waste fewer lanes; and 4 rows of four vectors
  * for few rows and many columns, such as a convolution's 32 x 19600 x 144
  * im2col product, where B is read once in place and each 64-column block
- * of it serves every row tile from L1: 1.14x the best packed kernel there,
- * whose packing of B was 40 % of its time), the tall tile over K
+ * of it serves every row tile from L1, where packing B would be a large
+ * share of a packed kernel's time), the tall tile over K
  * blocks whose B panel block stays in L1 (large products), and the dot
  * kernel for A times B transposed (a dense layer's forward: no packing;
  * 4 x 6 dot products with 16-wide vectors, 3 x 4 with narrower ones on
@@ -71,9 +70,8 @@ static void own_variant(nncl__gemm_variant *v, int kind, int mr, int nr, int vw,
  * a narrower vector and the local-memory kernel. GPUs: the local-memory
  * kernel first, 4 x 4 values per work-item, then 8 x 8 read as float4
  * (four times the multiply-adds per local-memory load, for large
- * products: 1.26x the 4 x 4 kernel at 2048^3 on an H200, slower below;
- * 8 x 8 read one value at a time, 4 x 4 as float4, 8 x 4 and 2 x 8 lost
- * to one of these two on every shape there, bench/RESULTS.md). Devices
+ * products; 8 x 8 read one value at a time, 4 x 4 as float4, 8 x 4 and
+ * 2 x 8 lose to one of these two). Devices
  * with a fused multiply-add accumulate with it (NNCL_FMA).
  * NNCL_GEMM_VARIANTS=gpu|cpu gives a device the other kind's set: the
  * tests run the GPU set on CPU devices, where CI has no GPU. */
@@ -136,9 +134,15 @@ static nncl_status own_kernel(nncl_context *ctx, nncl_device *dev, const nncl__g
 
 nncl_status nncl__gemm_state_get(nncl_context *ctx, nncl_device *dev, nncl__gemm_state **out) {
     if (!dev->gemm) {
+        nncl_status st;
         dev->gemm = (nncl__gemm_state *)nncl__calloc(1, sizeof *dev->gemm);
         if (!dev->gemm) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         own_fill(dev, dev->gemm);
+        st = nncl__device_on_free(ctx, dev, nncl__gemm_state_free); /* nncl_free releases it */
+        if (st != NNCL_OK) {
+            nncl__gemm_state_free(dev);
+            return st;
+        }
     }
     *out = dev->gemm;
     return NNCL_OK;
@@ -307,9 +311,8 @@ static nncl_status own_launch(nncl__args *a, nncl_device *dev, const nncl__gemm_
     } else if (v->kind == NNCL__GEMM_PACKED) {
         /* Four row tiles of one column panel per group: a CPU driver runs
          * a group's work-items in turn on one core, which then reuses the
-         * B panel from its cache, and it schedules a quarter of the groups.
-         * 2-8 % on 256^3-1024^3 and 128 x 784 x 100 on PoCL (AVX2), against
-         * groups of one (bench/RESULTS.md); 2 and 8 were no better.
+         * B panel from its cache, and it schedules a quarter of the groups
+         * (2 and 8 gain no more).
          * Always four, also for fewer tiles (the launch rounds up, the
          * items past m return): each group size is a build of its own. */
         local[0] = dev->max_work_group < 4 ? dev->max_work_group : 4;

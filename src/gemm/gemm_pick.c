@@ -321,7 +321,7 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
     NNCL_CL(ctx, clEnqueueWriteBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->hc0, 0, NULL, NULL));
     if (pick_run(ctx, dev, s, idx, &b->g) != NNCL_OK || clFinish(dev->queue) != CL_SUCCESS) {
         nncl__log(ctx, NNCL_LOG_WARN, "GEMM choice: %s fails on %lux%lux%lu: %s", pick_name(s, idx),
-                  (unsigned long)b->g.m, (unsigned long)b->g.n, (unsigned long)b->g.k, ctx->message);
+                  (unsigned long)b->g.m, (unsigned long)b->g.n, (unsigned long)b->g.k, nncl__thread_error());
         return NNCL_OK;
     }
     NNCL_CL(ctx, clEnqueueReadBuffer(dev->queue, b->g.c, CL_TRUE, 0, b->nc * sizeof(float), b->out, 0, NULL, NULL));
@@ -357,21 +357,17 @@ static nncl_status pick_check(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
  * clocks from idle) favours no candidate. Round 0 runs each once and sizes
  * its batch (PICK_BATCH_SECONDS, at most 16 runs), then PICK_ROUNDS rounds;
  * a candidate PICK_SLOWER times slower than the fastest is timed no more
- * (on CPUs CLBlast often takes 10x the own kernels' time: its rounds were
- * most of the choosing time), judged by round 1's batches, or by round 0's
- * single run where that took over PICK_SURE (a GPU leaving idle runs its
- * first short runs slowly: on an H200 that had idled before each choice,
- * judging by round 0 lost CLBlast two products it ran 2.5-2.8x faster than
- * the kernel chosen; judging by round 1 kept it), and one
- * whose run took over PICK_LONG by the faster of that run and one more (a
- * single run each let a 2048^3 product on PoCL keep a kernel 20 % slower
- * than another, bench/RESULTS.md). Then the close contenders, those within
+ * (on CPUs CLBlast is often many times slower than the own kernels, and
+ * its rounds would be most of the choosing time), judged by round 1's
+ * batches, or by round 0's single run where that took over PICK_SURE (a
+ * GPU leaving idle runs its first short runs slowly, so judging by a short
+ * round-0 run could drop the fastest candidate), and one whose run took
+ * over PICK_LONG by the faster of that run and one more (a single run each
+ * can keep a slower kernel). Then the close contenders, those within
  * PICK_CLOSE of the fastest, run more rounds among themselves, about
- * PICK_CLOSE_SECONDS each: a 512^3 product on PoCL runs 2-3 ms, a batch
- * of one, and a busy machine's noise is as large. A fresh choice in a
- * bench run kept a kernel 1.65x slower than the packed one (0.62x
- * torch.mm, and a choice stays for every later run); in 1 of 10 further
- * fresh choices that kernel again measured ahead of a packed one. */
+ * PICK_CLOSE_SECONDS each: a mid-sized product on a CPU is a batch of one,
+ * and a busy machine's noise is as large as the difference between them,
+ * while a choice stays for every later run. */
 static nncl_status pick_rounds(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s, pick_bench *b, int n,
                                const int *idx, double *t) {
     double t0, dt, fastest, spent[NNCL__GEMM_MAX_VARIANTS + 1];

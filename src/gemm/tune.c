@@ -256,8 +256,18 @@ void nncl__tune_on_open(nncl_context *ctx, int device) {
         nncl__log(ctx, NNCL_LOG_INFO, "device %d: tuning GEMM for about %.0f s (NNCL_TUNE=1)", device, secs);
         st = nncl_tune_gemm(ctx, device, secs);
         if (st != NNCL_OK)
-            nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM tuning failed: %s", device, ctx->message);
+            nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM tuning failed: %s", device, nncl__thread_error());
     }
+}
+
+/* nncl_init: the runtime opens the devices, then each gets its stored GEMM
+ * tuning. Defined here, above both, so that the runtime never calls into
+ * the GEMM layer. */
+nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
+    int i;
+    NNCL_TRY(nncl__context_open(config, out));
+    for (i = 0; i < (*out)->n_devices; i++) nncl__tune_on_open(*out, i);
+    return NNCL_OK;
 }
 
 

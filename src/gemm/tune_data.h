@@ -6,7 +6,7 @@
  * one. */
 #ifndef NNCL_TUNE_DATA_H
 #define NNCL_TUNE_DATA_H
-#include "runtime/internal.h"
+#include "gemm/gemm.h"
 
 #define TUNE_NX 16            /* parameters of CLBlast's "Xgemm" kernel */
 #define TUNE_ND 10            /* parameters of "XgemmDirect" */

@@ -319,7 +319,8 @@ nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
 nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n) {
     const char *why = NULL;
     if (!g || !n)
-        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_checkpoint_mark: graph or node is NULL");
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_checkpoint_mark: graph or node is NULL");
     if (!nncl__graph_owns(g, n)) why = "a node of another graph";
     else if (n->op == NNCL_OP_PARAM) why = "a parameter";
     else if (n->op == NNCL_OP_INPUT) why = "an input (inputs are always kept)";
@@ -329,6 +330,18 @@ nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n) {
                           "nncl_checkpoint_mark: node \"%s\" is %s, not an activation that can be a boundary", n->name,
                           why);
     n->checkpoint = 1;
+    return NNCL_OK;
+}
+
+nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay) {
+    if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_param_decay: not a parameter of this graph");
+    if (decay != 0 && decay != 1)
+        return nncl__fail(g->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_decay \"%s\": decay %d must be 0 or 1",
+                          param->name, decay);
+    if (g->frozen) return nncl__fail(g->ctx, NNCL_ERR_STATE, "nncl_param_decay: the graph already has a plan");
+    param->no_decay = !decay;
     return NNCL_OK;
 }
 

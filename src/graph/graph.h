@@ -1,7 +1,7 @@
 /* graph.h - the device-independent graph (nodes with op, shape, inputs and
  * attributes), the table of op definitions each op family fills in (shape
  * rule, device forward/backward, double-precision host reference), and the
- * per-device execution state the op launchers see. */
+ * per-device execution state the op launchers see (exec.c). */
 #ifndef NNCL_GRAPH_H
 #define NNCL_GRAPH_H
 #include "runtime/internal.h"
@@ -34,6 +34,7 @@ struct nncl_node {
     float fattr[4];               /* slope, probability, epsilon, momentum, scale */
     /* parameters */
     int trainable;                /* a PARAM that the optimizer updates */
+    int no_decay;                 /* a PARAM the optimizer's weight decay leaves out (nncl_param_decay) */
     int init;                     /* nncl_init kind */
     float init_scale;
     size_t param_off;             /* element offset in the flat parameter buffer */
@@ -138,10 +139,6 @@ typedef struct nncl__opdef {
  * data fed to it (batch samples). */
 nncl_status nncl__check_feed(nncl_context *ctx, const nncl_graph *g, const nncl_node *input, const float *data,
                              int batch);
-/* Class labels y[0..n) of a C-class classifier: whole numbers in 0..C-1
- * (the cross-entropy's contract, and evaluation's). */
-nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n);
-
 /* The table, indexed by nncl__op and generated from ops.def (ops_table.c);
  * each family file defines the rows of its ops. Rows name the fields they
  * set (designated initializers); what a row leaves out is NULL or 0. */
@@ -155,6 +152,7 @@ struct nncl_graph {
     int n_nodes, cap_nodes;
     size_t n_params;              /* floats in the flat parameter buffer */
     size_t n_trainable;           /* the first n_trainable of them are trainable */
+    size_t n_decay;               /* the first n_decay of those take weight decay */
     size_t n_state;               /* floats of running statistics */
     uint64_t seed;
     int frozen;                   /* parameter layout fixed (a plan exists) */
@@ -190,6 +188,13 @@ size_t nncl__numel(const nncl_node *n, int batch);
 /* Whether a and b have the same shape: both batched or neither, the same
  * dimensions (the batch apart), not merely as many elements. */
 int nncl__same_shape(const nncl_node *a, const nncl_node *b);
+
+/* Lays out the graph's parameters (trainable first, then frozen) and
+ * running statistics on first use; later calls keep the layout. */
+nncl_status nncl__graph_layout(nncl_graph *g);
+/* Initial parameter values (n_params floats) and running statistics
+ * (n_state floats), the same for a given seed on every machine. */
+void nncl__graph_init_values(const nncl_graph *g, float *params, float *state);
 
 /* ------------------------------------------------------------- execution */
 
@@ -236,46 +241,8 @@ int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
 /* Kernel `slot` of n's op (its opdef's kernels[slot]) on the exec's device,
  * resolved at plan creation, with arguments begun. */
 nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a);
-/* The same kernel for the typed wrappers of launch.h (launch.c); a missing
+/* The same kernel for the typed wrappers of launch.h; a missing
  * slot is recorded and makes the wrapper fail. */
 nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot);
-
-/* Launch helpers of op_dense.c that linear and conv2d share (cl/dense.cl),
- * run as node n's NNCL_DENSE_KERNELS slots.
- * y viewed as [rows, cols, inner] (inner 1 for linear, H*W for NCHW):
- * y = act(y + b[col]) in place over n elements (bias may be NULL). */
-nncl_status nncl__bias_act(nncl__exec *x, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
-                           size_t count, int act);
-/* dy *= act'(y) in place over count elements, from the activation's output y. */
-nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
-                                       int act);
-/* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
-nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
-                            nncl__view db, int acc);
-/* The double maths of the elementwise ops (op_elementwise.c's rows), which
- * their graph references apply and the eager ops' tests use as theirs:
- * out[i] = a[i] op b[i % bn] (add, sub, mul; bn n, or cols for a row
- * vector); y = f(x, p) and dy/dx from x and y (p: the op's float
- * parameter); the row softmaxes (dx overwritten, or added to with acc). */
-void nncl__binary_ref(nncl__op op, const double *a, size_t n, const double *b, size_t bn, double *out);
-double nncl__unary_ref(nncl__op op, double x, double p);
-double nncl__unary_ref_grad(nncl__op op, double x, double y, double p);
-void nncl__softmax_ref(const double *x, size_t rows, size_t cols, int log_out, double *y);
-void nncl__softmax_ref_backward(const double *dy, const double *y, size_t rows, size_t cols, int log_in, double *dx,
-                                int acc);
-
-/* Batch norm's statistics as synchronised batch norm exchanges them
- * (op_norm.c owns their layout): the 2C floats of node n's aux for phase 0
- * ([mean, invstd] of the shard) or phase 1 ([sum dy, sum dy xhat]), read
- * into host (write 0) or written from it (write 1); blocking. */
-nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write);
-/* Node n's running mean and variance (C floats each) in a host copy of the
- * graph's state buffer. */
-void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var);
-
-/* The fused activations (nncl_act) and their derivative from the output, in
- * double, for the host references of linear and conv2d. */
-double nncl__act_ref(double v, int act);
-double nncl__act_grad_ref(double y, int act);
 
 #endif /* NNCL_GRAPH_H */

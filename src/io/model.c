@@ -3,7 +3,7 @@
  * safetensors __metadata__; and nncl_model, an inference-only trainer over
  * the rebuilt graph that turns raw rows into class probabilities. The
  * metadata is untrusted: lengths, counts and every number are checked. */
-#include "train/trainer.h"
+#include "io/io.h"
 #include <math.h>
 #include <stdio.h>
 
@@ -111,33 +111,72 @@ static nncl_node *model_first_input(const nncl_graph *g) {
     return NULL;
 }
 
+/* Whether s is UTF-8 without control characters (C0, DEL, C1): a name
+ * printed as it is cannot move a terminal's cursor or change its colours.
+ * Class names may also hold tab, newline and carriage return: a character
+ * vocabulary's classes are its characters. */
+static int model_printable(const char *s, int class_name) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, v, n, k;
+        if (c < 0x80) {
+            if ((c < 0x20 && !(class_name && (c == '\t' || c == '\n' || c == '\r'))) || c == 0x7f) return 0;
+            p++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) n = 1, v = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) n = 2, v = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) n = 3, v = c & 0x07;
+        else return 0;
+        for (k = 1; k <= n; k++) { /* a NUL stops it here, before reading on */
+            if ((p[k] & 0xc0) != 0x80) return 0;
+            v = v << 6 | (p[k] & 0x3fu);
+        }
+        if (v < 0xa0 || (n == 2 && v < 0x800) || (n == 3 && (v < 0x10000 || v > 0x10ffff)) ||
+            (v >= 0xd800 && v <= 0xdfff))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+/* The input other than in that out is computed from, in *other (NULL when
+ * there is none): such an output can never be predicted from rows. */
+static nncl_status model_other_input(nncl_context *ctx, const nncl_graph *g, const nncl_node *in,
+                                     const nncl_node *out, const nncl_node **other) {
+    unsigned char *need;
+    int i;
+    *other = NULL;
+    if (!(need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1)))
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    need[out->id] = 1;
+    for (i = out->id; i >= 0 && !*other; i--) /* nodes come after their inputs */
+        if (need[i]) {
+            int k;
+            for (k = 0; k < g->nodes[i]->n_in; k++) need[g->nodes[i]->in[k]->id] = 1;
+            if (g->nodes[i]->op == NNCL_OP_INPUT && g->nodes[i] != in) *other = g->nodes[i];
+        }
+    NNCL_FREE(need);
+    return NNCL_OK;
+}
+
 /* What nncl_model_load() will ask of the file, asked of the metadata before
  * it is written: a saved model always loads and predicts from its input. */
 static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     const nncl_graph *g = t->graph;
     const char *fn = "nncl_trainer_save_model";
-    unsigned char *need;
+    const nncl_node *other;
     size_t j, d;
     int i;
     if (!nncl__graph_owns(g, m->input) || m->input->op != NNCL_OP_INPUT)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: meta input is not an input of the trainer's graph", fn);
-    if (!nncl__graph_owns(g, m->output) || !m->output->batched || m->output->ndim != 2)
+    if (!nncl__graph_owns(g, m->output) || !m->output->batched || m->output->ndim < 2)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
-                          "%s: meta output is not a node of the trainer's graph of shape [batch, classes]", fn);
-    /* the inputs the output is computed from (nodes come after their inputs) */
-    if (!(need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1)))
-        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    need[m->output->id] = 1;
-    for (i = m->output->id; i >= 0; i--)
-        if (need[i]) {
-            int k;
-            for (k = 0; k < g->nodes[i]->n_in; k++) need[g->nodes[i]->in[k]->id] = 1;
-            if (g->nodes[i]->op == NNCL_OP_INPUT && g->nodes[i] != m->input) break;
-        }
-    NNCL_FREE(need);
-    if (i >= 0)
+                          "%s: meta output is not a node of the trainer's graph of shape [batch, .., classes]", fn);
+    NNCL_TRY(model_other_input(t->ctx, g, m->input, m->output, &other));
+    if (other)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: output \"%s\" needs input \"%s\" besides \"%s\"", fn,
-                          m->output->name, g->nodes[i]->name, m->input->name);
+                          m->output->name, other->name, m->input->name);
     if (!isfinite(m->scale) || !isfinite(m->shift))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: scale %g and shift %g must be finite", fn,
                           (double)m->scale, (double)m->shift);
@@ -148,17 +187,19 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
         if (!isfinite(m->mean[j]) || !isfinite(m->std[j]) || !(m->std[j] > 0))
             return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: mean[%zu] %g and std[%zu] %g: finite, std > 0", fn,
                               j, (double)m->mean[j], j, (double)m->std[j]);
-    if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[1]))
+    if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[m->output->ndim - 1]))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d class names for output \"%s\" of %d classes", fn,
-                          m->n_classes, m->output->name, m->output->shape[1]);
+                          m->n_classes, m->output->name, m->output->shape[m->output->ndim - 1]);
     if (m->n_classes > MODEL_MAX_CLASSES) /* the loader's limit; a negative count failed above */
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d classes, more than %d", fn, m->n_classes,
                           MODEL_MAX_CLASSES);
     for (i = 0; i < m->n_classes; i++)
-        if (m->class_names[i] && strlen(m->class_names[i]) > 4096)
-            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: class name %d is longer than 4096 bytes", fn, i);
-    if (m->label_name && strlen(m->label_name) > 4096)
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: label_name is longer than 4096 bytes", fn);
+        if (m->class_names[i] && (strlen(m->class_names[i]) > 4096 || !model_printable(m->class_names[i], 1)))
+            return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "%s: class name %d is longer than 4096 bytes, not UTF-8 or holds a control character", fn, i);
+    if (m->label_name && (strlen(m->label_name) > 4096 || !model_printable(m->label_name, 0)))
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "%s: label_name is longer than 4096 bytes, not UTF-8 or holds a control character", fn);
     return NNCL_OK;
 }
 
@@ -231,12 +272,13 @@ struct nncl_model {
     nncl_graph *graph;
     nncl_trainer *trainer;
     nncl_node *input, *output;
-    int classes;
+    int classes;              /* the output's last dimension */
+    size_t positions;         /* rows of classes per sample: 1, or a sequence's [.., classes] */
     char **class_names;       /* NULL or classes names */
     char *label_name;         /* NULL or the label column's name */
     float scale, shift;
     float *mean, *std;        /* NULL or features each */
-    float *work, *logits;     /* max_batch rows, max_batch * classes */
+    float *work, *logits;     /* max_batch rows, max_batch * positions * classes */
     int max_batch;
 };
 
@@ -255,8 +297,15 @@ void nncl_model_free(nncl_model *m) {
     NNCL_FREE(m);
 }
 
-static nncl_node *model_node_named(const nncl_graph *g, const char *name) {
-    return name ? nncl_graph_find(g, name) : NULL;
+/* The node metadata key names in *out (left as it is when the key is
+ * absent); a name of no node is refused, not replaced by a default. */
+static nncl_status model_node_meta(nncl_context *ctx, const nncl_safetensors *st, const nncl_graph *g, const char *key,
+                                   nncl_node **out) {
+    const char *v = nncl_safetensors_meta(st, key);
+    if (!v) return NNCL_OK;
+    if (!(*out = nncl_graph_find(g, v)))
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata %s = \"%.200s\" names no node of the graph", key, v);
+    return NNCL_OK;
 }
 
 static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *st, const char *key, float dflt, float *out) {
@@ -269,27 +318,38 @@ static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *s
     return NNCL_OK;
 }
 
+static int model_is_loss(const nncl_node *n) {
+    return n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE ||
+           n->op == NNCL_OP_SEQ_CE;
+}
+
 /* Reads everything but the parameters. */
 static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st, nncl_model *m) {
     const char *v;
     size_t d;
     int k, n;
     nncl_node *loss = NULL;
+    const nncl_node *other;
     NNCL_TRY(nncl_graph_from_safetensors(ctx, st, &m->graph));
-    m->input = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.input"));
-    if (!m->input) m->input = model_first_input(m->graph);
-    m->output = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.output"));
-    for (k = 0; k < m->graph->n_nodes; k++) {
-        nncl__op op = m->graph->nodes[k]->op;
-        if (op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE) loss = m->graph->nodes[k];
-    }
+    m->input = model_first_input(m->graph);
+    NNCL_TRY(model_node_meta(ctx, st, m->graph, "nncl.input", &m->input));
+    NNCL_TRY(model_node_meta(ctx, st, m->graph, "nncl.output", &m->output));
+    for (k = 0; k < m->graph->n_nodes; k++)
+        if (model_is_loss(m->graph->nodes[k])) loss = m->graph->nodes[k];
     if (!m->output && loss) m->output = loss->in[0];
-    if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim != 2)
-        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, classes]");
-    m->classes = m->output->shape[1];
+    if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim < 2)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, .., classes]");
+    NNCL_TRY(model_other_input(ctx, m->graph, m->input, m->output, &other));
+    if (other)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: output \"%s\" needs input \"%s\" besides \"%s\"",
+                          m->output->name, other->name, m->input->name);
+    m->classes = m->output->shape[m->output->ndim - 1];
+    m->positions = m->output->sample_numel / (size_t)m->classes;
     d = m->input->sample_numel;
     NNCL_TRY(model_float_meta(ctx, st, "nncl.scale", 1, &m->scale));
     NNCL_TRY(model_float_meta(ctx, st, "nncl.shift", 0, &m->shift));
+    if (!nncl_safetensors_meta(st, "nncl.mean") && nncl_safetensors_meta(st, "nncl.std"))
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: nncl.std without nncl.mean (both or neither)");
     if ((v = nncl_safetensors_meta(st, "nncl.mean")) != NULL) {
         const char *w = nncl_safetensors_meta(st, "nncl.std");
         m->mean = (float *)nncl__calloc(d + 1, sizeof(float));
@@ -302,7 +362,9 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
             if (!(m->std[k] > 0)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.std[%d] is not positive", k);
     }
     if ((v = nncl_safetensors_meta(st, "nncl.label")) != NULL) {
-        if (strlen(v) > 4096) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.label is too long");
+        if (strlen(v) > 4096 || !model_printable(v, 0))
+            return nncl__fail(ctx, NNCL_ERR_FORMAT,
+                              "model metadata nncl.label is too long, not UTF-8 or holds a control character");
         if (!(m->label_name = nncl__strdup(v))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     if ((v = nncl_safetensors_meta(st, "nncl.classes")) != NULL) {
@@ -312,6 +374,10 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
             return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         if ((n = model_json_array(v, m->class_names, NULL, m->classes)) != m->classes)
             return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.classes: not an array of %d strings", m->classes);
+        for (k = 0; k < n; k++)
+            if (!model_printable(m->class_names[k], 1))
+                return nncl__fail(ctx, NNCL_ERR_FORMAT,
+                                  "model metadata nncl.classes: name %d is not UTF-8 or holds a control character", k);
     }
     return NNCL_OK;
 }
@@ -335,7 +401,7 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         nncl__graph_freeze_all(m->graph);
         for (k = 0; k < m->graph->n_nodes; k++) {
             nncl_node *n = m->graph->nodes[k];
-            if (n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE) loss = n;
+            if (model_is_loss(n)) loss = n;
         }
         if (!loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
         /* the tensors before the trainer: a small file may declare huge parameters */
@@ -344,7 +410,7 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, "the model file", 0);
         if (s == NNCL_OK) {
             m->work = (float *)nncl__calloc((size_t)m->max_batch * m->input->sample_numel, sizeof(float));
-            m->logits = (float *)nncl__calloc((size_t)m->max_batch * (size_t)m->classes, sizeof(float));
+            m->logits = (float *)nncl__calloc((size_t)m->max_batch * m->output->sample_numel, sizeof(float));
             if (!m->work || !m->logits) s = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         }
     }
@@ -375,6 +441,8 @@ nncl_status nncl_model_load(nncl_context *ctx, const char *path, int max_batch, 
 
 nncl_graph *nncl_model_graph(const nncl_model *m) { return m ? m->graph : NULL; }
 nncl_trainer *nncl_model_trainer(const nncl_model *m) { return m ? m->trainer : NULL; }
+nncl_node *nncl_model_input(const nncl_model *m) { return m ? m->input : NULL; }
+nncl_node *nncl_model_output(const nncl_model *m) { return m ? m->output : NULL; }
 size_t nncl_model_features(const nncl_model *m) { return m ? m->input->sample_numel : 0; }
 int nncl_model_input_shape(const nncl_model *m, int *shape) { return m ? nncl_node_shape(m->input, shape) : 0; }
 int nncl_model_classes(const nncl_model *m) { return m ? m->classes : 0; }
@@ -385,9 +453,13 @@ const char *nncl_model_class_name(const nncl_model *m, int k) {
 
 const char *nncl_model_label_name(const nncl_model *m) { return m ? m->label_name : NULL; }
 
+/* The context a model's errors go to (NULL for a description alone). */
+static nncl_context *model_ctx(const nncl_model *m) { return m && m->trainer ? m->trainer->ctx : NULL; }
+
 nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     size_t d, i, j;
-    if (!m || (!rows && n)) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
+    if (!m || (!rows && n))
+        return nncl__fail(model_ctx(m), NNCL_ERR_INVALID_ARGUMENT, "nncl_model_preprocess: model or rows is NULL");
     d = m->input->sample_numel;
     for (i = 0; i < n; i++) {
         float *r = rows + i * d;
@@ -403,13 +475,29 @@ nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, size_t n) {
     return NNCL_OK;
 }
 
+/* NNCL_ERR_NUMERIC naming the first of n rows of d values that is not
+ * finite (first is the index of rows[0] in the caller's array), else OK. */
+static nncl_status model_finite(nncl_context *ctx, const float *rows, size_t n, size_t d, size_t first,
+                                const char *what) {
+    size_t i, j;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < d; j++)
+            if (!isfinite(rows[i * d + j]))
+                return nncl__fail(ctx, NNCL_ERR_NUMERIC, "nncl_model_predict: row %zu: %s %zu is %s, so there is no class",
+                                  first + i, what, j, isnan(rows[i * d + j]) ? "NaN" : "infinite");
+    return NNCL_OK;
+}
+
 static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes) {
+    nncl_context *ctx = model_ctx(m);
     size_t d, start;
     int C;
-    if (!m || (n && (!rows || (!probs && !classes)))) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
+    if (!m || (n && (!rows || (!probs && !classes))))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_model_predict: model, rows or probs is NULL");
     if (!m->trainer) return nncl__fail(NULL, NNCL_ERR_STATE, "nncl_model_predict: the model was read without a context");
     d = m->input->sample_numel;
     C = m->classes;
+    NNCL_TRY(model_finite(ctx, rows, n, d, 0, "value")); /* before any device works */
     for (start = 0; start < n; start += (size_t)m->max_batch) {
         int b = n - start < (size_t)m->max_batch ? (int)(n - start) : m->max_batch, r, c;
         nncl_feed f;
@@ -418,17 +506,21 @@ static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, flo
         f.node = m->input;
         f.data = m->work;
         NNCL_TRY(nncl_trainer_predict(m->trainer, &f, 1, b, m->output, m->logits));
-        for (r = 0; r < b; r++) { /* softmax in double */
+        /* a finite row with a NaN or Inf output: NaN weights, or values the
+         * preprocessing or the layers overflow */
+        NNCL_TRY(model_finite(ctx, m->logits, (size_t)b * m->positions, (size_t)C, start, "output"));
+        for (r = 0; r < b * (int)m->positions; r++) { /* softmax in double */
             const float *z = m->logits + (size_t)r * C;
             double mx, s = 0;
             int arg = 0;
             for (c = 1; c < C; c++)
                 if (z[c] > z[arg]) arg = c;
             mx = z[arg];
-            if (classes) classes[start + (size_t)r] = arg;
+            if (classes) classes[start * m->positions + (size_t)r] = arg;
             if (!probs) continue;
             for (c = 0; c < C; c++) s += exp((double)z[c] - mx);
-            for (c = 0; c < C; c++) probs[(start + (size_t)r) * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
+            for (c = 0; c < C; c++)
+                probs[(start * m->positions + (size_t)r) * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
         }
     }
     return NNCL_OK;

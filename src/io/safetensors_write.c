@@ -3,6 +3,7 @@
  * tensors (F16 or BF16 on request) laid out in the order given and the
  * target replaced atomically. */
 #include "io/safetensors.h"
+#include "io/io.h"
 
 /* A JSON string; the text was checked to be UTF-8 (stw_check_text). */
 static void stw_json(nncl__buf *b, const char *s) {

@@ -3,7 +3,7 @@
  * safetensors files under PyTorch's names (models) plus the optimizer state
  * and step count (checkpoints, for exact resume). */
 #include "train/optim.h"
-#include "train/trainer.h"
+#include "io/io.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +104,7 @@ static nncl_status io_predict_batch(nncl_trainer *t, const nncl_feed *feeds, int
 nncl_status nncl_trainer_predict(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_node *out,
                                  float *dst) {
     nncl_status st;
-    NNCL_LOCKED(t ? t->ctx : NULL, st, io_predict_batch(t, feeds, n_feeds, batch, out, dst));
+    NNCL__TRAINER_CALL(t, "nncl_trainer_predict", st, io_predict_batch(t, feeds, n_feeds, batch, out, dst));
     return st;
 }
 
@@ -160,7 +160,8 @@ static nncl_status io_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels,
 nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_node *labels, nncl_node *logits,
                                   const float *xdata, const float *ydata, int n, float *loss, float *accuracy) {
     nncl_status st;
-    NNCL_LOCKED(t ? t->ctx : NULL, st, io_evaluate(t, x, labels, logits, xdata, ydata, n, loss, accuracy));
+    NNCL__TRAINER_CALL(t, "nncl_trainer_evaluate", st,
+                       io_evaluate(t, x, labels, logits, xdata, ydata, n, loss, accuracy));
     return st;
 }
 
@@ -499,7 +500,9 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
         const float *data;
         int64_t shape[NNCL_ST_MAX_DIMS];
         size_t count = 1;
-        int is_tracked = strstr(w.e[i].name, ".num_batches_tracked") != NULL;
+        /* a normalisation's counter by its place (io_collect), never by its
+         * name: a parameter may be called anything */
+        int is_tracked = w.e[i].data == w.state + t->graph->n_state;
         for (k = 0; k < w.e[i].ndim; k++) {
             shape[k] = w.e[i].shape[k];
             count *= (size_t)shape[k];

@@ -3,7 +3,7 @@
  * packed kernels (src/ops/conv_own.c), with the choice between them. */
 #ifndef NNCL_CONV_H
 #define NNCL_CONV_H
-#include "graph/graph.h"
+#include "ops/ops.h"
 
 typedef struct nncl__conv_dims {
     int B, C, H, W, O, k, st, pad, OH, OW, act;

@@ -3,8 +3,7 @@
  * kernel at stride 1 with padding 1 whose input needs no gradient, which is
  * how most networks start (on the data, with 1 or 3 channels). There the
  * other paths' products have k = C*9 (9 or 27) and their time goes to
- * packing and padding panels: on the bench CNN's first layer (1 -> 16
- * channels, 28x28) the own path spent ~7 ms of a 26 ms step on 45 MFLOP.
+ * packing and padding panels, out of all proportion to the arithmetic.
  *
  *   forward   nncl_conv3_f32: 8 neighbouring pixels of 8 output channels
  *             per work-item, a row of taps two vector loads of x (and

@@ -51,8 +51,8 @@ static size_t cown_group_cap(nncl__exec *x) {
 
 /* The work-group of a packing kernel whose dim 0 runs over a panel's nr
  * columns: a panel's row (or its half, quarter...) per group row, at most
- * 32 wide, and rows up to 8 or the group cap. PoCL ran nncl_conv_pack_colt
- * 3x slower with 64 items along dim 0 than with 32 (the 4x64 tile's panels,
+ * 32 wide, and rows up to 8 or the group cap. PoCL runs nncl_conv_pack_colt
+ * far slower with 64 items along dim 0 than with 32 (the 4x64 tile's panels,
  * chosen by timing the product alone, cost more to pack than they saved). */
 static void cown_local(nncl__exec *x, int nr, size_t local[3]) {
     size_t cap = cown_group_cap(x), l = (size_t)nr <= cap ? (size_t)nr : 1;
@@ -143,9 +143,9 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
     size_t budget, fixed, wt, fwd, bwd, bwd_b, per, cap, ones = (size_t)cown_ones(x, n);
     NNCL_TRY(nncl__conv_budget(x, n, &budget));
     /* the budget is a share of the arena's bytes, the panels fp32 also in
-     * half storage: half as many samples per chunk as fp32 doubled the
-     * launches and the packing kernels' fixed cost; 1.5x the share keeps
-     * the fp16 CNN plan under 0.6x fp32's memory (2x went to 0.61x) */
+     * half storage: half as many samples per chunk as fp32 would double the
+     * launches and the packing kernels' fixed cost; 1.5x the share still
+     * saves memory against fp32 */
     if (x->store) budget += budget / 2;
     NNCL_TRY(cown_panels(x, d, (size_t)d->O, d->ckk, 0, &fixed));
     wt = cown_wt_floats(d);
@@ -286,7 +286,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
         nncl__arg_int(&a, (int)p.bp_off);
         nncl__conv_arg_geometry(&a, d);
         nncl__arg_int(&a, v.nr);
-        if (flat) { /* up to 64 rows of a panel per group (one row per group took 1.7x as long on PoCL) */
+        if (flat) { /* up to 64 rows of a panel per group (one row per group is slower on PoCL) */
             local[0] = d->ckk < 64 ? d->ckk : 64;
             local[1] = local[2] = 1;
             global[0] = (d->ckk + local[0] - 1) / local[0] * local[0];
@@ -349,9 +349,8 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
     global[2] = (size_t)ns * cb;
     /* A CPU device runs a group on one thread, and these work-items are
      * vector code already: groups of one, which its threads share evenly
-     * (PoCL's own choice, a sample's rows per group, left a handful of
-     * groups per launch: the bench CNN's 12 launches took 3.9-4.8 ms, now
-     * 2.6-3.8). GPUs choose their groups. */
+     * (PoCL's own choice, a sample's rows per group, leaves a handful of
+     * groups per launch). GPUs choose their groups. */
     return nncl__launch(&a, x->dev, 3, global, x->dev->info.type == NNCL_DEVICE_CPU ? local : NULL);
 }
 
@@ -416,8 +415,8 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
             nncl__arg_int(&a, ones);
             if (colt8) { /* 8 pixels (of a row, or flat) by 8 columns per item; 4 samples a group,
-                          * along dim 1: 4 items along dim 0 PoCL ran as SIMD lanes with 64-bit
-                          * indices (5.8 against 5.3 ms per CNN step, bench/RESULTS.md) */
+                          * along dim 1: 4 items along dim 0 PoCL runs as SIMD lanes with 64-bit
+                          * indices */
                 global[0] = flat ? (d->ohw + 7) / 8 : (size_t)d->OH * (size_t)((d->OW + 7) / 8);
                 global[1] = (size_t)ns;
                 global[2] = panels * (size_t)(v.nr / 8);
@@ -443,8 +442,8 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
         NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
         if (need_w) NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa
-         * rusticl (which builds each launch) took 3x as long per CNN step
-         * building its conversions, and PoCL gained 2-5 % */
+         * rusticl (which builds each launch) spends far longer building its
+         * conversions than PoCL gains */
         if (need_x) NNCL_TRY(cown_dx(x, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !x->store));
     }
     if (!ones) return NNCL_OK;

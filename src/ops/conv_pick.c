@@ -221,7 +221,8 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
         double big = 0, worst = 0;
         if (!on[p]) continue;
         if (cpick_first(&s, n, &dt, p) != NNCL_OK) {
-            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p], x->ctx->message);
+            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
+                      nncl__thread_error());
             on[p] = 0;
             continue;
         }
@@ -247,7 +248,8 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
                     st = ps;
                     break;
                 }
-                nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p], x->ctx->message);
+                nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
+                          nncl__thread_error());
                 on[p] = 0;
                 t[p] = HUGE_VAL;
                 continue;

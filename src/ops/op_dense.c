@@ -5,7 +5,7 @@
  * for db; with a bias and a batch's few rows, act' and the column sum are
  * one pass before the GEMMs (nncl_bias_backward_f32_act). Also the shared
  * launch helpers conv2d uses for bias and act. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <math.h>
 
 /* linear's own kernel slot, after the shared dense ones */

@@ -2,7 +2,7 @@
  * for a sample on any device or shard), embedding lookup with an atomics-free
  * gradient, reshape/flatten (alias ops that share their input's memory) and
  * concatenation along a per-sample axis. Kernels: cl/misc.cl. */
-#include "graph/graph.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
 
@@ -75,6 +75,14 @@ static nncl_status drop_check(nncl_graph *g, const nncl_node *n) {
                                  n->name, (double)n->fattr[0]);
     return NNCL_OK;
 }
+void nncl__dropout_keys(const nncl_node *n, uint64_t step_seed, uint32_t *k0, uint32_t *k1) {
+    drop_keys(n, step_seed, k0, k1);
+}
+int nncl__dropout_keep(uint32_t k0, uint32_t k1, uint32_t sample, uint32_t elem, uint32_t thr) {
+    return drop_keep(k0, k1, sample, elem, thr);
+}
+uint32_t nncl__dropout_threshold(float p) { return drop_threshold(p); }
+double nncl__dropout_scale(float p) { return drop_scale(p); }
 
 static nncl_status drop_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *xin = n->in[0];

@@ -121,19 +121,16 @@ static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
     acc = backward ? nncl__grad_accumulate(x, n, 0) : 0;
     /* the 2x2 backward takes pairs of inputs (in half storage a 32-bit
      * word) where they start on an even element (W even, dx at one) and
-     * nothing is added: in fp32 too, 2.7-3.2 -> 1.9-2.3 ms for the bench
-     * CNN's two pools */
+     * nothing is added: in fp32 too */
     pairs = tiles && backward && !(d.W & 1) && !(nncl__grd(x, n->in[0]).off & 1) && !acc;
     /* in half storage, with x at an even element too, windows as two
-     * 32-bit words, the backward by windows: each searched once (the bench
-     * CNN's pools 3.2-4.0 -> 1.8 ms backward, 1.5 -> 1.25 ms forward) */
+     * 32-bit words, the backward by windows: each searched once */
     windows = tiles && x->store && !(d.W & 1) && !(nncl__val(x, n->in[0]).off & 1) && d.OH > 0 &&
               (!backward || pairs);
     /* CPU devices, rows of at least 4 outputs: by rows of outputs, vectors
      * in each work-item (cl/pool.cl); the backward where it writes every
      * input once (H and W even, nothing to add to). In half storage too:
-     * the bench CNN's two pools on PoCL for AVX2 took 6.0 ms forward and
-     * 9.5 backward by windows, 0.6-0.9 and 1.3-1.6 by rows */
+     * on PoCL for AVX2 rows are many times faster than windows */
     rows = tiles && x->dev->info.type == NNCL_DEVICE_CPU && d.OW >= 4 &&
            (!backward || (!acc && !(d.H & 1) && !(d.W & 1)));
     slot = rows      ? (backward ? POOL_K_BACKWARD_2X2R : POOL_K_FORWARD_2X2R)

@@ -1,7 +1,7 @@
 /* context.c - finding every device of every OpenCL platform, choosing the
  * devices a context uses (config, $NNCL_DEVICES or the default), and
  * creating one OpenCL context and in-order queue per chosen device. */
-#include "gemm/gemm.h"
+#include "runtime/internal.h"
 #include <ctype.h>
 #include <stdio.h>
 #if !defined(_WIN32)
@@ -315,7 +315,8 @@ static nncl_status ctx_memory_cap(const nncl_config *c, uint64_t *cap) {
     return NNCL_OK;
 }
 
-/* The message lock and the recursive use lock; 0 when both are made. */
+/* The message lock with its condition and the recursive use lock; 0 when
+ * all are made. */
 static int ctx_mutexes(nncl_context *ctx) {
     pthread_mutexattr_t a;
     int bad;
@@ -323,7 +324,10 @@ static int ctx_mutexes(nncl_context *ctx) {
     bad = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) != 0 || pthread_mutex_init(&ctx->use, &a) != 0;
     pthread_mutexattr_destroy(&a);
     if (bad) return -1;
-    if (pthread_mutex_init(&ctx->lock, NULL) == 0) return 0;
+    if (pthread_mutex_init(&ctx->lock, NULL) == 0) {
+        if (pthread_cond_init(&ctx->idle, NULL) == 0) return 0;
+        pthread_mutex_destroy(&ctx->lock);
+    }
     pthread_mutex_destroy(&ctx->use);
     return -1;
 }
@@ -335,7 +339,7 @@ void nncl__leave(nncl_context *ctx) {
     if (ctx && ctx->lock_ready) pthread_mutex_unlock(&ctx->use);
 }
 
-nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
+nncl_status nncl__context_open(const nncl_config *config, nncl_context **out) {
     ctx_found found[CTX_MAX_DEVICES];
     int chosen[CTX_MAX_DEVICES];
     int n = 0, n_chosen = 0, i;
@@ -364,6 +368,7 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: no mutex");
     }
     ctx->lock_ready = 1;
+    ctx->serial = nncl__context_serial();
     ctx->config = config ? *config : nncl_config_default();
     ctx->config.devices = NULL; /* the caller's string is not kept */
     ctx->config.kernel_dir = NULL;
@@ -381,16 +386,27 @@ nncl_status nncl_init(const nncl_config *config, nncl_context **out) {
         ctx->n_devices = i + 1;
         st = ctx_open_device(ctx, &ctx->devices[i], &found[chosen[i]]);
         if (st != NNCL_OK) {
-            nncl__fail(NULL, st, "opening device %d (%s): %s", chosen[i], found[chosen[i]].info.name, ctx->message);
+            nncl__fail(NULL, st, "opening device %d (%s): %s", chosen[i], found[chosen[i]].info.name,
+                       nncl__thread_error());
             nncl_free(ctx);
             return st;
         }
         ctx->devices[i].info.index = i;
         nncl__log(ctx, NNCL_LOG_INFO, "device %d: %s / %s", i, ctx->devices[i].info.platform,
                   ctx->devices[i].info.name);
-        nncl__tune_on_open(ctx, i); /* stored GEMM tuning (tune.c) */
     }
     *out = ctx;
+    return NNCL_OK;
+}
+
+nncl_status nncl__device_on_free(nncl_context *ctx, nncl_device *dev, void (*fn)(nncl_device *dev)) {
+    int i;
+    for (i = 0; i < dev->n_on_free; i++)
+        if (dev->on_free[i] == fn) return NNCL_OK;
+    if (dev->n_on_free == NNCL_DEVICE_ON_FREE)
+        return nncl__fail(ctx, NNCL_ERR_STATE, "device %d: more than %d layers keep state on it", dev->info.index,
+                          NNCL_DEVICE_ON_FREE);
+    dev->on_free[dev->n_on_free++] = fn;
     return NNCL_OK;
 }
 
@@ -399,7 +415,7 @@ void nncl_free(nncl_context *ctx) {
     if (!ctx) return;
     for (i = 0; i < ctx->n_devices; i++) {
         nncl_device *d = &ctx->devices[i];
-        nncl__gemm_state_free(d);
+        while (d->n_on_free > 0) d->on_free[--d->n_on_free](d);
         nncl__programs_release(d);
         nncl__profile_release(d);
         if (d->queue) {
@@ -413,6 +429,7 @@ void nncl_free(nncl_context *ctx) {
     if (ctx->lock_ready) {
         pthread_mutex_destroy(&ctx->lock);
         pthread_mutex_destroy(&ctx->use);
+        pthread_cond_destroy(&ctx->idle);
     }
     NNCL_FREE(ctx);
 }

@@ -1,9 +1,8 @@
 /* crew.c - a pool of worker threads for work that runs once per member at
  * the same time (the trainer's devices): n - 1 threads (the calling thread
  * is member 0), started once and woken for each job, so that a step costs
- * no thread creation (two per step before, about 35 us each on a small
- * VM). Waits block rather than spin: spinning threads would take the cores
- * that CPU devices compute on. */
+ * no thread creation. Waits block rather than spin: spinning threads would
+ * take the cores that CPU devices compute on. */
 #include "runtime/internal.h"
 #include <pthread.h>
 

@@ -159,4 +159,15 @@ int nncl__device_cache_path(const nncl_device *dev, const char *prefix, const ch
     return 1;
 }
 
+nncl_status nncl_device_opencl(const nncl_context *ctx, int device, nncl_opencl *out) {
+    nncl_device *dev = nncl__device((nncl_context *)ctx, device);
+    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
+    if (!out) return nncl__fail((nncl_context *)ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_device_opencl: out is NULL");
+    out->platform = (void *)dev->platform;
+    out->device = (void *)dev->id;
+    out->context = (void *)dev->cl_ctx;
+    out->queue = (void *)dev->queue;
+    return NNCL_OK;
+}
+
 #undef DEV_CLBLAST_VERSION

@@ -1,11 +1,16 @@
-/* error.c - status names, the per-context and per-thread last-error message,
- * the log callback, OpenCL error names, and the small helpers every file
- * uses: checked arithmetic, allocation, a monotonic clock. A context's
- * message and log callback are shared by the trainer's device threads: both
- * are used under the context's lock, so the callback is never entered by two
- * threads at once. Each thread also keeps its own last message, which the
- * trainer collects per device (nncl__thread_error) so that one device's
- * failure is reported with its own words whatever the others wrote. */
+/* error.c - status names, the last-error messages, the log callback,
+ * OpenCL error names, and the small helpers every file uses: checked
+ * arithmetic, allocation, a monotonic clock. Messages are kept per thread:
+ * each thread holds its last message without a context and its last on
+ * each of the few contexts it failed on most recently (slots keyed by the
+ * context's serial number, so a context freed and another made at the same
+ * address never inherits a message), and nncl_last_error(ctx) reads the
+ * calling thread's own. A context also keeps its latest message of any
+ * thread, for a thread that has recorded none there. That message and the
+ * log callback are used under the context's lock, so the callback is never
+ * entered by two threads at once. The trainer collects each device thread's
+ * last message (nncl__thread_error) so that one device's failure is
+ * reported with its own words whatever the others wrote. */
 #include "runtime/internal.h"
 #include <stdio.h>
 #include <time.h>
@@ -15,9 +20,42 @@
 #include <unistd.h>
 #endif
 
-static NNCL_THREAD_LOCAL char thread_message[NNCL_MSG_MAX];
+/* Slot 0: without a context (serial 0); the others: contexts, the least
+ * recently written one reused for a context not among them. */
+#define ERR_SLOTS 5
+typedef struct err_slot {
+    uint64_t serial;
+    uint64_t written; /* this thread's count of records when last written */
+    char msg[NNCL_MSG_MAX];
+} err_slot;
+static NNCL_THREAD_LOCAL err_slot thread_slots[ERR_SLOTS];
+static NNCL_THREAD_LOCAL uint64_t thread_records;
 /* the last message this thread recorded, with a context or without */
-static NNCL_THREAD_LOCAL char thread_last[NNCL_MSG_MAX];
+static NNCL_THREAD_LOCAL const char *thread_last;
+
+uint64_t nncl__context_serial(void) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t last;
+    uint64_t s;
+    pthread_mutex_lock(&lock);
+    s = ++last;
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+/* This thread's slot for serial; with claim, one is taken when there is
+ * none (else NULL). */
+static err_slot *error_slot(uint64_t serial, int claim) {
+    int i, oldest = 1;
+    if (serial == 0) return &thread_slots[0];
+    for (i = 1; i < ERR_SLOTS; i++) {
+        if (thread_slots[i].serial == serial) return &thread_slots[i];
+        if (thread_slots[i].written < thread_slots[oldest].written) oldest = i;
+    }
+    if (!claim) return NULL;
+    thread_slots[oldest].serial = serial;
+    return &thread_slots[oldest];
+}
 
 const char *nncl_status_str(nncl_status status) {
     switch (status) {
@@ -38,20 +76,25 @@ const char *nncl_status_str(nncl_status status) {
     return "unknown status";
 }
 
-/* A context's message is copied under its lock into a buffer of the calling
- * thread, so the string returned stays as it was while device threads record
- * newer failures (until this thread asks again). */
+/* The message is copied into a buffer of the calling thread, so the string
+ * returned stays as it was whatever is recorded later (until this thread
+ * asks again). */
 const char *nncl_last_error(const nncl_context *ctx) {
     static NNCL_THREAD_LOCAL char copy[NNCL_MSG_MAX];
     nncl_context *c = (nncl_context *)ctx; /* the lock is not part of the context's value */
-    if (!c) return thread_message;
+    const err_slot *own;
+    if (!c) return thread_slots[0].msg;
+    if ((own = error_slot(c->serial, 0)) != NULL) {
+        memcpy(copy, own->msg, NNCL_MSG_MAX);
+        return copy;
+    }
     if (c->lock_ready) pthread_mutex_lock(&c->lock);
     memcpy(copy, c->message, NNCL_MSG_MAX);
     if (c->lock_ready) pthread_mutex_unlock(&c->lock);
     return copy;
 }
 
-const char *nncl__thread_error(void) { return thread_last; }
+const char *nncl__thread_error(void) { return thread_last ? thread_last : ""; }
 
 int nncl__device_fault(nncl_status st) {
     return st == NNCL_ERR_DEVICE || st == NNCL_ERR_BLAS || st == NNCL_ERR_OUT_OF_MEMORY || st == NNCL_ERR_BUILD;
@@ -69,14 +112,14 @@ void nncl__log(nncl_context *ctx, int level, const char *fmt, ...) {
     if (ctx->lock_ready) pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Records msg as this thread's last message and as ctx's last error (or,
- * without ctx, this thread's), and logs it when log is set. */
+/* Records msg as this thread's last message on ctx (or without one) and as
+ * ctx's latest, and logs it when log is set. */
 static void error_record(nncl_context *ctx, const char *msg, int log) {
-    memcpy(thread_last, msg, NNCL_MSG_MAX);
-    if (!ctx) {
-        memcpy(thread_message, msg, NNCL_MSG_MAX);
-        return;
-    }
+    err_slot *own = error_slot(ctx ? ctx->serial : 0, 1);
+    memcpy(own->msg, msg, NNCL_MSG_MAX);
+    own->written = ++thread_records;
+    thread_last = own->msg;
+    if (!ctx) return;
     if (ctx->lock_ready) pthread_mutex_lock(&ctx->lock);
     memcpy(ctx->message, msg, NNCL_MSG_MAX);
     if (log && ctx->config.log && ctx->config.log_level >= NNCL_LOG_ERROR)
@@ -220,3 +263,5 @@ double nncl__seconds(void) {
     return (double)time(NULL);
 #endif
 }
+
+#undef ERR_SLOTS

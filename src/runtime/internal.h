@@ -109,6 +109,8 @@ void nncl__set_error(nncl_context *ctx, const char *msg);
 /* The last message this thread recorded with nncl__fail, on any context:
  * a device thread's own words, untouched by the other threads. */
 const char *nncl__thread_error(void);
+/* A new context's serial number (1, 2, ...). */
+uint64_t nncl__context_serial(void);
 /* Whether a status says the device itself failed (OpenCL, CLBlast, device
  * memory, kernel build), as opposed to an argument, shape or data error:
  * only those retire a device from a trainer. */
@@ -161,6 +163,8 @@ typedef struct nncl__kslot {
     size_t wg;
 } nncl__kslot;
 
+#define NNCL_DEVICE_ON_FREE 4
+
 typedef struct nncl_device {
     nncl_device_info info;
     cl_platform_id platform;
@@ -173,6 +177,12 @@ typedef struct nncl_device {
     unsigned long lookups;    /* kernels looked up by name and programs built (nncl__kernel_lookups) */
     nncl__kslot optim_kernels[3][5]; /* the optimizer's per storage type, resolved on first use (optim.c) */
     struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
+    /* Releases what the layers above keep on the device (GEMM state),
+     * run by nncl_free, last registered first, before the device's programs
+     * and queue go: a layer registers one (nncl__device_on_free) when it
+     * first creates its state, so that the runtime never calls up. */
+    void (*on_free[NNCL_DEVICE_ON_FREE])(struct nncl_device *dev);
+    int n_on_free;
     uint64_t mem_in_use, mem_peak;
     /* Kernel timing between nncl_profile_start and _stop (profiling queues). */
     int profiling;
@@ -182,6 +192,10 @@ typedef struct nncl_device {
     nncl_profile_kernel *prof_table; /* the last stop's time per kernel, most first */
     int prof_table_n;
 } nncl_device;
+
+/* Adds fn to what nncl_free runs for dev (once, however often it is
+ * registered); NNCL_ERR_STATE when NNCL_DEVICE_ON_FREE are registered. */
+nncl_status nncl__device_on_free(nncl_context *ctx, nncl_device *dev, void (*fn)(nncl_device *dev));
 
 /* Where the next launch on dev stores its event: NULL unless profiling;
  * name (the kernel) goes into the per-kernel table. */
@@ -204,9 +218,15 @@ struct nncl_context {
      * trainer's device threads work inside the call that holds it and
      * never take it. */
     pthread_mutex_t use;
+    pthread_cond_t idle;      /* with lock: a trainer being freed has no call in flight left */
     int lock_ready;
-    char message[NNCL_MSG_MAX];
+    uint64_t serial;          /* this context's number, never reused: keys the threads' messages */
+    char message[NNCL_MSG_MAX]; /* the latest message of any thread */
 };
+
+/* nncl_init's work in this layer: the devices chosen, opened and logged.
+ * nncl_init (src/gemm/tune.c) adds what the layers above do at opening. */
+nncl_status nncl__context_open(const nncl_config *config, nncl_context **out);
 
 /* Take and release ctx->use (nothing for a NULL context): around the body
  * of every public call that launches kernels or changes device state. */
@@ -324,7 +344,7 @@ void nncl__arg_local(nncl__args *a, size_t bytes);
  * is not passed but makes the launch fail with NNCL_ERR_INVALID_ARGUMENT
  * (never wrapped). nncl__arg_view passes its offset through this check. */
 void nncl__arg_count(nncl__args *a, size_t v);
-/* A view: its buffer, then its offset as a count (plan.c). */
+/* A view: its buffer, then its offset as a count. */
 void nncl__arg_view(nncl__args *a, nncl__view v);
 /* Enqueues without waiting; global sizes are rounded up to the local ones
  * (kernels check their bounds); a zero global size launches nothing. */
@@ -341,55 +361,6 @@ nncl_status nncl__launch_rows(nncl__args *a, nncl_device *dev, size_t rows, size
 /* Column sums (nncl_sum_f32_axis0): 2-D groups of up to 16 columns along
  * dimension 0 and row lanes along dimension 1, one group high. */
 nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size_t cols);
-
-/* ------------------------------------------------------------- gemm */
-
-/* What a GEMM applies to C as it stores it, after alpha and beta: a bias
- * (1: bias[j] per column, 2: bias[i] per row) and an activation (nncl_act). */
-typedef struct nncl__gemm_epi {
-    int bias;
-    cl_mem bias_mem;
-    size_t bias_off;
-    int act;
-} nncl__gemm_epi;
-
-/* C = epi(alpha op(A) op(B) + beta C), row-major, offsets and leading
- * dimensions in elements. temp: a buffer of nncl__sgemm_temp_size() bytes
- * whose start the product may use, or NULL to let it allocate (plans pass
- * one so a step allocates nothing). Runs CLBlast or nncl's own kernels,
- * whichever was measured faster for the shape on dev (gemm_pick.c). */
-typedef struct nncl__gemm_args {
-    int trans_a, trans_b;
-    size_t m, n, k;
-    float alpha, beta;
-    cl_mem a, b, c, temp;
-    size_t a_off, b_off, c_off;
-    size_t lda, ldb, ldc;
-    nncl__gemm_epi epi;
-    /* Half storage (nncl_precision 1 fp16, 2 bf16): A, B, the bias and C
-     * in that type, C in fp32 when c_f32; nncl's own kernels only. 0: fp32.
-     * temp_cap (half storage, at prepare): temp bytes the product should
-     * make do with when its panels need more (0: none); a step fits the
-     * temp it is given (src/gemm/gemm_own.c). */
-    int store, c_f32;
-    size_t temp_cap;
-} nncl__gemm_args;
-nncl_status nncl__sgemm(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
-/* The same for the eager nncl_gemm: a shape without a choice of its own is
- * measured (once, then stored) instead of taking a covering choice of
- * another shape, which a plan's step takes so as not to measure mid-step. */
-nncl_status nncl__sgemm_exact(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
-/* Bytes of temp the product of g's shape uses: CLBlast's, or that of the
- * own kernel chosen for the shape; before a choice, the most any may use. */
-nncl_status nncl__sgemm_temp_size(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
-/* What a plan calls for each product it will run: chooses the kernel for
- * g's shape now (measuring when no choice is stored) and gives the temp
- * size as nncl__sgemm_temp_size. */
-nncl_status nncl__sgemm_prepare(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
-/* CLBlast alone, epilogue included (gemm.c). */
-nncl_status nncl__sgemm_clblast(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
-nncl_status nncl__sgemm_clblast_temp(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g, size_t *bytes);
-nncl_status nncl__blas_fail(nncl_context *ctx, int code, const char *call);
 
 /* ------------------------------------------------------------- atomic files */
 #include <stdio.h>
@@ -431,31 +402,5 @@ void nncl__fmt_float(char *buf, size_t size, float x);
 /* The float nearest the number at s (nncl__parse_double rounded to float;
  * +-Inf beyond the float range); *end as strtod sets it. */
 float nncl__parse_float(const char *s, char **end);
-
-/* Growing text (graph_text.c): NUL-terminated s of n bytes; failed set
- * (and s kept) when memory ran out. Free s with NNCL_FREE. */
-typedef struct nncl__buf {
-    char *s;
-    size_t n, cap;
-    int failed;
-} nncl__buf;
-void nncl__buf_put(nncl__buf *b, const char *fmt, ...) NNCL_PRINTF(2, 3);
-/* A double as "%.17g", a float as nncl__fmt_float writes it, with '.'
- * whatever the locale: each reads back exactly. */
-void nncl__buf_num(nncl__buf *b, double x);
-void nncl__buf_float(nncl__buf *b, float x);
-
-/* ------------------------------------------------------------- gemm tuning */
-
-/* tune.c: at nncl_init, applies the GEMM tuning stored for device d (and,
- * with config.gemm_tune 1 or $NNCL_TUNE=1, tunes a device that has none);
- * logs, never fails. mode: -1 ignore stored tunings, 0 apply, 1 also tune. */
-void nncl__tune_on_open(nncl_context *ctx, int device);
-int nncl__tune_mode(const nncl_context *ctx);
-/* nncl_tune_gemm with the first max_candidates of each family (0: all) and
- * the first n_shapes shapes (0: all), for tests that cannot wait. */
-nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, int max_candidates, int n_shapes);
-/* The path of device d's stored tuning into path; 0 when there is no folder. */
-int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
 
 #endif /* NNCL_INTERNAL_H */

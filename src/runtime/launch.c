@@ -1,7 +1,7 @@
 /* launch.c - the typed launch wrappers of launch.h: each kernel's arguments
  * in the order its cl/ source declares them, and the launch shape it needs
  * (one work-item per element, one group per row, or column groups). */
-#include "graph/graph.h"
+#include "runtime/launch.h"
 
 nncl_status nncl__kl_find(nncl_context *ctx, nncl_device *dev, const char *family, const char *name, nncl__kl *out) {
     out->ctx = ctx;
@@ -221,17 +221,4 @@ nncl_status nncl__k_sum_scalar(nncl__kl k, nncl__view terms, size_t n, float sca
     nncl__arg_view(&g, out);
     nncl__arg_local(&g, local * sizeof(float));
     return nncl__launch(&g, k.dev, 1, &local, &local);
-}
-
-nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot) {
-    nncl__kl k;
-    k.ctx = x->ctx;
-    k.dev = x->dev;
-    k.slot.kernel = NULL;
-    k.slot.wg = 0;
-    if (slot >= 0 && slot < NNCL_OP_KERNELS) k.slot = x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot];
-    if (!k.slot.kernel)
-        nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
-                   nncl__opdef_get(n->op)->name, n->name, slot);
-    return k;
 }

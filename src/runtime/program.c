@@ -270,6 +270,11 @@ void nncl__arg_count(nncl__args *a, size_t v) {
     prog_arg(a, sizeof i, &i);
 }
 
+void nncl__arg_view(nncl__args *a, nncl__view v) {
+    nncl__arg_mem(a, v.mem);
+    nncl__arg_count(a, v.off);
+}
+
 static size_t prog_round_up(size_t x, size_t m) { return m ? (x + m - 1) / m * m : x; }
 
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local) {
@@ -335,3 +340,23 @@ nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size
 }
 
 #undef PROG_LINE1
+
+const char *nncl_kernel_family(int i) {
+    int n = 0;
+    if (i < 0) return NULL;
+    while (nncl__kernels[n].name && n < i) n++;
+    return nncl__kernels[n].name;
+}
+
+nncl_status nncl_kernel_program(nncl_context *ctx, int device, const char *family, void **program) {
+    nncl_device *dev = nncl__device(ctx, device);
+    nncl_program *p = NULL;
+    nncl_status st;
+    if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
+    if (!family || !program)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_kernel_program: family or program is NULL");
+    *program = NULL;
+    NNCL_LOCKED(ctx, st, nncl__program(ctx, dev, family, &p));
+    if (st == NNCL_OK) *program = (void *)p->program;
+    return st;
+}

@@ -27,7 +27,8 @@ nncl_status nncl_tensor_create(nncl_context *ctx, int device, int ndim, const in
             return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_create: dimension %d is %d (must be > 0)", i,
                               shape[i]);
         if (nncl__mul_overflow(numel, (size_t)shape[i], &numel) || numel > 0x7fffffffu)
-            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_create: more than 2^31-1 elements");
+            return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
+                              "nncl_tensor_create: more than the 2^31-1 elements a kernel can address");
     }
     bytes = numel * sizeof(float);
     t = (nncl_tensor *)nncl__calloc(1, sizeof *t);
@@ -156,7 +157,34 @@ nncl_status nncl_tensor_copy(nncl_tensor *dst, const nncl_tensor *src) {
     if (!tmp) return nncl__fail(dst->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tensor_copy: out of host memory");
     st = nncl_tensor_read(src, tmp, src->numel);
     if (st == NNCL_OK) st = nncl_tensor_write(dst, tmp, dst->numel);
-    else if (dst->ctx != src->ctx) nncl__fail(dst->ctx, st, "%s", src->ctx->message);
+    else if (dst->ctx != src->ctx) nncl__fail(dst->ctx, st, "%s", nncl__thread_error());
     NNCL_FREE(tmp);
     return st;
+}
+
+void *nncl_tensor_opencl(const nncl_tensor *t) { return t ? (void *)t->mem : NULL; }
+
+nncl_status nncl_tensor_write_half(nncl_tensor *t, int store, const float *src, size_t count) {
+    unsigned short *bits;
+    size_t i;
+    cl_int err;
+    if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_write_half: tensor is NULL");
+    if (store != 1 && store != 2)
+        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_write_half: store %d is not 1 (fp16) or 2 (bf16)",
+                          store);
+    if (!src && count) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_tensor_write_half: src is NULL");
+    if (count / 2 > t->numel)
+        return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "nncl_tensor_write_half: %zu half values exceed the tensor's %zu floats",
+                          count, t->numel);
+    if (!count) return NNCL_OK;
+    if (!(bits = (unsigned short *)nncl__calloc(count, sizeof *bits)))
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tensor_write_half: out of host memory");
+    for (i = 0; i < count; i++) bits[i] = (unsigned short)(store == 1 ? nncl__f32_to_f16(src[i]) : nncl__f32_to_bf16(src[i]));
+    nncl__enter(t->ctx);
+    err = clEnqueueWriteBuffer(t->ctx->devices[t->device].queue, t->mem, CL_TRUE, 0, count * sizeof *bits, bits, 0,
+                               NULL, NULL);
+    nncl__leave(t->ctx);
+    NNCL_FREE(bits);
+    NNCL_CL_CHECK(t->ctx, err, "clEnqueueWriteBuffer");
+    return NNCL_OK;
 }

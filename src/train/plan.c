@@ -145,12 +145,12 @@ static nncl_status plan_check_node_sizes(nncl__plan *p) {
         const nncl_node *n = g->nodes[i];
         char s[96];
         if (n->sample_numel > (n->batched ? limit / (size_t)p->max_batch : limit))
-            return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT,
+            return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY,
                               "plan: node \"%s\" %s holds more than 2^31-1 elements at max_batch %d, more than a kernel "
                               "can address; lower max_batch", n->name, nncl__shape_str(n, s, sizeof s), p->max_batch);
     }
     if (g->n_params > limit || g->n_state > limit)
-        return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: %zu parameters and %zu statistics: more than 2^31-1",
+        return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "plan: %zu parameters and %zu statistics: more than 2^31-1",
                           g->n_params, g->n_state);
     return NNCL_OK;
 }
@@ -299,8 +299,8 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     }
     st = plan_check_node_sizes(p);
     if (st == NNCL_OK) st = nncl__plan_layout(p, o->checkpoint, &blocks, &nb);
-    if (st == NNCL_OK && p->arena_floats > (size_t)INT_MAX) /* an argument error before any memory is counted */
-        st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+    if (st == NNCL_OK && p->arena_floats > (size_t)INT_MAX) /* a kernel could not address it, whatever the memory */
+        st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
                         "plan: the activations need %zu floats at max_batch %d, more than the 2^31-1 a kernel can "
                         "address; lower max_batch", p->arena_floats, max_batch);
     if (st == NNCL_OK)
@@ -424,38 +424,5 @@ nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int b
     NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, done ? CL_FALSE : CL_TRUE, v.off * 4, count * 4, dst, 0,
                                         NULL, done));
     return NNCL_OK;
-}
-
-/* ------------------------------------------------------------- exec helpers */
-
-nncl__view nncl__val(nncl__exec *x, const nncl_node *n) { return x->value[n->id]; }
-nncl__view nncl__grd(nncl__exec *x, const nncl_node *n) { return x->grad[n->id]; }
-nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n) { return x->aux[n->id]; }
-
-int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i) {
-    return n->in[i]->needs_grad && x->grad[n->in[i]->id].mem != NULL;
-}
-
-int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
-    int r = nncl__plan_root(n->in[i])->id;
-    int acc = x->grad_acc[r];
-    x->grad_acc[r] = 1;
-    return acc;
-}
-
-nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a) {
-    const nncl__kslot *k = slot >= 0 && slot < NNCL_OP_KERNELS
-                               ? &x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot]
-                               : NULL;
-    if (!k || !k->kernel)
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
-                          nncl__opdef_get(n->op)->name, n->name, slot);
-    nncl__args_begin_slot(a, x->ctx, k);
-    return NNCL_OK;
-}
-
-void nncl__arg_view(nncl__args *a, nncl__view v) {
-    nncl__arg_mem(a, v.mem);
-    nncl__arg_count(a, v.off);
 }
 

@@ -9,7 +9,7 @@
  * device per process. */
 #ifndef NNCL_PLAN_H
 #define NNCL_PLAN_H
-#include "graph/graph.h"
+#include "ops/ops.h"
 
 typedef struct nncl__plan {
     nncl_context *ctx;
@@ -93,13 +93,6 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
 int nncl__plan_input_f32(const nncl_graph *g, const nncl_node *n, int *mixed);
 
 /* ------------------------------------------------------------- plan (plan.c) */
-
-/* Lays out the graph's parameters (trainable first, then frozen) and
- * running statistics on first use; later calls keep the layout. */
-nncl_status nncl__graph_layout(nncl_graph *g);
-/* Initial parameter values (n_params floats) and running statistics
- * (n_state floats), the same for a given seed on every machine. */
-void nncl__graph_init_values(const nncl_graph *g, float *params, float *state);
 
 nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                               nncl__plan **out);

@@ -48,8 +48,43 @@ static void trainer_free(nncl_trainer *t) {
     NNCL_FREE(t);
 }
 
+static nncl_status trainer_refuse(nncl_trainer *t, const char *fn) {
+    return nncl__fail(t->ctx, NNCL_ERR_STATE, "%s: the trainer is being freed by another thread", fn);
+}
+
+nncl_status nncl__trainer_hold(nncl_trainer *t, const char *fn) {
+    int closing;
+    pthread_mutex_lock(&t->ctx->lock);
+    closing = t->closing;
+    if (!closing) t->users++;
+    pthread_mutex_unlock(&t->ctx->lock);
+    return closing ? trainer_refuse(t, fn) : NNCL_OK;
+}
+
+nncl_status nncl__trainer_still(nncl_trainer *t, const char *fn) {
+    int closing;
+    pthread_mutex_lock(&t->ctx->lock);
+    closing = t->closing;
+    pthread_mutex_unlock(&t->ctx->lock);
+    return closing ? trainer_refuse(t, fn) : NNCL_OK;
+}
+
+void nncl__trainer_release(nncl_trainer *t) {
+    pthread_mutex_lock(&t->ctx->lock);
+    if (--t->users == 0 && t->closing) pthread_cond_broadcast(&t->ctx->idle);
+    pthread_mutex_unlock(&t->ctx->lock);
+}
+
+/* Waits for the calls on t already begun (each then sees the free begun
+ * once it has its turn, and stops), so that none of them is left with
+ * freed memory. */
 void nncl_trainer_free(nncl_trainer *t) {
     nncl_context *ctx = t ? t->ctx : NULL;
+    if (!t) return;
+    pthread_mutex_lock(&ctx->lock);
+    t->closing = 1;
+    while (t->users > 0) pthread_cond_wait(&ctx->idle, &ctx->lock);
+    pthread_mutex_unlock(&ctx->lock);
     nncl__enter(ctx);
     trainer_free(t);
     nncl__leave(ctx);
@@ -130,8 +165,8 @@ static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_status st = NNCL_OK;
     int i;
     t->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * g->n_trainable;
-    if (t->opt_floats > (size_t)INT_MAX) /* kernels index with int */
-        return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
+    if (t->opt_floats > (size_t)INT_MAX) /* kernels index with int: a limit of the library, as memory is */
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
                           "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
     NNCL_TRY(nncl__trainer_plan_opts(t->graph, &t->cfg, &o));

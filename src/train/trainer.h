@@ -51,6 +51,10 @@ struct nncl_trainer {
     int scaling;
     float scale;
     int growth;
+    /* Calls in flight that nncl_trainer_free waits for, and whether a free
+     * has begun: both under the context's lock (see NNCL__TRAINER_CALL). */
+    int users;
+    int closing;
 };
 
 /* What each device's plan of a trainer with config cfg is made for. */
@@ -129,20 +133,23 @@ nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const flo
 nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state);
 /* The first live device's index among t's devices, or -1. */
 int nncl__trainer_first_alive(const nncl_trainer *t);
-/* Saves (trainer_io.c) with extra metadata pairs (NULL-terminated) and
- * tensors added after the model's own; checkpoint adds the optimizer.
- * dtype: the weights' and statistics' dtype in a model file (a checkpoint
- * keeps fp32). */
-nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpoint, nncl_precision dtype,
-                                  const char *const *extra_meta, const nncl_safetensors_entry *extra, int n_extra);
-/* Loads parameters (and, for a checkpoint, optimizer state and step) from a
- * parsed file; a bad file changes nothing. */
-nncl_status nncl__trainer_load_from(nncl_trainer *t, const nncl_safetensors *st, const char *source, int checkpoint);
-/* Whether file st holds every tensor a trainer of g loads (parameters and
- * running statistics, in their shapes): checked before anything of the
- * size the graph declares is allocated. */
-nncl_status nncl__file_check_tensors(nncl_context *ctx, const nncl_graph *g, const nncl_safetensors *st);
-/* The nncl.graph text of a graph (graph_text.c), or NULL when memory ran
- * out; free with NNCL_FREE. */
-char *nncl__graph_describe(const nncl_graph *g);
+/* A public call on t that nncl_trainer_free waits for: hold registers it
+ * (NNCL_ERR_STATE naming fn once a free has begun), still says whether it
+ * may go on once it has its turn on the context, release ends it. */
+nncl_status nncl__trainer_hold(nncl_trainer *t, const char *fn);
+nncl_status nncl__trainer_still(nncl_trainer *t, const char *fn);
+void nncl__trainer_release(nncl_trainer *t);
+/* st = call as such a call on t, under the context's use lock (call
+ * itself refuses a NULL t). */
+#define NNCL__TRAINER_CALL(t, fn, st, call)                                     \
+    do {                                                                        \
+        nncl_trainer *nncl_tc_ = (t);                                           \
+        if (!nncl_tc_) st = (call);                                             \
+        else if ((st = nncl__trainer_hold(nncl_tc_, fn)) == NNCL_OK) {          \
+            nncl__enter(nncl_tc_->ctx);                                         \
+            if ((st = nncl__trainer_still(nncl_tc_, fn)) == NNCL_OK) st = (call); \
+            nncl__leave(nncl_tc_->ctx);                                         \
+            nncl__trainer_release(nncl_tc_);                                    \
+        }                                                                       \
+    } while (0)
 #endif

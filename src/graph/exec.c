@@ -1,0 +1,50 @@
+/* exec.c - what an op's launcher reads from the per-device execution state
+ * (graph.h's nncl__exec, filled in by a plan): its nodes' views, whether an
+ * input needs a gradient and whether to add to it, and its resolved kernels. */
+#include "graph/graph.h"
+
+/* The node whose memory n's value is: n itself, or the node an alias
+ * (reshape) views, followed down to a node with memory of its own. */
+static const nncl_node *exec_root(const nncl_node *n) {
+    while (nncl__opdef_get(n->op)->alias) n = n->in[0];
+    return n;
+}
+
+nncl__view nncl__val(nncl__exec *x, const nncl_node *n) { return x->value[n->id]; }
+nncl__view nncl__grd(nncl__exec *x, const nncl_node *n) { return x->grad[n->id]; }
+nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n) { return x->aux[n->id]; }
+
+int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i) {
+    return n->in[i]->needs_grad && x->grad[n->in[i]->id].mem != NULL;
+}
+
+int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
+    int r = exec_root(n->in[i])->id;
+    int acc = x->grad_acc[r];
+    x->grad_acc[r] = 1;
+    return acc;
+}
+
+nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a) {
+    const nncl__kslot *k = slot >= 0 && slot < NNCL_OP_KERNELS
+                               ? &x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot]
+                               : NULL;
+    if (!k || !k->kernel)
+        return nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
+                          nncl__opdef_get(n->op)->name, n->name, slot);
+    nncl__args_begin_slot(a, x->ctx, k);
+    return NNCL_OK;
+}
+
+nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot) {
+    nncl__kl k;
+    k.ctx = x->ctx;
+    k.dev = x->dev;
+    k.slot.kernel = NULL;
+    k.slot.wg = 0;
+    if (slot >= 0 && slot < NNCL_OP_KERNELS) k.slot = x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot];
+    if (!k.slot.kernel)
+        nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
+                   nncl__opdef_get(n->op)->name, n->name, slot);
+    return k;
+}
