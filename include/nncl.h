@@ -591,7 +591,8 @@ NNCL_API void nncl_trainer_free(nncl_trainer *t);
  * max_batch ignored) could take: every device's plan, which holds the
  * whole batch, planned on the host (nothing allocated, no kernel built)
  * within that device's memory (or the cap) less what nncl holds there and
- * NNCL_FIT_MARGIN of it. out->batch 0: not even one sample fits. */
+ * NNCL_FIT_MARGIN of it. out->batch 0: not even one sample fits. It lays
+ * the graph's parameters out as a trainer does: freeze parameters before. */
 NNCL_API nncl_status nncl_train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
                                           const nncl_train_config *cfg, int limit, nncl_batch_fit *out);
 /* One optimisation step on a global batch, split over the devices. Every
