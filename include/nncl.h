@@ -424,6 +424,21 @@ NNCL_API nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, in
 NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
                                           int n_heads, float dropout);
 
+/* Recurrent layers over x [B, T, F] (batch first), `layers` stacked, initial state zero, output the
+ * hidden state of every step of the last layer [B, T, hidden]. Per layer l: NAME.weight_ih_l<l>
+ * [G*hidden, F or hidden], NAME.weight_hh_l<l> [G*hidden, hidden], NAME.bias_ih_l<l>,
+ * NAME.bias_hh_l<l> [G*hidden], PyTorch's names and gate order (its nn.LSTM / nn.GRU state dict loads),
+ * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); built from graph ops, the recurrence unrolled, the
+ * ops named NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
+/* LSTM, G = 4 (i, f, g, o): [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh, i, f, o sigmoid, g tanh,
+ * c' = f c + i g, h' = o tanh(c'). */
+NNCL_API nncl_node *nncl_lstm(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
+/* GRU, G = 3 (r, z, n): r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
+ * n = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) n + z h. */
+NNCL_API nncl_node *nncl_gru(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
+/* The last step of a sequence [B, T, H] as [B, H]: seq[:, T-1, :] (a slice and a reshape). */
+NNCL_API nncl_node *nncl_rnn_last(nncl_graph *g, nncl_node *seq);
+
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
 NNCL_API nncl_node *nncl_bce_with_logits(nncl_graph *g, nncl_node *logits, nncl_node *targets);
@@ -529,8 +544,8 @@ typedef struct nncl_train_config {
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
  * at the ceiling (2^-64 and 2^64). */
-#define NNCL_LOSS_SCALE_MIN 0x1p-64f
-#define NNCL_LOSS_SCALE_MAX 0x1p64f
+#define NNCL_LOSS_SCALE_MIN 5.42101086242752217e-20f /* 2^-64: no hex floats, for C++11 */
+#define NNCL_LOSS_SCALE_MAX 18446744073709551616.0f
 
 NNCL_API nncl_train_config nncl_train_default(void);
 
