@@ -77,12 +77,24 @@ static int tm_build_gpt(nncl_context *ctx, tm_model *m) {
 /* kind 0: an MLP of `depth` residual blocks (linear, batch norm, relu,
  * dropout, add); kind 1: a small CNN with batch norm, pooling, dropout and
  * a residual add; kind 2: a plain deep MLP of `depth` layers of `width`;
- * kind 3: the GPT above. */
+ * kind 3: the GPT above; kind 4: an LSTM. */
 static int tm_build(nncl_context *ctx, tm_model *m, int kind, int depth, int width) {
     nncl_node *h;
     char nm[32];
     int i;
     if (kind == 3) return tm_build_gpt(ctx, m);
+    if (kind == 4) { /* an LSTM of 2 layers over 6 steps of 2 features (the data's first 12), its last step */
+        int in[2] = {6, 2};
+        memset(m, 0, sizeof *m);
+        m->g = nncl_graph_create(ctx, 3);
+        m->x = nncl_input(m->g, "x", 2, in);
+        h = nncl_lstm(m->g, m->x, 8, 2, "lstm");
+        m->mid = h;
+        h = nncl_linear(m->g, nncl_rnn_last(m->g, h), TM_CLASSES, 1, NNCL_ACT_NONE, "fc");
+        m->y = nncl_input(m->g, "y", 0, NULL);
+        m->loss = nncl_softmax_cross_entropy(m->g, h, m->y);
+        return m->loss != NULL;
+    }
     memset(m, 0, sizeof *m);
     m->g = nncl_graph_create(ctx, 11);
     if (kind == 1) {
@@ -441,6 +453,8 @@ int main(void) {
                1, NNCL_CHECKPOINT_AUTO, NNCL_PRECISION_FP32, 0, NULL, 1, 0, "fp32");
     tm_compare(ctx, "checkpointing (automatic) trains bit-identical to none: GPT with attention dropout, layer norm",
                3, NNCL_CHECKPOINT_AUTO, NNCL_PRECISION_FP32, 0, NULL, 1, 0, "fp32, AdamW, clipping");
+    tm_compare(ctx, "checkpointing (automatic) trains bit-identical to none: a 2-layer LSTM unrolled over 6 steps",
+               4, NNCL_CHECKPOINT_AUTO, NNCL_PRECISION_FP32, 0, NULL, 1, 0, "fp32");
     tm_compare(ctx, "checkpointing in fp16 storage with loss scaling trains as without", 0, NNCL_CHECKPOINT_AUTO,
                NNCL_PRECISION_FP16, 1e-8, NULL, 1, 0, "fp16");
     tm_compare(ctx, "checkpointing in bf16 storage (CNN) trains as without", 1, NNCL_CHECKPOINT_AUTO,
