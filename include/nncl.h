@@ -499,6 +499,33 @@ typedef struct nncl_train_config {
     int loss_scaling;
     float loss_scale_init;     /* 0: 65536 (2^16); else in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX] */
     int loss_scale_growth_interval; /* 0: 2000 */
+    /* Pipeline (model) parallelism, fp32: 1 cuts the graph up to the loss
+     * into one contiguous stage per device (the planner picks the cuts and
+     * the order of the devices so that every stage fits its device's memory
+     * and the costliest stage, by its operations' arithmetic weighted by
+     * shares where given, is as cheap as it can be); each stage holds only
+     * its own parameters, gradients and optimizer state. The global batch
+     * goes through in micro_batches parts (GPipe: every part forward, then
+     * every part backward, a stage recomputing a part's forward from its
+     * saved input before its backward); activations at a cut and their
+     * gradients pass through host memory. The gradients are accumulated
+     * over the parts weighted by their size and each stage steps once per
+     * global batch: the same as one device on the whole batch (mean loss).
+     * Clipping by global norm, the NaN/Inf skip and loss scaling decide
+     * over all stages at once. Batch norm computes its statistics per
+     * micro-batch and moves its running statistics once per micro-batch.
+     * Dropout draws other masks than one device's. A stage's device that
+     * fails ends the step with NNCL_ERR_DEVICE naming it and changes
+     * nothing (create the trainer again from the last checkpoint); predict,
+     * evaluate and fit are refused (NNCL_ERR_UNSUPPORTED: load the
+     * parameters into a trainer without pipeline). */
+    int pipeline;
+    int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
+    /* n_devices - 1 node names, each the last node of a stage (a node
+     * whose value alone crosses to the nodes after it), in graph order, the
+     * stages then on the devices in the order given; NULL: the planner
+     * chooses. */
+    const char *const *cuts;
 } nncl_train_config;
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
@@ -566,6 +593,10 @@ NNCL_API nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_n
  * number of devices. */
 NNCL_API int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max);
 NNCL_API int64_t nncl_trainer_step_count(const nncl_trainer *t);
+/* Pipelined trainer: the context index of the device whose stage holds
+ * node name (an op node of the graph up to the loss); -1 when the trainer
+ * is not pipelined or the name is no such node. */
+NNCL_API int nncl_trainer_stage_device(const nncl_trainer *t, const char *name);
 /* Reads or replaces one parameter (or running statistic) by name. */
 NNCL_API nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count);
 NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count);

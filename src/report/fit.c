@@ -415,6 +415,9 @@ static nncl_status fit_all(nncl_trainer *t, const nncl_dataset *train, const nnc
     nncl_status st = NNCL_OK;
     if (!t || !train || !cfg)
         return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "fit: trainer, dataset or config is NULL");
+    if (t->pipe)
+        return nncl__fail(t->ctx, NNCL_ERR_UNSUPPORTED, "fit: not on a pipelined trainer (it reads the logits of every "
+                          "batch); step it with nncl_trainer_step");
     if (!cfg->x || !cfg->labels || !cfg->logits || cfg->epochs <= 0 || cfg->batch <= 0 ||
         cfg->batch > t->cfg.max_batch || cfg->logits->ndim != 2 || cfg->checkpoint_every < 0 || cfg->patience < 0)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,

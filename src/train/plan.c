@@ -405,8 +405,21 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
     return nncl__plan_create_store(ctx, g, loss, device, max_batch, 0, out);
 }
 
+static nncl_status plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
+                               int store, int stage, nncl__plan **out);
+
 nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                                     int store, nncl__plan **out) {
+    return plan_create(ctx, g, loss, device, max_batch, store, 0, out);
+}
+
+nncl_status nncl__plan_create_stage(nncl_context *ctx, nncl_graph *g, nncl_node *out_node, int device, int max_batch,
+                                    nncl__plan **out) {
+    return plan_create(ctx, g, out_node, device, max_batch, 0, 1, out);
+}
+
+static nncl_status plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
+                               int store, int stage, nncl__plan **out) {
     static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
     nncl__plan *p;
     plan_block *blocks = NULL;
@@ -418,7 +431,7 @@ nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node 
     if (!g || max_batch <= 0) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: graph is NULL or batch %d <= 0", max_batch);
     if (loss && (loss->id >= g->n_nodes || g->nodes[loss->id] != loss))
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: the loss is not a node of this graph");
-    if (loss && (loss->batched || loss->sample_numel != 1))
+    if (loss && !stage && (loss->batched || loss->sample_numel != 1))
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "plan: the loss \"%s\" must be a scalar, not per-sample or of %zu elements",
                           loss->name, loss->sample_numel);
     if (store < 0 || store > 2) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: storage %d is not 0, 1 or 2", store);
@@ -525,14 +538,17 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
     return NNCL_OK;
 }
 
-nncl_status nncl__plan_backward(nncl__plan *p) {
+/* Backward from a seed of count floats at src (the host memory stays valid
+ * until the queue has passed it). */
+static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t count) {
     nncl__view seed;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
     seed = p->x.grad[p->loss->id];
     if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &p->seed, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, count * 4, src, 0, NULL,
+                                         NULL));
     for (i = 0; i < p->n_bwd; i++) {
         nncl_node *n = p->graph->nodes[p->bwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);
@@ -540,6 +556,13 @@ nncl_status nncl__plan_backward(nncl__plan *p) {
         if (p->after_backward) NNCL_TRY(p->after_backward(p->after_user, i));
     }
     return NNCL_OK;
+}
+
+nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_seeded(p, &p->seed, 1); }
+
+nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch) {
+    if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no output");
+    return plan_backward_seeded(p, grad, nncl__numel(p->loss, batch));
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {

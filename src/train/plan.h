@@ -47,6 +47,12 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
  * fp16 or bf16 need nncl__plan_check_store to pass. */
 nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                                     int store, nncl__plan **out);
+/* A pipeline stage's plan (fp32): out_node, any shape, takes the place of
+ * the loss; its gradient comes from the next stage
+ * (nncl__plan_backward_from), and an input marked needs_grad keeps its
+ * gradient for the previous stage. */
+nncl_status nncl__plan_create_stage(nncl_context *ctx, nncl_graph *g, nncl_node *out_node, int device, int max_batch,
+                                    nncl__plan **out);
 /* Whether every op training g to loss runs with half storage:
  * NNCL_ERR_UNSUPPORTED naming the first op that does not. */
 nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const nncl_node *loss, int store);
@@ -66,6 +72,9 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
  * samples; waits for nothing. */
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
 nncl_status nncl__plan_backward(nncl__plan *p);
+/* Backward of a stage plan from the gradient of its output node (batch
+ * samples at grad, host memory valid until the queue has passed it). */
+nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch);
 /* Forward up to and including node last: its value is then intact (no
  * later op has reused its memory). */
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);

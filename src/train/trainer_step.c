@@ -6,6 +6,7 @@
  * leaves, its step redone on the others. */
 #include "train/trainer.h"
 #include "train/optim.h"
+#include "train/pipeline.h"
 #include <float.h>
 #include <math.h>
 #ifdef NNCL_HAVE_MPI
@@ -340,6 +341,7 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
     g = t->graph;
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
+    if (t->pipe) return nncl__pipe_step(t, feeds, n_feeds, batch, info);
     info->loss_scale = t->scaling ? t->scale : 1.0f;
     for (i = 0; i < t->nd; i++) t->plan[i]->seed = info->loss_scale;
     job.snapshot = 1;
