@@ -597,6 +597,18 @@ NNCL_API int64_t nncl_trainer_step_count(const nncl_trainer *t);
  * node name (an op node of the graph up to the loss); -1 when the trainer
  * is not pipelined or the name is no such node. */
 NNCL_API int nncl_trainer_stage_device(const nncl_trainer *t, const char *name);
+/* A pipelined trainer's stage: its device, its first and last op nodes,
+ * its parameters, and of the last step the seconds it computed, waited
+ * for the other stages (the bubble) and copied at its cuts. */
+typedef struct nncl_stage_info {
+    int device;
+    char first[64], last[64];
+    size_t params;
+    double busy_seconds, idle_seconds, transfer_seconds;
+} nncl_stage_info;
+/* Fills up to max stages in pipeline order; returns the number of stages
+ * (0: not pipelined). */
+NNCL_API int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max);
 /* Reads or replaces one parameter (or running statistic) by name. */
 NNCL_API nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count);
 NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count);

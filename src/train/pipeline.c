@@ -325,20 +325,14 @@ static nncl_status pipe_plans(nncl_trainer *t) {
     return st;
 }
 
+static const nncl_node *pipe_first(const nncl_trainer *t, int s);
+
 static void pipe_log(nncl_trainer *t) {
-    nncl__pipe *pp = t->pipe;
-    int s, lo = -1;
-    for (s = 0; s < pp->k; s++) {
-        const nncl_node *first = NULL;
-        int i;
-        for (i = lo + 1; i <= pp->st[s].last && !first; i++)
-            if (t->graph->nodes[i]->op != NNCL_OP_INPUT && t->graph->nodes[i]->op != NNCL_OP_PARAM)
-                first = t->graph->nodes[i];
+    int s;
+    for (s = 0; s < t->pipe->k; s++)
         nncl__log(t->ctx, NNCL_LOG_INFO, "pipeline stage %d on device %d (%s): nodes \"%s\" to \"%s\", %zu parameters",
-                  s, t->device[s], nncl__plan_device(t->plan[s])->info.name, first ? first->name : "",
-                  t->graph->nodes[pp->st[s].last]->name, pp->st[s].g->n_params);
-        lo = pp->st[s].last;
-    }
+                  s, t->device[s], nncl__plan_device(t->plan[s])->info.name, pipe_first(t, s)->name,
+                  t->graph->nodes[t->pipe->st[s].last]->name, t->pipe->st[s].g->n_params);
 }
 
 nncl_status nncl__pipe_create(nncl_trainer *t) {
@@ -441,4 +435,29 @@ int nncl_trainer_stage_device(const nncl_trainer *t, const char *name) {
     for (s = 0; s < t->pipe->k; s++)
         if (n->id <= t->pipe->st[s].last) return t->device[s];
     return -1;
+}
+
+/* The first op node of stage s, in the trainer's graph. */
+static const nncl_node *pipe_first(const nncl_trainer *t, int s) {
+    int i = s ? t->pipe->st[s - 1].last + 1 : 0;
+    for (; i <= t->pipe->st[s].last; i++)
+        if (t->graph->nodes[i]->op != NNCL_OP_INPUT && t->graph->nodes[i]->op != NNCL_OP_PARAM) return t->graph->nodes[i];
+    return t->graph->nodes[t->pipe->st[s].last];
+}
+
+int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max) {
+    int s;
+    if (!t || !t->pipe) return 0;
+    for (s = 0; out && s < t->pipe->k && s < max; s++) {
+        const nncl__stage *st = &t->pipe->st[s];
+        memset(&out[s], 0, sizeof out[s]);
+        out[s].device = t->device[s];
+        snprintf(out[s].first, sizeof out[s].first, "%s", pipe_first(t, s)->name);
+        snprintf(out[s].last, sizeof out[s].last, "%s", t->graph->nodes[st->last]->name);
+        out[s].params = st->g->n_params;
+        out[s].busy_seconds = st->busy;
+        out[s].idle_seconds = st->idle;
+        out[s].transfer_seconds = st->xfer;
+    }
+    return t->pipe->k;
 }
