@@ -502,8 +502,9 @@ typedef struct nncl_train_config {
     /* Pipeline (model) parallelism, fp32: 1 cuts the graph up to the loss
      * into one contiguous stage per device (the planner picks the cuts and
      * the order of the devices so that every stage fits its device's memory
-     * and the costliest stage, by its operations' arithmetic weighted by
-     * shares where given, is as cheap as it can be); each stage holds only
+     * and the slowest stage is as fast as it can be, from each layer's
+     * forward and backward timed on each device at creation, or with shares
+     * given from its arithmetic over the device's share); each stage holds only
      * its own parameters, gradients and optimizer state. The global batch
      * goes through in micro_batches parts (GPipe: every part forward, then
      * every part backward, a stage recomputing a part's forward from its
@@ -598,8 +599,9 @@ NNCL_API int64_t nncl_trainer_step_count(const nncl_trainer *t);
  * is not pipelined or the name is no such node. */
 NNCL_API int nncl_trainer_stage_device(const nncl_trainer *t, const char *name);
 /* A pipelined trainer's stage: its device, its first and last op nodes,
- * its parameters, and of the last step the seconds it computed, waited
- * for the other stages (the bubble) and copied at its cuts. */
+ * its parameters, and of the last step the seconds it worked (its copies
+ * at the cuts included), waited for the other stages (the bubble) and
+ * copied at its cuts. */
 typedef struct nncl_stage_info {
     int device;
     char first[64], last[64];

@@ -302,6 +302,35 @@ static int test_given_cut(nncl_context *ctx) {
     TH_CHECK(name, nncl_trainer_stage_device(t, "fc1") == 1 && nncl_trainer_stage_device(t, "fc2") == 0 &&
                        nncl_trainer_stage_device(t, "fc4") == 0 && nncl_trainer_stage_device(t, "x") == -1);
     TH_CHECK(name, t->pipe->st[0].g->n_params == 64 * 16 + 16);
+    {
+        nncl_stage_info si[2];
+        TH_CHECK(name, nncl_trainer_stages(t, si, 2) == 2);
+        TH_CHECK(name, si[0].device == 1 && !strcmp(si[0].first, "fc1") && !strcmp(si[0].last, "fc1"));
+        TH_CHECK(name, si[1].device == 0 && !strcmp(si[1].first, "fc2") && si[1].params == 16 * 16 * 2 + 32 + 16 * 3 + 3);
+    }
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
+/* Shares given: the cut weighs each layer's arithmetic by them, and the
+ * order of the devices is the planner's: a device 1000 times faster takes
+ * every layer but the loss, which the other takes. */
+static int test_shares_cut(nncl_context *ctx) {
+    const char *name = "shares given: the fast device takes the costly layers, in the order that suits it";
+    int devs[2] = {0, 1};
+    float shares[2] = {1, 1000};
+    tp_model m;
+    nncl_trainer *t = NULL;
+    nncl_train_config c = tp_config(devs, 2, 1, 2);
+    if (th_devices_lack(ctx, 2, name)) return 0;
+    c.shares = shares;
+    TH_CHECK(name, tp_build(ctx, &m, TP_WIDE));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    TH_CHECK(name, nncl_trainer_stage_device(t, "fc1") == 1 && nncl_trainer_stage_device(t, "fc4") == 1 &&
+                       nncl_trainer_stage_device(t, m.loss->name) == 0);
+    TH_OK(name, ctx, tp_step(t, &m, 0, NULL));
     nncl_trainer_free(t);
     nncl_graph_free(m.g);
     th_pass("%s", name);
@@ -363,6 +392,7 @@ int main(void) {
     test_failure(ctx, 1);
     test_refusals(ctx);
     test_given_cut(ctx);
+    test_shares_cut(ctx);
     test_memory_cut(ctx);
     nncl_free(ctx);
     return th_exit_code();

@@ -1,8 +1,9 @@
 /* pipeline.c - the stages of a pipelined trainer: where the graph may be cut
- * (a node whose value alone crosses to the nodes after it), the cut that
- * makes the costliest stage cheapest with every stage within its device's
- * memory (a dynamic programme over the cut points, for every order of the
- * devices up to 5 of them), and each stage's subgraph (copies of its nodes,
+ * (a node whose value alone crosses to the nodes after it), each layer's
+ * time on each device (its subgraph timed there), the cut that makes the
+ * slowest stage fastest with every stage within its device's memory (a
+ * dynamic programme over the cut points, for every order of the devices
+ * up to 5 of them), and each stage's subgraph (copies of its nodes,
  * the leaves they read, an input for the previous stage's output) with its
  * plan, training buffers and initial values taken from the whole graph's. */
 #include "train/pipeline.h"
@@ -63,8 +64,11 @@ static double pipe_bytes(const nncl_graph *g, int lo, int hi, int mb, size_t opt
  * perm: fixed cuts from the config, else the best cut for every order. */
 typedef struct pipe_plan {
     int k, n_cand, *cand;      /* cut points in graph order */
-    double *cost;              /* prefix: cost[j] of the op nodes up to cand[j] (cost[n_cand]: to the loss) */
-    double *speed, *mem;       /* per device */
+    /* seconds on device d of the op nodes up to cand[j] (j = n_cand: to the
+     * loss), at cost[d * (n_cand + 1) + j], of those that run there */
+    double *cost;
+    int *never;                /* the same places: layers up to cand[j] that do not run on d */
+    double *mem;               /* per device */
     int mb;
     size_t optk;
     unsigned char *seen;
@@ -93,11 +97,13 @@ static double pipe_best(const nncl_trainer *t, const pipe_plan *pp, const int *p
     for (s = 1; s <= k; s++)
         for (j = s; j <= L - (k - s); j++)
             for (i = s - 1; i < j; i++) {
-                double prev = best[(s - 1) * (L + 1) + i], c, lo_c;
+                const double *cost = pp->cost + (size_t)perm[s - 1] * (size_t)L;
+                double prev = best[(s - 1) * (L + 1) + i], c;
                 int lo = i == 0 ? -1 : pipe_end(pp, t->loss, i - 1), hi = pipe_end(pp, t->loss, j - 1);
                 if (prev == DBL_MAX) continue;
-                lo_c = i == 0 ? 0 : pp->cost[i - 1];
-                c = (pp->cost[j - 1] - lo_c) / pp->speed[perm[s - 1]];
+                const int *never = pp->never + (size_t)perm[s - 1] * (size_t)L;
+                c = cost[j - 1] - (i == 0 ? 0 : cost[i - 1]);
+                if (never[j - 1] - (i == 0 ? 0 : never[i - 1]) > 0) continue;
                 if (c < prev) c = prev;
                 if (c >= best[s * (L + 1) + j]) continue;
                 if (pipe_bytes(t->graph, lo, hi, pp->mb, pp->optk, pp->seen) > pp->mem[perm[s - 1]]) continue;
@@ -248,6 +254,76 @@ static nncl_status pipe_subgraph(nncl_trainer *t, nncl__stage *st, int lo, int h
     return NNCL_OK;
 }
 
+static void pipe_stage_free(nncl__stage *st) {
+    nncl_graph_free(st->g);
+    NNCL_FREE(st->params); NNCL_FREE(st->state); NNCL_FREE(st->inputs);
+    NNCL_FREE(st->acc); NNCL_FREE(st->tmp); NNCL_FREE(st->saved);
+}
+
+/* Seconds of a forward and backward of the op nodes (lo, hi] on device d
+ * at micro-batch mb: their subgraph planned there and run on zeros, once
+ * to warm up and once timed; *sec < 0 when the plan does not fit there. */
+static nncl_status pipe_time(nncl_trainer *t, int lo, int hi, int d, int mb, nncl_node **map, const float *zeros,
+                             double *sec) {
+    nncl__stage st;
+    nncl__plan *p = NULL;
+    nncl_status s;
+    int r, i;
+    memset(&st, 0, sizeof st);
+    *sec = -1;
+    s = pipe_subgraph(t, &st, lo, hi, map);
+    if (s == NNCL_OK)
+        s = hi == t->loss->id ? nncl__plan_create(t->ctx, st.g, st.out, t->device[d], mb, &p)
+                              : nncl__plan_create_stage(t->ctx, st.g, st.out, t->device[d], mb, &p);
+    if (s == NNCL_ERR_OUT_OF_MEMORY) s = NNCL_OK; /* does not run there */
+    for (r = 0; s == NNCL_OK && p && r < 2; r++) {
+        double t0 = nncl__seconds();
+        for (i = 0; s == NNCL_OK && i < st.n_inputs; i++) s = nncl__plan_feed(p, st.inputs[2 * i + 1], zeros, mb);
+        if (s == NNCL_OK && st.in) s = nncl__plan_feed(p, st.in, zeros, mb);
+        if (s == NNCL_OK) s = nncl__plan_forward(p, mb, 1);
+        if (s == NNCL_OK) s = hi == t->loss->id ? nncl__plan_backward(p) : nncl__plan_backward_from(p, zeros, mb);
+        if (s == NNCL_OK) s = nncl__plan_finish(p);
+        if (r == 1) *sec = nncl__seconds() - t0;
+    }
+    nncl__plan_free(p);
+    pipe_stage_free(&st);
+    return s;
+}
+
+/* Each layer's seconds on each device, as prefix sums: with shares given,
+ * its arithmetic (pipe_cost) over the device's share; else measured
+ * (pipe_time). */
+static nncl_status pipe_costs(nncl_trainer *t, pipe_plan *pp, nncl_node **map) {
+    nncl_graph *g = t->graph;
+    int L = pp->n_cand + 1, d, j, i;
+    size_t most = 1;
+    float *zeros;
+    nncl_status st = NNCL_OK;
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->sample_numel > most) most = g->nodes[i]->sample_numel;
+    zeros = (float *)nncl__calloc(most * (size_t)pp->mb, sizeof(float));
+    if (!zeros) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (d = 0; st == NNCL_OK && d < t->nd; d++) {
+        double acc = 0;
+        int nev = 0;
+        for (j = 0; st == NNCL_OK && j < L; j++) {
+            int lo = j ? pp->cand[j - 1] : -1, hi = pipe_end(pp, t->loss, j);
+            double c = 0;
+            if (t->fixed_shares) {
+                for (i = lo + 1; i <= hi; i++)
+                    if (g->nodes[i]->op != NNCL_OP_INPUT && g->nodes[i]->op != NNCL_OP_PARAM)
+                        c += pipe_cost(g->nodes[i]) * t->per_sample[d];
+            } else st = pipe_time(t, lo, hi, d, pp->mb, map, zeros, &c);
+            if (c < 0) nev++;
+            else acc += c;
+            pp->cost[(size_t)d * (size_t)L + (size_t)j] = acc;
+            pp->never[(size_t)d * (size_t)L + (size_t)j] = nev;
+        }
+    }
+    NNCL_FREE(zeros);
+    return st;
+}
+
 /* No parameter may be read on both sides of a cut (tied weights): each
  * stage holds its own. */
 static nncl_status pipe_check_shared(nncl_trainer *t) {
@@ -350,12 +426,12 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     pp.k = t->nd;
     t->pipe = (nncl__pipe *)nncl__calloc(1, sizeof(nncl__pipe));
     pp.cand = (int *)nncl__calloc((size_t)g->n_nodes + 1, sizeof(int));
-    pp.cost = (double *)nncl__calloc((size_t)g->n_nodes + 1, sizeof(double));
-    pp.speed = (double *)nncl__calloc((size_t)t->nd, sizeof(double));
+    pp.cost = (double *)nncl__calloc(((size_t)g->n_nodes + 1) * (size_t)t->nd, sizeof(double));
+    pp.never = (int *)nncl__calloc(((size_t)g->n_nodes + 1) * (size_t)t->nd, sizeof(int));
     pp.mem = (double *)nncl__calloc((size_t)t->nd, sizeof(double));
     pp.seen = (unsigned char *)nncl__calloc((size_t)g->n_nodes + 1, 1);
     map = (nncl_node **)nncl__calloc((size_t)g->n_nodes + 1, sizeof(nncl_node *));
-    if (!t->pipe || !pp.cand || !pp.cost || !pp.speed || !pp.mem || !pp.seen || !map) {
+    if (!t->pipe || !pp.cand || !pp.cost || !pp.never || !pp.mem || !pp.seen || !map) {
         st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         goto done;
     }
@@ -365,26 +441,17 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     t->pipe->mb = pp.mb = (t->cfg.max_batch + t->pipe->m - 1) / t->pipe->m;
     pp.optk = nncl__optim_state_floats(&t->cfg.optim);
     t->opt_floats = pp.optk * g->n_trainable; /* a checkpoint's, in the graph's layout */
-    for (i = 0; i < t->nd; i++) {
-        pp.speed[i] = t->per_sample[i] > 0 ? 1.0 / t->per_sample[i] : 1.0; /* the shares where given */
-        pp.mem[i] = (double)nncl__device(t->ctx, t->device[i])->info.global_mem;
-    }
-    {
-        double c = 0;
-        for (i = 0; i <= t->loss->id; i++) {
-            nncl_node *n = g->nodes[i];
-            if (n->op != NNCL_OP_INPUT && n->op != NNCL_OP_PARAM) c += pipe_cost(n);
-            if (pipe_cut_ok(g, t->loss, n)) pp.cand[pp.n_cand++] = i;
-            if (pipe_cut_ok(g, t->loss, n) || i == t->loss->id) pp.cost[pp.n_cand - (i != t->loss->id)] = c;
-        }
-    }
+    for (i = 0; i < t->nd; i++) pp.mem[i] = (double)nncl__device(t->ctx, t->device[i])->info.global_mem;
+    for (i = 0; i <= t->loss->id; i++)
+        if (pipe_cut_ok(g, t->loss, g->nodes[i])) pp.cand[pp.n_cand++] = i;
     if (pp.n_cand + 1 < pp.k) {
         st = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                         "nncl_trainer_create: %d stages asked for (one per device), but the graph has %d layers "
                         "between which it can be cut", pp.k, pp.n_cand + 1);
         goto done;
     }
-    st = t->cfg.cuts ? pipe_given(t, &pp, ends, perm) : pipe_choose(t, &pp, ends, perm);
+    if (!t->cfg.cuts) st = pipe_costs(t, &pp, map);
+    if (st == NNCL_OK) st = t->cfg.cuts ? pipe_given(t, &pp, ends, perm) : pipe_choose(t, &pp, ends, perm);
     if (st != NNCL_OK) goto done;
     for (s = 0; s < pp.k; s++) dev[s] = t->device[perm[s]];
     for (s = 0; s < pp.k; s++) t->device[s] = dev[s];
@@ -398,7 +465,7 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     if (st == NNCL_OK) st = pipe_plans(t);
     if (st == NNCL_OK) pipe_log(t);
 done:
-    NNCL_FREE(pp.cand); NNCL_FREE(pp.cost); NNCL_FREE(pp.speed); NNCL_FREE(pp.mem); NNCL_FREE(pp.seen);
+    NNCL_FREE(pp.cand); NNCL_FREE(pp.cost); NNCL_FREE(pp.never); NNCL_FREE(pp.mem); NNCL_FREE(pp.seen);
     NNCL_FREE(map);
     return st;
 }
@@ -407,12 +474,7 @@ void nncl__pipe_free(nncl_trainer *t) {
     nncl__pipe *pp = t->pipe;
     int s;
     if (!pp) return;
-    for (s = 0; pp->st && s < pp->k; s++) {
-        nncl__stage *st = &pp->st[s];
-        nncl_graph_free(st->g);
-        NNCL_FREE(st->params); NNCL_FREE(st->state); NNCL_FREE(st->inputs);
-        NNCL_FREE(st->acc); NNCL_FREE(st->tmp); NNCL_FREE(st->saved);
-    }
+    for (s = 0; pp->st && s < pp->k; s++) pipe_stage_free(&pp->st[s]);
     for (s = 0; s < pp->k; s++) {
         if (pp->act) NNCL_FREE(pp->act[s]);
         if (pp->grad) NNCL_FREE(pp->grad[s]);
