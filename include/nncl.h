@@ -558,7 +558,19 @@ typedef struct nncl_step_info {
      * scaled gradient (the scale was then halved). */
     float loss_scale;
     int overflow;
+    /* How the step ran (nncl_arrangement) and why: one device (the only
+     * one, the others failed, or it alone was measured faster at creation
+     * than the devices together), data parallel, or a pipeline. */
+    int arrangement;
+    char arrangement_why[128];
 } nncl_step_info;
+
+/* nncl_step_info.arrangement. */
+typedef enum nncl_arrangement {
+    NNCL_ARRANGE_ONE = 1,      /* one device trains alone */
+    NNCL_ARRANGE_DATA = 2,     /* data parallel: every device its shard of the batch */
+    NNCL_ARRANGE_PIPELINE = 3  /* pipeline stages (nncl_train_config.pipeline) */
+} nncl_arrangement;
 
 /* Compiles the graph for every chosen device, initialises the parameters
  * from the graph's seed (the same on every device) and the optimizer. */

@@ -373,6 +373,41 @@ static int test_memory_cut(nncl_context *ctx) {
     return 0;
 }
 
+/* The step info names the arrangement and why: one device alone (devices
+ * 1), data parallel or one device as the calibration measured (2), the
+ * pipeline (3). */
+static int test_arrangement(nncl_context *ctx, int kind) {
+    const char *name = kind == 1 ? "step info: one device, the only one asked for"
+                                 : "step info: data parallel or one device as measured, the pipeline, and why";
+    int devs[2] = {0, 1}, k;
+    tp_model m;
+    nncl_trainer *t = NULL;
+    nncl_train_config c;
+    nncl_step_info info;
+    nncl_feed f[2];
+    if (kind == 2 && th_devices_lack(ctx, 2, name)) return 0;
+    TH_CHECK(name, tp_build(ctx, &m, TP_MLP));
+    f[0].node = m.x;
+    f[0].data = tp_x;
+    f[1].node = m.y;
+    f[1].data = tp_y;
+    for (k = kind == 1 ? 0 : 1; k < (kind == 1 ? 1 : 3); k++) {
+        c = tp_config(devs, k ? 2 : 1, k == 2, 2);
+        TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+        TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TP_B, &info));
+        if (k == 0) TH_CHECK(name, info.arrangement == NNCL_ARRANGE_ONE && strstr(info.arrangement_why, "only"));
+        if (k == 1) /* which wins is measured; either way it says so with the times */
+            TH_CHECK(name, (info.arrangement == NNCL_ARRANGE_ONE && (strstr(info.arrangement_why, "alone is faster") ||
+                                                                     strstr(info.arrangement_why, "every sample"))) ||
+                               (info.arrangement == NNCL_ARRANGE_DATA && strstr(info.arrangement_why, "together are")));
+        if (k == 2) TH_CHECK(name, info.arrangement == NNCL_ARRANGE_PIPELINE && strstr(info.arrangement_why, "2 stages"));
+        nncl_trainer_free(t);
+    }
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int k;
@@ -393,6 +428,8 @@ int main(void) {
     test_refusals(ctx);
     test_given_cut(ctx);
     test_shares_cut(ctx);
+    test_arrangement(ctx, 1);
+    test_arrangement(ctx, 2);
     test_memory_cut(ctx);
     nncl_free(ctx);
     return th_exit_code();

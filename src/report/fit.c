@@ -64,14 +64,15 @@ typedef struct fit_state {
     int *failed;               /* per device: a step reported it failed */
 } fit_state;
 
-/* "shards 60/40" for the progress line, and a message when a device gets no
+/* "data parallel, shards 60/40" for the progress line, and a message when a device gets no
  * samples or leaves, saying why. */
 static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, char *buf, size_t len) {
-    int sizes[16], n = nncl_trainer_shards(t, sizes, 16), i;
+    int sizes[16], n = nncl_trainer_shards(t, sizes, 16), i, working = 0;
     size_t used;
     buf[0] = 0;
     if (n < 2) return;
-    used = (size_t)snprintf(buf, len, "shards ");
+    for (i = 0; i < n && i < 16; i++) working += t->alive[i] && sizes[i];
+    used = (size_t)snprintf(buf, len, "%s, shards ", working > 1 ? "data parallel" : "one device");
     for (i = 0; i < n && i < 16 && used + 8 < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "/" : "", t->alive[i] ? sizes[i] : 0);
     for (i = 0; i < n && i < 16 && used + 24 < len; i++) /* why a device has no samples, on the line itself */

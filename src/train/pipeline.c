@@ -463,7 +463,11 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     if (st == NNCL_OK) st = pipe_check_shared(t);
     if (st == NNCL_OK) st = pipe_alloc(t);
     if (st == NNCL_OK) st = pipe_plans(t);
-    if (st == NNCL_OK) pipe_log(t);
+    if (st == NNCL_OK) {
+        pipe_log(t);
+        snprintf(t->why, sizeof t->why, "asked for: %d stages, %d micro-batches, cut %s", pp.k, t->pipe->m,
+                 t->cfg.cuts ? "given" : t->fixed_shares ? "by arithmetic over the shares" : "by measured layer times");
+    }
 done:
     NNCL_FREE(pp.cand); NNCL_FREE(pp.cost); NNCL_FREE(pp.never); NNCL_FREE(pp.mem); NNCL_FREE(pp.seen);
     NNCL_FREE(map);

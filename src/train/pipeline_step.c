@@ -206,6 +206,8 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
             return nncl__fail(t->ctx, NNCL_ERR_STATE, "nncl_trainer_step: the stage on device %d failed; create the "
                               "trainer again from the last checkpoint", t->device[s]);
     info->loss_scale = t->scaling ? t->scale : 1.0f;
+    info->arrangement = NNCL_ARRANGE_PIPELINE;
+    snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
     t->plan[pp->k - 1]->seed = info->loss_scale;
     pp->feeds = feeds;
     pp->n_feeds = n_feeds;

@@ -272,6 +272,7 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
+    snprintf(t->why, sizeof t->why, "%s", t->nd == 1 ? "the only device asked for" : "shares given");
     if (st == NNCL_OK) st = cfg->pipeline ? nncl__pipe_create(t) : trainer_devices(t);
     if (st == NNCL_OK && cfg->overlap && !cfg->pipeline) st = nncl__overlap_setup(t);
     if (st == NNCL_OK && !cfg->pipeline) st = nncl__syncbn_setup(t);

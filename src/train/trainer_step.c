@@ -417,6 +417,11 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
         if (t->scaling) trainer_scale_update(t, info, 0);
     }
     info->n_devices = trainer_n_working(t);
+    info->arrangement = info->n_devices > 1 ? NNCL_ARRANGE_DATA : NNCL_ARRANGE_ONE;
+    if (trainer_n_alive(t) < t->nd - t->left_out)
+        snprintf(info->arrangement_why, sizeof info->arrangement_why, "%d of %d devices failed; the others go on",
+                 t->nd - t->left_out - trainer_n_alive(t), t->nd);
+    else snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
     info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;
     if (t->cfg.rebalance_every > 0 && !t->fixed_shares && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
         nncl__trainer_rebalance(t);
