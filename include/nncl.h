@@ -129,6 +129,12 @@ typedef struct nncl_config {
      * (about a minute per device, $NNCL_TUNE_SECONDS), -1 ignores them.
      * $NNCL_TUNE=1 or =0 overrides (as 1 or -1). */
     int gemm_tune;
+    /* Device memory cap in bytes: every device is taken to have at most
+     * this much (for tests, and for a device shared with other programs);
+     * plans are sized and refused against it, and no buffer is allocated
+     * past it. 0: $NNCL_MEMORY_CAP (bytes, or with a K, M or G suffix, of
+     * 1024), else the device's own memory. */
+    uint64_t memory_cap;
 } nncl_config;
 
 NNCL_API nncl_config nncl_config_default(void);
@@ -330,6 +336,12 @@ NNCL_API nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const 
                                float scale);
 /* Frozen parameters get no update and no gradient work. Before any plan. */
 NNCL_API nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen);
+/* Marks node n as a gradient checkpoint boundary for trainers with
+ * checkpoint = NNCL_CHECKPOINT_MARKED: its value is kept from forward to
+ * backward, and the forward of the segment between it and the previous
+ * boundary runs again in backward. A parameter, an input, a loss, or a
+ * node of another graph is refused (NNCL_ERR_INVALID_ARGUMENT naming it). */
+NNCL_API nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n);
 /* Whether the optimizer's weight_decay applies to this parameter (default 1: every parameter
  * decays); nanoGPT decays 2-D weights only. Before any plan; saved in the model description. */
 NNCL_API nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay);
@@ -472,6 +484,13 @@ NNCL_API float nncl_optim_lr(const nncl_optim_config *o, int64_t t);
 typedef enum nncl_precision { NNCL_PRECISION_FP32 = 0, NNCL_PRECISION_FP16, NNCL_PRECISION_BF16 } nncl_precision;
 
 /* Options for a trainer. Take nncl_train_default() and change fields. */
+/* Gradient checkpointing (nncl_train_config.checkpoint). */
+typedef enum nncl_checkpoint {
+    NNCL_CHECKPOINT_NONE = 0,   /* every activation kept for backward */
+    NNCL_CHECKPOINT_AUTO = 1,   /* about sqrt(n) boundaries placed for the least plan memory (none if that is least) */
+    NNCL_CHECKPOINT_MARKED = 2  /* the boundaries marked with nncl_checkpoint_mark() */
+} nncl_checkpoint;
+
 typedef struct nncl_train_config {
     int max_batch;             /* largest global batch a step gets */
     nncl_optim_config optim;
@@ -499,6 +518,13 @@ typedef struct nncl_train_config {
     int loss_scaling;
     float loss_scale_init;     /* 0: 65536 (2^16); else in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX] */
     int loss_scale_growth_interval; /* 0: 2000 */
+    /* Gradient checkpointing: keep the values of a few boundaries of the
+     * forward pass and recompute the rest of each segment's forward just
+     * before its backward (bit-identical: dropout masks from the same
+     * counters, batch norm from the batch statistics it saved, running
+     * statistics moved once). Less activation memory for about one more
+     * forward pass. */
+    nncl_checkpoint checkpoint;
     /* Pipeline (model) parallelism, fp32: 1 cuts the graph up to the loss
      * into one contiguous stage per device (the planner picks the cuts and
      * the order of the devices so that every stage fits its device's memory
@@ -537,6 +563,22 @@ typedef struct nncl_train_config {
 NNCL_API nncl_train_config nncl_train_default(void);
 
 typedef struct nncl_trainer nncl_trainer;
+
+/* What nncl_train_max_batch found. */
+typedef struct nncl_batch_fit {
+    int batch;                 /* the largest global batch that fits every device; 0: not even 1 */
+    int device;                /* context index of the device that limits it (the most loaded one) */
+    uint64_t need_bytes;       /* that device's plan at batch (0 when batch is 0: at 1) */
+    uint64_t have_bytes;       /* its memory (or the cap) less what nncl holds there, less the margin */
+    int segments;              /* checkpoint segments of that plan (1: none) */
+} nncl_batch_fit;
+
+/* The memory margin nncl_train_max_batch leaves free on each device: this
+ * fraction of its memory (or the cap), for what the driver keeps (the GEMM
+ * workspaces, sized exactly only when a plan times its kernels, are
+ * counted in a plan's need by a bound: the panels of the largest
+ * product's operands). */
+#define NNCL_FIT_MARGIN 0.10
 
 /* One host array per input node, of batch samples. */
 typedef struct nncl_feed {
@@ -584,6 +626,14 @@ NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_
  * waits returns NNCL_ERR_STATE without touching the trainer again; a call
  * made after nncl_trainer_free returned uses freed memory. */
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
+/* The largest global batch (1 .. limit; limit <= 0: 65536) a trainer of
+ * config cfg (its devices, precision, optimizer and checkpointing; its
+ * max_batch ignored) could take: every device's plan, which holds the
+ * whole batch, planned on the host (nothing allocated, no kernel built)
+ * within that device's memory (or the cap) less what nncl holds there and
+ * NNCL_FIT_MARGIN of it. out->batch 0: not even one sample fits. */
+NNCL_API nncl_status nncl_train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
+                                          const nncl_train_config *cfg, int limit, nncl_batch_fit *out);
 /* One optimisation step on a global batch, split over the devices. Every
  * feed is checked before any device works (a node of this graph, an input,
  * fed once, data not NULL; class labels and embedding indices in range):
@@ -968,6 +1018,10 @@ NNCL_API void nncl_model_free(nncl_model *m);
 NNCL_API nncl_graph *nncl_model_graph(const nncl_model *m);
 /* The trainer holding the model's plans (NULL without a context). */
 NNCL_API nncl_trainer *nncl_model_trainer(const nncl_model *m);
+/* The input node fed with rows (nncl.input) and the node giving the class
+ * scores (nncl.output), for nncl_trainer_predict on the model's trainer. */
+NNCL_API nncl_node *nncl_model_input(const nncl_model *m);
+NNCL_API nncl_node *nncl_model_output(const nncl_model *m);
 /* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
 NNCL_API size_t nncl_model_features(const nncl_model *m);
 NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);

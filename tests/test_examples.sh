@@ -52,7 +52,24 @@ for p in fashion_mnist_mlp fashion_mnist_cnn csv_classifier; do
     if [ $s -eq 2 ] && grep -q "cannot write in folder $dir/missing" "$dir/err" && ! grep -q "^epoch" "$dir/err"
     then pass "$p --out in a missing folder is refused before training, status 2"
     else fail "$p --out in a missing folder: status $s"; fi
+    "$ex/$p" --batch lots >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 2 ] && grep -q "'lots' is not a whole number in 1..1000000 or auto" "$dir/err"
+    then pass "$p --batch lots is refused, status 2"
+    else fail "$p --batch lots: status $s"; fi
 done
+# --batch auto under a memory cap: the largest batch whose plan fits, said with why, and it trains
+if (cd "$dir" && NNCL_MEMORY_CAP=2M "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --epochs 2 \
+    --quiet --batch auto --out "$dir/auto.safetensors" >"$dir/out" 2>"$dir/err") &&
+    b=$(sed -n 's/^batch auto: \([0-9]*\), .*needs [0-9.]* MiB of the [0-9.]* MiB.*/\1/p' "$dir/out") &&
+    [ -n "$b" ] && grep -q "plan .* for batch $b " "$dir/out" && grep -q "^validation accuracy" "$dir/out"
+then pass "csv_classifier --batch auto chooses batch $b, says why, and trains"
+else fail "csv_classifier --batch auto: $(grep 'batch auto' "$dir/out")"; fi
+if (cd "$dir" && NNCL_MEMORY_CAP=1K "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --quiet \
+    --batch auto >"$dir/out" 2>"$dir/err"); then fail "csv_classifier --batch auto under a 1 KiB cap trained"
+elif grep -q "not even one sample fits device" "$dir/err" && grep -q "try --grad-checkpoint" "$dir/err"
+then pass "csv_classifier --batch auto under a 1 KiB cap: not even one sample fits, what to try, status 1"
+else fail "csv_classifier --batch auto under a 1 KiB cap: $(cat "$dir/err")"; fi
 "$ex/xor" --devices no-such-device >"$dir/out" 2>"$dir/err"
 s=$?
 if [ $s -eq 1 ] && grep -q "the devices are 0: " "$dir/err" && grep -q "build/examples/devices" "$dir/err"

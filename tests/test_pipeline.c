@@ -68,9 +68,9 @@ static int tp_build(nncl_context *ctx, tp_model *m, int kind) {
     } else {
         int xs[1] = {64};
         m->x = nncl_input(m->g, "x", 1, xs);
-        h = nncl_linear(m->g, m->x, kind == TP_WIDE ? 256 : 16, 1, NNCL_ACT_RELU, "fc1");
+        h = nncl_linear(m->g, m->x, kind == TP_WIDE ? 1024 : 16, 1, NNCL_ACT_RELU, "fc1");
         if (kind == TP_RESIDUAL) h = nncl_op_add(m->g, h, nncl_linear(m->g, h, 16, 1, NNCL_ACT_NONE, "fc2"));
-        else h = nncl_linear(m->g, h, 16, 1, NNCL_ACT_TANH, "fc2");
+        else h = nncl_linear(m->g, h, kind == TP_WIDE ? 64 : 16, 1, NNCL_ACT_TANH, "fc2");
         h = nncl_linear(m->g, h, 16, 1, NNCL_ACT_RELU, "fc3");
         h = nncl_linear(m->g, h, TP_C, 1, NNCL_ACT_NONE, "fc4");
     }
@@ -315,12 +315,12 @@ static int test_given_cut(nncl_context *ctx) {
 }
 
 /* Shares given: the cut weighs each layer's arithmetic by them, and the
- * order of the devices is the planner's: a device 1000 times faster takes
+ * order of the devices is the planner's: a device a million times faster takes
  * every layer but the loss, which the other takes. */
 static int test_shares_cut(nncl_context *ctx) {
     const char *name = "shares given: the fast device takes the costly layers, in the order that suits it";
     int devs[2] = {0, 1};
-    float shares[2] = {1, 1000};
+    float shares[2] = {1, 1e6f};
     tp_model m;
     nncl_trainer *t = NULL;
     nncl_train_config c = tp_config(devs, 2, 1, 2);
@@ -337,37 +337,89 @@ static int test_shares_cut(nncl_context *ctx) {
     return 0;
 }
 
-/* Devices of little memory: the wide first layer alone does not fit one
- * device with the rest; the planner puts it alone on a stage, and one
- * device alone is refused. */
-static int test_memory_cut(nncl_context *ctx) {
-    const char *name = "too large for one device: the planner's cut fits two, one is refused";
-    int devs[2] = {0, 1};
+/* What the trainers of config c take of every device's memory, created
+ * in a context of their own (so that nothing another made is counted). */
+static int tp_footprint(int kind, const nncl_train_config *c, uint64_t *used) {
+    nncl_config cfg = nncl_config_default();
+    nncl_context *x = NULL;
     tp_model m;
     nncl_trainer *t = NULL;
-    nncl_train_config c = tp_config(devs, 2, 1, 2);
-    uint64_t mem0, mem1;
-    nncl_device *d0, *d1;
-    int ok;
+    uint64_t before[2], after[2];
+    int d, ok;
+    cfg.devices = getenv("NNCL_TEST_DEVICES") ? getenv("NNCL_TEST_DEVICES") : "all";
+    if (nncl_init(&cfg, &x) != NNCL_OK) return 0;
+    ok = tp_build(x, &m, kind);
+    for (d = 0; ok && d < 2; d++) ok = nncl_device_memory(x, d, &before[d], NULL) == NNCL_OK;
+    ok = ok && nncl_trainer_create(x, m.g, m.loss, c, &t) == NNCL_OK;
+    for (d = 0; ok && d < 2; d++) {
+        ok = nncl_device_memory(x, d, &after[d], NULL) == NNCL_OK;
+        used[d] = after[d] - before[d];
+    }
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    nncl_free(x);
+    return ok;
+}
+
+/* Under a memory cap between what one device needs for the model (two
+ * wide layers) and what each of two stages needs: one device is refused,
+ * two train it, and the stages say where the wide layers went. */
+static int test_memory_cap(nncl_context *ctx) {
+    const char *name = "under a memory cap one device cannot train the model, two stages can";
+    const char *cut[1] = {"fc1"};
+    int devs[2] = {0, 1}, ok;
+    nncl_train_config one = tp_config(devs, 1, 0, 0), two = tp_config(devs, 2, 1, 2);
+    nncl_config cfg = nncl_config_default();
+    nncl_context *c = NULL;
+    uint64_t u1[2], u2[2], most;
+    tp_model m;
+    nncl_trainer *t = NULL;
+    nncl_status st;
     if (th_devices_lack(ctx, 2, name)) return 0;
-    d0 = nncl__device(ctx, 0);
-    d1 = nncl__device(ctx, 1);
-    mem0 = d0->info.global_mem;
-    mem1 = d1->info.global_mem;
-    /* fc1 (64x256 + 256 floats, Adam: 4 copies) is about 270 KB, the whole model about 370 KB */
-    d0->info.global_mem = d1->info.global_mem = 320 * 1024;
-    TH_CHECK(name, tp_build(ctx, &m, TP_WIDE));
-    ok = nncl_trainer_create(ctx, m.g, m.loss, &c, &t) == NNCL_OK;
+    TH_CHECK(name, tp_footprint(TP_WIDE, &one, u1));
+    two.cuts = cut; /* the even split by memory; under the cap the planner must find one like it */
+    TH_CHECK(name, tp_footprint(TP_WIDE, &two, u2));
+    two.cuts = NULL;
+    most = u2[0] > u2[1] ? u2[0] : u2[1];
+    if (!(most < u1[0])) {
+        th_fail(name, "stages take %llu and %llu bytes, one device %llu", (unsigned long long)u2[0],
+                (unsigned long long)u2[1], (unsigned long long)u1[0]);
+        return 1;
+    }
+    cfg.devices = getenv("NNCL_TEST_DEVICES") ? getenv("NNCL_TEST_DEVICES") : "all";
+    cfg.memory_cap = (most + u1[0]) / 2;
+    TH_OK(name, NULL, nncl_init(&cfg, &c));
+    TH_CHECK(name, tp_build(c, &m, TP_WIDE));
+    st = nncl_trainer_create(c, m.g, m.loss, &one, &t);
+    ok = st == NNCL_ERR_OUT_OF_MEMORY && t == NULL;
+    if (ok) ok = nncl_trainer_create(c, m.g, m.loss, &two, &t) == NNCL_OK;
     if (ok) {
         int s1 = nncl_trainer_stage_device(t, "fc1"), s2 = nncl_trainer_stage_device(t, "fc2");
         ok = s1 >= 0 && s2 >= 0 && s1 != s2 && tp_step(t, &m, 0, NULL) == NNCL_OK;
     }
+    if (!ok) fprintf(stderr, "  cap %llu: %s\n", (unsigned long long)cfg.memory_cap, nncl_last_error(c));
     nncl_trainer_free(t);
     nncl_graph_free(m.g);
-    c.n_devices = 1;
-    ok = ok && tp_refused(ctx, TP_WIDE, &c, NNCL_ERR_OUT_OF_MEMORY, "fits on none");
-    d0->info.global_mem = mem0;
-    d1->info.global_mem = mem1;
+    nncl_free(c);
+    TH_CHECK(name, ok);
+    th_pass("%s (cap %.2f MiB; one device %.2f MiB, stages %.2f and %.2f)", name, cfg.memory_cap / 1048576.0,
+            u1[0] / 1048576.0, u2[0] / 1048576.0, u2[1] / 1048576.0);
+    return 0;
+}
+
+/* Devices too small for any cut: refused at creation, saying so. */
+static int test_fits_nowhere(nncl_context *ctx) {
+    const char *name = "a model that fits nowhere even split is refused at creation";
+    int devs[2] = {0, 1}, ok;
+    nncl_train_config two = tp_config(devs, 2, 1, 2);
+    nncl_config cfg = nncl_config_default();
+    nncl_context *c = NULL;
+    if (th_devices_lack(ctx, 2, name)) return 0;
+    cfg.devices = getenv("NNCL_TEST_DEVICES") ? getenv("NNCL_TEST_DEVICES") : "all";
+    cfg.memory_cap = 256 * 1024; /* less than fc1 alone, with its Adam state */
+    TH_OK(name, NULL, nncl_init(&cfg, &c));
+    ok = tp_refused(c, TP_WIDE, &two, NNCL_ERR_OUT_OF_MEMORY, "fits on none");
+    nncl_free(c);
     TH_CHECK(name, ok);
     th_pass("%s", name);
     return 0;
@@ -430,7 +482,8 @@ int main(void) {
     test_shares_cut(ctx);
     test_arrangement(ctx, 1);
     test_arrangement(ctx, 2);
-    test_memory_cut(ctx);
+    test_memory_cap(ctx);
+    test_fits_nowhere(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

@@ -316,6 +316,23 @@ nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
     return NNCL_OK;
 }
 
+nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n) {
+    const char *why = NULL;
+    if (!g || !n)
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_checkpoint_mark: graph or node is NULL");
+    if (!nncl__graph_owns(g, n)) why = "a node of another graph";
+    else if (n->op == NNCL_OP_PARAM) why = "a parameter";
+    else if (n->op == NNCL_OP_INPUT) why = "an input (inputs are always kept)";
+    else if (nncl__opdef_get(n->op)->f32_out) why = "a loss";
+    if (why)
+        return nncl__fail(g->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_checkpoint_mark: node \"%s\" is %s, not an activation that can be a boundary", n->name,
+                          why);
+    n->checkpoint = 1;
+    return NNCL_OK;
+}
+
 nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay) {
     if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
         return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,

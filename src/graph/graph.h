@@ -43,6 +43,7 @@ struct nncl_node {
     /* derived when the graph is finalised */
     int needs_grad;               /* a trainable parameter lies upstream */
     int n_consumers;
+    int checkpoint;               /* marked as a checkpoint boundary (nncl_checkpoint_mark) */
     int name_next;                /* the next node id in its name's hash chain, or -1 */
 };
 
@@ -128,6 +129,10 @@ typedef struct nncl__opdef {
      * when in half storage the op keeps no aux and its backward reads these
      * (NNCL_BW_*) instead of bw_reads, recomputing what aux held. */
     int half, f32_in, f32_out, f32_aux, half_bw_reads;
+    /* Checkpointing: 1 when the op's recompute (nncl__exec.recompute)
+     * reuses the aux its forward saved instead of writing it again (batch
+     * norm's batch statistics), so the plan keeps that aux to backward. */
+    int keep_aux;
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the
@@ -203,6 +208,9 @@ struct nncl__exec {
     int batch_offset;          /* index of the shard's first sample in the global batch */
     int global_batch;          /* samples in the global batch */
     int training;
+    /* 1 while checkpointing runs a forward op again in backward: values
+     * must come out as the forward's did, and no state moves twice. */
+    int recompute;
     uint64_t step_seed;        /* differs every step; the same on every device */
     /* Synchronised batch norm across devices: called by a batch norm in
      * training once its shard statistics are in its aux (phase 0, forward)

@@ -71,6 +71,9 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
                 : p->x.store == 2 ? " in bf16, arithmetic fp32"
                                   : "",
                 t->opt_floats);
+        if (p->n_segments > 1)
+            fprintf(out, "  gradient checkpointing: %d segments, %d ops recomputed in backward\n", p->n_segments,
+                    p->n_rec);
     }
     fflush(out);
     NNCL_FREE(seen);

@@ -254,6 +254,15 @@ static nncl_status pipe_subgraph(nncl_trainer *t, nncl__stage *st, int lo, int h
     return NNCL_OK;
 }
 
+/* A stage's plan options: the trainer's, at the micro-batch size, with a
+ * non-scalar output where the stage is not the last. */
+static nncl_status pipe_plan_opts(nncl_trainer *t, nncl_graph *g, int inner, int mb, nncl__plan_opts *o) {
+    NNCL_TRY(nncl__trainer_plan_opts(g, &t->cfg, o));
+    o->max_batch = mb;
+    o->stage = inner;
+    return NNCL_OK;
+}
+
 static void pipe_stage_free(nncl__stage *st) {
     nncl_graph_free(st->g);
     NNCL_FREE(st->params); NNCL_FREE(st->state); NNCL_FREE(st->inputs);
@@ -267,14 +276,14 @@ static nncl_status pipe_time(nncl_trainer *t, int lo, int hi, int d, int mb, nnc
                              double *sec) {
     nncl__stage st;
     nncl__plan *p = NULL;
+    nncl__plan_opts o;
     nncl_status s;
     int r, i;
     memset(&st, 0, sizeof st);
     *sec = -1;
     s = pipe_subgraph(t, &st, lo, hi, map);
-    if (s == NNCL_OK)
-        s = hi == t->loss->id ? nncl__plan_create(t->ctx, st.g, st.out, t->device[d], mb, &p)
-                              : nncl__plan_create_stage(t->ctx, st.g, st.out, t->device[d], mb, &p);
+    if (s == NNCL_OK) s = pipe_plan_opts(t, st.g, hi != t->loss->id, mb, &o);
+    if (s == NNCL_OK) s = nncl__plan_create_opts(t->ctx, st.g, st.out, t->device[d], &o, &p);
     if (s == NNCL_ERR_OUT_OF_MEMORY) s = NNCL_OK; /* does not run there */
     for (r = 0; s == NNCL_OK && p && r < 2; r++) {
         double t0 = nncl__seconds();
@@ -387,8 +396,9 @@ static nncl_status pipe_plans(nncl_trainer *t) {
     for (s = 0; st == NNCL_OK && s < pp->k; s++) {
         nncl__stage *sg = &pp->st[s];
         sg->opt_floats = nncl__optim_state_floats(&t->cfg.optim) * sg->g->n_trainable;
-        st = s + 1 < pp->k ? nncl__plan_create_stage(t->ctx, sg->g, sg->out, t->device[s], pp->mb, &t->plan[s])
-                           : nncl__plan_create(t->ctx, sg->g, sg->out, t->device[s], pp->mb, &t->plan[s]);
+        nncl__plan_opts o;
+        st = pipe_plan_opts(t, sg->g, s + 1 < pp->k, pp->mb, &o);
+        if (st == NNCL_OK) st = nncl__plan_create_opts(t->ctx, sg->g, sg->out, t->device[s], &o, &t->plan[s]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[s], sg->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK) st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[s]), &t->cfg.optim, 0);
     }
@@ -441,7 +451,11 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     t->pipe->mb = pp.mb = (t->cfg.max_batch + t->pipe->m - 1) / t->pipe->m;
     pp.optk = nncl__optim_state_floats(&t->cfg.optim);
     t->opt_floats = pp.optk * g->n_trainable; /* a checkpoint's, in the graph's layout */
-    for (i = 0; i < t->nd; i++) pp.mem[i] = (double)nncl__device(t->ctx, t->device[i])->info.global_mem;
+    for (i = 0; i < t->nd; i++) { /* its memory or the cap, less what nncl holds there */
+        nncl_device *di = nncl__device(t->ctx, t->device[i]);
+        uint64_t lim = nncl__device_memory_limit(t->ctx, di);
+        pp.mem[i] = lim > di->mem_in_use ? (double)(lim - di->mem_in_use) : 0;
+    }
     for (i = 0; i <= t->loss->id; i++)
         if (pipe_cut_ok(g, t->loss, g->nodes[i])) pp.cand[pp.n_cand++] = i;
     if (pp.n_cand + 1 < pp.k) {

@@ -151,8 +151,20 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     return NNCL_OK;
 }
 
+nncl_status nncl__trainer_plan_opts(nncl_graph *g, const nncl_train_config *cfg, nncl__plan_opts *o) {
+    memset(o, 0, sizeof *o);
+    NNCL_TRY(nncl__graph_layout(g)); /* sizes the optimizer state */
+    o->max_batch = cfg->max_batch;
+    o->store = (int)cfg->precision;
+    o->checkpoint = (int)cfg->checkpoint;
+    o->train_floats =
+        nncl__optim_state_floats(&cfg->optim) * g->n_trainable + nncl__optim_scratch_floats() + g->n_state;
+    return NNCL_OK;
+}
+
 static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_graph *g = t->graph;
+    nncl__plan_opts o;
     float *init = NULL, *state = NULL;
     nncl_status st = NNCL_OK;
     int i;
@@ -161,9 +173,9 @@ static nncl_status trainer_devices(nncl_trainer *t) {
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
                           "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
+    NNCL_TRY(nncl__trainer_plan_opts(t->graph, &t->cfg, &o));
     for (i = 0; st == NNCL_OK && i < t->nd; i++) {
-        st = nncl__plan_create_store(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, (int)t->cfg.precision,
-                                     &t->plan[i]);
+        st = nncl__plan_create_opts(t->ctx, g, t->loss, t->device[i], &o, &t->plan[i]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[i], t->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK)
             st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim, t->plan[i]->x.store);
@@ -290,6 +302,94 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
                                 nncl_trainer **out) {
     nncl_status st;
     NNCL_LOCKED(ctx, st, trainer_create(ctx, g, loss, cfg, out));
+    return st;
+}
+
+/* ------------------------------------------------------------- the largest batch */
+
+/* Whether a plan of batch fits every device of the list: 1 yes, 0 no (*worst
+ * the device of least room to spare), or an error. */
+static nncl_status fit_try(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                           const int *dev, int nd, int batch, nncl_batch_fit *worst, int *fits) {
+    nncl__plan_opts o;
+    uint64_t need = 0;
+    int i, seg = 1;
+    nncl_train_config c = *cfg;
+    c.max_batch = batch;
+    NNCL_TRY(nncl__trainer_plan_opts(g, &c, &o));
+    NNCL_TRY(nncl__plan_measure(ctx, g, loss, &o, &need, NULL, &seg));
+    *fits = 1;
+    for (i = 0; i < nd; i++) {
+        nncl_device *d = nncl__device(ctx, dev[i]);
+        uint64_t limit = nncl__device_memory_limit(ctx, d);
+        uint64_t have = (uint64_t)((double)limit * (1.0 - NNCL_FIT_MARGIN));
+        have = have > d->mem_in_use ? have - d->mem_in_use : 0;
+        if (i == 0 || have < worst->have_bytes) {
+            worst->device = dev[i];
+            worst->have_bytes = have;
+        }
+    }
+    worst->need_bytes = need;
+    worst->segments = seg;
+    if (need > worst->have_bytes) *fits = 0;
+    return NNCL_OK;
+}
+
+static nncl_status train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                   int limit, nncl_batch_fit *out) {
+    int all[64], nd, i, lo = 0, hi, fits = 0;
+    const int *dev = cfg ? cfg->devices : NULL;
+    nncl_batch_fit f;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_train_max_batch: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!ctx || !g || !loss || !cfg)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_train_max_batch: context, graph, loss and config are needed");
+    if (!nncl__graph_owns(g, loss))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_train_max_batch: the loss is not a node of this graph");
+    NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
+    NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
+    nd = dev ? cfg->n_devices : nncl_device_count(ctx);
+    if (nd <= 0 || nd > 64) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_train_max_batch: %d devices", nd);
+    for (i = 0; !dev && i < nd; i++) all[i] = i;
+    if (!dev) dev = all;
+    for (i = 0; i < nd; i++)
+        if (!nncl__device(ctx, dev[i])) return NNCL_ERR_INVALID_ARGUMENT;
+    if (limit <= 0) limit = 65536;
+    /* doubling, then halving the interval: plan memory grows with the batch */
+    hi = 1;
+    while (1) {
+        NNCL_TRY(fit_try(ctx, g, loss, cfg, dev, nd, hi, &f, &fits));
+        if (!fits) break;
+        lo = hi;
+        *out = f;
+        out->batch = hi;
+        if (hi == limit) return NNCL_OK;
+        hi = hi > limit / 2 ? limit : hi * 2;
+    }
+    if (lo == 0) { /* not even one sample */
+        *out = f;
+        out->batch = 0;
+        return NNCL_OK;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        NNCL_TRY(fit_try(ctx, g, loss, cfg, dev, nd, mid, &f, &fits));
+        if (fits) {
+            lo = mid;
+            *out = f;
+            out->batch = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl_train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                 int limit, nncl_batch_fit *out) {
+    nncl_status st;
+    NNCL_LOCKED(ctx, st, train_max_batch(ctx, g, loss, cfg, limit, out));
     return st;
 }
 

@@ -61,6 +61,9 @@ struct nncl_trainer {
     int closing;
 };
 
+/* What each device's plan of a trainer with config cfg is made for. */
+nncl_status nncl__trainer_plan_opts(nncl_graph *g, const nncl_train_config *cfg, nncl__plan_opts *o);
+
 /* Overlapped gradient read-back (overlap.c): set up once, switched on for
  * exchange steps and off for solo and calibration passes. */
 nncl_status nncl__overlap_setup(nncl_trainer *t);
