@@ -177,6 +177,28 @@ static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int re
     return r;
 }
 
+/* Gradient checkpointing inside the stages changes nothing: a pipeline
+ * with it equals one device without. */
+static int test_grad_checkpoint(nncl_context *ctx) {
+    const char *name = "CNN over 2 stages with gradient checkpointing in the stages equals one device without";
+    int devs[2] = {0, 1}, r;
+    tp_model ma, mb;
+    nncl_trainer *a = NULL, *b = NULL;
+    nncl_train_config ca = tp_config(devs, 2, 1, 3), cb = tp_config(devs, 1, 0, 0);
+    if (th_devices_lack(ctx, 2, name)) return 0;
+    ca.checkpoint = NNCL_CHECKPOINT_AUTO;
+    TH_CHECK(name, tp_build(ctx, &ma, TP_CNN) && tp_build(ctx, &mb, TP_CNN));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    r = tp_compare(name, ctx, a, &ma, b, &mb);
+    nncl_trainer_free(a);
+    nncl_trainer_free(b);
+    nncl_graph_free(ma.g);
+    nncl_graph_free(mb.g);
+    if (!r) th_pass("%s", name);
+    return r;
+}
+
 /* A checkpoint of a pipelined trainer resumes in a one-device trainer:
  * the same values, and the next step the same on both. */
 static int test_checkpoint(nncl_context *ctx) {
@@ -474,6 +496,7 @@ int main(void) {
         test_equal(ctx, kind, 3, 4, 0);
     }
     test_equal(ctx, TP_BN, 2, 3, 3);
+    test_grad_checkpoint(ctx);
     test_checkpoint(ctx);
     test_failure(ctx, 0);
     test_failure(ctx, 1);

@@ -10,20 +10,23 @@
 #include "train/optim.h"
 #include <float.h>
 
-/* Whether c can end a stage: every op node after it up to the loss reads,
- * of the op nodes up to c, only c. Parameters and inputs go with whichever
- * stage reads them. */
-static int pipe_cut_ok(const nncl_graph *g, const nncl_node *loss, const nncl_node *c) {
-    int i, k;
-    if (c->op == NNCL_OP_INPUT || c->op == NNCL_OP_PARAM || !c->batched || c->id >= loss->id) return 0;
-    for (i = c->id + 1; i <= loss->id; i++) {
-        const nncl_node *n = g->nodes[i];
-        for (k = 0; k < n->n_in; k++) {
-            const nncl_node *r = n->in[k];
-            if (r->op != NNCL_OP_INPUT && r->op != NNCL_OP_PARAM && r->id <= c->id && r != c) return 0;
-        }
+/* The nodes that can end a stage, in graph order, into cand: op nodes
+ * before the loss, per sample, such that every op node after them up to
+ * the loss reads, of the op nodes up to them, only them (parameters and
+ * inputs go with whichever stage reads them): no op node before c is read
+ * after c. */
+static int pipe_cuts(const nncl_graph *g, const nncl_node *loss, int *cand, int *last_read) {
+    int i, k, n = 0, reach = -1;
+    for (i = 0; i <= loss->id; i++) last_read[i] = -1;
+    for (i = 0; i <= loss->id; i++)
+        for (k = 0; k < g->nodes[i]->n_in; k++) last_read[g->nodes[i]->in[k]->id] = i;
+    for (i = 0; i < loss->id; i++) {
+        const nncl_node *c = g->nodes[i];
+        if (c->op == NNCL_OP_INPUT || c->op == NNCL_OP_PARAM) continue;
+        if (c->batched && reach <= i) cand[n++] = i;
+        if (last_read[i] > reach) reach = last_read[i];
     }
-    return 1;
+    return n;
 }
 
 /* Arithmetic of one sample through node n (forward; backward is about
@@ -60,8 +63,7 @@ static double pipe_bytes(const nncl_graph *g, int lo, int hi, int mb, size_t opt
     return b;
 }
 
-/* Lays out ends[0..k) (the last op node of each stage) and the device order
- * perm: fixed cuts from the config, else the best cut for every order. */
+/* What the cut is chosen from. */
 typedef struct pipe_plan {
     int k, n_cand, *cand;      /* cut points in graph order */
     /* seconds on device d of the op nodes up to cand[j] (j = n_cand: to the
@@ -456,8 +458,7 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
         uint64_t lim = nncl__device_memory_limit(t->ctx, di);
         pp.mem[i] = lim > di->mem_in_use ? (double)(lim - di->mem_in_use) : 0;
     }
-    for (i = 0; i <= t->loss->id; i++)
-        if (pipe_cut_ok(g, t->loss, g->nodes[i])) pp.cand[pp.n_cand++] = i;
+    pp.n_cand = pipe_cuts(g, t->loss, pp.cand, pp.never); /* never: scratch until the costs */
     if (pp.n_cand + 1 < pp.k) {
         st = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                         "nncl_trainer_create: %d stages asked for (one per device), but the graph has %d layers "
