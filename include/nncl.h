@@ -545,7 +545,9 @@ typedef struct nncl_train_config {
      * fails ends the step with NNCL_ERR_DEVICE naming it and changes
      * nothing (create the trainer again from the last checkpoint); predict,
      * evaluate and fit are refused (NNCL_ERR_UNSUPPORTED: load the
-     * parameters into a trainer without pipeline). */
+     * parameters into a trainer without pipeline). -1: data parallel
+     * where the model fits every device, else (a device's plan refused for
+     * memory) a pipeline over the devices. */
     int pipeline;
     int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
     /* n_devices - 1 node names, each the last node of a stage (a node

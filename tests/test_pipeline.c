@@ -387,9 +387,10 @@ static int tp_footprint(int kind, const nncl_train_config *c, uint64_t *used) {
  * wide layers) and what each of two stages needs: one device is refused,
  * two train it, and the stages say where the wide layers went. */
 static int test_memory_cap(nncl_context *ctx) {
-    const char *name = "under a memory cap one device cannot train the model, two stages can";
+    const char *name = "under a memory cap one device cannot train the model, two stages can (asked for or "
+                       "as data parallelism's fallback)";
     const char *cut[1] = {"fc1"};
-    int devs[2] = {0, 1}, ok;
+    int devs[2] = {0, 1}, ok, k;
     nncl_train_config one = tp_config(devs, 1, 0, 0), two = tp_config(devs, 2, 1, 2);
     nncl_config cfg = nncl_config_default();
     nncl_context *c = NULL;
@@ -414,10 +415,23 @@ static int test_memory_cap(nncl_context *ctx) {
     TH_CHECK(name, tp_build(c, &m, TP_WIDE));
     st = nncl_trainer_create(c, m.g, m.loss, &one, &t);
     ok = st == NNCL_ERR_OUT_OF_MEMORY && t == NULL;
-    if (ok) ok = nncl_trainer_create(c, m.g, m.loss, &two, &t) == NNCL_OK;
-    if (ok) {
-        int s1 = nncl_trainer_stage_device(t, "fc1"), s2 = nncl_trainer_stage_device(t, "fc2");
-        ok = s1 >= 0 && s2 >= 0 && s1 != s2 && tp_step(t, &m, 0, NULL) == NNCL_OK;
+    for (k = 0; k < 2 && ok; k++) { /* asked for, then as the fallback of data parallelism */
+        nncl_step_info info;
+        nncl_feed f[2];
+        two.pipeline = k ? -1 : 1;
+        ok = nncl_trainer_create(c, m.g, m.loss, &two, &t) == NNCL_OK;
+        if (ok) {
+            int s1 = nncl_trainer_stage_device(t, "fc1"), s2 = nncl_trainer_stage_device(t, "fc2");
+            f[0].node = m.x;
+            f[0].data = tp_x;
+            f[1].node = m.y;
+            f[1].data = tp_y;
+            ok = s1 >= 0 && s2 >= 0 && s1 != s2 && nncl_trainer_step(t, f, 2, TP_B, &info) == NNCL_OK &&
+                 info.arrangement == NNCL_ARRANGE_PIPELINE &&
+                 strstr(info.arrangement_why, k ? "fits no device whole" : "asked for") != NULL;
+        }
+        nncl_trainer_free(t);
+        t = NULL;
     }
     if (!ok) fprintf(stderr, "  cap %llu: %s\n", (unsigned long long)cfg.memory_cap, nncl_last_error(c));
     nncl_trainer_free(t);
@@ -467,6 +481,7 @@ static int test_arrangement(nncl_context *ctx, int kind) {
     f[1].data = tp_y;
     for (k = kind == 1 ? 0 : 1; k < (kind == 1 ? 1 : 3); k++) {
         c = tp_config(devs, k ? 2 : 1, k == 2, 2);
+        if (k == 1) c.pipeline = -1; /* the model fits: no pipeline */
         TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
         TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TP_B, &info));
         if (k == 0) TH_CHECK(name, info.arrangement == NNCL_ARRANGE_ONE && strstr(info.arrangement_why, "only"));

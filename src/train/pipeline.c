@@ -480,7 +480,8 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     if (st == NNCL_OK) st = pipe_plans(t);
     if (st == NNCL_OK) {
         pipe_log(t);
-        snprintf(t->why, sizeof t->why, "asked for: %d stages, %d micro-batches, cut %s", pp.k, t->pipe->m,
+        snprintf(t->why, sizeof t->why, "%s: %d stages, %d micro-batches, cut %s",
+                 t->cfg.pipeline > 0 ? "asked for" : "the model fits no device whole", pp.k, t->pipe->m,
                  t->cfg.cuts ? "given" : t->fixed_shares ? "by arithmetic over the shares" : "by measured layer times");
     }
 done:

@@ -221,6 +221,23 @@ static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nnc
     return nncl__plan_check_store(ctx, g, loss, (int)cfg->precision);
 }
 
+/* pipeline -1: the model does not fit a device whole, so the devices'
+ * plans go and a pipeline over them is made instead, saying why. */
+static nncl_status trainer_pipeline_instead(nncl_trainer *t) {
+    char why[NNCL_MSG_MAX];
+    int i;
+    nncl_status st;
+    snprintf(why, sizeof why, "%s", nncl__thread_error());
+    for (i = 0; i < t->nd; i++) {
+        nncl__plan_free(t->plan[i]);
+        t->plan[i] = NULL;
+    }
+    st = nncl__pipe_create(t);
+    if (st != NNCL_OK) return st;
+    nncl__log(t->ctx, NNCL_LOG_INFO, "the model does not fit one device (%s): pipelined over %d devices", why, t->nd);
+    return NNCL_OK;
+}
+
 static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                                   nncl_trainer **out) {
     nncl_trainer *t;
@@ -237,8 +254,8 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (cfg->devices && cfg->n_devices <= 0)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
                           cfg->n_devices);
-    if (cfg->pipeline != 0 && cfg->pipeline != 1)
-        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: pipeline %d must be 0 or 1",
+    if (cfg->pipeline < -1 || cfg->pipeline > 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: pipeline %d must be -1, 0 or 1",
                           cfg->pipeline);
     NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
     NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
@@ -285,9 +302,10 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
     snprintf(t->why, sizeof t->why, "%s", t->nd == 1 ? "the only device asked for" : "shares given");
-    if (st == NNCL_OK) st = cfg->pipeline ? nncl__pipe_create(t) : trainer_devices(t);
-    if (st == NNCL_OK && cfg->overlap && !cfg->pipeline) st = nncl__overlap_setup(t);
-    if (st == NNCL_OK && !cfg->pipeline) st = nncl__syncbn_setup(t);
+    if (st == NNCL_OK) st = cfg->pipeline > 0 ? nncl__pipe_create(t) : trainer_devices(t);
+    if (st == NNCL_ERR_OUT_OF_MEMORY && cfg->pipeline < 0 && t->nd > 1) st = trainer_pipeline_instead(t);
+    if (st == NNCL_OK && cfg->overlap && !t->pipe) st = nncl__overlap_setup(t);
+    if (st == NNCL_OK && !t->pipe) st = nncl__syncbn_setup(t);
     if (st != NNCL_OK) {
         trainer_free(t);
         return st;
