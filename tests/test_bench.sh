@@ -109,7 +109,8 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 # Parses the JSON, checks every section is there, and that what can be
 # measured on any OpenCL device was: a GEMM rate and an nncl/raw ratio,
-# bandwidth, launch times, a cold and a warm build, MLP training, and with
+# bandwidth, launch times, a cold and a warm build, MLP training, the
+# checkpoint rows of each model with and without checkpointing, and with
 # two devices or more the pipeline rows.
 if python3 - "$dir/b.json" "$dir/sections.txt" <<'EOF'
 import json, math, sys
@@ -153,6 +154,27 @@ for d in range(n):
     ratio = val("training", d, "mlp", "mem_ratio")
     if not (pos(ratio) and ratio < 3):
         bad.append("d%d mlp memory ratio %r" % (d, ratio))
+    # the checkpoint section: each model without and with checkpointing, well formed
+    rows = {r["item"]: r for r in j["checkpoint"] if r["device"] == d}
+    for model in ("cnn", "mlp16", "gpt"):
+        got = []
+        for ck, item in ((0, model), (1, model + "_checkpoint")):
+            r = rows.get(item)
+            if r is None:
+                bad.append("d%d checkpoint row %s missing" % (d, item))
+                continue
+            f = {k: (v["median"] if isinstance(v, dict) else v) for k, v in r.items()}
+            if f.get("checkpoint") != ck:
+                bad.append("d%d checkpoint %s: checkpoint is %r, not %d" % (d, item, f.get("checkpoint"), ck))
+            for key in ("peak_mib", "samples_s", "max_batch"):
+                if not pos(f.get(key)):
+                    bad.append("d%d checkpoint %s/%s is %r" % (d, item, key, f.get(key)))
+            if pos(f.get("max_batch")) and f["max_batch"] != int(f["max_batch"]):
+                bad.append("d%d checkpoint %s: max_batch %r is not whole" % (d, item, f["max_batch"]))
+            got.append(f.get("max_batch"))
+        if len(got) == 2 and pos(got[0]) and pos(got[1]) and got[1] < got[0]:
+            bad.append("d%d checkpoint %s: a smaller batch fits with checkpointing (%r < %r)"
+                       % (d, model, got[1], got[0]))
 if n > 1 and not pos(val("training", None, "mlp", "scaling_eff")):
     bad.append("no scaling efficiency with %d devices" % n)
 # the pipeline section: one row per stage count, every figure present

@@ -14,27 +14,75 @@
 #define TM_IN 12    /* features of the MLP; the CNN takes [2, 8, 8] */
 #define TM_CLASSES 4
 
-static float tm_x[TM_N * 128], tm_y[TM_N];
+#define TM_T 8      /* the GPT's context */
+#define TM_VOCAB 11
+
+static float tm_x[TM_N * 128], tm_y[TM_N], tm_tok[TM_N * TM_T], tm_next[TM_N * TM_T];
 
 static void tm_data(void) {
     unsigned seed = 7;
     int i;
     th_fill_uniform(tm_x, sizeof tm_x / sizeof tm_x[0], -1, 1, &seed);
     for (i = 0; i < TM_N; i++) tm_y[i] = (float)(i % TM_CLASSES);
+    for (i = 0; i < TM_N * TM_T; i++) {
+        tm_tok[i] = (float)((i * 7 + i / 5) % TM_VOCAB);
+        tm_next[i] = (float)((i * 3 + 1) % TM_VOCAB);
+    }
 }
 
 typedef struct tm_model {
     nncl_graph *g;
     nncl_node *x, *y, *loss, *mid; /* mid: an activation halfway through */
+    int gpt;
 } tm_model;
+
+/* A small GPT as examples/char_gpt.c builds it (2 blocks of 2 heads, 16
+ * channels, tied head), with dropout in the attention and after it. */
+static int tm_build_gpt(nncl_context *ctx, tm_model *m) {
+    int T = TM_T, C = 16, tc[2] = {TM_T, 16}, l;
+    nncl_node *x, *wpe;
+    char nm[48];
+    memset(m, 0, sizeof *m);
+    m->gpt = 1;
+    m->g = nncl_graph_create(ctx, 5);
+    m->x = nncl_input(m->g, "idx", 1, &T);
+    m->y = nncl_input(m->g, "targets", 1, &T);
+    x = nncl_embedding(m->g, m->x, TM_VOCAB, C, "wte");
+    wpe = nncl_param(m->g, "wpe.weight", 2, tc, NNCL_INIT_NORMAL, 0.02f);
+    x = nncl_op_add(m->g, x, wpe);
+    for (l = 0; l < 2; l++) {
+        nncl_node *h, *qkv, *a;
+        snprintf(nm, sizeof nm, "h%d.ln_1", l);
+        h = nncl_layernorm_ex(m->g, x, 1e-5f, 0, nm);
+        snprintf(nm, sizeof nm, "h%d.attn.c_attn", l);
+        qkv = nncl_linear(m->g, h, 3 * C, 0, NNCL_ACT_NONE, nm);
+        a = nncl_causal_attention(m->g, nncl_slice(m->g, qkv, 1, 0, C), nncl_slice(m->g, qkv, 1, C, C),
+                                  nncl_slice(m->g, qkv, 1, 2 * C, C), 2, 0.1f);
+        snprintf(nm, sizeof nm, "h%d.attn.c_proj", l);
+        x = nncl_op_add(m->g, x, nncl_dropout(m->g, nncl_linear(m->g, a, C, 0, NNCL_ACT_NONE, nm), 0.1f));
+        if (l == 0) m->mid = x;
+        snprintf(nm, sizeof nm, "h%d.ln_2", l);
+        h = nncl_layernorm_ex(m->g, x, 1e-5f, 0, nm);
+        snprintf(nm, sizeof nm, "h%d.mlp.c_fc", l);
+        h = nncl_op_gelu(m->g, nncl_linear(m->g, h, 4 * C, 0, NNCL_ACT_NONE, nm));
+        snprintf(nm, sizeof nm, "h%d.mlp.c_proj", l);
+        x = nncl_op_add(m->g, x, nncl_linear(m->g, h, C, 0, NNCL_ACT_NONE, nm));
+    }
+    x = nncl_layernorm_ex(m->g, x, 1e-5f, 0, "ln_f");
+    x = nncl_matmul(m->g, x, nncl_graph_find(m->g, "wte.weight"), 0, 1);
+    m->loss = nncl_sequence_cross_entropy(m->g, x, m->y, -1);
+    return m->loss != NULL;
+}
 
 /* kind 0: an MLP of `depth` residual blocks (linear, batch norm, relu,
  * dropout, add); kind 1: a small CNN with batch norm, pooling, dropout and
- * a residual add; kind 2: a plain deep MLP of `depth` layers of `width`. */
+ * a residual add; kind 2: a plain deep MLP of `depth` layers of `width`;
+ * kind 3: the GPT above. */
 static int tm_build(nncl_context *ctx, tm_model *m, int kind, int depth, int width) {
     nncl_node *h;
     char nm[32];
     int i;
+    if (kind == 3) return tm_build_gpt(ctx, m);
     memset(m, 0, sizeof *m);
     m->g = nncl_graph_create(ctx, 11);
     if (kind == 1) {
@@ -90,8 +138,8 @@ static nncl_status tm_train(nncl_trainer *t, const tm_model *m, int steps, int b
         nncl_step_info info;
         nncl_feed f[2];
         int start = (i * 7) % (TM_N - batch + 1);
-        f[0].node = m->x; f[0].data = tm_x + (size_t)start * m->x->sample_numel;
-        f[1].node = m->y; f[1].data = tm_y + start;
+        f[0].node = m->x; f[0].data = (m->gpt ? tm_tok : tm_x) + (size_t)start * m->x->sample_numel;
+        f[1].node = m->y; f[1].data = m->gpt ? tm_next + (size_t)start * TM_T : tm_y + start;
         NNCL_TRY(nncl_trainer_step(t, f, 2, batch, &info));
         if (losses) losses[i] = info.loss;
     }
@@ -257,6 +305,10 @@ static int tm_compare(nncl_context *ctx, const char *name, int kind, int checkpo
     ta.n_devices = tb.n_devices = devs ? nd : 1;
     ta.shares = tb.shares = nd > 1 ? even : NULL;
     ta.overlap = tb.overlap = overlap;
+    if (kind == 3) { /* nanoGPT's: AdamW, clipping */
+        ta.optim = tb.optim = nncl_optim_default(NNCL_OPT_ADAMW);
+        ta.optim.clip_norm = tb.optim.clip_norm = 1.0f;
+    }
     ta.optim.weight_decay = tb.optim.weight_decay = 0.01f;
     TH_OK(name, ctx, nncl_trainer_create(ctx, a.g, a.loss, &ta, &t0));
     TH_OK(name, ctx, nncl_trainer_create(ctx, b.g, b.loss, &tb, &t1));
@@ -387,6 +439,8 @@ int main(void) {
                0, NNCL_CHECKPOINT_MARKED, NNCL_PRECISION_FP32, 0, NULL, 1, 0, "fp32");
     tm_compare(ctx, "checkpointing (automatic) trains bit-identical to none: CNN with batch norm, pooling, residual",
                1, NNCL_CHECKPOINT_AUTO, NNCL_PRECISION_FP32, 0, NULL, 1, 0, "fp32");
+    tm_compare(ctx, "checkpointing (automatic) trains bit-identical to none: GPT with attention dropout, layer norm",
+               3, NNCL_CHECKPOINT_AUTO, NNCL_PRECISION_FP32, 0, NULL, 1, 0, "fp32, AdamW, clipping");
     tm_compare(ctx, "checkpointing in fp16 storage with loss scaling trains as without", 0, NNCL_CHECKPOINT_AUTO,
                NNCL_PRECISION_FP16, 1e-8, NULL, 1, 0, "fp16");
     tm_compare(ctx, "checkpointing in bf16 storage (CNN) trains as without", 1, NNCL_CHECKPOINT_AUTO,
