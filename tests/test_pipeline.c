@@ -348,6 +348,19 @@ static int test_given_cut(nncl_context *ctx) {
         TH_CHECK(name, si[0].device == 1 && !strcmp(si[0].first, "fc1") && !strcmp(si[0].last, "fc1"));
         TH_CHECK(name, si[1].device == 0 && !strcmp(si[1].first, "fc2") && si[1].params == 16 * 16 * 2 + 32 + 16 * 3 + 3);
     }
+    { /* the summary names each stage's layers */
+        FILE *f = tmpfile();
+        char text[4096];
+        size_t n;
+        TH_CHECK(name, f != NULL);
+        TH_OK(name, ctx, nncl_trainer_summary(t, f));
+        rewind(f);
+        n = fread(text, 1, sizeof text - 1, f);
+        text[n] = 0;
+        fclose(f);
+        TH_CHECK(name, strstr(text, "pipeline stage 0 of 2: nodes fc1 to fc1") != NULL &&
+                           strstr(text, "pipeline stage 1 of 2: nodes fc2 to") != NULL);
+    }
     nncl_trainer_free(t);
     nncl_graph_free(m.g);
     th_pass("%s", name);
