@@ -74,16 +74,26 @@ typedef struct pipe_plan {
     int mb;
     size_t optk;
     unsigned char *seen;
+    double *bytes;             /* pipe_bytes of layers i..j-1 at [i * (n_cand + 2) + j], 0: not yet */
 } pipe_plan;
 
 static int pipe_end(const pipe_plan *pp, const nncl_node *loss, int j) {
     return j < pp->n_cand ? pp->cand[j] : loss->id;
 }
 
+/* The device bytes of a stage of layers i..j-1, worked out once. */
+static double pipe_stage_bytes(const nncl_trainer *t, pipe_plan *pp, int i, int j) {
+    double *b = &pp->bytes[(size_t)i * (size_t)(pp->n_cand + 2) + (size_t)j];
+    if (*b == 0)
+        *b = pipe_bytes(t->graph, i == 0 ? -1 : pipe_end(pp, t->loss, i - 1), pipe_end(pp, t->loss, j - 1), pp->mb,
+                        pp->optk, pp->seen) + 1;
+    return *b - 1;
+}
+
 /* Best cut for the devices in order perm: ends[s] indexes cand (n_cand for
  * the last stage); returns the slowest stage's time, DBL_MAX when nothing
  * fits. */
-static double pipe_best(const nncl_trainer *t, const pipe_plan *pp, const int *perm, int *ends) {
+static double pipe_best(const nncl_trainer *t, pipe_plan *pp, const int *perm, int *ends) {
     int L = pp->n_cand + 1, k = pp->k, s, j, i;
     double *best = (double *)nncl__calloc((size_t)(k + 1) * (size_t)(L + 1), sizeof(double));
     int *from = (int *)nncl__calloc((size_t)(k + 1) * (size_t)(L + 1), sizeof(int));
@@ -101,14 +111,13 @@ static double pipe_best(const nncl_trainer *t, const pipe_plan *pp, const int *p
             for (i = s - 1; i < j; i++) {
                 const double *cost = pp->cost + (size_t)perm[s - 1] * (size_t)L;
                 double prev = best[(s - 1) * (L + 1) + i], c;
-                int lo = i == 0 ? -1 : pipe_end(pp, t->loss, i - 1), hi = pipe_end(pp, t->loss, j - 1);
                 if (prev == DBL_MAX) continue;
                 const int *never = pp->never + (size_t)perm[s - 1] * (size_t)L;
                 c = cost[j - 1] - (i == 0 ? 0 : cost[i - 1]);
                 if (never[j - 1] - (i == 0 ? 0 : never[i - 1]) > 0) continue;
                 if (c < prev) c = prev;
                 if (c >= best[s * (L + 1) + j]) continue;
-                if (pipe_bytes(t->graph, lo, hi, pp->mb, pp->optk, pp->seen) > pp->mem[perm[s - 1]]) continue;
+                if (pipe_stage_bytes(t, pp, i, j) > pp->mem[perm[s - 1]]) continue;
                 best[s * (L + 1) + j] = c;
                 from[s * (L + 1) + j] = i;
             }
@@ -171,8 +180,7 @@ static nncl_status pipe_given(nncl_trainer *t, pipe_plan *pp, int *ends, int *pe
     }
     ends[pp->k - 1] = pp->n_cand;
     for (s = 0; s < pp->k; s++) {
-        int lo = s ? pipe_end(pp, t->loss, ends[s - 1]) : -1;
-        double need = pipe_bytes(t->graph, lo, pipe_end(pp, t->loss, ends[s]), pp->mb, pp->optk, pp->seen);
+        double need = pipe_stage_bytes(t, pp, s ? ends[s - 1] + 1 : 0, ends[s] + 1);
         if (need > pp->mem[s])
             return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY,
                               "nncl_trainer_create: stage %d needs about %.0f bytes, device %d has %.0f", s, need,
@@ -459,13 +467,19 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
         pp.mem[i] = lim > di->mem_in_use ? (double)(lim - di->mem_in_use) : 0;
     }
     pp.n_cand = pipe_cuts(g, t->loss, pp.cand, pp.never); /* never: scratch until the costs */
+    memset(pp.never, 0, ((size_t)g->n_nodes + 1) * (size_t)t->nd * sizeof(int));
+    pp.bytes = (double *)nncl__calloc((size_t)(pp.n_cand + 2) * (size_t)(pp.n_cand + 2), sizeof(double));
+    if (!pp.bytes) {
+        st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto done;
+    }
     if (pp.n_cand + 1 < pp.k) {
         st = nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                         "nncl_trainer_create: %d stages asked for (one per device), but the graph has %d layers "
                         "between which it can be cut", pp.k, pp.n_cand + 1);
         goto done;
     }
-    if (!t->cfg.cuts) st = pipe_costs(t, &pp, map);
+    if (!t->cfg.cuts && pp.k > 1) st = pipe_costs(t, &pp, map); /* one stage: nothing to choose */
     if (st == NNCL_OK) st = t->cfg.cuts ? pipe_given(t, &pp, ends, perm) : pipe_choose(t, &pp, ends, perm);
     if (st != NNCL_OK) goto done;
     for (s = 0; s < pp.k; s++) dev[s] = t->device[perm[s]];
@@ -486,6 +500,7 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     }
 done:
     NNCL_FREE(pp.cand); NNCL_FREE(pp.cost); NNCL_FREE(pp.never); NNCL_FREE(pp.mem); NNCL_FREE(pp.seen);
+    NNCL_FREE(pp.bytes);
     NNCL_FREE(map);
     return st;
 }
