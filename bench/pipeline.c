@@ -64,7 +64,8 @@ static int pipe_measure(const bench_opts *o, nncl_context *ctx, const int *devs,
     f[0].data = x;
     f[1].node = m.y;
     f[1].data = y;
-    if (nncl_trainer_create(ctx, m.g, m.loss, &tc, &t) != NNCL_OK || nncl_trainer_step(t, f, 2, batch, &info) != NNCL_OK) {
+    if (nncl_trainer_create(ctx, m.g, m.loss, &tc, &t) != NNCL_OK ||
+        nncl_trainer_step(t, f, 2, batch, &info) != NNCL_OK) {
         snprintf(why, len, "n/a: %s", nncl_last_error(ctx));
         nncl_trainer_free(t);
         nncl_graph_free(m.g);
@@ -133,17 +134,18 @@ static void pipe_row(const bench_opts *o, nncl_context *ctx, int k, const float 
                   "share of the stages' time spent waiting, last step");
     bench_put_num("pipeline", -1, item, "transfer_s", pr.xfer, "s", "copies at the cuts, all stages, last step");
     bench_put_text("pipeline", -1, item, "cut", cut);
-    (void)ctx;
 }
 
 void bench_pipeline(const bench_opts *o, nncl_context *ctx) {
     int nd = nncl_device_count(ctx), batch = o->batch, k;
     size_t i;
-    float *x = (float *)malloc((size_t)batch * 784 * sizeof(float)), *y = (float *)malloc((size_t)batch * sizeof(float));
+    float *x = (float *)malloc((size_t)batch * 784 * sizeof(float));
+    float *y = (float *)malloc((size_t)batch * sizeof(float));
     unsigned s = 777u;
     if (!x || !y) {
         free(x), free(y);
-        bench_put("pipeline", -1, "deep mlp, 2 stages", "samples_s", bench_stat_na(), "samples/s", "n/a: out of memory");
+        bench_put("pipeline", -1, "deep mlp, 2 stages", "samples_s", bench_stat_na(), "samples/s",
+                  "n/a: out of memory");
         return;
     }
     for (i = 0; i < (size_t)batch * 784; i++) {

@@ -346,7 +346,8 @@ static int test_given_cut(nncl_context *ctx) {
         nncl_stage_info si[2];
         TH_CHECK(name, nncl_trainer_stages(t, si, 2) == 2);
         TH_CHECK(name, si[0].device == 1 && !strcmp(si[0].first, "fc1") && !strcmp(si[0].last, "fc1"));
-        TH_CHECK(name, si[1].device == 0 && !strcmp(si[1].first, "fc2") && si[1].params == 16 * 16 * 2 + 32 + 16 * 3 + 3);
+        TH_CHECK(name, si[1].device == 0 && !strcmp(si[1].first, "fc2") &&
+                           si[1].params == 16 * 16 * 2 + 32 + 16 * 3 + 3);
     }
     { /* the summary names each stage's layers */
         FILE *f = tmpfile();
@@ -523,7 +524,8 @@ static int test_arrangement(nncl_context *ctx, int kind) {
             TH_CHECK(name, (info.arrangement == NNCL_ARRANGE_ONE && (strstr(info.arrangement_why, "alone is faster") ||
                                                                      strstr(info.arrangement_why, "every sample"))) ||
                                (info.arrangement == NNCL_ARRANGE_DATA && strstr(info.arrangement_why, "together are")));
-        if (k == 2) TH_CHECK(name, info.arrangement == NNCL_ARRANGE_PIPELINE && strstr(info.arrangement_why, "2 stages"));
+        if (k == 2)
+            TH_CHECK(name, info.arrangement == NNCL_ARRANGE_PIPELINE && strstr(info.arrangement_why, "2 stages"));
         nncl_trainer_free(t);
     }
     nncl_graph_free(m.g);

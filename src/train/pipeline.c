@@ -56,7 +56,8 @@ static double pipe_bytes(const nncl_graph *g, int lo, int hi, int mb, size_t opt
             const nncl_node *r = n->in[k];
             if (seen[r->id]) continue;
             seen[r->id] = 1;
-            if (r->op == NNCL_OP_PARAM) b += 4.0 * (double)nncl__numel(r, 1) * (r->trainable ? 2.0 + (double)optk : 1.0);
+            if (r->op == NNCL_OP_PARAM)
+                b += 4.0 * (double)nncl__numel(r, 1) * (r->trainable ? 2.0 + (double)optk : 1.0);
             else if (r->op == NNCL_OP_INPUT || r->id <= lo) b += 8.0 * (double)nncl__numel(r, mb);
         }
     }
@@ -231,7 +232,8 @@ static nncl_status pipe_subgraph(nncl_trainer *t, nncl__stage *st, int lo, int h
         for (k = 0; k < n->n_in; k++) {
             nncl_node *r = n->in[k];
             in[k] = r->op == NNCL_OP_INPUT || r->op == NNCL_OP_PARAM ? pipe_leaf(st, map, r) : map[r->id];
-            if (!in[k]) return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "pipeline: node \"%s\" lost input %d", n->name, k);
+            if (!in[k])
+                return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "pipeline: node \"%s\" lost input %d", n->name, k);
         }
         map[i] = nncl__node_add(st->g, n->op, n->name, n->n_in, in, n->iattr, 8, n->fattr, 4);
         if (!map[i]) return NNCL_ERR_INVALID_ARGUMENT;
@@ -538,7 +540,8 @@ int nncl_trainer_stage_device(const nncl_trainer *t, const char *name) {
 static const nncl_node *pipe_first(const nncl_trainer *t, int s) {
     int i = s ? t->pipe->st[s - 1].last + 1 : 0;
     for (; i <= t->pipe->st[s].last; i++)
-        if (t->graph->nodes[i]->op != NNCL_OP_INPUT && t->graph->nodes[i]->op != NNCL_OP_PARAM) return t->graph->nodes[i];
+        if (t->graph->nodes[i]->op != NNCL_OP_INPUT && t->graph->nodes[i]->op != NNCL_OP_PARAM)
+            return t->graph->nodes[i];
     return t->graph->nodes[t->pipe->st[s].last];
 }
 

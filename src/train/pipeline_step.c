@@ -62,8 +62,8 @@ static nncl_status pipe_feed(nncl_trainer *t, int s, int m) {
 static nncl_status pipe_inject(nncl_trainer *t, int s, int backward) {
     if (t->step != t->fail_step || s != t->fail_device || t->fail_in_update || t->fail_in_backward != backward)
         return NNCL_OK;
-    return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE, "injected failure in the %s on device %d",
-                      backward ? "backward" : "forward", t->device[s]);
+    return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
+                      "injected failure in the %s on device %d", backward ? "backward" : "forward", t->device[s]);
 }
 
 static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
@@ -225,8 +225,9 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     if ((f = pipe_failed(t)) >= 0) { /* nothing stepped: the statistics go back and the trainer is as it was */
         pipe_restore(t);
         if (nncl__device_fault(t->dev_status[f])) t->alive[f] = 0;
-        return nncl__fail(t->ctx, t->dev_status[f], "nncl_trainer_step: the pipeline stage on device %d (%s) failed: %s",
-                          t->device[f], nncl__plan_device(t->plan[f])->info.name, nncl__trainer_dev_msg(t, f));
+        return nncl__fail(t->ctx, t->dev_status[f],
+                          "nncl_trainer_step: the pipeline stage on device %d (%s) failed: %s", t->device[f],
+                          nncl__plan_device(t->plan[f])->info.name, nncl__trainer_dev_msg(t, f));
     }
     info->loss = 0;
     for (m = 0; m < pp->parts; m++) info->loss += (float)((double)pp->len[m] / batch * pp->lossv[m]);
