@@ -56,8 +56,8 @@ static double pipe_bytes(const nncl_graph *g, int lo, int hi, int mb, size_t opt
             const nncl_node *r = n->in[k];
             if (seen[r->id]) continue;
             seen[r->id] = 1;
-            if (r->op == NNCL_OP_PARAM)
-                b += 4.0 * (double)nncl__numel(r, 1) * (r->trainable ? 2.0 + (double)optk : 1.0);
+            if (r->op == NNCL_OP_PARAM) /* trainable: values, gradients, their sum, optimizer state */
+                b += 4.0 * (double)nncl__numel(r, 1) * (r->trainable ? 3.0 + (double)optk : 1.0);
             else if (r->op == NNCL_OP_INPUT || r->id <= lo) b += 8.0 * (double)nncl__numel(r, mb);
         }
     }
@@ -278,7 +278,7 @@ static nncl_status pipe_plan_opts(nncl_trainer *t, nncl_graph *g, int inner, int
 static void pipe_stage_free(nncl__stage *st) {
     nncl_graph_free(st->g);
     NNCL_FREE(st->params); NNCL_FREE(st->state); NNCL_FREE(st->inputs);
-    NNCL_FREE(st->acc); NNCL_FREE(st->tmp); NNCL_FREE(st->saved);
+    NNCL_FREE(st->saved);
 }
 
 /* Seconds of a forward and backward of the op nodes (lo, hi] on device d
@@ -383,10 +383,8 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
     }
     for (s = 0; s < pp->k; s++) {
         nncl__stage *st = &pp->st[s];
-        st->acc = (float *)nncl__calloc(st->g->n_trainable + 1, sizeof(float));
-        st->tmp = (float *)nncl__calloc(st->g->n_trainable + 1, sizeof(float));
         st->saved = (float *)nncl__calloc(st->g->n_state + 1, sizeof(float));
-        if (!st->acc || !st->tmp || !st->saved) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        if (!st->saved) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     if (pthread_mutex_init(&pp->lock, NULL)) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "no mutex");
     if (pthread_cond_init(&pp->cond, NULL)) {
@@ -413,6 +411,10 @@ static nncl_status pipe_plans(nncl_trainer *t) {
         if (st == NNCL_OK) st = nncl__plan_create_opts(t->ctx, sg->g, sg->out, t->device[s], &o, &t->plan[s]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[s], sg->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK) st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[s]), &t->cfg.optim, 0);
+        if (st == NNCL_OK && sg->g->n_trainable)
+            st = nncl__buffer_create(t->ctx, nncl__plan_device(t->plan[s]), sg->g->n_trainable * 4, &sg->acc);
+        if (st == NNCL_OK)
+            st = nncl__kl_find(t->ctx, nncl__plan_device(t->plan[s]), "elementwise", "nncl_axpy_f32", &sg->axpy);
     }
     if (st == NNCL_OK) {
         nncl__graph_init_values(g, init, state);
@@ -511,7 +513,11 @@ void nncl__pipe_free(nncl_trainer *t) {
     nncl__pipe *pp = t->pipe;
     int s;
     if (!pp) return;
-    for (s = 0; pp->st && s < pp->k; s++) pipe_stage_free(&pp->st[s]);
+    for (s = 0; pp->st && s < pp->k; s++) {
+        if (pp->st[s].acc) /* the plan's queue, finished as it was freed, has passed every use */
+            nncl__buffer_release(nncl__device(t->ctx, t->device[s]), pp->st[s].acc, pp->st[s].g->n_trainable * 4);
+        pipe_stage_free(&pp->st[s]);
+    }
     for (s = 0; s < pp->k; s++) {
         if (pp->act) NNCL_FREE(pp->act[s]);
         if (pp->grad) NNCL_FREE(pp->grad[s]);

@@ -23,9 +23,12 @@ typedef struct nncl__stage {
     nncl_node **inputs;        /* the graph's inputs it reads: [2k] the graph's node, [2k+1] its copy */
     int n_inputs;
     size_t opt_floats;
-    float *acc, *tmp;          /* the gradient accumulated over the micro-batches, and one of them */
+    /* The gradient accumulated over the micro-batches on the stage's device
+     * (n_trainable floats, by axpy), and its sum of squares read back. */
+    cl_mem acc;
+    nncl__kl axpy;
+    float sumsq_dev;
     float *saved;              /* running statistics kept across a recomputed forward */
-    double sumsq;
     double busy, idle, xfer;   /* the last step's seconds: computing, waiting, copying at the cuts */
 } nncl__stage;
 

@@ -5,7 +5,7 @@
  * next stage and handing its input's gradient to the previous one; a stage
  * whose plan last ran another micro-batch first recomputes this one's
  * forward (its running statistics kept as they were). The gradients are
- * accumulated on the host weighted by micro-batch size; the norm, the
+ * accumulated on each stage's device weighted by micro-batch size; the norm, the
  * NaN/Inf verdict and the loss scale are decided over all stages; each
  * stage then steps its optimizer once. Also the gathering and scattering of
  * parameters and optimizer state between the stages and the graph's
@@ -102,7 +102,7 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
     nncl__plan *p = t->plan[s];
     nncl_graph *g = st->g;
     float w = (float)((double)pp->len[m] / pp->batch);
-    size_t i;
+    nncl__view acc;
     double t0;
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait(t, s, &pp->grad_ready[s * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 1));
@@ -120,20 +120,29 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
     if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
     if (!g->n_trainable) return NNCL_OK;
-    NNCL_TRY(nncl__plan_get(p, NNCL__PB_GRADS, 0, g->n_trainable, st->tmp, 1));
-    for (i = 0; i < g->n_trainable; i++) st->acc[i] += w * st->tmp[i];
-    return NNCL_OK;
+    acc.mem = st->acc;
+    acc.off = 0;
+    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, m != pp->parts - 1);
 }
 
+/* Stage s's part of a step, ending with the sum of squares of its
+ * accumulated gradient read back (the step's one wait for its queue). */
 static nncl_status pipe_stage_run(nncl_trainer *t, int s) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
+    nncl__plan *p = t->plan[s];
+    nncl__view acc;
     int m;
-    memset(st->acc, 0, st->g->n_trainable * sizeof(float));
-    if (st->g->n_state) NNCL_TRY(nncl__plan_copy(t->plan[s], NNCL__PB_STATE, NNCL__PB_SHADOW));
+    if (st->g->n_state) NNCL_TRY(nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
     for (m = 0; m < pp->parts; m++) NNCL_TRY(pipe_forward(t, s, m));
     for (m = pp->parts - 1; m >= 0; m--) NNCL_TRY(pipe_backward(t, s, m, m != pp->parts - 1));
-    return nncl__plan_finish(t->plan[s]);
+    st->sumsq_dev = 0;
+    if (!st->g->n_trainable) return nncl__plan_finish(p);
+    acc.mem = st->acc;
+    acc.off = 0;
+    NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), acc, nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
+                               st->g->n_trainable));
+    return nncl__plan_get(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &st->sumsq_dev, 1);
 }
 
 static nncl_status pipe_stage_job(nncl_trainer *t, int s, void *arg) {
@@ -153,14 +162,15 @@ static nncl_status pipe_update_job(nncl_trainer *t, int s, void *arg) {
     nncl__plan *p = t->plan[s];
     nncl_graph *g = t->pipe->st[s].g;
     float *sumsq = (float *)arg;
-    nncl__view none;
+    nncl__view none, acc;
     if (!g->n_trainable) return NNCL_OK;
     none.mem = NULL;
     none.off = 0;
-    NNCL_TRY(nncl__plan_put(p, NNCL__PB_GRADS, 0, g->n_trainable, t->pipe->st[s].acc, 0));
+    acc.mem = t->pipe->st[s].acc;
+    acc.off = 0;
     NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, sumsq, 0));
     NNCL_TRY(nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
-                                      nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
+                                      nncl__plan_view(p, NNCL__PB_PARAMS), acc,
                                       nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
                                       g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, none, 0,
                                       g->n_decay));
@@ -197,9 +207,8 @@ static void pipe_scale(nncl_trainer *t, nncl_step_info *info, int overflow) {
 
 nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
     nncl__pipe *pp = t->pipe;
-    double t0 = nncl__seconds(), ss = 0, s2;
+    double t0 = nncl__seconds(), ss = 0;
     int s, m, bad, f;
-    size_t i;
     float sumsq;
     for (s = 0; s < pp->k; s++)
         if (!t->alive[s])
@@ -232,13 +241,7 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     info->loss = 0;
     for (m = 0; m < pp->parts; m++) info->loss += (float)((double)pp->len[m] / batch * pp->lossv[m]);
     bad = !isfinite(info->loss);
-    for (s = 0; s < pp->k; s++) {
-        nncl__stage *st = &pp->st[s];
-        s2 = 0;
-        for (i = 0; i < st->g->n_trainable; i++) s2 += (double)st->acc[i] * st->acc[i];
-        st->sumsq = s2;
-        ss += s2;
-    }
+    for (s = 0; s < pp->k; s++) ss += pp->st[s].sumsq_dev; /* in stage order: the same sum every time */
     if (t->scaling) ss /= (double)t->scale * t->scale;
     bad |= !(sqrt(ss) <= FLT_MAX);
     info->n_devices = pp->k;
