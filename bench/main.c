@@ -26,6 +26,7 @@ const bench_section bench_sections[] = {
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"checkpoint", "gradient checkpointing: peak memory, samples/s, largest batch under a 256 MiB cap",
      bench_checkpoint, bench_checkpoint_steps, NULL},
+    {"pipeline", "pipeline parallelism: a deep MLP over 2 and 3 devices, 8 micro-batches", bench_pipeline, NULL, NULL},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 

@@ -610,6 +610,36 @@ typedef struct nncl_train_config {
      * statistics moved once). Less activation memory for about one more
      * forward pass. */
     nncl_checkpoint checkpoint;
+    /* Pipeline (model) parallelism, fp32: 1 cuts the graph up to the loss
+     * into one contiguous stage per device (the planner picks the cuts and
+     * the order of the devices so that every stage fits its device's memory
+     * and the slowest stage is as fast as it can be, from each layer's
+     * forward and backward timed on each device at creation, or with shares
+     * given from its arithmetic over the device's share); each stage holds only
+     * its own parameters, gradients and optimizer state. The global batch
+     * goes through in micro_batches parts (GPipe: every part forward, then
+     * every part backward, a stage recomputing a part's forward from its
+     * saved input before its backward); activations at a cut and their
+     * gradients pass through host memory. The gradients are accumulated
+     * over the parts weighted by their size and each stage steps once per
+     * global batch: the same as one device on the whole batch (mean loss).
+     * Clipping by global norm, the NaN/Inf skip and loss scaling decide
+     * over all stages at once. Batch norm computes its statistics per
+     * micro-batch and moves its running statistics once per micro-batch.
+     * Dropout draws other masks than one device's. A stage's device that
+     * fails ends the step with NNCL_ERR_DEVICE naming it and changes
+     * nothing (create the trainer again from the last checkpoint); predict,
+     * evaluate and fit are refused (NNCL_ERR_UNSUPPORTED: load the
+     * parameters into a trainer without pipeline). -1: data parallel
+     * where the model fits every device, else (a device's plan refused for
+     * memory) a pipeline over the devices. */
+    int pipeline;
+    int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
+    /* n_devices - 1 node names, each the last node of a stage (a node
+     * whose value alone crosses to the nodes after it), in graph order, the
+     * stages then on the devices in the order given; NULL: the planner
+     * chooses. */
+    const char *const *cuts;
 } nncl_train_config;
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
@@ -657,7 +687,19 @@ typedef struct nncl_step_info {
      * scaled gradient (the scale was then halved). */
     float loss_scale;
     int overflow;
+    /* How the step ran (nncl_arrangement) and why: one device (the only
+     * one, the others failed, or it alone was measured faster at creation
+     * than the devices together), data parallel, or a pipeline. */
+    int arrangement;
+    char arrangement_why[128];
 } nncl_step_info;
+
+/* nncl_step_info.arrangement. */
+typedef enum nncl_arrangement {
+    NNCL_ARRANGE_ONE = 1,      /* one device trains alone */
+    NNCL_ARRANGE_DATA = 2,     /* data parallel: every device its shard of the batch */
+    NNCL_ARRANGE_PIPELINE = 3  /* pipeline stages (nncl_train_config.pipeline) */
+} nncl_arrangement;
 
 /* Compiles the graph for every chosen device, initialises the parameters
  * from the graph's seed (the same on every device) and the optimizer. */
@@ -702,6 +744,23 @@ NNCL_API nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_n
  * number of devices. */
 NNCL_API int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max);
 NNCL_API int64_t nncl_trainer_step_count(const nncl_trainer *t);
+/* Pipelined trainer: the context index of the device whose stage holds
+ * node name (an op node of the graph up to the loss); -1 when the trainer
+ * is not pipelined or the name is no such node. */
+NNCL_API int nncl_trainer_stage_device(const nncl_trainer *t, const char *name);
+/* A pipelined trainer's stage: its device, its first and last op nodes,
+ * its parameters, and of the last step the seconds it worked (its copies
+ * at the cuts included), waited for the other stages (the bubble) and
+ * copied at its cuts. */
+typedef struct nncl_stage_info {
+    int device;
+    char first[64], last[64];
+    size_t params;
+    double busy_seconds, idle_seconds, transfer_seconds;
+} nncl_stage_info;
+/* Fills up to max stages in pipeline order; returns the number of stages
+ * (0: not pipelined). */
+NNCL_API int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max);
 /* Reads or replaces one parameter (or running statistic) by name. */
 NNCL_API nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count);
 NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count);

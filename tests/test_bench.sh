@@ -109,8 +109,9 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 # Parses the JSON, checks every section is there, and that what can be
 # measured on any OpenCL device was: a GEMM rate and an nncl/raw ratio,
-# bandwidth, launch times, a cold and a warm build, MLP training, and the
-# checkpoint rows of each model with and without checkpointing.
+# bandwidth, launch times, a cold and a warm build, MLP training, the
+# checkpoint rows of each model with and without checkpointing, and with
+# two devices or more the pipeline rows.
 if python3 - "$dir/b.json" "$dir/sections.txt" <<'EOF'
 import json, math, sys
 with open(sys.argv[1]) as f:
@@ -176,6 +177,27 @@ for d in range(n):
                        % (d, model, got[1], got[0]))
 if n > 1 and not pos(val("training", None, "mlp", "scaling_eff")):
     bad.append("no scaling efficiency with %d devices" % n)
+# the pipeline section: one row per stage count, every figure present
+# (values are not judged: a loaded machine times nothing reliably)
+rows = j["pipeline"]
+if n > 1:
+    for k in range(2, min(n, 3) + 1):
+        item = "deep mlp, %d stages" % k
+        for key in ["stages", "micro_batches", "samples_s", "one_device_samples_s", "dp_samples_s",
+                    "over_one_device", "over_data_parallel", "transfer_s"] + ["stage%d_s" % s for s in range(k)]:
+            if not pos(val("pipeline", None, item, key)):
+                bad.append("pipeline %s/%s is %r" % (item, key, val("pipeline", None, item, key)))
+        b = val("pipeline", None, item, "bubble")
+        if not (isinstance(b, (int, float)) and 0 <= b < 1):
+            bad.append("pipeline %s bubble %r" % (item, b))
+        if val("pipeline", None, item, "stages") != k:
+            bad.append("pipeline %s has stages %r" % (item, val("pipeline", None, item, "stages")))
+        cut = val("pipeline", None, item, "cut")
+        if not (isinstance(cut, str) and cut.count(":") == k):
+            bad.append("pipeline %s cut %r does not name %d stages" % (item, cut, k))
+elif not (len(rows) == 1 and isinstance(rows[0].get("samples_s"), dict) and
+          rows[0]["samples_s"].get("median") is None):
+    bad.append("pipeline on one device: %r, not one row of n/a" % rows)
 if bad:
     print("FAIL bench: " + "; ".join(bad))
     sys.exit(1)

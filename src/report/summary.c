@@ -2,7 +2,7 @@
  * one row per layer (every op node) with its kind, output shape and the
  * parameters it owns, the totals, and with a trainer each device's plan
  * memory. Writes only to the stream the caller names. */
-#include "train/trainer.h"
+#include "train/pipeline.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -90,13 +90,20 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         char act[32], all[32];
         memset(&info, 0, sizeof info);
         nncl_device_info_get(t->ctx, t->device[i], &info);
-        summary_bytes(all, sizeof all, (double)p->bytes + (double)t->opt_floats * 4);
+        size_t opt = t->pipe ? t->pipe->st[i].opt_floats : t->opt_floats;
+        summary_bytes(all, sizeof all, (double)p->bytes + (double)opt * 4);
         summary_bytes(act, sizeof act, (double)p->arena_floats * (p->x.store ? 2 : 4) + (double)p->arena32_floats * 4);
         fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s%s), optimizer state %zu floats\n", t->device[i],
                 info.name, all, p->max_batch, act, p->x.store == 1   ? " in fp16, arithmetic fp32"
                 : p->x.store == 2 ? " in bf16, arithmetic fp32"
                                   : "",
-                t->opt_floats);
+                opt);
+        if (t->pipe) {
+            nncl_stage_info si[64];
+            nncl_trainer_stages(t, si, 64);
+            fprintf(out, "  pipeline stage %d of %d: nodes %s to %s, %zu parameters, micro-batches of %d\n", i,
+                    t->pipe->k, si[i].first, si[i].last, si[i].params, t->pipe->mb);
+        }
         if (p->n_segments > 1)
             fprintf(out, "  gradient checkpointing: %d segments, %d ops recomputed in backward\n", p->n_segments,
                     p->n_rec);

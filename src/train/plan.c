@@ -259,7 +259,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     if (!g || max_batch <= 0) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: graph is NULL or batch %d <= 0", max_batch);
     if (loss && (loss->id >= g->n_nodes || g->nodes[loss->id] != loss))
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: the loss is not a node of this graph");
-    if (loss && (loss->batched || loss->sample_numel != 1))
+    if (loss && !o->stage && (loss->batched || loss->sample_numel != 1))
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "plan: the loss \"%s\" must be a scalar, not per-sample or of %zu elements",
                           loss->name, loss->sample_numel);
     if (store < 0 || store > 2) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: storage %d is not 0, 1 or 2", store);
@@ -381,14 +381,17 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
     return NNCL_OK;
 }
 
-nncl_status nncl__plan_backward(nncl__plan *p) {
+/* Backward from a seed of count floats at src (the host memory stays valid
+ * until the queue has passed it). */
+static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t count) {
     nncl__view seed;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
     seed = p->x.grad[p->loss->id];
     if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &p->seed, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, count * 4, src, 0, NULL,
+                                         NULL));
     /* The forward's dropped values are dead now: their readers from here
      * on find the recomputed ones (aliases included). */
     for (i = 0; p->n_rec && i < p->graph->n_nodes; i++) {
@@ -411,6 +414,13 @@ nncl_status nncl__plan_backward(nncl__plan *p) {
         if (p->after_backward) NNCL_TRY(p->after_backward(p->after_user, i));
     }
     return NNCL_OK;
+}
+
+nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_seeded(p, &p->seed, 1); }
+
+nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch) {
+    if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no output");
+    return plan_backward_seeded(p, grad, nncl__numel(p->loss, batch));
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {

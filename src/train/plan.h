@@ -68,6 +68,10 @@ typedef struct nncl__plan_opts {
     int store;            /* nncl_precision of the activations */
     int checkpoint;       /* nncl_checkpoint */
     size_t train_floats;  /* floats of training buffers nncl__plan_train will add (counted against memory) */
+    /* A pipeline stage's plan (fp32): the loss may be any node, its
+     * gradient coming from the next stage (nncl__plan_backward_from); an
+     * input marked needs_grad keeps its gradient for the previous stage. */
+    int stage;
 } nncl__plan_opts;
 
 /* Storage owner of a node's value: reshapes share their input's memory. */
@@ -125,6 +129,9 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
  * samples; waits for nothing. */
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
 nncl_status nncl__plan_backward(nncl__plan *p);
+/* Backward of a stage plan from the gradient of its output node (batch
+ * samples at grad, host memory valid until the queue has passed it). */
+nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch);
 /* Forward up to and including node last: its value is then intact (no
  * later op has reused its memory). */
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);

@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 #include <float.h>
 #include "train/optim.h"
+#include "train/pipeline.h"
 
 nncl_train_config nncl_train_default(void) {
     nncl_train_config c;
@@ -40,6 +41,7 @@ static void trainer_free(nncl_trainer *t) {
         if (t->gbuf) NNCL_FREE(t->gbuf[i]);
         if (t->sbuf) NNCL_FREE(t->sbuf[i]);
     }
+    nncl__pipe_free(t); /* after the plans of its subgraphs */
     NNCL_FREE(t->plan);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
     NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg); NNCL_FREE(t->chunk_ss);
@@ -93,6 +95,7 @@ void nncl_trainer_free(nncl_trainer *t) {
 nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const float *state) {
     int i;
     nncl_graph *g = t->graph;
+    if (t->pipe) return nncl__pipe_params(t, (float *)params, (float *)state, 1);
     for (i = 0; i < t->nd; i++) {
         if (!t->alive[i]) continue;
         if (params) NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
@@ -105,6 +108,7 @@ nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state)
     int i = nncl__trainer_first_alive(t);
     nncl_graph *g = t->graph;
     if (i < 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
+    if (t->pipe) return nncl__pipe_params(t, params, state, 0);
     if (params) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
     if (state) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_STATE, 0, g->n_state, state, 1));
     return NNCL_OK;
@@ -217,6 +221,23 @@ static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nnc
     return nncl__plan_check_store(ctx, g, loss, (int)cfg->precision);
 }
 
+/* pipeline -1: the model does not fit a device whole, so the devices'
+ * plans go and a pipeline over them is made instead, saying why. */
+static nncl_status trainer_pipeline_instead(nncl_trainer *t) {
+    char why[NNCL_MSG_MAX];
+    int i;
+    nncl_status st;
+    snprintf(why, sizeof why, "%s", nncl__thread_error());
+    for (i = 0; i < t->nd; i++) {
+        nncl__plan_free(t->plan[i]);
+        t->plan[i] = NULL;
+    }
+    st = nncl__pipe_create(t);
+    if (st != NNCL_OK) return st;
+    nncl__log(t->ctx, NNCL_LOG_INFO, "the model does not fit one device (%s): pipelined over %d devices", why, t->nd);
+    return NNCL_OK;
+}
+
 static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                                   nncl_trainer **out) {
     nncl_trainer *t;
@@ -233,6 +254,9 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (cfg->devices && cfg->n_devices <= 0)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
                           cfg->n_devices);
+    if (cfg->pipeline < -1 || cfg->pipeline > 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: pipeline %d must be -1, 0 or 1",
+                          cfg->pipeline);
     NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
     NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
     t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
@@ -242,7 +266,7 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     t->loss = loss;
     t->cfg = *cfg;
     t->cfg.devices = NULL;
-    t->cfg.shares = NULL; /* not kept: the caller's array */
+    t->cfg.shares = NULL; /* not kept: the caller's arrays (cuts once the stages are made) */
     t->fixed_shares = cfg->shares != NULL;
     t->fail_device = t->fail_step = -1;
     t->scaling = cfg->loss_scaling > 0 || (cfg->loss_scaling == 0 && cfg->precision == NNCL_PRECISION_FP16);
@@ -277,14 +301,17 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
-    if (st == NNCL_OK) st = trainer_devices(t);
-    if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
-    if (st == NNCL_OK) st = nncl__syncbn_setup(t);
+    snprintf(t->why, sizeof t->why, "%s", t->nd == 1 ? "the only device asked for" : "shares given");
+    if (st == NNCL_OK) st = cfg->pipeline > 0 ? nncl__pipe_create(t) : trainer_devices(t);
+    if (st == NNCL_ERR_OUT_OF_MEMORY && cfg->pipeline < 0 && t->nd > 1) st = trainer_pipeline_instead(t);
+    if (st == NNCL_OK && cfg->overlap && !t->pipe) st = nncl__overlap_setup(t);
+    if (st == NNCL_OK && !t->pipe) st = nncl__syncbn_setup(t);
     if (st != NNCL_OK) {
         trainer_free(t);
         return st;
     }
-    nncl__trainer_split(t, t->cfg.max_batch);
+    if (!t->pipe) nncl__trainer_split(t, t->cfg.max_batch);
+    t->cfg.cuts = NULL;
     *out = t;
     return NNCL_OK;
 }
