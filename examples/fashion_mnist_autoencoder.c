@@ -66,14 +66,15 @@ static int write_svg(const char *path, const float *in, const float *out, int n)
 
 int main(int argc, char **argv) {
     const char *dir = "/usr/share/datasets/fashion-mnist", *out = "fashion_mnist_autoencoder.safetensors";
-    const char *devices = NULL;
-    int epochs = 5, limit = 0, e;
+    const char *devices = NULL, *batch_arg = "100";
+    int epochs = 5, limit = 0, batch = BATCH, e;
     const ex_option opts[] = {
         {"--devices", OPT_STR, &devices, "SEL", "devices: all, gpu, cpu, an index, a name part (pocl), comma-separated"},
         {"--data", OPT_STR, &dir, "DIR", "folder of the IDX files, plain or .gz (/usr/share/datasets/fashion-mnist)"},
         {"--epochs", OPT_INT, &epochs, "N", "epochs (5)"},
         {"--limit", OPT_INT, &limit, "N", "train and test on the first N images of each set (a quick try)"},
         {"--out", OPT_STR, &out, "FILE", "the model file (fashion_mnist_autoencoder.safetensors); picture in FILE's .svg"},
+        {"--batch", OPT_STR, &batch_arg, "N|auto", "batch (100); auto: the largest that fits the devices' memory"},
         {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
     nncl_conv_transpose2d_options up = nncl_conv_transpose2d_default();
@@ -91,6 +92,7 @@ int main(int argc, char **argv) {
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     ex_parse(argc, argv, "fashion_mnist_autoencoder [options]", opts, NULL, 0);
+    ex_batch_arg("fashion_mnist_autoencoder [options]", opts, batch_arg, &batch);
     if (epochs < 1) {
         fprintf(stderr, "error: --epochs must be at least 1\n");
         return 2;
@@ -100,12 +102,6 @@ int main(int argc, char **argv) {
     if (ex_init("fashion_mnist_autoencoder", devices, &ctx)) return 1;
     if ((st = load(dir, "train", limit, &train)) != NNCL_OK || (st = load(dir, "t10k", limit, &test)) != NNCL_OK)
         return fail(NULL, "data (install dataset-fashion-mnist, or pass --data DIR holding train-images-idx3-ubyte[.gz] ...)", st);
-    n_train = nncl_dataset_size(train) / BATCH * BATCH;
-    n_test = nncl_dataset_size(test);
-    if (n_train == 0 || n_test < SHOWN) {
-        fprintf(stderr, "error: --limit leaves fewer than %d training or %d test images\n", BATCH, SHOWN);
-        return 2;
-    }
 
     /* [B,1,28,28] -> conv 3x3 /2 16 relu -> [B,16,14,14] -> conv 3x3 /2 32 relu -> [B,32,7,7]
      * -> transposed 3x3 x2 16 relu -> [B,16,14,14] -> transposed 3x3 x2 1 sigmoid -> [B,1,28,28] */
@@ -124,8 +120,15 @@ int main(int argc, char **argv) {
     loss = nncl_mse(g, recon, t);
     if (!loss) return fail(ctx, "model", NNCL_ERR_INVALID_ARGUMENT);
 
-    tc.max_batch = BATCH;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    if (!batch && ex_batch_auto(ctx, g, loss, &tc, ex_batch_most(train, 0, 4096), &batch)) return 1;
+    tc.max_batch = batch;
+    n_train = nncl_dataset_size(train) / batch * batch;
+    n_test = nncl_dataset_size(test);
+    if (n_train == 0 || n_test < SHOWN) {
+        fprintf(stderr, "error: --limit leaves fewer than %d training or %d test images\n", batch, SHOWN);
+        return 2;
+    }
     ex_compiling(ctx);
     if ((st = nncl_trainer_create(ctx, g, loss, &tc, &tr)) != NNCL_OK) return fail(ctx, "trainer", st);
     nncl_trainer_summary(tr, stdout);
@@ -133,24 +136,24 @@ int main(int argc, char **argv) {
     for (e = 0; e < epochs; e++) {
         sum = 0;
         if ((st = nncl_dataset_shuffle(train, (uint64_t)e + 1)) != NNCL_OK) return fail(NULL, "shuffle", st);
-        for (i = 0; i < n_train; i += BATCH) {
+        for (i = 0; i < n_train; i += (size_t)batch) {
             const float *xb;
             nncl_feed f[2];
             nncl_step_info info;
-            nncl_dataset_batch(train, i, BATCH, &xb, NULL);
+            nncl_dataset_batch(train, i, (size_t)batch, &xb, NULL);
             f[0].node = x;
             f[0].data = xb;
             f[1].node = t;
             f[1].data = xb;
-            if ((st = nncl_trainer_step(tr, f, 2, BATCH, &info)) != NNCL_OK) return fail(ctx, "training", st);
+            if ((st = nncl_trainer_step(tr, f, 2, batch, &info)) != NNCL_OK) return fail(ctx, "training", st);
             sum += info.loss;
         }
-        printf("epoch %d/%d  reconstruction loss %.5f (training images)\n", e + 1, epochs, sum / (double)(n_train / BATCH));
+        printf("epoch %d/%d  reconstruction loss %.5f (training images)\n", e + 1, epochs, sum / (double)(n_train / (size_t)batch));
     }
 
-    if (!(recons = (float *)malloc(sizeof(float) * 784 * BATCH))) return fail(NULL, "memory", NNCL_ERR_OUT_OF_MEMORY);
-    for (i = 0; i < n_test; i += BATCH) {
-        int b = n_test - i < BATCH ? (int)(n_test - i) : BATCH, k;
+    if (!(recons = (float *)malloc(sizeof(float) * 784 * (size_t)batch))) return fail(NULL, "memory", NNCL_ERR_OUT_OF_MEMORY);
+    for (i = 0; i < n_test; i += (size_t)batch) {
+        int b = n_test - i < (size_t)batch ? (int)(n_test - i) : batch, k;
         const float *xb;
         nncl_feed f;
         nncl_dataset_batch(test, i, (size_t)b, &xb, NULL);
