@@ -2,8 +2,10 @@
 """pytorch_compare.py - the same training steps as nncl's bench in PyTorch on
 the host CPU: the Fashion-MNIST MLP (784-128-10) and the bench's CNN (conv
 1->16 3x3 pad 1 + ReLU + maxpool 2, conv 16->32 3x3 pad 1 + ReLU + maxpool 2,
-dense 1568->128 + ReLU, dense 128->10), Adam lr 1e-3, batch 100, synthetic
-data of the same shapes, with the thread count set (torch.set_num_threads).
+dense 1568->128 + ReLU, dense 128->10) at batch 100, and the CIFAR-shaped
+VGG- and ResNet-style networks (3x32x32, batch 64; bench/train.c), Adam lr
+1e-3, synthetic data of the same shapes, with the thread count set
+(torch.set_num_threads).
 It prints samples/s (median of repeats, with min-max), then nncl's figures
 and nncl's ratio to PyTorch: from --bench-json FILE (written by
 `bench --json FILE`), or by running the bench itself
@@ -51,6 +53,7 @@ import time
 os.environ.pop("OPENBLAS_CORETYPE", None)
 
 BATCH = 100
+CIFAR_BATCH = 64
 
 
 def parse_args():
@@ -224,17 +227,41 @@ def models(torch):
         nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
-    return {"mlp": (mlp, (1, 784)), "cnn": (cnn, (1, 1, 28, 28))}
+    vgg = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(128 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10))
+
+    def conv_bn(cin, cout, stride, relu=True):
+        layers = [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*(layers + [nn.ReLU()] if relu else layers))
+
+    class Block(nn.Module):
+        """relu(x + bn(conv(relu(bn(conv x))))), as train_res_block"""
+
+        def __init__(self, ch):
+            super().__init__()
+            self.body = nn.Sequential(conv_bn(ch, ch, 1), conv_bn(ch, ch, 1, relu=False))
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + x)
+
+    resnet = nn.Sequential(
+        conv_bn(3, 32, 1), Block(32), conv_bn(32, 64, 2), Block(64), conv_bn(64, 128, 2), Block(128),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    return {"mlp": (mlp, (1, 784), BATCH), "cnn": (cnn, (1, 1, 28, 28), BATCH),
+            "vgg": (vgg, (1, 3, 32, 32), CIFAR_BATCH), "resnet": (resnet, (1, 3, 32, 32), CIFAR_BATCH)}
 
 
-def measure(torch, model, sample_shape, args):
-    """samples/s of training steps: warm-up, then repeats of a calibrated
-    number of steps; returns (median, min, max, steps per repeat)."""
+def measure(torch, model, sample_shape, batch, args):
+    """samples/s of training steps at this batch: warm-up, then repeats of a
+    calibrated number of steps; returns (median, min, max, steps per repeat)."""
     gen = torch.Generator().manual_seed(1)
     n_batches = 10
-    shape = (n_batches * BATCH,) + sample_shape[1:]
+    shape = (n_batches * batch,) + sample_shape[1:]
     x = torch.rand(shape, generator=gen).to(args.torch_device)
-    y = torch.randint(0, 10, (n_batches * BATCH,), generator=gen).to(args.torch_device)
+    y = torch.randint(0, 10, (n_batches * batch,), generator=gen).to(args.torch_device)
     model.to(args.torch_device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -244,8 +271,8 @@ def measure(torch, model, sample_shape, args):
     def step():
         b = state["k"] % n_batches
         state["k"] += 1
-        xb = x[b * BATCH:(b + 1) * BATCH]
-        yb = y[b * BATCH:(b + 1) * BATCH]
+        xb = x[b * batch:(b + 1) * batch]
+        yb = y[b * batch:(b + 1) * batch]
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(xb), yb)
         loss.backward()
@@ -267,7 +294,7 @@ def measure(torch, model, sample_shape, args):
         for _ in range(steps):
             step()
         sync(torch, args)
-        rates.append(steps * BATCH / (time.perf_counter() - t0))
+        rates.append(steps * batch / (time.perf_counter() - t0))
     return statistics.median(rates), min(rates), max(rates), steps
 
 
@@ -431,8 +458,8 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
-    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d), batch %d, Adam lr 1e-3, "
-          "synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(), BATCH))
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d), batch %d (CIFAR-shaped %d), Adam lr 1e-3, "
+          "synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(), BATCH, CIFAR_BATCH))
     torch.manual_seed(0)
     result = {"torch_version": torch.__version__, "torch_device": where, "threads": args.threads, "batch": BATCH, "torch": {},
               "nncl": {}, "ratio": {}, "rounds": args.rounds}
@@ -440,10 +467,10 @@ def main():
         return gemm_main(args, torch, result)
     if args.rounds > 1:
         return rounds_main(args, torch, result)
-    for name, (model, shape) in models(torch).items():
-        med, lo, hi, steps = measure(torch, model, shape, args)
+    for name, (model, shape, batch) in models(torch).items():
+        med, lo, hi, steps = measure(torch, model, shape, batch, args)
         result["torch"][name] = {"median": med, "min": lo, "max": hi, "steps_per_repeat": steps}
-        print("  torch %-3s %9.0f samples/s  (min %.0f, max %.0f; %d repeats of %d steps)"
+        print("  torch %-6s %9.0f samples/s  (min %.0f, max %.0f; %d repeats of %d steps)"
               % (name, med, lo, hi, args.repeats, steps), flush=True)
     if args.no_bench:
         return write(args, result)
@@ -461,7 +488,7 @@ def main():
         key = "%s %s" % (model, "all" if dev is None else "d%d" % dev)
         result["nncl"][key] = rate
         result["ratio"][key] = ratio
-        print("  %-3s %-44s %9.0f samples/s  %6.3fx PyTorch" % (model, label[:44], rate, ratio))
+        print("  %-6s %-44s %9.0f samples/s  %6.3fx PyTorch" % (model, label[:44], rate, ratio))
     return write(args, result)
 
 
@@ -484,8 +511,8 @@ def rounds_main(args, torch, result):
     per = {"torch": {}, "nncl": {}, "ratio": {}, "tinygrad": [], "vs_tinygrad": {}}
     for r in range(args.rounds):
         print("round %d/%d: PyTorch" % (r + 1, args.rounds), flush=True)
-        for name, (model, shape) in models(torch).items():
-            per["torch"].setdefault(name, []).append(measure(torch, model, shape, args)[0])
+        for name, (model, shape, batch) in models(torch).items():
+            per["torch"].setdefault(name, []).append(measure(torch, model, shape, batch, args)[0])
         figs, names = nncl_figures(args)
         if figs is None:
             break
@@ -506,7 +533,7 @@ def rounds_main(args, torch, result):
                         per["vs_tinygrad"].setdefault(key, []).append(rate / tg)
     for name, v in per["torch"].items():
         result["torch"][name] = spread(v)
-        print("  torch %-3s %9.0f samples/s (rounds: %s)" % (name, statistics.median(v),
+        print("  torch %-6s %9.0f samples/s (rounds: %s)" % (name, statistics.median(v),
                                                             ", ".join("%.0f" % x for x in v)))
     for key in sorted(per["ratio"]):
         result["nncl"][key] = spread(per["nncl"][key])

@@ -361,13 +361,14 @@ static const char *report_text(const char *section, int device, const char *item
 }
 
 int bench_write_svg(const char *path) {
-    static const char *const models[] = {"mlp", "cnn"};
-    static const char *const headings[] = {"MLP 784-128-10", "CNN (two conv+pool blocks, batch norm)"};
+    static const char *const models[] = {"mlp", "cnn", "vgg", "resnet"};
+    static const char *const headings[] = {"MLP 784-128-10", "CNN (two conv+pool blocks)",
+                                           "VGG-style, 3x32x32, batch 64", "ResNet-style with batch norm, 3x32x32, batch 64"};
     char labels[64][96];
     const char *lp[64];
     double values[64];
-    int nv = 0, m, i, n = bench_rec_count(), counts[2] = {0, 0};
-    for (m = 0; m < 2; m++)
+    int nv = 0, m, i, n = bench_rec_count(), counts[4] = {0, 0, 0, 0};
+    for (m = 0; m < 4; m++)
         for (i = 0; i < n && nv < 64; i++) {
             const bench_rec *r = bench_rec_at(i);
             const char *name;
@@ -385,6 +386,6 @@ int bench_write_svg(const char *path) {
     if (!nv) return 1;
     /* One panel per model: the CNN's few hundred samples/s would be a sliver
      * on the MLP's scale of tens of thousands. */
-    return nncl_svg_bar_panels(path, "nncl training throughput, batch 100, Adam: each device alone and all together",
-                               "samples/s", 2, headings, counts, lp, values) != NNCL_OK;
+    return nncl_svg_bar_panels(path, "nncl training throughput, Adam: each device alone and all together",
+                               "samples/s", 4, headings, counts, lp, values) != NNCL_OK;
 }

@@ -13,15 +13,21 @@ typedef struct train_model {
 typedef struct train_data {
     float *x, *y;
     size_t n;
-    int real;
+    int real, dim, batch; /* dim: floats per sample; batch: the models' batch */
     nncl_dataset *ds;
 } train_data;
 
-/* The MLP (cnn 0) or the CNN on ctx: 0 when built. */
-int train_build(nncl_context *ctx, int cnn, train_model *m);
+/* The models, their items in fp32, fp16 and bf16 storage. */
+enum { TRAIN_MLP, TRAIN_CNN, TRAIN_VGG, TRAIN_RESNET, TRAIN_MODELS };
+#define TRAIN_CIFAR_BATCH 64
+extern const char *const train_items[TRAIN_MODELS][3];
+/* Model (TRAIN_MLP...) on ctx: 0 when built. */
+int train_build(nncl_context *ctx, int model, train_model *m);
+/* The batch the model trains at: --batch, 64 for the CIFAR-shaped ones. */
+int train_batch(const bench_opts *o, int model);
 /* What training the model needs at the least, in floats, for batch B (its
- * formula into formula). */
-double train_need_floats(int cnn, int B, char *formula, size_t len);
+ * formula into formula); negative where the bench has no formula. */
+double train_need_floats(int model, int B, char *formula, size_t len);
 /* One step on the next batch of the data. */
 nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *m, const train_data *td,
                        nncl_step_info *info);
@@ -31,5 +37,5 @@ nncl_train_config train_options(int batch, const int *devs, int n, nncl_precisio
 /* Device d's detail (bench/train_profile.c): the fp16 and bf16 rows beside
  * fp32 and the profiles on fresh contexts; fp32_rate: its samples/s alone
  * (0 when unknown). */
-void train_detail(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, double fp32_rate);
+void train_detail(const bench_opts *o, nncl_context *ctx, int d, int model, const train_data *td, double fp32_rate);
 #endif
