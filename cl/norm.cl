@@ -243,9 +243,8 @@ __kernel void nncl_batchnorm_grad_merge_f32(__global const act_t *x, int x_off, 
     if (want_b) db[db_off + c] = (acc_b ? db[db_off + c] : 0.0f) + s;
 }
 
-/* Work-item r nch + q: elements [q chunk, (q + 1) chunk) of row r = b C + c. */
-
-/* y = x a + s, a = invstd w, s = b - mean a. */
+/* y = x a + s, a = invstd w, s = b - mean a; work-item r nch + q: values
+ * [q chunk, (q + 1) chunk) of row r = b C + c (as the input gradient). */
 __kernel void nncl_batchnorm_apply_f32_vec(__global const act_t *x, int x_off, __global const float *aux, int aux_off,
                                            __global const act_t *w, int w_off, __global const act_t *b, int b_off,
                                            __global act_t *y, int y_off, int C, int inner, int rows, int nch,

@@ -98,8 +98,6 @@ static nncl_status bn_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-/* aux: mean [C], invstd [C] (from forward), sum dy [C], sum dy*xhat [C]
- * (backward scratch). */
 /* The streaming kernels' partial sums per channel: BN_PARTS work-items in
  * all (enough for the cores, few enough to merge in one work-item per
  * channel), at most one per image. Grows with B, so that the aux of the
@@ -110,8 +108,8 @@ static int bn_parts(int C, int B) {
     return p < B ? p : (B > 0 ? B : 1);
 }
 
-/* aux: [mean C][invstd C][sum dy C][sum dy xhat C], then 2 floats per
- * partial of the streaming kernels. */
+/* aux: mean [C], invstd [C] (from forward), sum dy [C], sum dy*xhat [C]
+ * (backward scratch), then 2 floats per partial of the streaming kernels. */
 static size_t bn_aux(const nncl_node *n, int batch) {
     size_t C = (size_t)bn_channels(n);
     return 4 * C + 2 * C * (size_t)bn_parts((int)C, batch);
