@@ -21,8 +21,8 @@ const bench_section bench_sections[] = {
     {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
     {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
     {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
-    {"training", "training (MLP, CNN: batch 100, Adam; VGG, ResNet: batch 64, Adam; GPTs: AdamW): each device alone "
-     "and all together", bench_training, bench_training_steps, NULL},
+    {"training", "training (Adam: MLP, CNN batch 100, VGG, ResNet 64; GPTs: AdamW): each device alone and together",
+     bench_training, bench_training_steps, NULL},
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"membound", "memory-bound kernels of a batch-norm block's training step: GB/s beside the copy's", bench_membound,
      main_per_device, NULL},
