@@ -41,3 +41,14 @@ __kernel void nncl_slice_backward_f32(__global const act_t *dy, int dy_off, __gl
         NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + v : v, dx, dx_off + i);
     }
 }
+
+/* dx [outer, D, inner] at [start, start + len) += dy [outer, len, inner]:
+ * one work-item per element of dy, n of them; the rest of dx is kept. */
+__kernel void nncl_slice_backward_f32_add(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int n,
+                                          int D, int len, int start, int inner) {
+    int i = (int)get_global_id(0);
+    if (i < n) {
+        int e = i % inner, t = i / inner, j = ((t / len) * D + start + t % len) * inner + e;
+        NNCL_ST(NNCL_LD(dx, dx_off + j) + NNCL_LD(dy, dy_off + i), dx, dx_off + j);
+    }
+}

@@ -351,6 +351,13 @@ NNCL_API nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x); /* x/2 (1 + 
 NNCL_API nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x); /* x sigmoid(x) */
 NNCL_API nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha); /* x > 0 ? x : alpha (exp(x) - 1) */
 NNCL_API nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x); /* log(1 + exp(x)); x where x > 20 */
+/* MobileNet's activations, PyTorch's ReLU6, Hardswish, Hardsigmoid and
+ * clamp, with PyTorch's gradients at the kinks (given after each ;). */
+NNCL_API nncl_node *nncl_op_relu6(nncl_graph *g, nncl_node *x); /* min(max(x, 0), 6); 0 at x = 0 and 6 */
+NNCL_API nncl_node *nncl_op_hardswish(nncl_graph *g, nncl_node *x); /* x relu6(x + 3) / 6; x/3 + 1/2 at -3 and 3 */
+NNCL_API nncl_node *nncl_op_hardsigmoid(nncl_graph *g, nncl_node *x); /* relu6(x + 3) / 6; 0 at -3 and 3 */
+/* min(max(x, min), max) for finite bounds; gradient 1 at both bounds */
+NNCL_API nncl_node *nncl_op_clamp(nncl_graph *g, nncl_node *x, float min, float max);
 /* Over the last dimension. */
 NNCL_API nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x);
@@ -366,6 +373,61 @@ NNCL_API nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, i
  * NAME.bias. */
 NNCL_API nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding,
                                 int bias, nncl_act act, const char *name);
+/* PyTorch's Conv2d of any geometry: y[b,o] = b[o] + sum over the C/G
+ * channels c of o's group g = o/(O/G) and taps (i,j) of
+ * w[o,c,i,j] x[b, g C/G + c, oh sh - ph + i dh, ow sw - pw + j dw] (zero
+ * outside x), then act; OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1.
+ * Depthwise: groups == C. NAME.weight [O, C/groups, kh, kw], NAME.bias [O]. */
+typedef struct nncl_conv2d_options {
+    int kernel_h, kernel_w;     /* default 3x3 */
+    int stride_h, stride_w;     /* default 1 */
+    int padding_h, padding_w;   /* zeros; default 0 */
+    int dilation_h, dilation_w; /* default 1 */
+    int groups;                 /* default 1; C and out_channels multiples of it */
+    int bias;                   /* default 1 */
+    nncl_act act;               /* default NNCL_ACT_NONE */
+} nncl_conv2d_options;
+NNCL_API nncl_conv2d_options nncl_conv2d_default(void);
+/* With groups 1, dilation 1, a square kernel and one stride and padding,
+ * the node is nncl_conv2d's (its paths timed per layer); else direct. */
+NNCL_API nncl_node *nncl_conv2d_ex(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv2d_options *opts,
+                                   const char *name);
+/* PyTorch's Conv1d over x [B, C, L]: conv2d_ex with H = 1; NAME.weight
+ * [O, C/groups, kernel]; L_out = (L + 2 padding - dilation (kernel - 1) - 1) / stride + 1. */
+typedef struct nncl_conv1d_options {
+    int kernel;   /* default 3 */
+    int stride;   /* default 1 */
+    int padding;  /* default 0 */
+    int dilation; /* default 1 */
+    int groups;   /* default 1 */
+    int bias;     /* default 1 */
+    nncl_act act; /* default NNCL_ACT_NONE */
+} nncl_conv1d_options;
+NNCL_API nncl_conv1d_options nncl_conv1d_default(void);
+NNCL_API nncl_node *nncl_conv1d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv1d_options *opts,
+                                const char *name);
+/* PyTorch's ConvTranspose2d (dilation 1): the adjoint of conv2d_ex in x,
+ * y[b,o,ih sh - ph + i, iw sw - pw + j] += w[c,o',i,j] x[b,c,ih,iw] for the
+ * outputs o = g O/G + o' of c's group g, then bias and act;
+ * OH = (H - 1) sh - 2 ph + kh + output_padding_h. NAME.weight
+ * [C, O/groups, kh, kw], NAME.bias [O]. */
+typedef struct nncl_conv_transpose2d_options {
+    int kernel_h, kernel_w;                 /* default 3x3 */
+    int stride_h, stride_w;                 /* default 1 */
+    int padding_h, padding_w;               /* default 0 */
+    int output_padding_h, output_padding_w; /* default 0; below the stride */
+    int groups;                             /* default 1 */
+    int bias;                               /* default 1 */
+    nncl_act act;                           /* default NNCL_ACT_NONE */
+} nncl_conv_transpose2d_options;
+NNCL_API nncl_conv_transpose2d_options nncl_conv_transpose2d_default(void);
+NNCL_API nncl_node *nncl_conv_transpose2d(nncl_graph *g, nncl_node *x, int out_channels,
+                                          const nncl_conv_transpose2d_options *opts, const char *name);
+/* PyTorch's Upsample(scale_factor=(factor_h, factor_w)) of [B,C,H,W] to
+ * [B,C,H fh,W fw]: nearest (bilinear 0), output o reads input o / f; or
+ * bilinear with align_corners=False, between the inputs around
+ * max((o + 0.5) / f - 0.5, 0), the last row and column repeated. */
+NNCL_API nncl_node *nncl_upsample2d(nncl_graph *g, nncl_node *x, int factor_h, int factor_w, int bilinear);
 NNCL_API nncl_node *nncl_maxpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
 /* Padding counts in the divisor (PyTorch's count_include_pad=True). */
 NNCL_API nncl_node *nncl_avgpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
@@ -377,6 +439,14 @@ NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
+/* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels
+ * of a group normalised by their mean and biased variance,
+ * y = (x - mean) / sqrt(var + eps) (* NAME.weight[c] + NAME.bias[c], ones
+ * and zeros, when affine); the same in training and evaluation. */
+NNCL_API nncl_node *nncl_groupnorm(nncl_graph *g, nncl_node *x, int groups, float eps, int affine, const char *name);
+/* PyTorch's InstanceNorm (no running statistics): groupnorm with one
+ * channel per group. */
+NNCL_API nncl_node *nncl_instancenorm(nncl_graph *g, nncl_node *x, float eps, int affine, const char *name);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in
  * training; the identity in evaluation. Seeded by the graph's seed. */
 NNCL_API nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p);
@@ -411,6 +481,21 @@ NNCL_API nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, in
  * concatenated back along C, as PyTorch's view/transpose does). */
 NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
                                           int n_heads, float dropout);
+
+/* Recurrent layers over x [B, T, F] (batch first), `layers` stacked, initial state zero, output the
+ * hidden state of every step of the last layer [B, T, hidden]. Per layer l: NAME.weight_ih_l<l>
+ * [G*hidden, F or hidden], NAME.weight_hh_l<l> [G*hidden, hidden], NAME.bias_ih_l<l>,
+ * NAME.bias_hh_l<l> [G*hidden], PyTorch's names and gate order (its nn.LSTM / nn.GRU state dict loads),
+ * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); built from graph ops, the recurrence unrolled, the
+ * ops named NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
+/* LSTM, G = 4 (i, f, g, o): [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh, i, f, o sigmoid, g tanh,
+ * c' = f c + i g, h' = o tanh(c'). */
+NNCL_API nncl_node *nncl_lstm(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
+/* GRU, G = 3 (r, z, n): r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
+ * n = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) n + z h. */
+NNCL_API nncl_node *nncl_gru(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
+/* The last step of a sequence [B, T, H] as [B, H]: seq[:, T-1, :] (a slice and a reshape). */
+NNCL_API nncl_node *nncl_rnn_last(nncl_graph *g, nncl_node *seq);
 
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
@@ -503,8 +588,8 @@ typedef struct nncl_train_config {
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
  * at the ceiling (2^-64 and 2^64). */
-#define NNCL_LOSS_SCALE_MIN 0x1p-64f
-#define NNCL_LOSS_SCALE_MAX 0x1p64f
+#define NNCL_LOSS_SCALE_MIN 5.42101086242752217e-20f /* 2^-64: no hex floats, for C++11 */
+#define NNCL_LOSS_SCALE_MAX 18446744073709551616.0f
 
 NNCL_API nncl_train_config nncl_train_default(void);
 

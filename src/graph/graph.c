@@ -59,6 +59,17 @@ static int graph_hash_add(nncl_graph *g, nncl_node *n) {
     return 1;
 }
 
+void nncl__graph_rehash(nncl_graph *g) {
+    int i;
+    unsigned b;
+    for (i = 0; i < g->name_cap; i++) g->name_head[i] = -1;
+    for (i = 0; i < g->n_nodes; i++) {
+        b = graph_hash(g->nodes[i]->name) & (unsigned)(g->name_cap - 1);
+        g->nodes[i]->name_next = g->name_head[b];
+        g->name_head[b] = i;
+    }
+}
+
 nncl_node *nncl_graph_find(const nncl_graph *g, const char *name) {
     int i, hit = -1;
     if (!g || !name || !g->name_cap) return NULL;
@@ -170,6 +181,15 @@ nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *nam
     if (i == n_in) n = nncl__node_add(g, op, name, n_in, in, iattr, n_iattr, fattr, n_fattr);
     while (!n && g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
     return n;
+}
+
+void nncl__graph_truncate(nncl_graph *g, int keep) {
+    int k;
+    while (g->n_nodes > keep) {
+        nncl_node *n = g->nodes[g->n_nodes - 1];
+        for (k = 0; k < n->n_in; k++) n->in[k]->n_consumers--;
+        graph_pop(g);
+    }
 }
 
 int nncl__name_ok(const char *name) {

@@ -177,6 +177,11 @@ int nncl__graph_owns(const nncl_graph *g, const nncl_node *n);
  * nothing. */
 nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *name, int n_in, nncl_node *const *in,
                            const int *iattr, int n_iattr, const float *fattr, int n_fattr);
+/* Rebuilds the name lookup after a builder renamed nodes in place. */
+void nncl__graph_rehash(nncl_graph *g);
+/* Drops every node after the graph's first `keep` again (a composite
+ * builder that failed part way), so that it adds nothing. */
+void nncl__graph_truncate(nncl_graph *g, int keep);
 /* "[B,3,28,28]" style text of a node's shape for messages. */
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
 size_t nncl__numel(const nncl_node *n, int batch);

@@ -454,7 +454,7 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
  * a parameter's initialisation and frozen flag (a resumed run keeps its
  * trained values, whatever their start). */
 static size_t io_arch_len(const char *line, size_t len) {
-    const char *sp = memchr(line, ' ', len), *init;
+    const char *sp = (const char *)memchr(line, ' ', len), *init;
     if (sp && (size_t)(line + len - sp) > 7 && !strncmp(sp, " param ", 7) &&
         (init = strstr(sp, " init=")) != NULL && init < line + len)
         return (size_t)(init - line);

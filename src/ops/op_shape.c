@@ -4,10 +4,12 @@
  * ([outer, D, inner] -> [outer, length, inner] from `start`: q, k and v out
  * of one projection). One work-item per output element; the backward of a
  * transpose is the opposite transpose, that of a slice writes the whole
- * input gradient (zeros outside the slice, or adds). Kernels: cl/shape.cl. */
+ * input gradient (zeros outside the slice) or adds into the slice's part
+ * alone, so that T slices of one node (the steps of a sequence) cost the
+ * node's size once, not T times. Kernels: cl/shape.cl. */
 #include "ops/ops.h"
 
-enum { SHAPE_K_FORWARD, SHAPE_K_BACKWARD };
+enum { SHAPE_K_FORWARD, SHAPE_K_BACKWARD, SHAPE_K_BACKWARD_ADD };
 
 /* The product of n's input dimensions [from, to). */
 static size_t shape_prod(const nncl_node *x, int from, int to, int batch) {
@@ -173,10 +175,16 @@ static nncl_status sl_forward(nncl__exec *x, nncl_node *n) {
 
 static nncl_status sl_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    size_t count = nncl__numel(n->in[0], x->batch);
+    size_t count;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    if (nncl__grad_accumulate(x, n, 0)) { /* one work-item per element of dy */
+        count = nncl__numel(n, x->batch);
+        NNCL_TRY(sl_begin(x, n, SHAPE_K_BACKWARD_ADD, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, &a));
+        return nncl__launch_1d(&a, x->dev, count);
+    }
+    count = nncl__numel(n->in[0], x->batch);
     NNCL_TRY(sl_begin(x, n, SHAPE_K_BACKWARD, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, &a));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    nncl__arg_int(&a, 0);
     return nncl__launch_1d(&a, x->dev, count);
 }
 
@@ -205,7 +213,8 @@ static void sl_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_slice = {
-    .name = "slice", .kernels = {{"shape", "nncl_slice_f32"}, {"shape", "nncl_slice_backward_f32"}},
+    .name = "slice", .kernels = {{"shape", "nncl_slice_f32"}, {"shape", "nncl_slice_backward_f32"},
+                                {"shape", "nncl_slice_backward_f32_add"}},
     .shape = sl_shape, .forward = sl_forward, .backward = sl_backward, .ref_forward = sl_ref_forward,
     .ref_backward = sl_ref_backward, .half = 1};
 
