@@ -45,8 +45,8 @@ int train_wanted(const bench_opts *o, int kind) {
     return 0;
 }
 
-/* conv 3x3 pad 1 (stride s) without bias, batch norm, then ReLU unless
- * not relu (a residual block's second convolution adds its shortcut first). */
+/* conv 3x3 pad 1 at stride without bias, batch norm, then ReLU where relu
+ * (a residual block's second convolution adds its shortcut first). */
 static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, int relu, const char *name) {
     char bn[32];
     snprintf(bn, sizeof bn, "%s.bn", name);
