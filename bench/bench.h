@@ -197,6 +197,7 @@ void bench_training(const bench_opts *o, nncl_context *ctx);
 void bench_checkpoint(const bench_opts *o, nncl_context *ctx);
 int bench_checkpoint_steps(const bench_opts *o, int n_devices);
 void bench_pipeline(const bench_opts *o, nncl_context *ctx);
+void bench_membound(const bench_opts *o, nncl_context *ctx);
 /* Units of the progress line each section reports. */
 int bench_gemm_steps(const bench_opts *o, int n_devices);
 int bench_training_steps(const bench_opts *o, int n_devices);

@@ -4,7 +4,9 @@ the host CPU: the Fashion-MNIST MLP (784-128-10) and the bench's CNN (conv
 1->16 3x3 pad 1 + ReLU + maxpool 2, conv 16->32 3x3 pad 1 + ReLU + maxpool 2,
 dense 1568->128 + ReLU, dense 128->10) and the bench's LSTM (nn.LSTM 28->128
 over 28 steps of 28 pixels, batch first, dense 128->10 on the last step), Adam
-lr 1e-3, batch 100, synthetic data of the same shapes; and the bench's GPTs
+lr 1e-3, batch 100, synthetic data of the same shapes; the CIFAR-shaped VGG-
+and ResNet-style networks (bench/train.c: 3x32x32, batch 64, Adam lr 1e-3,
+synthetic data); and the bench's GPTs
 (examples/char_gpt's model in nanoGPT's form, examples/char_gpt_pytorch.py:
 tied head, no biases, attention written out or F.scaled_dot_product_attention
 where torch has it; AdamW lr 1e-3, betas 0.9/0.99, weight decay 0.1 on 2-D
@@ -59,7 +61,8 @@ import time
 os.environ.pop("OPENBLAS_CORETYPE", None)
 
 BATCH = 100
-MODELS = ("mlp", "cnn", "lstm", "gpt", "gpt_large")
+CIFAR_BATCH = 64
+MODELS = ("mlp", "cnn", "lstm", "vgg", "resnet", "gpt", "gpt_large")
 # the bench's GPTs (bench/train_gpt.c): layers, heads, channels, context, batch
 GPT_SHAPES = {"gpt": (4, 4, 128, 64, 12), "gpt_large": (6, 6, 384, 256, 64)}
 GPT_VOCAB = 65
@@ -78,8 +81,8 @@ def parse_args():
     p.add_argument("--bench-quick", action="store_true", help="run the bench with --quick")
     p.add_argument("--devices", default=None, help="--devices for the bench (default: its own)")
     p.add_argument("--no-bench", action="store_true", help="PyTorch figures only")
-    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, lstm, gpt, gpt_large "
-                   "(default all; with --bench-quick all but gpt_large, as the quick bench)")
+    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, lstm, vgg, resnet, gpt, gpt_large "
+                   "(default all; with --bench-quick all but vgg, resnet and gpt_large, as the quick bench)")
     p.add_argument("--json", help="write the comparison as JSON to this file")
     p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
     p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes for --gemm")
@@ -94,10 +97,10 @@ def parse_args():
     if a.rounds > 1 and a.bench_json:
         p.error("--rounds runs the bench each round: leave out --bench-json")
     if not a.models:
-        a.models = "mlp,cnn,lstm,gpt" if a.bench_quick else "mlp,cnn,lstm,gpt,gpt_large"
+        a.models = "mlp,cnn,lstm,gpt" if a.bench_quick else ",".join(MODELS)
     unknown = set(a.models.split(",")) - set(MODELS)
     if unknown:
-        p.error("--models: unknown %s (mlp, cnn, lstm, gpt, gpt_large)" % ",".join(sorted(unknown)))
+        p.error("--models: unknown %s (%s)" % (",".join(sorted(unknown)), ", ".join(MODELS)))
     return a
 
 
@@ -268,6 +271,34 @@ def gpt_spec(torch, name, gen, n_batches):
     return Spec(model, batch, tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous(), loss, opt, 1.0, c.block_size)
 
 
+def cifar_model(torch, name):
+    """bench/train.c's VGG- or ResNet-style network."""
+    nn = torch.nn
+    if name == "vgg":
+        return nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(128 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10))
+
+    def conv_bn(cin, cout, stride, relu=True):
+        layers = [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*(layers + [nn.ReLU()] if relu else layers))
+
+    class Block(nn.Module):
+        """relu(x + bn(conv(relu(bn(conv x))))), as train_res_block"""
+
+        def __init__(self, ch):
+            super().__init__()
+            self.body = nn.Sequential(conv_bn(ch, ch, 1), conv_bn(ch, ch, 1, relu=False))
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + x)
+
+    return nn.Sequential(conv_bn(3, 32, 1), Block(32), conv_bn(32, 64, 2), Block(64), conv_bn(64, 128, 2), Block(128),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+
+
 def models(torch, names, n_batches=10):
     """{name: Spec} of the models named (the bench's data shapes)."""
     nn = torch.nn
@@ -290,18 +321,21 @@ def models(torch, names, n_batches=10):
         if name in GPT_SHAPES:
             specs[name] = gpt_spec(torch, name, gen, n_batches)
             continue
+        batch = BATCH
         if name == "mlp":
             model, shape = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)), (784,)
         elif name == "lstm":
             model, shape = SeqLSTM(), (28, 28)
-        else:
+        elif name == "cnn":
             model, shape = nn.Sequential(
                 nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                 nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                 nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)), (1, 28, 28)
-        x = torch.rand((n_batches * BATCH,) + shape, generator=gen)
-        y = torch.randint(0, 10, (n_batches * BATCH,), generator=gen)
-        specs[name] = Spec(model, BATCH, x, y, lambda m, xb, yb: ce(m(xb), yb),
+        else:
+            model, shape, batch = cifar_model(torch, name), (3, 32, 32), CIFAR_BATCH
+        x = torch.rand((n_batches * batch,) + shape, generator=gen)
+        y = torch.randint(0, 10, (n_batches * batch,), generator=gen)
+        specs[name] = Spec(model, batch, x, y, lambda m, xb, yb: ce(m(xb), yb),
                            torch.optim.Adam(model.parameters(), lr=1e-3))
     return specs
 
@@ -510,9 +544,9 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
-    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN, LSTM: batch %d, Adam lr 1e-3; "
-          "GPTs: AdamW, clipping; synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(),
-                                                    BATCH))
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN, LSTM: batch %d, VGG, ResNet: "
+          "batch %d, Adam lr 1e-3; GPTs: AdamW, clipping; synthetic data" % (torch.__version__, where, args.threads,
+                                                                            torch.get_num_threads(), BATCH, CIFAR_BATCH))
     torch.manual_seed(0)
     result = {"torch_version": torch.__version__, "torch_device": where, "threads": args.threads, "batch": BATCH, "torch": {},
               "nncl": {}, "ratio": {}, "rounds": args.rounds}

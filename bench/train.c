@@ -1,5 +1,8 @@
 /* train.c - training throughput of the Fashion-MNIST MLP (784-128-10), a
- * small CNN and an LSTM (28 steps of 28 pixels), Adam, batch 100 (--batch), and of two GPTs (train_gpt.c, their
+ * small CNN and an LSTM (28 steps of 28 pixels), Adam, batch 100 (--batch),
+ * of two CIFAR-shaped networks (3x32x32, batch 64, Adam): a VGG-style one
+ * and a residual one with batch norm after every convolution, and of two
+ * GPTs (train_gpt.c, their
  * tokens/s too): each device alone and all together
  * (shard split, scaling efficiency, share of a step spent in the gradient
  * exchange, and the ceiling: every device training alone on its shard at
@@ -25,13 +28,15 @@
 const char *const train_items[TRAIN_MODELS][3] = {{"mlp", "mlp_fp16", "mlp_bf16"},
                                                   {"cnn", "cnn_fp16", "cnn_bf16"},
                                                   {"lstm", "lstm_fp16", "lstm_bf16"},
+                                                  {"vgg", "vgg_fp16", "vgg_bf16"},
+                                                  {"resnet", "resnet_fp16", "resnet_bf16"},
                                                   {"gpt", "gpt_fp16", "gpt_bf16"},
                                                   {"gpt_large", "gpt_large_fp16", "gpt_large_bf16"}};
 
 int train_wanted(const bench_opts *o, int kind) {
     const char *p = o->models, *name = train_items[kind][0];
     size_t n = strlen(name);
-    if (!p) return kind != TRAIN_GPT_LARGE || !o->quick;
+    if (!p) return !o->quick || (kind != TRAIN_GPT_LARGE && kind != TRAIN_VGG && kind != TRAIN_RESNET);
     while (*p) {
         size_t len = strcspn(p, ",");
         if (len == n && !strncmp(p, name, n)) return 1;
@@ -40,15 +45,71 @@ int train_wanted(const bench_opts *o, int kind) {
     return 0;
 }
 
+/* conv 3x3 pad 1 at stride without bias, batch norm, then ReLU where relu
+ * (a residual block's second convolution adds its shortcut first). */
+static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, int relu, const char *name) {
+    char bn[32];
+    snprintf(bn, sizeof bn, "%s.bn", name);
+    h = nncl_conv2d(g, h, ch, 3, stride, 1, 0, NNCL_ACT_NONE, name);
+    h = nncl_batchnorm(g, h, 0.1f, 1e-5f, bn);
+    return relu ? nncl_op_relu(g, h) : h;
+}
+
+/* A basic residual block at ch channels: relu(x + bn(conv(relu(bn(conv x))))). */
+static nncl_node *train_res_block(nncl_graph *g, nncl_node *x, int ch, const char *name) {
+    char a[32], b[32];
+    nncl_node *h;
+    snprintf(a, sizeof a, "%s.conv1", name);
+    snprintf(b, sizeof b, "%s.conv2", name);
+    h = train_conv_bn(g, x, ch, 1, 1, a);
+    h = train_conv_bn(g, h, ch, 1, 0, b);
+    return nncl_op_relu(g, nncl_op_add(g, h, x));
+}
+
+/* VGG: conv 3->32, 32->32, pool; 32->64, 64->64, pool; 64->128, pool
+ * (3x3 pad 1, ReLU); flatten 128*4*4; dense 256 ReLU; dense 10.
+ * ResNet: conv-bn-relu 3->32; residual block 32; conv-bn-relu 32->64
+ * stride 2; residual block 64; conv-bn-relu 64->128 stride 2; residual
+ * block 128; global average pool; dense 10. */
+static void train_build_cifar(nncl_graph *g, int kind, train_model *m) {
+    int shape[3] = {3, 32, 32};
+    nncl_node *h;
+    m->x = nncl_input(g, "x", 3, shape);
+    if (kind == TRAIN_VGG) {
+        h = nncl_conv2d(g, m->x, 32, 3, 1, 1, 1, NNCL_ACT_RELU, "conv1");
+        h = nncl_conv2d(g, h, 32, 3, 1, 1, 1, NNCL_ACT_RELU, "conv2");
+        h = nncl_maxpool2d(g, h, 2, 2, 0);
+        h = nncl_conv2d(g, h, 64, 3, 1, 1, 1, NNCL_ACT_RELU, "conv3");
+        h = nncl_conv2d(g, h, 64, 3, 1, 1, 1, NNCL_ACT_RELU, "conv4");
+        h = nncl_maxpool2d(g, h, 2, 2, 0);
+        h = nncl_conv2d(g, h, 128, 3, 1, 1, 1, NNCL_ACT_RELU, "conv5");
+        h = nncl_maxpool2d(g, h, 2, 2, 0);
+        h = nncl_flatten(g, h);
+        h = nncl_linear(g, h, 256, 1, NNCL_ACT_RELU, "fc1");
+        m->logits = nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc2");
+    } else {
+        h = train_conv_bn(g, m->x, 32, 1, 1, "stem");
+        h = train_res_block(g, h, 32, "block1");
+        h = train_conv_bn(g, h, 64, 2, 1, "down1");
+        h = train_res_block(g, h, 64, "block2");
+        h = train_conv_bn(g, h, 128, 2, 1, "down2");
+        h = train_res_block(g, h, 128, "block3");
+        h = nncl_global_avgpool(g, h);
+        m->logits = nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc");
+    }
+}
+
 int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m) {
     if (kind >= TRAIN_GPT) return train_gpt_build(ctx, kind == TRAIN_GPT_LARGE, m);
     memset(m, 0, sizeof *m);
-    m->batch = o->batch;
+    m->batch = kind == TRAIN_VGG || kind == TRAIN_RESNET ? TRAIN_CIFAR_BATCH : o->batch;
     m->optim = nncl_optim_default(NNCL_OPT_ADAM);
     m->g = nncl_graph_create(ctx, 1);
     if (!m->g) return 1;
     m->y = nncl_input(m->g, "y", 0, NULL);
-    if (kind == TRAIN_MLP) {
+    if (kind == TRAIN_VGG || kind == TRAIN_RESNET) {
+        train_build_cifar(m->g, kind, m);
+    } else if (kind == TRAIN_MLP) {
         int shape[1] = {784};
         nncl_node *h;
         m->x = nncl_input(m->g, "x", 1, shape);
@@ -144,8 +205,8 @@ static void train_data_load(const bench_opts *o, int kind, train_data *td) {
         train_gpt_data(kind == TRAIN_GPT_LARGE, o->quick, td);
         return;
     }
-    td->xs = 784, td->ys = 1;
-    if (!o->quick && o->data_dir) {
+    td->xs = kind == TRAIN_VGG || kind == TRAIN_RESNET ? 3 * 32 * 32 : 784, td->ys = 1;
+    if (td->xs == 784 && !o->quick && o->data_dir) {
         snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", o->data_dir);
         snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", o->data_dir);
         if (nncl_dataset_load_idx(images, labels, &td->ds) == NNCL_OK) {
@@ -158,7 +219,7 @@ static void train_data_load(const bench_opts *o, int kind, train_data *td) {
     }
     /* synthetic: the same shapes, pixels in [0,1), labels 0..9 */
     td->n = o->quick ? 1000 : 5000;
-    td->x = (float *)malloc(td->n * 784 * sizeof(float));
+    td->x = (float *)malloc(td->n * td->xs * sizeof(float));
     td->y = (float *)malloc(td->n * sizeof(float));
     if (!td->x || !td->y) {
         free(td->x), free(td->y);
@@ -166,7 +227,7 @@ static void train_data_load(const bench_opts *o, int kind, train_data *td) {
         td->n = 0;
         return;
     }
-    for (i = 0; i < td->n * 784; i++) {
+    for (i = 0; i < td->n * td->xs; i++) {
         s = s * 1664525u + 1013904223u;
         td->x[i] = (float)(s >> 8) / 16777216.0f;
     }

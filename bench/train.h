@@ -5,9 +5,12 @@
 #define NNCL_BENCH_TRAIN_H
 #include "bench.h"
 
-/* The models trained: the Fashion-MNIST MLP, CNN and LSTM, and two GPTs
- * (bench/train_gpt.c). Items are named by train_items[kind][precision]. */
-enum { TRAIN_MLP, TRAIN_CNN, TRAIN_LSTM, TRAIN_GPT, TRAIN_GPT_LARGE, TRAIN_MODELS };
+/* The models trained: the Fashion-MNIST MLP, CNN and LSTM, two CIFAR-shaped
+ * networks (VGG-style, and residual with batch norm; 3x32x32, batch 64) and
+ * two GPTs (bench/train_gpt.c). Items are named by
+ * train_items[kind][precision]. */
+enum { TRAIN_MLP, TRAIN_CNN, TRAIN_LSTM, TRAIN_VGG, TRAIN_RESNET, TRAIN_GPT, TRAIN_GPT_LARGE, TRAIN_MODELS };
+#define TRAIN_CIFAR_BATCH 64
 extern const char *const train_items[TRAIN_MODELS][3];
 
 typedef struct train_model {
@@ -26,7 +29,7 @@ typedef struct train_data {
 } train_data;
 
 /* Whether the bench trains model kind (--models; by default all, but the
- * large GPT only without --quick). */
+ * large GPT and the CIFAR-shaped networks only without --quick). */
 int train_wanted(const bench_opts *o, int kind);
 /* Model kind on ctx: 0 when built. */
 int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m);

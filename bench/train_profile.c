@@ -246,7 +246,8 @@ static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int kind
 }
 
 void train_detail(const bench_opts *o, nncl_context *ctx, int d, int kind, const train_data *td, double fp32_rate) {
-    int prec, batch = kind >= TRAIN_GPT ? train_gpt_batch(kind == TRAIN_GPT_LARGE) : o->batch;
+    int prec, batch = kind >= TRAIN_GPT ? train_gpt_batch(kind == TRAIN_GPT_LARGE)
+                      : kind == TRAIN_VGG || kind == TRAIN_RESNET ? TRAIN_CIFAR_BATCH : o->batch;
     /* --quick trains the half formats only where an fp32 step is quick
      * (Mesa rusticl, which builds each kernel at each launch: 3 s per CNN
      * step, its fp16 and bf16 rows 40 s) */

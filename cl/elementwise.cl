@@ -36,14 +36,18 @@ float nncl_silu_grad(float v) {
 }
 
 /* out[i] = a[i] op b[i % bn]: bn == n for same-shape operands, bn == cols
- * for a row vector broadcast over rows. */
+ * for a row vector broadcast over rows. Same-shape operands take a branch
+ * of their own (uniform over the launch): CPU drivers divide integers one
+ * lane at a time, and the remainder would cost more than the traffic. */
 #define NNCL_BINARY(NAME, EXPR)                                              \
 __kernel void NAME(__global const act_t *a, int a_off,                       \
                    __global const act_t *b, int b_off, int bn,                \
                    __global act_t *out, int out_off, int n) {                 \
     size_t i = get_global_id(0);                                             \
     if (i < (size_t)n) {                                                     \
-        float x = NNCL_LD(a, a_off + i), y = NNCL_LD(b, b_off + i % (size_t)bn); \
+        float x = NNCL_LD(a, a_off + i), y;                                  \
+        if (bn == n) y = NNCL_LD(b, b_off + i);                              \
+        else y = NNCL_LD(b, b_off + i % (size_t)bn);                         \
         NNCL_ST(EXPR, out, out_off + i);                                     \
     }                                                                        \
 }

@@ -2,7 +2,8 @@
  * the spatial positions of an [B, C, inner] layout), layer and RMS
  * normalisation (statistics per row over the last dimension), forward and
  * backward.
- * Reductions run in one work-group per channel or row (nncl__launch_rows),
+ * Batch norm's streaming kernels (the default) are described at them;
+ * the other reductions run in one work-group per channel or row (nncl__launch_rows),
  * Kahan-compensated per work-item, then a local-memory tree. Buffers are
  * followed by their int element offsets; `acc` 1 means add into the output.
  * The reduction kernels never return before a barrier: PoCL 3.1 (LLVM 15)
@@ -120,6 +121,183 @@ __kernel void nncl_batchnorm_backward_f32(__global const act_t *x, int x_off, __
         }
         d = NNCL_LD(w, w_off + c) * inv * g;
         NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
+    }
+}
+
+/* Streaming batch norm: the statistics in one pass over x (partial sums
+ * of a channel's images per work-item, then one work-item per channel
+ * merges them), apply and the input gradient one pass each, 8 values at a
+ * time. No barriers: CPU drivers keep such loops in vector registers,
+ * where values live across a barrier are spilled. Partials: part[(c P +
+ * q) 2 + {0,1}] for channel c, q < P over images [q B / P, (q+1) B / P).
+ * The statistics sum x - x[0, c, 0] and its square: shifted by a value of
+ * the channel, the variance E[d^2] - E[d]^2 cancels little. */
+
+/* Work-item c P + q: sum and sum of squares of x - K over its images. */
+__kernel void nncl_batchnorm_partial_f32(__global const act_t *x, int x_off, __global float *part, int part_off,
+                                         int B, int C, int inner, int P) {
+    int gid = (int)get_global_id(0), c, q, b, b1, k;
+    float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, K;
+    if (gid >= C * P) return;
+    c = gid / P;
+    q = gid - c * P;
+    K = NNCL_LD(x, x_off + c * inner);
+    b1 = (int)(((long)(q + 1) * B) / P);
+    for (b = (int)(((long)q * B) / P); b < b1; b++) {
+        __global const act_t *r = x + x_off + ((size_t)b * C + c) * inner;
+        float8 v8 = 0.0f, w8 = 0.0f;
+        float v = 0.0f, w = 0.0f;
+        for (k = 0; k + 8 <= inner; k += 8) {
+            float8 d = NNCL_LD8(r + k) - K;
+            v8 += d;
+            w8 += d * d;
+        }
+        for (; k < inner; k++) {
+            float d = NNCL_LD(r, k) - K;
+            v += d;
+            w += d * d;
+        }
+        v += (v8.s0 + v8.s1) + (v8.s2 + v8.s3) + ((v8.s4 + v8.s5) + (v8.s6 + v8.s7));
+        w += (w8.s0 + w8.s1) + (w8.s2 + w8.s3) + ((w8.s4 + w8.s5) + (w8.s6 + w8.s7));
+        nncl_kahan_add(&s, &cs, v);
+        nncl_kahan_add(&s2, &cs2, w);
+    }
+    part[part_off + 2 * gid] = s;
+    part[part_off + 2 * gid + 1] = s2;
+}
+
+/* One work-item per channel: merges its P partials into aux's mean and
+ * invstd and moves the running statistics (as nncl_batchnorm_stats_f32). */
+__kernel void nncl_batchnorm_merge_f32(__global const act_t *x, int x_off, __global const float *part, int part_off,
+                                       __global float *aux, int aux_off, __global float *st, int st_off, int C,
+                                       int inner, int P, int count, float momentum, float eps) {
+    int c = (int)get_global_id(0), q;
+    float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, m, var;
+    if (c >= C) return;
+    for (q = 0; q < P; q++) {
+        nncl_kahan_add(&s, &cs, part[part_off + 2 * (c * P + q)]);
+        nncl_kahan_add(&s2, &cs2, part[part_off + 2 * (c * P + q) + 1]);
+    }
+    m = s / (float)count;
+    var = fmax(s2 / (float)count - m * m, 0.0f);
+    m += NNCL_LD(x, x_off + c * inner);
+    aux[aux_off + c] = m;
+    aux[aux_off + C + c] = 1.0f / sqrt(var + eps);
+    st[st_off + c] = (1.0f - momentum) * st[st_off + c] + momentum * m;
+    if (count > 1)
+        st[st_off + C + c] = (1.0f - momentum) * st[st_off + C + c] + momentum * (var * ((float)count / (float)(count - 1)));
+}
+
+/* Work-item c P + q: sum dy and sum dy * xhat over its images. */
+__kernel void nncl_batchnorm_grad_partial_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                              __global const float *aux, int aux_off, __global float *part,
+                                              int part_off, int B, int C, int inner, int P) {
+    int gid = (int)get_global_id(0), c, q, b, b1, k;
+    float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, mean;
+    if (gid >= C * P) return;
+    c = gid / P;
+    q = gid - c * P;
+    mean = aux[aux_off + c];
+    b1 = (int)(((long)(q + 1) * B) / P);
+    for (b = (int)(((long)q * B) / P); b < b1; b++) {
+        size_t o = ((size_t)b * C + c) * inner;
+        __global const act_t *xr = x + x_off + o, *gr = dy + dy_off + o;
+        float8 v8 = 0.0f, w8 = 0.0f;
+        float v = 0.0f, w = 0.0f;
+        for (k = 0; k + 8 <= inner; k += 8) {
+            float8 g = NNCL_LD8(gr + k);
+            v8 += g;
+            w8 += g * (NNCL_LD8(xr + k) - mean);
+        }
+        for (; k < inner; k++) {
+            float g = NNCL_LD(gr, k);
+            v += g;
+            w += g * (NNCL_LD(xr, k) - mean);
+        }
+        v += (v8.s0 + v8.s1) + (v8.s2 + v8.s3) + ((v8.s4 + v8.s5) + (v8.s6 + v8.s7));
+        w += (w8.s0 + w8.s1) + (w8.s2 + w8.s3) + ((w8.s4 + w8.s5) + (w8.s6 + w8.s7));
+        nncl_kahan_add(&s, &cs, v);
+        nncl_kahan_add(&s2, &cs2, w);
+    }
+    part[part_off + 2 * gid] = s;
+    part[part_off + 2 * gid + 1] = s2 * aux[aux_off + C + c];
+}
+
+/* One work-item per channel: the sums of its P partials into aux (sum dy,
+ * sum dy*xhat) and the weight and bias gradients where wanted (x and dy
+ * unused: the arguments of nncl_batchnorm_backward_f32_params). */
+__kernel void nncl_batchnorm_grad_merge_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                            __global float *aux, int aux_off, __global float *dw, int dw_off,
+                                            int want_w, int acc_w, __global float *db, int db_off, int want_b,
+                                            int acc_b, __global const float *part, int part_off, int C, int P) {
+    int c = (int)get_global_id(0), q;
+    float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f;
+    if (c >= C) return;
+    for (q = 0; q < P; q++) {
+        nncl_kahan_add(&s, &cs, part[part_off + 2 * (c * P + q)]);
+        nncl_kahan_add(&s2, &cs2, part[part_off + 2 * (c * P + q) + 1]);
+    }
+    aux[aux_off + 2 * C + c] = s;
+    aux[aux_off + 3 * C + c] = s2;
+    if (want_w) dw[dw_off + c] = (acc_w ? dw[dw_off + c] : 0.0f) + s2;
+    if (want_b) db[db_off + c] = (acc_b ? db[db_off + c] : 0.0f) + s;
+}
+
+/* y = x a + s, a = invstd w, s = b - mean a; work-item r nch + q: values
+ * [q chunk, (q + 1) chunk) of row r = b C + c (as the input gradient). */
+__kernel void nncl_batchnorm_apply_f32_vec(__global const act_t *x, int x_off, __global const float *aux, int aux_off,
+                                           __global const act_t *w, int w_off, __global const act_t *b, int b_off,
+                                           __global act_t *y, int y_off, int C, int inner, int rows, int nch,
+                                           int chunk) {
+    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    float a, sh;
+    __global const act_t *xr;
+    __global act_t *yr;
+    if (gid >= rows * nch) return;
+    r = gid / nch;
+    q = gid - r * nch;
+    c = r % C;
+    a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
+    sh = NNCL_LD(b, b_off + c) - aux[aux_off + c] * a;
+    xr = x + x_off + (size_t)r * inner;
+    yr = y + y_off + (size_t)r * inner;
+    hi = min(inner, (q + 1) * chunk);
+    for (k = q * chunk; k + 8 <= hi; k += 8) NNCL_ST8(NNCL_LD8(xr + k) * a + sh, yr + k);
+    for (; k < hi; k++) NNCL_ST(NNCL_LD(xr, k) * a + sh, yr, k);
+}
+
+/* Training: dx = w invstd (dy - (sum dy + xhat sum dy*xhat) / count);
+ * evaluation: dx = w invstd dy. */
+__kernel void nncl_batchnorm_backward_f32_vec(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                              __global const float *aux, int aux_off, __global const act_t *w, int w_off,
+                                              __global act_t *dx, int dx_off, int acc, int C, int inner, int rows,
+                                              int nch, int chunk, int count, int training) {
+    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    float inv, k1, m, t1, t2;
+    size_t o;
+    __global const act_t *xr, *gr;
+    __global act_t *dr;
+    if (gid >= rows * nch) return;
+    r = gid / nch;
+    q = gid - r * nch;
+    c = r % C;
+    inv = aux[aux_off + C + c];
+    k1 = NNCL_LD(w, w_off + c) * inv;
+    m = aux[aux_off + c];
+    t1 = training ? aux[aux_off + 2 * C + c] / (float)count : 0.0f;
+    t2 = training ? aux[aux_off + 3 * C + c] / (float)count * inv : 0.0f;
+    o = (size_t)r * inner;
+    xr = x + x_off + o;
+    gr = dy + dy_off + o;
+    dr = dx + dx_off + o;
+    hi = min(inner, (q + 1) * chunk);
+    for (k = q * chunk; k + 8 <= hi; k += 8) {
+        float8 d = k1 * (NNCL_LD8(gr + k) - t1 - (NNCL_LD8(xr + k) - m) * t2);
+        NNCL_ST8(acc ? NNCL_LD8(dr + k) + d : d, dr + k);
+    }
+    for (; k < hi; k++) {
+        float d = k1 * (NNCL_LD(gr, k) - t1 - (NNCL_LD(xr, k) - m) * t2);
+        NNCL_ST(acc ? NNCL_LD(dr, k) + d : d, dr, k);
     }
 }
 

@@ -1,7 +1,7 @@
 /* pool.cl - pooling over NCHW planes (src/ops/op_pool.c): max pooling with the
  * argmax (index h*W + w within the plane, as a float) kept for backward,
- * average pooling with the padding counted in the divisor, and the backward
- * of global average pooling. Backward kernels gather per input element over
+ * average pooling with the padding counted in the divisor, and global
+ * average pooling (streaming, at the end). Backward kernels gather per input element over
  * the windows that cover it: no atomics, and acc adds instead of writing.
  *
  * The usual 2x2 window at stride 2 without padding has kernels of its own
@@ -514,12 +514,36 @@ __kernel void nncl_avgpool2d_backward_f32(__global const act_t *dy, int dy_off, 
     nncl_pool_backward(dy + dy_off, 0, 0, dx + dx_off, H, W, OH, OW, k, st, pad, acc);
 }
 
-/* dx[p, j] (+)= dy[p] * scale for n = planes * hw inputs (scale 1/hw). */
+/* Global average pool, streaming: no barriers and no division per value
+ * (CPU drivers keep these loops in vector registers, 8 values at a time).
+ * Forward: one work-item per plane p of hw values, y[p] = scale sum x[p, :]. */
+__kernel void nncl_global_avgpool_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int planes,
+                                      int hw, float scale) {
+    int p = (int)get_global_id(0), k;
+    float8 s8 = 0.0f;
+    float s = 0.0f;
+    __global const act_t *r;
+    if (p >= planes) return;
+    r = x + x_off + (size_t)p * hw;
+    for (k = 0; k + 8 <= hw; k += 8) s8 += NNCL_LD8(r + k);
+    for (; k < hw; k++) s += NNCL_LD(r, k);
+    s += (s8.s0 + s8.s1) + (s8.s2 + s8.s3) + ((s8.s4 + s8.s5) + (s8.s6 + s8.s7));
+    NNCL_ST(s * scale, y, y_off + p);
+}
+
+/* Backward: dx[p, j] (+)= dy[p] scale, work-item p nch + q over values
+ * [q chunk, (q + 1) chunk) of plane p. */
 __kernel void nncl_global_avgpool_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off,
-                                               int n, int hw, float scale, int acc) {
-    int i = get_global_id(0);
+                                               int planes, int hw, int nch, int chunk, float scale, int acc) {
+    int gid = (int)get_global_id(0), p, q, k, hi;
     float g;
-    if (i >= n) return;
-    g = NNCL_LD(dy, dy_off + i / hw) * scale;
-    NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + g : g, dx, dx_off + i);
+    __global act_t *r;
+    if (gid >= planes * nch) return;
+    p = gid / nch;
+    q = gid - p * nch;
+    g = NNCL_LD(dy, dy_off + p) * scale;
+    r = dx + dx_off + (size_t)p * hw;
+    hi = min(hw, (q + 1) * chunk);
+    for (k = q * chunk; k + 8 <= hi; k += 8) NNCL_ST8(acc ? NNCL_LD8(r + k) + g : (float8)g, r + k);
+    for (; k < hi; k++) NNCL_ST(acc ? NNCL_LD(r, k) + g : g, r, k);
 }

@@ -68,8 +68,9 @@ static int check_bn_running(nncl_context *ctx, int d, int ndim, const int *shape
     float *xd, *td, *got;
     int C = shape[0], inner = 1, bad = 0, i;
     double mean0 = 0, var0 = 0, cnt, want;
-    snprintf(name, sizeof name, "batchnorm running statistics and eval, %d-D input, batch %d, on %s", ndim + 1,
-             batch, th_device_label(ctx, d));
+    const char *path = getenv("NNCL_BN");
+    snprintf(name, sizeof name, "batchnorm running statistics and eval, %d-D input, batch %d, %s, on %s", ndim + 1,
+             batch, path && !strcmp(path, "groups") ? "per-channel groups" : "streaming", th_device_label(ctx, d));
     for (i = 1; i < ndim; i++) inner *= shape[i];
     x->needs_grad = 1;
     h = nncl_batchnorm(g, x, 0.25f, 1e-5f, "bn");
@@ -418,9 +419,14 @@ int main(void) {
     check_errors(ctx);
     check_init(ctx);
     for (d = 0; d < nncl_device_count(ctx); d++) {
-        check_bn_running(ctx, d, 1, bn2a, 6);
-        check_bn_running(ctx, d, 3, bn4a, 2);
-        check_bn_running(ctx, d, 1, bn2c, 1);
+        int path;
+        for (path = 0; path < 2; path++) { /* both of batch norm's paths (src/ops/op_norm.c) */
+            setenv("NNCL_BN", path ? "groups" : "stream", 1);
+            check_bn_running(ctx, d, 1, bn2a, 6);
+            check_bn_running(ctx, d, 3, bn4a, 2);
+            check_bn_running(ctx, d, 1, bn2c, 1);
+        }
+        unsetenv("NNCL_BN");
         check_dropout_masks(ctx, d);
         check_embedding_invalid(ctx, d);
     }

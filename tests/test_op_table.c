@@ -403,6 +403,7 @@ static const ot_row ot_rows[] = {
      * 1445 values per channel make the work-items stride */
     OT_BN(3, 1, 3, 0, 0), OT_BN(7, 1, 1, 0, 0), OT_BN(1, 1, 3, 0, 0), OT_BN(4, 1, 5, 0, 0), OT_BN(2, 2, 3, 7, 0),
     OT_BN(2, 3, 3, 5, 3), OT_BN(3, 3, 1, 4, 4), OT_BN(1, 3, 2, 3, 3), OT_BN(5, 3, 4, 17, 17),
+    OT_BN(5, 2, 96, 3, 0), /* fewer partial sums than images (cl/norm.cl) */
     /* layer norm; 40 rows make the weight gradient stride over row lanes */
     OT_LN(1, 1, 5, 0, 0), OT_LN(3, 1, 1, 0, 0), OT_LN(4, 1, 7, 0, 0), OT_LN(2, 1, 300, 0, 0), OT_LN(2, 2, 3, 6, 0),
     OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0),
@@ -577,6 +578,10 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
         char op[180];
         snprintf(op, sizeof op, "%.179s", name);
         snprintf(name, sizeof name, "%s storage%s: %s", oc_store == 1 ? "fp16" : "bf16", ot_path, op);
+    } else if (*ot_path) {
+        char op[180];
+        snprintf(op, sizeof op, "%.179s", name);
+        snprintf(name, sizeof name, "fp32%s: %s", ot_path, op);
     }
     out = ok ? r->build(g, in, r) : NULL;
     loss = out;
@@ -688,6 +693,22 @@ int main(int argc, char **argv) {
         ot_path = "";
         if (env) setenv("NNCL_GEMM", keep, 1);
         else unsetenv("NNCL_GEMM");
+    }
+    /* batch norm's other path: a work-group per channel (NNCL_BN=groups;
+     * the streaming kernels run above, src/ops/op_norm.c) */
+    {
+        const char *env = getenv("NNCL_BN");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_BN", env && !strcmp(env, "groups") ? "stream" : "groups", 1);
+        ot_path = env && !strcmp(env, "groups") ? ", streaming" : ", per-channel groups";
+        for (oc_store = 0; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if (ot_rows[k].build == ot_batchnorm && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                    ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_BN", keep, 1);
+        else unsetenv("NNCL_BN");
     }
     oc_store = 0;
     if (argc < 2) ot_half_coverage();

@@ -261,7 +261,10 @@ static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const t
     int i, nf = 0, ndim, shape[8], batch, ok = 1;
     double tol = tto_tol[prec], worst = 0;
     nncl_status st_create;
-    snprintf(name, sizeof name, "%s as in PyTorch (%s) on %s", c->name, tto_precision[prec], th_device_label(ctx, d));
+    const char *bn = getenv("NNCL_BN");
+    snprintf(name, sizeof name, "%s as in PyTorch (%s%s) on %s", c->name, tto_precision[prec],
+             c->build == b_batchnorm && bn && !strcmp(bn, "groups") ? ", per-channel groups" : "",
+             th_device_label(ctx, d));
     TH_CHECK(name, g && tto_get(st, c->name, "x", &ex, NULL, NULL) && tto_get(st, c->name, "t", &et, &ndim, shape));
     batch = (int)ex.shape[0];
     h = tto_input(g, st, c, "x", "p", prec ? fold[0] : NULL, &x, &xdata);
@@ -352,6 +355,13 @@ int main(void) {
     for (d = 0; d < nncl_device_count(ctx); d++)
         for (p = 0; p < 3; p++)
             for (i = 0; i < n; i++) tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
+    /* batch norm's other path (NNCL_BN, src/ops/op_norm.c) */
+    setenv("NNCL_BN", "groups", 1);
+    for (d = 0; d < nncl_device_count(ctx); d++)
+        for (p = 0; p < 3; p++)
+            for (i = 0; i < n; i++)
+                if (tto_cases[i].build == b_batchnorm) tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
+    unsetenv("NNCL_BN");
     nncl_safetensors_free(st);
     nncl_free(ctx);
     return th_exit_code();

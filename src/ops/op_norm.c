@@ -3,15 +3,22 @@
  * and layer normalisation (per row over the last dimension), each with a
  * learnable NAME.weight (ones) and NAME.bias (zeros; layer norm may go
  * without), and RMS normalisation (per row, NAME.weight alone). Kernels:
- * cl/norm.cl. */
+ * cl/norm.cl. Batch norm streams by default: its statistics and gradient
+ * sums in one pass over the data (partial sums, then one work-item per
+ * channel merges them), apply and the input gradient one pass each. */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* fattr of both: [0] eps, [1] momentum (batch norm). */
 
 /* Kernel slots (cl/norm.cl), in the order of the rows' kernel lists. */
-enum { BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX };
+enum {
+    BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX,
+    BN_K_PARTIAL, BN_K_MERGE, BN_K_GRAD_PARTIAL, BN_K_GRAD_MERGE, BN_K_APPLY_VEC, BN_K_DX_VEC
+};
 enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB };
 enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW };
 
@@ -19,7 +26,8 @@ enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW };
 static int norm_want(nncl__exec *x, const nncl_node *n, int i) { return i < n->n_in && nncl__need_grad(x, n, i); }
 
 /* Begins the kernel in slot that sums the weight and bias gradients of a
- * norm node (nncl_batchnorm_backward_f32_params, nncl_layernorm_backward_f32_params), with their shared
+ * norm node (nncl_batchnorm_backward_f32_params, nncl_batchnorm_grad_merge_f32,
+ * nncl_layernorm_backward_f32_params), with their shared
  * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
  * (aux stands in for a gradient not wanted). */
 static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
@@ -90,16 +98,94 @@ static nncl_status bn_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
+/* The streaming kernels' partial sums per channel: BN_PARTS work-items in
+ * all (enough for the cores, few enough to merge in one work-item per
+ * channel), at most one per image. Grows with B, so that the aux of the
+ * largest batch holds every smaller one's. */
+#define BN_PARTS 1024
+static int bn_parts(int C, int B) {
+    int p = (BN_PARTS + C - 1) / C;
+    return p < B ? p : (B > 0 ? B : 1);
+}
+
 /* aux: mean [C], invstd [C] (from forward), sum dy [C], sum dy*xhat [C]
- * (backward scratch). */
+ * (backward scratch), then 2 floats per partial of the streaming kernels. */
 static size_t bn_aux(const nncl_node *n, int batch) {
-    (void)batch;
-    return 4 * (size_t)bn_channels(n);
+    size_t C = (size_t)bn_channels(n);
+    return 4 * C + 2 * C * (size_t)bn_parts((int)C, batch);
+}
+
+/* Whether the streaming kernels run (statistics in one pass, 8 values at a
+ * time) rather than one work-group per channel; NNCL_BN=groups or stream
+ * decides (tests run both). */
+static int bn_stream(void) {
+    const char *env = getenv("NNCL_BN");
+    return !(env && !strcmp(env, "groups"));
+}
+
+/* Streaming kernels: a work-item per BN_CHUNK values of a row b C + c. */
+#define BN_CHUNK 256
+static size_t bn_chunks(int inner) { return ((size_t)inner + BN_CHUNK - 1) / BN_CHUNK; }
+
+/* aux's partial sums (after the 4C per-channel values). */
+static nncl__view bn_partv(nncl__exec *x, const nncl_node *n) {
+    nncl__view v = nncl__auxv(x, n);
+    v.off += 4 * (size_t)bn_channels(n);
+    return v;
+}
+
+/* Training statistics in one pass: partial sums, then their merge. */
+static nncl_status bn_stats_stream(nncl__exec *x, nncl_node *n, nncl__view st) {
+    nncl__args a;
+    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, P = bn_parts(C, B);
+    NNCL_TRY(nncl__kbegin(x, n, BN_K_PARTIAL, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, bn_partv(x, n));
+    nncl__arg_int(&a, B);
+    nncl__arg_int(&a, C);
+    nncl__arg_int(&a, inner);
+    nncl__arg_int(&a, P);
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
+    NNCL_TRY(nncl__kbegin(x, n, BN_K_MERGE, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, bn_partv(x, n));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, st);
+    nncl__arg_int(&a, C);
+    nncl__arg_int(&a, inner);
+    nncl__arg_int(&a, P);
+    nncl__arg_int(&a, B * inner);
+    /* synchronised: the running statistics move on the host, from the global batch */
+    nncl__arg_float(&a, x->sync ? 0.0f : n->fattr[1]);
+    nncl__arg_float(&a, n->fattr[0]);
+    return nncl__launch_1d(&a, x->dev, (size_t)C);
+}
+
+/* The gradient sums in one pass over x and dy: partial sums, then their
+ * merge into aux and the weight and bias gradients. */
+static nncl_status bn_grad_stream(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, P = bn_parts(C, B);
+    NNCL_TRY(nncl__kbegin(x, n, BN_K_GRAD_PARTIAL, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, bn_partv(x, n));
+    nncl__arg_int(&a, B);
+    nncl__arg_int(&a, C);
+    nncl__arg_int(&a, inner);
+    nncl__arg_int(&a, P);
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
+    NNCL_TRY(norm_begin_param_grads(x, n, BN_K_GRAD_MERGE, &a));
+    nncl__arg_view(&a, bn_partv(x, n));
+    nncl__arg_int(&a, C);
+    nncl__arg_int(&a, P);
+    return nncl__launch_1d(&a, x->dev, (size_t)C);
 }
 
 static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch;
+    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
     size_t total = nncl__numel(n, B);
     nncl__view st;
     st.mem = x->state;
@@ -107,6 +193,9 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     if (x->recompute) {
         /* checkpointing: the batch statistics the forward saved in aux (the
          * global batch's, synchronised), the running ones not moved again */
+    } else if (x->training && stream) {
+        NNCL_TRY(bn_stats_stream(x, n, st));
+        if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
     } else if (x->training) {
         NNCL_TRY(nncl__kbegin(x, n, BN_K_STATS, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
@@ -128,7 +217,7 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_float(&a, n->fattr[0]);
         NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
     }
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_APPLY, &a));
+    NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -136,16 +225,25 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, (int)total);
-    return nncl__launch_1d(&a, x->dev, total);
+    if (!stream) {
+        nncl__arg_int(&a, (int)total);
+        return nncl__launch_1d(&a, x->dev, total);
+    }
+    nncl__arg_int(&a, B * C);
+    nncl__arg_int(&a, (int)bn_chunks(inner));
+    nncl__arg_int(&a, BN_CHUNK);
+    return nncl__launch_1d(&a, x->dev, (size_t)B * (size_t)C * bn_chunks(inner));
 }
 
 static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch;
+    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
     size_t total = nncl__numel(n, B);
-    if (want_w || want_b || (want_x && x->training)) {
+    if (stream && (want_w || want_b || (want_x && x->training))) {
+        NNCL_TRY(bn_grad_stream(x, n));
+        if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
+    } else if (want_w || want_b || (want_x && x->training)) {
         NNCL_TRY(norm_begin_param_grads(x, n, BN_K_GRAD_STATS, &a));
         nncl__arg_int(&a, B);
         nncl__arg_int(&a, C);
@@ -154,7 +252,7 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
         if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
     }
     if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_DX, &a));
+    NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_DX_VEC : BN_K_DX, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__auxv(x, n));
@@ -163,10 +261,16 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, (int)total);
+    if (stream) {
+        nncl__arg_int(&a, B * C);
+        nncl__arg_int(&a, (int)bn_chunks(inner));
+        nncl__arg_int(&a, BN_CHUNK);
+    } else {
+        nncl__arg_int(&a, (int)total);
+    }
     nncl__arg_int(&a, (x->sync ? x->global_batch : B) * inner); /* synchronised: the global sums */
     nncl__arg_int(&a, x->training);
-    return nncl__launch_1d(&a, x->dev, total);
+    return nncl__launch_1d(&a, x->dev, stream ? (size_t)B * (size_t)C * bn_chunks(inner) : total);
 }
 
 static void bn_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
@@ -234,10 +338,15 @@ const nncl__opdef nncl__opdef_batchnorm = {
     .name = "batchnorm",
     .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
                 {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
-                {"norm", "nncl_batchnorm_backward_f32"}},
+                {"norm", "nncl_batchnorm_backward_f32"}, {"norm", "nncl_batchnorm_partial_f32"},
+                {"norm", "nncl_batchnorm_merge_f32"}, {"norm", "nncl_batchnorm_grad_partial_f32"},
+                {"norm", "nncl_batchnorm_grad_merge_f32"}, {"norm", "nncl_batchnorm_apply_f32_vec"},
+                {"norm", "nncl_batchnorm_backward_f32_vec"}},
     .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1, .keep_aux = 1};
+#undef BN_CHUNK
+#undef BN_PARTS
 
 /* Running statistics live in the graph's state buffer at n->state_off:
  * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).

@@ -274,26 +274,38 @@ static nncl_status gap_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-/* Row means of x viewed as [B*C, H*W], by the shared row-sum kernel. */
+/* Global average pool: streaming kernels over the [B*C, H*W] planes, a
+ * work-item per plane forward, per GAP_CHUNK values of a plane backward. */
+#define GAP_CHUNK 256
 static nncl_status gap_forward(nncl__exec *x, nncl_node *n) {
-    size_t rows = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
-    return nncl__k_sum(nncl__kl_of(x, n, POOL_K_FORWARD), 1, nncl__val(x, n->in[0]), nncl__val(x, n), rows, hw,
-                       (float)(1.0 / (double)hw), 0);
+    nncl__args a;
+    size_t planes = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n));
+    nncl__arg_int(&a, (int)planes);
+    nncl__arg_int(&a, (int)hw);
+    nncl__arg_float(&a, (float)(1.0 / (double)hw));
+    return nncl__launch_1d(&a, x->dev, planes);
 }
 
 static nncl_status gap_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    size_t count = nncl__numel(n->in[0], x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    size_t planes = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    size_t nch = (hw + GAP_CHUNK - 1) / GAP_CHUNK;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
     NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, (int)count);
+    nncl__arg_int(&a, (int)planes);
     nncl__arg_int(&a, (int)hw);
+    nncl__arg_int(&a, (int)nch);
+    nncl__arg_int(&a, GAP_CHUNK);
     nncl__arg_float(&a, (float)(1.0 / (double)hw));
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, x->dev, planes * nch);
 }
+#undef GAP_CHUNK
 
 static void gap_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                             double *aux) {
@@ -314,7 +326,7 @@ static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_global_avgpool = {
     .name = "global_avgpool",
-    .kernels = {{"reduce", "nncl_sum_f32_axis1"}, {"pool", "nncl_global_avgpool_backward_f32"}}, .shape = gap_shape,
+    .kernels = {{"pool", "nncl_global_avgpool_f32"}, {"pool", "nncl_global_avgpool_backward_f32"}}, .shape = gap_shape,
     .forward = gap_forward, .backward = gap_backward, .ref_forward = gap_ref_forward, .ref_backward = gap_ref_backward,
     .half = 1};
 
