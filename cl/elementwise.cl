@@ -13,11 +13,29 @@
 #define NNCL_SQRT1_2 0.70710678118654752f      /* 1/sqrt(2) */
 #define NNCL_INV_SQRT_2PI 0.39894228040143268f /* 1/sqrt(2 pi) */
 
+/* erfc(z) within a few 1e-6 relative (Numerical Recipes' erfcc, a
+ * Chebyshev fit of erfc(z) exp(z^2) in t = 1 / (1 + z/2), fractional error
+ * 1.2e-7; z^2's rounding error e = fma(a, a, -a^2) enters as exp(-e) ~ 1 -
+ * e). Plain arithmetic and exp, so CPU drivers run work-items as SIMD
+ * lanes; PoCL's erfc is a scalar library call. */
+float nncl_erfc(float z) {
+    float a = fabs(z), t = 1.0f / (1.0f + 0.5f * a), aa = a * a, r;
+    float p = -1.26551223f +
+              t * (1.00002368f +
+                   t * (0.37409196f +
+                        t * (0.09678418f +
+                             t * (-0.18628806f +
+                                  t * (0.27886807f +
+                                       t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+    r = t * exp(p - aa) * (1.0f - fma(a, a, -aa));
+    return z < 0.0f ? 2.0f - r : r;
+}
+
 /* gelu through erfc rather than 1 + erf: no cancellation for negative x. */
-float nncl_gelu_fwd(float v) { return 0.5f * v * erfc(-v * NNCL_SQRT1_2); }
+float nncl_gelu_fwd(float v) { return 0.5f * v * nncl_erfc(-v * NNCL_SQRT1_2); }
 /* d gelu / dx = Phi(x) + x phi(x) */
 float nncl_gelu_grad(float v) {
-    return 0.5f * erfc(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
+    return 0.5f * nncl_erfc(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
 }
 
 /* gelu, tanh form (PyTorch's approximate='tanh'), and its derivative */

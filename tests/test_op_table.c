@@ -286,6 +286,7 @@ static const ot_row ot_rows[] = {
     OT_UN2(SOFTMAX, 0), OT_UN2(LOG_SOFTMAX, 0), OT_UN(SOFTMAX, 0, 2, 2, 3, 300),
     /* past softplus's threshold (20) and far into the tails */
     OT_UN(SOFTPLUS, 0, 30, 2, 5, 21), OT_UN(SILU, 0, 30, 2, 5, 21), OT_UN(ELU, 0.7f, 30, 2, 5, 21),
+    OT_UN(GELU, 0, 8, 2, 5, 21),
     /* dense and the losses */
     {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 1), OT_LABELS(2)}, 1, OT_TOL},
     {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 13), OT_LABELS(10)}, 7, OT_TOL},
