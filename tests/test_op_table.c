@@ -286,7 +286,6 @@ static const ot_row ot_rows[] = {
     OT_UN2(SOFTMAX, 0), OT_UN2(LOG_SOFTMAX, 0), OT_UN(SOFTMAX, 0, 2, 2, 3, 300),
     /* past softplus's threshold (20) and far into the tails */
     OT_UN(SOFTPLUS, 0, 30, 2, 5, 21), OT_UN(SILU, 0, 30, 2, 5, 21), OT_UN(ELU, 0.7f, 30, 2, 5, 21),
-    OT_UN(GELU, 0, 8, 2, 5, 21),
     /* dense and the losses */
     {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 1), OT_LABELS(2)}, 1, OT_TOL},
     {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 13), OT_LABELS(10)}, 7, OT_TOL},
@@ -399,6 +398,8 @@ static const ot_row ot_rows[] = {
     {"causal_attention self h2 dropout 0.2", ot_attention, {2, 1}, 0.2f, {OT_X2(-2, 2, 6, 6)}, 2, OT_TOL},
     /* one node as both operands (a^T a): both gradients add into it */
     {"matmul (a^T, a)", ot_matmul_self, {0}, 0, {OT_X2(-1, 1, 5, 3)}, 2, OT_TOL},
+    /* gelu far into its tails */
+    OT_UN(GELU, 0, 8, 2, 5, 21),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
@@ -442,7 +443,8 @@ static float *ot_data(const ot_input *in, size_t count, unsigned seed) {
  * ot_half_ran marks the ops those rows covered. */
 static int ot_half_ran[NNCL_OP_COUNT];
 /* What the row names add after the storage: ", im2col" for conv2d's rows
- * run again through its im2col path (main). */
+ * run again through its im2col path, ", work-group kernels" for the norms'
+ * GPU kernels on any device (main). */
 static const char *ot_path = "";
 
 /* Max pooling's input in half storage: j/64 for j in -125..125 (exact in
@@ -472,10 +474,11 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     if (r->in[1].kind) ot_shape_str(&r->in[1], s1, sizeof s1);
     snprintf(name, sizeof name, "%s b%d %s%s%s", r->name, r->batch, s0, *s1 ? " " : "", s1);
     for (i = 0; name[i] && name[i] != ' '; i++) name[i] = (char)tolower((unsigned char)name[i]); /* the op's own name */
-    if (oc_store) {
+    if (oc_store || *ot_path) {
         char op[180];
         snprintf(op, sizeof op, "%.179s", name);
-        snprintf(name, sizeof name, "%s storage%s: %s", oc_store == 1 ? "fp16" : "bf16", ot_path, op);
+        snprintf(name, sizeof name, "%s storage%s: %s", oc_store == 1 ? "fp16" : oc_store ? "bf16" : "fp32", ot_path,
+                 op);
     }
     out = ok ? r->build(g, in, r) : NULL;
     loss = out;
@@ -584,6 +587,19 @@ int main(int argc, char **argv) {
         if (env) setenv("NNCL_GEMM", keep, 1);
         else unsetenv("NNCL_GEMM");
     }
+    /* the layer and RMS norms' work-group kernels, which GPUs get, on
+     * every device (CPU devices take the per-row ones) */
+    setenv("NNCL_NORM", "groups", 1);
+    ot_path = ", work-group kernels";
+    oc_no_fd = 1; /* the references' gradients are checked above */
+    for (oc_store = 0; oc_store <= 2; oc_store++)
+        for (k = 0; k < OT_NROWS; k++)
+            if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7)) &&
+                (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                ot_run(ctx, &ot_rows[k], (int)k);
+    ot_path = "";
+    oc_no_fd = 0;
+    unsetenv("NNCL_NORM");
     oc_store = 0;
     if (argc < 2) ot_half_coverage();
     else th_skip("every op with half-storage kernels is checked in fp16", "a row filter is set");
