@@ -58,14 +58,45 @@ float nncl_att_drop(int drop, uint k0, uint k1, uint thr, float dscale, int samp
  * (a weight of 0) and a dy . v of 0. */
 #define NNCL_ATT_BLK 8
 
-/* sv[jj] = scale q . k of rows r0 + jj < end (else fill), jj < 8. */
+/* The sums of a0 .. a7's lanes as one vector, by three rounds of adds of
+ * shuffled halves instead of eight sums of one vector each. */
+float8 nncl_att_hsum8x8(float8 a0, float8 a1, float8 a2, float8 a3, float8 a4, float8 a5, float8 a6, float8 a7) {
+    float8 h01 = (float8)(a0.lo, a1.lo) + (float8)(a0.hi, a1.hi), h23 = (float8)(a2.lo, a3.lo) + (float8)(a2.hi, a3.hi);
+    float8 h45 = (float8)(a4.lo, a5.lo) + (float8)(a4.hi, a5.hi), h67 = (float8)(a6.lo, a7.lo) + (float8)(a6.hi, a7.hi);
+    float8 g0 = (float8)(h01.even, h23.even) + (float8)(h01.odd, h23.odd);
+    float8 g1 = (float8)(h45.even, h67.even) + (float8)(h45.odd, h67.odd);
+    return (float8)(g0.even, g1.even) + (float8)(g0.odd, g1.odd);
+}
+
+/* scale q . k of rows r0 + jj < end (else fill), jj < 8: the 8 dot
+ * products side by side, each q vector loaded once for the 8 rows (a row
+ * past end reads row end - 1 instead, whose result is dropped). */
 float8 nncl_att_scores(__global const act_t *qrow, __global const act_t *k0row, int C, int r0, int end, int D,
                        float scale, float fill) {
-    float sv[NNCL_ATT_BLK];
-    int jj;
-    for (jj = 0; jj < NNCL_ATT_BLK; jj++)
-        sv[jj] = r0 + jj < end ? nncl_att_dot(qrow, k0row + (size_t)(r0 + jj) * C, D) * scale : fill;
-    return vload8(0, sv);
+    __global const act_t *k0 = k0row + (size_t)min(r0, end - 1) * C, *k1 = k0row + (size_t)min(r0 + 1, end - 1) * C;
+    __global const act_t *k2 = k0row + (size_t)min(r0 + 2, end - 1) * C, *k3 = k0row + (size_t)min(r0 + 3, end - 1) * C;
+    __global const act_t *k4 = k0row + (size_t)min(r0 + 4, end - 1) * C, *k5 = k0row + (size_t)min(r0 + 5, end - 1) * C;
+    __global const act_t *k6 = k0row + (size_t)min(r0 + 6, end - 1) * C, *k7 = k0row + (size_t)min(r0 + 7, end - 1) * C;
+    float8 a0 = (float8)0.0f, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, r;
+    int d = 0;
+    for (; d + 8 <= D; d += 8) {
+        float8 qv = NNCL_LD8(qrow + d);
+        a0 += qv * NNCL_LD8(k0 + d);
+        a1 += qv * NNCL_LD8(k1 + d);
+        a2 += qv * NNCL_LD8(k2 + d);
+        a3 += qv * NNCL_LD8(k3 + d);
+        a4 += qv * NNCL_LD8(k4 + d);
+        a5 += qv * NNCL_LD8(k5 + d);
+        a6 += qv * NNCL_LD8(k6 + d);
+        a7 += qv * NNCL_LD8(k7 + d);
+    }
+    r = nncl_att_hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7);
+    for (; d < D; d++) { /* the D % 8 last columns */
+        float qd = NNCL_LDG(qrow, d);
+        r += qd * (float8)(NNCL_LDG(k0, d), NNCL_LDG(k1, d), NNCL_LDG(k2, d), NNCL_LDG(k3, d), NNCL_LDG(k4, d),
+                           NNCL_LDG(k5, d), NNCL_LDG(k6, d), NNCL_LDG(k7, d));
+    }
+    return select(r * scale, (float8)fill, (int8)(r0) + (int8)(0, 1, 2, 3, 4, 5, 6, 7) >= (int8)(end));
 }
 
 /* The dropout multipliers of weights (i, j0 + jj) (query side, keys vary)
