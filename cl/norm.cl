@@ -264,8 +264,6 @@ __kernel void nncl_rmsnorm_backward_f32_params(__global const act_t *x, int x_of
  * no local memory and no barrier, so the driver runs a group's work-items
  * as SIMD lanes and keeps nothing live across a barrier. */
 
-float nncl_norm_hsum8(float8 v) { return ((v.s0 + v.s1) + (v.s2 + v.s3)) + ((v.s4 + v.s5) + (v.s6 + v.s7)); }
-
 /* nncl_layernorm_f32 a row per work-item. */
 __kernel void nncl_layernorm_f32_rows(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
                                       __global const act_t *b, int b_off, int has_b, __global act_t *y, int y_off,
@@ -278,7 +276,7 @@ __kernel void nncl_layernorm_f32_rows(__global const act_t *x, int x_off, __glob
     if (r >= rows) return;
     for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(xr + d);
     for (; d < D; d++) s += NNCL_LDG(xr, d);
-    mean = (s + nncl_norm_hsum8(s8)) / (float)D;
+    mean = (s + nncl_sum8(s8)) / (float)D;
     s8 = (float8)0.0f;
     s = 0.0f;
     for (d = 0; d + 8 <= D; d += 8) {
@@ -286,7 +284,7 @@ __kernel void nncl_layernorm_f32_rows(__global const act_t *x, int x_off, __glob
         s8 += c * c;
     }
     for (; d < D; d++) s += (NNCL_LDG(xr, d) - mean) * (NNCL_LDG(xr, d) - mean);
-    inv = 1.0f / sqrt((s + nncl_norm_hsum8(s8)) / (float)D + eps);
+    inv = 1.0f / sqrt((s + nncl_sum8(s8)) / (float)D + eps);
     for (d = 0; d + 8 <= D; d += 8)
         NNCL_ST8((NNCL_LD8(xr + d) - mean) * inv * NNCL_LD8(wr + d) + (has_b ? NNCL_LD8(br + d) : (float8)0.0f), yr + d);
     for (; d < D; d++)
@@ -318,8 +316,8 @@ __kernel void nncl_layernorm_backward_f32_rows(__global const act_t *x, int x_of
         s1 += g;
         s2 += g * (NNCL_LDG(xr, d) - mean);
     }
-    s1 = (s1 + nncl_norm_hsum8(a8)) / (float)D;
-    s2 = (s2 + nncl_norm_hsum8(b8)) * inv / (float)D;
+    s1 = (s1 + nncl_sum8(a8)) / (float)D;
+    s2 = (s2 + nncl_sum8(b8)) * inv / (float)D;
     for (d = 0; d + 8 <= D; d += 8) {
         float8 v = inv * (NNCL_LD8(gr + d) * NNCL_LD8(wr + d) - s1 - (NNCL_LD8(xr + d) - mean) * inv * s2);
         NNCL_ST8(acc ? NNCL_LD8(dr + d) + v : v, dr + d);
@@ -387,7 +385,7 @@ __kernel void nncl_rmsnorm_f32_rows(__global const act_t *x, int x_off, __global
     if (r >= rows) return;
     for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(xr + d) * NNCL_LD8(xr + d);
     for (; d < D; d++) s += NNCL_LDG(xr, d) * NNCL_LDG(xr, d);
-    inv = 1.0f / sqrt((s + nncl_norm_hsum8(s8)) / (float)D + eps);
+    inv = 1.0f / sqrt((s + nncl_sum8(s8)) / (float)D + eps);
     for (d = 0; d + 8 <= D; d += 8) NNCL_ST8(NNCL_LD8(xr + d) * inv * NNCL_LD8(wr + d), yr + d);
     for (; d < D; d++) NNCL_ST(NNCL_LDG(xr, d) * inv * NNCL_LD(wr, d), yr, d);
     aux[aux_off + r] = inv;
@@ -406,7 +404,7 @@ __kernel void nncl_rmsnorm_backward_f32_rows(__global const act_t *x, int x_off,
     inv = aux[aux_off + r];
     for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(gr + d) * NNCL_LD8(wr + d) * NNCL_LD8(xr + d);
     for (; d < D; d++) s += NNCL_LDG(gr, d) * NNCL_LD(wr, d) * NNCL_LDG(xr, d);
-    s = (s + nncl_norm_hsum8(s8)) * inv * inv / (float)D;
+    s = (s + nncl_sum8(s8)) * inv * inv / (float)D;
     for (d = 0; d + 8 <= D; d += 8) {
         float8 v = inv * (NNCL_LD8(gr + d) * NNCL_LD8(wr + d) - NNCL_LD8(xr + d) * s);
         NNCL_ST8(acc ? NNCL_LD8(dr + d) + v : v, dr + d);

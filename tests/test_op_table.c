@@ -443,8 +443,8 @@ static float *ot_data(const ot_input *in, size_t count, unsigned seed) {
  * ot_half_ran marks the ops those rows covered. */
 static int ot_half_ran[NNCL_OP_COUNT];
 /* What the row names add after the storage: ", im2col" for conv2d's rows
- * run again through its im2col path, ", work-group kernels" for the norms'
- * GPU kernels on any device (main). */
+ * run again through its im2col path, ", work-group kernels" for the row
+ * reductions' GPU kernels on any device (main). */
 static const char *ot_path = "";
 
 /* Max pooling's input in half storage: j/64 for j in -125..125 (exact in
@@ -587,19 +587,18 @@ int main(int argc, char **argv) {
         if (env) setenv("NNCL_GEMM", keep, 1);
         else unsetenv("NNCL_GEMM");
     }
-    /* the layer and RMS norms' work-group kernels, which GPUs get, on
-     * every device (CPU devices take the per-row ones) */
-    setenv("NNCL_NORM", "groups", 1);
+    /* the row reductions' work-group kernels, which GPUs get, on every
+     * device (CPU devices take the per-row ones) */
+    setenv("NNCL_REDUCE", "groups", 1);
     ot_path = ", work-group kernels";
-    oc_no_fd = 1; /* the references' gradients are checked above */
     for (oc_store = 0; oc_store <= 2; oc_store++)
         for (k = 0; k < OT_NROWS; k++)
-            if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7)) &&
+            if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7) ||
+                 !strncmp(ot_rows[k].name, "sequence_ce", 11)) &&
                 (argc < 2 || strstr(ot_rows[k].name, argv[1])))
                 ot_run(ctx, &ot_rows[k], (int)k);
     ot_path = "";
-    oc_no_fd = 0;
-    unsetenv("NNCL_NORM");
+    unsetenv("NNCL_REDUCE");
     oc_store = 0;
     if (argc < 2) ot_half_coverage();
     else th_skip("every op with half-storage kernels is checked in fp16", "a row filter is set");

@@ -17,12 +17,8 @@ enum { BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX };
 enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB, LN_K_ROWS };
 enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW, RMS_K_ROWS };
 
-/* Whether the per-row kernels run (the end of cl/norm.cl): on CPU devices,
- * whose drivers run a group's work-items as SIMD lanes and split a kernel
- * at every barrier; NNCL_NORM=rows or groups decides instead (the tests
- * run both on any device). */
-static int norm_rows(const nncl__exec *x) {
-    const char *env = getenv("NNCL_NORM");
+int nncl__row_kernels(const nncl__exec *x) {
+    const char *env = getenv("NNCL_REDUCE");
     if (env && !strcmp(env, "rows")) return 1;
     if (env && !strcmp(env, "groups")) return 0;
     return x->dev->info.type == NNCL_DEVICE_CPU;
@@ -336,7 +332,7 @@ static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = norm_rows(x);
+    int per_row = nncl__row_kernels(x);
     NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -354,7 +350,7 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = norm_want(x, n, 2);
-    int per_row = norm_rows(x), k = per_row ? LN_K_ROWS : 0;
+    int per_row = nncl__row_kernels(x), k = per_row ? LN_K_ROWS : 0;
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
     if (want_w || want_b) {
         NNCL_TRY(norm_begin_param_grads(x, n, LN_K_DWDB + k, &a));
@@ -459,7 +455,7 @@ static nncl_status rms_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = norm_rows(x);
+    int per_row = nncl__row_kernels(x);
     NNCL_TRY(nncl__kbegin(x, n, RMS_K_FORWARD + (per_row ? RMS_K_ROWS : 0), &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -475,7 +471,7 @@ static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = norm_rows(x), k = per_row ? RMS_K_ROWS : 0;
+    int per_row = nncl__row_kernels(x), k = per_row ? RMS_K_ROWS : 0;
     if (nncl__need_grad(x, n, 1)) {
         NNCL_TRY(nncl__kbegin(x, n, RMS_K_DW + k, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
