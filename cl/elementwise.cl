@@ -63,14 +63,15 @@ float nncl_silu_grad(float v) {
 }
 
 /* out[i] = a[i] op b[i % bn]: bn == n for same-shape operands, bn == cols
- * for a row vector broadcast over rows. */
+ * for a row vector broadcast over rows. Work-item (j, r) takes element
+ * r bn + j (a 2-D launch of n / bn rows, so no lane divides). */
 #define NNCL_BINARY(NAME, EXPR)                                              \
 __kernel void NAME(__global const act_t *a, int a_off,                       \
                    __global const act_t *b, int b_off, int bn,                \
                    __global act_t *out, int out_off, int n) {                 \
-    size_t i = get_global_id(0);                                             \
-    if (i < (size_t)n) {                                                     \
-        float x = NNCL_LD(a, a_off + i), y = NNCL_LD(b, b_off + i % (size_t)bn); \
+    size_t j = get_global_id(0), i = get_global_id(1) * (size_t)bn + j;      \
+    if (j < (size_t)bn && i < (size_t)n) {                                   \
+        float x = NNCL_LD(a, a_off + i), y = NNCL_LD(b, b_off + j);          \
         NNCL_ST(EXPR, out, out_off + i);                                     \
     }                                                                        \
 }
