@@ -20,6 +20,7 @@ typedef struct bench_opts {
     int train;             /* 0: --no-train */
     int batch;             /* global batch of the training section */
     const char *only;      /* --only: comma-separated sections to run, NULL: all */
+    const char *models;    /* --models: comma-separated models to train, NULL: the default set */
     const char *json, *csv, *svg;
     const char *data_dir;  /* Fashion-MNIST folder */
     const char *self;      /* path of this program, for the build child */

@@ -21,7 +21,7 @@ const bench_section bench_sections[] = {
     {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
     {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
     {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
-    {"training", "training (batch 100, Adam): each device alone and all together", bench_training,
+    {"training", "training (MLP, CNN: batch 100, Adam; GPTs: AdamW): each device alone and all together", bench_training,
      bench_training_steps, NULL},
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
@@ -45,6 +45,10 @@ static void main_usage(FILE *f) {
           "                  kernels take a profiled MLP and CNN step's time, ms per step and share)\n"
           "  --only LIST     run only these sections, comma-separated: those --list names with a\n"
           "                  measurement of their own (devices and monitor are always there)\n"
+          "  --models LIST   models the training section trains, comma-separated: mlp, cnn, gpt\n"
+          "                  (examples/char_gpt's: 4 layers, 128 channels, context 64, batch 12),\n"
+          "                  gpt_large (6 layers, 384, context 256, batch 64); default all of them,\n"
+          "                  with --quick all but gpt_large\n"
           "  --list          the sections, one a line: name, a tab, the title of its table\n"
           "  --data DIR      Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist;\n"
           "                  synthetic data of the same shapes when absent or with --quick)\n"
@@ -212,6 +216,18 @@ int main(int argc, char **argv) {
         } else if (v && !strcmp(a, "--only")) {
             o.only = v, i++;
             if (main_check_only(v)) return 2;
+        } else if (v && !strcmp(a, "--models")) {
+            const char *q = v;
+            while (*q) {
+                size_t len = strcspn(q, ",");
+                if (!((len == 3 && (!strncmp(q, "mlp", 3) || !strncmp(q, "cnn", 3) || !strncmp(q, "gpt", 3))) ||
+                      (len == 9 && !strncmp(q, "gpt_large", 9)))) {
+                    fprintf(stderr, "bench: --models takes mlp, cnn, gpt and gpt_large, comma-separated, got \"%s\"\n", v);
+                    return 2;
+                }
+                q += len + (q[len] == ',');
+            }
+            o.models = v, i++;
         } else if (v && !strcmp(a, "--sizes")) {
             if (main_sizes(v, &o)) {
                 fprintf(stderr, "bench: --sizes wants sizes 1..16384 separated by commas, got \"%s\"\n", v);

@@ -3,7 +3,14 @@
 the host CPU: the Fashion-MNIST MLP (784-128-10) and the bench's CNN (conv
 1->16 3x3 pad 1 + ReLU + maxpool 2, conv 16->32 3x3 pad 1 + ReLU + maxpool 2,
 dense 1568->128 + ReLU, dense 128->10), Adam lr 1e-3, batch 100, synthetic
-data of the same shapes, with the thread count set (torch.set_num_threads).
+data of the same shapes; and the bench's GPTs (examples/char_gpt's model in
+nanoGPT's form, examples/char_gpt_pytorch.py: tied head, no biases,
+attention written out or F.scaled_dot_product_attention where torch has it;
+AdamW lr 1e-3, betas 0.9/0.99, weight decay 0.1 on 2-D weights, clipping
+at 1; gpt: 4 layers, 4 heads, 128, context 64, batch 12; gpt_large: 6, 6,
+384, 256, batch 64) on windows of random tokens, eager; all with the
+thread count set (torch.set_num_threads). A GPT's sample is one window:
+samples/s times the context is tokens/s.
 It prints samples/s (median of repeats, with min-max), then nncl's figures
 and nncl's ratio to PyTorch: from --bench-json FILE (written by
 `bench --json FILE`), or by running the bench itself
@@ -31,7 +38,7 @@ GPU through its OpenCL driver.
 
 When PyTorch is not installed it says so and exits 0.
 
-  python3 bench/pytorch_compare.py [--threads N] [--repeats N] [--seconds S]
+  python3 bench/pytorch_compare.py [--threads N] [--repeats N] [--seconds S] [--models LIST]
           [--bench-json FILE | --bench PATH] [--bench-quick] [--devices SEL]
           [--no-bench] [--json FILE] [--gemm] [--sizes LIST] [--rounds N] [--tinygrad]
           [--torch-device cpu|cuda] [--lib PATH]
@@ -51,6 +58,10 @@ import time
 os.environ.pop("OPENBLAS_CORETYPE", None)
 
 BATCH = 100
+MODELS = ("mlp", "cnn", "gpt", "gpt_large")
+# the bench's GPTs (bench/train_gpt.c): layers, heads, channels, context, batch
+GPT_SHAPES = {"gpt": (4, 4, 128, 64, 12), "gpt_large": (6, 6, 384, 256, 64)}
+GPT_VOCAB = 65
 
 
 def parse_args():
@@ -66,6 +77,8 @@ def parse_args():
     p.add_argument("--bench-quick", action="store_true", help="run the bench with --quick")
     p.add_argument("--devices", default=None, help="--devices for the bench (default: its own)")
     p.add_argument("--no-bench", action="store_true", help="PyTorch figures only")
+    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, gpt, gpt_large "
+                   "(default all; with --bench-quick all but gpt_large, as the quick bench)")
     p.add_argument("--json", help="write the comparison as JSON to this file")
     p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
     p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes for --gemm")
@@ -79,6 +92,11 @@ def parse_args():
     a = p.parse_args()
     if a.rounds > 1 and a.bench_json:
         p.error("--rounds runs the bench each round: leave out --bench-json")
+    if not a.models:
+        a.models = "mlp,cnn,gpt" if a.bench_quick else "mlp,cnn,gpt,gpt_large"
+    unknown = set(a.models.split(",")) - set(MODELS)
+    if unknown:
+        p.error("--models: unknown %s (mlp, cnn, gpt, gpt_large)" % ",".join(sorted(unknown)))
     return a
 
 
@@ -217,49 +235,93 @@ def sync(torch, args):
         torch.cuda.synchronize()
 
 
-def models(torch):
+class Spec:
+    """One model as the bench trains it: the module, its batch, data of
+    n_batches batches, the loss, the optimizer, clipping, tokens per sample
+    (0 for the classifiers)."""
+
+    def __init__(self, model, batch, x, y, loss, opt, clip=0.0, tokens=0):
+        self.model, self.batch, self.x, self.y, self.loss = model, batch, x, y, loss
+        self.opt, self.clip, self.tokens = opt, clip, tokens
+
+
+def gpt_spec(torch, name, gen, n_batches):
+    """A bench GPT in nanoGPT's form, with nanoGPT's AdamW."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "examples"))
+    import char_gpt_pytorch as cg  # the module examples/char_gpt's file loads into
+    c = cg.Config()
+    c.n_layer, c.n_head, c.n_embd, c.block_size, batch = GPT_SHAPES[name]
+    c.vocab_size = GPT_VOCAB
+    model = cg.GPT(c)
+    params = [p for p in model.parameters() if p.requires_grad]  # the tied weight once
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99))
+    tokens = torch.randint(0, GPT_VOCAB, (n_batches * batch, c.block_size + 1), generator=gen)
+
+    def loss(m, xb, yb):
+        logits = m(xb)
+        return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), yb.reshape(-1))
+
+    return Spec(model, batch, tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous(), loss, opt, 1.0, c.block_size)
+
+
+def models(torch, names, n_batches=10):
+    """{name: Spec} of the models named (the bench's data shapes)."""
     nn = torch.nn
-    mlp = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
-    cnn = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
-    return {"mlp": (mlp, (1, 784)), "cnn": (cnn, (1, 1, 28, 28))}
+    gen = torch.Generator().manual_seed(1)
+    ce = torch.nn.CrossEntropyLoss()
+    specs = {}
+    for name in names:
+        if name in GPT_SHAPES:
+            specs[name] = gpt_spec(torch, name, gen, n_batches)
+            continue
+        if name == "mlp":
+            model, shape = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)), (784,)
+        else:
+            model, shape = nn.Sequential(
+                nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)), (1, 28, 28)
+        x = torch.rand((n_batches * BATCH,) + shape, generator=gen)
+        y = torch.randint(0, 10, (n_batches * BATCH,), generator=gen)
+        specs[name] = Spec(model, BATCH, x, y, lambda m, xb, yb: ce(m(xb), yb),
+                           torch.optim.Adam(model.parameters(), lr=1e-3))
+    return specs
 
 
-def measure(torch, model, sample_shape, args):
+def measure(torch, spec, args):
     """samples/s of training steps: warm-up, then repeats of a calibrated
     number of steps; returns (median, min, max, steps per repeat)."""
-    gen = torch.Generator().manual_seed(1)
-    n_batches = 10
-    shape = (n_batches * BATCH,) + sample_shape[1:]
-    x = torch.rand(shape, generator=gen).to(args.torch_device)
-    y = torch.randint(0, 10, (n_batches * BATCH,), generator=gen).to(args.torch_device)
+    model, B = spec.model, spec.batch
     model.to(args.torch_device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = spec.x.to(args.torch_device), spec.y.to(args.torch_device)
+    n_batches = x.shape[0] // B
+    # the optimizer holds the parameters themselves: moved in place by .to()
+    opt = spec.opt
     model.train()
     state = {"k": 0}
 
     def step():
         b = state["k"] % n_batches
         state["k"] += 1
-        xb = x[b * BATCH:(b + 1) * BATCH]
-        yb = y[b * BATCH:(b + 1) * BATCH]
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xb), yb)
+        loss = spec.loss(model, x[b * B:(b + 1) * B], y[b * B:(b + 1) * B])
         loss.backward()
+        if spec.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip)
         opt.step()
         return loss
 
-    for _ in range(10):
+    for _ in range(10 if not spec.tokens else 3):
         step()
     sync(torch, args)
     t0 = time.perf_counter()
-    for _ in range(5):
+    for _ in range(5 if not spec.tokens else 2):
         step()
     sync(torch, args)
-    one = (time.perf_counter() - t0) / 5
+    one = (time.perf_counter() - t0) / (5 if not spec.tokens else 2)
     steps = max(3, int(args.seconds / max(one, 1e-6)) + 1)
     rates = []
     for _ in range(args.repeats):
@@ -267,7 +329,7 @@ def measure(torch, model, sample_shape, args):
         for _ in range(steps):
             step()
         sync(torch, args)
-        rates.append(steps * BATCH / (time.perf_counter() - t0))
+        rates.append(steps * B / (time.perf_counter() - t0))
     return statistics.median(rates), min(rates), max(rates), steps
 
 
@@ -282,6 +344,8 @@ def nncl_figures(args):
         fd, tmp = tempfile.mkstemp(suffix=".json")
         os.close(fd)
         cmd = [args.bench, "--only", "gemm" if args.gemm else "training", "--json", tmp]
+        if not args.gemm:
+            cmd += ["--models", args.models]
         if args.gemm:
             cmd += ["--sizes", args.sizes, "--repeats", str(args.repeats)]
         if args.bench_quick:
@@ -431,8 +495,9 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
-    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d), batch %d, Adam lr 1e-3, "
-          "synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(), BATCH))
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN: batch %d, Adam lr 1e-3; "
+          "GPTs: AdamW, clipping; synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(),
+                                                    BATCH))
     torch.manual_seed(0)
     result = {"torch_version": torch.__version__, "torch_device": where, "threads": args.threads, "batch": BATCH, "torch": {},
               "nncl": {}, "ratio": {}, "rounds": args.rounds}
@@ -440,19 +505,22 @@ def main():
         return gemm_main(args, torch, result)
     if args.rounds > 1:
         return rounds_main(args, torch, result)
-    for name, (model, shape) in models(torch).items():
-        med, lo, hi, steps = measure(torch, model, shape, args)
+    for name, spec in models(torch, args.models.split(",")).items():
+        med, lo, hi, steps = measure(torch, spec, args)
         result["torch"][name] = {"median": med, "min": lo, "max": hi, "steps_per_repeat": steps}
-        print("  torch %-3s %9.0f samples/s  (min %.0f, max %.0f; %d repeats of %d steps)"
-              % (name, med, lo, hi, args.repeats, steps), flush=True)
+        if spec.tokens:
+            result["torch"][name]["tokens_s"] = med * spec.tokens
+        print("  torch %-9s %9.0f samples/s  (min %.0f, max %.0f; %d repeats of %d steps)%s"
+              % (name, med, lo, hi, args.repeats, steps,
+                 "  %.0f tokens/s" % (med * spec.tokens) if spec.tokens else ""), flush=True)
     if args.no_bench:
         return write(args, result)
     figs, names = nncl_figures(args)
     if figs is None:
         return write(args, result)
     print("nncl / PyTorch (same model, batch and optimizer):")
-    for (model, dev), rate in sorted(figs.items(), key=lambda kv: (kv[0][0] != "mlp", kv[0][1] is None,
-                                                                     kv[0][1] or 0)):
+    for (model, dev), rate in sorted(figs.items(), key=lambda kv: (MODELS.index(kv[0][0]) if kv[0][0] in MODELS else 9,
+                                                                     kv[0][1] is None, kv[0][1] or 0)):
         t = result["torch"].get(model)
         if not t:
             continue
@@ -461,7 +529,7 @@ def main():
         key = "%s %s" % (model, "all" if dev is None else "d%d" % dev)
         result["nncl"][key] = rate
         result["ratio"][key] = ratio
-        print("  %-3s %-44s %9.0f samples/s  %6.3fx PyTorch" % (model, label[:44], rate, ratio))
+        print("  %-9s %-44s %9.0f samples/s  %6.3fx PyTorch" % (model, label[:44], rate, ratio))
     return write(args, result)
 
 
@@ -484,8 +552,8 @@ def rounds_main(args, torch, result):
     per = {"torch": {}, "nncl": {}, "ratio": {}, "tinygrad": [], "vs_tinygrad": {}}
     for r in range(args.rounds):
         print("round %d/%d: PyTorch" % (r + 1, args.rounds), flush=True)
-        for name, (model, shape) in models(torch).items():
-            per["torch"].setdefault(name, []).append(measure(torch, model, shape, args)[0])
+        for name, spec in models(torch, args.models.split(",")).items():
+            per["torch"].setdefault(name, []).append(measure(torch, spec, args)[0])
         figs, names = nncl_figures(args)
         if figs is None:
             break
@@ -506,12 +574,12 @@ def rounds_main(args, torch, result):
                         per["vs_tinygrad"].setdefault(key, []).append(rate / tg)
     for name, v in per["torch"].items():
         result["torch"][name] = spread(v)
-        print("  torch %-3s %9.0f samples/s (rounds: %s)" % (name, statistics.median(v),
+        print("  torch %-9s %9.0f samples/s (rounds: %s)" % (name, statistics.median(v),
                                                             ", ".join("%.0f" % x for x in v)))
     for key in sorted(per["ratio"]):
         result["nncl"][key] = spread(per["nncl"][key])
         result["ratio"][key] = spread(per["ratio"][key])
-        print("  nncl  %-10s %9.0f samples/s  %6.3fx PyTorch (range %.3f-%.3f over %d rounds)"
+        print("  nncl  %-14s %9.0f samples/s  %6.3fx PyTorch (range %.3f-%.3f over %d rounds)"
               % (key, result["nncl"][key]["median"], result["ratio"][key]["median"], result["ratio"][key]["min"],
                  result["ratio"][key]["max"], len(per["ratio"][key])))
     if per["tinygrad"]:

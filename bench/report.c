@@ -361,13 +361,16 @@ static const char *report_text(const char *section, int device, const char *item
 }
 
 int bench_write_svg(const char *path) {
-    static const char *const models[] = {"mlp", "cnn"};
-    static const char *const headings[] = {"MLP 784-128-10", "CNN (two conv+pool blocks, batch norm)"};
+    static const char *const models[] = {"mlp", "cnn", "gpt", "gpt_large"};
+    static const char *const headings[] = {"MLP 784-128-10", "CNN (two conv+pool blocks, batch norm)",
+                                           "GPT 4 layers, 128 channels, context 64, batch 12 (a sample: a window)",
+                                           "GPT 6 layers, 384 channels, context 256, batch 64"};
     char labels[64][96];
-    const char *lp[64];
+    const char *lp[64], *heads[4];
     double values[64];
-    int nv = 0, m, i, n = bench_rec_count(), counts[2] = {0, 0};
-    for (m = 0; m < 2; m++)
+    int nv = 0, m, i, n = bench_rec_count(), counts[4], panels = 0;
+    for (m = 0; m < 4; m++) {
+        counts[panels] = 0;
         for (i = 0; i < n && nv < 64; i++) {
             const bench_rec *r = bench_rec_at(i);
             const char *name;
@@ -379,12 +382,14 @@ int bench_write_svg(const char *path) {
             else snprintf(labels[nv], sizeof labels[nv], "d%d %.60s", r->device, name ? name : "");
             lp[nv] = labels[nv];
             values[nv] = r->s.median;
-            counts[m]++;
+            counts[panels]++;
             nv++;
         }
+        if (counts[panels]) heads[panels++] = headings[m];
+    }
     if (!nv) return 1;
     /* One panel per model: the CNN's few hundred samples/s would be a sliver
      * on the MLP's scale of tens of thousands. */
-    return nncl_svg_bar_panels(path, "nncl training throughput, batch 100, Adam: each device alone and all together",
-                               "samples/s", 2, headings, counts, lp, values) != NNCL_OK;
+    return nncl_svg_bar_panels(path, "nncl training throughput: each device alone and all together", "samples/s",
+                               panels, heads, counts, lp, values) != NNCL_OK;
 }

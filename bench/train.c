@@ -1,5 +1,6 @@
 /* train.c - training throughput of the Fashion-MNIST MLP (784-128-10) and a
- * small CNN, Adam, batch 100 (--batch): each device alone and all together
+ * small CNN, Adam, batch 100 (--batch), and of two GPTs (train_gpt.c, their
+ * tokens/s too): each device alone and all together
  * (shard split, scaling efficiency, share of a step spent in the gradient
  * exchange, and the ceiling: every device training alone on its shard at
  * the same time); per device, its detail on a fresh profiling context and
@@ -18,8 +19,29 @@
 #define TRAIN_C2 32
 #define TRAIN_FC 128
 
-int train_build(nncl_context *ctx, int cnn, train_model *m) {
+const char *const train_items[TRAIN_MODELS][3] = {{"mlp", "mlp_fp16", "mlp_bf16"},
+                                                  {"cnn", "cnn_fp16", "cnn_bf16"},
+                                                  {"gpt", "gpt_fp16", "gpt_bf16"},
+                                                  {"gpt_large", "gpt_large_fp16", "gpt_large_bf16"}};
+
+int train_wanted(const bench_opts *o, int kind) {
+    const char *p = o->models, *name = train_items[kind][0];
+    size_t n = strlen(name);
+    if (!p) return kind != TRAIN_GPT_LARGE || !o->quick;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m) {
+    int cnn = kind == TRAIN_CNN;
+    if (kind >= TRAIN_GPT) return train_gpt_build(ctx, kind == TRAIN_GPT_LARGE, m);
     memset(m, 0, sizeof *m);
+    m->batch = o->batch;
+    m->optim = nncl_optim_default(NNCL_OPT_ADAM);
     m->g = nncl_graph_create(ctx, 1);
     if (!m->g) return 1;
     m->y = nncl_input(m->g, "y", 0, NULL);
@@ -61,12 +83,13 @@ int train_build(nncl_context *ctx, int cnn, train_model *m) {
  * against. */
 typedef struct train_layer { double saved, gout, gin; } train_layer;
 
-double train_need_floats(int cnn, int B, char *formula, size_t len) {
+double train_need_floats(int kind, int B, char *formula, size_t len) {
     train_layer mlp[3], cn[7];
     const train_layer *L;
     double P, live = 0, peak = 0;
     int nl, l;
-    if (!cnn) {
+    if (kind > TRAIN_CNN) return -1;
+    if (kind == TRAIN_MLP) {
         P = 784.0 * TRAIN_FC + TRAIN_FC + TRAIN_FC * 10.0 + 10;
         mlp[0].saved = 784 + TRAIN_FC, mlp[0].gout = TRAIN_FC, mlp[0].gin = 0; /* fc1+ReLU: x, h */
         mlp[1].saved = 0, mlp[1].gout = 10, mlp[1].gin = TRAIN_FC;             /* fc2 (h charged to fc1) */
@@ -96,11 +119,16 @@ double train_need_floats(int cnn, int B, char *formula, size_t len) {
 
 /* ------------------------------------------------------------- data */
 
-static void train_data_load(const bench_opts *o, train_data *td) {
+static void train_data_load(const bench_opts *o, int kind, train_data *td) {
     char images[1024], labels[1024];
     size_t i;
     unsigned s = 12345u;
     memset(td, 0, sizeof *td);
+    if (kind >= TRAIN_GPT) {
+        train_gpt_data(kind == TRAIN_GPT_LARGE, o->quick, td);
+        return;
+    }
+    td->xs = 784, td->ys = 1;
     if (!o->quick && o->data_dir) {
         snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", o->data_dir);
         snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", o->data_dir);
@@ -155,21 +183,22 @@ static nncl_status train_step_at(nncl_trainer *t, const train_model *m, const tr
     nncl_feed f[2];
     size_t nb = td->n / (size_t)batch, b = (size_t)((*cursor)++ % (long)(nb ? nb : 1));
     f[0].node = m->x;
-    f[0].data = td->x + b * (size_t)batch * 784;
+    f[0].data = td->x + b * (size_t)batch * td->xs;
     f[1].node = m->y;
-    f[1].data = td->y + b * (size_t)batch;
+    f[1].data = td->y + b * (size_t)batch * td->ys;
     return nncl_trainer_step(t, f, 2, batch, info);
 }
 
 nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *m, const train_data *td,
                        nncl_step_info *info) {
-    return train_step_at(t, m, td, o->batch, &train_cursor, info);
+    (void)o;
+    return train_step_at(t, m, td, m->batch, &train_cursor, info);
 }
 
-nncl_train_config train_options(int batch, const int *devs, int n, nncl_precision prec) {
+nncl_train_config train_options(const train_model *m, int batch, const int *devs, int n, nncl_precision prec) {
     nncl_train_config tc = nncl_train_default();
     tc.max_batch = batch;
-    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    tc.optim = m->optim;
     tc.devices = n ? devs : NULL;
     tc.n_devices = n;
     tc.precision = prec;
@@ -199,7 +228,7 @@ static nncl_status train_measure(const bench_opts *o, int mon_device, nncl_train
             if (train_step(o, t, m, td, &info) != NNCL_OK) return NNCL_ERR_DEVICE;
             if (n_ex < 4096 && info.seconds > 0) ex[n_ex++] = info.exchange_seconds / info.seconds;
         }
-        rate[r] = out->steps_per_repeat * (double)o->batch / (bench_now() - t0);
+        rate[r] = out->steps_per_repeat * (double)m->batch / (bench_now() - t0);
         bench_monitor_latest(mon_device, mon, sizeof mon);
         bench_progress("train %s: %.0f samples/s (repeat %d/%d)%s%s", label, rate[r], r + 1, reps, mon[0] ? " " : "",
                        mon);
@@ -223,24 +252,25 @@ static void train_shards_text(const train_run *r, char *buf, size_t len) {
 /* One trainer on the devices listed (n 0: all of ctx), measured and stored
  * under device key dkey (-1 for all together); overlap reads gradients back
  * during backward (stored as item "mlp_overlap" / "cnn_overlap"). */
-static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const int *devs, int n, int dkey,
+static int train_config(const bench_opts *o, nncl_context *ctx, int kind, const int *devs, int n, int dkey,
                         const train_data *td, train_run *run, int overlap, nncl_precision prec) {
-    static const char *const items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
-    const char *item = overlap ? (cnn ? "cnn_overlap" : "mlp_overlap") : items[cnn][prec];
+    char item[48];
     train_model m;
-    nncl_train_config tc = train_options(o->batch, devs, n, prec);
+    nncl_train_config tc;
     nncl_trainer *t = NULL;
     nncl_status st;
     char label[64], why[300], txt[64];
     double t0;
+    snprintf(item, sizeof item, "%s%s", train_items[kind][overlap ? 0 : prec], overlap ? "_overlap" : "");
     snprintf(label, sizeof label, "%s %s%d", item, dkey < 0 ? "all " : "d", dkey < 0 ? nncl_device_count(ctx) : dkey);
     bench_progress("train %s: building the model and its plan", label);
-    if (train_build(ctx, cnn, &m)) {
+    if (train_build(ctx, o, kind, &m)) {
         snprintf(why, sizeof why, "n/a: the model does not build: %s", nncl_last_error(ctx));
         bench_put("training", dkey, item, "samples_s", bench_stat_na(), "samples/s", why);
         nncl_graph_free(m.g);
         return 1;
     }
+    tc = train_options(&m, m.batch, devs, n, prec);
     tc.overlap = overlap;
     t0 = bench_now();
     st = nncl_trainer_create(ctx, m.g, m.loss, &tc, &t);
@@ -254,9 +284,12 @@ static int train_config(const bench_opts *o, nncl_context *ctx, int cnn, const i
         nncl_graph_free(m.g);
         return 1;
     }
-    snprintf(why, sizeof why, "%d repeats of %d steps, batch %d, Adam, %s data", run->repeats, run->steps_per_repeat,
-             o->batch, td->real ? "Fashion-MNIST" : "synthetic");
+    snprintf(why, sizeof why, "%d repeats of %d steps, batch %d, %s, %s data", run->repeats, run->steps_per_repeat,
+             m.batch, m.tokens ? "AdamW" : "Adam", td->real ? "Fashion-MNIST" : m.tokens ? "random token" : "synthetic");
     bench_put("training", dkey, item, "samples_s", run->samples_s, "samples/s", why);
+    if (m.tokens)
+        bench_put("training", dkey, item, "tokens_s", bench_stat_scale(run->samples_s, m.tokens), "tokens/s",
+                  "samples/s x the context (tokens per window)");
     train_shards_text(run, txt, sizeof txt);
     bench_put_text("training", dkey, item, "shards", txt);
     if (dkey < 0)
@@ -298,9 +331,9 @@ static void *train_lane_main(void *p) {
  * samples/s. Data parallelism reaches this at best, so together / ceiling
  * is what the exchange and the shared step cost, apart from what running at
  * once costs devices that share a processor or a bus. */
-static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const train_run *together,
+static void train_ceiling(const bench_opts *o, nncl_context *ctx, int kind, const train_run *together,
                           const train_data *td) {
-    const char *item = cnn ? "cnn" : "mlp";
+    const char *item = train_items[kind][0];
     train_lane lanes[16];
     pthread_t th[16];
     double rate[64];
@@ -315,9 +348,10 @@ static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const
         l->td = td;
         l->device = d;
         l->shard = together->shards[d];
-        tc = train_options(l->shard, &l->device, 1, NNCL_PRECISION_FP32);
         n++;
-        ok = !train_build(ctx, cnn, &l->m) && nncl_trainer_create(ctx, l->m.g, l->m.loss, &tc, &l->t) == NNCL_OK;
+        if (!(ok = !train_build(ctx, o, kind, &l->m))) break;
+        tc = train_options(&l->m, l->shard, &l->device, 1, NNCL_PRECISION_FP32);
+        ok = nncl_trainer_create(ctx, l->m.g, l->m.loss, &tc, &l->t) == NNCL_OK;
     }
     for (i = 0; i < n && ok; i++) { /* warm-up, one lane at a time */
         lanes[i].steps = o->quick ? 1 : 5;
@@ -354,22 +388,26 @@ static void train_ceiling(const bench_opts *o, nncl_context *ctx, int cnn, const
 }
 
 int bench_training_steps(const bench_opts *o, int n_devices) {
-    return o->train ? 2 * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
+    int kind, models = 0;
+    for (kind = 0; kind < TRAIN_MODELS; kind++) models += train_wanted(o, kind);
+    return o->train ? models * (2 * n_devices + (n_devices > 1) * (o->quick ? 2 : 3)) : 0;
 }
 
 void bench_training(const bench_opts *o, nncl_context *ctx) {
-    int nd = nncl_device_count(ctx), d, cnn;
-    train_data td;
-    train_data_load(o, &td);
-    if (!td.n) return;
-    bench_put_text("training", -1, "data", "source", td.real ? "Fashion-MNIST train set" : "synthetic, same shapes");
-    for (cnn = 0; cnn < 2; cnn++) {
-        const char *item = cnn ? "cnn" : "mlp";
+    int nd = nncl_device_count(ctx), d, kind;
+    for (kind = 0; kind < TRAIN_MODELS; kind++) {
+        const char *item = train_items[kind][0];
         double sum = 0, best = 0;
         int ok = 1;
+        train_data td;
+        if (!train_wanted(o, kind)) continue;
+        train_data_load(o, kind, &td);
+        if (!td.n) continue;
+        if (kind == TRAIN_MLP || (kind == TRAIN_CNN && !train_wanted(o, TRAIN_MLP)))
+            bench_put_text("training", -1, "data", "source", td.real ? "Fashion-MNIST train set" : "synthetic, same shapes");
         for (d = 0; d < nd; d++) {
             train_run run;
-            if (train_config(o, ctx, cnn, &d, 1, d, &td, &run, 0, NNCL_PRECISION_FP32) == 0) {
+            if (train_config(o, ctx, kind, &d, 1, d, &td, &run, 0, NNCL_PRECISION_FP32) == 0) {
                 sum += run.samples_s.median;
                 if (run.samples_s.median > best) best = run.samples_s.median;
             } else {
@@ -377,30 +415,30 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
                 run.samples_s.median = 0;
             }
             bench_progress_step();
-            train_detail(o, ctx, d, cnn, &td, run.samples_s.median);
+            train_detail(o, ctx, d, kind, &td, run.samples_s.median);
             bench_progress_step();
         }
         if (nd > 1) {
             train_run run;
-            if (train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 0, NNCL_PRECISION_FP32) == 0 && ok) {
+            if (train_config(o, ctx, kind, NULL, 0, -1, &td, &run, 0, NNCL_PRECISION_FP32) == 0 && ok) {
                 bench_put_num("training", -1, item, "sum_alone", sum, "samples/s", "sum of each device alone");
                 bench_put_num("training", -1, item, "scaling_eff", run.samples_s.median / sum, "",
                               "all together / sum of each alone");
                 bench_put_num("training", -1, item, "vs_fastest", run.samples_s.median / best, "x",
                               "all together / the fastest device alone");
                 bench_progress_step();
-                train_ceiling(o, ctx, cnn, &run, &td);
+                train_ceiling(o, ctx, kind, &run, &td);
             } else {
                 bench_progress_step();
             }
             bench_progress_step();
             if (!o->quick) { /* what reading gradients back during backward saves */
-                train_config(o, ctx, cnn, NULL, 0, -1, &td, &run, 1, NNCL_PRECISION_FP32);
+                train_config(o, ctx, kind, NULL, 0, -1, &td, &run, 1, NNCL_PRECISION_FP32);
                 bench_progress_step();
             }
         }
+        train_data_free(&td);
     }
-    train_data_free(&td);
 }
 
 #undef TRAIN_C1

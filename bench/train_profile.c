@@ -10,8 +10,6 @@
 
 #define TRAIN_QUICK_STEP_S 1.0 /* --quick: fp16 and bf16 where an fp32 step takes less */
 
-static const char *const train_items[2][3] = {{"mlp", "mlp_fp16", "mlp_bf16"}, {"cnn", "cnn_fp16", "cnn_bf16"}};
-
 /* Which kernels take a profiled step's time: the most expensive kernels
  * of the last profile on pc, per step, as section "kernels" rows "mlp:
  * nncl_adam_f32". Kernels below 1% of the time are summed into one row. */
@@ -28,7 +26,7 @@ static void train_breakdown(int d, const char *model, nncl_context *pc, int step
             rest_n += k[i].launches;
             continue;
         }
-        snprintf(row, sizeof row, "%.8s: %.40s", model, k[i].name);
+        snprintf(row, sizeof row, "%.14s: %.32s", model, k[i].name);
         snprintf(why, sizeof why, "kernel time per training step, from profiling events over %d steps", steps);
         bench_put_num("kernels", d, row, "ms_per_step", k[i].seconds / steps * 1e3, "ms", why);
         bench_put_num("kernels", d, row, "launches_per_step", (double)k[i].launches / steps, "", "");
@@ -45,10 +43,10 @@ static void train_breakdown(int d, const char *model, nncl_context *pc, int step
 }
 #undef TRAIN_TOP
 
-/* Peak device memory (MiB) of the training plan of model cnn in prec on a
+/* Peak device memory (MiB) of the training plan of model kind in prec on a
  * fresh context of device d alone; negative when it cannot be made (why
  * in why). */
-static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int cnn, nncl_precision prec, char *why,
+static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int kind, nncl_precision prec, char *why,
                              size_t len) {
     char sel[16];
     nncl_config cfg = nncl_config_default();
@@ -66,8 +64,8 @@ static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int 
         snprintf(why, len, "n/a: %s", nncl_last_error(NULL));
         return -1;
     }
-    tc = train_options(o->batch, NULL, 0, prec);
-    if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
+    if (train_build(pc, o, kind, &m) ||
+        (tc = train_options(&m, m.batch, NULL, 0, prec), nncl_trainer_create(pc, m.g, m.loss, &tc, &t)) != NNCL_OK) {
         snprintf(why, len, "n/a: %s", nncl_last_error(pc));
         nncl_graph_free(m.g);
         nncl_free(pc);
@@ -86,23 +84,24 @@ static double train_peak_mib(const bench_opts *o, nncl_context *ctx, int d, int 
  * each, so that a machine's drift hits the three alike; vs_fp32 is the
  * median of the per-round ratios (the peaks: fresh contexts one after the
  * other). */
-static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td) {
+static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int kind, const train_data *td) {
     char why[300];
-    double peak32 = train_peak_mib(o, ctx, d, cnn, NNCL_PRECISION_FP32, why, sizeof why), rate[3][64], ratio[64], t0;
+    double peak32 = train_peak_mib(o, ctx, d, kind, NNCL_PRECISION_FP32, why, sizeof why), rate[3][64], ratio[64], t0;
     double min_s = o->quick ? o->seconds * 2 : o->seconds * 5, one;
     train_model m[3];
     nncl_trainer *t[3] = {NULL, NULL, NULL};
     nncl_step_info info;
     int prec, r, i, steps = 1, reps = o->repeats > 64 ? 64 : o->repeats, ok = 1;
     memset(m, 0, sizeof m);
-    bench_progress("train %s d%d: fp32, fp16 and bf16 in turn", train_items[cnn][0], d);
+    bench_progress("train %s d%d: fp32, fp16 and bf16 in turn", train_items[kind][0], d);
     for (prec = 0; prec < 3 && ok; prec++) {
-        nncl_train_config tc = train_options(o->batch, &d, 1, (nncl_precision)prec);
+        nncl_train_config tc;
         t0 = bench_now();
-        ok = !train_build(ctx, cnn, &m[prec]) &&
-             nncl_trainer_create(ctx, m[prec].g, m[prec].loss, &tc, &t[prec]) == NNCL_OK;
+        ok = !train_build(ctx, o, kind, &m[prec]) &&
+             (tc = train_options(&m[prec], m[prec].batch, &d, 1, (nncl_precision)prec),
+              nncl_trainer_create(ctx, m[prec].g, m[prec].loss, &tc, &t[prec])) == NNCL_OK;
         if (ok && prec)
-            bench_put_num("training", d, train_items[cnn][prec], "create_s", bench_now() - t0, "s",
+            bench_put_num("training", d, train_items[kind][prec], "create_s", bench_now() - t0, "s",
                           "nncl_trainer_create: plans, kernel builds, calibration");
         for (i = 0; ok && i < (o->quick ? 2 : 10); i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
     }
@@ -118,25 +117,28 @@ static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int 
         for (prec = 0; prec < 3 && ok; prec++) {
             t0 = bench_now();
             for (i = 0; i < steps && ok; i++) ok = train_step(o, t[prec], &m[prec], td, &info) == NNCL_OK;
-            rate[prec][r] = steps * (double)o->batch / (bench_now() - t0);
-            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", train_items[cnn][prec], d, rate[prec][r], r + 1,
+            rate[prec][r] = steps * (double)m[prec].batch / (bench_now() - t0);
+            bench_progress("train %s d%d: %.0f samples/s (round %d/%d)", train_items[kind][prec], d, rate[prec][r], r + 1,
                            reps);
         }
     for (prec = 1; prec < 3; prec++) {
-        const char *item = train_items[cnn][prec];
+        const char *item = train_items[kind][prec];
         double peak;
         if (!ok) {
             snprintf(why, sizeof why, "n/a: %s", nncl_last_error(ctx));
             bench_put("training", d, item, "samples_s", bench_stat_na(), "samples/s", why);
             continue;
         }
-        snprintf(why, sizeof why, "%d repeats of %d steps, in turn with fp32 and the other format, batch %d, Adam",
-                 reps, steps, o->batch);
+        snprintf(why, sizeof why, "%d repeats of %d steps, in turn with fp32 and the other format, batch %d, %s",
+                 reps, steps, m[prec].batch, m[prec].tokens ? "AdamW" : "Adam");
         bench_put("training", d, item, "samples_s", bench_stat_of(rate[prec], reps), "samples/s", why);
+        if (m[prec].tokens)
+            bench_put("training", d, item, "tokens_s", bench_stat_scale(bench_stat_of(rate[prec], reps), m[prec].tokens),
+                      "tokens/s", "samples/s x the context (tokens per window)");
         for (r = 0; r < reps; r++) ratio[r] = rate[prec][r] / rate[0][r];
         bench_put("training", d, item, "vs_fp32", bench_stat_of(ratio, reps), "x",
                   "median of the per-round ratios to fp32 (rounds interleaved fp32, fp16, bf16)");
-        peak = train_peak_mib(o, ctx, d, cnn, (nncl_precision)prec, why, sizeof why);
+        peak = train_peak_mib(o, ctx, d, kind, (nncl_precision)prec, why, sizeof why);
         if (peak < 0) continue;
         bench_put_num("training", d, item, "peak_mib", peak, "MiB",
                       "nncl_device_memory peak after nncl_trainer_create on a fresh context");
@@ -154,9 +156,9 @@ static void train_precisions(const bench_opts *o, nncl_context *ctx, int d, int 
  * kernel-busy fraction of timed steps, and which kernels take the time;
  * in half storage (prec) the host-overhead share and the kernels alone.
  * 1 when the driver's profiling timestamps were found implausible. */
-static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td,
+static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int kind, const train_data *td,
                          nncl_precision prec) {
-    const char *item = train_items[cnn][prec];
+    const char *item = train_items[kind][prec];
     char sel[16], why[300], formula[160], mitem[32];
     nncl_config cfg = nncl_config_default();
     nncl_context *pc = NULL;
@@ -180,8 +182,8 @@ static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn,
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
         return 0;
     }
-    tc = train_options(o->batch, NULL, 0, prec);
-    if (train_build(pc, cnn, &m) || nncl_trainer_create(pc, m.g, m.loss, &tc, &t) != NNCL_OK) {
+    if (train_build(pc, o, kind, &m) ||
+        (tc = train_options(&m, m.batch, NULL, 0, prec), nncl_trainer_create(pc, m.g, m.loss, &tc, &t)) != NNCL_OK) {
         snprintf(why, sizeof why, "n/a: %s", nncl_last_error(pc));
         bench_put("training", d, item, "host_overhead", bench_stat_na(), "", why);
         nncl_graph_free(m.g);
@@ -190,11 +192,13 @@ static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn,
     }
     if (prec == NNCL_PRECISION_FP32) { /* train_precisions gives the half plans' memory */
         nncl_device_memory(pc, 0, &in_use, &peak);
-        need = train_need_floats(cnn, o->batch, formula, sizeof formula) * 4;
+        need = train_need_floats(kind, m.batch, formula, sizeof formula) * 4;
         bench_put_num("training", d, item, "peak_mib", peak / 1048576.0, "MiB",
                       "nncl_device_memory peak after nncl_trainer_create on a fresh context");
-        bench_put_num("training", d, item, "need_mib", need / 1048576.0, "MiB", formula);
-        bench_put_num("training", d, item, "mem_ratio", peak / need, "x", "peak / need; target <= 1.25");
+        if (need > 0) {
+            bench_put_num("training", d, item, "need_mib", need / 1048576.0, "MiB", formula);
+            bench_put_num("training", d, item, "mem_ratio", peak / need, "x", "peak / need; target <= 1.25");
+        }
     }
 
     /* warm-up, then profiled steps */
@@ -241,31 +245,31 @@ static int train_profile(const bench_opts *o, nncl_context *ctx, int d, int cnn,
     return implausible;
 }
 
-void train_detail(const bench_opts *o, nncl_context *ctx, int d, int cnn, const train_data *td, double fp32_rate) {
-    int prec;
+void train_detail(const bench_opts *o, nncl_context *ctx, int d, int kind, const train_data *td, double fp32_rate) {
+    int prec, batch = kind >= TRAIN_GPT ? train_gpt_batch(kind == TRAIN_GPT_LARGE) : o->batch;
     /* --quick trains the half formats only where an fp32 step is quick
      * (Mesa rusticl, which builds each kernel at each launch: 3 s per CNN
      * step, its fp16 and bf16 rows 40 s) */
-    if (o->quick && fp32_rate > 0 && o->batch / fp32_rate > TRAIN_QUICK_STEP_S) {
+    if (o->quick && fp32_rate > 0 && batch / fp32_rate > TRAIN_QUICK_STEP_S) {
         char why[120];
         snprintf(why, sizeof why, "n/a: --quick trains these where an fp32 step takes under %.0f s (%.1f here)",
-                 TRAIN_QUICK_STEP_S, o->batch / fp32_rate);
+                 TRAIN_QUICK_STEP_S, batch / fp32_rate);
         for (prec = 1; prec < 3; prec++)
-            bench_put("training", d, train_items[cnn][prec], "samples_s", bench_stat_na(), "samples/s", why);
-        train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32);
+            bench_put("training", d, train_items[kind][prec], "samples_s", bench_stat_na(), "samples/s", why);
+        train_profile(o, ctx, d, kind, td, NNCL_PRECISION_FP32);
         return;
     }
-    train_precisions(o, ctx, d, cnn, td);
+    train_precisions(o, ctx, d, kind, td);
     /* where fp32's profiling timestamps were implausible (Mesa rusticl 22.3
      * makes them up), the half formats' would be too, and their fresh
      * contexts would be most of a quick run there */
-    if (train_profile(o, ctx, d, cnn, td, NNCL_PRECISION_FP32)) {
+    if (train_profile(o, ctx, d, kind, td, NNCL_PRECISION_FP32)) {
         for (prec = 1; prec < 3; prec++)
-            bench_put("training", d, train_items[cnn][prec], "host_overhead", bench_stat_na(), "",
+            bench_put("training", d, train_items[kind][prec], "host_overhead", bench_stat_na(), "",
                       "n/a: the driver's profiling timestamps are implausible (fp32's run)");
         return;
     }
     for (prec = NNCL_PRECISION_FP16; prec <= NNCL_PRECISION_BF16; prec++)
-        train_profile(o, ctx, d, cnn, td, (nncl_precision)prec);
+        train_profile(o, ctx, d, kind, td, (nncl_precision)prec);
 }
 #undef TRAIN_QUICK_STEP_S

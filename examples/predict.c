@@ -22,6 +22,20 @@ typedef struct rows {
     float *own;
 } rows;
 
+/* A class name as printed: tab, newline and carriage return (a character
+ * vocabulary's classes) written as \t, \n and \r, so each row stays a line. */
+static const char *shown(const char *name, char *buf, size_t size) {
+    size_t n = 0;
+    if (!name) return "";
+    for (; *name && n + 3 < size; name++) {
+        char e = *name == '\t' ? 't' : *name == '\n' ? 'n' : *name == '\r' ? 'r' : 0;
+        if (e) buf[n++] = '\\', buf[n++] = e;
+        else buf[n++] = *name;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
 static void rows_free(rows *r) {
     nncl_idx_free(&r->img);
     nncl_idx_free(&r->lab);
@@ -173,7 +187,8 @@ static int report(const rows *r, const int *cls, nncl_model *m, int C) {
         printf("accuracy %.4f (%ld of %ld)\nper class%s:\n", (double)correct / (double)scored, correct, scored,
                C > CONFUSION_MAX ? " (those with samples)" : "");
         for (k = 0; k < C; k++) {
-            const char *name = nncl_model_class_name(m, k) ? nncl_model_class_name(m, k) : "";
+            char buf[64];
+            const char *name = shown(nncl_model_class_name(m, k), buf, sizeof buf);
             if (total[k]) printf("  %d %-14s %.4f (%ld of %ld)\n", k, name, (double)hit[k] / (double)total[k], hit[k], total[k]);
             else if (C <= CONFUSION_MAX) printf("  %d %-14s no samples\n", k, name);
         }
@@ -226,6 +241,11 @@ int main(int argc, char **argv) {
         goto done;
     }
     C = nncl_model_classes(m);
+    if (nncl_node_shape(nncl_model_output(m), NULL) > 1) {
+        fprintf(stderr, "predict: %s is a sequence model (a class per position); it predicts one class per row\n",
+                pos[0]);
+        goto done;
+    }
     if (ends_with(pos[1], ".csv") ? load_csv(pos[1], m, &r) : load_idx(pos[1], labels, nncl_model_features(m), &r))
         goto done;
     if (limit > 0 && (size_t)limit < r.n) r.n = (size_t)limit;
@@ -240,7 +260,8 @@ int main(int argc, char **argv) {
         goto done;
     }
     for (i = 0; i < r.n; i++) {
-        const char *name = nncl_model_class_name(m, cls[i]);
+        char buf[64];
+        const char *name = nncl_model_class_name(m, cls[i]) ? shown(nncl_model_class_name(m, cls[i]), buf, sizeof buf) : NULL;
         count[cls[i]]++;
         if (!quiet) {
             if (name) printf("%zu %d %s\n", i, cls[i], name);
@@ -250,8 +271,10 @@ int main(int argc, char **argv) {
     printf("%zu rows classified by %s\n", r.n, pos[0]);
     if (quiet)
         for (k = 0; k < C; k++)
-            if (count[k] || C <= CONFUSION_MAX)
-                printf("  class %d %-14s %ld\n", k, nncl_model_class_name(m, k) ? nncl_model_class_name(m, k) : "", count[k]);
+            if (count[k] || C <= CONFUSION_MAX) {
+                char buf[64];
+                printf("  class %d %-14s %ld\n", k, shown(nncl_model_class_name(m, k), buf, sizeof buf), count[k]);
+            }
     rc = r.y && r.n ? report(&r, cls, m, C) : 0;
 done:
     free(cls);

@@ -911,6 +911,10 @@ NNCL_API void nncl_model_free(nncl_model *m);
 NNCL_API nncl_graph *nncl_model_graph(const nncl_model *m);
 /* The trainer holding the model's plans (NULL without a context). */
 NNCL_API nncl_trainer *nncl_model_trainer(const nncl_model *m);
+/* The input node fed with rows (nncl.input) and the node giving the class
+ * scores (nncl.output), for nncl_trainer_predict on the model's trainer. */
+NNCL_API nncl_node *nncl_model_input(const nncl_model *m);
+NNCL_API nncl_node *nncl_model_output(const nncl_model *m);
 /* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
 NNCL_API size_t nncl_model_features(const nncl_model *m);
 NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);

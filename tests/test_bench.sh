@@ -138,7 +138,7 @@ for d in range(n):
               ("gemm", "100x128x784", "nncl_over_raw"), ("bandwidth", "", "d2d_gbs"),
               ("bandwidth", "", "h2d_gbs"), ("launch", "add 4096 back", "nncl_us"),
               ("launch", "add 4096 back", "nncl_over_raw"), ("build", "kernels", "cold_ms"),
-              ("build", "kernels", "warm_ms"), ("training", "mlp", "samples_s")]
+              ("build", "kernels", "warm_ms"), ("training", "mlp", "samples_s"), ("training", "gpt", "tokens_s")]
     for sec, item, key in checks:
         if not pos(val(sec, d, item, key)):
             bad.append("d%d %s/%s/%s is %r" % (d, sec, item, key, val(sec, d, item, key)))

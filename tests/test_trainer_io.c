@@ -5,7 +5,9 @@
  * refused and changes nothing; frozen parameters stay as they were; a
  * checkpoint's metadata (step, batches tracked, optimizer) is checked; a
  * PyTorch CNN with batch norm (tests/data/torch_bn.safetensors) loads; a
- * parameter named like its counter loads as a parameter. */
+ * parameter named like its counter loads as a parameter; a
+ * sequence model's file (logits [B, T, V], a vocabulary) predicts per
+ * position. */
 #include "harness.h"
 #include "io/io.h"
 #include <float.h>
@@ -586,6 +588,70 @@ static int test_counter_lookalike(nncl_context *ctx) {
     return 0;
 }
 
+/* A sequence model (logits [B, T, V], the sequence cross-entropy) saved
+ * with a vocabulary as its class names: nncl_model_load rebuilds it, its
+ * input and output nodes give the trainer's logits, and
+ * nncl_model_predict gives the softmax and argmax of every position. */
+static int test_sequence_model(nncl_context *ctx) {
+    const char *name = "a sequence model file: output [B,T,V], vocabulary, per-position probabilities";
+    static const char *const vocab[5] = {"a", "b", "\n", " ", "\""};
+    nncl_train_config c = nncl_train_default();
+    nncl_model_meta meta = nncl_model_meta_default();
+    nncl_graph *g = nncl_graph_create(ctx, 5);
+    nncl_node *idx, *tgt, *logits, *loss;
+    nncl_trainer *t = NULL;
+    nncl_model *m = NULL;
+    nncl_feed f;
+    int T = 3, V = 5, shape[2], classes[6], k, r, ok = 1, argok = 1;
+    char path[64];
+    float rows[6] = {0, 1, 2, 4, 3, 0}, z[30], probs[30];
+    snprintf(path, sizeof path, "/tmp/nncl-tio-seq-%ld.safetensors", (long)getpid());
+    idx = nncl_input(g, "idx", 1, &T);
+    tgt = nncl_input(g, "targets", 1, &T);
+    logits = nncl_linear(g, nncl_embedding(g, idx, V, 4, "wte"), V, 1, NNCL_ACT_NONE, "head");
+    loss = nncl_sequence_cross_entropy(g, logits, tgt, -1);
+    TH_CHECK(name, loss != NULL);
+    c.max_batch = 2;
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g, loss, &c, &t));
+    f.node = idx;
+    f.data = rows;
+    TH_OK(name, ctx, nncl_trainer_predict(t, &f, 1, 2, logits, z));
+    meta.input = idx;
+    meta.output = logits;
+    meta.class_names = vocab;
+    meta.n_classes = 3; /* not the vocabulary's 5 */
+    TH_CHECK(name, nncl_trainer_save_model(t, path, &meta) == NNCL_ERR_INVALID_ARGUMENT);
+    meta.n_classes = V;
+    TH_OK(name, ctx, nncl_trainer_save_model(t, path, &meta));
+    nncl_trainer_free(t);
+    nncl_graph_free(g);
+    TH_OK(name, ctx, nncl_model_load(ctx, path, 2, &m));
+    remove(path);
+    TH_CHECK(name, nncl_model_classes(m) == V && nncl_model_input_shape(m, shape) == 1 && shape[0] == T);
+    TH_CHECK(name, nncl_node_shape(nncl_model_output(m), shape) == 2 && shape[0] == T && shape[1] == V);
+    for (k = 0; k < V; k++) ok &= !strcmp(nncl_model_class_name(m, k), vocab[k]);
+    TH_CHECK(name, ok);
+    th_poison(probs, 30);
+    if (nncl_model_predict(m, rows, 2, probs, classes) != NNCL_OK) {
+        nncl_model_free(m);
+        TH_CHECK(name, 0);
+    }
+    nncl_model_free(m);
+    for (r = 0; r < 6; r++) { /* each of the 2 x 3 positions against the saved trainer's logits */
+        double mx = z[r * V], sum = 0;
+        int arg = 0;
+        for (k = 1; k < V; k++)
+            if (z[r * V + k] > z[r * V + arg]) arg = k;
+        mx = z[r * V + arg];
+        for (k = 0; k < V; k++) sum += exp(z[r * V + k] - mx);
+        for (k = 0; k < V; k++) ok &= fabs(probs[r * V + k] - exp(z[r * V + k] - mx) / sum) < 1e-6;
+        argok &= classes[r] == arg;
+    }
+    TH_CHECK(name, ok && argok);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     int d;
@@ -601,6 +667,7 @@ int main(void) {
     test_many_params(ctx);
     test_pytorch_batchnorm(ctx);
     test_counter_lookalike(ctx);
+    test_sequence_model(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

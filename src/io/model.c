@@ -112,13 +112,15 @@ static nncl_node *model_first_input(const nncl_graph *g) {
 }
 
 /* Whether s is UTF-8 without control characters (C0, DEL, C1): a name
- * printed as it is cannot move a terminal's cursor or change its colours. */
-static int model_printable(const char *s) {
+ * printed as it is cannot move a terminal's cursor or change its colours.
+ * Class names may also hold tab, newline and carriage return: a character
+ * vocabulary's classes are its characters. */
+static int model_printable(const char *s, int class_name) {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         unsigned c = *p, v, n, k;
         if (c < 0x80) {
-            if (c < 0x20 || c == 0x7f) return 0;
+            if ((c < 0x20 && !(class_name && (c == '\t' || c == '\n' || c == '\r'))) || c == 0x7f) return 0;
             p++;
             continue;
         }
@@ -192,10 +194,10 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d classes, more than %d", fn, m->n_classes,
                           MODEL_MAX_CLASSES);
     for (i = 0; i < m->n_classes; i++)
-        if (m->class_names[i] && (strlen(m->class_names[i]) > 4096 || !model_printable(m->class_names[i])))
+        if (m->class_names[i] && (strlen(m->class_names[i]) > 4096 || !model_printable(m->class_names[i], 1)))
             return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                               "%s: class name %d is longer than 4096 bytes, not UTF-8 or holds a control character", fn, i);
-    if (m->label_name && (strlen(m->label_name) > 4096 || !model_printable(m->label_name)))
+    if (m->label_name && (strlen(m->label_name) > 4096 || !model_printable(m->label_name, 0)))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
                           "%s: label_name is longer than 4096 bytes, not UTF-8 or holds a control character", fn);
     return NNCL_OK;
@@ -360,7 +362,7 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
             if (!(m->std[k] > 0)) return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.std[%d] is not positive", k);
     }
     if ((v = nncl_safetensors_meta(st, "nncl.label")) != NULL) {
-        if (strlen(v) > 4096 || !model_printable(v))
+        if (strlen(v) > 4096 || !model_printable(v, 0))
             return nncl__fail(ctx, NNCL_ERR_FORMAT,
                               "model metadata nncl.label is too long, not UTF-8 or holds a control character");
         if (!(m->label_name = nncl__strdup(v))) return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -373,7 +375,7 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
         if ((n = model_json_array(v, m->class_names, NULL, m->classes)) != m->classes)
             return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata nncl.classes: not an array of %d strings", m->classes);
         for (k = 0; k < n; k++)
-            if (!model_printable(m->class_names[k]))
+            if (!model_printable(m->class_names[k], 1))
                 return nncl__fail(ctx, NNCL_ERR_FORMAT,
                                   "model metadata nncl.classes: name %d is not UTF-8 or holds a control character", k);
     }
@@ -439,6 +441,8 @@ nncl_status nncl_model_load(nncl_context *ctx, const char *path, int max_batch, 
 
 nncl_graph *nncl_model_graph(const nncl_model *m) { return m ? m->graph : NULL; }
 nncl_trainer *nncl_model_trainer(const nncl_model *m) { return m ? m->trainer : NULL; }
+nncl_node *nncl_model_input(const nncl_model *m) { return m ? m->input : NULL; }
+nncl_node *nncl_model_output(const nncl_model *m) { return m ? m->output : NULL; }
 size_t nncl_model_features(const nncl_model *m) { return m ? m->input->sample_numel : 0; }
 int nncl_model_input_shape(const nncl_model *m, int *shape) { return m ? nncl_node_shape(m->input, shape) : 0; }
 int nncl_model_classes(const nncl_model *m) { return m ? m->classes : 0; }
