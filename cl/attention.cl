@@ -61,14 +61,17 @@ float8 nncl_att_hsum8x8(float8 a0, float8 a1, float8 a2, float8 a3, float8 a4, f
     return (float8)(g0.even, g1.even) + (float8)(g0.odd, g1.odd);
 }
 
+/* Pointers k0 .. k7 to rows r0 .. r0 + 7 of base (row stride C), those
+ * from end on pointing at row end - 1. */
+#define NNCL_ATT_ROW(base, jj) ((base) + (size_t)min(r0 + (jj), end - 1) * C)
+#define NNCL_ATT_ROWS8(k, base)                                                                                        \
+    __global const act_t *k##0 = NNCL_ATT_ROW(base, 0), *k##1 = NNCL_ATT_ROW(base, 1), *k##2 = NNCL_ATT_ROW(base, 2); \
+    __global const act_t *k##3 = NNCL_ATT_ROW(base, 3), *k##4 = NNCL_ATT_ROW(base, 4), *k##5 = NNCL_ATT_ROW(base, 5); \
+    __global const act_t *k##6 = NNCL_ATT_ROW(base, 6), *k##7 = NNCL_ATT_ROW(base, 7)
+
 /* scale q . k of rows r0 + jj < end (else fill), jj < 8: the 8 dot
  * products side by side, each q vector loaded once for the 8 rows (a row
  * past end reads row end - 1 instead, whose result is dropped). */
-#define NNCL_ATT_ROWS8(k, base)                                                                                        \
-    __global const act_t *k##0 = base + (size_t)min(r0, end - 1) * C, *k##1 = base + (size_t)min(r0 + 1, end - 1) * C;  \
-    __global const act_t *k##2 = base + (size_t)min(r0 + 2, end - 1) * C, *k##3 = base + (size_t)min(r0 + 3, end - 1) * C; \
-    __global const act_t *k##4 = base + (size_t)min(r0 + 4, end - 1) * C, *k##5 = base + (size_t)min(r0 + 5, end - 1) * C; \
-    __global const act_t *k##6 = base + (size_t)min(r0 + 6, end - 1) * C, *k##7 = base + (size_t)min(r0 + 7, end - 1) * C
 float8 nncl_att_scores(__global const act_t *qrow, __global const act_t *k0row, int C, int r0, int end, int D,
                        float scale, float fill) {
     NNCL_ATT_ROWS8(k, k0row);
@@ -163,8 +166,8 @@ __kernel void nncl_attention_f32(__global const act_t *q, int q_off, __global co
         }
         e = exp(s - m);
         l += nncl_att_sum8(e);
-        nncl_att_axpy8(acc, e * nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0), vb, C, j0, i + 1,
-                       D);
+        e *= nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0);
+        nncl_att_axpy8(acc, e, vb, C, j0, i + 1, D);
     }
     nncl_att_store(acc, 1.0f / l, y + y_off + base + (size_t)i * C, D, 0);
     lse[lse_off + r] = m + log(l);

@@ -285,8 +285,10 @@ __kernel void nncl_layernorm_f32_rows(__global const act_t *x, int x_off, __glob
     }
     for (; d < D; d++) s += (NNCL_LDG(xr, d) - mean) * (NNCL_LDG(xr, d) - mean);
     inv = 1.0f / sqrt((s + nncl_sum8(s8)) / (float)D + eps);
-    for (d = 0; d + 8 <= D; d += 8)
-        NNCL_ST8((NNCL_LD8(xr + d) - mean) * inv * NNCL_LD8(wr + d) + (has_b ? NNCL_LD8(br + d) : (float8)0.0f), yr + d);
+    for (d = 0; d + 8 <= D; d += 8) {
+        float8 v = (NNCL_LD8(xr + d) - mean) * inv * NNCL_LD8(wr + d);
+        NNCL_ST8(has_b ? v + NNCL_LD8(br + d) : v, yr + d);
+    }
     for (; d < D; d++)
         NNCL_ST((NNCL_LDG(xr, d) - mean) * inv * NNCL_LD(wr, d) + (has_b ? NNCL_LD(br, d) : 0.0f), yr, d);
     aux[aux_off + 2 * r] = mean;

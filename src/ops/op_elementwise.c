@@ -352,7 +352,7 @@ EW_BINARY(mul, EW_MUL_KERNELS, 1)
  * nncl_<op>_f32 and nncl_<op>_backward_f32. HAS_P: the kernels take
  * fattr[0]. */
 #define EW_UNARY(NAME, READS, HAS_P)                                                                        \
-    static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d, 0};                            \
+    static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d, 0};                         \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
         .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
