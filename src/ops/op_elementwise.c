@@ -57,7 +57,7 @@ static int ew_cols(const nncl_node *n) { return n->shape[n->ndim - 1]; }
 
 /* Kernel slots of the rows below: the op's forward and backward kernels,
  * then the shared gradient kernels an op lists when it needs them. */
-enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM };
+enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM, EW_K_COLSUM_PARAM_COLS };
 #define EW_KERNEL(NAME) {"elementwise", NAME}
 #define EW_AXPY_COLSUM EW_KERNEL("nncl_axpy_f32"), {"reduce", "nncl_sum_f32_axis0"}
 
@@ -74,6 +74,23 @@ static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nnc
     return nncl__k_axpy(nncl__kl_of(x, n, EW_K_AXPY), dy, dst, count, alpha, acc);
 }
 
+/* out (+)= alpha times the sum over rows of dy [rows, cols]: a parameter's
+ * gradient, fp32 whatever the storage. */
+static nncl_status ew_param_sum(nncl__exec *x, nncl_node *n, nncl__view dy, nncl__view out, size_t rows, size_t cols,
+                                float alpha, int acc) {
+    nncl__args a;
+    if (!nncl__row_kernels(x))
+        return nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, out, rows, cols, alpha, acc);
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_COLSUM_PARAM_COLS, &a));
+    nncl__arg_view(&a, dy);
+    nncl__arg_view(&a, out);
+    nncl__arg_count(&a, rows);
+    nncl__arg_count(&a, cols);
+    nncl__arg_float(&a, alpha);
+    nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, x->dev, cols);
+}
+
 static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
     nncl__view dy = nncl__grd(x, n);
     size_t count = nncl__numel(n, x->batch), bn = nncl__numel(n->in[1], x->batch);
@@ -86,8 +103,7 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
             NNCL_TRY(nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[1]), bn,
                                           nncl__grd(x, n->in[0]), count, acc));
         else if (n->in[0]->op == NNCL_OP_PARAM) /* a parameter's gradient: fp32 in half storage too */
-            NNCL_TRY(nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, nncl__grd(x, n->in[0]), 1, count, 1.0f,
-                                 acc));
+            NNCL_TRY(ew_param_sum(x, n, dy, nncl__grd(x, n->in[0]), 1, count, 1.0f, acc));
         else
             NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
     }
@@ -96,7 +112,7 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
         nncl__view db = nncl__grd(x, n->in[1]);
         if (n->op != NNCL_OP_MUL) {
             if (n->in[1]->op == NNCL_OP_PARAM)
-                return nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, db, rows, cols, sign, acc);
+                return ew_param_sum(x, n, dy, db, rows, cols, sign, acc);
             return bc ? nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM), 0, dy, db, rows, cols, sign, acc)
                       : ew_axpy(x, n, dy, db, count, sign, acc);
         }
@@ -340,7 +356,7 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
  * position or bias trains in half storage too) */
 #define EW_SUM_KERNELS(NAME)                                                                                \
     {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM, {NULL, NULL},                            \
-     {"reduce", "nncl_sum_f32_axis0_param"}}
+     {"reduce", "nncl_sum_f32_axis0_param"}, {"reduce", "nncl_sum_f32_axis0_param_cols"}}
 EW_BINARY(add, EW_SUM_KERNELS(add), 2)
 EW_BINARY(sub, EW_SUM_KERNELS(sub), 2)
 #define EW_MUL_KERNELS                                                                                      \

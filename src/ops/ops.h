@@ -8,7 +8,8 @@
 #include "graph/graph.h"
 
 /* Whether the row reductions (layer and RMS norm, the sequence
- * cross-entropy) run their per-row kernels, one work-item a row: on CPU
+ * cross-entropy, a parameter's sum over rows in add and sub) run their
+ * per-row kernels, one work-item a row (or column): on CPU
  * devices, whose drivers run a group's work-items as SIMD lanes and split
  * a kernel at every barrier; else one work-group a row. NNCL_REDUCE=rows
  * or groups decides instead (the tests run both on any device). */
