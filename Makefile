@@ -218,7 +218,9 @@ uninstall:
 # Removes every build folder (those holding .nncl-build), dist/, test output
 # and what the examples write when run from the source folder.
 EXAMPLE_OUT := csv_classifier.safetensors xor.safetensors \
-               $(foreach m,fashion_mnist_mlp fashion_mnist_cnn char_gpt,$(m).safetensors $(m).csv $(m).svg)
+               $(foreach m,fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_lstm char_gpt,\
+                 $(m).safetensors $(m).csv $(m).svg) \
+               fashion_mnist_autoencoder.safetensors fashion_mnist_autoencoder.svg
 clean:
 	rm -rf build build-san $(B) $(SANB) $(patsubst %/.nncl-build,%,$(wildcard */.nncl-build)) dist tests/out
 	rm -f $(EXAMPLE_OUT)

@@ -193,6 +193,10 @@ void bench_build(const bench_opts *o, nncl_context *ctx);
  * nncl_devices_list(), the figures on stdout. Returns the exit status. */
 int bench_build_child(const char *list_index, int quick);
 void bench_training(const bench_opts *o, nncl_context *ctx);
+/* Gradient checkpointing (checkpoint.c): each model without and with it. */
+void bench_checkpoint(const bench_opts *o, nncl_context *ctx);
+int bench_checkpoint_steps(const bench_opts *o, int n_devices);
+void bench_pipeline(const bench_opts *o, nncl_context *ctx);
 /* Units of the progress line each section reports. */
 int bench_gemm_steps(const bench_opts *o, int n_devices);
 int bench_training_steps(const bench_opts *o, int n_devices);

@@ -21,9 +21,12 @@ const bench_section bench_sections[] = {
     {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
     {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
     {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
-    {"training", "training (MLP, CNN: batch 100, Adam; GPTs: AdamW): each device alone and all together", bench_training,
-     bench_training_steps, NULL},
+    {"training", "training (MLP, CNN, LSTM: batch 100, Adam; GPTs: AdamW): each device alone and all together",
+     bench_training, bench_training_steps, NULL},
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
+    {"checkpoint", "gradient checkpointing: peak memory, samples/s, largest batch under a 256 MiB cap",
+     bench_checkpoint, bench_checkpoint_steps, NULL},
+    {"pipeline", "pipeline parallelism: a deep MLP over 2 and 3 devices, 8 micro-batches", bench_pipeline, NULL, NULL},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
@@ -45,7 +48,7 @@ static void main_usage(FILE *f) {
           "                  kernels take a profiled MLP and CNN step's time, ms per step and share)\n"
           "  --only LIST     run only these sections, comma-separated: those --list names with a\n"
           "                  measurement of their own (devices and monitor are always there)\n"
-          "  --models LIST   models the training section trains, comma-separated: mlp, cnn, gpt\n"
+          "  --models LIST   models the training section trains, comma-separated: mlp, cnn, lstm, gpt\n"
           "                  (examples/char_gpt's: 4 layers, 128 channels, context 64, batch 12),\n"
           "                  gpt_large (6 layers, 384, context 256, batch 64); default all of them,\n"
           "                  with --quick all but gpt_large\n"
@@ -221,8 +224,9 @@ int main(int argc, char **argv) {
             while (*q) {
                 size_t len = strcspn(q, ",");
                 if (!((len == 3 && (!strncmp(q, "mlp", 3) || !strncmp(q, "cnn", 3) || !strncmp(q, "gpt", 3))) ||
-                      (len == 9 && !strncmp(q, "gpt_large", 9)))) {
-                    fprintf(stderr, "bench: --models takes mlp, cnn, gpt and gpt_large, comma-separated, got \"%s\"\n", v);
+                      (len == 4 && !strncmp(q, "lstm", 4)) || (len == 9 && !strncmp(q, "gpt_large", 9)))) {
+                    fprintf(stderr, "bench: --models takes mlp, cnn, lstm, gpt and gpt_large, comma-separated, "
+                            "got \"%s\"\n", v);
                     return 2;
                 }
                 q += len + (q[len] == ',');

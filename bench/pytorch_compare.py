@@ -2,15 +2,16 @@
 """pytorch_compare.py - the same training steps as nncl's bench in PyTorch on
 the host CPU: the Fashion-MNIST MLP (784-128-10) and the bench's CNN (conv
 1->16 3x3 pad 1 + ReLU + maxpool 2, conv 16->32 3x3 pad 1 + ReLU + maxpool 2,
-dense 1568->128 + ReLU, dense 128->10), Adam lr 1e-3, batch 100, synthetic
-data of the same shapes; and the bench's GPTs (examples/char_gpt's model in
-nanoGPT's form, examples/char_gpt_pytorch.py: tied head, no biases,
-attention written out or F.scaled_dot_product_attention where torch has it;
-AdamW lr 1e-3, betas 0.9/0.99, weight decay 0.1 on 2-D weights, clipping
-at 1; gpt: 4 layers, 4 heads, 128, context 64, batch 12; gpt_large: 6, 6,
-384, 256, batch 64) on windows of random tokens, eager; all with the
-thread count set (torch.set_num_threads). A GPT's sample is one window:
-samples/s times the context is tokens/s.
+dense 1568->128 + ReLU, dense 128->10) and the bench's LSTM (nn.LSTM 28->128
+over 28 steps of 28 pixels, batch first, dense 128->10 on the last step), Adam
+lr 1e-3, batch 100, synthetic data of the same shapes; and the bench's GPTs
+(examples/char_gpt's model in nanoGPT's form, examples/char_gpt_pytorch.py:
+tied head, no biases, attention written out or F.scaled_dot_product_attention
+where torch has it; AdamW lr 1e-3, betas 0.9/0.99, weight decay 0.1 on 2-D
+weights, clipping at 1; gpt: 4 layers, 4 heads, 128, context 64, batch 12;
+gpt_large: 6, 6, 384, 256, batch 64) on windows of random tokens, eager; all
+with the thread count set (torch.set_num_threads). A GPT's sample is one
+window: samples/s times the context is tokens/s.
 It prints samples/s (median of repeats, with min-max), then nncl's figures
 and nncl's ratio to PyTorch: from --bench-json FILE (written by
 `bench --json FILE`), or by running the bench itself
@@ -58,7 +59,7 @@ import time
 os.environ.pop("OPENBLAS_CORETYPE", None)
 
 BATCH = 100
-MODELS = ("mlp", "cnn", "gpt", "gpt_large")
+MODELS = ("mlp", "cnn", "lstm", "gpt", "gpt_large")
 # the bench's GPTs (bench/train_gpt.c): layers, heads, channels, context, batch
 GPT_SHAPES = {"gpt": (4, 4, 128, 64, 12), "gpt_large": (6, 6, 384, 256, 64)}
 GPT_VOCAB = 65
@@ -77,7 +78,7 @@ def parse_args():
     p.add_argument("--bench-quick", action="store_true", help="run the bench with --quick")
     p.add_argument("--devices", default=None, help="--devices for the bench (default: its own)")
     p.add_argument("--no-bench", action="store_true", help="PyTorch figures only")
-    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, gpt, gpt_large "
+    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, lstm, gpt, gpt_large "
                    "(default all; with --bench-quick all but gpt_large, as the quick bench)")
     p.add_argument("--json", help="write the comparison as JSON to this file")
     p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
@@ -93,10 +94,10 @@ def parse_args():
     if a.rounds > 1 and a.bench_json:
         p.error("--rounds runs the bench each round: leave out --bench-json")
     if not a.models:
-        a.models = "mlp,cnn,gpt" if a.bench_quick else "mlp,cnn,gpt,gpt_large"
+        a.models = "mlp,cnn,lstm,gpt" if a.bench_quick else "mlp,cnn,lstm,gpt,gpt_large"
     unknown = set(a.models.split(",")) - set(MODELS)
     if unknown:
-        p.error("--models: unknown %s (mlp, cnn, gpt, gpt_large)" % ",".join(sorted(unknown)))
+        p.error("--models: unknown %s (mlp, cnn, lstm, gpt, gpt_large)" % ",".join(sorted(unknown)))
     return a
 
 
@@ -270,6 +271,18 @@ def gpt_spec(torch, name, gen, n_batches):
 def models(torch, names, n_batches=10):
     """{name: Spec} of the models named (the bench's data shapes)."""
     nn = torch.nn
+
+    class SeqLSTM(nn.Module):
+        """each image as 28 steps of 28 pixels, one LSTM layer of 128, dense 10 on the last step"""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(28, 128, batch_first=True)
+            self.fc = nn.Linear(128, 10)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0][:, -1])
+
     gen = torch.Generator().manual_seed(1)
     ce = torch.nn.CrossEntropyLoss()
     specs = {}
@@ -279,6 +292,8 @@ def models(torch, names, n_batches=10):
             continue
         if name == "mlp":
             model, shape = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)), (784,)
+        elif name == "lstm":
+            model, shape = SeqLSTM(), (28, 28)
         else:
             model, shape = nn.Sequential(
                 nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -495,7 +510,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
-    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN: batch %d, Adam lr 1e-3; "
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN, LSTM: batch %d, Adam lr 1e-3; "
           "GPTs: AdamW, clipping; synthetic data" % (torch.__version__, where, args.threads, torch.get_num_threads(),
                                                     BATCH))
     torch.manual_seed(0)

@@ -361,15 +361,16 @@ static const char *report_text(const char *section, int device, const char *item
 }
 
 int bench_write_svg(const char *path) {
-    static const char *const models[] = {"mlp", "cnn", "gpt", "gpt_large"};
+    static const char *const models[] = {"mlp", "cnn", "lstm", "gpt", "gpt_large"};
     static const char *const headings[] = {"MLP 784-128-10", "CNN (two conv+pool blocks, batch norm)",
+                                           "LSTM 128 over 28 steps of 28 pixels",
                                            "GPT 4 layers, 128 channels, context 64, batch 12 (a sample: a window)",
                                            "GPT 6 layers, 384 channels, context 256, batch 64"};
     char labels[64][96];
-    const char *lp[64], *heads[4];
+    const char *lp[64], *heads[5];
     double values[64];
-    int nv = 0, m, i, n = bench_rec_count(), counts[4], panels = 0;
-    for (m = 0; m < 4; m++) {
+    int nv = 0, m, i, n = bench_rec_count(), counts[5], panels = 0;
+    for (m = 0; m < 5; m++) {
         counts[panels] = 0;
         for (i = 0; i < n && nv < 64; i++) {
             const bench_rec *r = bench_rec_at(i);

@@ -1,5 +1,5 @@
-/* train.c - training throughput of the Fashion-MNIST MLP (784-128-10) and a
- * small CNN, Adam, batch 100 (--batch), and of two GPTs (train_gpt.c, their
+/* train.c - training throughput of the Fashion-MNIST MLP (784-128-10), a
+ * small CNN and an LSTM (28 steps of 28 pixels), Adam, batch 100 (--batch), and of two GPTs (train_gpt.c, their
  * tokens/s too): each device alone and all together
  * (shard split, scaling efficiency, share of a step spent in the gradient
  * exchange, and the ceiling: every device training alone on its shard at
@@ -18,9 +18,13 @@
 #define TRAIN_C1 16
 #define TRAIN_C2 32
 #define TRAIN_FC 128
+/* LSTM: 28 steps of 28 pixels, hidden 128, dense 10 on the last step. */
+#define TRAIN_T 28
+#define TRAIN_H 128
 
 const char *const train_items[TRAIN_MODELS][3] = {{"mlp", "mlp_fp16", "mlp_bf16"},
                                                   {"cnn", "cnn_fp16", "cnn_bf16"},
+                                                  {"lstm", "lstm_fp16", "lstm_bf16"},
                                                   {"gpt", "gpt_fp16", "gpt_bf16"},
                                                   {"gpt_large", "gpt_large_fp16", "gpt_large_bf16"}};
 
@@ -37,7 +41,6 @@ int train_wanted(const bench_opts *o, int kind) {
 }
 
 int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m) {
-    int cnn = kind == TRAIN_CNN;
     if (kind >= TRAIN_GPT) return train_gpt_build(ctx, kind == TRAIN_GPT_LARGE, m);
     memset(m, 0, sizeof *m);
     m->batch = o->batch;
@@ -45,12 +48,18 @@ int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m
     m->g = nncl_graph_create(ctx, 1);
     if (!m->g) return 1;
     m->y = nncl_input(m->g, "y", 0, NULL);
-    if (!cnn) {
+    if (kind == TRAIN_MLP) {
         int shape[1] = {784};
         nncl_node *h;
         m->x = nncl_input(m->g, "x", 1, shape);
         h = nncl_linear(m->g, m->x, TRAIN_FC, 1, NNCL_ACT_RELU, "fc1");
         m->logits = nncl_linear(m->g, h, 10, 1, NNCL_ACT_NONE, "fc2");
+    } else if (kind == TRAIN_LSTM) {
+        int shape[2] = {TRAIN_T, 784 / TRAIN_T};
+        nncl_node *h;
+        m->x = nncl_input(m->g, "x", 2, shape);
+        h = nncl_rnn_last(m->g, nncl_lstm(m->g, m->x, TRAIN_H, 1, "lstm"));
+        m->logits = nncl_linear(m->g, h, 10, 1, NNCL_ACT_NONE, "fc");
     } else {
         int shape[3] = {1, 28, 28};
         nncl_node *h;
@@ -88,7 +97,14 @@ double train_need_floats(int kind, int B, char *formula, size_t len) {
     const train_layer *L;
     double P, live = 0, peak = 0;
     int nl, l;
-    if (kind > TRAIN_CNN) return -1;
+    if (kind > TRAIN_LSTM) return -1;
+    if (kind == TRAIN_LSTM) { /* per step the gates i, f, g, o, the cell, its tanh and h; the gates' gradients */
+        double F = 784.0 / TRAIN_T, H = TRAIN_H, T = TRAIN_T;
+        P = 4 * H * (F + H) + 8 * H + H * 10 + 10;
+        peak = T * F + 7 * T * H + 4 * T * H + 10 + 1;
+        snprintf(formula, len, "4P + B * (T*F + 7*T*H + 4*T*H + 11) = 4*%.0f + %d*%.0f floats", P, B, peak);
+        return 4 * P + B * peak;
+    }
     if (kind == TRAIN_MLP) {
         P = 784.0 * TRAIN_FC + TRAIN_FC + TRAIN_FC * 10.0 + 10;
         mlp[0].saved = 784 + TRAIN_FC, mlp[0].gout = TRAIN_FC, mlp[0].gin = 0; /* fc1+ReLU: x, h */
@@ -251,7 +267,7 @@ static void train_shards_text(const train_run *r, char *buf, size_t len) {
 
 /* One trainer on the devices listed (n 0: all of ctx), measured and stored
  * under device key dkey (-1 for all together); overlap reads gradients back
- * during backward (stored as item "mlp_overlap" / "cnn_overlap"). */
+ * during backward (stored as item "mlp_overlap", "cnn_overlap", ...). */
 static int train_config(const bench_opts *o, nncl_context *ctx, int kind, const int *devs, int n, int dkey,
                         const train_data *td, train_run *run, int overlap, nncl_precision prec) {
     char item[48];
@@ -403,7 +419,8 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
         if (!train_wanted(o, kind)) continue;
         train_data_load(o, kind, &td);
         if (!td.n) continue;
-        if (kind == TRAIN_MLP || (kind == TRAIN_CNN && !train_wanted(o, TRAIN_MLP)))
+        if (kind == TRAIN_MLP || (kind == TRAIN_CNN && !train_wanted(o, TRAIN_MLP)) ||
+            (kind == TRAIN_LSTM && !train_wanted(o, TRAIN_MLP) && !train_wanted(o, TRAIN_CNN)))
             bench_put_text("training", -1, "data", "source", td.real ? "Fashion-MNIST train set" : "synthetic, same shapes");
         for (d = 0; d < nd; d++) {
             train_run run;
@@ -444,3 +461,5 @@ void bench_training(const bench_opts *o, nncl_context *ctx) {
 #undef TRAIN_C1
 #undef TRAIN_C2
 #undef TRAIN_FC
+#undef TRAIN_T
+#undef TRAIN_H

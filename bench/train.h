@@ -5,9 +5,9 @@
 #define NNCL_BENCH_TRAIN_H
 #include "bench.h"
 
-/* The models trained: the Fashion-MNIST MLP and CNN, and two GPTs
+/* The models trained: the Fashion-MNIST MLP, CNN and LSTM, and two GPTs
  * (bench/train_gpt.c). Items are named by train_items[kind][precision]. */
-enum { TRAIN_MLP, TRAIN_CNN, TRAIN_GPT, TRAIN_GPT_LARGE, TRAIN_MODELS };
+enum { TRAIN_MLP, TRAIN_CNN, TRAIN_LSTM, TRAIN_GPT, TRAIN_GPT_LARGE, TRAIN_MODELS };
 extern const char *const train_items[TRAIN_MODELS][3];
 
 typedef struct train_model {
@@ -35,7 +35,7 @@ int train_gpt_build(nncl_context *ctx, int large, train_model *m);
 int train_gpt_data(int large, int quick, train_data *td);
 int train_gpt_batch(int large);
 /* What training the model needs at the least, in floats, for batch B (its
- * formula into formula); MLP and CNN only (negative for the others). */
+ * formula into formula); MLP, CNN and LSTM only (negative for the others). */
 double train_need_floats(int kind, int B, char *formula, size_t len);
 /* One step on the next batch of the data. */
 nncl_status train_step(const bench_opts *o, nncl_trainer *t, const train_model *m, const train_data *td,

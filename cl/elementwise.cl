@@ -111,6 +111,21 @@ NNCL_UNARY(nncl_silu_f32, v / (1.0f + exp(-v)))
 /* softplus with PyTorch's defaults beta 1, threshold 20 */
 NNCL_UNARY(nncl_softplus_f32, v > 20.0f ? v : log1p(exp(v)))
 NNCL_UNARY_P(nncl_elu_f32, v > 0.0f ? v : p * expm1(v)) /* p: alpha */
+/* MobileNet's activations (comparisons that keep a NaN a NaN) */
+NNCL_UNARY(nncl_relu6_f32, v <= 0.0f ? 0.0f : v >= 6.0f ? 6.0f : v)
+NNCL_UNARY(nncl_hardswish_f32, v <= -3.0f ? 0.0f * v : v >= 3.0f ? v : v * (v + 3.0f) / 6.0f)
+NNCL_UNARY(nncl_hardsigmoid_f32, v <= -3.0f ? 0.0f : v >= 3.0f ? 1.0f : v / 6.0f + 0.5f)
+
+/* y = min(max(x, lo), hi): (x, x_off, y, y_off, n, lo, hi) */
+__kernel void nncl_clamp_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n, float lo,
+                             float hi) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) {
+        float v = NNCL_LD(x, x_off + i);
+        v = v < lo ? lo : v;
+        NNCL_ST(v > hi ? hi : v, y, y_off + i);
+    }
+}
 
 /* y[i] = value: (y, y_off, n, value) */
 __kernel void nncl_fill_f32(__global float *y, int y_off, int n, float value) {
@@ -174,6 +189,21 @@ __kernel void nncl_gelu_backward_f32_v8(__global const act_t *dy, int dy_off, __
 }
 NNCL_BACKWARD(nncl_silu_backward_f32, g * nncl_silu_grad(v))     /* v = x */
 NNCL_BACKWARD(nncl_softplus_backward_f32, v > 20.0f ? g : g / (1.0f + exp(-v))) /* v = x */
+/* PyTorch's gradients at the kinks (op_elementwise.c); v = x */
+NNCL_BACKWARD(nncl_relu6_backward_f32, v <= 0.0f || v >= 6.0f ? 0.0f : g)
+NNCL_BACKWARD(nncl_hardswish_backward_f32, v < -3.0f ? 0.0f : v <= 3.0f ? g * (v / 3.0f + 0.5f) : g)
+NNCL_BACKWARD(nncl_hardsigmoid_backward_f32, v > -3.0f && v < 3.0f ? g / 6.0f : 0.0f)
+
+/* dx (+)= dy on lo <= x <= hi, the ends included: (dy, dy_off, x, x_off,
+ * dx, dx_off, n, lo, hi, acc) */
+__kernel void nncl_clamp_backward_f32(__global const act_t *dy, int dy_off, __global const act_t *x, int x_off,
+                                      __global act_t *dx, int dx_off, int n, float lo, float hi, int acc) {
+    size_t i = get_global_id(0);
+    if (i < (size_t)n) {
+        float v = NNCL_LD(x, x_off + i), d = v >= lo && v <= hi ? NNCL_LD(dy, dy_off + i) : 0.0f;
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
+    }
+}
 
 /* (dy, dy_off, x, x_off, dx, dx_off, n, alpha, acc) */
 __kernel void nncl_elu_backward_f32(__global const act_t *dy, int dy_off, __global const act_t *x, int x_off,

@@ -14,9 +14,9 @@
 
 int main(int argc, char **argv) {
     const char *path = "examples/data/iris.csv", *out = "csv_classifier.safetensors", *devices = NULL, *pos[1];
-    const char *checkpoint = NULL, *resume = NULL, *precision = "fp32", *save_dtype = "f32";
+    const char *checkpoint = NULL, *resume = NULL, *precision = "fp32", *save_dtype = "f32", *batch_arg = "16";
     double val = 0.2;
-    int epochs = 60, patience = 0, keep_best = 0, quiet = 0;
+    int batch = 16, grad_ckpt = 0, epochs = 60, patience = 0, keep_best = 0, quiet = 0;
     nncl_csv_options opt = nncl_csv_options_default();
     const ex_option opts[] = {
         {"--label", OPT_STR, &opt.label, "COLUMN", "the label column (default: the last one; case is ignored when unambiguous)"},
@@ -30,6 +30,8 @@ int main(int argc, char **argv) {
         {"--out", OPT_STR, &out, "FILE", "the model file (csv_classifier.safetensors)"},
         {"--precision", OPT_STR, &precision, "P", "storage of activations and working weights: fp32, fp16 (loss-scaled), bf16 (fp32)"},
         {"--save-dtype", OPT_STR, &save_dtype, "D", "dtype of the saved model's weights: f32, f16, bf16 (f32)"},
+        {"--batch", OPT_STR, &batch_arg, "N|auto", "global batch (16); auto: the largest that fits the devices' memory"},
+        {"--grad-checkpoint", OPT_FLAG, &grad_ckpt, "", "recompute activations in backward: less memory, a larger batch"},
         {"--quiet", OPT_FLAG, &quiet, "", "no progress lines"},
         {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
@@ -50,6 +52,7 @@ int main(int argc, char **argv) {
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (ex_parse(argc, argv, "csv_classifier [FILE.csv] [options]", opts, pos, 1) == 1) path = pos[0];
+    ex_batch_arg("csv_classifier [FILE.csv] [options]", opts, batch_arg, &batch);
     if (epochs < 1 || !(val > 0 && val < 1)) {
         fprintf(stderr, "error: --epochs must be at least 1 and --val in (0, 1)\n");
         return 2;
@@ -88,9 +91,11 @@ int main(int argc, char **argv) {
     h = nncl_linear(g, x, 32, 1, NNCL_ACT_RELU, "fc1");
     logits = nncl_linear(g, h, classes, 1, NNCL_ACT_NONE, "fc2");
     loss = nncl_softmax_cross_entropy(g, logits, y);
-    tc.max_batch = 16;
     tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
     tc.optim.lr = 0.01f;
+    if (grad_ckpt) tc.checkpoint = NNCL_CHECKPOINT_AUTO;
+    if (loss && !batch && ex_batch_auto(ctx, g, loss, &tc, ex_batch_most(train, 0, 4096), &batch)) goto done;
+    tc.max_batch = batch;
     ex_compiling(ctx);
     if (!loss || nncl_trainer_create(ctx, g, loss, &tc, &t) != NNCL_OK) {
         failed = "model";
@@ -100,7 +105,7 @@ int main(int argc, char **argv) {
     nncl_trainer_summary(t, stdout);
 
     fit.epochs = epochs;
-    fit.batch = 16;
+    fit.batch = batch;
     fit.x = x;
     fit.labels = y;
     fit.logits = logits;

@@ -1,5 +1,5 @@
 /* fashion_mnist_mlp.c - the classic first GPU-training example: a 784-128-10
- * ReLU network trained with Adam (lr 1e-3, batch 100) on Fashion-MNIST,
+ * ReLU network trained with Adam (lr 1e-3, batch 100 or --batch auto) on Fashion-MNIST,
  * on the default device or any chosen ones. 10% of the training images
  * validate each epoch; the test images are evaluated once, at the end. The
  * model file carries its architecture, preprocessing and class names, so
@@ -37,9 +37,9 @@ static nncl_status load(const char *dir, const char *part, int limit, nncl_datas
 
 int main(int argc, char **argv) {
     const char *dir = "/usr/share/datasets/fashion-mnist", *out = "fashion_mnist_mlp.safetensors", *devices = NULL;
-    const char *checkpoint = NULL, *resume = NULL, *precision = "fp32", *save_dtype = "f32";
+    const char *checkpoint = NULL, *resume = NULL, *precision = "fp32", *save_dtype = "f32", *batch_arg = "100";
     double val = 0.1;
-    int epochs = 10, patience = 0, keep_best = 0, every = 0, limit = 0, quiet = 0;
+    int batch = 100, grad_ckpt = 0, epochs = 10, patience = 0, keep_best = 0, every = 0, limit = 0, quiet = 0;
     const ex_option opts[] = {
         {"--devices", OPT_STR, &devices, "SEL", "devices: all, gpu, cpu, an index, a name part (pocl), comma-separated"},
         {"--data", OPT_STR, &dir, "DIR", "folder of the IDX files, plain or .gz (/usr/share/datasets/fashion-mnist)"},
@@ -54,6 +54,8 @@ int main(int argc, char **argv) {
         {"--out", OPT_STR, &out, "FILE", "the model file (fashion_mnist_mlp.safetensors); curve in FILE's .csv and .svg"},
         {"--precision", OPT_STR, &precision, "P", "storage of activations and working weights: fp32, fp16 (loss-scaled), bf16 (fp32)"},
         {"--save-dtype", OPT_STR, &save_dtype, "D", "dtype of the saved model's weights: f32, f16, bf16 (f32)"},
+        {"--batch", OPT_STR, &batch_arg, "N|auto", "global batch (100); auto: the largest that fits the devices' memory"},
+        {"--grad-checkpoint", OPT_FLAG, &grad_ckpt, "", "recompute activations in backward: less memory, a larger batch"},
         {"--quiet", OPT_FLAG, &quiet, "", "no progress lines"},
         {NULL, 0, NULL, NULL, NULL}};
     nncl_train_config tc = nncl_train_default();
@@ -74,6 +76,7 @@ int main(int argc, char **argv) {
 
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with the progress on stderr, also when piped */
     ex_parse(argc, argv, "fashion_mnist_mlp [options]", opts, NULL, 0);
+    ex_batch_arg("fashion_mnist_mlp [options]", opts, batch_arg, &batch);
     if (epochs < 1 || !(val >= 0 && val < 1)) {
         fprintf(stderr, "error: --epochs must be at least 1 and --val in [0, 1)\n");
         return 2;
@@ -96,14 +99,17 @@ int main(int argc, char **argv) {
     loss = nncl_softmax_cross_entropy(g, logits, y);
     if (!loss) return fail(ctx, "model", NNCL_ERR_INVALID_ARGUMENT);
 
-    tc.max_batch = 100;
-    tc.optim = nncl_optim_default(NNCL_OPT_ADAM); /* lr 1e-3 */
+    tc.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    if (grad_ckpt) tc.checkpoint = NNCL_CHECKPOINT_AUTO;
+    /* auto: at most the training samples of an epoch, and 4096 */
+    if (!batch && ex_batch_auto(ctx, g, loss, &tc, ex_batch_most(train, val, 4096), &batch)) return 1;
+    tc.max_batch = batch; /* lr 1e-3 */
     ex_compiling(ctx);
     if ((st = nncl_trainer_create(ctx, g, loss, &tc, &t)) != NNCL_OK) return fail(ctx, "trainer", st);
     nncl_trainer_summary(t, stdout);
 
     fit.epochs = epochs;
-    fit.batch = 100;
+    fit.batch = batch;
     fit.x = x;
     fit.labels = y;
     fit.logits = logits;
@@ -114,7 +120,7 @@ int main(int argc, char **argv) {
     fit.checkpoint_every = every;
     fit.resume = resume;
     fit.result = &result;
-    if (nncl_progress_create(stderr, epochs, (int)((nncl_dataset_size(train) * (1 - val) + 99) / 100), &progress) != NNCL_OK ||
+    if (nncl_progress_create(stderr, epochs, (int)((nncl_dataset_size(train) * (1 - val) + batch - 1) / batch), &progress) != NNCL_OK ||
         nncl_curve_create(&curve) != NNCL_OK)
         return fail(NULL, "progress", NNCL_ERR_OUT_OF_MEMORY);
     if (quiet) nncl_progress_set_mode(progress, NNCL_PROGRESS_QUIET);

@@ -145,6 +145,63 @@ static inline int ex_precision(const char *what, const char *s, nncl_precision *
     return 1;
 }
 
+/* --batch N or auto: *batch gets N, or 0 for auto (ex_batch_auto
+ * resolves it once the model is built); anything else exits 2. */
+static inline void ex_batch_arg(const char *synopsis, const ex_option *o, const char *arg, int *batch) {
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (!strcmp(arg, "auto")) *batch = 0;
+    else if (end != arg && !*end && v >= 1 && v <= 1000000) *batch = (int)v;
+    else ex_refuse(synopsis, o, "--batch: '%s' is not a whole number in 1..1000000 or auto%s", arg, "");
+}
+
+/* The most samples a step of an epoch over (1 - val) of d can take, at most cap. */
+static inline int ex_batch_most(const nncl_dataset *d, double val, int cap) {
+    double n = (double)nncl_dataset_size(d) * (1 - val);
+    return n < 1 ? 1 : n < cap ? (int)n : cap;
+}
+
+static inline const char *ex_mib(uint64_t bytes, char *buf, size_t len) {
+    snprintf(buf, len, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+/* --batch auto: the largest global batch whose plans fit every device of
+ * tc (nncl_train_max_batch, with tc's checkpointing and precision), at
+ * most limit; says what it chose and why. 0 and *batch set, or 1 after
+ * saying what is wrong. */
+static inline int ex_batch_auto(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *tc,
+                                int limit, int *batch) {
+    nncl_batch_fit f;
+    nncl_device_info info;
+    char need[32], have[32];
+    nncl_status st = nncl_train_max_batch(ctx, g, loss, tc, limit, &f);
+    if (st != NNCL_OK) {
+        fprintf(stderr, "error: --batch auto: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
+        return 1;
+    }
+    nncl_device_info_get(ctx, f.device, &info);
+    ex_mib(f.need_bytes, need, sizeof need);
+    ex_mib(f.have_bytes, have, sizeof have);
+    if (f.batch == 0) {
+        fprintf(stderr, "error: --batch auto: not even one sample fits device %d (%s): its plan needs %s, it has %s "
+                "(its memory or NNCL_MEMORY_CAP, less what nncl holds and %.0f%% kept free); try --grad-checkpoint, "
+                "--precision fp16 or more devices\n", f.device, info.name, need, have, NNCL_FIT_MARGIN * 100);
+        return 1;
+    }
+    if (f.batch == limit)
+        printf("batch auto: %d, the most this run takes (an epoch's training samples, at most 4096); the plan "
+               "needs %s of the %s device %d (%s) has for it%s\n", f.batch, need, have, f.device, info.name,
+               f.segments > 1 ? ", with gradient checkpointing" : "");
+    else
+        printf("batch auto: %d, the largest whose plan fits every device: device %d (%s) limits it, its plan needs "
+               "%s of the %s it has (its memory or NNCL_MEMORY_CAP, less what nncl holds and %.0f%% kept free)%s\n",
+               f.batch, f.device, info.name, need, have, NNCL_FIT_MARGIN * 100,
+               f.segments > 1 ? ", with gradient checkpointing" : "");
+    *batch = f.batch;
+    return 0;
+}
+
 /* nncl_init with the selection; on failure the message lists the devices. */
 static inline int ex_init(const char *prog, const char *devices, nncl_context **ctx) {
     nncl_config cfg = nncl_config_default();

@@ -129,6 +129,12 @@ typedef struct nncl_config {
      * (about a minute per device, $NNCL_TUNE_SECONDS), -1 ignores them.
      * $NNCL_TUNE=1 or =0 overrides (as 1 or -1). */
     int gemm_tune;
+    /* Device memory cap in bytes: every device is taken to have at most
+     * this much (for tests, and for a device shared with other programs);
+     * plans are sized and refused against it, and no buffer is allocated
+     * past it. 0: $NNCL_MEMORY_CAP (bytes, or with a K, M or G suffix, of
+     * 1024), else the device's own memory. */
+    uint64_t memory_cap;
 } nncl_config;
 
 NNCL_API nncl_config nncl_config_default(void);
@@ -330,6 +336,12 @@ NNCL_API nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const 
                                float scale);
 /* Frozen parameters get no update and no gradient work. Before any plan. */
 NNCL_API nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen);
+/* Marks node n as a gradient checkpoint boundary for trainers with
+ * checkpoint = NNCL_CHECKPOINT_MARKED: its value is kept from forward to
+ * backward, and the forward of the segment between it and the previous
+ * boundary runs again in backward. A parameter, an input, a loss, or a
+ * node of another graph is refused (NNCL_ERR_INVALID_ARGUMENT naming it). */
+NNCL_API nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n);
 /* Whether the optimizer's weight_decay applies to this parameter (default 1: every parameter
  * decays); nanoGPT decays 2-D weights only. Before any plan; saved in the model description. */
 NNCL_API nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay);
@@ -351,6 +363,13 @@ NNCL_API nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x); /* x/2 (1 + 
 NNCL_API nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x); /* x sigmoid(x) */
 NNCL_API nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha); /* x > 0 ? x : alpha (exp(x) - 1) */
 NNCL_API nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x); /* log(1 + exp(x)); x where x > 20 */
+/* MobileNet's activations, PyTorch's ReLU6, Hardswish, Hardsigmoid and
+ * clamp, with PyTorch's gradients at the kinks (given after each ;). */
+NNCL_API nncl_node *nncl_op_relu6(nncl_graph *g, nncl_node *x); /* min(max(x, 0), 6); 0 at x = 0 and 6 */
+NNCL_API nncl_node *nncl_op_hardswish(nncl_graph *g, nncl_node *x); /* x relu6(x + 3) / 6; x/3 + 1/2 at -3 and 3 */
+NNCL_API nncl_node *nncl_op_hardsigmoid(nncl_graph *g, nncl_node *x); /* relu6(x + 3) / 6; 0 at -3 and 3 */
+/* min(max(x, min), max) for finite bounds; gradient 1 at both bounds */
+NNCL_API nncl_node *nncl_op_clamp(nncl_graph *g, nncl_node *x, float min, float max);
 /* Over the last dimension. */
 NNCL_API nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x);
@@ -366,6 +385,61 @@ NNCL_API nncl_node *nncl_linear(nncl_graph *g, nncl_node *x, int out_features, i
  * NAME.bias. */
 NNCL_API nncl_node *nncl_conv2d(nncl_graph *g, nncl_node *x, int out_channels, int kernel, int stride, int padding,
                                 int bias, nncl_act act, const char *name);
+/* PyTorch's Conv2d of any geometry: y[b,o] = b[o] + sum over the C/G
+ * channels c of o's group g = o/(O/G) and taps (i,j) of
+ * w[o,c,i,j] x[b, g C/G + c, oh sh - ph + i dh, ow sw - pw + j dw] (zero
+ * outside x), then act; OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1.
+ * Depthwise: groups == C. NAME.weight [O, C/groups, kh, kw], NAME.bias [O]. */
+typedef struct nncl_conv2d_options {
+    int kernel_h, kernel_w;     /* default 3x3 */
+    int stride_h, stride_w;     /* default 1 */
+    int padding_h, padding_w;   /* zeros; default 0 */
+    int dilation_h, dilation_w; /* default 1 */
+    int groups;                 /* default 1; C and out_channels multiples of it */
+    int bias;                   /* default 1 */
+    nncl_act act;               /* default NNCL_ACT_NONE */
+} nncl_conv2d_options;
+NNCL_API nncl_conv2d_options nncl_conv2d_default(void);
+/* With groups 1, dilation 1, a square kernel and one stride and padding,
+ * the node is nncl_conv2d's (its paths timed per layer); else direct. */
+NNCL_API nncl_node *nncl_conv2d_ex(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv2d_options *opts,
+                                   const char *name);
+/* PyTorch's Conv1d over x [B, C, L]: conv2d_ex with H = 1; NAME.weight
+ * [O, C/groups, kernel]; L_out = (L + 2 padding - dilation (kernel - 1) - 1) / stride + 1. */
+typedef struct nncl_conv1d_options {
+    int kernel;   /* default 3 */
+    int stride;   /* default 1 */
+    int padding;  /* default 0 */
+    int dilation; /* default 1 */
+    int groups;   /* default 1 */
+    int bias;     /* default 1 */
+    nncl_act act; /* default NNCL_ACT_NONE */
+} nncl_conv1d_options;
+NNCL_API nncl_conv1d_options nncl_conv1d_default(void);
+NNCL_API nncl_node *nncl_conv1d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv1d_options *opts,
+                                const char *name);
+/* PyTorch's ConvTranspose2d (dilation 1): the adjoint of conv2d_ex in x,
+ * y[b,o,ih sh - ph + i, iw sw - pw + j] += w[c,o',i,j] x[b,c,ih,iw] for the
+ * outputs o = g O/G + o' of c's group g, then bias and act;
+ * OH = (H - 1) sh - 2 ph + kh + output_padding_h. NAME.weight
+ * [C, O/groups, kh, kw], NAME.bias [O]. */
+typedef struct nncl_conv_transpose2d_options {
+    int kernel_h, kernel_w;                 /* default 3x3 */
+    int stride_h, stride_w;                 /* default 1 */
+    int padding_h, padding_w;               /* default 0 */
+    int output_padding_h, output_padding_w; /* default 0; below the stride */
+    int groups;                             /* default 1 */
+    int bias;                               /* default 1 */
+    nncl_act act;                           /* default NNCL_ACT_NONE */
+} nncl_conv_transpose2d_options;
+NNCL_API nncl_conv_transpose2d_options nncl_conv_transpose2d_default(void);
+NNCL_API nncl_node *nncl_conv_transpose2d(nncl_graph *g, nncl_node *x, int out_channels,
+                                          const nncl_conv_transpose2d_options *opts, const char *name);
+/* PyTorch's Upsample(scale_factor=(factor_h, factor_w)) of [B,C,H,W] to
+ * [B,C,H fh,W fw]: nearest (bilinear 0), output o reads input o / f; or
+ * bilinear with align_corners=False, between the inputs around
+ * max((o + 0.5) / f - 0.5, 0), the last row and column repeated. */
+NNCL_API nncl_node *nncl_upsample2d(nncl_graph *g, nncl_node *x, int factor_h, int factor_w, int bilinear);
 NNCL_API nncl_node *nncl_maxpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
 /* Padding counts in the divisor (PyTorch's count_include_pad=True). */
 NNCL_API nncl_node *nncl_avgpool2d(nncl_graph *g, nncl_node *x, int kernel, int stride, int padding);
@@ -377,6 +451,14 @@ NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
 NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
+/* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels
+ * of a group normalised by their mean and biased variance,
+ * y = (x - mean) / sqrt(var + eps) (* NAME.weight[c] + NAME.bias[c], ones
+ * and zeros, when affine); the same in training and evaluation. */
+NNCL_API nncl_node *nncl_groupnorm(nncl_graph *g, nncl_node *x, int groups, float eps, int affine, const char *name);
+/* PyTorch's InstanceNorm (no running statistics): groupnorm with one
+ * channel per group. */
+NNCL_API nncl_node *nncl_instancenorm(nncl_graph *g, nncl_node *x, float eps, int affine, const char *name);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p) in
  * training; the identity in evaluation. Seeded by the graph's seed. */
 NNCL_API nncl_node *nncl_dropout(nncl_graph *g, nncl_node *x, float p);
@@ -411,6 +493,21 @@ NNCL_API nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, in
  * concatenated back along C, as PyTorch's view/transpose does). */
 NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
                                           int n_heads, float dropout);
+
+/* Recurrent layers over x [B, T, F] (batch first), `layers` stacked, initial state zero, output the
+ * hidden state of every step of the last layer [B, T, hidden]. Per layer l: NAME.weight_ih_l<l>
+ * [G*hidden, F or hidden], NAME.weight_hh_l<l> [G*hidden, hidden], NAME.bias_ih_l<l>,
+ * NAME.bias_hh_l<l> [G*hidden], PyTorch's names and gate order (its nn.LSTM / nn.GRU state dict loads),
+ * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); built from graph ops, the recurrence unrolled, the
+ * ops named NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
+/* LSTM, G = 4 (i, f, g, o): [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh, i, f, o sigmoid, g tanh,
+ * c' = f c + i g, h' = o tanh(c'). */
+NNCL_API nncl_node *nncl_lstm(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
+/* GRU, G = 3 (r, z, n): r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
+ * n = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) n + z h. */
+NNCL_API nncl_node *nncl_gru(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
+/* The last step of a sequence [B, T, H] as [B, H]: seq[:, T-1, :] (a slice and a reshape). */
+NNCL_API nncl_node *nncl_rnn_last(nncl_graph *g, nncl_node *seq);
 
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
@@ -472,6 +569,13 @@ NNCL_API float nncl_optim_lr(const nncl_optim_config *o, int64_t t);
 typedef enum nncl_precision { NNCL_PRECISION_FP32 = 0, NNCL_PRECISION_FP16, NNCL_PRECISION_BF16 } nncl_precision;
 
 /* Options for a trainer. Take nncl_train_default() and change fields. */
+/* Gradient checkpointing (nncl_train_config.checkpoint). */
+typedef enum nncl_checkpoint {
+    NNCL_CHECKPOINT_NONE = 0,   /* every activation kept for backward */
+    NNCL_CHECKPOINT_AUTO = 1,   /* about sqrt(n) boundaries placed for the least plan memory (none if that is least) */
+    NNCL_CHECKPOINT_MARKED = 2  /* the boundaries marked with nncl_checkpoint_mark() */
+} nncl_checkpoint;
+
 typedef struct nncl_train_config {
     int max_batch;             /* largest global batch a step gets */
     nncl_optim_config optim;
@@ -499,16 +603,69 @@ typedef struct nncl_train_config {
     int loss_scaling;
     float loss_scale_init;     /* 0: 65536 (2^16); else in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX] */
     int loss_scale_growth_interval; /* 0: 2000 */
+    /* Gradient checkpointing: keep the values of a few boundaries of the
+     * forward pass and recompute the rest of each segment's forward just
+     * before its backward (bit-identical: dropout masks from the same
+     * counters, batch norm from the batch statistics it saved, running
+     * statistics moved once). Less activation memory for about one more
+     * forward pass. */
+    nncl_checkpoint checkpoint;
+    /* Pipeline (model) parallelism, fp32: 1 cuts the graph up to the loss
+     * into one contiguous stage per device (the planner picks the cuts and
+     * the order of the devices so that every stage fits its device's memory
+     * and the slowest stage is as fast as it can be, from each layer's
+     * forward and backward timed on each device at creation, or with shares
+     * given from its arithmetic over the device's share); each stage holds only
+     * its own parameters, gradients and optimizer state. The global batch
+     * goes through in micro_batches parts (GPipe: every part forward, then
+     * every part backward, a stage recomputing a part's forward from its
+     * saved input before its backward); activations at a cut and their
+     * gradients pass through host memory. The gradients are accumulated
+     * over the parts weighted by their size and each stage steps once per
+     * global batch: the same as one device on the whole batch (mean loss).
+     * Clipping by global norm, the NaN/Inf skip and loss scaling decide
+     * over all stages at once. Batch norm computes its statistics per
+     * micro-batch and moves its running statistics once per micro-batch.
+     * Dropout draws other masks than one device's. A stage's device that
+     * fails ends the step with NNCL_ERR_DEVICE naming it and changes
+     * nothing (create the trainer again from the last checkpoint); predict,
+     * evaluate and fit are refused (NNCL_ERR_UNSUPPORTED: load the
+     * parameters into a trainer without pipeline). -1: data parallel
+     * where the model fits every device, else (a device's plan refused for
+     * memory) a pipeline over the devices. */
+    int pipeline;
+    int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
+    /* n_devices - 1 node names, each the last node of a stage (a node
+     * whose value alone crosses to the nodes after it), in graph order, the
+     * stages then on the devices in the order given; NULL: the planner
+     * chooses. */
+    const char *const *cuts;
 } nncl_train_config;
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
  * at the ceiling (2^-64 and 2^64). */
-#define NNCL_LOSS_SCALE_MIN 0x1p-64f
-#define NNCL_LOSS_SCALE_MAX 0x1p64f
+#define NNCL_LOSS_SCALE_MIN 5.42101086242752217e-20f /* 2^-64: no hex floats, for C++11 */
+#define NNCL_LOSS_SCALE_MAX 18446744073709551616.0f
 
 NNCL_API nncl_train_config nncl_train_default(void);
 
 typedef struct nncl_trainer nncl_trainer;
+
+/* What nncl_train_max_batch found. */
+typedef struct nncl_batch_fit {
+    int batch;                 /* the largest global batch that fits every device; 0: not even 1 */
+    int device;                /* context index of the device that limits it (the most loaded one) */
+    uint64_t need_bytes;       /* that device's plan at batch (0 when batch is 0: at 1) */
+    uint64_t have_bytes;       /* its memory (or the cap) less what nncl holds there, less the margin */
+    int segments;              /* checkpoint segments of that plan (1: none) */
+} nncl_batch_fit;
+
+/* The memory margin nncl_train_max_batch leaves free on each device: this
+ * fraction of its memory (or the cap), for what the driver keeps (the GEMM
+ * workspaces, sized exactly only when a plan times its kernels, are
+ * counted in a plan's need by a bound: the panels of the largest
+ * product's operands). */
+#define NNCL_FIT_MARGIN 0.10
 
 /* One host array per input node, of batch samples. */
 typedef struct nncl_feed {
@@ -530,7 +687,19 @@ typedef struct nncl_step_info {
      * scaled gradient (the scale was then halved). */
     float loss_scale;
     int overflow;
+    /* How the step ran (nncl_arrangement) and why: one device (the only
+     * one, the others failed, or it alone was measured faster at creation
+     * than the devices together), data parallel, or a pipeline. */
+    int arrangement;
+    char arrangement_why[128];
 } nncl_step_info;
+
+/* nncl_step_info.arrangement. */
+typedef enum nncl_arrangement {
+    NNCL_ARRANGE_ONE = 1,      /* one device trains alone */
+    NNCL_ARRANGE_DATA = 2,     /* data parallel: every device its shard of the batch */
+    NNCL_ARRANGE_PIPELINE = 3  /* pipeline stages (nncl_train_config.pipeline) */
+} nncl_arrangement;
 
 /* Compiles the graph for every chosen device, initialises the parameters
  * from the graph's seed (the same on every device) and the optimizer. */
@@ -544,6 +713,15 @@ NNCL_API nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_
  * waits returns NNCL_ERR_STATE without touching the trainer again; a call
  * made after nncl_trainer_free returned uses freed memory. */
 NNCL_API void nncl_trainer_free(nncl_trainer *t);
+/* The largest global batch (1 .. limit; limit <= 0: 65536) a trainer of
+ * config cfg (its devices, precision, optimizer and checkpointing; its
+ * max_batch ignored) could take: every device's plan, which holds the
+ * whole batch, planned on the host (nothing allocated, no kernel built)
+ * within that device's memory (or the cap) less what nncl holds there and
+ * NNCL_FIT_MARGIN of it. out->batch 0: not even one sample fits. It lays
+ * the graph's parameters out as a trainer does: freeze parameters before. */
+NNCL_API nncl_status nncl_train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
+                                          const nncl_train_config *cfg, int limit, nncl_batch_fit *out);
 /* One optimisation step on a global batch, split over the devices. Every
  * feed is checked before any device works (a node of this graph, an input,
  * fed once, data not NULL; class labels and embedding indices in range):
@@ -566,6 +744,23 @@ NNCL_API nncl_status nncl_trainer_evaluate(nncl_trainer *t, nncl_node *x, nncl_n
  * number of devices. */
 NNCL_API int nncl_trainer_shards(const nncl_trainer *t, int *sizes, int max);
 NNCL_API int64_t nncl_trainer_step_count(const nncl_trainer *t);
+/* Pipelined trainer: the context index of the device whose stage holds
+ * node name (an op node of the graph up to the loss); -1 when the trainer
+ * is not pipelined or the name is no such node. */
+NNCL_API int nncl_trainer_stage_device(const nncl_trainer *t, const char *name);
+/* A pipelined trainer's stage: its device, its first and last op nodes,
+ * its parameters, and of the last step the seconds it worked (its copies
+ * at the cuts included), waited for the other stages (the bubble) and
+ * copied at its cuts. */
+typedef struct nncl_stage_info {
+    int device;
+    char first[64], last[64];
+    size_t params;
+    double busy_seconds, idle_seconds, transfer_seconds;
+} nncl_stage_info;
+/* Fills up to max stages in pipeline order; returns the number of stages
+ * (0: not pipelined). */
+NNCL_API int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max);
 /* Reads or replaces one parameter (or running statistic) by name. */
 NNCL_API nncl_status nncl_trainer_param_get(nncl_trainer *t, const char *name, float *dst, size_t count);
 NNCL_API nncl_status nncl_trainer_param_set(nncl_trainer *t, const char *name, const float *src, size_t count);

@@ -109,7 +109,9 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 # Parses the JSON, checks every section is there, and that what can be
 # measured on any OpenCL device was: a GEMM rate and an nncl/raw ratio,
-# bandwidth, launch times, a cold and a warm build, MLP training.
+# bandwidth, launch times, a cold and a warm build, MLP training, the
+# checkpoint rows of each model with and without checkpointing, and with
+# two devices or more the pipeline rows.
 if python3 - "$dir/b.json" "$dir/sections.txt" <<'EOF'
 import json, math, sys
 with open(sys.argv[1]) as f:
@@ -152,8 +154,50 @@ for d in range(n):
     ratio = val("training", d, "mlp", "mem_ratio")
     if not (pos(ratio) and ratio < 3):
         bad.append("d%d mlp memory ratio %r" % (d, ratio))
+    # the checkpoint section: each model without and with checkpointing, well formed
+    rows = {r["item"]: r for r in j["checkpoint"] if r["device"] == d}
+    for model in ("cnn", "mlp16", "gpt"):
+        got = []
+        for ck, item in ((0, model), (1, model + "_checkpoint")):
+            r = rows.get(item)
+            if r is None:
+                bad.append("d%d checkpoint row %s missing" % (d, item))
+                continue
+            f = {k: (v["median"] if isinstance(v, dict) else v) for k, v in r.items()}
+            if f.get("checkpoint") != ck:
+                bad.append("d%d checkpoint %s: checkpoint is %r, not %d" % (d, item, f.get("checkpoint"), ck))
+            for key in ("peak_mib", "samples_s", "max_batch"):
+                if not pos(f.get(key)):
+                    bad.append("d%d checkpoint %s/%s is %r" % (d, item, key, f.get(key)))
+            if pos(f.get("max_batch")) and f["max_batch"] != int(f["max_batch"]):
+                bad.append("d%d checkpoint %s: max_batch %r is not whole" % (d, item, f["max_batch"]))
+            got.append(f.get("max_batch"))
+        if len(got) == 2 and pos(got[0]) and pos(got[1]) and got[1] < got[0]:
+            bad.append("d%d checkpoint %s: a smaller batch fits with checkpointing (%r < %r)"
+                       % (d, model, got[1], got[0]))
 if n > 1 and not pos(val("training", None, "mlp", "scaling_eff")):
     bad.append("no scaling efficiency with %d devices" % n)
+# the pipeline section: one row per stage count, every figure present
+# (values are not judged: a loaded machine times nothing reliably)
+rows = j["pipeline"]
+if n > 1:
+    for k in range(2, min(n, 3) + 1):
+        item = "deep mlp, %d stages" % k
+        for key in ["stages", "micro_batches", "samples_s", "one_device_samples_s", "dp_samples_s",
+                    "over_one_device", "over_data_parallel", "transfer_s"] + ["stage%d_s" % s for s in range(k)]:
+            if not pos(val("pipeline", None, item, key)):
+                bad.append("pipeline %s/%s is %r" % (item, key, val("pipeline", None, item, key)))
+        b = val("pipeline", None, item, "bubble")
+        if not (isinstance(b, (int, float)) and 0 <= b < 1):
+            bad.append("pipeline %s bubble %r" % (item, b))
+        if val("pipeline", None, item, "stages") != k:
+            bad.append("pipeline %s has stages %r" % (item, val("pipeline", None, item, "stages")))
+        cut = val("pipeline", None, item, "cut")
+        if not (isinstance(cut, str) and cut.count(":") == k):
+            bad.append("pipeline %s cut %r does not name %d stages" % (item, cut, k))
+elif not (len(rows) == 1 and isinstance(rows[0].get("samples_s"), dict) and
+          rows[0]["samples_s"].get("median") is None):
+    bad.append("pipeline on one device: %r, not one row of n/a" % rows)
 if bad:
     print("FAIL bench: " + "; ".join(bad))
     sys.exit(1)

@@ -4,8 +4,8 @@
 # status 2, an unwritable --out is refused before any training; the MLP
 # trained one epoch on a small part of Fashion-MNIST (a data folder of
 # plain and .gz files) and predict on its model agree on the test
-# accuracy; a run resumed from its checkpoint ends as the uninterrupted
-# one; csv_classifier's iris model classifies iris rows with and without
+# accuracy, and so do the LSTM example's; a run resumed from its
+# checkpoint ends as the uninterrupted one; csv_classifier's iris model classifies iris rows with and without
 # the label column and refuses a row holding NaN; predict copes with
 # 100,000 classes and labels that are no class, and its error paths say
 # why and free everything. Builds $B/examples when missing. Run by
@@ -31,13 +31,15 @@ pass() { echo "PASS examples: $*"; }
 fail() { echo "FAIL examples: $*"; sed 's/^/    /' "$dir/err" | tail -n 8; }
 
 # --- options
-for p in fashion_mnist_mlp fashion_mnist_cnn csv_classifier xor devices tune predict; do
+for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_autoencoder fashion_mnist_lstm \
+    csv_classifier xor devices tune predict; do
     "$ex/$p" --help >"$dir/out" 2>"$dir/err"
     s=$?
     if [ $s -eq 0 ] && grep -q "^usage: $p" "$dir/out"; then pass "$p --help prints the usage, status 0"
     else fail "$p --help: status $s"; fi
 done
-for p in fashion_mnist_mlp fashion_mnist_cnn csv_classifier; do
+for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_autoencoder fashion_mnist_lstm \
+    csv_classifier; do
     "$ex/$p" --epoch 1 >"$dir/out" 2>"$dir/err"
     s=$?
     if [ $s -eq 2 ] && grep -q "unknown option --epoch (did you mean --epochs?)" "$dir/err" && grep -q "^usage:" "$dir/err"
@@ -52,7 +54,24 @@ for p in fashion_mnist_mlp fashion_mnist_cnn csv_classifier; do
     if [ $s -eq 2 ] && grep -q "cannot write in folder $dir/missing" "$dir/err" && ! grep -q "^epoch" "$dir/err"
     then pass "$p --out in a missing folder is refused before training, status 2"
     else fail "$p --out in a missing folder: status $s"; fi
+    "$ex/$p" --batch lots >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 2 ] && grep -q "'lots' is not a whole number in 1..1000000 or auto" "$dir/err"
+    then pass "$p --batch lots is refused, status 2"
+    else fail "$p --batch lots: status $s"; fi
 done
+# --batch auto under a memory cap: the largest batch whose plan fits, said with why, and it trains
+if (cd "$dir" && NNCL_MEMORY_CAP=2M "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --epochs 2 \
+    --quiet --batch auto --out "$dir/auto.safetensors" >"$dir/out" 2>"$dir/err") &&
+    b=$(sed -n 's/^batch auto: \([0-9]*\), .*needs [0-9.]* MiB of the [0-9.]* MiB.*/\1/p' "$dir/out") &&
+    [ -n "$b" ] && grep -q "plan .* for batch $b " "$dir/out" && grep -q "^validation accuracy" "$dir/out"
+then pass "csv_classifier --batch auto chooses batch $b, says why, and trains"
+else fail "csv_classifier --batch auto: $(grep 'batch auto' "$dir/out")"; fi
+if (cd "$dir" && NNCL_MEMORY_CAP=1K "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --quiet \
+    --batch auto >"$dir/out" 2>"$dir/err"); then fail "csv_classifier --batch auto under a 1 KiB cap trained"
+elif grep -q "not even one sample fits device" "$dir/err" && grep -q "try --grad-checkpoint" "$dir/err"
+then pass "csv_classifier --batch auto under a 1 KiB cap: not even one sample fits, what to try, status 1"
+else fail "csv_classifier --batch auto under a 1 KiB cap: $(cat "$dir/err")"; fi
 "$ex/xor" --devices no-such-device >"$dir/out" 2>"$dir/err"
 s=$?
 if [ $s -eq 1 ] && grep -q "the devices are 0: " "$dir/err" && grep -q "build/examples/devices" "$dir/err"
@@ -92,6 +111,22 @@ else
             pass "the curve CSV has training and validation accuracy" || fail "the curve CSV: $(tail -n 1 "$dir/one.csv")"
     else
         fail "fashion_mnist_mlp --epochs 1 --limit 2000: status $s"
+    fi
+    # The LSTM (28 steps of 28 pixels) on 300 images: it trains, and predict reads its model file.
+    if "$ex/fashion_mnist_lstm" --devices "$dev" --data "$dir/data" --limit 300 --epochs 1 --quiet \
+        --out "$dir/lstm.safetensors" >"$dir/lstm.out" 2>"$dir/err" &&
+        acc=$(sed -n 's/^test accuracy \([0-9.]*\) .*/\1/p' "$dir/lstm.out") && [ -n "$acc" ] &&
+        grep -q "^lstm *lstm ([0-9]* ops) *\[B,28,128\] *80896" "$dir/lstm.out"; then
+        pass "fashion_mnist_lstm --epochs 1 --limit 300 trains, its LSTM one summary row, test accuracy $acc"
+        "$ex/predict" "$dir/lstm.safetensors" "$dir/data/t10k-images-idx3-ubyte" --devices "$dev" --limit 300 --quiet \
+            >"$dir/p.out" 2>"$dir/err"
+        s=$?
+        got=$(sed -n 's/^accuracy \([0-9.]*\) .*/\1/p' "$dir/p.out")
+        if [ $s -eq 0 ] && [ "$got" = "$acc" ]; then
+            pass "predict on the LSTM's model file gives the example's test accuracy $got"
+        else fail "predict on the LSTM model: status $s, accuracy '$got', the example printed $acc"; fi
+    else
+        fail "fashion_mnist_lstm --epochs 1 --limit 300: status $?"
     fi
     # Two epochs at once, and one epoch then a resume to two: the same model.
     if run_mlp two --epochs 2 && run_mlp half --epochs 1 --checkpoint "$dir/ckpt.safetensors" &&

@@ -318,6 +318,66 @@ static int check_names(nncl_context *ctx) {
     return 0;
 }
 
+/* The convolutions of any geometry, group norm, upsampling and clamp: a
+ * model description rebuilds them (the rebuilt graph describes itself in
+ * the same words), the reader refuses what the builders refuse (groups 0),
+ * and a shape error names the node and the input's shape. */
+static int check_conv_ex_text(nncl_context *ctx) {
+    const char *name =
+        "conv2d_ex, conv1d, conv_transpose2d, groupnorm, upsample2d and clamp rebuild from a model description";
+    int xs[3] = {4, 9, 8}, ls[2] = {3, 11}, ok;
+    nncl_graph *g = nncl_graph_create(ctx, 1), *back = NULL;
+    nncl_node *x = nncl_input(g, "x", 3, xs), *l = nncl_input(g, "l", 2, ls), *h;
+    nncl_conv2d_options c2 = nncl_conv2d_default();
+    nncl_conv1d_options c1 = nncl_conv1d_default();
+    nncl_conv_transpose2d_options ct = nncl_conv_transpose2d_default();
+    nncl_safetensors_entry e;
+    nncl_safetensors *st = NULL;
+    const char *meta[3] = {"nncl.graph", NULL, NULL};
+    char *text, *again = NULL, path[128];
+    float v = 0;
+    c2.groups = 4; c2.stride_h = 2; c2.dilation_w = 2; c2.padding_h = 1; c2.kernel_w = 2; c2.act = NNCL_ACT_RELU;
+    h = nncl_conv2d_ex(g, x, 8, &c2, "dw");
+    ct.stride_h = ct.stride_w = 2; ct.output_padding_h = 1; ct.padding_w = 1; ct.groups = 2; ct.bias = 0;
+    TH_CHECK(name, nncl_conv_transpose2d(g, h, 4, &ct, "up") != NULL);
+    c1.kernel = 5; c1.dilation = 2; c1.padding = 3; c1.stride = 2; c1.groups = 3;
+    TH_CHECK(name, nncl_conv1d(g, l, 6, &c1, "c1") != NULL);
+    TH_CHECK(name, nncl_groupnorm(g, x, 2, 1e-3f, 1, "gn") && nncl_instancenorm(g, l, 1e-5f, 0, NULL));
+    TH_CHECK(name, nncl_upsample2d(g, h, 2, 3, 1) && nncl_op_clamp(g, h, -0.5f, 2.0f) && nncl_op_hardswish(g, h));
+    TH_CHECK(name, (text = nncl__graph_describe(g)) != NULL);
+    meta[1] = text;
+    memset(&e, 0, sizeof e);
+    e.name = "w";
+    e.ndim = 1;
+    e.shape[0] = 1;
+    e.data = &v;
+    snprintf(path, sizeof path, "/tmp/nncl-conv-ex-%ld.safetensors", (long)getpid());
+    TH_OK(name, NULL, nncl_safetensors_save(path, &e, 1, (const char **)meta));
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    remove(path);
+    TH_OK(name, NULL, nncl_graph_from_safetensors(ctx, st, &back));
+    nncl_safetensors_free(st);
+    TH_CHECK(name, (again = nncl__graph_describe(back)) != NULL);
+    if (strcmp(text, again)) {
+        th_fail(name, "written \"%s\", rebuilt \"%s\"", text, again);
+        return 1;
+    }
+    {
+        const char *edited = gb_replace(text, "groups=4", "groups=0");
+        TH_CHECK(name, edited && gb_reader_takes(edited, &ok) == 0 && ok);
+    }
+    nncl_graph_free(back);
+    NNCL_FREE(text);
+    NNCL_FREE(again);
+    c2 = nncl_conv2d_default();
+    c2.groups = 3;
+    TH_CHECK(name, nncl_conv2d_ex(g, x, 6, &c2, "bad") == NULL && strstr(nncl_last_error(ctx), "\"bad\"") &&
+                       strstr(nncl_last_error(ctx), "[B,4,9,8]") && !nncl_graph_find(g, "bad.weight"));
+    nncl_graph_free(g);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     if (!ctx) return th_exit_code();
@@ -327,6 +387,7 @@ int main(void) {
     check_reuse(ctx);
     check_builders_agree(ctx);
     check_names(ctx);
+    check_conv_ex_text(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

@@ -78,6 +78,10 @@ static nncl_node *ot_unary(nncl_graph *g, nncl_node *const *in, const ot_row *r)
     case NNCL_OP_ELU: return nncl_op_elu(g, x, r->p);
     case NNCL_OP_SOFTPLUS: return nncl_op_softplus(g, x);
     case NNCL_OP_SOFTMAX: return nncl_op_softmax(g, x);
+    case NNCL_OP_RELU6: return nncl_op_relu6(g, x);
+    case NNCL_OP_HARDSWISH: return nncl_op_hardswish(g, x);
+    case NNCL_OP_HARDSIGMOID: return nncl_op_hardsigmoid(g, x);
+    case NNCL_OP_CLAMP: return nncl_op_clamp(g, x, r->p, 1.0f);
     default: return nncl_op_log_softmax(g, x);
     }
 }
@@ -232,6 +236,65 @@ static nncl_node *ot_attention(nncl_graph *g, nncl_node *const *in, const ot_row
                    : nncl_causal_attention(g, in[0], in[1], in[2], r->a[0], r->p);
 }
 
+/* Convolutions of op_conv_ex.c, a[0] an index into ot_cx: kind 0
+ * conv2d_ex, 1 conv1d (kernel, stride, padding, dilation in the _w
+ * fields), 2 conv_transpose2d (output padding in the dilation fields). */
+static const struct ot_cx_opts {
+    int kind, O, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, act;
+} ot_cx[] = {
+    /* depthwise without ReLU (here and in the tanh row below): over a few
+     * hundred outputs, some ReLU input from bf16-rounded values comes out
+     * on the other side of the kink on the device than in the reference */
+    {0, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, NNCL_ACT_NONE},
+    {0, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, NNCL_ACT_NONE},  /* depthwise, 2 outputs per channel, stride 2 */
+    {0, 6, 3, 1, 1, 2, 1, 0, 1, 1, 2, 1, NNCL_ACT_TANH},  /* groups 2, 3x1 */
+    {0, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, NNCL_ACT_NONE},  /* dilation 2 */
+    {0, 2, 1, 3, 2, 1, 0, 1, 1, 1, 1, 1, NNCL_ACT_SIGMOID}, /* 1x3, strides 2 and 1 */
+    {0, 3, 5, 5, 2, 2, 2, 2, 1, 2, 1, 0, NNCL_ACT_NONE},  /* 5x5, dilation 1x2 */
+    {1, 6, 1, 3, 1, 1, 0, 1, 1, 1, 2, 1, NNCL_ACT_RELU},  /* 1-D, groups 2 */
+    {1, 3, 1, 5, 1, 2, 0, 2, 1, 2, 3, 0, NNCL_ACT_NONE},  /* 1-D depthwise, stride 2, dilation 2 */
+    {1, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, NNCL_ACT_NONE},  /* 1-D pointwise */
+    {2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, NNCL_ACT_RELU},  /* transposed, stride 2, output padding 1 */
+    {2, 6, 2, 2, 2, 2, 0, 0, 0, 0, 2, 0, NNCL_ACT_NONE},  /* transposed 2x2, groups 2 */
+    {2, 3, 5, 3, 1, 1, 2, 1, 0, 0, 1, 1, NNCL_ACT_TANH},  /* transposed 5x3, stride 1 */
+    {2, 2, 3, 4, 3, 2, 1, 0, 2, 1, 1, 1, NNCL_ACT_NONE},  /* transposed, strides 3 and 2 */
+    {0, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, NNCL_ACT_TANH}, /* depthwise with tanh */
+};
+
+static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    const struct ot_cx_opts *c = &ot_cx[r->a[0]];
+    if (c->kind == 1) {
+        nncl_conv1d_options o = nncl_conv1d_default();
+        o.kernel = c->kw; o.stride = c->sw; o.padding = c->pw; o.dilation = c->dw;
+        o.groups = c->groups; o.bias = c->bias; o.act = (nncl_act)c->act;
+        return nncl_conv1d(g, in[0], c->O, &o, "conv");
+    }
+    if (c->kind == 2) {
+        nncl_conv_transpose2d_options o = nncl_conv_transpose2d_default();
+        o.kernel_h = c->kh; o.kernel_w = c->kw; o.stride_h = c->sh; o.stride_w = c->sw;
+        o.padding_h = c->ph; o.padding_w = c->pw; o.output_padding_h = c->dh; o.output_padding_w = c->dw;
+        o.groups = c->groups; o.bias = c->bias; o.act = (nncl_act)c->act;
+        return nncl_conv_transpose2d(g, in[0], c->O, &o, "conv");
+    } else {
+        nncl_conv2d_options o = nncl_conv2d_default();
+        o.kernel_h = c->kh; o.kernel_w = c->kw; o.stride_h = c->sh; o.stride_w = c->sw;
+        o.padding_h = c->ph; o.padding_w = c->pw; o.dilation_h = c->dh; o.dilation_w = c->dw;
+        o.groups = c->groups; o.bias = c->bias; o.act = (nncl_act)c->act;
+        return nncl_conv2d_ex(g, in[0], c->O, &o, "conv");
+    }
+}
+
+/* groupnorm: a[0] groups (0: instancenorm), a[1] affine */
+static nncl_node *ot_groupnorm(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    if (!r->a[0]) return nncl_instancenorm(g, in[0], 1e-5f, r->a[1], "gn");
+    return nncl_groupnorm(g, in[0], r->a[0], 1e-5f, r->a[1], "gn");
+}
+
+/* upsample2d by a[0] x a[1], bilinear a[2] */
+static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return nncl_upsample2d(g, in[0], r->a[0], r->a[1], r->a[2]);
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -275,6 +338,18 @@ static nncl_node *ot_attention(nncl_graph *g, nncl_node *const *in, const ot_row
 #define OT_SEQ_LAB(T, classes) {OT_LABEL, 0, classes, 1, {T, 0, 0}}
 #define OT_SEQ(ignore, b, T, V, classes)                                                                            \
     {"sequence_ce ignore " #ignore, ot_seq_ce, {ignore}, 0, {OT_X2(-3, 3, T, V), OT_SEQ_LAB(T, classes)}, b, OT_TOL}
+
+/* conv2d_ex, conv1d (W 0: [B,C,H] is [B,C,L]) or conv_transpose2d of ot_cx[i] */
+#define OT_CX(b, i, ndim, C, H, W)                                                                                 \
+    {"conv_ex " #i, ot_conv_ex, {i}, 0, {{OT_GRAD, -1, 1, ndim, {C, H, W}}}, b, OT_TOL}
+
+#define OT_GN(b, groups, affine, ndim, C, d1, d2)                                                                  \
+    {"groupnorm g" #groups " affine" #affine, ot_groupnorm, {groups, affine}, 0,                                  \
+     {{OT_GRAD, -2, 2, ndim, {C, d1, d2}}}, b, OT_TOL}
+
+#define OT_UP(b, fh, fw, bilinear, C, H, W)                                                                        \
+    {"upsample2d " #fh "x" #fw " bilinear" #bilinear, ot_upsample, {fh, fw, bilinear}, 0, {OT_X3(-2, 2, C, H, W)},  \
+     b, OT_TOL}
 
 static const ot_row ot_rows[] = {
     /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
@@ -398,6 +473,24 @@ static const ot_row ot_rows[] = {
     {"causal_attention self h2 dropout 0.2", ot_attention, {2, 1}, 0.2f, {OT_X2(-2, 2, 6, 6)}, 2, OT_TOL},
     /* one node as both operands (a^T a): both gradients add into it */
     {"matmul (a^T, a)", ot_matmul_self, {0}, 0, {OT_X2(-1, 1, 5, 3)}, 2, OT_TOL},
+    /* convolutions of any geometry (last, so that the rows above keep their data) */
+    OT_CX(3, 0, 3, 4, 7, 9), OT_CX(2, 1, 3, 3, 9, 8), OT_CX(2, 2, 3, 4, 6, 7), OT_CX(1, 3, 3, 2, 9, 10),
+    OT_CX(3, 4, 3, 3, 5, 11), OT_CX(2, 5, 3, 2, 11, 13), OT_CX(3, 6, 2, 4, 13, 0), OT_CX(2, 7, 2, 3, 17, 0),
+    OT_CX(4, 8, 2, 2, 9, 0), OT_CX(2, 9, 3, 3, 4, 5), OT_CX(3, 10, 3, 4, 5, 3), OT_CX(1, 11, 3, 2, 3, 4),
+    OT_CX(2, 12, 3, 2, 3, 3),
+    OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
+    /* MobileNet's activations over both kinks (clamp to [p, 1]) */
+    OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
+    OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
+    OT_UN(CLAMP, -0.5f, 2, 1, 1, 1), OT_UN(CLAMP, -0.5f, 2, 3, 7, 13),
+    /* group norm: groups 1, 2 and C (instance norm), [B,C] to [B,C,H,W] (groups
+     * of 3 or more values: the gradient of two is near 0, lost to rounding);
+     * rows of 680 make the work-items stride */
+    OT_GN(2, 1, 1, 3, 4, 5, 3), OT_GN(3, 2, 1, 3, 4, 3, 5), OT_GN(2, 0, 0, 2, 3, 7, 0), OT_GN(1, 2, 1, 1, 6, 0, 0),
+    OT_GN(2, 0, 1, 3, 5, 2, 3), OT_GN(2, 4, 1, 2, 8, 170, 0),
+    /* upsampling: nearest and bilinear, factors 1 to 3, planes of 1 pixel up */
+    OT_UP(2, 2, 2, 0, 2, 3, 4), OT_UP(1, 3, 2, 0, 2, 5, 3), OT_UP(2, 2, 2, 1, 2, 4, 5), OT_UP(3, 3, 1, 1, 1, 3, 4),
+    OT_UP(2, 1, 3, 1, 3, 2, 7), OT_UP(2, 2, 2, 1, 3, 1, 1), OT_UP(1, 3, 3, 1, 2, 5, 6),
     /* gelu far into its tails */
     OT_UN(GELU, 0, 8, 2, 5, 21),
 };
@@ -457,6 +550,15 @@ static void ot_distinct(float *d, size_t count) {
     for (k = 0; k < count; k++) d[k] = (float)((int)((k * 37 + 11) % 251) - 125) / 64.0f;
 }
 
+/* The kinked activations' input in half storage: odd multiples of 1/32 in
+ * (-8, 8), exact in fp16 and bf16 and never on a kink (whole numbers, -1/2
+ * or 1): random values rounded to the format's grid land on -3, 3 or 6
+ * often enough that a finite difference straddles the kink. */
+static void ot_off_kinks(float *d, size_t count) {
+    size_t k;
+    for (k = 0; k < count; k++) d[k] = (float)(2 * (int)((k * 37 + 11) % 256) - 255) / 32.0f;
+}
+
 static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     static const char *const names[3] = {"a", "b", "c"};
     char name[200], s0[48], s1[48] = "";
@@ -504,6 +606,10 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     }
     if (oc_store && out && (out->op == NNCL_OP_MAXPOOL2D || (out->n_in > 0 && out->in[0]->op == NNCL_OP_MAXPOOL2D)) &&
         data[0]) ot_distinct(data[0], nncl__numel(in[0], r->batch));
+    if (oc_store && out && data[0] &&
+        (out->op == NNCL_OP_RELU6 || out->op == NNCL_OP_HARDSWISH || out->op == NNCL_OP_HARDSIGMOID ||
+         out->op == NNCL_OP_CLAMP))
+        ot_off_kinks(data[0], nncl__numel(in[0], r->batch));
     for (oc_no_fd = 0, i = 0; i < 3 && in[i]; i++) oc_no_fd |= nncl__numel(in[i], r->batch) > OT_FD_MAX;
     if (!oc_store) oc_check(name, ctx, g, loss, f, nf, r->batch, r->tol);
     else if (loss && nncl__numel(out == loss ? out->in[0] : out, r->batch) >= 8 &&

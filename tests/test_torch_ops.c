@@ -101,6 +101,49 @@ static nncl_node *b_attention(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_n
     return nncl_causal_attention(g, q, k, nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "v"), 2, 0.0f);
 }
 
+static nncl_node *b_relu6(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_relu6(g, h); }
+static nncl_node *b_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardswish(g, h); }
+static nncl_node *b_hardsigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardsigmoid(g, h); }
+static nncl_node *b_clamp(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_clamp(g, h, -1.0f, 1.0f); }
+static nncl_node *b_groupnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_groupnorm(g, h, 3, 1e-5f, 1, "gn"); }
+static nncl_node *b_instancenorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_instancenorm(g, h, 1e-5f, 0, "in"); }
+static nncl_node *b_up_nearest(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_upsample2d(g, h, 2, 3, 0); }
+static nncl_node *b_up_bilinear(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_upsample2d(g, h, 3, 2, 1); }
+static nncl_node *b_conv_depthwise(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv2d_options o = nncl_conv2d_default();
+    (void)h2; (void)t;
+    o.padding_h = o.padding_w = 1;
+    o.groups = 4;
+    o.act = NNCL_ACT_RELU;
+    return nncl_conv2d_ex(g, h, 4, &o, "c");
+}
+static nncl_node *b_conv_grouped_dilated(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv2d_options o = nncl_conv2d_default();
+    (void)h2; (void)t;
+    o.kernel_w = 1;
+    o.stride_w = 2;
+    o.padding_h = 2;
+    o.dilation_h = 2;
+    o.groups = 2;
+    return nncl_conv2d_ex(g, h, 6, &o, "c");
+}
+static nncl_node *b_conv1d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv1d_options o = nncl_conv1d_default();
+    (void)h2; (void)t;
+    o.stride = 2;
+    o.padding = 1;
+    o.act = NNCL_ACT_TANH;
+    return nncl_conv1d(g, h, 4, &o, "c");
+}
+static nncl_node *b_conv_transpose2d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_conv_transpose2d_options o = nncl_conv_transpose2d_default();
+    (void)h2; (void)t;
+    o.stride_h = o.stride_w = 2;
+    o.padding_h = o.padding_w = 1;
+    o.output_padding_h = o.output_padding_w = 1;
+    return nncl_conv_transpose2d(g, h, 2, &o, "c");
+}
+
 /* loss: the builder gives the loss itself; 2: and t holds one class per sample.
  * wd: SGD's weight decay, on the parameters of two or more dimensions
  * alone (nncl_param_decay 0 on the others, as nanoGPT decays). */
@@ -133,6 +176,13 @@ static const tto_case tto_cases[] = {
     {"sequence_cross_entropy", b_seq_ce, 1, 0}, {"tied_head", b_tied_head, 0, 0},
     {"linear_decay_2d", b_linear_none, 0, 0.1f},
     {"causal_attention", b_attention, 0, 0},
+    {"conv2d_depthwise", b_conv_depthwise, 0, 0}, {"conv2d_grouped_dilated", b_conv_grouped_dilated, 0, 0},
+    {"conv1d", b_conv1d, 0, 0}, {"conv_transpose2d", b_conv_transpose2d, 0, 0},
+    {"relu6", b_relu6, 0, 0}, {"relu6_kinks", b_relu6, 0, 0}, {"hardswish", b_hardswish, 0, 0},
+    {"hardswish_kinks", b_hardswish, 0, 0}, {"hardsigmoid", b_hardsigmoid, 0, 0},
+    {"hardsigmoid_kinks", b_hardsigmoid, 0, 0}, {"clamp", b_clamp, 0, 0}, {"clamp_kinks", b_clamp, 0, 0},
+    {"groupnorm", b_groupnorm, 0, 0}, {"instancenorm", b_instancenorm, 0, 0},
+    {"upsample_nearest", b_up_nearest, 0, 0}, {"upsample_bilinear", b_up_bilinear, 0, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */

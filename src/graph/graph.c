@@ -59,6 +59,17 @@ static int graph_hash_add(nncl_graph *g, nncl_node *n) {
     return 1;
 }
 
+void nncl__graph_rehash(nncl_graph *g) {
+    int i;
+    unsigned b;
+    for (i = 0; i < g->name_cap; i++) g->name_head[i] = -1;
+    for (i = 0; i < g->n_nodes; i++) {
+        b = graph_hash(g->nodes[i]->name) & (unsigned)(g->name_cap - 1);
+        g->nodes[i]->name_next = g->name_head[b];
+        g->name_head[b] = i;
+    }
+}
+
 nncl_node *nncl_graph_find(const nncl_graph *g, const char *name) {
     int i, hit = -1;
     if (!g || !name || !g->name_cap) return NULL;
@@ -170,6 +181,15 @@ nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *nam
     if (i == n_in) n = nncl__node_add(g, op, name, n_in, in, iattr, n_iattr, fattr, n_fattr);
     while (!n && g->n_nodes > keep && g->nodes[g->n_nodes - 1]->n_in == 0) graph_pop(g);
     return n;
+}
+
+void nncl__graph_truncate(nncl_graph *g, int keep) {
+    int k;
+    while (g->n_nodes > keep) {
+        nncl_node *n = g->nodes[g->n_nodes - 1];
+        for (k = 0; k < n->n_in; k++) n->in[k]->n_consumers--;
+        graph_pop(g);
+    }
 }
 
 int nncl__name_ok(const char *name) {
@@ -313,6 +333,23 @@ nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
     param->trainable = !frozen;
     param->needs_grad = !frozen;
     graph_flow_grad(g);
+    return NNCL_OK;
+}
+
+nncl_status nncl_checkpoint_mark(nncl_graph *g, nncl_node *n) {
+    const char *why = NULL;
+    if (!g || !n)
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_checkpoint_mark: graph or node is NULL");
+    if (!nncl__graph_owns(g, n)) why = "a node of another graph";
+    else if (n->op == NNCL_OP_PARAM) why = "a parameter";
+    else if (n->op == NNCL_OP_INPUT) why = "an input (inputs are always kept)";
+    else if (nncl__opdef_get(n->op)->f32_out) why = "a loss";
+    if (why)
+        return nncl__fail(g->ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_checkpoint_mark: node \"%s\" is %s, not an activation that can be a boundary", n->name,
+                          why);
+    n->checkpoint = 1;
     return NNCL_OK;
 }
 

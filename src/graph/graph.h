@@ -43,6 +43,7 @@ struct nncl_node {
     /* derived when the graph is finalised */
     int needs_grad;               /* a trainable parameter lies upstream */
     int n_consumers;
+    int checkpoint;               /* marked as a checkpoint boundary (nncl_checkpoint_mark) */
     int name_next;                /* the next node id in its name's hash chain, or -1 */
 };
 
@@ -128,6 +129,10 @@ typedef struct nncl__opdef {
      * when in half storage the op keeps no aux and its backward reads these
      * (NNCL_BW_*) instead of bw_reads, recomputing what aux held. */
     int half, f32_in, f32_out, f32_aux, half_bw_reads;
+    /* Checkpointing: 1 when the op's recompute (nncl__exec.recompute)
+     * reuses the aux its forward saved instead of writing it again (batch
+     * norm's batch statistics), so the plan keeps that aux to backward. */
+    int keep_aux;
 } nncl__opdef;
 
 /* Runs the check_feed of every op that reads input node `input`, on the
@@ -177,6 +182,11 @@ int nncl__graph_owns(const nncl_graph *g, const nncl_node *n);
  * nothing. */
 nncl_node *nncl__layer_add(nncl_graph *g, int keep, nncl__op op, const char *name, int n_in, nncl_node *const *in,
                            const int *iattr, int n_iattr, const float *fattr, int n_fattr);
+/* Rebuilds the name lookup after a builder renamed nodes in place. */
+void nncl__graph_rehash(nncl_graph *g);
+/* Drops every node after the graph's first `keep` again (a composite
+ * builder that failed part way), so that it adds nothing. */
+void nncl__graph_truncate(nncl_graph *g, int keep);
 /* "[B,3,28,28]" style text of a node's shape for messages. */
 const char *nncl__shape_str(const nncl_node *n, char *buf, size_t len);
 size_t nncl__numel(const nncl_node *n, int batch);
@@ -203,6 +213,9 @@ struct nncl__exec {
     int batch_offset;          /* index of the shard's first sample in the global batch */
     int global_batch;          /* samples in the global batch */
     int training;
+    /* 1 while checkpointing runs a forward op again in backward: values
+     * must come out as the forward's did, and no state moves twice. */
+    int recompute;
     uint64_t step_seed;        /* differs every step; the same on every device */
     /* Synchronised batch norm across devices: called by a batch norm in
      * training once its shard statistics are in its aux (phase 0, forward)

@@ -28,6 +28,13 @@ typedef struct gtext_names {
 static const gtext_names gtext_table[] = {
     {NNCL_OP_LINEAR, {"act"}, {NULL}},
     {NNCL_OP_CONV2D, {"kernel", "stride", "padding", "act"}, {NULL}},
+    {NNCL_OP_CONV2D_EX,
+     {"stride_h", "stride_w", "padding_h", "padding_w", "dilation_h", "dilation_w", "groups", "act"}, {NULL}},
+    {NNCL_OP_CONV1D, {"stride_h", "stride", "padding_h", "padding", "dilation_h", "dilation", "groups", "act"}, {NULL}},
+    {NNCL_OP_CONV_TRANSPOSE2D,
+     {"stride_h", "stride_w", "padding_h", "padding_w", "output_padding_h", "output_padding_w", "groups", "act"},
+     {NULL}},
+    {NNCL_OP_UPSAMPLE2D, {"factor_h", "factor_w", "bilinear"}, {NULL}},
     {NNCL_OP_MAXPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
     {NNCL_OP_AVGPOOL2D, {"kernel", "stride", "padding"}, {NULL}},
     {NNCL_OP_DROPOUT, {"seed_lo", "seed_hi"}, {"p"}},
@@ -42,8 +49,10 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_CAUSAL_ATTENTION, {"seed_lo", "seed_hi", "heads"}, {"dropout"}},
     {NNCL_OP_BATCHNORM, {NULL}, {"eps", "momentum"}},
     {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
+    {NNCL_OP_GROUPNORM, {"groups"}, {"eps"}},
     {NNCL_OP_SCALE, {NULL}, {"alpha"}},
     {NNCL_OP_LEAKY_RELU, {NULL}, {"slope"}},
+    {NNCL_OP_CLAMP, {NULL}, {"min", "max"}},
 };
 
 static const gtext_names *gtext_names_of(nncl__op op) {

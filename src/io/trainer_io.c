@@ -3,6 +3,7 @@
  * safetensors files under PyTorch's names (models) plus the optimizer state
  * and step count (checkpoints, for exact resume). */
 #include "train/optim.h"
+#include "train/pipeline.h"
 #include "io/io.h"
 #include <float.h>
 #include <math.h>
@@ -66,6 +67,9 @@ static nncl_status io_predict_batch(nncl_trainer *t, const nncl_feed *feeds, int
     int i, saved[64], failed = -1;
     io_predict job;
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: trainer is NULL");
+    if (t->pipe)
+        return nncl__fail(t->ctx, NNCL_ERR_UNSUPPORTED, "nncl_trainer_predict: not on a pipelined trainer; load its "
+                          "parameters into a trainer without pipeline");
     if (!out || !dst)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_predict: out or dst is NULL");
     if (out->id < 0 || out->id >= t->graph->n_nodes || t->graph->nodes[out->id] != out || !out->batched)
@@ -194,6 +198,24 @@ static int io_locate(const nncl_trainer *t, const char *name, int *is_state, siz
     return 0;
 }
 
+/* A pipelined trainer's parameter: the whole layout read from the stages,
+ * and written back with the one changed. */
+static nncl_status io_access_pipe(nncl_trainer *t, int is_state, size_t off, float *dst, const float *src,
+                                  size_t count) {
+    nncl_graph *g = t->graph;
+    float *all = (float *)nncl__calloc((is_state ? g->n_state : g->n_params) + 1, sizeof(float));
+    nncl_status st;
+    if (!all) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    st = nncl__pipe_params(t, is_state ? NULL : all, is_state ? all : NULL, 0);
+    if (st == NNCL_OK && dst) memcpy(dst, all + off, count * sizeof(float));
+    if (st == NNCL_OK && src) {
+        memcpy(all + off, src, count * sizeof(float));
+        st = nncl__pipe_params(t, is_state ? NULL : all, is_state ? all : NULL, 1);
+    }
+    NNCL_FREE(all);
+    return st;
+}
+
 static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, const float *src, size_t count) {
     int is_state, i;
     size_t off, have;
@@ -203,6 +225,7 @@ static nncl_status io_access(nncl_trainer *t, const char *name, float *dst, cons
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "the model has no parameter \"%s\"", name);
     if (count != have)
         return nncl__fail(t->ctx, NNCL_ERR_SHAPE, "parameter \"%s\" has %zu elements, not %zu", name, have, count);
+    if (t->pipe) return io_access_pipe(t, is_state, off, dst, src, count);
     for (i = 0; i < t->nd; i++) {
         nncl__pbuf b = is_state ? NNCL__PB_STATE : NNCL__PB_PARAMS;
         if (!t->alive[i]) continue;
@@ -356,7 +379,8 @@ nncl_status nncl__trainer_save_ex(nncl_trainer *t, const char *path, int checkpo
         e->ndim = 1;
         e->shape[0] = (int64_t)t->opt_floats;
         e->data = w.extra;
-        if (nncl__plan_get(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1) != NNCL_OK)
+        if ((t->pipe ? nncl__pipe_opt(t, w.extra, 0)
+                     : nncl__plan_get(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1)) != NNCL_OK)
             st = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "reading the optimizer state failed");
     }
     for (i = 0; i < n_meta; i++) meta[k++] = extra_meta[i];
@@ -454,7 +478,7 @@ static nncl_status io_loss_scale(nncl_trainer *t, const nncl_safetensors *st, co
  * a parameter's initialisation and frozen flag (a resumed run keeps its
  * trained values, whatever their start). */
 static size_t io_arch_len(const char *line, size_t len) {
-    const char *sp = memchr(line, ' ', len), *init;
+    const char *sp = (const char *)memchr(line, ' ', len), *init;
     if (sp && (size_t)(line + len - sp) > 7 && !strncmp(sp, " param ", 7) &&
         (init = strstr(sp, " init=")) != NULL && init < line + len)
         return (size_t)(init - line);
@@ -537,7 +561,9 @@ static nncl_status io_load_st(nncl_trainer *t, const nncl_safetensors *st, const
     }
     if (s == NNCL_OK && tracked >= 0) t->tracked = tracked;
     if (s == NNCL_OK) s = nncl__trainer_upload(t, w.params, w.state);
-    for (i = 0; s == NNCL_OK && checkpoint && t->opt_floats && i < t->nd; i++)
+    if (s == NNCL_OK && checkpoint && t->opt_floats && t->pipe && nncl__pipe_opt(t, w.extra, 1) != NNCL_OK)
+        s = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "writing the optimizer state failed");
+    for (i = 0; s == NNCL_OK && checkpoint && t->opt_floats && !t->pipe && i < t->nd; i++)
         if (t->alive[i] && nncl__plan_put(t->plan[i], NNCL__PB_OPT, 0, t->opt_floats, w.extra, 1) != NNCL_OK)
             s = nncl__fail(t->ctx, NNCL_ERR_DEVICE, "writing the optimizer state failed");
     io_tensors_free(&w);

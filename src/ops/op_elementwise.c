@@ -279,6 +279,18 @@ static double ew_silu_d(double x, double y, double p) {
     (void)y; (void)p;
     return s * (1 + x * (1 - s));
 }
+/* MobileNet's activations, with PyTorch's gradients at the kinks: ReLU6 is
+ * hardtanh(0, 6), whose gradient is 0 at both ends; hard-swish takes
+ * x/3 + 1/2 on [-3, 3], ends included; hard-sigmoid 1/6 strictly inside. */
+static double ew_relu6(double x, double p) { (void)p; return x <= 0 ? 0 : x >= 6 ? 6 : x; }
+static double ew_relu6_d(double x, double y, double p) { (void)y; (void)p; return x <= 0 || x >= 6 ? 0 : 1; }
+static double ew_hardswish(double x, double p) { (void)p; return x <= -3 ? 0 * x : x >= 3 ? x : x * (x + 3) / 6; }
+static double ew_hardswish_d(double x, double y, double p) {
+    (void)y; (void)p;
+    return x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1;
+}
+static double ew_hardsigmoid(double x, double p) { (void)p; return x <= -3 ? 0 : x >= 3 ? 1 : x / 6 + 0.5; }
+static double ew_hardsigmoid_d(double x, double y, double p) { (void)y; (void)p; return x > -3 && x < 3 ? 1.0 / 6 : 0; }
 static double ew_elu(double x, double p) { return x > 0 ? x : p * expm1(x); }
 static double ew_elu_d(double x, double y, double p) { (void)y; return x > 0 ? 1 : p * exp(x); }
 /* beta 1, threshold 20 (PyTorch's defaults): linear above the threshold */
@@ -396,6 +408,64 @@ EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
 EW_UNARY(silu, NNCL_BW_INPUTS, 0)
 EW_UNARY(elu, NNCL_BW_INPUTS, 1)
 EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
+EW_UNARY(relu6, NNCL_BW_INPUTS, 0)
+EW_UNARY(hardswish, NNCL_BW_INPUTS, 0)
+EW_UNARY(hardsigmoid, NNCL_BW_INPUTS, 0)
+
+/* clamp: fattr[0] lo, fattr[1] hi, both finite; y = min(max(x, lo), hi) (hi
+ * everywhere when lo > hi, as torch.clamp), dy/dx 1 on lo <= x <= hi, the
+ * ends included (PyTorch's clamp backward), else 0; a NaN stays NaN. */
+static nncl_status clamp_check(nncl_graph *g, const nncl_node *n) {
+    if (!isfinite(n->fattr[0]) || !isfinite(n->fattr[1]))
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "clamp \"%s\": bounds %g and %g must be finite",
+                                 n->name, (double)n->fattr[0], (double)n->fattr[1]);
+    return NNCL_OK;
+}
+
+/* (x, y, n, lo, hi) forward; (dy, x, dx, n, lo, hi, acc) backward */
+static nncl_status clamp_run(nncl__exec *x, nncl_node *n, int backward) {
+    nncl__args a;
+    size_t count = nncl__numel(n, x->batch);
+    int acc;
+    if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
+    acc = backward ? nncl__grad_accumulate(x, n, 0) : 0;
+    NNCL_TRY(nncl__kbegin(x, n, backward ? EW_K_BACKWARD : EW_K_FORWARD, &a));
+    if (backward) nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
+    nncl__arg_count(&a, count);
+    nncl__arg_float(&a, n->fattr[0]);
+    nncl__arg_float(&a, n->fattr[1]);
+    if (backward) nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, x->dev, count);
+}
+static nncl_status clamp_forward(nncl__exec *x, nncl_node *n) { return clamp_run(x, n, 0); }
+static nncl_status clamp_backward(nncl__exec *x, nncl_node *n) { return clamp_run(x, n, 1); }
+
+static void clamp_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                              double *aux) {
+    size_t count = nncl__numel(n, r->batch), i;
+    (void)aux;
+    for (i = 0; i < count; i++) {
+        double v = in[0][i] < n->fattr[0] ? n->fattr[0] : in[0][i];
+        out[i] = v > n->fattr[1] ? n->fattr[1] : v;
+    }
+}
+
+static void clamp_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                               const double *gout, double *const *gin, double *aux) {
+    size_t count = nncl__numel(n, r->batch), i;
+    (void)aux;
+    (void)out;
+    if (!gin[0]) return;
+    for (i = 0; i < count; i++)
+        if (in[0][i] >= n->fattr[0] && in[0][i] <= n->fattr[1]) gin[0][i] += gout[i];
+}
+
+const nncl__opdef nncl__opdef_clamp = {
+    .name = "clamp", .kernels = {EW_KERNEL("nncl_clamp_f32"), EW_KERNEL("nncl_clamp_backward_f32")},
+    .shape = ew_unary_shape, .check = clamp_check, .forward = clamp_forward, .backward = clamp_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = clamp_ref_forward, .ref_backward = clamp_ref_backward, .half = 1};
 
 /* Row-wise softmaxes of cl/softmax.cl. */
 #define EW_SOFTMAX(NAME)                                                                                    \
@@ -443,5 +513,14 @@ nncl_node *nncl_op_gelu_tanh(nncl_graph *g, nncl_node *x) { return ew_unary(g, N
 nncl_node *nncl_op_silu(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SILU, x, 0); }
 nncl_node *nncl_op_elu(nncl_graph *g, nncl_node *x, float alpha) { return ew_unary(g, NNCL_OP_ELU, x, alpha); }
 nncl_node *nncl_op_softplus(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SOFTPLUS, x, 0); }
+nncl_node *nncl_op_relu6(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_RELU6, x, 0); }
+nncl_node *nncl_op_hardswish(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_HARDSWISH, x, 0); }
+nncl_node *nncl_op_hardsigmoid(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_HARDSIGMOID, x, 0); }
+nncl_node *nncl_op_clamp(nncl_graph *g, nncl_node *x, float min, float max) {
+    float f[2];
+    f[0] = min;
+    f[1] = max;
+    return nncl__node_add(g, NNCL_OP_CLAMP, NULL, 1, &x, NULL, 0, f, 2);
+}
 nncl_node *nncl_op_softmax(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_SOFTMAX, x, 0); }
 nncl_node *nncl_op_log_softmax(nncl_graph *g, nncl_node *x) { return ew_unary(g, NNCL_OP_LOG_SOFTMAX, x, 0); }

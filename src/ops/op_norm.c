@@ -120,7 +120,10 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     nncl__view st;
     st.mem = x->state;
     st.off = n->state_off;
-    if (x->training) {
+    if (x->recompute) {
+        /* checkpointing: the batch statistics the forward saved in aux (the
+         * global batch's, synchronised), the running ones not moved again */
+    } else if (x->training) {
         NNCL_TRY(nncl__kbegin(x, n, BN_K_STATS, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
         nncl__arg_view(&a, nncl__auxv(x, n));
@@ -250,7 +253,7 @@ const nncl__opdef nncl__opdef_batchnorm = {
                 {"norm", "nncl_batchnorm_backward_f32"}},
     .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
     .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1};
+    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1, .keep_aux = 1};
 
 /* Running statistics live in the graph's state buffer at n->state_off:
  * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).

@@ -5,7 +5,8 @@
  * of one projection). One work-item per output element; the backward of a
  * transpose is the opposite transpose, that of a slice writes the whole
  * input gradient (zeros outside the slice) or adds into the slice's part
- * alone. Kernels: cl/shape.cl. */
+ * alone, so that T slices of one node (the steps of a sequence) cost the
+ * node's size once, not T times. Kernels: cl/shape.cl. */
 #include "ops/ops.h"
 
 enum { SHAPE_K_FORWARD, SHAPE_K_BACKWARD };

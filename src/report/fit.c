@@ -64,14 +64,15 @@ typedef struct fit_state {
     int *failed;               /* per device: a step reported it failed */
 } fit_state;
 
-/* "shards 60/40" for the progress line, and a message when a device gets no
+/* "data parallel, shards 60/40" for the progress line, and a message when a device gets no
  * samples or leaves, saying why. */
 static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, char *buf, size_t len) {
-    int sizes[16], n = nncl_trainer_shards(t, sizes, 16), i;
+    int sizes[16], n = nncl_trainer_shards(t, sizes, 16), i, working = 0;
     size_t used;
     buf[0] = 0;
     if (n < 2) return;
-    used = (size_t)snprintf(buf, len, "shards ");
+    for (i = 0; i < n && i < 16; i++) working += t->alive[i] && sizes[i];
+    used = (size_t)snprintf(buf, len, "%s, shards ", working > 1 ? "data parallel" : "one device");
     for (i = 0; i < n && i < 16 && used + 8 < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "/" : "", t->alive[i] ? sizes[i] : 0);
     for (i = 0; i < n && i < 16 && used + 24 < len; i++) /* why a device has no samples, on the line itself */
@@ -415,6 +416,9 @@ static nncl_status fit_all(nncl_trainer *t, const nncl_dataset *train, const nnc
     nncl_status st = NNCL_OK;
     if (!t || !train || !cfg)
         return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "fit: trainer, dataset or config is NULL");
+    if (t->pipe)
+        return nncl__fail(t->ctx, NNCL_ERR_UNSUPPORTED, "fit: not on a pipelined trainer (it reads the logits of every "
+                          "batch); step it with nncl_trainer_step");
     if (!cfg->x || !cfg->labels || !cfg->logits || cfg->epochs <= 0 || cfg->batch <= 0 ||
         cfg->batch > t->cfg.max_batch || cfg->logits->ndim != 2 || cfg->checkpoint_every < 0 || cfg->patience < 0)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,

@@ -2,8 +2,9 @@
  * one row per layer (every op node) with its kind, output shape and the
  * parameters it owns, the totals, and with a trainer each device's plan
  * memory. Writes only to the stream the caller names. */
-#include "train/trainer.h"
+#include "train/pipeline.h"
 #include <stdio.h>
+#include <string.h>
 
 /* Parameter elements among n's inputs that no earlier layer has counted. */
 static size_t summary_params(const nncl_node *n, unsigned char *seen, size_t *frozen) {
@@ -19,6 +20,19 @@ static size_t summary_params(const nncl_node *n, unsigned char *seen, size_t *fr
     return total + n->state_size; /* running statistics count, as in Keras */
 }
 
+/* Whether node i's row folds into the next op node's: both named
+ * NAME:..., as the layers built from several ops (an LSTM) name theirs;
+ * the run's parameters and op count add up in *np and *ops. */
+static int summary_folds(const nncl_graph *g, int i, size_t *np, int *ops, size_t own) {
+    const char *name = g->nodes[i]->name, *colon = strchr(name, ':');
+    int j = i + 1;
+    *np += own;
+    (*ops)++;
+    if (!colon) return 0;
+    while (j < g->n_nodes && g->nodes[j]->op == NNCL_OP_PARAM) j++;
+    return j < g->n_nodes && !strncmp(g->nodes[j]->name, name, (size_t)(colon - name) + 1);
+}
+
 static void summary_bytes(char *buf, size_t len, double b) {
     if (b >= 1024.0 * 1024 * 1024) snprintf(buf, len, "%.2f GiB", b / (1024.0 * 1024 * 1024));
     else if (b >= 1024.0 * 1024) snprintf(buf, len, "%.1f MiB", b / (1024.0 * 1024));
@@ -27,8 +41,8 @@ static void summary_bytes(char *buf, size_t len, double b) {
 
 static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FILE *out) {
     unsigned char *seen;
-    size_t total = 0, frozen = 0, state = 0;
-    int i, k;
+    size_t total = 0, frozen = 0, state = 0, run_np = 0;
+    int i, k, run_ops = 0;
     char line[160], shape[64], kb[32];
     if (!g || !out) return nncl__fail(t ? t->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "summary: graph or stream is NULL");
     if (!(seen = (unsigned char *)nncl__calloc((size_t)g->n_nodes + 1, 1)))
@@ -46,7 +60,19 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         for (k = n->batched ? 1 : 0; k < n->ndim && used < (int)sizeof shape - 12; k++)
             used += snprintf(shape + used, sizeof shape - (size_t)used, "%s%d", k || n->batched ? "," : "", n->shape[k]);
         snprintf(shape + used, sizeof shape - (size_t)used, "]");
-        snprintf(line, sizeof line, "%-24.24s %-22.22s %-16.16s %10zu", n->name, nncl__opdef_get(n->op)->name, shape, np);
+        if (summary_folds(g, i, &run_np, &run_ops, np)) continue;
+        if (run_ops > 1) { /* the last node of a layer built from ops: NAME:KIND.ID */
+            const char *colon = strchr(n->name, ':'), *dot = strchr(colon, '.');
+            char kind[40];
+            int len = colon - n->name < 24 ? (int)(colon - n->name) : 24;
+            snprintf(kind, sizeof kind, "%.*s (%d ops)", (int)(dot ? dot - colon - 1 : 12), colon + 1, run_ops);
+            snprintf(line, sizeof line, "%-24.*s %-22.22s %-16.16s %10zu", len, n->name, kind, shape, run_np);
+        } else {
+            snprintf(line, sizeof line, "%-24.24s %-22.22s %-16.16s %10zu", n->name, nncl__opdef_get(n->op)->name,
+                     shape, np);
+        }
+        run_np = 0;
+        run_ops = 0;
         fprintf(out, "%s\n", line);
     }
     /* Parameters no op reads (unusual) still count. */
@@ -64,13 +90,23 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         char act[32], all[32];
         memset(&info, 0, sizeof info);
         nncl_device_info_get(t->ctx, t->device[i], &info);
-        summary_bytes(all, sizeof all, (double)p->bytes + (double)t->opt_floats * 4);
+        size_t opt = t->pipe ? t->pipe->st[i].opt_floats : t->opt_floats;
+        summary_bytes(all, sizeof all, (double)p->bytes + (double)opt * 4);
         summary_bytes(act, sizeof act, (double)p->arena_floats * (p->x.store ? 2 : 4) + (double)p->arena32_floats * 4);
         fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s%s), optimizer state %zu floats\n", t->device[i],
                 info.name, all, p->max_batch, act, p->x.store == 1   ? " in fp16, arithmetic fp32"
                 : p->x.store == 2 ? " in bf16, arithmetic fp32"
                                   : "",
-                t->opt_floats);
+                opt);
+        if (t->pipe) {
+            nncl_stage_info si[64];
+            nncl_trainer_stages(t, si, 64);
+            fprintf(out, "  pipeline stage %d of %d: nodes %s to %s, %zu parameters, micro-batches of %d\n", i,
+                    t->pipe->k, si[i].first, si[i].last, si[i].params, t->pipe->mb);
+        }
+        if (p->n_segments > 1)
+            fprintf(out, "  gradient checkpointing: %d segments, %d ops recomputed in backward\n", p->n_segments,
+                    p->n_rec);
     }
     fflush(out);
     NNCL_FREE(seen);

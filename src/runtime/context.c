@@ -292,6 +292,29 @@ static nncl_status ctx_check_config(const nncl_config *c, const char *kdir) {
     return NNCL_OK;
 }
 
+/* The memory cap: config's, else $NNCL_MEMORY_CAP (a whole number of
+ * bytes, or of KiB, MiB or GiB with a K, M or G suffix), else 0 (none). */
+static nncl_status ctx_memory_cap(const nncl_config *c, uint64_t *cap) {
+    const char *e = getenv("NNCL_MEMORY_CAP");
+    unsigned long long v = 0;
+    int shift = 0;
+    const char *q;
+    *cap = c ? c->memory_cap : 0;
+    if (*cap || !e || !*e) return NNCL_OK;
+    for (q = e; *q >= '0' && *q <= '9'; q++) {
+        if (v > (~0ull - 9) / 10) break;
+        v = v * 10 + (unsigned long long)(*q - '0');
+    }
+    if (*q == 'K' || *q == 'k') shift = 10, q++;
+    else if (*q == 'M' || *q == 'm') shift = 20, q++;
+    else if (*q == 'G' || *q == 'g') shift = 30, q++;
+    if (q == e || (*q >= '0' && *q <= '9') || *q || v == 0 || v > (~0ull >> shift))
+        return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_init: NNCL_MEMORY_CAP='%s' is not a byte count > 0 (such as 268435456, 256M or 2G)", e);
+    *cap = (uint64_t)v << shift;
+    return NNCL_OK;
+}
+
 /* The message lock with its condition and the recursive use lock; 0 when
  * all are made. */
 static int ctx_mutexes(nncl_context *ctx) {
@@ -323,10 +346,12 @@ nncl_status nncl__context_open(const nncl_config *config, nncl_context **out) {
     nncl_context *ctx;
     nncl_status st;
     const char *sel, *kdir;
+    uint64_t cap;
     if (!out) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_init: out is NULL");
     *out = NULL;
     kdir = config && config->kernel_dir ? config->kernel_dir : getenv("NNCL_KERNEL_DIR");
     NNCL_TRY(ctx_check_config(config, kdir));
+    NNCL_TRY(ctx_memory_cap(config, &cap));
     NNCL_TRY(ctx_enumerate(found, CTX_MAX_DEVICES, &n));
     if (n == 0)
         return nncl__fail(NULL, NNCL_ERR_NO_DEVICE,
@@ -347,6 +372,7 @@ nncl_status nncl__context_open(const nncl_config *config, nncl_context **out) {
     ctx->config = config ? *config : nncl_config_default();
     ctx->config.devices = NULL; /* the caller's string is not kept */
     ctx->config.kernel_dir = NULL;
+    ctx->config.memory_cap = cap;
     if (kdir && *kdir && !(ctx->kernel_dir = nncl__strdup(kdir))) {
         nncl_free(ctx);
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_init: out of host memory");

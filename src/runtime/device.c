@@ -52,14 +52,32 @@ nncl_status nncl_device_memory(const nncl_context *ctx, int device, uint64_t *in
  * (kernels read 16-bit storage a word at a time: nncl_ld16, cl/common.cl). */
 static size_t dev_words(size_t bytes) { return bytes ? (bytes + 3) / 4 * 4 : 4; }
 
+uint64_t nncl__device_memory_limit(const nncl_context *ctx, const nncl_device *dev) {
+    uint64_t cap = ctx ? ctx->config.memory_cap : 0;
+    return cap && cap < dev->info.global_mem ? cap : dev->info.global_mem;
+}
+
+const char *nncl__bytes_str(uint64_t bytes, char *buf, size_t len) {
+    if (bytes < 1024) snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+    else if (bytes < 1024 * 1024) snprintf(buf, len, "%.1f KiB", (double)bytes / 1024);
+    else if (bytes < 1024ull * 1024 * 1024) snprintf(buf, len, "%.1f MiB", (double)bytes / (1024.0 * 1024));
+    else snprintf(buf, len, "%.2f GiB", (double)bytes / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
 nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out) {
     cl_int err;
+    uint64_t cap = ctx ? ctx->config.memory_cap : 0;
     *out = NULL;
     bytes = dev_words(bytes);
     if ((uint64_t)bytes > dev->info.max_alloc)
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "a buffer of %zu bytes exceeds device %d's largest allocation (%llu bytes)", bytes,
                           dev->info.index, (unsigned long long)dev->info.max_alloc);
+    if (cap && (uint64_t)bytes > cap - (dev->mem_in_use < cap ? dev->mem_in_use : cap))
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
+                          "a buffer of %zu bytes exceeds device %d's memory cap of %llu bytes (%llu in use)", bytes,
+                          dev->info.index, (unsigned long long)cap, (unsigned long long)dev->mem_in_use);
     *out = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         *out = NULL;

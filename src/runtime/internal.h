@@ -247,6 +247,11 @@ nncl_device *nncl__device(nncl_context *ctx, int d);
 
 /* Device buffers are allocated through these, so that memory use is known. */
 nncl_status nncl__buffer_create(nncl_context *ctx, nncl_device *dev, size_t bytes, cl_mem *out);
+/* The memory dev is taken to have: its own, or the context's cap where
+ * that is lower (nncl_config.memory_cap). */
+uint64_t nncl__device_memory_limit(const nncl_context *ctx, const nncl_device *dev);
+/* "12.3 MiB" style text of a byte count for messages. */
+const char *nncl__bytes_str(uint64_t bytes, char *buf, size_t len);
 void nncl__buffer_release(nncl_device *dev, cl_mem mem, size_t bytes);
 
 /* FNV-1a over n bytes, continuing from h (start: 0xCBF29CE484222325). */

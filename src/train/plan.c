@@ -1,174 +1,8 @@
-/* plan.c - compiling a graph for one device: the schedules, the lifetime of
- * every value, gradient and aux block, a first-fit packing of those blocks
- * into one arena, and the replay of forward and backward on that memory. */
+/* plan.c - compiling a graph for one device: its buffers, placed as
+ * plan_memory.c laid them out and refused when they do not fit, its
+ * kernels, and the replay of forward and backward (with the recompute of
+ * checkpointed segments) on that memory. */
 #include "train/plan.h"
-
-#define PLAN_ALIGN 16 /* floats: 64-byte block alignment */
-
-/* ------------------------------------------------------------- lifetimes */
-
-typedef struct plan_block {
-    int first, last;      /* steps during which the block is live */
-    size_t size, off;     /* floats */
-    int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
-    int f32;              /* half storage: the block stays fp32 (arena32) */
-} plan_block;
-
-/* Storage owner of a node's value: reshapes share their input's memory. */
-static const nncl_node *plan_root(const nncl_node *n) {
-    while (nncl__opdef_get(n->op)->alias) n = n->in[0];
-    return n;
-}
-
-static size_t plan_round(size_t f) { return (f + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
-
-/* First-fit: biggest blocks first, each at the lowest offset clear of every
- * placed block whose lifetime overlaps. */
-static size_t plan_pack(plan_block *b, int n) {
-    int i, j, k;
-    size_t top = 0;
-    int *order = (int *)nncl__calloc((size_t)n + 1, sizeof *order);
-    if (!order) return (size_t)-1;
-    for (i = 0; i < n; i++) order[i] = i;
-    for (i = 1; i < n; i++) /* insertion sort by size, descending */
-        for (j = i; j > 0 && b[order[j]].size > b[order[j - 1]].size; j--) {
-            k = order[j]; order[j] = order[j - 1]; order[j - 1] = k;
-        }
-    for (i = 0; i < n; i++) {
-        plan_block *a = &b[order[i]];
-        size_t off = 0;
-        int moved = 1;
-        while (moved) {
-            moved = 0;
-            for (j = 0; j < i; j++) {
-                plan_block *p = &b[order[j]];
-                if (p->last < a->first || a->last < p->first) continue;
-                if (off < p->off + p->size && p->off < off + a->size) {
-                    off = p->off + p->size;
-                    moved = 1;
-                }
-            }
-        }
-        a->off = off;
-        if (off + a->size > top) top = off + a->size;
-    }
-    NNCL_FREE(order);
-    return top;
-}
-
-/* Which nodes run backward: those needing a gradient on a path to the loss. */
-static void plan_mark_backward(const nncl_graph *g, const nncl_node *loss, unsigned char *on_path) {
-    int i, k;
-    memset(on_path, 0, (size_t)g->n_nodes);
-    if (!loss) return;
-    on_path[loss->id] = 1;
-    for (i = loss->id; i >= 0; i--) {
-        const nncl_node *n = g->nodes[i];
-        if (!on_path[i]) continue;
-        for (k = 0; k < n->n_in; k++)
-            if (n->in[k]->needs_grad) on_path[n->in[k]->id] = 1;
-    }
-    for (i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i]->needs_grad) on_path[i] = 0;
-}
-
-static nncl_status plan_schedule(nncl__plan *p, plan_block **blocks_out, int *n_blocks_out) {
-    nncl_graph *g = p->graph;
-    int N = g->n_nodes, i, k, nb = 0;
-    unsigned char *on_path = (unsigned char *)nncl__calloc((size_t)N, 1);
-    int *fstep = (int *)nncl__calloc((size_t)N, sizeof(int));
-    int *bstep = (int *)nncl__calloc((size_t)N, sizeof(int));
-    plan_block *b = (plan_block *)nncl__calloc((size_t)N * 3, sizeof *b);
-    int last_step;
-    p->fwd = (int *)nncl__calloc((size_t)N, sizeof(int));
-    p->bwd = (int *)nncl__calloc((size_t)N, sizeof(int));
-    if (!on_path || !fstep || !bstep || !b || !p->fwd || !p->bwd) {
-        NNCL_FREE(on_path); NNCL_FREE(fstep); NNCL_FREE(bstep); NNCL_FREE(b);
-        return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory planning the graph");
-    }
-    plan_mark_backward(g, p->loss, on_path);
-    /* Forward: every op node up to the loss (or all, without one); inputs
-     * are written at step 0 by the feed. */
-    for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
-        fstep[i] = 0;
-        bstep[i] = -1;
-        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
-        if (p->loss && i > p->loss->id) continue;
-        fstep[i] = p->n_fwd;
-        p->fwd[p->n_fwd++] = i;
-    }
-    for (i = N - 1; i >= 0; i--) {
-        nncl_node *n = g->nodes[i];
-        if (!on_path[i] || n->op == NNCL_OP_PARAM || n->op == NNCL_OP_INPUT) continue;
-        bstep[i] = p->n_fwd + p->n_bwd;
-        p->bwd[p->n_bwd++] = i;
-    }
-    last_step = p->n_fwd + p->n_bwd;
-    /* Values: from their forward step to their last reader. */
-    for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
-        const nncl__opdef *d = nncl__opdef_get(n->op);
-        if (n->op == NNCL_OP_PARAM || d->alias) continue;
-        b[nb].node = i; b[nb].kind = 0; b[nb].first = fstep[i]; b[nb].last = fstep[i];
-        b[nb].size = plan_round(nncl__numel(n, p->max_batch));
-        if (n == p->loss || (!p->loss && n->n_consumers == 0)) b[nb].last = last_step;
-        nb++;
-    }
-    for (i = 0; i < N; i++) { /* extend values by every reader, through aliases */
-        nncl_node *n = g->nodes[i];
-        const nncl__opdef *d = nncl__opdef_get(n->op);
-        int j, reads = p->x.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads;
-        for (k = 0; k < n->n_in; k++) {
-            const nncl_node *r = plan_root(n->in[k]);
-            for (j = 0; j < nb; j++) {
-                if (b[j].kind != 0 || b[j].node != r->id) continue;
-                if (fstep[i] > b[j].last) b[j].last = fstep[i];
-                if (bstep[i] >= 0 && (reads & NNCL_BW_INPUTS) && bstep[i] > b[j].last) b[j].last = bstep[i];
-            }
-        }
-        if (bstep[i] >= 0 && (reads & NNCL_BW_OUTPUT)) {
-            const nncl_node *r = plan_root(n);
-            for (j = 0; j < nb; j++)
-                if (b[j].kind == 0 && b[j].node == r->id && bstep[i] > b[j].last) b[j].last = bstep[i];
-        }
-    }
-    /* Gradients of activations: from the first writer to the node's own
-     * backward (an alias's reader counts for its root). */
-    for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
-        int first = -1, lastb = -1, j;
-        if (!on_path[i] || n->op == NNCL_OP_PARAM || nncl__opdef_get(n->op)->alias) continue;
-        for (j = i + 1; j < N; j++) { /* consumers of i or of aliases of i */
-            nncl_node *c = g->nodes[j];
-            for (k = 0; k < c->n_in; k++)
-                if (plan_root(c->in[k]) == n && bstep[j] >= 0 && (first < 0 || bstep[j] < first)) first = bstep[j];
-            if (plan_root(c) == n && bstep[j] > lastb) lastb = bstep[j];
-        }
-        if (bstep[i] > lastb) lastb = bstep[i];
-        if (n == p->loss) first = p->n_fwd; /* the seed is written before backward */
-        if (n->op == NNCL_OP_INPUT) lastb = last_step; /* a leaf's gradient is kept for the caller */
-        if (first < 0) continue;
-        b[nb].node = i; b[nb].kind = 1; b[nb].first = first; b[nb].last = lastb < first ? first : lastb;
-        b[nb].size = plan_round(nncl__numel(n, p->max_batch));
-        nb++;
-    }
-    /* Aux: from the node's forward to its backward. */
-    for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
-        const nncl__opdef *d = nncl__opdef_get(n->op);
-        size_t a = d->aux_size && !(p->x.store && d->half_bw_reads) ? d->aux_size(n, p->max_batch) : 0;
-        if (!a) continue;
-        b[nb].node = i; b[nb].kind = 2; b[nb].first = fstep[i];
-        b[nb].last = bstep[i] >= 0 ? bstep[i] : fstep[i];
-        b[nb].size = plan_round(a);
-        nb++;
-    }
-    NNCL_FREE(on_path); NNCL_FREE(fstep); NNCL_FREE(bstep);
-    *blocks_out = b;
-    *n_blocks_out = nb;
-    return NNCL_OK;
-}
 
 /* ------------------------------------------------------------- creation */
 
@@ -195,7 +29,8 @@ void nncl__plan_free(nncl__plan *p) {
     }
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);
-    NNCL_FREE(p->fwd); NNCL_FREE(p->bwd);
+    NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux);
+    nncl__plan_schedule_free(p);
     NNCL_FREE(p);
 }
 
@@ -203,7 +38,7 @@ void nncl__plan_free(nncl__plan *p) {
 
 /* Whether input node n is read as fp32 (labels, targets: an f32_in slot of
  * a consumer); *mixed is set when another consumer reads it as half. */
-static int plan_input_f32(const nncl_graph *g, const nncl_node *n, int *mixed) {
+int nncl__plan_input_f32(const nncl_graph *g, const nncl_node *n, int *mixed) {
     int i, k, f32 = 0, half = 0;
     for (i = n->id + 1; i < g->n_nodes; i++) {
         const nncl_node *c = g->nodes[i];
@@ -226,7 +61,7 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
         const nncl__opdef *d = nncl__opdef_get(n->op);
         if (n->op == NNCL_OP_PARAM) continue;
         if (n->op == NNCL_OP_INPUT) {
-            plan_input_f32(g, n, &mixed);
+            nncl__plan_input_f32(g, n, &mixed);
             if (mixed)
                 return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: input \"%s\" is read both as labels or "
                                   "targets (fp32) and as an activation", names[store], n->name);
@@ -250,34 +85,6 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
     if (loss && !nncl__opdef_get(loss->op)->f32_out)
         return nncl__fail(ctx, NNCL_ERR_UNSUPPORTED, "%s storage: the loss \"%s\" (%s) is not a loss op, whose value "
                           "stays fp32", names[store], loss->name, nncl__opdef_get(loss->op)->name);
-    return NNCL_OK;
-}
-
-/* Half storage: marks the blocks that stay fp32 (everything of a loss,
- * indices kept for backward, label inputs), moves them to the end (*n32 of them) and
- * packs them into arena32; sizes the upload stage for the half inputs. */
-static nncl_status plan_split_f32(nncl__plan *p, plan_block *b, int nb, int *n32) {
-    const nncl_graph *g = p->graph;
-    int i, j = 0;
-    plan_block t;
-    for (i = 0; i < nb; i++) {
-        const nncl_node *n = g->nodes[b[i].node];
-        b[i].f32 = nncl__opdef_get(n->op)->f32_out || (b[i].kind == 2 && nncl__opdef_get(n->op)->f32_aux) ||
-                   (n->op == NNCL_OP_INPUT && plan_input_f32(g, n, NULL));
-        if (n->op == NNCL_OP_INPUT && b[i].kind == 0 && !b[i].f32 && nncl__numel(n, p->max_batch) > p->stage_floats)
-            p->stage_floats = nncl__numel(n, p->max_batch);
-    }
-    for (i = 0; i < nb; i++) /* stable: the half blocks keep their order, and so their packing */
-        if (!b[i].f32) {
-            t = b[i];
-            memmove(b + j + 1, b + j, (size_t)(i - j) * sizeof *b);
-            b[j++] = t;
-        }
-    *n32 = nb - j;
-    p->arena32_floats = plan_pack(b + j, nb - j);
-    if (p->arena32_floats == (size_t)-1) return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-    if (!p->arena32_floats) p->arena32_floats = 1;
-    if (!p->stage_floats) p->stage_floats = 1;
     return NNCL_OK;
 }
 
@@ -348,16 +155,12 @@ static nncl_status plan_check_node_sizes(nncl__plan *p) {
     return NNCL_OK;
 }
 
-static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
+static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb) {
     nncl_graph *g = p->graph;
     nncl_context *ctx = p->ctx;
     nncl_device *dev = p->x.dev;
     size_t total = 0;
     int i;
-    if (p->arena_floats > (size_t)INT_MAX)
-        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
-                          "plan: the activations need %zu floats at max_batch %d, more than the 2^31-1 a kernel can "
-                          "address; lower max_batch", p->arena_floats, p->max_batch);
     /* bytes in size_t: checked, a 32-bit size_t holds less than 2^31 floats' worth */
     if (nncl__add_overflow(p->arena_floats, g->n_params, &total) || nncl__add_overflow(total, g->n_trainable, &total) ||
         nncl__add_overflow(total, g->n_state, &total) || nncl__mul_overflow(total, 4, &total))
@@ -378,9 +181,9 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
         nncl__view v;
         v.mem = b[i].f32 ? p->arena32 : p->arena;
         v.off = b[i].off;
-        if (b[i].kind == 0) p->x.value[b[i].node] = v;
+        if (b[i].kind == 0) (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
         else if (b[i].kind == 1) p->x.grad[b[i].node] = v;
-        else p->x.aux[b[i].node] = v;
+        else (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
     }
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
@@ -392,11 +195,14 @@ static nncl_status plan_buffers(nncl__plan *p, const plan_block *b, int nb) {
                 p->x.grad[i].off = n->param_off;
             }
         } else if (nncl__opdef_get(n->op)->alias) {
-            const nncl_node *r = plan_root(n);
+            const nncl_node *r = nncl__plan_root(n);
             p->x.value[i] = p->x.value[r->id];
             p->x.grad[i] = p->x.grad[r->id];
+            p->rvalue[i] = p->rvalue[r->id];
         }
     }
+    memcpy(p->fvalue, p->x.value, (size_t)g->n_nodes * sizeof *p->fvalue);
+    memcpy(p->faux, p->x.aux, (size_t)g->n_nodes * sizeof *p->faux);
     return NNCL_OK;
 }
 
@@ -407,21 +213,59 @@ nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss,
 
 nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                                     int store, nncl__plan **out) {
+    nncl__plan_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_batch = max_batch;
+    o.store = store;
+    return nncl__plan_create_opts(ctx, g, loss, device, &o, out);
+}
+
+/* Refuses a plan that needs more than the device has (its memory or the
+ * cap, less what nncl holds there already), before it allocates. */
+static nncl_status plan_check_fits(nncl__plan *p, uint64_t held, uint64_t need, uint64_t workspace) {
+    nncl_device *dev = p->x.dev;
+    uint64_t limit = nncl__device_memory_limit(p->ctx, dev);
+    uint64_t have = limit > held ? limit - held : 0;
+    char s[5][32];
+    if (need + workspace <= have) return NNCL_OK;
+    return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY,
+                      "plan for device %d (%s) at max_batch %d: needs %s (activations %s%s%s%s), but the device has "
+                      "%s%s, %s of it held already; try gradient checkpointing (train config checkpoint = "
+                      "NNCL_CHECKPOINT_AUTO%s), a smaller max_batch (nncl_train_max_batch finds the largest that "
+                      "fits), half storage (precision = NNCL_PRECISION_FP16 or _BF16%s) or more devices",
+                      dev->info.index, dev->info.name, p->max_batch,
+                      nncl__bytes_str(need + workspace, s[0], sizeof s[0]),
+                      nncl__bytes_str(nncl__plan_arena_bytes(p), s[1], sizeof s[1]),
+                      workspace ? ", GEMM workspace " : "",
+                      workspace ? nncl__bytes_str(workspace, s[2], sizeof s[2]) : "",
+                      p->n_segments > 1 ? ", checkpointed" : "", nncl__bytes_str(limit, s[3], sizeof s[3]),
+                      limit < dev->info.global_mem ? " (the memory cap)" : "", nncl__bytes_str(held, s[4], sizeof s[4]),
+                      p->n_segments > 1 ? ": on already" : "", p->x.store ? ": on already" : "");
+}
+
+nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device,
+                                   const nncl__plan_opts *o, nncl__plan **out) {
     static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
     nncl__plan *p;
-    plan_block *blocks = NULL;
-    int nb = 0, n32 = 0, i;
+    nncl__plan_block *blocks = NULL;
+    int nb = 0, i, max_batch = o->max_batch, store = o->store;
+    size_t n = 0;
+    uint64_t need = 0, held;
     nncl_status st;
     nncl_device *dev = nncl__device(ctx, device);
     *out = NULL;
     if (!dev) return NNCL_ERR_INVALID_ARGUMENT;
+    held = dev->mem_in_use;
     if (!g || max_batch <= 0) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: graph is NULL or batch %d <= 0", max_batch);
     if (loss && (loss->id >= g->n_nodes || g->nodes[loss->id] != loss))
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: the loss is not a node of this graph");
-    if (loss && (loss->batched || loss->sample_numel != 1))
+    if (loss && !o->stage && (loss->batched || loss->sample_numel != 1))
         return nncl__fail(ctx, NNCL_ERR_SHAPE, "plan: the loss \"%s\" must be a scalar, not per-sample or of %zu elements",
                           loss->name, loss->sample_numel);
     if (store < 0 || store > 2) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "plan: storage %d is not 0, 1 or 2", store);
+    if (o->checkpoint < NNCL_CHECKPOINT_NONE || o->checkpoint > NNCL_CHECKPOINT_MARKED)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "plan: checkpoint %d is not NNCL_CHECKPOINT_NONE, _AUTO or _MARKED", o->checkpoint);
     if (store) NNCL_TRY(nncl__plan_check_store(ctx, g, loss, store));
     NNCL_TRY(nncl__graph_layout(g));
     p = (nncl__plan *)nncl__calloc(1, sizeof *p);
@@ -438,44 +282,52 @@ nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node 
     p->x.batch = max_batch;
     p->x.global_batch = max_batch;
     p->x.store = store;
-    p->x.value = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
-    p->x.grad = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
-    p->x.aux = (nncl__view *)nncl__calloc((size_t)g->n_nodes, sizeof(nncl__view));
-    p->x.grad_acc = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1);
-    p->x.kernels = (nncl__kslot *)nncl__calloc((size_t)g->n_nodes * NNCL_OP_KERNELS, sizeof(nncl__kslot));
-    if (!p->x.value || !p->x.grad || !p->x.aux || !p->x.grad_acc || !p->x.kernels) {
+    n = (size_t)g->n_nodes;
+    p->x.value = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->x.grad = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->x.aux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->rvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->raux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->fvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->faux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
+    p->x.kernels = (nncl__kslot *)nncl__calloc(n * NNCL_OP_KERNELS, sizeof(nncl__kslot));
+    if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux ||
+        !p->x.grad_acc || !p->x.kernels) {
         nncl__plan_free(p);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     st = plan_check_node_sizes(p);
-    if (st == NNCL_OK) st = plan_schedule(p, &blocks, &nb);
-    if (st == NNCL_OK && store) st = plan_split_f32(p, blocks, nb, &n32);
-    if (st == NNCL_OK) {
-        p->arena_floats = plan_pack(blocks, nb - n32);
-        if (p->arena_floats == (size_t)-1) st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-    }
+    if (st == NNCL_OK) st = nncl__plan_layout(p, o->checkpoint, &blocks, &nb);
+    if (st == NNCL_OK && p->arena_floats > (size_t)INT_MAX) /* a kernel could not address it, whatever the memory */
+        st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY,
+                        "plan: the activations need %zu floats at max_batch %d, more than the 2^31-1 a kernel can "
+                        "address; lower max_batch", p->arena_floats, max_batch);
+    if (st == NNCL_OK)
+        st = plan_check_fits(p, held, need = nncl__plan_need(p, o->train_floats), p->x.store ? p->stage_floats * 4 : 0);
     if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
     NNCL_FREE(blocks);
     /* Every op's kernels are resolved and its GEMM workspace sized now, so
      * that a step neither compiles, nor looks up, nor allocates. */
     for (i = 0; st == NNCL_OK && i < p->n_fwd; i++) {
-        nncl_node *n = g->nodes[p->fwd[i]];
-        const nncl__opdef *d = nncl__opdef_get(n->op);
+        nncl_node *nd = g->nodes[p->fwd[i]];
+        const nncl__opdef *d = nncl__opdef_get(nd->op);
         size_t bytes = 0;
         int k;
         for (k = 0; st == NNCL_OK && k < NNCL_OP_KERNELS; k++)
             if (d->kernels[k].name)
                 st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
-                                              &p->x.kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)k]);
+                                              &p->x.kernels[(size_t)nd->id * NNCL_OP_KERNELS + (size_t)k]);
         p->x.gemm_cap = p->gemm_temp_bytes;
-        if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, n, &bytes);
+        if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, nd, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
     }
     if (st == NNCL_OK && store) st = nncl__kslot_resolve_opts(ctx, dev, "half", opts[store], "nncl_store_f32", &p->store_k);
     if (store && p->gemm_temp_bytes < p->stage_floats * 4) p->gemm_temp_bytes = p->stage_floats * 4; /* the feeds' stage */
-    if (st == NNCL_OK && p->gemm_temp_bytes) {
-        st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->x.gemm_temp);
-        p->bytes += p->gemm_temp_bytes;
+    if (st == NNCL_OK && p->gemm_temp_bytes) { /* known once the kernels are timed */
+        st = plan_check_fits(p, held, need, p->gemm_temp_bytes);
+        if (st == NNCL_OK) st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->x.gemm_temp);
+        if (st == NNCL_OK) p->bytes += p->gemm_temp_bytes;
     }
     if (st != NNCL_OK) {
         nncl__plan_free(p);
@@ -517,6 +369,10 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
         return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "batch %d is not in 1..%d", batch, p->max_batch);
     p->x.batch = batch;
     p->x.training = training;
+    if (p->n_rec) { /* the forward's places, where backward left the recomputed ones */
+        memcpy(p->x.value, p->fvalue, (size_t)p->graph->n_nodes * sizeof *p->fvalue);
+        memcpy(p->x.aux, p->faux, (size_t)p->graph->n_nodes * sizeof *p->faux);
+    }
     for (i = 0; i < p->n_fwd && (!last || p->fwd[i] <= last->id); i++) {
         nncl_node *n = p->graph->nodes[p->fwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);
@@ -525,21 +381,46 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
     return NNCL_OK;
 }
 
-nncl_status nncl__plan_backward(nncl__plan *p) {
+/* Backward from a seed of count floats at src (the host memory stays valid
+ * until the queue has passed it). */
+static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t count) {
     nncl__view seed;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
     seed = p->x.grad[p->loss->id];
     if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, 4, &p->seed, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, count * 4, src, 0, NULL,
+                                         NULL));
+    /* The forward's dropped values are dead now: their readers from here
+     * on find the recomputed ones (aliases included). */
+    for (i = 0; p->n_rec && i < p->graph->n_nodes; i++) {
+        if (p->rvalue[i].mem) p->x.value[i] = p->rvalue[i];
+        if (p->raux[i].mem) p->x.aux[i] = p->raux[i];
+    }
     for (i = 0; i < p->n_bwd; i++) {
         nncl_node *n = p->graph->nodes[p->bwd[i]];
         const nncl__opdef *d = nncl__opdef_get(n->op);
+        int r;
+        for (r = p->rec_before[i]; r < p->rec_before[i + 1]; r++) { /* the segment's forward again */
+            nncl_node *c = p->graph->nodes[p->rec[r]];
+            nncl_status st;
+            p->x.recompute = 1;
+            st = nncl__opdef_get(c->op)->forward(&p->x, c);
+            p->x.recompute = 0;
+            NNCL_TRY(st);
+        }
         if (d->backward) NNCL_TRY(d->backward(&p->x, n));
         if (p->after_backward) NNCL_TRY(p->after_backward(p->after_user, i));
     }
     return NNCL_OK;
+}
+
+nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_seeded(p, &p->seed, 1); }
+
+nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch) {
+    if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no output");
+    return plan_backward_seeded(p, grad, nncl__numel(p->loss, batch));
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {
@@ -555,4 +436,3 @@ nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int b
     return NNCL_OK;
 }
 
-#undef PLAN_ALIGN

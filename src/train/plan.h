@@ -1,6 +1,8 @@
 /* plan.h - a graph compiled for one device: flat parameter, gradient and
  * running-statistics buffers, one activation arena whose blocks are reused
- * where lifetimes allow, and the forward/backward schedules (plan.c); the
+ * where lifetimes allow, and the forward/backward schedules with
+ * checkpointing's recompute, laid out and sized before anything is
+ * allocated (plan_memory.c), its buffers and replay (plan.c); the
  * training buffers and the host's exchange with every buffer
  * (plan_exchange.c). The trainer holds one plan per device and reaches its
  * device memory only through these functions; nothing here assumes one
@@ -18,6 +20,14 @@ typedef struct nncl__plan {
     nncl__exec x;
     int *fwd, n_fwd;             /* node ids run forward, in order */
     int *bwd, n_bwd;             /* node ids run backward, in order */
+    /* Gradient checkpointing (plan_memory.c): node ids whose forward runs
+     * again in backward, in order; rec[rec_before[i] .. rec_before[i+1])
+     * run just before bwd[i]. The recomputed values and aux live at
+     * rvalue/raux (mem NULL: the node is not recomputed); fvalue/faux keep
+     * the forward's places, which x.value/x.aux get back for a forward. */
+    int *rec, n_rec, *rec_before;
+    int n_segments;              /* 1: no checkpointing */
+    nncl__view *rvalue, *raux, *fvalue, *faux;
     size_t arena_floats, gemm_temp_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
@@ -41,12 +51,65 @@ typedef struct nncl__plan {
     void *after_user;
 } nncl__plan;
 
+/* ------------------------------------------------------------- memory (plan_memory.c) */
+
+/* A block of the arena: live from step first to last of the timeline. */
+typedef struct nncl__plan_block {
+    int first, last;
+    size_t size, off;     /* floats */
+    int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
+    int rec;              /* 1: the place of a recomputed value or aux */
+    int f32;              /* half storage: the block stays fp32 (arena32) */
+} nncl__plan_block;
+
+/* What a plan is made for. */
+typedef struct nncl__plan_opts {
+    int max_batch;
+    int store;            /* nncl_precision of the activations */
+    int checkpoint;       /* nncl_checkpoint */
+    size_t train_floats;  /* floats of training buffers nncl__plan_train will add (counted against memory) */
+    /* A pipeline stage's plan (fp32): the loss may be any node, its
+     * gradient coming from the next stage (nncl__plan_backward_from); an
+     * input marked needs_grad keeps its gradient for the previous stage. */
+    int stage;
+} nncl__plan_opts;
+
+/* Storage owner of a node's value: reshapes share their input's memory. */
+const nncl_node *nncl__plan_root(const nncl_node *n);
+/* Schedules p (graph, loss, max_batch, x.store set) with checkpointing
+ * checkpoint (nncl_checkpoint) and packs its blocks: p->fwd, bwd, rec,
+ * arena_floats, arena32_floats, stage_floats, n_segments; the blocks to *b
+ * (NNCL_FREE). A boundary marked where none can be is an argument error. */
+nncl_status nncl__plan_layout(nncl__plan *p, int checkpoint, nncl__plan_block **b, int *nb);
+void nncl__plan_schedule_free(nncl__plan *p);
+/* Bytes of the laid-out arenas, and of the whole plan with train_floats of
+ * training buffers (the GEMM workspace apart: sized when kernels are
+ * timed; measure counts half storage's upload stage, its least size). */
+uint64_t nncl__plan_arena_bytes(const nncl__plan *p);
+uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats);
+/* The same for a plan not made, host work only, no device touched: its
+ * need with a bound on the GEMM workspace (the panels of the largest
+ * product's operands), which a made plan sizes by timing its kernels. */
+nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
+                               uint64_t *need, uint64_t *activations, int *segments);
+/* Whether input node n is read as fp32 (labels, targets: an f32_in slot of
+ * a consumer); *mixed is set when another consumer reads it as half. */
+int nncl__plan_input_f32(const nncl_graph *g, const nncl_node *n, int *mixed);
+
+/* ------------------------------------------------------------- plan (plan.c) */
+
 nncl_status nncl__plan_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                               nncl__plan **out);
 /* The same with activations stored in precision store (nncl_precision):
  * fp16 or bf16 need nncl__plan_check_store to pass. */
 nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device, int max_batch,
                                     int store, nncl__plan **out);
+/* The same for the options o; a plan that does not fit the device's
+ * memory (or the context's cap) less what nncl holds there is refused
+ * before it allocates, NNCL_ERR_OUT_OF_MEMORY saying what it needs and
+ * what to try. */
+nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device,
+                                   const nncl__plan_opts *o, nncl__plan **out);
 /* Whether every op training g to loss runs with half storage:
  * NNCL_ERR_UNSUPPORTED naming the first op that does not. */
 nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const nncl_node *loss, int store);
@@ -66,6 +129,9 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
  * samples; waits for nothing. */
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
 nncl_status nncl__plan_backward(nncl__plan *p);
+/* Backward of a stage plan from the gradient of its output node (batch
+ * samples at grad, host memory valid until the queue has passed it). */
+nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch);
 /* Forward up to and including node last: its value is then intact (no
  * later op has reused its memory). */
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);

@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 #include <float.h>
 #include "train/optim.h"
+#include "train/pipeline.h"
 
 nncl_train_config nncl_train_default(void) {
     nncl_train_config c;
@@ -40,6 +41,7 @@ static void trainer_free(nncl_trainer *t) {
         if (t->gbuf) NNCL_FREE(t->gbuf[i]);
         if (t->sbuf) NNCL_FREE(t->sbuf[i]);
     }
+    nncl__pipe_free(t); /* after the plans of its subgraphs */
     NNCL_FREE(t->plan);
     NNCL_FREE(t->device); NNCL_FREE(t->alive); NNCL_FREE(t->fixed); NNCL_FREE(t->per_sample); NNCL_FREE(t->shard);
     NNCL_FREE(t->gbuf); NNCL_FREE(t->sbuf); NNCL_FREE(t->gavg); NNCL_FREE(t->savg); NNCL_FREE(t->chunk_ss);
@@ -93,6 +95,7 @@ void nncl_trainer_free(nncl_trainer *t) {
 nncl_status nncl__trainer_upload(nncl_trainer *t, const float *params, const float *state) {
     int i;
     nncl_graph *g = t->graph;
+    if (t->pipe) return nncl__pipe_params(t, (float *)params, (float *)state, 1);
     for (i = 0; i < t->nd; i++) {
         if (!t->alive[i]) continue;
         if (params) NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
@@ -105,6 +108,7 @@ nncl_status nncl__trainer_download(nncl_trainer *t, float *params, float *state)
     int i = nncl__trainer_first_alive(t);
     nncl_graph *g = t->graph;
     if (i < 0) return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "no device of the trainer is left");
+    if (t->pipe) return nncl__pipe_params(t, params, state, 0);
     if (params) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_PARAMS, 0, g->n_params, params, 1));
     if (state) NNCL_TRY(nncl__plan_get(t->plan[i], NNCL__PB_STATE, 0, g->n_state, state, 1));
     return NNCL_OK;
@@ -147,8 +151,20 @@ static nncl_status trainer_alloc(nncl_trainer *t) {
     return NNCL_OK;
 }
 
+nncl_status nncl__trainer_plan_opts(nncl_graph *g, const nncl_train_config *cfg, nncl__plan_opts *o) {
+    memset(o, 0, sizeof *o);
+    NNCL_TRY(nncl__graph_layout(g)); /* sizes the optimizer state */
+    o->max_batch = cfg->max_batch;
+    o->store = (int)cfg->precision;
+    o->checkpoint = (int)cfg->checkpoint;
+    o->train_floats =
+        nncl__optim_state_floats(&cfg->optim) * g->n_trainable + nncl__optim_scratch_floats() + g->n_state;
+    return NNCL_OK;
+}
+
 static nncl_status trainer_devices(nncl_trainer *t) {
     nncl_graph *g = t->graph;
+    nncl__plan_opts o;
     float *init = NULL, *state = NULL;
     nncl_status st = NNCL_OK;
     int i;
@@ -157,9 +173,9 @@ static nncl_status trainer_devices(nncl_trainer *t) {
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY,
                           "nncl_trainer_create: %zu trainable parameters need %zu floats of optimizer state, more than "
                           "the 2^31-1 a kernel can address", g->n_trainable, t->opt_floats);
+    NNCL_TRY(nncl__trainer_plan_opts(t->graph, &t->cfg, &o));
     for (i = 0; st == NNCL_OK && i < t->nd; i++) {
-        st = nncl__plan_create_store(t->ctx, g, t->loss, t->device[i], t->cfg.max_batch, (int)t->cfg.precision,
-                                     &t->plan[i]);
+        st = nncl__plan_create_opts(t->ctx, g, t->loss, t->device[i], &o, &t->plan[i]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[i], t->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK)
             st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim, t->plan[i]->x.store);
@@ -205,6 +221,23 @@ static nncl_status trainer_check_precision(nncl_context *ctx, nncl_graph *g, nnc
     return nncl__plan_check_store(ctx, g, loss, (int)cfg->precision);
 }
 
+/* pipeline -1: the model does not fit a device whole, so the devices'
+ * plans go and a pipeline over them is made instead, saying why. */
+static nncl_status trainer_pipeline_instead(nncl_trainer *t) {
+    char why[NNCL_MSG_MAX];
+    int i;
+    nncl_status st;
+    snprintf(why, sizeof why, "%s", nncl__thread_error());
+    for (i = 0; i < t->nd; i++) {
+        nncl__plan_free(t->plan[i]);
+        t->plan[i] = NULL;
+    }
+    st = nncl__pipe_create(t);
+    if (st != NNCL_OK) return st;
+    nncl__log(t->ctx, NNCL_LOG_INFO, "the model does not fit one device (%s): pipelined over %d devices", why, t->nd);
+    return NNCL_OK;
+}
+
 static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                                   nncl_trainer **out) {
     nncl_trainer *t;
@@ -221,6 +254,9 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (cfg->devices && cfg->n_devices <= 0)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: n_devices %d with a device list",
                           cfg->n_devices);
+    if (cfg->pipeline < -1 || cfg->pipeline > 1)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: pipeline %d must be -1, 0 or 1",
+                          cfg->pipeline);
     NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
     NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
     t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
@@ -230,7 +266,7 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     t->loss = loss;
     t->cfg = *cfg;
     t->cfg.devices = NULL;
-    t->cfg.shares = NULL; /* not kept: the caller's array */
+    t->cfg.shares = NULL; /* not kept: the caller's arrays (cuts once the stages are made) */
     t->fixed_shares = cfg->shares != NULL;
     t->fail_device = t->fail_step = -1;
     t->scaling = cfg->loss_scaling > 0 || (cfg->loss_scaling == 0 && cfg->precision == NNCL_PRECISION_FP16);
@@ -265,14 +301,17 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
-    if (st == NNCL_OK) st = trainer_devices(t);
-    if (st == NNCL_OK && cfg->overlap) st = nncl__overlap_setup(t);
-    if (st == NNCL_OK) st = nncl__syncbn_setup(t);
+    snprintf(t->why, sizeof t->why, "%s", t->nd == 1 ? "the only device asked for" : "shares given");
+    if (st == NNCL_OK) st = cfg->pipeline > 0 ? nncl__pipe_create(t) : trainer_devices(t);
+    if (st == NNCL_ERR_OUT_OF_MEMORY && cfg->pipeline < 0 && t->nd > 1) st = trainer_pipeline_instead(t);
+    if (st == NNCL_OK && cfg->overlap && !t->pipe) st = nncl__overlap_setup(t);
+    if (st == NNCL_OK && !t->pipe) st = nncl__syncbn_setup(t);
     if (st != NNCL_OK) {
         trainer_free(t);
         return st;
     }
-    nncl__trainer_split(t, t->cfg.max_batch);
+    if (!t->pipe) nncl__trainer_split(t, t->cfg.max_batch);
+    t->cfg.cuts = NULL;
     *out = t;
     return NNCL_OK;
 }
@@ -281,6 +320,94 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
                                 nncl_trainer **out) {
     nncl_status st;
     NNCL_LOCKED(ctx, st, trainer_create(ctx, g, loss, cfg, out));
+    return st;
+}
+
+/* ------------------------------------------------------------- the largest batch */
+
+/* Whether a plan of batch fits every device of the list: 1 yes, 0 no (*worst
+ * the device of least room to spare), or an error. */
+static nncl_status fit_try(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                           const int *dev, int nd, int batch, nncl_batch_fit *worst, int *fits) {
+    nncl__plan_opts o;
+    uint64_t need = 0;
+    int i, seg = 1;
+    nncl_train_config c = *cfg;
+    c.max_batch = batch;
+    NNCL_TRY(nncl__trainer_plan_opts(g, &c, &o));
+    NNCL_TRY(nncl__plan_measure(ctx, g, loss, &o, &need, NULL, &seg));
+    *fits = 1;
+    for (i = 0; i < nd; i++) {
+        nncl_device *d = nncl__device(ctx, dev[i]);
+        uint64_t limit = nncl__device_memory_limit(ctx, d);
+        uint64_t have = (uint64_t)((double)limit * (1.0 - NNCL_FIT_MARGIN));
+        have = have > d->mem_in_use ? have - d->mem_in_use : 0;
+        if (i == 0 || have < worst->have_bytes) {
+            worst->device = dev[i];
+            worst->have_bytes = have;
+        }
+    }
+    worst->need_bytes = need;
+    worst->segments = seg;
+    if (need > worst->have_bytes) *fits = 0;
+    return NNCL_OK;
+}
+
+static nncl_status train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                   int limit, nncl_batch_fit *out) {
+    int all[64], nd, i, lo = 0, hi, fits = 0;
+    const int *dev = cfg ? cfg->devices : NULL;
+    nncl_batch_fit f;
+    if (!out) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_train_max_batch: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!ctx || !g || !loss || !cfg)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_train_max_batch: context, graph, loss and config are needed");
+    if (!nncl__graph_owns(g, loss))
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_train_max_batch: the loss is not a node of this graph");
+    NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
+    NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
+    nd = dev ? cfg->n_devices : nncl_device_count(ctx);
+    if (nd <= 0 || nd > 64) return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_train_max_batch: %d devices", nd);
+    for (i = 0; !dev && i < nd; i++) all[i] = i;
+    if (!dev) dev = all;
+    for (i = 0; i < nd; i++)
+        if (!nncl__device(ctx, dev[i])) return NNCL_ERR_INVALID_ARGUMENT;
+    if (limit <= 0) limit = 65536;
+    /* doubling, then halving the interval: plan memory grows with the batch */
+    hi = 1;
+    while (1) {
+        NNCL_TRY(fit_try(ctx, g, loss, cfg, dev, nd, hi, &f, &fits));
+        if (!fits) break;
+        lo = hi;
+        *out = f;
+        out->batch = hi;
+        if (hi == limit) return NNCL_OK;
+        hi = hi > limit / 2 ? limit : hi * 2;
+    }
+    if (lo == 0) { /* not even one sample */
+        *out = f;
+        out->batch = 0;
+        return NNCL_OK;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        NNCL_TRY(fit_try(ctx, g, loss, cfg, dev, nd, mid, &f, &fits));
+        if (fits) {
+            lo = mid;
+            *out = f;
+            out->batch = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return NNCL_OK;
+}
+
+nncl_status nncl_train_max_batch(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
+                                 int limit, nncl_batch_fit *out) {
+    nncl_status st;
+    NNCL_LOCKED(ctx, st, train_max_batch(ctx, g, loss, cfg, limit, out));
     return st;
 }
 

@@ -34,6 +34,10 @@ struct nncl_trainer {
     int fail_device, fail_step; /* tests: inject a failure (device index or -2: all, step), -1: none */
     nncl_status fail_status;   /* tests: the injected failure's status (0: NNCL_ERR_DEVICE) */
     int fail_in_update;        /* tests: inject it in the optimizer update, not the pass */
+    int fail_in_backward;      /* tests: a pipelined trainer's failure in the stage's backward, not its forward */
+    struct nncl__pipe *pipe;   /* pipeline parallelism (pipeline.h); NULL: data parallel */
+    char why[128];             /* why the devices work as they do (nncl_step_info.arrangement_why) */
+    int left_out;              /* devices the calibration left out (alive 0, not failed) */
     /* Overlap: for every backward position the ranges of the gradient
      * buffer that are final after it (read on the plans' transfer queues). */
     struct nncl__bucket *buckets;
@@ -56,6 +60,9 @@ struct nncl_trainer {
     int users;
     int closing;
 };
+
+/* What each device's plan of a trainer with config cfg is made for. */
+nncl_status nncl__trainer_plan_opts(nncl_graph *g, const nncl_train_config *cfg, nncl__plan_opts *o);
 
 /* Overlapped gradient read-back (overlap.c): set up once, switched on for
  * exchange steps and off for solo and calibration passes. */

@@ -169,9 +169,18 @@ nncl_status nncl__trainer_calibrate(nncl_trainer *t) {
                 if (r == 0 || w < alone) alone = w;
             }
         }
+        if (st == NNCL_OK && used > 1 && alone <= together)
+            snprintf(t->why, sizeof t->why, "device %d alone is faster than %d together (%.3g s vs %.3g s a pass)",
+                     t->device[best], used, alone, together);
+        else if (st == NNCL_OK && used > 1)
+            snprintf(t->why, sizeof t->why, "%d devices together are faster than device %d alone (%.3g s vs %.3g s "
+                     "a pass)", used, t->device[best], together, alone);
+        else if (st == NNCL_OK)
+            snprintf(t->why, sizeof t->why, "the measured costs give device %d every sample", t->device[best]);
         for (i = 0; i < t->nd && st == NNCL_OK; i++)
             if (used > 1 && alone <= together && i != best) { /* it only slows the group: leave it out */
                 t->alive[i] = 0;
+                t->left_out++;
                 nncl__log(t->ctx, NNCL_LOG_INFO,
                           "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)", t->device[i],
                           nncl__plan_device(t->plan[i])->info.name, nncl__plan_device(t->plan[best])->info.name, alone,

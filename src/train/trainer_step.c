@@ -6,6 +6,7 @@
  * leaves, its step redone on the others. */
 #include "train/trainer.h"
 #include "train/optim.h"
+#include "train/pipeline.h"
 #include <float.h>
 #include <math.h>
 #ifdef NNCL_HAVE_MPI
@@ -340,6 +341,7 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     if (!t) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_step: trainer is NULL");
     g = t->graph;
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
+    if (t->pipe) return nncl__pipe_step(t, feeds, n_feeds, batch, info);
     info->loss_scale = t->scaling ? t->scale : 1.0f;
     for (i = 0; i < t->nd; i++) t->plan[i]->seed = info->loss_scale;
     job.snapshot = 1;
@@ -415,6 +417,11 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
         if (t->scaling) trainer_scale_update(t, info, 0);
     }
     info->n_devices = trainer_n_working(t);
+    info->arrangement = info->n_devices > 1 ? NNCL_ARRANGE_DATA : NNCL_ARRANGE_ONE;
+    if (trainer_n_alive(t) < t->nd - t->left_out)
+        snprintf(info->arrangement_why, sizeof info->arrangement_why, "%d of %d devices failed; the others go on",
+                 t->nd - t->left_out - trainer_n_alive(t), t->nd);
+    else snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
     info->exchange_seconds = solo ? 0 : nncl__seconds() - tx;
     if (t->cfg.rebalance_every > 0 && !t->fixed_shares && !solo && ++t->steps_since_balance >= t->cfg.rebalance_every) {
         nncl__trainer_rebalance(t);

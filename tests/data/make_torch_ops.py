@@ -30,13 +30,19 @@ def put(name, t):
     tensors[name] = t.detach().to(torch.float32).contiguous()
 
 
-def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0, wd=0.0):
+def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0, wd=0.0,
+         x_fixed=None):
     """op(h, h2, P) -> z (or the loss when loss_op); params: name -> shape; wd: SGD's weight decay on the
-    parameters of two or more dimensions (nanoGPT's rule), none on the others."""
-    x = (torch.randn(*x_shape) * scale).float() if x_int is None else torch.randint(0, x_int, x_shape).float()
+    parameters of two or more dimensions (nanoGPT's rule), none on the others; x_fixed: x itself, with p zero."""
+    if x_fixed is not None:
+        x = torch.tensor(x_fixed).float().reshape(x_shape)
+    else:
+        x = (torch.randn(*x_shape) * scale).float() if x_int is None else torch.randint(0, x_int, x_shape).float()
     put(name + ".x", x)
     P = {}
-    if x_int is None:
+    if x_fixed is not None:
+        P["p"] = torch.zeros(x_shape[-1]).float()
+    elif x_int is None:
         P["p"] = torch.randn(x_shape[-1]).float() * 0.1
     for k, shp in (params or {}).items():
         P[k] = torch.randn(*shp).float() * 0.5
@@ -193,6 +199,35 @@ def attention(h, h2, P, S, train, heads=2):
 
 
 case("causal_attention", (2, 5, 6), attention, params={"q.weight": (6, 6), "k.weight": (6, 6), "v.weight": (6, 6)})
+# convolutions of any geometry: groups, dilation, kernels and strides per axis, 1-D, transposed
+case("conv2d_depthwise", (2, 4, 6, 5),
+     lambda h, h2, P, S, t: F.relu(F.conv2d(h, P["c.weight"], P["c.bias"], padding=1, groups=4)),
+     params={"c.weight": (4, 1, 3, 3), "c.bias": (4,)})
+case("conv2d_grouped_dilated", (2, 4, 7, 8),
+     lambda h, h2, P, S, t: F.conv2d(h, P["c.weight"], P["c.bias"], stride=(1, 2), padding=(2, 0), dilation=(2, 1),
+                                     groups=2),
+     params={"c.weight": (6, 2, 3, 1), "c.bias": (6,)})
+case("conv1d", (2, 3, 9), lambda h, h2, P, S, t: torch.tanh(F.conv1d(h, P["c.weight"], P["c.bias"], stride=2, padding=1)),
+     params={"c.weight": (4, 3, 3), "c.bias": (4,)})
+case("conv_transpose2d", (2, 3, 4, 5),
+     lambda h, h2, P, S, t: F.conv_transpose2d(h, P["c.weight"], P["c.bias"], stride=2, padding=1, output_padding=1),
+     params={"c.weight": (3, 2, 3, 3), "c.bias": (2,)})
+# MobileNet's activations: random inputs, then exactly on every kink (the gradients there are PyTorch's choices)
+KINKS = [-4.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 7.0]
+for nm, f in [("relu6", F.relu6), ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid),
+              ("clamp", lambda h: h.clamp(-1.0, 1.0))]:
+    case(nm, (4, 7), unary(f), scale=4.0)
+    # PyTorch 1.13's CPU kernels disagree on hardswish's gradient at exactly 3: 1.5 from the scalar loop (and
+    # CUDA), 1 from the vectorised one (whole vectors of elements); nncl takes 1.5, and the case leaves 3 out
+    case(nm + "_kinks", (2, 4), unary(f), x_fixed=[v if nm != "hardswish" or v != 3.0 else 2.0 for v in KINKS])
+# group norm (affine) and instance norm (PyTorch's default: no affine, no running statistics)
+case("groupnorm", (2, 6, 3, 4), lambda h, h2, P, S, t: F.group_norm(h, 3, P["gn.weight"], P["gn.bias"], 1e-5),
+     params={"gn.weight": (6,), "gn.bias": (6,)})
+case("instancenorm", (2, 3, 5, 4), lambda h, h2, P, S, t: F.instance_norm(h, eps=1e-5))
+# upsampling by whole factors: nearest, and bilinear with align_corners=False
+case("upsample_nearest", (2, 2, 3, 4), lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(2, 3), mode="nearest"))
+case("upsample_bilinear", (2, 2, 3, 4),
+     lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(3, 2), mode="bilinear", align_corners=False))
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0

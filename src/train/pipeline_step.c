@@ -1,0 +1,315 @@
+/* pipeline_step.c - a step of a pipelined trainer (GPipe): every stage on
+ * its device's thread runs the forward of every micro-batch, handing the
+ * value at its cut to the next stage through host memory, then the backward
+ * of every micro-batch from the last, taking the cut's gradient from the
+ * next stage and handing its input's gradient to the previous one; a stage
+ * whose plan last ran another micro-batch first recomputes this one's
+ * forward (its running statistics kept as they were). The gradients are
+ * accumulated on each stage's device weighted by micro-batch size; the norm, the
+ * NaN/Inf verdict and the loss scale are decided over all stages; each
+ * stage then steps its optimizer once. Also the gathering and scattering of
+ * parameters and optimizer state between the stages and the graph's
+ * layout. */
+#include "train/pipeline.h"
+#include "train/optim.h"
+#include <float.h>
+#include <math.h>
+
+/* Waits for flag (under the pipe's lock) or an abort: NNCL_ERR_DEVICE
+ * then, the other stage's failure (marked peer_failed). */
+static nncl_status pipe_wait(nncl_trainer *t, int s, const unsigned char *flag) {
+    nncl__pipe *pp = t->pipe;
+    double t0 = nncl__seconds();
+    int ab;
+    pthread_mutex_lock(&pp->lock);
+    while (!*flag && !pp->abort) pthread_cond_wait(&pp->cond, &pp->lock);
+    ab = !*flag && pp->abort;
+    pthread_mutex_unlock(&pp->lock);
+    pp->st[s].idle += nncl__seconds() - t0;
+    if (!ab) return NNCL_OK;
+    t->peer_failed[s] = 1;
+    return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "stopped: another stage failed");
+}
+
+static void pipe_post(nncl__pipe *pp, unsigned char *flag, int abort) {
+    pthread_mutex_lock(&pp->lock);
+    if (flag) *flag = 1;
+    if (abort) pp->abort = 1;
+    pthread_cond_broadcast(&pp->cond);
+    pthread_mutex_unlock(&pp->lock);
+}
+
+/* Feeds micro-batch m to stage s: the graph's inputs it reads, and the
+ * previous stage's output. */
+static nncl_status pipe_feed(nncl_trainer *t, int s, int m) {
+    nncl__pipe *pp = t->pipe;
+    nncl__stage *st = &pp->st[s];
+    nncl__plan *p = t->plan[s];
+    int i, k;
+    nncl__plan_set_step(p, pp->off[m], pp->batch, t->graph->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->tracked);
+    for (i = 0; i < st->n_inputs; i++) {
+        const nncl_node *full = st->inputs[2 * i];
+        for (k = 0; k < pp->n_feeds && pp->feeds[k].node != full; k++) {}
+        if (k == pp->n_feeds) continue; /* unfed: refused before the step if anything reads it */
+        NNCL_TRY(nncl__plan_feed(p, st->inputs[2 * i + 1], pp->feeds[k].data + (size_t)pp->off[m] * full->sample_numel,
+                                 pp->len[m]));
+    }
+    if (st->in)
+        NNCL_TRY(nncl__plan_feed(p, st->in, pp->act[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb), pp->len[m]));
+    return NNCL_OK;
+}
+
+static nncl_status pipe_inject(nncl_trainer *t, int s, int backward) {
+    if (t->step != t->fail_step || s != t->fail_device || t->fail_in_update || t->fail_in_backward != backward)
+        return NNCL_OK;
+    return nncl__fail(t->ctx, t->fail_status ? t->fail_status : NNCL_ERR_DEVICE,
+                      "injected failure in the %s on device %d", backward ? "backward" : "forward", t->device[s]);
+}
+
+static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
+    nncl__pipe *pp = t->pipe;
+    nncl__stage *st = &pp->st[s];
+    nncl__plan *p = t->plan[s];
+    double t0;
+    if (st->in) NNCL_TRY(pipe_wait(t, s, &pp->act_ready[(s - 1) * pp->m + m]));
+    NNCL_TRY(pipe_inject(t, s, 0));
+    NNCL_TRY(pipe_feed(t, s, m));
+    NNCL_TRY(nncl__plan_forward(p, pp->len[m], 1));
+    t0 = nncl__seconds();
+    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, NULL));
+    else {
+        NNCL_TRY(nncl__plan_read(p, st->out, pp->act[s] + (size_t)m * nncl__numel(st->out, pp->mb), pp->len[m], NULL));
+        pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
+    }
+    st->xfer += nncl__seconds() - t0;
+    return NNCL_OK;
+}
+
+/* The forward of micro-batch m again, its running statistics put back. */
+static nncl_status pipe_recompute(nncl_trainer *t, int s, int m) {
+    nncl__plan *p = t->plan[s];
+    nncl_graph *g = t->pipe->st[s].g;
+    if (g->n_state) NNCL_TRY(nncl__plan_get(p, NNCL__PB_STATE, 0, g->n_state, t->pipe->st[s].saved, 1));
+    NNCL_TRY(pipe_feed(t, s, m));
+    NNCL_TRY(nncl__plan_forward(p, t->pipe->len[m], 1));
+    if (g->n_state) NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, 0, g->n_state, t->pipe->st[s].saved, 1));
+    return NNCL_OK;
+}
+
+static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
+    nncl__pipe *pp = t->pipe;
+    nncl__stage *st = &pp->st[s];
+    nncl__plan *p = t->plan[s];
+    nncl_graph *g = st->g;
+    float w = (float)((double)pp->len[m] / pp->batch);
+    nncl__view acc;
+    double t0;
+    if (s + 1 < pp->k) NNCL_TRY(pipe_wait(t, s, &pp->grad_ready[s * pp->m + m]));
+    NNCL_TRY(pipe_inject(t, s, 1));
+    if (recompute) NNCL_TRY(pipe_recompute(t, s, m));
+    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward(p));
+    else NNCL_TRY(nncl__plan_backward_from(p, pp->grad[s] + (size_t)m * nncl__numel(st->out, pp->mb), pp->len[m]));
+    t0 = nncl__seconds();
+    if (st->in && st->in->needs_grad) {
+        nncl__view v = p->x.grad[st->in->id];
+        if (v.mem)
+            NNCL_TRY(nncl__plan_read_view(p, v, pp->grad[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb),
+                                          nncl__numel(st->in, pp->len[m])));
+        else memset(pp->grad[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb), 0, nncl__numel(st->in, pp->len[m]) * 4);
+    }
+    if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
+    st->xfer += nncl__seconds() - t0;
+    if (!g->n_trainable) return NNCL_OK;
+    acc.mem = st->acc;
+    acc.off = 0;
+    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, m != pp->parts - 1);
+}
+
+/* Stage s's part of a step, ending with the sum of squares of its
+ * accumulated gradient read back (the step's one wait for its queue). */
+static nncl_status pipe_stage_run(nncl_trainer *t, int s) {
+    nncl__pipe *pp = t->pipe;
+    nncl__stage *st = &pp->st[s];
+    nncl__plan *p = t->plan[s];
+    nncl__view acc;
+    int m;
+    if (st->g->n_state) NNCL_TRY(nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
+    for (m = 0; m < pp->parts; m++) NNCL_TRY(pipe_forward(t, s, m));
+    for (m = pp->parts - 1; m >= 0; m--) NNCL_TRY(pipe_backward(t, s, m, m != pp->parts - 1));
+    st->sumsq_dev = 0;
+    if (!st->g->n_trainable) return nncl__plan_finish(p);
+    acc.mem = st->acc;
+    acc.off = 0;
+    NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), acc, nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
+                               st->g->n_trainable));
+    return nncl__plan_get(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &st->sumsq_dev, 1);
+}
+
+static nncl_status pipe_stage_job(nncl_trainer *t, int s, void *arg) {
+    double t0 = nncl__seconds();
+    nncl_status st;
+    (void)arg;
+    t->pipe->st[s].idle = t->pipe->st[s].xfer = 0;
+    st = pipe_stage_run(t, s);
+    if (st != NNCL_OK) pipe_post(t->pipe, NULL, 1); /* release the stages waiting for this one */
+    t->pipe->st[s].busy = nncl__seconds() - t0 - t->pipe->st[s].idle;
+    t->busy[s] = t->pipe->st[s].busy;
+    t->waited[s] = t->pipe->st[s].idle;
+    return st;
+}
+
+static nncl_status pipe_update_job(nncl_trainer *t, int s, void *arg) {
+    nncl__plan *p = t->plan[s];
+    nncl_graph *g = t->pipe->st[s].g;
+    float *sumsq = (float *)arg;
+    nncl__view none, acc;
+    if (!g->n_trainable) return NNCL_OK;
+    none.mem = NULL;
+    none.off = 0;
+    acc.mem = t->pipe->st[s].acc;
+    acc.off = 0;
+    NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, sumsq, 0));
+    NNCL_TRY(nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
+                                      nncl__plan_view(p, NNCL__PB_PARAMS), acc,
+                                      nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
+                                      g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, none, 0,
+                                      g->n_decay));
+    return nncl__plan_finish(p);
+}
+
+/* Every stage's running statistics back to the step's start. */
+static void pipe_restore(nncl_trainer *t) {
+    int s;
+    for (s = 0; s < t->pipe->k; s++)
+        if (t->pipe->st[s].g->n_state && nncl__plan_copy(t->plan[s], NNCL__PB_SHADOW, NNCL__PB_STATE) == NNCL_OK)
+            nncl__plan_finish(t->plan[s]);
+}
+
+/* The first failed stage (its own failure, not a wait released by
+ * another's), or -1. */
+static int pipe_failed(const nncl_trainer *t) {
+    int s;
+    for (s = 0; s < t->pipe->k; s++)
+        if (t->dev_status[s] != NNCL_OK && !t->peer_failed[s]) return s;
+    return -1;
+}
+
+static void pipe_scale(nncl_trainer *t, nncl_step_info *info, int overflow) {
+    if (overflow) {
+        info->overflow = 1;
+        if (t->scale * 0.5f >= NNCL_LOSS_SCALE_MIN) t->scale *= 0.5f;
+        t->growth = 0;
+    } else if (++t->growth == t->cfg.loss_scale_growth_interval) {
+        if (t->scale * 2.0f <= NNCL_LOSS_SCALE_MAX) t->scale *= 2.0f;
+        t->growth = 0;
+    }
+}
+
+nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+    nncl__pipe *pp = t->pipe;
+    double t0 = nncl__seconds(), ss = 0;
+    int s, m, bad, f;
+    float sumsq;
+    for (s = 0; s < pp->k; s++)
+        if (!t->alive[s])
+            return nncl__fail(t->ctx, NNCL_ERR_STATE, "nncl_trainer_step: the stage on device %d failed; create the "
+                              "trainer again from the last checkpoint", t->device[s]);
+    info->loss_scale = t->scaling ? t->scale : 1.0f;
+    info->arrangement = NNCL_ARRANGE_PIPELINE;
+    snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
+    t->plan[pp->k - 1]->seed = info->loss_scale;
+    pp->feeds = feeds;
+    pp->n_feeds = n_feeds;
+    pp->batch = batch;
+    pp->parts = pp->m < batch ? pp->m : batch;
+    for (m = 0; m < pp->parts; m++) {
+        pp->len[m] = batch / pp->parts + (m < batch % pp->parts);
+        pp->off[m] = m ? pp->off[m - 1] + pp->len[m - 1] : 0;
+    }
+    memset(pp->act_ready, 0, (size_t)pp->k * (size_t)pp->m);
+    memset(pp->grad_ready, 0, (size_t)pp->k * (size_t)pp->m);
+    memset(t->peer_failed, 0, (size_t)t->nd * sizeof(int));
+    pp->abort = 0;
+    nncl__trainer_each_device(t, pipe_stage_job, NULL);
+    if ((f = pipe_failed(t)) >= 0) { /* nothing stepped: the statistics go back and the trainer is as it was */
+        pipe_restore(t);
+        if (nncl__device_fault(t->dev_status[f])) t->alive[f] = 0;
+        return nncl__fail(t->ctx, t->dev_status[f],
+                          "nncl_trainer_step: the pipeline stage on device %d (%s) failed: %s", t->device[f],
+                          nncl__plan_device(t->plan[f])->info.name, nncl__trainer_dev_msg(t, f));
+    }
+    info->loss = 0;
+    for (m = 0; m < pp->parts; m++) info->loss += (float)((double)pp->len[m] / batch * pp->lossv[m]);
+    bad = !isfinite(info->loss);
+    for (s = 0; s < pp->k; s++) ss += pp->st[s].sumsq_dev; /* in stage order: the same sum every time */
+    if (t->scaling) ss /= (double)t->scale * t->scale;
+    bad |= !(sqrt(ss) <= FLT_MAX);
+    info->n_devices = pp->k;
+    if (bad) {
+        info->skipped = 1;
+        pipe_restore(t);
+        if (t->scaling) pipe_scale(t, info, 1);
+        nncl__log(t->ctx, NNCL_LOG_WARN, "step %lld skipped on every stage: NaN or Inf in the gradient",
+                  (long long)t->step);
+    } else {
+        sumsq = (float)ss;
+        nncl__trainer_each_device(t, pipe_update_job, &sumsq);
+        for (s = 0; s < pp->k; s++)
+            if (t->dev_status[s] != NNCL_OK) {
+                if (nncl__device_fault(t->dev_status[s])) t->alive[s] = 0;
+                return nncl__fail(t->ctx, t->dev_status[s], "nncl_trainer_step: the update on device %d failed: %s",
+                                  t->device[s], nncl__trainer_dev_msg(t, s));
+            }
+        t->step++;
+        t->tracked++;
+        if (t->scaling) pipe_scale(t, info, 0);
+    }
+    for (s = 0; s < pp->k; s++) info->exchange_seconds += pp->st[s].xfer;
+    info->seconds = nncl__seconds() - t0;
+    return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- the graph's layout */
+
+nncl_status nncl__pipe_params(nncl_trainer *t, float *params, float *state, int put) {
+    nncl__pipe *pp = t->pipe;
+    int s, j;
+    for (s = 0; s < pp->k; s++) {
+        nncl__stage *st = &pp->st[s];
+        nncl__plan *p = t->plan[s];
+        for (j = 0; params && j < st->n_params; j++) {
+            const nncl__span *sp = &st->params[j];
+            if (put) NNCL_TRY(nncl__plan_put(p, NNCL__PB_PARAMS, sp->own, sp->n, params + sp->full, 1));
+            else NNCL_TRY(nncl__plan_get(p, NNCL__PB_PARAMS, sp->own, sp->n, params + sp->full, 1));
+        }
+        for (j = 0; state && j < st->n_state; j++) {
+            const nncl__span *sp = &st->state[j];
+            if (put) NNCL_TRY(nncl__plan_put(p, NNCL__PB_STATE, sp->own, sp->n, state + sp->full, 1));
+            else NNCL_TRY(nncl__plan_get(p, NNCL__PB_STATE, sp->own, sp->n, state + sp->full, 1));
+        }
+    }
+    return NNCL_OK;
+}
+
+/* Slot k of the graph's trainable parameter i lies at k * n_trainable + i,
+ * of a stage's at k * (its n_trainable) + its offset. */
+nncl_status nncl__pipe_opt(nncl_trainer *t, float *opt, int put) {
+    nncl__pipe *pp = t->pipe;
+    size_t slots = nncl__optim_state_floats(&t->cfg.optim), k, n = t->graph->n_trainable;
+    int s, j;
+    for (s = 0; s < pp->k; s++) {
+        nncl__stage *st = &pp->st[s];
+        size_t own_n = st->g->n_trainable;
+        for (j = 0; j < st->n_params; j++) {
+            const nncl__span *sp = &st->params[j];
+            if (sp->own >= own_n) continue; /* frozen */
+            for (k = 0; k < slots; k++) {
+                size_t own = k * own_n + sp->own;
+                float *h = opt + k * n + sp->full;
+                if (put) NNCL_TRY(nncl__plan_put(t->plan[s], NNCL__PB_OPT, own, sp->n, h, 1));
+                else NNCL_TRY(nncl__plan_get(t->plan[s], NNCL__PB_OPT, own, sp->n, h, 1));
+            }
+        }
+    }
+    return NNCL_OK;
+}
