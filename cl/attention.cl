@@ -27,13 +27,6 @@ float nncl_att_dot(__global const act_t *a, __global const act_t *b, int D) {
     return s + ((s8.s0 + s8.s1) + (s8.s2 + s8.s3)) + ((s8.s4 + s8.s5) + (s8.s6 + s8.s7));
 }
 
-/* acc[0..D) += w x */
-void nncl_att_axpy(float *acc, float w, __global const act_t *x, int D) {
-    int d = 0;
-    for (; d + 8 <= D; d += 8) vstore8(vload8(0, acc + d) + w * NNCL_LD8(x + d), 0, acc + d);
-    for (; d < D; d++) acc[d] += w * NNCL_LDG(x, d);
-}
-
 /* dst[0..D) (+)= c acc in the storage type */
 void nncl_att_store(const float *acc, float c, __global act_t *dst, int D, int add) {
     int d = 0;
@@ -58,14 +51,67 @@ float nncl_att_drop(int drop, uint k0, uint k1, uint thr, float dscale, int samp
  * (a weight of 0) and a dy . v of 0. */
 #define NNCL_ATT_BLK 8
 
-/* sv[jj] = scale q . k of rows r0 + jj < end (else fill), jj < 8. */
+/* The sums of a0 .. a7's lanes as one vector, by three rounds of adds of
+ * shuffled halves instead of eight sums of one vector each. */
+float8 nncl_att_hsum8x8(float8 a0, float8 a1, float8 a2, float8 a3, float8 a4, float8 a5, float8 a6, float8 a7) {
+    float8 h01 = (float8)(a0.lo, a1.lo) + (float8)(a0.hi, a1.hi), h23 = (float8)(a2.lo, a3.lo) + (float8)(a2.hi, a3.hi);
+    float8 h45 = (float8)(a4.lo, a5.lo) + (float8)(a4.hi, a5.hi), h67 = (float8)(a6.lo, a7.lo) + (float8)(a6.hi, a7.hi);
+    float8 g0 = (float8)(h01.even, h23.even) + (float8)(h01.odd, h23.odd);
+    float8 g1 = (float8)(h45.even, h67.even) + (float8)(h45.odd, h67.odd);
+    return (float8)(g0.even, g1.even) + (float8)(g0.odd, g1.odd);
+}
+
+/* Pointers k0 .. k7 to rows r0 .. r0 + 7 of base (row stride C), those
+ * from end on pointing at row end - 1. */
+#define NNCL_ATT_ROW(base, jj) ((base) + (size_t)min(r0 + (jj), end - 1) * C)
+#define NNCL_ATT_ROWS8(k, base)                                                                                        \
+    __global const act_t *k##0 = NNCL_ATT_ROW(base, 0), *k##1 = NNCL_ATT_ROW(base, 1), *k##2 = NNCL_ATT_ROW(base, 2); \
+    __global const act_t *k##3 = NNCL_ATT_ROW(base, 3), *k##4 = NNCL_ATT_ROW(base, 4), *k##5 = NNCL_ATT_ROW(base, 5); \
+    __global const act_t *k##6 = NNCL_ATT_ROW(base, 6), *k##7 = NNCL_ATT_ROW(base, 7)
+
+/* scale q . k of rows r0 + jj < end (else fill), jj < 8: the 8 dot
+ * products side by side, each q vector loaded once for the 8 rows (a row
+ * past end reads row end - 1 instead, whose result is dropped). */
 float8 nncl_att_scores(__global const act_t *qrow, __global const act_t *k0row, int C, int r0, int end, int D,
                        float scale, float fill) {
-    float sv[NNCL_ATT_BLK];
-    int jj;
-    for (jj = 0; jj < NNCL_ATT_BLK; jj++)
-        sv[jj] = r0 + jj < end ? nncl_att_dot(qrow, k0row + (size_t)(r0 + jj) * C, D) * scale : fill;
-    return vload8(0, sv);
+    NNCL_ATT_ROWS8(k, k0row);
+    float8 a0 = (float8)0.0f, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, r;
+    int d = 0;
+    for (; d + 8 <= D; d += 8) {
+        float8 qv = NNCL_LD8(qrow + d);
+        a0 += qv * NNCL_LD8(k0 + d);
+        a1 += qv * NNCL_LD8(k1 + d);
+        a2 += qv * NNCL_LD8(k2 + d);
+        a3 += qv * NNCL_LD8(k3 + d);
+        a4 += qv * NNCL_LD8(k4 + d);
+        a5 += qv * NNCL_LD8(k5 + d);
+        a6 += qv * NNCL_LD8(k6 + d);
+        a7 += qv * NNCL_LD8(k7 + d);
+    }
+    r = nncl_att_hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7);
+    for (; d < D; d++) { /* the D % 8 last columns */
+        float qd = NNCL_LDG(qrow, d);
+        r += qd * (float8)(NNCL_LDG(k0, d), NNCL_LDG(k1, d), NNCL_LDG(k2, d), NNCL_LDG(k3, d), NNCL_LDG(k4, d),
+                           NNCL_LDG(k5, d), NNCL_LDG(k6, d), NNCL_LDG(k7, d));
+    }
+    return select(r * scale, (float8)fill, (int8)(r0) + (int8)(0, 1, 2, 3, 4, 5, 6, 7) >= (int8)(end));
+}
+
+/* acc[0..D) += sum over jj < 8 of w[jj] x_{r0 + jj} (row stride C), acc
+ * loaded and stored once for the 8 rows; a row past end reads row end - 1,
+ * whose weight the callers make 0. */
+void nncl_att_axpy8(float *acc, float8 w, __global const act_t *x0row, int C, int r0, int end, int D) {
+    NNCL_ATT_ROWS8(x, x0row);
+    int d = 0;
+    for (; d + 8 <= D; d += 8) {
+        float8 a = vload8(0, acc + d);
+        a += w.s0 * NNCL_LD8(x0 + d) + w.s1 * NNCL_LD8(x1 + d) + w.s2 * NNCL_LD8(x2 + d) + w.s3 * NNCL_LD8(x3 + d);
+        a += w.s4 * NNCL_LD8(x4 + d) + w.s5 * NNCL_LD8(x5 + d) + w.s6 * NNCL_LD8(x6 + d) + w.s7 * NNCL_LD8(x7 + d);
+        vstore8(a, 0, acc + d);
+    }
+    for (; d < D; d++)
+        acc[d] += nncl_sum8(w * (float8)(NNCL_LDG(x0, d), NNCL_LDG(x1, d), NNCL_LDG(x2, d), NNCL_LDG(x3, d),
+                                         NNCL_LDG(x4, d), NNCL_LDG(x5, d), NNCL_LDG(x6, d), NNCL_LDG(x7, d)));
 }
 
 /* The dropout multipliers of weights (i, j0 + jj) (query side, keys vary)
@@ -95,8 +141,8 @@ __kernel void nncl_attention_f32(__global const act_t *q, int q_off, __global co
                                  __global const act_t *v, int v_off, __global act_t *y, int y_off,
                                  __global float *lse, int lse_off, int rows, int T, int C, int H, int D, float scale,
                                  int sample0, int drop, uint k0, uint k1, uint thr, float dscale) {
-    int r = (int)get_global_id(0), i, bh, h, b, j0, jj, d;
-    float acc[NNCL_ATT_DMAX], wv[NNCL_ATT_BLK], m = -INFINITY, l = 0.0f;
+    int r = (int)get_global_id(0), i, bh, h, b, j0, d;
+    float acc[NNCL_ATT_DMAX], m = -INFINITY, l = 0.0f;
     __global const act_t *qi, *kb, *vb;
     size_t base;
     if (r >= rows) return;
@@ -120,8 +166,8 @@ __kernel void nncl_attention_f32(__global const act_t *q, int q_off, __global co
         }
         e = exp(s - m);
         l += nncl_att_sum8(e);
-        vstore8(e * nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0), 0, wv);
-        for (jj = 0; jj < NNCL_ATT_BLK && j0 + jj <= i; jj++) nncl_att_axpy(acc, wv[jj], vb + (size_t)(j0 + jj) * C, D);
+        e *= nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0);
+        nncl_att_axpy8(acc, e, vb, C, j0, i + 1, D);
     }
     nncl_att_store(acc, 1.0f / l, y + y_off + base + (size_t)i * C, D, 0);
     lse[lse_off + r] = m + log(l);
@@ -141,7 +187,7 @@ __kernel void nncl_attention_backward_f32_dq(__global const act_t *q, int q_off,
                                              int sample0, int drop, uint k0, uint k1, uint thr, float dscale,
                                              int want_dq, int acc) {
     int r = (int)get_global_id(0), i, bh, h, b, j0, jj;
-    float g[NNCL_ATT_DMAX], dsv[NNCL_ATT_BLK], dl, li;
+    float g[NNCL_ATT_DMAX], dl, li;
     __global const act_t *qi, *dyi, *kb, *vb;
     size_t base, row;
     if (r >= rows) return;
@@ -163,8 +209,8 @@ __kernel void nncl_attention_backward_f32_dq(__global const act_t *q, int q_off,
     for (j0 = 0; j0 <= i; j0 += NNCL_ATT_BLK) {
         float8 p = exp(nncl_att_scores(qi, kb, C, j0, i + 1, D, scale, -INFINITY) - li);
         float8 dp = nncl_att_scores(dyi, vb, C, j0, i + 1, D, 1.0f, 0.0f);
-        vstore8(p * (dp * nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0) - dl), 0, dsv);
-        for (jj = 0; jj < NNCL_ATT_BLK && j0 + jj <= i; jj++) nncl_att_axpy(g, dsv[jj], kb + (size_t)(j0 + jj) * C, D);
+        nncl_att_axpy8(g, p * (dp * nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i, j0, 0) - dl), kb, C,
+                       j0, i + 1, D);
     }
     nncl_att_store(g, scale, dq + dq_off + row, D, acc);
 }
@@ -182,7 +228,7 @@ __kernel void nncl_attention_backward_f32_dkv(__global const act_t *q, int q_off
                                               int sample0, int drop, uint k0, uint k1, uint thr, float dscale,
                                               int want_dk, int acc_k, int want_dv, int acc_v) {
     int r = (int)get_global_id(0), i0, ii, bh, h, b, j, d;
-    float gk[NNCL_ATT_DMAX], gv[NNCL_ATT_DMAX], lv[NNCL_ATT_BLK], dlv[NNCL_ATT_BLK], wv[NNCL_ATT_BLK], dsv[NNCL_ATT_BLK];
+    float gk[NNCL_ATT_DMAX], gv[NNCL_ATT_DMAX], lv[NNCL_ATT_BLK], dlv[NNCL_ATT_BLK];
     __global const act_t *kj, *vj, *qb, *dyb;
     size_t base, row;
     if (r >= rows) return;
@@ -206,12 +252,8 @@ __kernel void nncl_attention_backward_f32_dkv(__global const act_t *q, int q_off
         p = exp(nncl_att_scores(kj, qb, C, i0, T, D, scale, -INFINITY) - vload8(0, lv));
         dp = nncl_att_scores(vj, dyb, C, i0, T, D, 1.0f, 0.0f);
         md = nncl_att_drop8(drop, k0, k1, thr, dscale, sample0 + b, h, T, i0, j, 1);
-        vstore8(p * md, 0, wv);
-        vstore8(p * (dp * md - vload8(0, dlv)), 0, dsv);
-        for (ii = 0; ii < NNCL_ATT_BLK && i0 + ii < T; ii++) {
-            nncl_att_axpy(gv, wv[ii], dyb + (size_t)(i0 + ii) * C, D);
-            nncl_att_axpy(gk, dsv[ii], qb + (size_t)(i0 + ii) * C, D);
-        }
+        nncl_att_axpy8(gv, p * md, dyb, C, i0, T, D);
+        nncl_att_axpy8(gk, p * (dp * md - vload8(0, dlv)), qb, C, i0, T, D);
     }
     if (want_dk) nncl_att_store(gk, scale, dk + dk_off + row, D, acc_k);
     if (want_dv) nncl_att_store(gv, 1.0f, dv + dv_off + row, D, acc_v);

@@ -53,6 +53,9 @@ float nncl_group_max(__local float *buf, float v) {
     return nncl_group_reduce(buf, v, 0, (int)get_local_id(0), 1, (int)get_local_size(0), 1);
 }
 
+/* The sum of v's 8 lanes, pairwise. */
+float nncl_sum8(float8 v) { return ((v.s0 + v.s1) + (v.s2 + v.s3)) + ((v.s4 + v.s5) + (v.s6 + v.s7)); }
+
 /* Dropout's counter-based mask (dropout in cl/misc.cl, attention in
  * cl/attention.cl; src/ops/op_misc.c computes the same on the host): a
  * 32-bit avalanche mix (lowbias32), uint arithmetic only. */

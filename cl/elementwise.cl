@@ -13,11 +13,38 @@
 #define NNCL_SQRT1_2 0.70710678118654752f      /* 1/sqrt(2) */
 #define NNCL_INV_SQRT_2PI 0.39894228040143268f /* 1/sqrt(2 pi) */
 
+/* erfc(z) within a few 1e-6 relative (Numerical Recipes' erfcc, a
+ * Chebyshev fit of erfc(z) exp(z^2) in t = 1 / (1 + z/2), fractional error
+ * 1.2e-7; z^2's rounding error e = fma(a, a, -a^2) enters as exp(-e) ~ 1 -
+ * e). Plain arithmetic and exp, so CPU drivers run work-items as SIMD
+ * lanes; PoCL's erfc is a scalar library call. nncl_erfc8: on 8 lanes. */
+#define NNCL_ERFC_POLY(t)                                                                                              \
+    (-1.26551223f +                                                                                                    \
+     t * (1.00002368f +                                                                                                \
+          t * (0.37409196f +                                                                                           \
+               t * (0.09678418f +                                                                                      \
+                    t * (-0.18628806f +                                                                                \
+                         t * (0.27886807f +                                                                            \
+                              t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f)))))))))
+float nncl_erfc(float z) {
+    float a = fabs(z), t = 1.0f / (1.0f + 0.5f * a), aa = a * a;
+    float r = t * exp(NNCL_ERFC_POLY(t) - aa) * (1.0f - fma(a, a, -aa));
+    return z < 0.0f ? 2.0f - r : r;
+}
+float8 nncl_erfc8(float8 z) {
+    float8 a = fabs(z), t = 1.0f / (1.0f + 0.5f * a), aa = a * a;
+    float8 r = t * exp(NNCL_ERFC_POLY(t) - aa) * (1.0f - fma(a, a, -aa));
+    return select(r, 2.0f - r, z < 0.0f);
+}
+
 /* gelu through erfc rather than 1 + erf: no cancellation for negative x. */
-float nncl_gelu_fwd(float v) { return 0.5f * v * erfc(-v * NNCL_SQRT1_2); }
+float nncl_gelu_fwd(float v) { return 0.5f * v * nncl_erfc(-v * NNCL_SQRT1_2); }
 /* d gelu / dx = Phi(x) + x phi(x) */
 float nncl_gelu_grad(float v) {
-    return 0.5f * erfc(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
+    return 0.5f * nncl_erfc(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
+}
+float8 nncl_gelu_grad8(float8 v) {
+    return 0.5f * nncl_erfc8(-v * NNCL_SQRT1_2) + v * NNCL_INV_SQRT_2PI * exp(-0.5f * v * v);
 }
 
 /* gelu, tanh form (PyTorch's approximate='tanh'), and its derivative */
@@ -36,18 +63,15 @@ float nncl_silu_grad(float v) {
 }
 
 /* out[i] = a[i] op b[i % bn]: bn == n for same-shape operands, bn == cols
- * for a row vector broadcast over rows. Same-shape operands take a branch
- * of their own (uniform over the launch): CPU drivers divide integers one
- * lane at a time, and the remainder would cost more than the traffic. */
+ * for a row vector broadcast over rows. Work-item (j, r) takes element
+ * r bn + j (a 2-D launch of n / bn rows, so no lane divides). */
 #define NNCL_BINARY(NAME, EXPR)                                              \
 __kernel void NAME(__global const act_t *a, int a_off,                       \
                    __global const act_t *b, int b_off, int bn,                \
                    __global act_t *out, int out_off, int n) {                 \
-    size_t i = get_global_id(0);                                             \
-    if (i < (size_t)n) {                                                     \
-        float x = NNCL_LD(a, a_off + i), y;                                  \
-        if (bn == n) y = NNCL_LD(b, b_off + i);                              \
-        else y = NNCL_LD(b, b_off + i % (size_t)bn);                         \
+    size_t j = get_global_id(0), i = get_global_id(1) * (size_t)bn + j;      \
+    if (j < (size_t)bn && i < (size_t)n) {                                   \
+        float x = NNCL_LD(a, a_off + i), y = NNCL_LD(b, b_off + j);          \
         NNCL_ST(EXPR, out, out_off + i);                                     \
     }                                                                        \
 }
@@ -139,6 +163,30 @@ NNCL_BACKWARD(nncl_sigmoid_backward_f32, g * v * (1.0f - v))     /* v = y */
 NNCL_BACKWARD(nncl_tanh_backward_f32, g * (1.0f - v * v))        /* v = y */
 NNCL_BACKWARD(nncl_gelu_backward_f32, g * nncl_gelu_grad(v))     /* v = x */
 NNCL_BACKWARD(nncl_gelu_tanh_backward_f32, g * nncl_gelu_tanh_grad(v)) /* v = x */
+
+/* gelu and its backward (the graph's; eager nncl_gelu takes the kernel
+ * above) on 8 elements a work-item, ceil(n / 8) of them, the last one
+ * taking the n % 8 left alone. */
+__kernel void nncl_gelu_f32_v8(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n) {
+    int i = (int)get_global_id(0) * 8, k;
+    if (i + 8 <= n) {
+        float8 v = NNCL_LD8(x + x_off + i);
+        NNCL_ST8(0.5f * v * nncl_erfc8(-v * NNCL_SQRT1_2), y + y_off + i);
+    } else
+        for (k = i; k < n; k++) NNCL_ST(nncl_gelu_fwd(NNCL_LD(x, x_off + k)), y, y_off + k);
+}
+__kernel void nncl_gelu_backward_f32_v8(__global const act_t *dy, int dy_off, __global const act_t *vbuf, int v_off,
+                                        __global act_t *dx, int dx_off, int n, int acc) {
+    int i = (int)get_global_id(0) * 8, k;
+    if (i + 8 <= n) {
+        float8 d = NNCL_LD8(dy + dy_off + i) * nncl_gelu_grad8(NNCL_LD8(vbuf + v_off + i));
+        NNCL_ST8(acc ? NNCL_LD8(dx + dx_off + i) + d : d, dx + dx_off + i);
+    } else
+        for (k = i; k < n; k++) {
+            float d = NNCL_LD(dy, dy_off + k) * nncl_gelu_grad(NNCL_LD(vbuf, v_off + k));
+            NNCL_ST(acc ? NNCL_LD(dx, dx_off + k) + d : d, dx, dx_off + k);
+        }
+}
 NNCL_BACKWARD(nncl_silu_backward_f32, g * nncl_silu_grad(v))     /* v = x */
 NNCL_BACKWARD(nncl_softplus_backward_f32, v > 20.0f ? g : g / (1.0f + exp(-v))) /* v = x */
 /* PyTorch's gradients at the kinks (op_elementwise.c); v = x */

@@ -122,6 +122,30 @@ __kernel void nncl_seq_ce_rows_f32(__global const act_t *x, int x_off, __global 
     }
 }
 
+/* nncl_seq_ce_rows_f32 one work-item a row, 8 logits at a time as vectors
+ * and the V % 8 last ones alone, without local memory or barriers: CPU
+ * drivers (src/ops/op_loss.c picks it there) run a group's work-items as
+ * SIMD lanes. */
+__kernel void nncl_seq_ce_rows_f32_rows(__global const act_t *x, int x_off, __global const float *lab, int lab_off,
+                                        __global float *aux, int aux_off, int rows, int V, int ignore) {
+    int r = (int)get_global_id(0), c, counted;
+    __global const act_t *xr = x + x_off + (size_t)r * V;
+    float8 m8 = (float8)(-INFINITY), s8 = (float8)0.0f;
+    float m = -INFINITY, s = 0.0f, y, lse;
+    if (r >= rows) return;
+    for (c = 0; c + 8 <= V; c += 8) m8 = fmax(m8, NNCL_LD8(xr + c));
+    for (; c < V; c++) m = fmax(m, NNCL_LDG(xr, c));
+    m = fmax(m, fmax(fmax(fmax(m8.s0, m8.s1), fmax(m8.s2, m8.s3)), fmax(fmax(m8.s4, m8.s5), fmax(m8.s6, m8.s7))));
+    for (c = 0; c + 8 <= V; c += 8) s8 += exp(NNCL_LD8(xr + c) - m);
+    for (; c < V; c++) s += exp(NNCL_LDG(xr, c) - m);
+    lse = m + log(s + nncl_sum8(s8));
+    y = lab[lab_off + r];
+    counted = y != (float)ignore;
+    aux[aux_off + r] = lse;
+    aux[aux_off + rows + r] = !counted ? 0.0f : (y >= 0.0f && y < (float)V) ? lse - NNCL_LDG(xr, (int)y) : NAN;
+    aux[aux_off + 2 * rows + r] = counted ? 1.0f : 0.0f;
+}
+
 /* One work-group: count = the counted rows, out = sum(term) / count (0
  * when none counts). */
 __kernel void nncl_seq_ce_sum_f32(__global float *aux, int aux_off, int rows, __global float *out, int out_off) {

@@ -433,3 +433,191 @@ __kernel void nncl_rmsnorm_backward_f32_params(__global const act_t *x, int x_of
     sw = nncl_group_reduce(buf, sw, col, lane, nx, ny, 0);
     if (lane == 0 && d < D) dw[dw_off + d] = (acc ? dw[dw_off + d] : 0.0f) + sw;
 }
+
+/* ------------------------------------------------------------- per-row forms */
+
+/* The layer and RMS norms once more, for CPU drivers (src/ops/op_norm.c
+ * picks them there): one work-item a row, or 8 columns of the weight
+ * gradients, 8 values at a time as vectors and the D % 8 last ones alone;
+ * no local memory and no barrier, so the driver runs a group's work-items
+ * as SIMD lanes and keeps nothing live across a barrier. */
+
+/* nncl_layernorm_f32 a row per work-item. */
+__kernel void nncl_layernorm_f32_rows(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
+                                      __global const act_t *b, int b_off, int has_b, __global act_t *y, int y_off,
+                                      __global float *aux, int aux_off, int rows, int D, float eps) {
+    int r = (int)get_global_id(0), d;
+    __global const act_t *xr = x + x_off + (size_t)r * D, *wr = w + w_off, *br = b + b_off;
+    __global act_t *yr = y + y_off + (size_t)r * D;
+    float8 s8 = (float8)0.0f;
+    float s = 0.0f, mean, inv;
+    if (r >= rows) return;
+    for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(xr + d);
+    for (; d < D; d++) s += NNCL_LDG(xr, d);
+    mean = (s + nncl_sum8(s8)) / (float)D;
+    s8 = (float8)0.0f;
+    s = 0.0f;
+    for (d = 0; d + 8 <= D; d += 8) {
+        float8 c = NNCL_LD8(xr + d) - mean;
+        s8 += c * c;
+    }
+    for (; d < D; d++) s += (NNCL_LDG(xr, d) - mean) * (NNCL_LDG(xr, d) - mean);
+    inv = 1.0f / sqrt((s + nncl_sum8(s8)) / (float)D + eps);
+    for (d = 0; d + 8 <= D; d += 8) {
+        float8 v = (NNCL_LD8(xr + d) - mean) * inv * NNCL_LD8(wr + d);
+        NNCL_ST8(has_b ? v + NNCL_LD8(br + d) : v, yr + d);
+    }
+    for (; d < D; d++)
+        NNCL_ST((NNCL_LDG(xr, d) - mean) * inv * NNCL_LD(wr, d) + (has_b ? NNCL_LD(br, d) : 0.0f), yr, d);
+    aux[aux_off + 2 * r] = mean;
+    aux[aux_off + 2 * r + 1] = inv;
+}
+
+/* nncl_layernorm_backward_f32 a row per work-item. */
+__kernel void nncl_layernorm_backward_f32_rows(__global const act_t *x, int x_off, __global const act_t *dy,
+                                               int dy_off, __global const act_t *w, int w_off,
+                                               __global const float *aux, int aux_off, __global act_t *dx, int dx_off,
+                                               int acc, int rows, int D) {
+    int r = (int)get_global_id(0), d;
+    __global const act_t *xr = x + x_off + (size_t)r * D, *gr = dy + dy_off + (size_t)r * D, *wr = w + w_off;
+    __global act_t *dr = dx + dx_off + (size_t)r * D;
+    float8 a8 = (float8)0.0f, b8 = (float8)0.0f;
+    float s1 = 0.0f, s2 = 0.0f, mean, inv;
+    if (r >= rows) return;
+    mean = aux[aux_off + 2 * r];
+    inv = aux[aux_off + 2 * r + 1];
+    for (d = 0; d + 8 <= D; d += 8) {
+        float8 g = NNCL_LD8(gr + d) * NNCL_LD8(wr + d);
+        a8 += g;
+        b8 += g * (NNCL_LD8(xr + d) - mean);
+    }
+    for (; d < D; d++) {
+        float g = NNCL_LDG(gr, d) * NNCL_LD(wr, d);
+        s1 += g;
+        s2 += g * (NNCL_LDG(xr, d) - mean);
+    }
+    s1 = (s1 + nncl_sum8(a8)) / (float)D;
+    s2 = (s2 + nncl_sum8(b8)) * inv / (float)D;
+    for (d = 0; d + 8 <= D; d += 8) {
+        float8 v = inv * (NNCL_LD8(gr + d) * NNCL_LD8(wr + d) - s1 - (NNCL_LD8(xr + d) - mean) * inv * s2);
+        NNCL_ST8(acc ? NNCL_LD8(dr + d) + v : v, dr + d);
+    }
+    for (; d < D; d++) {
+        float v = inv * (NNCL_LDG(gr, d) * NNCL_LD(wr, d) - s1 - (NNCL_LDG(xr, d) - mean) * inv * s2);
+        NNCL_ST(acc ? NNCL_LDG(dr, d) + v : v, dr, d);
+    }
+}
+
+/* Kahan-compensated *s += v on 8 lanes. */
+void nncl_kahan_add8(float8 *s, float8 *c, float8 v) {
+    float8 yk = v - *c, t = *s + yk;
+    *c = (t - *s) - yk;
+    *s = t;
+}
+
+/* nncl_layernorm_backward_f32_params with work-item j summing columns
+ * [8j, 8j + 8) over every row, each column in a lane. */
+__kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, int x_off, __global const act_t *dy,
+                                                      int dy_off, __global const float *aux, int aux_off,
+                                                      __global float *dw, int dw_off, int want_w, int acc_w,
+                                                      __global float *db, int db_off, int want_b, int acc_b, int rows,
+                                                      int D) {
+    int d0 = (int)get_global_id(0) * 8, r, k;
+    float8 sw = (float8)0.0f, cw = (float8)0.0f, sb = (float8)0.0f, cb = (float8)0.0f;
+    float tw[8], tb[8];
+    if (d0 >= D) return;
+    if (d0 + 8 <= D) {
+        for (r = 0; r < rows; r++) {
+            size_t i = (size_t)r * D + d0;
+            float8 g = NNCL_LD8(dy + dy_off + i);
+            nncl_kahan_add8(&sb, &cb, g);
+            nncl_kahan_add8(&sw, &cw, g * (NNCL_LD8(x + x_off + i) - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
+        }
+        vstore8(sw, 0, tw);
+        vstore8(sb, 0, tb);
+    } else /* the last D % 8 columns */
+        for (k = 0; d0 + k < D; k++) {
+            float a = 0.0f, ca = 0.0f, c = 0.0f, cc = 0.0f;
+            for (r = 0; r < rows; r++) {
+                size_t i = (size_t)r * D + d0 + k;
+                float g = NNCL_LD(dy, dy_off + i);
+                nncl_kahan_add(&c, &cc, g);
+                nncl_kahan_add(&a, &ca, g * (NNCL_LD(x, x_off + i) - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1]);
+            }
+            tw[k] = a;
+            tb[k] = c;
+        }
+    for (k = 0; k < 8 && d0 + k < D; k++) {
+        if (want_w) dw[dw_off + d0 + k] = (acc_w ? dw[dw_off + d0 + k] : 0.0f) + tw[k];
+        if (want_b) db[db_off + d0 + k] = (acc_b ? db[db_off + d0 + k] : 0.0f) + tb[k];
+    }
+}
+
+/* nncl_rmsnorm_f32 a row per work-item. */
+__kernel void nncl_rmsnorm_f32_rows(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
+                                    __global act_t *y, int y_off, __global float *aux, int aux_off, int rows, int D,
+                                    float eps) {
+    int r = (int)get_global_id(0), d;
+    __global const act_t *xr = x + x_off + (size_t)r * D, *wr = w + w_off;
+    __global act_t *yr = y + y_off + (size_t)r * D;
+    float8 s8 = (float8)0.0f;
+    float s = 0.0f, inv;
+    if (r >= rows) return;
+    for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(xr + d) * NNCL_LD8(xr + d);
+    for (; d < D; d++) s += NNCL_LDG(xr, d) * NNCL_LDG(xr, d);
+    inv = 1.0f / sqrt((s + nncl_sum8(s8)) / (float)D + eps);
+    for (d = 0; d + 8 <= D; d += 8) NNCL_ST8(NNCL_LD8(xr + d) * inv * NNCL_LD8(wr + d), yr + d);
+    for (; d < D; d++) NNCL_ST(NNCL_LDG(xr, d) * inv * NNCL_LD(wr, d), yr, d);
+    aux[aux_off + r] = inv;
+}
+
+/* nncl_rmsnorm_backward_f32 a row per work-item. */
+__kernel void nncl_rmsnorm_backward_f32_rows(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                             __global const act_t *w, int w_off, __global const float *aux,
+                                             int aux_off, __global act_t *dx, int dx_off, int acc, int rows, int D) {
+    int r = (int)get_global_id(0), d;
+    __global const act_t *xr = x + x_off + (size_t)r * D, *gr = dy + dy_off + (size_t)r * D, *wr = w + w_off;
+    __global act_t *dr = dx + dx_off + (size_t)r * D;
+    float8 s8 = (float8)0.0f;
+    float s = 0.0f, inv;
+    if (r >= rows) return;
+    inv = aux[aux_off + r];
+    for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(gr + d) * NNCL_LD8(wr + d) * NNCL_LD8(xr + d);
+    for (; d < D; d++) s += NNCL_LDG(gr, d) * NNCL_LD(wr, d) * NNCL_LDG(xr, d);
+    s = (s + nncl_sum8(s8)) * inv * inv / (float)D;
+    for (d = 0; d + 8 <= D; d += 8) {
+        float8 v = inv * (NNCL_LD8(gr + d) * NNCL_LD8(wr + d) - NNCL_LD8(xr + d) * s);
+        NNCL_ST8(acc ? NNCL_LD8(dr + d) + v : v, dr + d);
+    }
+    for (; d < D; d++) {
+        float v = inv * (NNCL_LDG(gr, d) * NNCL_LD(wr, d) - NNCL_LDG(xr, d) * s);
+        NNCL_ST(acc ? NNCL_LDG(dr, d) + v : v, dr, d);
+    }
+}
+
+/* nncl_rmsnorm_backward_f32_params with work-item j summing columns
+ * [8j, 8j + 8) over every row. */
+__kernel void nncl_rmsnorm_backward_f32_params_rows(__global const act_t *x, int x_off, __global const act_t *dy,
+                                                    int dy_off, __global const float *aux, int aux_off,
+                                                    __global float *dw, int dw_off, int acc, int rows, int D) {
+    int d0 = (int)get_global_id(0) * 8, r, k;
+    float8 sw = (float8)0.0f, cw = (float8)0.0f;
+    float tw[8];
+    if (d0 >= D) return;
+    if (d0 + 8 <= D) {
+        for (r = 0; r < rows; r++) {
+            size_t i = (size_t)r * D + d0;
+            nncl_kahan_add8(&sw, &cw, NNCL_LD8(dy + dy_off + i) * NNCL_LD8(x + x_off + i) * aux[aux_off + r]);
+        }
+        vstore8(sw, 0, tw);
+    } else /* the last D % 8 columns */
+        for (k = 0; d0 + k < D; k++) {
+            float a = 0.0f, ca = 0.0f;
+            for (r = 0; r < rows; r++) {
+                size_t i = (size_t)r * D + d0 + k;
+                nncl_kahan_add(&a, &ca, NNCL_LD(dy, dy_off + i) * NNCL_LD(x, x_off + i) * aux[aux_off + r]);
+            }
+            tw[k] = a;
+        }
+    for (k = 0; k < 8 && d0 + k < D; k++) dw[dw_off + d0 + k] = (acc ? dw[dw_off + d0 + k] : 0.0f) + tw[k];
+}

@@ -45,6 +45,17 @@ __kernel void nncl_sum_f32_axis0_param(__global const act_t *x, int x_off, __glo
     if (lane == 0 && c < (size_t)cols) out[out_off + c] = (acc ? out[out_off + c] : 0.0f) + alpha * s;
 }
 
+/* The same one work-item a column, a Kahan sum down the rows, no local
+ * memory or barrier (CPU devices: src/ops/op_elementwise.c). */
+__kernel void nncl_sum_f32_axis0_param_cols(__global const act_t *x, int x_off, __global float *out, int out_off,
+                                            int rows, int cols, float alpha, int acc) {
+    int c = (int)get_global_id(0), r;
+    float s = 0.0f, comp = 0.0f;
+    if (c >= cols) return;
+    for (r = 0; r < rows; r++) nncl_kahan_add(&s, &comp, NNCL_LD(x, x_off + (size_t)r * cols + c));
+    out[out_off + c] = (acc ? out[out_off + c] : 0.0f) + alpha * s;
+}
+
 /* Axis 1, out[r] over the columns: one 1-D group per row
  * (nncl__launch_rows). */
 __kernel void nncl_sum_f32_axis1(__global const act_t *x, int x_off, __global act_t *out, int out_off, int rows,

@@ -20,35 +20,30 @@ __kernel void nncl_transpose_f32(__global const act_t *x, int x_off, __global ac
     }
 }
 
-/* y [outer, len, inner] = x [outer, D, inner] at [start, start + len). */
-__kernel void nncl_slice_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n, int D, int len,
+/* y [outer, len, inner] = x [outer, D, inner] at [start, start + len):
+ * work-item (j, o) copies element j of the run of len * inner values of
+ * outer index o (2-D, so neither index needs an integer division). */
+__kernel void nncl_slice_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int run, int D, int len,
                              int start, int inner) {
-    int i = (int)get_global_id(0);
-    if (i < n) {
-        int e = i % inner, t = i / inner;
-        NNCL_ST(NNCL_LD(x, x_off + ((t / len) * D + start + t % len) * inner + e), y, y_off + i);
-    }
+    int j = (int)get_global_id(0), o = (int)get_global_id(1);
+    if (j < run) NNCL_ST(NNCL_LD(x, x_off + (o * D + start) * inner + j), y, y_off + o * run + j);
 }
 
-/* dx [outer, D, inner] (+)= dy [outer, len, inner] placed at start, zeros
- * elsewhere: one work-item per element of dx, n of them. */
-__kernel void nncl_slice_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int n,
+/* dx [outer, D, inner] (+)= dy [outer, len, inner] placed at start. acc:
+ * work-item (j, o) adds element j of the slice's run (run = len * inner)
+ * and leaves the rest of dx alone; else it writes element j of dx's run
+ * (run = D * inner), zero outside the slice. */
+__kernel void nncl_slice_backward_f32(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int run,
                                       int D, int len, int start, int inner, int acc) {
-    int i = (int)get_global_id(0);
-    if (i < n) {
-        int e = i % inner, t = i / inner, j = t % D - start;
-        float v = j >= 0 && j < len ? NNCL_LD(dy, dy_off + ((t / D) * len + j) * inner + e) : 0.0f;
-        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + v : v, dx, dx_off + i);
-    }
-}
-
-/* dx [outer, D, inner] at [start, start + len) += dy [outer, len, inner]:
- * one work-item per element of dy, n of them; the rest of dx is kept. */
-__kernel void nncl_slice_backward_f32_add(__global const act_t *dy, int dy_off, __global act_t *dx, int dx_off, int n,
-                                          int D, int len, int start, int inner) {
-    int i = (int)get_global_id(0);
-    if (i < n) {
-        int e = i % inner, t = i / inner, j = ((t / len) * D + start + t % len) * inner + e;
-        NNCL_ST(NNCL_LD(dx, dx_off + j) + NNCL_LD(dy, dy_off + i), dx, dx_off + j);
+    int j = (int)get_global_id(0), o = (int)get_global_id(1);
+    if (j < run) {
+        if (acc) {
+            int i = dx_off + (o * D + start) * inner + j;
+            NNCL_ST(NNCL_LD(dx, i) + NNCL_LD(dy, dy_off + o * len * inner + j), dx, i);
+        } else {
+            int k = j - start * inner;
+            float v = k >= 0 && k < len * inner ? NNCL_LD(dy, dy_off + o * len * inner + k) : 0.0f;
+            NNCL_ST(v, dx, dx_off + o * D * inner + j);
+        }
     }
 }

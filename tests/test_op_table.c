@@ -492,6 +492,8 @@ static const ot_row ot_rows[] = {
     /* upsampling: nearest and bilinear, factors 1 to 3, planes of 1 pixel up */
     OT_UP(2, 2, 2, 0, 2, 3, 4), OT_UP(1, 3, 2, 0, 2, 5, 3), OT_UP(2, 2, 2, 1, 2, 4, 5), OT_UP(3, 3, 1, 1, 1, 3, 4),
     OT_UP(2, 1, 3, 1, 3, 2, 7), OT_UP(2, 2, 2, 1, 3, 1, 1), OT_UP(1, 3, 3, 1, 2, 5, 6),
+    /* gelu far into its tails */
+    OT_UN(GELU, 0, 8, 2, 5, 21),
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
@@ -535,7 +537,8 @@ static float *ot_data(const ot_input *in, size_t count, unsigned seed) {
  * ot_half_ran marks the ops those rows covered. */
 static int ot_half_ran[NNCL_OP_COUNT];
 /* What the row names add after the storage: ", im2col" for conv2d's rows
- * run again through its im2col path (main). */
+ * run again through its im2col path, ", work-group kernels" for the row
+ * reductions' GPU kernels on any device (main). */
 static const char *ot_path = "";
 
 /* Max pooling's input in half storage: j/64 for j in -125..125 (exact in
@@ -574,14 +577,11 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     if (r->in[1].kind) ot_shape_str(&r->in[1], s1, sizeof s1);
     snprintf(name, sizeof name, "%s b%d %s%s%s", r->name, r->batch, s0, *s1 ? " " : "", s1);
     for (i = 0; name[i] && name[i] != ' '; i++) name[i] = (char)tolower((unsigned char)name[i]); /* the op's own name */
-    if (oc_store) {
+    if (oc_store || *ot_path) {
         char op[180];
         snprintf(op, sizeof op, "%.179s", name);
-        snprintf(name, sizeof name, "%s storage%s: %s", oc_store == 1 ? "fp16" : "bf16", ot_path, op);
-    } else if (*ot_path) {
-        char op[180];
-        snprintf(op, sizeof op, "%.179s", name);
-        snprintf(name, sizeof name, "fp32%s: %s", ot_path, op);
+        snprintf(name, sizeof name, "%s storage%s: %s", oc_store == 1 ? "fp16" : oc_store ? "bf16" : "fp32", ot_path,
+                 op);
     }
     out = ok ? r->build(g, in, r) : NULL;
     loss = out;
@@ -710,6 +710,18 @@ int main(int argc, char **argv) {
         if (env) setenv("NNCL_BN", keep, 1);
         else unsetenv("NNCL_BN");
     }
+    /* the row reductions' work-group kernels, which GPUs get, on every
+     * device (CPU devices take the per-row ones) */
+    setenv("NNCL_REDUCE", "groups", 1);
+    ot_path = ", work-group kernels";
+    for (oc_store = 0; oc_store <= 2; oc_store++)
+        for (k = 0; k < OT_NROWS; k++)
+            if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7) ||
+                 !strncmp(ot_rows[k].name, "sequence_ce", 11) || ot_rows[k].build == ot_add_sample) &&
+                (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                ot_run(ctx, &ot_rows[k], (int)k);
+    ot_path = "";
+    unsetenv("NNCL_REDUCE");
     oc_store = 0;
     if (argc < 2) ot_half_coverage();
     else th_skip("every op with half-storage kernels is checked in fp16", "a row filter is set");

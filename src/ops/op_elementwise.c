@@ -57,7 +57,7 @@ static int ew_cols(const nncl_node *n) { return n->shape[n->ndim - 1]; }
 
 /* Kernel slots of the rows below: the op's forward and backward kernels,
  * then the shared gradient kernels an op lists when it needs them. */
-enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM };
+enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM, EW_K_COLSUM_PARAM_COLS };
 #define EW_KERNEL(NAME) {"elementwise", NAME}
 #define EW_AXPY_COLSUM EW_KERNEL("nncl_axpy_f32"), {"reduce", "nncl_sum_f32_axis0"}
 
@@ -74,6 +74,23 @@ static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nnc
     return nncl__k_axpy(nncl__kl_of(x, n, EW_K_AXPY), dy, dst, count, alpha, acc);
 }
 
+/* out (+)= alpha times the sum over rows of dy [rows, cols]: a parameter's
+ * gradient, fp32 whatever the storage. */
+static nncl_status ew_param_sum(nncl__exec *x, nncl_node *n, nncl__view dy, nncl__view out, size_t rows, size_t cols,
+                                float alpha, int acc) {
+    nncl__args a;
+    if (!nncl__row_kernels(x))
+        return nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, out, rows, cols, alpha, acc);
+    NNCL_TRY(nncl__kbegin(x, n, EW_K_COLSUM_PARAM_COLS, &a));
+    nncl__arg_view(&a, dy);
+    nncl__arg_view(&a, out);
+    nncl__arg_count(&a, rows);
+    nncl__arg_count(&a, cols);
+    nncl__arg_float(&a, alpha);
+    nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, x->dev, cols);
+}
+
 static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
     nncl__view dy = nncl__grd(x, n);
     size_t count = nncl__numel(n, x->batch), bn = nncl__numel(n->in[1], x->batch);
@@ -86,8 +103,7 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
             NNCL_TRY(nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[1]), bn,
                                           nncl__grd(x, n->in[0]), count, acc));
         else if (n->in[0]->op == NNCL_OP_PARAM) /* a parameter's gradient: fp32 in half storage too */
-            NNCL_TRY(nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, nncl__grd(x, n->in[0]), 1, count, 1.0f,
-                                 acc));
+            NNCL_TRY(ew_param_sum(x, n, dy, nncl__grd(x, n->in[0]), 1, count, 1.0f, acc));
         else
             NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
     }
@@ -96,7 +112,7 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
         nncl__view db = nncl__grd(x, n->in[1]);
         if (n->op != NNCL_OP_MUL) {
             if (n->in[1]->op == NNCL_OP_PARAM)
-                return nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, db, rows, cols, sign, acc);
+                return ew_param_sum(x, n, dy, db, rows, cols, sign, acc);
             return bc ? nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM), 0, dy, db, rows, cols, sign, acc)
                       : ew_axpy(x, n, dy, db, count, sign, acc);
         }
@@ -149,6 +165,7 @@ typedef struct ew_unary_def {
     int has_p;
     double (*f)(double x, double p);
     double (*df)(double x, double y, double p);
+    int per8; /* the kernels take 8 elements a work-item (their _v8 forms) */
 } ew_unary_def;
 
 static const ew_unary_def *ew_unary_of(const nncl_node *n) {
@@ -163,7 +180,24 @@ static nncl_status ew_unary_check(nncl_graph *g, const nncl_node *n) {
     return NNCL_OK;
 }
 
+/* A _v8 kernel's launch: buffers as the one-element form's, ceil(count / 8)
+ * work-items. */
+static nncl_status ew_unary8(nncl__exec *x, nncl_node *n, int slot, nncl__view a0, nncl__view a1, nncl__view *a2,
+                             size_t count, int acc) {
+    nncl__args a;
+    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
+    nncl__arg_view(&a, a0);
+    nncl__arg_view(&a, a1);
+    if (a2) nncl__arg_view(&a, *a2);
+    nncl__arg_count(&a, count);
+    if (a2) nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, x->dev, (count + 7) / 8);
+}
+
 static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
+    if (ew_unary_of(n)->per8)
+        return ew_unary8(x, n, EW_K_FORWARD, nncl__val(x, n->in[0]), nncl__val(x, n), NULL, nncl__numel(n, x->batch),
+                         0);
     return nncl__k_unary(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n),
                          nncl__numel(n, x->batch), ew_unary_of(n)->has_p ? &n->fattr[0] : NULL);
 }
@@ -176,6 +210,10 @@ static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
     acc = nncl__grad_accumulate(x, n, 0);
     if (!nncl__opdef_get(n->op)->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
         return ew_axpy(x, n, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
+    if (u->per8) {
+        nncl__view dx = nncl__grd(x, n->in[0]);
+        return ew_unary8(x, n, EW_K_BACKWARD, nncl__grd(x, n), nncl__val(x, from_y ? n : n->in[0]), &dx, count, acc);
+    }
     return nncl__k_unary_backward(nncl__kl_of(x, n, EW_K_BACKWARD), nncl__grd(x, n),
                                   nncl__val(x, from_y ? n : n->in[0]), nncl__grd(x, n->in[0]), count,
                                   u->has_p ? &n->fattr[0] : NULL, acc);
@@ -330,7 +368,7 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
  * position or bias trains in half storage too) */
 #define EW_SUM_KERNELS(NAME)                                                                                \
     {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM, {NULL, NULL},                            \
-     {"reduce", "nncl_sum_f32_axis0_param"}}
+     {"reduce", "nncl_sum_f32_axis0_param"}, {"reduce", "nncl_sum_f32_axis0_param_cols"}}
 EW_BINARY(add, EW_SUM_KERNELS(add), 2)
 EW_BINARY(sub, EW_SUM_KERNELS(sub), 2)
 #define EW_MUL_KERNELS                                                                                      \
@@ -342,7 +380,7 @@ EW_BINARY(mul, EW_MUL_KERNELS, 1)
  * nncl_<op>_f32 and nncl_<op>_backward_f32. HAS_P: the kernels take
  * fattr[0]. */
 #define EW_UNARY(NAME, READS, HAS_P)                                                                        \
-    static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d};                            \
+    static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d, 0};                         \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
         .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
@@ -350,7 +388,7 @@ EW_BINARY(mul, EW_MUL_KERNELS, 1)
         .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
         .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
 /* scale has no backward kernel: axpy with alpha */
-static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d};
+static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d, 0};
 const nncl__opdef nncl__opdef_scale = {
     .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
     .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
@@ -359,7 +397,13 @@ EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
 EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
 EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)
 EW_UNARY(tanh, NNCL_BW_OUTPUT, 0)
-EW_UNARY(gelu, NNCL_BW_INPUTS, 0)
+/* gelu on 8 elements a work-item */
+static const ew_unary_def ew_def_gelu = {0, ew_gelu, ew_gelu_d, 1};
+const nncl__opdef nncl__opdef_gelu = {
+    .name = "gelu", .kernels = {EW_KERNEL("nncl_gelu_f32_v8"), EW_KERNEL("nncl_gelu_backward_f32_v8")},
+    .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,
+    .impl = &ew_def_gelu, .half = 1};
 EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
 EW_UNARY(silu, NNCL_BW_INPUTS, 0)
 EW_UNARY(elu, NNCL_BW_INPUTS, 1)

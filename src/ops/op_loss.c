@@ -119,7 +119,7 @@ const nncl__opdef nncl__opdef_softmax_ce = {
  * the ignored label. aux: log-sum-exp [rows], terms [rows], 1 where the
  * label counts [rows], then the count. The loss is the mean of the counted
  * terms, 0 when no label counts (and so are the gradients). */
-enum { SEQ_K_ROWS, SEQ_K_SUM, SEQ_K_BACKWARD };
+enum { SEQ_K_ROWS, SEQ_K_SUM, SEQ_K_BACKWARD, SEQ_K_ROWS_ITEM };
 
 static size_t seq_rows(const nncl_node *n, int batch) { return nncl__numel(n->in[1], batch); }
 
@@ -142,14 +142,15 @@ static nncl_status seq_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     size_t rows = seq_rows(n, x->batch);
     int V = n->in[0]->shape[n->in[0]->ndim - 1];
-    NNCL_TRY(nncl__kbegin(x, n, SEQ_K_ROWS, &a));
+    int per_row = nncl__row_kernels(x);
+    NNCL_TRY(nncl__kbegin(x, n, per_row ? SEQ_K_ROWS_ITEM : SEQ_K_ROWS, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, V);
     nncl__arg_int(&a, n->iattr[0]);
-    NNCL_TRY(nncl__launch_rows(&a, x->dev, rows, (size_t)V));
+    NNCL_TRY(per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)V));
     NNCL_TRY(nncl__kbegin(x, n, SEQ_K_SUM, &a));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)rows);
@@ -225,7 +226,7 @@ static nncl_status seq_check_feed(nncl_context *ctx, const nncl_node *n, int in,
 const nncl__opdef nncl__opdef_sequence_ce = {
     .name = "sequence_cross_entropy",
     .kernels = {{"loss", "nncl_seq_ce_rows_f32"}, {"loss", "nncl_seq_ce_sum_f32"},
-                {"loss", "nncl_seq_ce_backward_f32"}},
+                {"loss", "nncl_seq_ce_backward_f32"}, {"loss", "nncl_seq_ce_rows_f32_rows"}},
     .shape = seq_shape, .aux_size = seq_aux, .forward = seq_forward, .backward = seq_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = seq_ref_forward, .ref_backward = seq_ref_backward,
     .check_feed = seq_check_feed, .half = 1, .f32_in = 2, .f32_out = 1};

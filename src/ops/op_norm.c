@@ -19,8 +19,22 @@ enum {
     BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX,
     BN_K_PARTIAL, BN_K_MERGE, BN_K_GRAD_PARTIAL, BN_K_GRAD_MERGE, BN_K_APPLY_VEC, BN_K_DX_VEC
 };
-enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB };
-enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW };
+enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB, LN_K_ROWS };
+enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW, RMS_K_ROWS };
+
+int nncl__row_kernels(const nncl__exec *x) {
+    const char *env = getenv("NNCL_REDUCE");
+    if (env && !strcmp(env, "rows")) return 1;
+    if (env && !strcmp(env, "groups")) return 0;
+    return x->dev->info.type == NNCL_DEVICE_CPU;
+}
+
+/* A per-row weight-gradient kernel: one work-item per 8 columns, each its
+ * own group, so that every core takes some. */
+static nncl_status norm_launch_cols8(nncl__args *a, nncl__exec *x, int D) {
+    size_t global = ((size_t)D + 7) / 8, local = 1;
+    return nncl__launch(a, x->dev, 1, &global, &local);
+}
 
 /* Whether input i of n is there and needs a gradient. */
 static int norm_want(nncl__exec *x, const nncl_node *n, int i) { return i < n->n_in && nncl__need_grad(x, n, i); }
@@ -428,7 +442,8 @@ static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD, &a));
+    int per_row = nncl__row_kernels(x);
+    NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__val(x, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
@@ -438,22 +453,23 @@ static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, D);
     nncl__arg_float(&a, n->fattr[0]);
-    return nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
 }
 
 static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = norm_want(x, n, 2);
+    int per_row = nncl__row_kernels(x), k = per_row ? LN_K_ROWS : 0;
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
     if (want_w || want_b) {
-        NNCL_TRY(norm_begin_param_grads(x, n, LN_K_DWDB, &a));
+        NNCL_TRY(norm_begin_param_grads(x, n, LN_K_DWDB + k, &a));
         nncl__arg_int(&a, (int)rows);
         nncl__arg_int(&a, D);
-        NNCL_TRY(nncl__launch_cols(&a, x->dev, rows, (size_t)D));
+        NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
     }
     if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, LN_K_DX, &a));
+    NNCL_TRY(nncl__kbegin(x, n, LN_K_DX + k, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -462,7 +478,7 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, D);
-    return nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
 }
 
 static void ln_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
@@ -506,7 +522,8 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
     .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
-                {"norm", "nncl_layernorm_backward_f32_params"}},
+                {"norm", "nncl_layernorm_backward_f32_params"}, {"norm", "nncl_layernorm_f32_rows"},
+                {"norm", "nncl_layernorm_backward_f32_rows"}, {"norm", "nncl_layernorm_backward_f32_params_rows"}},
     .shape = ln_shape, .check = ln_check, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
@@ -548,7 +565,8 @@ static nncl_status rms_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    NNCL_TRY(nncl__kbegin(x, n, RMS_K_FORWARD, &a));
+    int per_row = nncl__row_kernels(x);
+    NNCL_TRY(nncl__kbegin(x, n, RMS_K_FORWARD + (per_row ? RMS_K_ROWS : 0), &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, nncl__val(x, n));
@@ -556,15 +574,16 @@ static nncl_status rms_forward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, D);
     nncl__arg_float(&a, n->fattr[0]);
-    return nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
 }
 
 static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
+    int per_row = nncl__row_kernels(x), k = per_row ? RMS_K_ROWS : 0;
     if (nncl__need_grad(x, n, 1)) {
-        NNCL_TRY(nncl__kbegin(x, n, RMS_K_DW, &a));
+        NNCL_TRY(nncl__kbegin(x, n, RMS_K_DW + k, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
         nncl__arg_view(&a, nncl__grd(x, n));
         nncl__arg_view(&a, nncl__auxv(x, n));
@@ -572,10 +591,10 @@ static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
         nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
         nncl__arg_int(&a, (int)rows);
         nncl__arg_int(&a, D);
-        NNCL_TRY(nncl__launch_cols(&a, x->dev, rows, (size_t)D));
+        NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
     }
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, RMS_K_DX, &a));
+    NNCL_TRY(nncl__kbegin(x, n, RMS_K_DX + k, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -584,7 +603,7 @@ static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, D);
-    return nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
 }
 
 static void rms_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
@@ -621,7 +640,8 @@ static void rms_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 const nncl__opdef nncl__opdef_rmsnorm = {
     .name = "rmsnorm",
     .kernels = {{"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
-                {"norm", "nncl_rmsnorm_backward_f32_params"}},
+                {"norm", "nncl_rmsnorm_backward_f32_params"}, {"norm", "nncl_rmsnorm_f32_rows"},
+                {"norm", "nncl_rmsnorm_backward_f32_rows"}, {"norm", "nncl_rmsnorm_backward_f32_params_rows"}},
     .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = rms_forward, .backward = rms_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = rms_ref_forward, .ref_backward = rms_ref_backward, .half = 2,
     .f32_aux = 1};

@@ -9,7 +9,7 @@
  * node's size once, not T times. Kernels: cl/shape.cl. */
 #include "ops/ops.h"
 
-enum { SHAPE_K_FORWARD, SHAPE_K_BACKWARD, SHAPE_K_BACKWARD_ADD };
+enum { SHAPE_K_FORWARD, SHAPE_K_BACKWARD };
 
 /* The product of n's input dimensions [from, to). */
 static size_t shape_prod(const nncl_node *x, int from, int to, int batch) {
@@ -150,42 +150,53 @@ static nncl_status sl_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-/* Kernel arguments after the two views: count, D, length, start, inner. */
-static nncl_status sl_begin(nncl__exec *x, const nncl_node *n, int slot, nncl__view src, nncl__view dst, size_t count,
-                            nncl__args *a) {
+/* Begins a slice kernel: the two views, then run (the values a work-item
+ * row covers per outer index: len * inner, or D * inner for the backward
+ * that writes all of dx), D, length, start, inner; *outer gets the rows. */
+static nncl_status sl_begin(nncl__exec *x, const nncl_node *n, int slot, nncl__view src, nncl__view dst, int whole,
+                            nncl__args *a, size_t *run, size_t *outer) {
     const nncl_node *in = n->in[0];
     int ax = n->iattr[0];
+    size_t inner = shape_prod(in, ax + 1, in->ndim, x->batch);
+    *run = (size_t)(whole ? in->shape[ax] : n->iattr[2]) * inner;
+    *outer = shape_prod(in, 0, ax, x->batch);
     NNCL_TRY(nncl__kbegin(x, n, slot, a));
     nncl__arg_view(a, src);
     nncl__arg_view(a, dst);
-    nncl__arg_int(a, (int)count);
+    nncl__arg_count(a, *run);
     nncl__arg_int(a, in->shape[ax]);
     nncl__arg_int(a, n->iattr[2]);
     nncl__arg_int(a, n->iattr[1]);
-    nncl__arg_int(a, (int)shape_prod(in, ax + 1, in->ndim, x->batch));
+    nncl__arg_count(a, inner);
     return NNCL_OK;
+}
+
+/* Rows of run work-items (a power of two up to 64 wide), outer of them. */
+static nncl_status sl_launch(nncl__args *a, nncl__exec *x, size_t run, size_t outer) {
+    size_t global[2], local[2] = {1, 1};
+    while (local[0] < run && local[0] < 64 && local[0] * 2 <= x->dev->max_work_group) local[0] *= 2;
+    global[0] = run;
+    global[1] = outer;
+    return nncl__launch(a, x->dev, 2, global, local);
 }
 
 static nncl_status sl_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    size_t count = nncl__numel(n, x->batch);
-    NNCL_TRY(sl_begin(x, n, SHAPE_K_FORWARD, nncl__val(x, n->in[0]), nncl__val(x, n), count, &a));
-    return nncl__launch_1d(&a, x->dev, count);
+    size_t run, outer;
+    NNCL_TRY(sl_begin(x, n, SHAPE_K_FORWARD, nncl__val(x, n->in[0]), nncl__val(x, n), 0, &a, &run, &outer));
+    return sl_launch(&a, x, run, outer);
 }
 
+/* Adding: the slice's part of dx alone; else all of dx, zeros outside. */
 static nncl_status sl_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    size_t count;
+    size_t run, outer;
+    int acc;
     if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    if (nncl__grad_accumulate(x, n, 0)) { /* one work-item per element of dy */
-        count = nncl__numel(n, x->batch);
-        NNCL_TRY(sl_begin(x, n, SHAPE_K_BACKWARD_ADD, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, &a));
-        return nncl__launch_1d(&a, x->dev, count);
-    }
-    count = nncl__numel(n->in[0], x->batch);
-    NNCL_TRY(sl_begin(x, n, SHAPE_K_BACKWARD, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, &a));
-    nncl__arg_int(&a, 0);
-    return nncl__launch_1d(&a, x->dev, count);
+    acc = nncl__grad_accumulate(x, n, 0);
+    NNCL_TRY(sl_begin(x, n, SHAPE_K_BACKWARD, nncl__grd(x, n), nncl__grd(x, n->in[0]), !acc, &a, &run, &outer));
+    nncl__arg_int(&a, acc);
+    return sl_launch(&a, x, run, outer);
 }
 
 /* For element i of the output, its place in the input. */
@@ -213,8 +224,7 @@ static void sl_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_slice = {
-    .name = "slice", .kernels = {{"shape", "nncl_slice_f32"}, {"shape", "nncl_slice_backward_f32"},
-                                {"shape", "nncl_slice_backward_f32_add"}},
+    .name = "slice", .kernels = {{"shape", "nncl_slice_f32"}, {"shape", "nncl_slice_backward_f32"}},
     .shape = sl_shape, .forward = sl_forward, .backward = sl_backward, .ref_forward = sl_ref_forward,
     .ref_backward = sl_ref_backward, .half = 1};
 

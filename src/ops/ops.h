@@ -7,6 +7,14 @@
 #include "gemm/gemm.h"
 #include "graph/graph.h"
 
+/* Whether the row reductions (layer and RMS norm, the sequence
+ * cross-entropy, a parameter's sum over rows in add and sub) run their
+ * per-row kernels, one work-item a row (or column): on CPU
+ * devices, whose drivers run a group's work-items as SIMD lanes and split
+ * a kernel at every barrier; else one work-group a row. NNCL_REDUCE=rows
+ * or groups decides instead (the tests run both on any device). */
+int nncl__row_kernels(const nncl__exec *x);
+
 /* Class labels y[0..n) of a C-class classifier: whole numbers in 0..C-1
  * (the cross-entropy's contract, and evaluation's). */
 nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C, const float *y, int n);

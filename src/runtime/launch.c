@@ -17,15 +17,21 @@ static nncl_status launch_begin(const nncl__kl *k, nncl__args *a) {
     return NNCL_OK;
 }
 
+/* Rows of bn work-items (groups a power of two up to 64 wide), n / bn of
+ * them. */
 nncl_status nncl__k_binary(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n) {
     nncl__args g;
+    size_t global[2], local[2] = {1, 1};
     NNCL_TRY(launch_begin(&k, &g));
     nncl__arg_view(&g, a);
     nncl__arg_view(&g, b);
     nncl__arg_count(&g, bn);
     nncl__arg_view(&g, out);
     nncl__arg_count(&g, n);
-    return nncl__launch_1d(&g, k.dev, n);
+    while (local[0] < bn && local[0] < 64 && local[0] * 2 <= k.dev->max_work_group) local[0] *= 2;
+    global[0] = bn;
+    global[1] = bn ? n / bn : 0;
+    return nncl__launch(&g, k.dev, 2, global, local);
 }
 
 nncl_status nncl__k_unary(nncl__kl k, nncl__view x, nncl__view y, size_t n, const float *p) {
