@@ -12,6 +12,7 @@ from ._core import Owned, b, floats, out_array, ptr, shape_arg, text, view
 from ._errors import check
 
 lib = _lib.lib
+NNCL_IDX_MAX_DIMS = _lib.NNCL_IDX_MAX_DIMS
 LABEL_MODES = {"auto": 0, "classes": 1, "numeric": 2}
 
 
@@ -40,6 +41,24 @@ def load_idx(path):
     o = _IdxOwner()
     check(lib.nncl_idx_load(_path(path), ctypes.byref(o.c)), None, "nncl_idx_load")
     return _idx_array(o)
+
+
+def _idx_struct(a):
+    """The nncl_idx behind an array of load_idx/parse_idx (its stored type kept, so that bytes
+    are scaled), else an F32 one over the array's floats; and what must stay alive."""
+    base = a
+    while base is not None and not hasattr(base, "_owner"):
+        base = getattr(base, "base", None)
+    o = getattr(base, "_owner", None)
+    if isinstance(o, _IdxOwner) and isinstance(a, np.ndarray) and a.size == o.c.count and a.size and \
+            a.ctypes.data == ctypes.cast(o.c.data, ctypes.c_void_p).value and a.flags.c_contiguous:
+        return o.c, o
+    a = floats(a, "IDX array")
+    if not 1 <= a.ndim <= NNCL_IDX_MAX_DIMS:
+        raise ValueError("IDX arrays have 1 to %d dimensions; got %d" % (NNCL_IDX_MAX_DIMS, a.ndim))
+    c = _lib.Idx(0x0D, a.ndim, (ctypes.c_uint32 * NNCL_IDX_MAX_DIMS)(*a.shape), a.size,
+                 ctypes.cast(ptr(a), ctypes.POINTER(ctypes.c_float)))
+    return c, a
 
 
 def parse_idx(data, name=None):
@@ -179,6 +198,15 @@ class Dataset(Owned):
     def load_idx(cls, images, labels):
         """An IDX image file and label file (plain or .gz); bytes scaled to [0, 1]."""
         return cls._made(lib.nncl_dataset_load_idx, "nncl_dataset_load_idx", _path(images), _path(labels))
+
+    @classmethod
+    def from_idx(cls, images, labels):
+        """From IDX arrays: those of load_idx/parse_idx (bytes scaled to [0, 1]), or any arrays
+        images [n, ...] and integer labels [n] (taken as float32, unscaled). Images [n, h, w] get
+        the sample shape [1, h, w]."""
+        ci, ki = _idx_struct(images)
+        cl, kl = _idx_struct(labels)
+        return cls._made(lib.nncl_dataset_from_idx, "nncl_dataset_from_idx", ctypes.byref(ci), ctypes.byref(cl))
 
     @classmethod
     def load_csv(cls, path, label=None, label_index=-1, delimiter=",", label_mode="auto", classes=None):

@@ -327,6 +327,8 @@ class Trainer(Owned):
     def param(self, name, out=None):
         """A parameter (or running statistic) by name, as a new array of its shape (or into out)."""
         node = self.graph.find(name)
+        if node is None and name.endswith((".running_mean", ".running_var")):  # not nodes: batchnorm's own
+            node = self.graph.find(name.rsplit(".", 1)[0] + ".weight")
         if node is None:
             raise KeyError("no parameter %r in the graph" % (name,))
         out = out_array(out, node.shape, "param")
