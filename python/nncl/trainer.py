@@ -259,7 +259,7 @@ class Trainer(Owned):
                                         ctypes.byref(loss), ctypes.byref(acc)), self._ctx_h, "nncl_trainer_evaluate")
         return loss.value, acc.value
 
-    def fit(self, data, labels=None, epochs=1, batch=None, seed=0, val=None, val_fraction=0.0, patience=0,
+    def fit(self, data, labels=None, epochs=10, batch=None, seed=1, val=None, val_fraction=0.0, patience=0,
             keep_best=False, checkpoint=None, checkpoint_every=0, resume=None, progress=True, on_step=None):
         """nncl_trainer_fit: trains for epochs over a Dataset (or arrays data, labels), shuffled
         each epoch, batches gathered ahead by a background thread. val: a Dataset validating each
@@ -267,7 +267,8 @@ class Trainer(Owned):
         checkpoint, checkpoint_every, resume: as nncl_fit_config says. progress: True for a bar on
         a terminal (else lines) on sys.stderr, a Progress, a stream, or False. on_step(epoch,
         step, loss) is called after every step; a true return stops training. Ctrl-C stops it at
-        the end of the step and raises KeyboardInterrupt. Returns a FitResult."""
+        the end of the step and raises KeyboardInterrupt. batch defaults to max_batch; epochs and
+        seed default to nncl_fit_default's. Returns a FitResult."""
         if not isinstance(data, Dataset):
             data = Dataset.from_numpy(data, labels)
         cfg = self._fit_config(batch)
