@@ -102,3 +102,12 @@ def test_a_trainer_keeps_its_graph_and_context_alive():
     del t, x, y
     gc.collect()
     assert all(r() is None for r in refs)  # freed after the trainer, not leaked
+
+
+def test_the_log_callback_receives_the_messages():
+    msgs = []
+    c = nncl.init(log=lambda level, message: msgs.append((level, message)), log_level="info")
+    t, x, y = xor(c)
+    with pytest.raises(nncl.InvalidArgumentError) as e:
+        t.step({x: np.zeros((4, 2)), y: np.full(4, 7.0)})
+    assert (0, str(e.value)) in msgs  # errors reach the log at level 0 (error)
