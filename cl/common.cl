@@ -53,6 +53,25 @@ float nncl_group_max(__local float *buf, float v) {
     return nncl_group_reduce(buf, v, 0, (int)get_local_id(0), 1, (int)get_local_size(0), 1);
 }
 
+/* Dropout's counter-based mask (dropout in cl/misc.cl, attention in
+ * cl/attention.cl; src/ops/op_misc.c computes the same on the host): a
+ * 32-bit avalanche mix (lowbias32), uint arithmetic only. */
+uint nncl_drop_mix(uint h) {
+    h ^= h >> 16;
+    h *= 0x7feb352dU;
+    h ^= h >> 15;
+    h *= 0x846ca68bU;
+    h ^= h >> 16;
+    return h;
+}
+
+/* 1 when element `elem` of sample `sample` survives: 24 uniform bits
+ * against the threshold thr = round(p * 2^24). */
+int nncl_drop_keep(uint k0, uint k1, uint sample, uint elem, uint thr) {
+    uint h = nncl_drop_mix(nncl_drop_mix(nncl_drop_mix(sample ^ k0) + elem) ^ k1);
+    return (h >> 8) >= thr;
+}
+
 /* Storage of activations, their gradients and the working copy of the
  * weights: NNCL_STORE 1 fp16 (IEEE binary16), 2 bf16 (the upper 16 bits of
  * a float), both rounded to nearest even, else fp32. Kernels name such

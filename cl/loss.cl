@@ -97,3 +97,60 @@ __kernel void nncl_sum_scalar_f32(__global const float *term, int t_off, int n, 
     sum = nncl_group_sum(part, sum);
     if (lid == 0) out[out_off] = sum * scale;
 }
+
+/* Cross-entropy over the tokens of a sequence, one work-group per row of V
+ * logits (nncl__launch_rows). aux: lse [rows], term [rows], counted
+ * [rows], count: lse = logsumexp(x[r, :]); a row whose label is `ignore`
+ * gets term 0 and counted 0, any other term lse - x[r, label] (NaN for a
+ * label out of range) and counted 1. */
+__kernel void nncl_seq_ce_rows_f32(__global const act_t *x, int x_off, __global const float *lab, int lab_off,
+                                   __global float *aux, int aux_off, int rows, int V, int ignore) {
+    __local float buf[NNCL_RED_WG];
+    int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), c;
+    int n = r < rows ? V : 0, rr = min(r, rows - 1); /* a group past the end works on nothing */
+    __global const act_t *xr = x + x_off + (size_t)rr * V;
+    float m = -INFINITY, s = 0.0f, y = lab[lab_off + rr], lse;
+    for (c = lid; c < n; c += step) m = fmax(m, NNCL_LD(xr, c));
+    m = nncl_group_max(buf, m);
+    for (c = lid; c < n; c += step) s += exp(NNCL_LD(xr, c) - m);
+    lse = m + log(nncl_group_sum(buf, s));
+    if (lid == 0 && n) {
+        int counted = y != (float)ignore;
+        aux[aux_off + r] = lse;
+        aux[aux_off + rows + r] = !counted ? 0.0f : (y >= 0.0f && y < (float)V) ? lse - NNCL_LD(xr, (int)y) : NAN;
+        aux[aux_off + 2 * rows + r] = counted ? 1.0f : 0.0f;
+    }
+}
+
+/* One work-group: count = the counted rows, out = sum(term) / count (0
+ * when none counts). */
+__kernel void nncl_seq_ce_sum_f32(__global float *aux, int aux_off, int rows, __global float *out, int out_off) {
+    __local float buf[NNCL_RED_WG];
+    int lid = (int)get_local_id(0), step = (int)get_local_size(0), k;
+    float s = 0.0f, comp = 0.0f, cnt = 0.0f;
+    for (k = lid; k < rows; k += step) {
+        nncl_kahan_add(&s, &comp, aux[aux_off + rows + k]);
+        cnt += aux[aux_off + 2 * rows + k];
+    }
+    s = nncl_group_sum(buf, s);
+    cnt = nncl_group_sum(buf, cnt);
+    if (lid == 0) {
+        aux[aux_off + 3 * rows] = cnt;
+        out[out_off] = cnt > 0.0f ? s / cnt : 0.0f;
+    }
+}
+
+/* dx[r, c] (+)= g (exp(x[r, c] - lse[r]) - [c == label]) / count for the
+ * counted rows, 0 for the others. */
+__kernel void nncl_seq_ce_backward_f32(__global const act_t *x, int x_off, __global const float *lab, int lab_off,
+                                       __global const float *aux, int aux_off, __global const float *g, int g_off,
+                                       __global act_t *dx, int dx_off, int rows, int V, int ignore, int acc) {
+    int i = (int)get_global_id(0);
+    if (i < rows * V) {
+        int r = i / V, c = i - r * V;
+        float y = lab[lab_off + r], cnt = aux[aux_off + 3 * rows], d = 0.0f;
+        if (y != (float)ignore && cnt > 0.0f)
+            d = (exp(NNCL_LD(x, x_off + i) - aux[aux_off + r]) - (c == (int)y ? 1.0f : 0.0f)) * g[g_off] / cnt;
+        NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);
+    }
+}

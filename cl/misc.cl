@@ -1,28 +1,12 @@
-/* misc.cl - dropout with a counter-based mask (the same hash as
- * src/ops/op_misc.c, so host and device masks agree bit for bit), embedding
+/* misc.cl - dropout with a counter-based mask (nncl_drop_keep of
+ * cl/common.cl, the same hash as src/ops/op_misc.c, so host and device
+ * masks agree bit for bit), embedding
  * lookup and its atomics-free gradient, concatenation and its split, and a
  * zero fill. Buffers are followed by their int element offsets; `acc` 1
  * means add into the output. Activations, their gradients and the
  * embedding table's working copy are in the storage type (act_t,
  * cl/common.cl); indices, the table's gradient and the zero fill (an
  * index input's gradient) are fp32. */
-
-/* A 32-bit avalanche mix (lowbias32): uint arithmetic only. */
-uint nncl_drop_mix(uint h) {
-    h ^= h >> 16;
-    h *= 0x7feb352dU;
-    h ^= h >> 15;
-    h *= 0x846ca68bU;
-    h ^= h >> 16;
-    return h;
-}
-
-/* 1 when element `elem` of sample `sample` survives: 24 uniform bits
- * against the threshold thr = round(p * 2^24). */
-int nncl_drop_keep(uint k0, uint k1, uint sample, uint elem, uint thr) {
-    uint h = nncl_drop_mix(nncl_drop_mix(nncl_drop_mix(sample ^ k0) + elem) ^ k1);
-    return (h >> 8) >= thr;
-}
 
 /* dst (+)= mask * scale * src over n elements, per elements per sample
  * (per 0: not batched, one sample of index 0). Forward (acc 0) and backward

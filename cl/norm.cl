@@ -1,6 +1,7 @@
 /* norm.cl - batch normalisation (statistics per channel over the batch and
- * the spatial positions of an [B, C, inner] layout) and layer normalisation
- * (statistics per row over the last dimension), forward and backward.
+ * the spatial positions of an [B, C, inner] layout), layer and RMS
+ * normalisation (statistics per row over the last dimension), forward and
+ * backward.
  * Reductions run in one work-group per channel or row (nncl__launch_rows),
  * Kahan-compensated per work-item, then a local-memory tree. Buffers are
  * followed by their int element offsets; `acc` 1 means add into the output.
@@ -124,10 +125,10 @@ __kernel void nncl_batchnorm_backward_f32(__global const act_t *x, int x_off, __
 
 /* ------------------------------------------------------------- layer norm */
 
-/* One work-group per row of D: y = (x - mean) invstd w + b; aux[2r] = mean,
- * aux[2r+1] = invstd (biased variance, as PyTorch). */
+/* One work-group per row of D: y = (x - mean) invstd w + b (b when has_b);
+ * aux[2r] = mean, aux[2r+1] = invstd (biased variance, as PyTorch). */
 __kernel void nncl_layernorm_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
-                                     __global const act_t *b, int b_off, __global act_t *y, int y_off,
+                                     __global const act_t *b, int b_off, int has_b, __global act_t *y, int y_off,
                                      __global float *aux, int aux_off, int rows, int D, float eps) {
     __local float buf[NNCL_RED_WG];
     int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
@@ -141,7 +142,8 @@ __kernel void nncl_layernorm_f32(__global const act_t *x, int x_off, __global co
     for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, (NNCL_LD(xr, d) - mean) * (NNCL_LD(xr, d) - mean));
     inv = 1.0f / sqrt(nncl_group_sum(buf, s) / (float)D + eps);
     for (d = lid; d < n; d += step)
-        NNCL_ST((NNCL_LD(xr, d) - mean) * inv * NNCL_LD(w, w_off + d) + NNCL_LD(b, b_off + d), y, y_off + (size_t)r * D + d);
+        NNCL_ST((NNCL_LD(xr, d) - mean) * inv * NNCL_LD(w, w_off + d) + (has_b ? NNCL_LD(b, b_off + d) : 0.0f), y,
+                y_off + (size_t)r * D + d);
     if (lid == 0 && n) {
         aux[aux_off + 2 * r] = mean;
         aux[aux_off + 2 * r + 1] = inv;
@@ -197,4 +199,59 @@ __kernel void nncl_layernorm_backward_f32_params(__global const act_t *x, int x_
         if (want_w) dw[dw_off + d] = (acc_w ? dw[dw_off + d] : 0.0f) + sw;
         if (want_b) db[db_off + d] = (acc_b ? db[db_off + d] : 0.0f) + sb;
     }
+}
+
+/* ------------------------------------------------------------- RMS norm */
+
+/* One work-group per row of D: y = x invrms w, invrms = 1 / sqrt(mean(x^2)
+ * + eps) into aux[r]. */
+__kernel void nncl_rmsnorm_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
+                               __global act_t *y, int y_off, __global float *aux, int aux_off, int rows, int D,
+                               float eps) {
+    __local float buf[NNCL_RED_WG];
+    int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
+    int n = r < rows ? D : 0; /* a group past the end works on nothing */
+    float s = 0.0f, comp = 0.0f, inv;
+    __global const act_t *xr = x + x_off + (size_t)min(r, rows - 1) * D;
+    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, NNCL_LD(xr, d) * NNCL_LD(xr, d));
+    inv = 1.0f / sqrt(nncl_group_sum(buf, s) / (float)D + eps);
+    for (d = lid; d < n; d += step) NNCL_ST(NNCL_LD(xr, d) * inv * NNCL_LD(w, w_off + d), y, y_off + (size_t)r * D + d);
+    if (lid == 0 && n) aux[aux_off + r] = inv;
+}
+
+/* One work-group per row: with g = dy w and xhat = x invrms,
+ * dx = invrms (g - xhat sum(g xhat) / D). */
+__kernel void nncl_rmsnorm_backward_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                        __global const act_t *w, int w_off, __global const float *aux, int aux_off,
+                                        __global act_t *dx, int dx_off, int acc, int rows, int D) {
+    __local float buf[NNCL_RED_WG];
+    int r = (int)get_group_id(0), lid = (int)get_local_id(0), step = (int)get_local_size(0), d;
+    int n = r < rows ? D : 0, rr = min(r, rows - 1);
+    float s = 0.0f, comp = 0.0f, inv = aux[aux_off + rr];
+    __global const act_t *xr = x + x_off + (size_t)rr * D, *gr = dy + dy_off + (size_t)rr * D;
+    for (d = lid; d < n; d += step) nncl_kahan_add(&s, &comp, NNCL_LD(gr, d) * NNCL_LD(w, w_off + d) * NNCL_LD(xr, d));
+    s = nncl_group_sum(buf, s) * inv * inv / (float)D;
+    for (d = lid; d < n; d += step) {
+        float v = inv * (NNCL_LD(gr, d) * NNCL_LD(w, w_off + d) - NNCL_LD(xr, d) * s);
+        size_t i = (size_t)dx_off + (size_t)r * D + d;
+        NNCL_ST(acc ? NNCL_LD(dx, i) + v : v, dx, i);
+    }
+}
+
+/* dw[d] (+)= sum over rows of dy x invrms: 2-D groups (nncl__launch_cols)
+ * as nncl_layernorm_backward_f32_params. */
+__kernel void nncl_rmsnorm_backward_f32_params(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
+                                               __global const float *aux, int aux_off, __global float *dw, int dw_off,
+                                               int acc, int rows, int D) {
+    __local float buf[NNCL_RED_WG];
+    int d = (int)get_global_id(0), col = (int)get_local_id(0), lane = (int)get_local_id(1);
+    int nx = (int)get_local_size(0), ny = (int)get_local_size(1), r;
+    float sw = 0.0f, cw = 0.0f;
+    if (d < D) /* padding work-items add zeros but still meet every barrier */
+        for (r = lane; r < rows; r += ny) {
+            size_t i = (size_t)r * D + d;
+            nncl_kahan_add(&sw, &cw, NNCL_LD(dy, dy_off + i) * NNCL_LD(x, x_off + i) * aux[aux_off + r]);
+        }
+    sw = nncl_group_reduce(buf, sw, col, lane, nx, ny, 0);
+    if (lane == 0 && d < D) dw[dw_off + d] = (acc ? dw[dw_off + d] : 0.0f) + sw;
 }

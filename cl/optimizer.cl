@@ -7,6 +7,8 @@
  * unscale: 1 / the loss scale (1 without loss scaling), applied to the
  * gradient before clipping as GradScaler's unscale_ is; a power of two, so
  * the product is exact and 1 leaves every bit as it was.
+ * Weight decay applies to the first n_decay parameters (nncl_param_decay
+ * lays the decayed ones out first), 0 to the rest.
  * h: where the plan stores activations in half (built with NNCL_STORE,
  * cl/common.cl), the working copy of the parameters in that type, written
  * from the updated value in the same pass (one launch and one pass over
@@ -73,10 +75,10 @@ __kernel void nncl_sumsq_f32_final(__global float *s, int s_off, int count, int 
  *   p = p - lr*g */
 __kernel void nncl_sgd_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
                            int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n,
-                           float lr, float momentum, float dampening, float wd, float clip_norm, float unscale,
-                           int nesterov, int first) {
+                           int n_decay, float lr, float momentum, float dampening, float wd_decay, float clip_norm,
+                           float unscale, int nesterov, int first) {
     size_t i = get_global_id(0);
-    float pi, gi;
+    float pi, gi, wd = i < (size_t)n_decay ? wd_decay : 0.0f;
     if (i >= (size_t)n) return;
     pi = p[p_off + i];
     gi = g[g_off + i] * unscale * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
@@ -116,16 +118,17 @@ __kernel void nncl_sgd_f32(__global float *p, int p_off, __global act_t *h, int 
     }
 __kernel void nncl_adam_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
                             int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off, int n,
-                            float lr, float beta1, float beta2, float eps, float wd, float step_size, float bc2_sqrt,
-                            float clip_norm, float unscale, int decoupled) {
+                            int n_decay, float lr, float beta1, float beta2, float eps, float wd_decay,
+                            float step_size, float bc2_sqrt, float clip_norm, float unscale, int decoupled) {
     size_t i = get_global_id(0) * NNCL_OPT_VW, e;
-    float c;
+    float c, wd = i < (size_t)n_decay ? wd_decay : 0.0f;
     __global float *m0 = s + s_off, *v0 = s + s_off + (size_t)n;
     if (i >= (size_t)n) return;
     c = nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);
     p += p_off;
     g += g_off;
-    if (i + NNCL_OPT_VW <= (size_t)n) {
+    /* a vector of parameters all decayed or all not; one that straddles n_decay goes one by one */
+    if (i + NNCL_OPT_VW <= (size_t)n && (i + NNCL_OPT_VW <= (size_t)n_decay || i >= (size_t)n_decay)) {
         float8 pi = vload8(0, p + i), gi = vload8(0, g + i) * unscale * c, m = vload8(0, m0 + i), v = vload8(0, v0 + i);
         NNCL_ADAM(float8, pi, gi, m, v)
         vstore8(m, 0, m0 + i);
@@ -133,8 +136,9 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global act_t *h, int
         vstore8(pi, 0, p + i);
         NNCL_OPT_HALF8(pi, h, h_off + i);
     } else
-        for (e = i; e < (size_t)n; e++) {
+        for (e = i; e < (size_t)n && e < i + NNCL_OPT_VW; e++) {
             float pi = p[e], gi = g[e] * unscale * c, m = m0[e], v = v0[e];
+            wd = e < (size_t)n_decay ? wd_decay : 0.0f;
             NNCL_ADAM(float, pi, gi, m, v)
             m0[e] = m;
             v0[e] = v;
@@ -149,10 +153,10 @@ __kernel void nncl_adam_f32(__global float *p, int p_off, __global act_t *h, int
  *   momentum > 0: b = momentum*b + d, p = p - lr*b;  else p = p - lr*d */
 __kernel void nncl_rmsprop_f32(__global float *p, int p_off, __global act_t *h, int h_off, __global const float *g,
                                int g_off, __global float *s, int s_off, __global const float *sumsq, int sumsq_off,
-                               int n, float lr, float alpha, float eps, float momentum, float wd, float clip_norm,
-                               float unscale) {
+                               int n, int n_decay, float lr, float alpha, float eps, float momentum, float wd_decay,
+                               float clip_norm, float unscale) {
     size_t i = get_global_id(0);
-    float pi, gi, a, d;
+    float pi, gi, a, d, wd = i < (size_t)n_decay ? wd_decay : 0.0f;
     if (i >= (size_t)n) return;
     pi = p[p_off + i];
     gi = g[g_off + i] * unscale * nncl_opt_clip_scale(sumsq, sumsq_off, clip_norm);

@@ -29,6 +29,22 @@ __kernel void nncl_sum_f32_axis0(__global const act_t *x, int x_off, __global ac
     }
 }
 
+/* The same into fp32 whatever the storage: a parameter's gradient (an
+ * added bias or learned position). */
+__kernel void nncl_sum_f32_axis0_param(__global const act_t *x, int x_off, __global float *out, int out_off, int rows,
+                                       int cols, float alpha, int acc) {
+    __local float buf[NNCL_RED_WG];
+    size_t c = get_global_id(0);
+    int col = (int)get_local_id(0), lane = (int)get_local_id(1);
+    int nx = (int)get_local_size(0), ny = (int)get_local_size(1), r;
+    float s = 0.0f, comp = 0.0f;
+    if (get_local_size(0) * get_local_size(1) > NNCL_RED_WG) return; /* uniform: the host never does this */
+    if (c < (size_t)cols)
+        for (r = lane; r < rows; r += ny) nncl_kahan_add(&s, &comp, NNCL_LD(x, x_off + (size_t)r * cols + c));
+    s = nncl_group_reduce(buf, s, col, lane, nx, ny, 0);
+    if (lane == 0 && c < (size_t)cols) out[out_off + c] = (acc ? out[out_off + c] : 0.0f) + alpha * s;
+}
+
 /* Axis 1, out[r] over the columns: one 1-D group per row
  * (nncl__launch_rows). */
 __kernel void nncl_sum_f32_axis1(__global const act_t *x, int x_off, __global act_t *out, int out_off, int rows,

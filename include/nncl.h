@@ -274,8 +274,13 @@ NNCL_API nncl_node *nncl_param(nncl_graph *g, const char *name, int ndim, const 
                                float scale);
 /* Frozen parameters get no update and no gradient work. Before any plan. */
 NNCL_API nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen);
+/* Whether the optimizer's weight_decay applies to this parameter (default 1: all, as today);
+ * nanoGPT decays 2-D weights only. Before any plan; saved in the model description. */
+NNCL_API nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay);
 
-/* Elementwise: b of a's shape, or a vector of a's last dimension. */
+/* Elementwise: b of a's shape, or a vector of a's last dimension, or (add, sub, mul) an unbatched b
+ * of a's per-sample shape, shared by every sample (learned positions [T, C] added to [B, T, C]):
+ * its gradient is summed over the batch. */
 NNCL_API nncl_node *nncl_op_add(nncl_graph *g, nncl_node *a, nncl_node *b);
 NNCL_API nncl_node *nncl_op_sub(nncl_graph *g, nncl_node *a, nncl_node *b);
 NNCL_API nncl_node *nncl_op_mul(nncl_graph *g, nncl_node *a, nncl_node *b);
@@ -329,11 +334,38 @@ NNCL_API nncl_node *nncl_reshape(nncl_graph *g, nncl_node *x, int ndim, const in
 NNCL_API nncl_node *nncl_flatten(nncl_graph *g, nncl_node *x);
 /* Joins along a per-sample axis (0 is the first dimension after the batch). */
 NNCL_API nncl_node *nncl_concat(nncl_graph *g, nncl_node *a, nncl_node *b, int axis);
+/* c = op(a) x op(b), batched over the leading dimensions: a [B, .., M, K] (K, M with transpose_a),
+ * b [B, .., K, N] (N, K with transpose_b), c [B, .., M, N]. b may be an unbatched node (a parameter
+ * [K, N] or [.., K, N], its leading dimensions the last of a's), shared by every sample: this is how
+ * weights are shared (weight tying); its gradient sums over every use. */
+NNCL_API nncl_node *nncl_matmul(nncl_graph *g, nncl_node *a, nncl_node *b, int transpose_a, int transpose_b);
+/* Swaps two per-sample axes (0 is the first after the batch; negative count from the end). */
+NNCL_API nncl_node *nncl_transpose(nncl_graph *g, nncl_node *x, int axis0, int axis1);
+/* x[..., start:start+length, ...] along one per-sample axis (q, k, v out of one projection). */
+NNCL_API nncl_node *nncl_slice(nncl_graph *g, nncl_node *x, int axis, int start, int length);
+/* y = x / sqrt(mean(x^2) + eps) * weight over the last axis; parameter NAME.weight (ones). */
+NNCL_API nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
+/* Layer norm over the last axis with bias 1 (nncl_layernorm) or 0 (nanoGPT's LayerNorm(bias=False):
+ * y = (x - mean) / sqrt(var + eps) * weight, NAME.weight only). */
+NNCL_API nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, const char *name);
+/* Fused causal self-attention: q, k, v [B, T, C], C = n_heads * head_dim
+ * (head_dim at most 128); per head softmax(q k^T / sqrt(head_dim) + causal
+ * mask) v, dropout p on the weights (training only, counter-based as
+ * nncl_dropout's: a step is reproducible), output [B, T, C] (heads
+ * concatenated back along C, as PyTorch's view/transpose does). */
+NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node *k, nncl_node *v,
+                                          int n_heads, float dropout);
 
 /* Losses: scalar means over the batch. labels hold class indices. */
 NNCL_API nncl_node *nncl_softmax_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels);
 NNCL_API nncl_node *nncl_bce_with_logits(nncl_graph *g, nncl_node *logits, nncl_node *targets);
 NNCL_API nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target);
+/* Mean over all tokens whose label != ignore_index of -log softmax(logits)[label]:
+ * logits [B, T, V] (any [B, .., V]), labels [B, T] (the logits' shape without V); fused with its
+ * softmax. No counted token (the whole batch ignored): loss 0 and zero gradients. Data parallel,
+ * it is the mean over all devices' tokens when every sample counts as many tokens. */
+NNCL_API nncl_node *nncl_sequence_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels,
+                                                int ignore_index);
 
 /* Looks a node up by name (parameters, inputs). */
 NNCL_API nncl_node *nncl_graph_find(const nncl_graph *g, const char *name);
@@ -343,7 +375,15 @@ NNCL_API int nncl_node_shape(const nncl_node *n, int *shape);
 /* ---------------------------------------------------------------- training */
 
 typedef enum nncl_optimizer { NNCL_OPT_SGD = 0, NNCL_OPT_ADAM, NNCL_OPT_ADAMW, NNCL_OPT_RMSPROP } nncl_optimizer;
-typedef enum nncl_schedule { NNCL_SCHED_CONSTANT = 0, NNCL_SCHED_STEP, NNCL_SCHED_COSINE } nncl_schedule;
+/* WARMUP_COSINE is nanoGPT's get_lr, W = warmup_steps, T = total_steps (its lr_decay_iters):
+ * t < W: lr (t+1)/(W+1); t > T: min_lr; else min_lr + (lr - min_lr)(1 + cos(pi (t-W)/(T-W)))/2.
+ * COSINE with warmup_steps instead multiplies the unshifted cosine by min(1, (t+1)/W). */
+typedef enum nncl_schedule {
+    NNCL_SCHED_CONSTANT = 0,
+    NNCL_SCHED_STEP,
+    NNCL_SCHED_COSINE,
+    NNCL_SCHED_WARMUP_COSINE
+} nncl_schedule;
 
 /* Optimizer and learning-rate schedule; the meaning of every field follows
  * PyTorch's optimizer of the same name. nncl_optim_default() gives
@@ -364,7 +404,7 @@ typedef struct nncl_optim_config {
     float gamma;
     int total_steps;       /* COSINE: steps to anneal from lr to min_lr */
     float min_lr;
-    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule) */
+    int warmup_steps;      /* linear warm-up from 0 over this many steps (any schedule; WARMUP_COSINE: its own) */
     float clip_norm;       /* clip gradients to this global L2 norm; 0: off */
 } nncl_optim_config;
 

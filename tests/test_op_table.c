@@ -31,7 +31,7 @@ struct ot_row {
     ot_builder build;
     int a[6];          /* the builder's integer attributes */
     float p;           /* and its float one */
-    ot_input in[2];
+    ot_input in[3];
     int batch;
     double tol;        /* normalised squared error allowed on the devices */
 };
@@ -163,6 +163,69 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
     return nncl_concat(g, in[0], r->in[1].kind ? in[1] : in[0], r->a[0]);
 }
 
+/* matmul(a, b, a[0], a[1]): b the second input, or (a[2] 1) a parameter
+ * of dimensions a[3], a[4] (and a[5] before them when not 0), shared by
+ * every sample. */
+static nncl_node *ot_matmul(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *b = in[1];
+    if (r->a[2]) {
+        int dims[3] = {r->a[5], r->a[3], r->a[4]}, nd = r->a[5] ? 3 : 2;
+        b = nncl_param(g, "w", nd, r->a[5] ? dims : dims + 1, NNCL_INIT_UNIFORM, 1.0f);
+    }
+    return nncl_matmul(g, in[0], b, r->a[0], r->a[1]);
+}
+
+/* transpose(a, a[0], a[1]), then (a[2] 1) a slice of it along a[3] from
+ * a[4] of a[5] elements. */
+static nncl_node *ot_shape_ops(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *t = r->a[0] == r->a[1] ? in[0] : nncl_transpose(g, in[0], r->a[0], r->a[1]);
+    return r->a[2] ? nncl_slice(g, t, r->a[3], r->a[4], r->a[5]) : t;
+}
+
+/* q, k and v sliced out of one [T, 3C] input, their slices' gradients
+ * added into it: (q k^T) v. */
+static nncl_node *ot_qkv(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    int C = r->in[0].dims[1] / 3;
+    nncl_node *q = nncl_slice(g, in[0], 1, 0, C), *k = nncl_slice(g, in[0], -1, C, C), *v = nncl_slice(g, in[0], 1, 2 * C, C);
+    return nncl_matmul(g, nncl_matmul(g, q, k, 0, 1), v, 0, 0);
+}
+
+/* a + a learned [a's sample shape] parameter (add a[0] 0, sub 1, mul 2). */
+static nncl_node *ot_add_sample(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *p = nncl_param(g, "pos", r->in[0].ndim, r->in[0].dims, NNCL_INIT_UNIFORM, 1.0f);
+    return r->a[0] == 0 ? nncl_op_add(g, in[0], p) : r->a[0] == 1 ? nncl_op_sub(g, in[0], p) : nncl_op_mul(g, in[0], p);
+}
+
+/* a[0] 0: layer norm without bias, 1: RMS norm; then linear with tanh. */
+static nncl_node *ot_norm_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *h = r->a[0] ? nncl_rmsnorm(g, in[0], 1e-5f, "rms") : nncl_layernorm_ex(g, in[0], 1e-5f, 0, "ln");
+    return nncl_linear(g, h, 3, 0, NNCL_ACT_TANH, "fc");
+}
+
+/* Logits in[0] [B, T, V] with labels in[1] [B, T], ignore_index a[0]. */
+static nncl_node *ot_seq_ce(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return nncl_sequence_cross_entropy(g, in[0], in[1], r->a[0]);
+}
+
+/* A tied GPT head: tokens in[0] [B, T] through embedding "wte" [V = the
+ * labels' classes, a[0]], a linear layer on [B, T, C], then the logits
+ * from the same weight, matmul(h, wte, 0, 1), and the sequence
+ * cross-entropy with labels in[1] (ignore_index a[1]): wte's gradient is
+ * the sum of the embedding's and the head's. */
+static nncl_node *ot_tied(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    int V = (int)r->in[1].hi;
+    nncl_node *h = nncl_embedding(g, in[0], V, r->a[0], "wte"), *wte = nncl_graph_find(g, "wte.weight");
+    h = nncl_linear(g, h, r->a[0], 0, NNCL_ACT_TANH, "mix");
+    return nncl_sequence_cross_entropy(g, nncl_matmul(g, h, wte, 0, 1), in[1], r->a[1]);
+}
+
+/* causal_attention of a[0] heads, dropout p, on inputs q, k, v; a[1] 1:
+ * self-attention of one input (q = k = v: three gradients into one). */
+static nncl_node *ot_attention(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return r->a[1] ? nncl_causal_attention(g, in[0], in[0], in[0], r->a[0], r->p)
+                   : nncl_causal_attention(g, in[0], in[1], in[2], r->a[0], r->p);
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -183,9 +246,29 @@ static nncl_node *ot_concat(nncl_graph *g, nncl_node *const *in, const ot_row *r
 #define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_BN(b, ndim, d0, d1, d2) {"batchnorm", ot_batchnorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
 #define OT_LN(b, ndim, d0, d1, d2) {"layernorm", ot_layernorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
+#define OT_ATT(name, b, T, C, heads, p)                                                                               \
+    {"causal_attention " name, ot_attention, {heads}, p,                                                             \
+     {OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C)}, b, OT_TOL}
 #define OT_CAT(b, axis, ndim, a0, a1, a2, b0, b1, b2)                                                                \
     {"concat", ot_concat, {axis}, 0, {{OT_GRAD, -2, 2, ndim, {a0, a1, a2}}, {OT_GRAD, -2, 2, ndim, {b0, b1, b2}}}, b, \
      OT_TOL}
+
+/* matmul of a [d0, d1] and b [e0, e1] (both batched) with transposes; of
+ * a [d0, d1] and a parameter [e0, e1] (3-D with h). */
+#define OT_MM(b, ta, tb, h, d0, d1, e0, e1)                                                                        \
+    {"matmul ta" #ta " tb" #tb, ot_matmul, {ta, tb}, 0, {OT_X3(-1, 1, h, d0, d1), OT_X3(-1, 1, h, e0, e1)}, b, OT_TOL}
+#define OT_MMP(b, ta, tb, d0, d1, e0, e1, h)                                                                       \
+    {"matmul ta" #ta " tb" #tb " shared b", ot_matmul, {ta, tb, 1, e0, e1, h}, 0, {OT_X2(-1, 1, d0, d1)}, b, OT_TOL}
+/* transpose axes a0, a1 (equal: none) of [d0, d1, d2], then slice axis s
+ * from start of len (sl 1) */
+#define OT_TR(b, a0, a1, d0, d1, d2, sl, s, start, len)                                                            \
+    {"transpose/slice " #a0 "," #a1 " " #s ":" #start "+" #len, ot_shape_ops, {a0, a1, sl, s, start, len}, 0,       \
+     {OT_X3(-2, 2, d0, d1, d2)}, b, OT_TOL}
+#define OT_NORM(kind, b, ndim, d0, d1)                                                                              \
+    {kind ? "rmsnorm" : "layernorm(no bias)", ot_norm_ex, {kind}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, 0}}}, b, OT_TOL}
+#define OT_SEQ_LAB(T, classes) {OT_LABEL, 0, classes, 1, {T, 0, 0}}
+#define OT_SEQ(ignore, b, T, V, classes)                                                                            \
+    {"sequence_ce ignore " #ignore, ot_seq_ce, {ignore}, 0, {OT_X2(-3, 3, T, V), OT_SEQ_LAB(T, classes)}, b, OT_TOL}
 
 static const ot_row ot_rows[] = {
     /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
@@ -271,6 +354,42 @@ static const ot_row ot_rows[] = {
      * groups of 4 samples, the second cut short; width 10: rows of 8 and 2
      * pixels (last, so that the rows above keep their data) */
     OT_CONV(6, 3, 7, 10, 4, 3, 1, 1, 1, NONE),
+    /* the GPT's ops (last, so that the rows above keep their data).
+     * matmul: either side transposed, b batched or a shared parameter
+     * (one product over all rows, or per item: a transposed, or a
+     * parameter with leading dimensions); odd sizes */
+    OT_MM(3, 0, 0, 2, 5, 3, 3, 4), OT_MM(2, 1, 0, 2, 3, 5, 3, 4), OT_MM(2, 0, 1, 2, 5, 3, 4, 3),
+    OT_MM(1, 1, 1, 3, 3, 5, 4, 3), OT_MMP(3, 0, 0, 5, 7, 7, 9, 0), OT_MMP(2, 0, 1, 5, 7, 9, 7, 0),
+    OT_MMP(2, 1, 0, 7, 5, 7, 3, 0), OT_MMP(2, 1, 1, 7, 5, 3, 7, 0), OT_MMP(1, 0, 0, 5, 7, 7, 3, 0),
+    {"matmul b [H,K,N] shared", ot_matmul, {0, 0, 1, 5, 3, 2}, 0, {OT_X3(-1, 1, 2, 3, 5)}, 3, OT_TOL},
+    {"matmul b [H,N,K]^T shared", ot_matmul, {1, 1, 1, 3, 5, 2}, 0, {OT_X3(-1, 1, 2, 5, 3)}, 2, OT_TOL},
+    {"matmul 4-D", ot_matmul, {0, 1}, 0, {{OT_GRAD, -1, 1, 3, {2, 3, 5}}, {OT_GRAD, -1, 1, 3, {2, 4, 5}}}, 2, OT_TOL},
+    /* transpose and slice over every kind of axis pair and length */
+    OT_TR(2, 0, 1, 3, 5, 7, 0, 0, 0, 0), OT_TR(2, 0, 2, 3, 5, 7, 0, 0, 0, 0), OT_TR(3, 1, 2, 3, 5, 7, 0, 0, 0, 0),
+    OT_TR(1, -1, 0, 4, 3, 2, 0, 0, 0, 0), OT_TR(2, 0, 0, 3, 5, 7, 1, 0, 1, 2), OT_TR(2, 0, 0, 3, 5, 7, 1, 1, 2, 3),
+    OT_TR(2, 0, 0, 3, 5, 7, 1, -1, 6, 1), OT_TR(3, 0, 1, 3, 5, 7, 1, 1, 0, 3), OT_TR(2, 0, 0, 3, 5, 7, 1, 0, 0, 3),
+    {"slice q,k,v", ot_qkv, {0}, 0, {OT_X2(-1, 1, 4, 9)}, 2, OT_TOL},
+    {"slice q,k,v", ot_qkv, {0}, 0, {OT_X2(-1, 1, 7, 15)}, 3, OT_TOL},
+    /* learned positions: an unbatched parameter of a's sample shape */
+    {"add [T,C] parameter", ot_add_sample, {0}, 0, {OT_X2(-2, 2, 5, 7)}, 3, OT_TOL},
+    {"add [T,C] parameter", ot_add_sample, {0}, 0, {OT_X2(-2, 2, 1, 1)}, 1, OT_TOL},
+    {"sub [C,H,W] parameter", ot_add_sample, {1}, 0, {OT_X3(-2, 2, 2, 3, 5)}, 2, OT_TOL},
+    {"mul [T,C] parameter", ot_add_sample, {2}, 0, {OT_X2(-2, 2, 3, 5)}, 2, OT_TOL},
+    /* layer norm without bias, RMS norm */
+    OT_NORM(0, 1, 1, 5, 0), OT_NORM(0, 3, 2, 4, 7), OT_NORM(0, 2, 1, 300, 0), OT_NORM(0, 40, 1, 7, 0),
+    OT_NORM(1, 1, 1, 5, 0), OT_NORM(1, 3, 2, 4, 7), OT_NORM(1, 2, 1, 300, 0), OT_NORM(1, 40, 1, 7, 0),
+    /* sequence cross-entropy: V off every work-group size, labels equal
+     * to ignore_index (0, -1: none), a whole batch ignored (labels all 0) */
+    OT_SEQ(-100, 3, 5, 7, 7), OT_SEQ(0, 2, 4, 65, 3), OT_SEQ(-1, 1, 1, 1, 1), OT_SEQ(2, 2, 6, 300, 4),
+    OT_SEQ(0, 3, 4, 9, 1),
+    /* weight tying: one parameter, an embedding's and a matmul's */
+    {"tied embedding+matmul+sequence_ce", ot_tied, {6, -100}, 0, {OT_SEQ_LAB(5, 11), OT_SEQ_LAB(5, 11)}, 3, OT_TOL},
+    {"tied embedding+matmul+sequence_ce", ot_tied, {5, 3}, 0, {OT_SEQ_LAB(7, 5), OT_SEQ_LAB(7, 5)}, 2, OT_TOL},
+    /* causal attention: odd heads (D 3, 5, 35), one and several heads, T
+     * of 1 and off every multiple, dropout (p 1: every weight dropped) */
+    OT_ATT("h1", 2, 5, 3, 1, 0), OT_ATT("h3", 2, 7, 9, 3, 0), OT_ATT("h2 dropout 0.3", 3, 13, 10, 2, 0.3f),
+    OT_ATT("T1", 3, 1, 4, 2, 0), OT_ATT("h2 D35", 1, 37, 70, 2, 0), OT_ATT("dropout 1", 2, 4, 4, 2, 1.0f),
+    {"causal_attention self h2 dropout 0.2", ot_attention, {2, 1}, 0.2f, {OT_X2(-2, 2, 6, 6)}, 2, OT_TOL},
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
@@ -326,14 +445,14 @@ static void ot_distinct(float *d, size_t count) {
 }
 
 static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
-    static const char *const names[2] = {"a", "b"};
+    static const char *const names[3] = {"a", "b", "c"};
     char name[200], s0[48], s1[48] = "";
     nncl_graph *g = nncl_graph_create(ctx, 42);
-    nncl_node *in[2] = {NULL, NULL}, *out, *t = NULL, *loss;
-    float *data[3] = {NULL, NULL, NULL};
-    oc_feed f[3];
+    nncl_node *in[3] = {NULL, NULL, NULL}, *out, *t = NULL, *loss;
+    float *data[4] = {NULL, NULL, NULL, NULL};
+    oc_feed f[4];
     int i, nf = 0, ok = 1;
-    for (i = 0; i < 2 && r->in[i].kind; i++) {
+    for (i = 0; i < 3 && r->in[i].kind; i++) {
         in[i] = nncl_input(g, names[i], r->in[i].ndim, r->in[i].dims);
         if (!in[i]) ok = 0;
         else in[i]->needs_grad = r->in[i].kind == OT_GRAD; /* check the input's gradient too */
@@ -349,13 +468,14 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     }
     out = ok ? r->build(g, in, r) : NULL;
     loss = out;
-    if (out && !(out->op == NNCL_OP_SOFTMAX_CE || out->op == NNCL_OP_BCE_LOGITS || out->op == NNCL_OP_MSE)) {
+    if (out && !(out->op == NNCL_OP_SOFTMAX_CE || out->op == NNCL_OP_BCE_LOGITS || out->op == NNCL_OP_MSE ||
+                 out->op == NNCL_OP_SEQ_CE)) {
         int shape[NNCL_MAX_DIMS], nd = nncl_node_shape(out, shape);
         t = nncl_input(g, "target", nd, shape);
         loss = nncl_mse(g, out, t);
     }
     if (loss) {
-        for (i = 0; i < 2 && in[i]; i++) {
+        for (i = 0; i < 3 && in[i]; i++) {
             data[nf] = ot_data(&r->in[i], nncl__numel(in[i], r->batch), 17u + 12u * (unsigned)i + 97u * (unsigned)index);
             f[nf].node = in[i];
             f[nf].data = data[nf];
@@ -370,14 +490,14 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     }
     if (oc_store && out && (out->op == NNCL_OP_MAXPOOL2D || (out->n_in > 0 && out->in[0]->op == NNCL_OP_MAXPOOL2D)) &&
         data[0]) ot_distinct(data[0], nncl__numel(in[0], r->batch));
-    for (oc_no_fd = 0, i = 0; i < 2 && in[i]; i++) oc_no_fd |= nncl__numel(in[i], r->batch) > OT_FD_MAX;
+    for (oc_no_fd = 0, i = 0; i < 3 && in[i]; i++) oc_no_fd |= nncl__numel(in[i], r->batch) > OT_FD_MAX;
     if (!oc_store) oc_check(name, ctx, g, loss, f, nf, r->batch, r->tol);
     else if (loss && nncl__numel(out == loss ? out->in[0] : out, r->batch) >= 8 &&
              nncl__plan_check_store(ctx, g, loss, oc_store) == NNCL_OK) {
         oc_check(name, ctx, g, loss, f, nf, r->batch, oc_store == 1 ? 1e-5 : 6e-4);
         for (i = 0; i < g->n_nodes; i++) ot_half_ran[g->nodes[i]->op] = 1;
     }
-    for (i = 0; i < 3; i++) free(data[i]);
+    for (i = 0; i < 4; i++) free(data[i]);
     nncl_graph_free(g);
 }
 
@@ -389,8 +509,8 @@ static int ot_coverage(nncl_context *ctx) {
     for (k = 0; k < (int)OT_NROWS; k++) {
         const ot_row *r = &ot_rows[k];
         nncl_graph *g = nncl_graph_create(ctx, 1);
-        nncl_node *in[2] = {NULL, NULL};
-        for (i = 0; i < 2 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? "b" : "a", r->in[i].ndim, r->in[i].dims);
+        nncl_node *in[3] = {NULL, NULL, NULL};
+        for (i = 0; i < 3 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? (i == 1 ? "b" : "c") : "a", r->in[i].ndim, r->in[i].dims);
         TH_CHECK(name, r->build(g, in, r) != NULL);
         for (i = 0; i < g->n_nodes; i++) seen[g->nodes[i]->op] = 1;
         nncl_graph_free(g);

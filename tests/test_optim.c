@@ -101,10 +101,12 @@ typedef struct ot_variant {
     const char *name;
     nncl_optim_config o;
     float clip_rel; /* clip_norm = clip_rel * expected gradient norm (sqrt(n/3)); 0: off */
+    size_t decay_cut; /* nonzero: weight decay on the first decay_cut parameters alone (nncl_param_decay) */
 } ot_variant;
 
 static int ot_variants(ot_variant *v) {
     int k = 0;
+    memset(v, 0, 32 * sizeof *v);
     v[k].name = "sgd"; v[k].o = ot_config(NNCL_OPT_SGD, 0.1f); v[k++].clip_rel = 0;
     v[k].name = "sgd_wd"; v[k].o = ot_config(NNCL_OPT_SGD, 0.1f); v[k].o.weight_decay = 0.05f; v[k++].clip_rel = 0;
     v[k].name = "sgd_mom"; v[k].o = ot_config(NNCL_OPT_SGD, 0.1f); v[k].o.momentum = 0.9f; v[k++].clip_rel = 0;
@@ -130,6 +132,15 @@ static int ot_variants(ot_variant *v) {
     v[k].o.weight_decay = 0.05f; v[k].o.alpha = 0.9f; v[k++].clip_rel = 0;
     v[k].name = "rmsprop_mom_clip"; v[k].o = ot_config(NNCL_OPT_RMSPROP, 0.01f); v[k].o.momentum = 0.5f;
     v[k++].clip_rel = 0.3f;
+    /* decay on a prefix of 13: the Adam kernel's vector of 8 to 15 straddles it */
+    v[k].name = "sgd_wd_prefix"; v[k].o = ot_config(NNCL_OPT_SGD, 0.1f); v[k].o.momentum = 0.9f;
+    v[k].o.weight_decay = 0.05f; v[k++].decay_cut = 13;
+    v[k].name = "adam_wd_prefix"; v[k].o = ot_config(NNCL_OPT_ADAM, 0.01f); v[k].o.weight_decay = 0.1f;
+    v[k++].decay_cut = 13;
+    v[k].name = "adamw_wd_prefix_clip"; v[k].o = ot_config(NNCL_OPT_ADAMW, 0.01f); v[k].o.weight_decay = 0.1f;
+    v[k].clip_rel = 0.3f; v[k++].decay_cut = 13;
+    v[k].name = "rmsprop_wd_prefix"; v[k].o = ot_config(NNCL_OPT_RMSPROP, 0.01f); v[k].o.weight_decay = 0.05f;
+    v[k++].decay_cut = 13;
     return k;
 }
 
@@ -226,9 +237,20 @@ static int ot_device_run(nncl_context *ctx, int d, const ot_variant *var, size_t
         }
         if (o.clip_norm > 0 && o.clip_norm < sqrt(ss)) clipped++;
         TH_OK(name, ctx, nncl_tensor_write(r->tg, r->hg, lg));
-        TH_OK(name, ctx, nncl__optim_step(ctx, dev, &o, t, ot_view(r->tp, OT_POFF), ot_view(r->tg, OT_GOFF),
-                                          ot_view(r->ts, OT_SOFF), r->tscr->mem, n));
-        nncl__optim_ref(&o, t, r->rp, r->rg, r->rs, n);
+        if (!var->decay_cut) {
+            TH_OK(name, ctx, nncl__optim_step(ctx, dev, &o, t, ot_view(r->tp, OT_POFF), ot_view(r->tg, OT_GOFF),
+                                              ot_view(r->ts, OT_SOFF), r->tscr->mem, n));
+            nncl__optim_ref(&o, t, r->rp, r->rg, r->rs, n);
+        } else {
+            nncl__view none;
+            size_t cut = var->decay_cut < n ? var->decay_cut : n;
+            none.mem = NULL;
+            none.off = 0;
+            if (o.clip_norm > 0) TH_OK(name, ctx, nncl__optim_sumsq(ctx, dev, ot_view(r->tg, OT_GOFF), r->tscr->mem, n));
+            TH_OK(name, ctx, nncl__optim_update_store(ctx, dev, &o, t, ot_view(r->tp, OT_POFF), ot_view(r->tg, OT_GOFF),
+                                                      ot_view(r->ts, OT_SOFF), r->tscr->mem, n, 1.0f, none, 0, cut));
+            nncl__optim_ref_decay(&o, t, r->rp, r->rg, r->rs, n, cut);
+        }
         TH_OK(name, ctx, nncl_tensor_read(r->tp, bp, lp));
         TH_OK(name, ctx, nncl_tensor_read(r->ts, bs, ls));
         if (!ot_close(name, "params", t, bp + OT_POFF, r->rp, n, 1e-5, 1e-6)) return 1;
@@ -385,6 +407,35 @@ static int test_schedules(void) {
     return 0;
 }
 
+/* nanoGPT's get_lr (train.py) for learning_rate 1e-3, min_lr 1e-4,
+ * warmup_iters 100, lr_decay_iters 2000 (its Shakespeare character
+ * configuration), printed by Python at these iterations. */
+static const double ot_nanogpt_lr[12][2] = {
+    {0, 9.900990099009901e-06}, {1, 1.9801980198019803e-05}, {50, 0.000504950495049505}, {99, 0.0009900990099009901},
+    {100, 0.001}, {101, 0.0009999993848585915}, {500, 0.0009051132292283772}, {1000, 0.0005871607054625496},
+    {1999, 0.00010000061514140841}, {2000, 0.0001}, {2001, 0.0001}, {5000, 0.0001}};
+
+static int test_warmup_cosine(void) {
+    const char *name = "schedule WARMUP_COSINE is nanoGPT's get_lr";
+    nncl_optim_config o = ot_config(NNCL_OPT_ADAMW, 1e-3f);
+    int i;
+    o.schedule = NNCL_SCHED_WARMUP_COSINE;
+    o.warmup_steps = 100;
+    o.total_steps = 2000;
+    o.min_lr = 1e-4f;
+    TH_OK(name, NULL, nncl__optim_check(NULL, &o));
+    for (i = 0; i < 12; i++)
+        if (!ot_lr_is(name, &o, (int64_t)ot_nanogpt_lr[i][0], ot_nanogpt_lr[i][1])) return 1;
+    /* COSINE with warm-up is another curve: the cosine unshifted, (t+1)/W */
+    o.schedule = NNCL_SCHED_COSINE;
+    TH_CHECK(name, fabs(nncl_optim_lr(&o, 0) - 1e-5) < 1e-11 && nncl_optim_lr(&o, 100) < 1e-3f);
+    o.schedule = NNCL_SCHED_WARMUP_COSINE;
+    o.total_steps = 100;
+    TH_CHECK(name, nncl__optim_check(NULL, &o) == NNCL_ERR_INVALID_ARGUMENT && strstr(nncl_last_error(NULL), "warmup_steps"));
+    th_pass("%s", name);
+    return 0;
+}
+
 /* ------------------------------------------------------------ defaults and checks */
 
 static int test_defaults(void) {
@@ -527,6 +578,7 @@ int main(void) {
     test_defaults();
     test_checks();
     test_schedules();
+    test_warmup_cosine();
     ctx = th_context();
     for (c = 0; c < sizeof to_cases / sizeof to_cases[0]; c++) test_torch_case(ctx, &to_cases[c]);
     if (ctx) {

@@ -71,30 +71,68 @@ static nncl_node *b_concat_1(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_no
 static nncl_node *b_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_softmax_cross_entropy(g, h, t); }
 static nncl_node *b_bce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_bce_with_logits(g, h, t); }
 static nncl_node *b_mse(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_mse(g, h, h2); }
+static nncl_node *b_matmul_shared_bt(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    int shape[2] = {5, 4};
+    (void)h2; (void)t;
+    return nncl_matmul(g, h, nncl_param(g, "w", 2, shape, NNCL_INIT_ZEROS, 0), 0, 1);
+}
+static nncl_node *b_matmul(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_matmul(g, h, h2, 0, 0); }
+static nncl_node *b_matmul_ta(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_matmul(g, h, h2, 1, 0); }
+static nncl_node *b_transpose(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_transpose(g, h, 0, 2); }
+static nncl_node *b_slice(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_slice(g, h, 1, 2, 4); }
+static nncl_node *b_add_positions(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    int shape[2] = {3, 4};
+    (void)h2; (void)t;
+    return nncl_op_add(g, h, nncl_param(g, "pos", 2, shape, NNCL_INIT_ZEROS, 0));
+}
+static nncl_node *b_layernorm_nobias(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_layernorm_ex(g, h, 1e-5f, 0, "ln"); }
+static nncl_node *b_rmsnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_rmsnorm(g, h, 1e-5f, "rms"); }
+static nncl_node *b_seq_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_sequence_cross_entropy(g, h, t, -100); }
+/* the embedding's weight is also the output head: one parameter, two uses */
+static nncl_node *b_tied_head(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_node *e = nncl_embedding(g, h, 7, 5, "wte");
+    (void)h2; (void)t;
+    return nncl_matmul(g, e, nncl_graph_find(g, "wte.weight"), 0, 1);
+}
+/* q, k, v projections of h (no bias), two heads of 3 */
+static nncl_node *b_attention(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    nncl_node *q = nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "q"), *k = nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "k");
+    (void)h2; (void)t;
+    return nncl_causal_attention(g, q, k, nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "v"), 2, 0.0f);
+}
 
-/* loss: the builder gives the loss itself; 2: and t holds one class per sample */
+/* loss: the builder gives the loss itself; 2: and t holds one class per sample.
+ * wd: SGD's weight decay, on the parameters of two or more dimensions
+ * alone (nncl_param_decay 0 on the others, as nanoGPT decays). */
 typedef struct tto_case {
     const char *name;
     tto_builder build;
     int loss;
+    float wd;
 } tto_case;
 
 static const tto_case tto_cases[] = {
-    {"relu", b_relu, 0}, {"leaky_relu", b_leaky, 0}, {"sigmoid", b_sigmoid, 0}, {"tanh", b_tanh, 0},
-    {"gelu", b_gelu, 0}, {"gelu_tanh", b_gelu_tanh, 0}, {"silu", b_silu, 0}, {"elu", b_elu, 0},
-    {"elu_half", b_elu_half, 0}, {"softplus", b_softplus, 0}, {"softplus_large", b_softplus, 0},
-    {"scale", b_scale, 0}, {"softmax", b_softmax, 0}, {"log_softmax", b_log_softmax, 0},
-    {"add", b_add, 0}, {"sub", b_sub, 0}, {"mul", b_mul, 0}, {"add_vector", b_add_vector, 0},
-    {"mul_vector", b_mul_vector, 0}, {"linear_none", b_linear_none, 0}, {"linear_relu", b_linear_relu, 0},
-    {"linear_sigmoid", b_linear_sigmoid, 0}, {"linear_tanh", b_linear_tanh, 0},
-    {"linear_nobias", b_linear_nobias, 0}, {"linear_3d", b_linear_3d, 0}, {"conv_3x3", b_conv_3x3, 0},
-    {"conv_stride2", b_conv_stride2, 0}, {"conv_1x1", b_conv_1x1, 0}, {"conv_5x5", b_conv_5x5, 0},
-    {"maxpool_2", b_maxpool_2, 0}, {"maxpool_3s2p1", b_maxpool_3, 0}, {"avgpool_2", b_avgpool_2, 0},
-    {"avgpool_3s2p1", b_avgpool_3, 0}, {"global_avgpool", b_global_avgpool, 0},
-    {"batchnorm_2d", b_batchnorm, 0}, {"batchnorm_4d", b_batchnorm, 0}, {"layernorm", b_layernorm, 0},
-    {"embedding", b_embedding, 0}, {"flatten", b_flatten, 0}, {"reshape", b_reshape, 0},
-    {"concat_0", b_concat_0, 0}, {"concat_1", b_concat_1, 0}, {"softmax_cross_entropy", b_ce, 2},
-    {"bce_with_logits", b_bce, 1}, {"mse", b_mse, 1},
+    {"relu", b_relu, 0, 0}, {"leaky_relu", b_leaky, 0, 0}, {"sigmoid", b_sigmoid, 0, 0}, {"tanh", b_tanh, 0, 0},
+    {"gelu", b_gelu, 0, 0}, {"gelu_tanh", b_gelu_tanh, 0, 0}, {"silu", b_silu, 0, 0}, {"elu", b_elu, 0, 0},
+    {"elu_half", b_elu_half, 0, 0}, {"softplus", b_softplus, 0, 0}, {"softplus_large", b_softplus, 0, 0},
+    {"scale", b_scale, 0, 0}, {"softmax", b_softmax, 0, 0}, {"log_softmax", b_log_softmax, 0, 0},
+    {"add", b_add, 0, 0}, {"sub", b_sub, 0, 0}, {"mul", b_mul, 0, 0}, {"add_vector", b_add_vector, 0, 0},
+    {"mul_vector", b_mul_vector, 0, 0}, {"linear_none", b_linear_none, 0, 0}, {"linear_relu", b_linear_relu, 0, 0},
+    {"linear_sigmoid", b_linear_sigmoid, 0, 0}, {"linear_tanh", b_linear_tanh, 0, 0},
+    {"linear_nobias", b_linear_nobias, 0, 0}, {"linear_3d", b_linear_3d, 0, 0}, {"conv_3x3", b_conv_3x3, 0, 0},
+    {"conv_stride2", b_conv_stride2, 0, 0}, {"conv_1x1", b_conv_1x1, 0, 0}, {"conv_5x5", b_conv_5x5, 0, 0},
+    {"maxpool_2", b_maxpool_2, 0, 0}, {"maxpool_3s2p1", b_maxpool_3, 0, 0}, {"avgpool_2", b_avgpool_2, 0, 0},
+    {"avgpool_3s2p1", b_avgpool_3, 0, 0}, {"global_avgpool", b_global_avgpool, 0, 0},
+    {"batchnorm_2d", b_batchnorm, 0, 0}, {"batchnorm_4d", b_batchnorm, 0, 0}, {"layernorm", b_layernorm, 0, 0},
+    {"embedding", b_embedding, 0, 0}, {"flatten", b_flatten, 0, 0}, {"reshape", b_reshape, 0, 0},
+    {"concat_0", b_concat_0, 0, 0}, {"concat_1", b_concat_1, 0, 0}, {"softmax_cross_entropy", b_ce, 2, 0},
+    {"bce_with_logits", b_bce, 1, 0}, {"mse", b_mse, 1, 0},
+    {"matmul_shared_bt", b_matmul_shared_bt, 0, 0}, {"matmul_batched", b_matmul, 0, 0},
+    {"matmul_batched_ta", b_matmul_ta, 0, 0}, {"transpose", b_transpose, 0, 0}, {"slice", b_slice, 0, 0},
+    {"add_positions", b_add_positions, 0, 0}, {"layernorm_nobias", b_layernorm_nobias, 0, 0}, {"rmsnorm", b_rmsnorm, 0, 0},
+    {"sequence_cross_entropy", b_seq_ce, 1, 0}, {"tied_head", b_tied_head, 0, 0},
+    {"linear_decay_2d", b_linear_none, 0, 0.1f},
+    {"causal_attention", b_attention, 0, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */
@@ -185,6 +223,15 @@ static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const t
     cfg.max_batch = batch;
     cfg.optim = nncl_optim_default(NNCL_OPT_SGD);
     cfg.optim.lr = lr;
+    cfg.optim.weight_decay = c->wd;
+    for (i = 0; c->wd != 0 && i < nncl_safetensors_count(st); i++) {
+        size_t len = strlen(c->name);
+        nncl_node *pn;
+        TH_CHECK(name, nncl_safetensors_get(st, i, &e) == NNCL_OK);
+        if (strncmp(e.name, c->name, len) || strncmp(e.name + len, ".param.", 7)) continue;
+        if ((pn = nncl_graph_find(g, e.name + len + 7)) && nncl_node_shape(pn, shape) < 2)
+            TH_OK(name, ctx, nncl_param_decay(g, pn, 0));
+    }
     cfg.devices = &d;
     cfg.n_devices = 1;
     cfg.precision = (nncl_precision)prec;

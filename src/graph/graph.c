@@ -238,6 +238,17 @@ nncl_status nncl_param_freeze(nncl_graph *g, nncl_node *param, int frozen) {
     return NNCL_OK;
 }
 
+nncl_status nncl_param_decay(nncl_graph *g, nncl_node *param, int decay) {
+    if (!g || !nncl__graph_owns(g, param) || param->op != NNCL_OP_PARAM)
+        return nncl__fail(g ? g->ctx : NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_decay: not a parameter of this graph");
+    if (decay != 0 && decay != 1)
+        return nncl__fail(g->ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_param_decay \"%s\": decay %d must be 0 or 1",
+                          param->name, decay);
+    if (g->frozen) return nncl__fail(g->ctx, NNCL_ERR_STATE, "nncl_param_decay: the graph already has a plan");
+    param->no_decay = !decay;
+    return NNCL_OK;
+}
+
 nncl_node *nncl_graph_find(const nncl_graph *g, const char *name) {
     int i;
     if (!g || !name) return NULL;

@@ -34,6 +34,7 @@ struct nncl_node {
     float fattr[4];               /* slope, probability, epsilon, momentum, scale */
     /* parameters */
     int trainable;                /* a PARAM that the optimizer updates */
+    int no_decay;                 /* a PARAM the optimizer's weight decay leaves out (nncl_param_decay) */
     int init;                     /* nncl_init kind */
     float init_scale;
     size_t param_off;             /* element offset in the flat parameter buffer */
@@ -143,6 +144,7 @@ struct nncl_graph {
     int n_nodes, cap_nodes;
     size_t n_params;              /* floats in the flat parameter buffer */
     size_t n_trainable;           /* the first n_trainable of them are trainable */
+    size_t n_decay;               /* the first n_decay of those take weight decay */
     size_t n_state;               /* floats of running statistics */
     uint64_t seed;
     int frozen;                   /* parameter layout fixed (a plan exists) */
@@ -248,6 +250,15 @@ nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phas
 /* Node n's running mean and variance (C floats each) in a host copy of the
  * graph's state buffer. */
 void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var);
+
+/* Dropout's counter-based mask (op_misc.c), which attention's weights
+ * share: the step's keys from node n (the graph seed in iattr[0], [1]),
+ * its id and the step seed; whether element elem of global sample sample
+ * survives against threshold round(p 2^24); the survivors' scale. */
+void nncl__dropout_keys(const nncl_node *n, uint64_t step_seed, uint32_t *k0, uint32_t *k1);
+int nncl__dropout_keep(uint32_t k0, uint32_t k1, uint32_t sample, uint32_t elem, uint32_t thr);
+uint32_t nncl__dropout_threshold(float p);
+double nncl__dropout_scale(float p);
 
 /* The fused activations (nncl_act) and their derivative from the output, in
  * double, for the host references of linear and conv2d. */

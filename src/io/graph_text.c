@@ -34,6 +34,12 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_EMBEDDING, {"num", "dim"}, {NULL}},
     {NNCL_OP_RESHAPE, {"ndim", "d1", "d2", "d3", "d4"}, {NULL}},
     {NNCL_OP_CONCAT, {"axis"}, {NULL}},
+    {NNCL_OP_MATMUL, {"transpose_a", "transpose_b"}, {NULL}},
+    {NNCL_OP_TRANSPOSE, {"axis0", "axis1"}, {NULL}},
+    {NNCL_OP_SLICE, {"axis", "start", "length"}, {NULL}},
+    {NNCL_OP_RMSNORM, {NULL}, {"eps"}},
+    {NNCL_OP_SEQ_CE, {"ignore_index"}, {NULL}},
+    {NNCL_OP_CAUSAL_ATTENTION, {"seed_lo", "seed_hi", "heads"}, {"dropout"}},
     {NNCL_OP_BATCHNORM, {NULL}, {"eps", "momentum"}},
     {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
     {NNCL_OP_SCALE, {NULL}, {"alpha"}},
@@ -118,6 +124,7 @@ char *nncl__graph_describe(const nncl_graph *g) {
                 nncl__buf_num(&b, (double)n->init_scale);
             }
             if (!n->trainable) nncl__buf_put(&b, " frozen");
+            if (n->no_decay) nncl__buf_put(&b, " no_decay");
             continue;
         }
         if (n->op == NNCL_OP_INPUT) continue;
@@ -201,7 +208,7 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
         if (nd > NNCL_MAX_DIMS - 1) return gtext_bad(ctx, id, "input of too many dimensions");
         n = nncl_input(g, name, nd, shape);
     } else if (op == NNCL_OP_PARAM) {
-        int init = -1, frozen = 0;
+        int init = -1, frozen = 0, no_decay = 0;
         float scale = 0;
         while ((tok = strtok_r(NULL, " ", &save)) != NULL) {
             if (strncmp(tok, "init=", 5) == 0) {
@@ -212,6 +219,8 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
                 if (*p || !isfinite(scale)) return gtext_bad(ctx, id, "bad scale=");
             } else if (strcmp(tok, "frozen") == 0) {
                 frozen = 1;
+            } else if (strcmp(tok, "no_decay") == 0) {
+                no_decay = 1;
             } else {
                 return gtext_bad(ctx, id, "unknown parameter field");
             }
@@ -219,6 +228,7 @@ static nncl_status gtext_node(nncl_context *ctx, nncl_graph *g, int id, char *li
         if (init < 0) return gtext_bad(ctx, id, "parameter without a known init=");
         n = nncl_param(g, name, nd, shape, (nncl_init_kind)init, scale);
         if (n && frozen && nncl_param_freeze(g, n, 1) != NNCL_OK) n = NULL;
+        if (n && no_decay && nncl_param_decay(g, n, 0) != NNCL_OK) n = NULL;
     } else if (op > NNCL_OP_PARAM) {
         int ins[NNCL_MAX_INPUTS], n_in, iattr[8] = {0}, k2;
         float fattr[4] = {0};

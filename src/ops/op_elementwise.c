@@ -1,5 +1,6 @@
 /* op_elementwise.c - graph ops applied element by element or per row: add,
- * sub and mul (b of a's shape, or a vector over a's last dimension), scale,
+ * sub and mul (b of a's shape, an unbatched b of a's per-sample shape
+ * broadcast over the batch, or a vector over a's last dimension), scale,
  * the activations and softmax / log-softmax over the last dimension. The
  * kernels are those of the eager ops (cl/elementwise.cl, cl/softmax.cl,
  * cl/reduce.cl), launched through the same wrappers (launch.h); the rules
@@ -22,19 +23,30 @@ static nncl_status ew_unary_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-/* b broadcast over rows when it is a vector of a's last dimension. */
+/* b broadcast over rows when it is a vector of a's last dimension, or
+ * over the batch when it is unbatched of a's per-sample shape. */
 static int ew_broadcast(const nncl_node *n) {
     const nncl_node *a = n->in[0], *b = n->in[1];
     return !(b->batched == a->batched && b->sample_numel == a->sample_numel);
+}
+
+/* Whether b, unbatched, has the per-sample shape of a, batched. */
+static int ew_sample_shaped(const nncl_node *a, const nncl_node *b) {
+    int i;
+    if (!a->batched || b->batched || b->ndim != a->ndim - 1) return 0;
+    for (i = 0; i < b->ndim; i++)
+        if (b->shape[i] != a->shape[i + 1]) return 0;
+    return 1;
 }
 
 static nncl_status ew_binary_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *a = n->in[0], *b = n->in[1];
     char s1[64], s2[64];
     int cols = a->shape[a->ndim - 1];
-    if (!nncl__same_shape(a, b) &&
+    if (!nncl__same_shape(a, b) && !ew_sample_shaped(a, b) &&
         !(!b->batched && b->ndim == 1 && b->shape[0] == cols))
-        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": b %s is neither a's shape %s nor a vector [%d]",
+        return nncl__graph_error(g, NNCL_ERR_SHAPE,
+                                 "%s \"%s\": b %s is neither a's shape %s, nor its per-sample shape, nor a vector [%d]",
                                  nncl__opdef_get(n->op)->name, n->name, nncl__shape_str(b, s1, sizeof s1),
                                  nncl__shape_str(a, s2, sizeof s2), cols);
     ew_copy_shape(n, a);
@@ -45,7 +57,7 @@ static int ew_cols(const nncl_node *n) { return n->shape[n->ndim - 1]; }
 
 /* Kernel slots of the rows below: the op's forward and backward kernels,
  * then the shared gradient kernels an op lists when it needs them. */
-enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST };
+enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM };
 #define EW_KERNEL(NAME) {"elementwise", NAME}
 #define EW_AXPY_COLSUM EW_KERNEL("nncl_axpy_f32"), {"reduce", "nncl_sum_f32_axis0"}
 
@@ -65,7 +77,7 @@ static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nnc
 static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
     nncl__view dy = nncl__grd(x, n);
     size_t count = nncl__numel(n, x->batch), bn = nncl__numel(n->in[1], x->batch);
-    size_t cols = (size_t)ew_cols(n), rows = count / cols;
+    size_t cols = bn, rows = count / cols; /* b's gradient sums dy [rows, bn] over its rows */
     int bc = ew_broadcast(n);
     float sign = n->op == NNCL_OP_SUB ? -1.0f : 1.0f;
     if (nncl__need_grad(x, n, 0)) {
@@ -73,15 +85,21 @@ static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
         if (n->op == NNCL_OP_MUL)
             NNCL_TRY(nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[1]), bn,
                                           nncl__grd(x, n->in[0]), count, acc));
+        else if (n->in[0]->op == NNCL_OP_PARAM) /* a parameter's gradient: fp32 in half storage too */
+            NNCL_TRY(nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, nncl__grd(x, n->in[0]), 1, count, 1.0f,
+                                 acc));
         else
             NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
     }
     if (nncl__need_grad(x, n, 1)) {
         int acc = nncl__grad_accumulate(x, n, 1);
         nncl__view db = nncl__grd(x, n->in[1]);
-        if (n->op != NNCL_OP_MUL)
+        if (n->op != NNCL_OP_MUL) {
+            if (n->in[1]->op == NNCL_OP_PARAM)
+                return nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, db, rows, cols, sign, acc);
             return bc ? nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM), 0, dy, db, rows, cols, sign, acc)
                       : ew_axpy(x, n, dy, db, count, sign, acc);
+        }
         if (!bc)
             return nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[0]), count, db,
                                         count, acc);
@@ -283,18 +301,22 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
 
 /* Same-shape or broadcast binary ops: forward kernel nncl_<op>_f32; add and
  * sub pass gradients on with axpy and a column sum, mul with its own. */
-#define EW_BINARY(NAME, KERNELS)                                                                            \
+#define EW_BINARY(NAME, KERNELS, HALF)                                                                      \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME, .kernels = KERNELS, .shape = ew_binary_shape, .forward = ew_binary_forward,          \
         .backward = ew_binary_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward,   \
-        .ref_backward = ew_binary_ref_backward, .half = 1};
-#define EW_SUM_KERNELS(NAME) {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM}
-EW_BINARY(add, EW_SUM_KERNELS(add))
-EW_BINARY(sub, EW_SUM_KERNELS(sub))
+        .ref_backward = ew_binary_ref_backward, .half = HALF};
+/* add and sub sum a parameter's gradient into fp32 (half 2: a learned
+ * position or bias trains in half storage too) */
+#define EW_SUM_KERNELS(NAME)                                                                                \
+    {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM, {NULL, NULL},                            \
+     {"reduce", "nncl_sum_f32_axis0_param"}}
+EW_BINARY(add, EW_SUM_KERNELS(add), 2)
+EW_BINARY(sub, EW_SUM_KERNELS(sub), 2)
 #define EW_MUL_KERNELS                                                                                      \
     {EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},              \
      EW_KERNEL("nncl_mul_backward_f32_bcast")}
-EW_BINARY(mul, EW_MUL_KERNELS)
+EW_BINARY(mul, EW_MUL_KERNELS, 1)
 
 /* One unary op: its row in the op table and its ew_unary_def, kernels
  * nncl_<op>_f32 and nncl_<op>_backward_f32. HAS_P: the kernels take

@@ -1,7 +1,10 @@
 /* op_loss.c - losses, each a scalar mean over the batch: softmax
  * cross-entropy from logits with class-index labels (softmax fused in, the
  * probabilities kept for backward), binary cross-entropy with logits, and
- * mean squared error. Terms go to aux space, one work-group sums them. */
+ * mean squared error; and the cross-entropy of a sequence, the mean over
+ * the tokens whose label is not ignored (softmax fused in, the row's
+ * log-sum-exp kept for backward). Terms go to aux space, one work-group
+ * sums them. */
 #include "graph/graph.h"
 #include <math.h>
 #include <stdio.h>
@@ -110,6 +113,122 @@ const nncl__opdef nncl__opdef_softmax_ce = {
     .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward, .check_feed = ce_check_feed,
     .half = 1, .f32_in = 2, .f32_out = 1};
 
+/* ------------------------------------------------------------- sequence CE */
+
+/* logits [B, .., V], labels [B, ..] (the logits' shape without V); iattr[0]
+ * the ignored label. aux: log-sum-exp [rows], terms [rows], 1 where the
+ * label counts [rows], then the count. The loss is the mean of the counted
+ * terms, 0 when no label counts (and so are the gradients). */
+enum { SEQ_K_ROWS, SEQ_K_SUM, SEQ_K_BACKWARD };
+
+static size_t seq_rows(const nncl_node *n, int batch) { return nncl__numel(n->in[1], batch); }
+
+static nncl_status seq_shape(nncl_graph *g, nncl_node *n) {
+    const nncl_node *z = n->in[0], *y = n->in[1];
+    char s1[64], s2[64];
+    int i, ok = z->batched && y->batched && z->ndim >= 2 && y->ndim == z->ndim - 1;
+    for (i = 1; ok && i < y->ndim; i++) ok = y->shape[i] == z->shape[i];
+    if (!ok)
+        return nncl__graph_error(g, NNCL_ERR_SHAPE,
+                                 "sequence_cross_entropy \"%s\": logits %s and labels %s are not [B,..,V] and [B,..]",
+                                 n->name, nncl__shape_str(z, s1, sizeof s1), nncl__shape_str(y, s2, sizeof s2));
+    loss_scalar(n);
+    return NNCL_OK;
+}
+
+static size_t seq_aux(const nncl_node *n, int batch) { return 3 * seq_rows(n, batch) + 1; }
+
+static nncl_status seq_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    size_t rows = seq_rows(n, x->batch);
+    int V = n->in[0]->shape[n->in[0]->ndim - 1];
+    NNCL_TRY(nncl__kbegin(x, n, SEQ_K_ROWS, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, V);
+    nncl__arg_int(&a, n->iattr[0]);
+    NNCL_TRY(nncl__launch_rows(&a, x->dev, rows, (size_t)V));
+    NNCL_TRY(nncl__kbegin(x, n, SEQ_K_SUM, &a));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_view(&a, nncl__val(x, n));
+    return nncl__launch_rows(&a, x->dev, 1, rows);
+}
+
+static nncl_status seq_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    size_t rows = seq_rows(n, x->batch);
+    int V = n->in[0]->shape[n->in[0]->ndim - 1];
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, n, SEQ_K_BACKWARD, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, V);
+    nncl__arg_int(&a, n->iattr[0]);
+    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    return nncl__launch_1d(&a, x->dev, rows * (size_t)V);
+}
+
+static void seq_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                            double *aux) {
+    size_t rows = seq_rows(n, r->batch), i;
+    int V = n->in[0]->shape[n->in[0]->ndim - 1], c;
+    double total = 0, count = 0;
+    for (i = 0; i < rows; i++) {
+        const double *z = in[0] + i * (size_t)V;
+        double m = z[0], s = 0, y = in[1][i];
+        for (c = 1; c < V; c++) m = z[c] > m ? z[c] : m;
+        for (c = 0; c < V; c++) s += exp(z[c] - m);
+        aux[i] = m + log(s);
+        if (y == n->iattr[0]) continue;
+        total += (y >= 0 && y < V) ? aux[i] - z[(int)y] : NAN;
+        count += 1;
+    }
+    aux[3 * rows] = count;
+    out[0] = count > 0 ? total / count : 0;
+}
+
+static void seq_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                             const double *gout, double *const *gin, double *aux) {
+    size_t rows = seq_rows(n, r->batch), i;
+    int V = n->in[0]->shape[n->in[0]->ndim - 1], c;
+    double count = aux[3 * rows];
+    (void)out;
+    if (!gin[0]) return;
+    for (i = 0; i < rows; i++) {
+        if (in[1][i] == n->iattr[0]) continue;
+        for (c = 0; c < V; c++)
+            gin[0][i * (size_t)V + c] +=
+                gout[0] * (exp(in[0][i * (size_t)V + c] - aux[i]) - (c == (int)in[1][i])) / count;
+    }
+}
+
+/* Labels (input 1) are class indices of the V classes or the ignored one. */
+static nncl_status seq_check_feed(nncl_context *ctx, const nncl_node *n, int in, const float *data, int batch) {
+    size_t count = seq_rows(n, batch), i;
+    int V = n->in[0]->shape[n->in[0]->ndim - 1];
+    if (in != 1) return NNCL_OK;
+    for (i = 0; i < count; i++)
+        if (!(data[i] == (float)n->iattr[0] || (data[i] >= 0 && data[i] < V && data[i] == floorf(data[i]))))
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "labels \"%s\"[%zu] = %g is neither a class index in 0..%d nor the ignored %d",
+                              n->in[1]->name, i, (double)data[i], V - 1, n->iattr[0]);
+    return NNCL_OK;
+}
+
+const nncl__opdef nncl__opdef_sequence_ce = {
+    .name = "sequence_cross_entropy",
+    .kernels = {{"loss", "nncl_seq_ce_rows_f32"}, {"loss", "nncl_seq_ce_sum_f32"}, {"loss", "nncl_seq_ce_backward_f32"}},
+    .shape = seq_shape, .aux_size = seq_aux, .forward = seq_forward, .backward = seq_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = seq_ref_forward, .ref_backward = seq_ref_backward,
+    .check_feed = seq_check_feed, .half = 1, .f32_in = 2, .f32_out = 1};
+
 /* ------------------------------------------------------------- BCE and MSE */
 
 static size_t pair_aux(const nncl_node *n, int batch) { return nncl__numel(n->in[0], batch); }
@@ -210,3 +329,21 @@ nncl_node *nncl_mse(nncl_graph *g, nncl_node *pred, nncl_node *target) {
 }
 
 #undef LOSS_KERNELS
+
+/* Labels are whole numbers in 0..V-1, or ignore_index (PyTorch's default
+ * is -100). Data parallel: each device takes the mean over its shard's
+ * counted tokens and the trainer weights shards by their samples, which is
+ * the global mean when every sample counts as many tokens (no ignored
+ * labels, or as many per sample). */
+nncl_node *nncl_sequence_cross_entropy(nncl_graph *g, nncl_node *logits, nncl_node *labels, int ignore_index) {
+    nncl_node *in[2];
+    int iattr[1];
+    if (ignore_index < -(1 << 24) || ignore_index > (1 << 24))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "nncl_sequence_cross_entropy: ignore_index %d is not within +-2^24 (labels are floats)",
+                                ignore_index);
+    in[0] = logits;
+    in[1] = labels;
+    iattr[0] = ignore_index;
+    return nncl__node_add(g, NNCL_OP_SEQ_CE, NULL, 2, in, iattr, 1, NULL, 0);
+}

@@ -68,6 +68,15 @@ static uint32_t drop_threshold(float p) {
 
 static double drop_scale(float p) { return p < 1 ? 1.0 / (1.0 - (double)p) : 0.0; }
 
+void nncl__dropout_keys(const nncl_node *n, uint64_t step_seed, uint32_t *k0, uint32_t *k1) {
+    drop_keys(n, step_seed, k0, k1);
+}
+int nncl__dropout_keep(uint32_t k0, uint32_t k1, uint32_t sample, uint32_t elem, uint32_t thr) {
+    return drop_keep(k0, k1, sample, elem, thr);
+}
+uint32_t nncl__dropout_threshold(float p) { return drop_threshold(p); }
+double nncl__dropout_scale(float p) { return drop_scale(p); }
+
 static nncl_status drop_shape(nncl_graph *g, nncl_node *n) {
     const nncl_node *xin = n->in[0];
     int i;

@@ -1,7 +1,9 @@
 /* op_norm.c - batch normalisation (per channel over the batch and spatial
  * positions, with PyTorch's running statistics in the graph's state buffer)
  * and layer normalisation (per row over the last dimension), each with a
- * learnable NAME.weight (ones) and NAME.bias (zeros). Kernels: cl/norm.cl. */
+ * learnable NAME.weight (ones) and NAME.bias (zeros; layer norm may go
+ * without), and RMS normalisation (per row, NAME.weight alone). Kernels:
+ * cl/norm.cl. */
 #include "graph/graph.h"
 #include <math.h>
 #include <stdio.h>
@@ -11,13 +13,17 @@
 /* Kernel slots (cl/norm.cl), in the order of the rows' kernel lists. */
 enum { BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX };
 enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB };
+enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW };
+
+/* Whether input i of n is there and needs a gradient. */
+static int norm_want(nncl__exec *x, const nncl_node *n, int i) { return i < n->n_in && nncl__need_grad(x, n, i); }
 
 /* Begins the kernel in slot that sums the weight and bias gradients of a
  * norm node (nncl_batchnorm_backward_f32_params, nncl_layernorm_backward_f32_params), with their shared
  * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
  * (aux stands in for a gradient not wanted). */
 static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
-    int want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
+    int want_w = norm_want(x, n, 1), want_b = norm_want(x, n, 2);
     NNCL_TRY(nncl__kbegin(x, n, slot, a));
     nncl__arg_view(a, nncl__val(x, n->in[0]));
     nncl__arg_view(a, nncl__grd(x, n));
@@ -31,18 +37,18 @@ static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot,
     return NNCL_OK;
 }
 
-/* A norm layer's node over `features` with its weight and bias, NAME.weight
- * ones and NAME.bias zeros, as PyTorch initialises them (in[1], in[2]); a
- * refused node takes them back. */
-static nncl_node *norm_node(nncl_graph *g, nncl__op op, const char *name, int features, nncl_node **in,
+/* A norm layer's node over `features` with its weight and (bias 1) bias,
+ * NAME.weight ones and NAME.bias zeros, as PyTorch initialises them (in[1],
+ * in[2]); a refused node takes them back. */
+static nncl_node *norm_node(nncl_graph *g, nncl__op op, const char *name, int features, int bias, nncl_node **in,
                             const float *fattr, int n_fattr) {
     char wn[NNCL_NAME_MAX + 16], bn[NNCL_NAME_MAX + 16];
     int keep = g->n_nodes;
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
     in[1] = nncl_param(g, wn, 1, &features, NNCL_INIT_ONES, 0);
-    in[2] = in[1] ? nncl_param(g, bn, 1, &features, NNCL_INIT_ZEROS, 0) : NULL;
-    return nncl__layer_add(g, keep, op, name, 3, in, NULL, 0, fattr, n_fattr);
+    in[2] = in[1] && bias ? nncl_param(g, bn, 1, &features, NNCL_INIT_ZEROS, 0) : NULL;
+    return nncl__layer_add(g, keep, op, name, bias ? 3 : 2, in, NULL, 0, fattr, n_fattr);
 }
 
 /* ------------------------------------------------------------- batch norm */
@@ -244,7 +250,7 @@ nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps
     in[0] = x;
     fattr[0] = eps;
     fattr[1] = momentum;
-    return norm_node(g, NNCL_OP_BATCHNORM, name, x->shape[1], in, fattr, 2);
+    return norm_node(g, NNCL_OP_BATCHNORM, name, x->shape[1], 1, in, fattr, 2);
 }
 
 /* Synchronised batch norm (syncbn.c) exchanges these; aux is
@@ -270,16 +276,19 @@ void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, flo
 
 static int ln_dim(const nncl_node *n) { return n->in[0]->shape[n->in[0]->ndim - 1]; }
 
+/* Layer norm (weight, and bias when n has 3 inputs) and RMS norm (weight). */
 static nncl_status ln_shape(nncl_graph *g, nncl_node *n) {
-    const nncl_node *xin = n->in[0], *w = n->in[1], *b = n->in[2];
+    const nncl_node *xin = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : n->in[1];
+    const char *op = nncl__opdef_get(n->op)->name;
     char s1[64], s2[64];
     int i;
     if (xin->ndim < (xin->batched ? 2 : 1))
-        return nncl__graph_error(g, NNCL_ERR_SHAPE, "layernorm \"%s\": input %s has no feature dimension", n->name,
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": input %s has no feature dimension", op, n->name,
                                  nncl__shape_str(xin, s1, sizeof s1));
     if (w->ndim != 1 || b->ndim != 1 || w->shape[0] != ln_dim(n) || b->shape[0] != ln_dim(n))
-        return nncl__graph_error(g, NNCL_ERR_SHAPE, "layernorm \"%s\": input %s does not fit weight %s", n->name,
-                                 nncl__shape_str(xin, s1, sizeof s1), nncl__shape_str(w, s2, sizeof s2));
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "%s \"%s\": input %s does not fit weight %s%s", op, n->name,
+                                 nncl__shape_str(xin, s1, sizeof s1), nncl__shape_str(w, s2, sizeof s2),
+                                 b != w ? " and bias" : "");
     n->batched = xin->batched;
     n->ndim = xin->ndim;
     for (i = 0; i < xin->ndim; i++) n->shape[i] = xin->shape[i];
@@ -296,7 +305,8 @@ static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
     NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n->in[2]));
+    nncl__arg_view(&a, nncl__val(x, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
+    nncl__arg_int(&a, n->n_in == 3);
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_view(&a, nncl__auxv(x, n));
     nncl__arg_int(&a, (int)rows);
@@ -308,7 +318,7 @@ static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
 static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int D = ln_dim(n);
-    int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
+    int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = norm_want(x, n, 2);
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
     if (want_w || want_b) {
         NNCL_TRY(norm_begin_param_grads(x, n, LN_K_DWDB, &a));
@@ -339,7 +349,7 @@ static void ln_ref_forward(const nncl_node *n, const nncl__refctx *r, const doub
         mean = s / (double)D;
         for (d = 0; d < D; d++) q += (xr[d] - mean) * (xr[d] - mean);
         inv = 1 / sqrt(q / (double)D + n->fattr[0]);
-        for (d = 0; d < D; d++) out[i * D + d] = (xr[d] - mean) * inv * in[1][d] + in[2][d];
+        for (d = 0; d < D; d++) out[i * D + d] = (xr[d] - mean) * inv * in[1][d] + (n->n_in == 3 ? in[2][d] : 0);
         aux[2 * i] = mean;
         aux[2 * i + 1] = inv;
     }
@@ -357,7 +367,7 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
             sg += gr[d] * in[1][d];
             sgx += gr[d] * in[1][d] * xhat;
             if (gin[1]) gin[1][d] += gr[d] * xhat;
-            if (gin[2]) gin[2][d] += gr[d];
+            if (n->n_in == 3 && gin[2]) gin[2][d] += gr[d];
         }
         if (!gin[0]) continue;
         for (d = 0; d < D; d++) {
@@ -374,19 +384,122 @@ const nncl__opdef nncl__opdef_layernorm = {
     .shape = ln_shape, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward, .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
 
-nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
+/* The layer norms' and RMS norm's builder: checks, then the node. */
+static nncl_node *ln_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, float eps, int bias,
+                           const char *name) {
     nncl_node *in[3];
     float fattr[1];
     char s1[64];
-    if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_layernorm: graph or input is NULL");
-    if (!name || !*name) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_layernorm: needs a name");
-    if (!(eps > 0))
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_layernorm \"%s\": eps %g must be > 0", name,
-                                (double)eps);
+    if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: graph or input is NULL", fn);
+    if (!name || !*name || strlen(name) + sizeof ".weight" > NNCL_NAME_MAX)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: needs a name of 1 to %d characters", fn,
+                                (int)(NNCL_NAME_MAX - sizeof ".weight"));
+    if (!(eps > 0) || (bias != 0 && bias != 1))
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": eps %g must be > 0 and bias %d 0 or 1", fn,
+                                name, (double)eps, bias);
     if (x->ndim < (x->batched ? 2 : 1))
-        return nncl__graph_fail(g, NNCL_ERR_SHAPE, "layernorm \"%s\": input %s has no feature dimension", name,
-                                nncl__shape_str(x, s1, sizeof s1));
+        return nncl__graph_fail(g, NNCL_ERR_SHAPE, "%s \"%s\": input %s has no feature dimension",
+                                nncl__opdef_get(op)->name, name, nncl__shape_str(x, s1, sizeof s1));
     in[0] = x;
     fattr[0] = eps;
-    return norm_node(g, NNCL_OP_LAYERNORM, name, x->shape[x->ndim - 1], in, fattr, 1);
+    return norm_node(g, op, name, x->shape[x->ndim - 1], bias, in, fattr, 1);
+}
+
+nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
+    return ln_build(g, NNCL_OP_LAYERNORM, "nncl_layernorm", x, eps, 1, name);
+}
+
+nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, const char *name) {
+    return ln_build(g, NNCL_OP_LAYERNORM, "nncl_layernorm_ex", x, eps, bias, name);
+}
+
+/* ------------------------------------------------------------- RMS norm */
+
+/* aux: invrms = 1 / sqrt(mean(x^2) + eps) per row. */
+static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch) / (size_t)ln_dim(n); }
+
+static nncl_status rms_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    int D = ln_dim(n);
+    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
+    NNCL_TRY(nncl__kbegin(x, n, RMS_K_FORWARD, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__val(x, n));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, D);
+    nncl__arg_float(&a, n->fattr[0]);
+    return nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+}
+
+static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    int D = ln_dim(n);
+    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
+    if (nncl__need_grad(x, n, 1)) {
+        NNCL_TRY(nncl__kbegin(x, n, RMS_K_DW, &a));
+        nncl__arg_view(&a, nncl__val(x, n->in[0]));
+        nncl__arg_view(&a, nncl__grd(x, n));
+        nncl__arg_view(&a, nncl__auxv(x, n));
+        nncl__arg_view(&a, nncl__grd(x, n->in[1]));
+        nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
+        nncl__arg_int(&a, (int)rows);
+        nncl__arg_int(&a, D);
+        NNCL_TRY(nncl__launch_cols(&a, x->dev, rows, (size_t)D));
+    }
+    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, n, RMS_K_DX, &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__grd(x, n));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, D);
+    return nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+}
+
+static void rms_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
+                            double *aux) {
+    size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
+    for (i = 0; i < rows; i++) {
+        const double *xr = in[0] + i * D;
+        double q = 0, inv;
+        for (d = 0; d < D; d++) q += xr[d] * xr[d];
+        inv = 1 / sqrt(q / (double)D + n->fattr[0]);
+        for (d = 0; d < D; d++) out[i * D + d] = xr[d] * inv * in[1][d];
+        aux[i] = inv;
+    }
+}
+
+/* With g = dy w and xhat = x invrms: dx = invrms (g - xhat mean(g xhat)),
+ * dw = sum over rows of dy xhat. */
+static void rms_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
+                             const double *gout, double *const *gin, double *aux) {
+    size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
+    (void)out;
+    for (i = 0; i < rows; i++) {
+        const double *xr = in[0] + i * D, *gr = gout + i * D;
+        double inv = aux[i], s = 0;
+        for (d = 0; d < D; d++) {
+            s += gr[d] * in[1][d] * xr[d] * inv;
+            if (gin[1]) gin[1][d] += gr[d] * xr[d] * inv;
+        }
+        if (gin[0])
+            for (d = 0; d < D; d++) gin[0][i * D + d] += inv * (gr[d] * in[1][d] - xr[d] * inv * s / (double)D);
+    }
+}
+
+const nncl__opdef nncl__opdef_rmsnorm = {
+    .name = "rmsnorm",
+    .kernels = {{"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
+                {"norm", "nncl_rmsnorm_backward_f32_params"}},
+    .shape = ln_shape, .aux_size = rms_aux, .forward = rms_forward, .backward = rms_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = rms_ref_forward, .ref_backward = rms_ref_backward, .half = 2,
+    .f32_aux = 1};
+
+nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
+    return ln_build(g, NNCL_OP_RMSNORM, "nncl_rmsnorm", x, eps, 0, name);
 }

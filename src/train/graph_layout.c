@@ -1,6 +1,7 @@
 /* graph_layout.c - a graph's flat parameter and running-statistics
  * buffers: where each parameter (trainable first, so that the optimizer
- * runs over one prefix) and each node's statistics live, fixed once a plan
+ * runs over one prefix, and of those the decayed first, so that weight
+ * decay covers a prefix of it) and each node's statistics live, fixed once a plan
  * is made, and their initial values, the same for a seed on every machine
  * and device (plan.h). */
 #include "train/plan.h"
@@ -10,15 +11,20 @@ nncl_status nncl__graph_layout(nncl_graph *g) {
     size_t off = 0, st = 0;
     int pass, i;
     if (g->frozen) return NNCL_OK;
-    for (pass = 0; pass < 2; pass++) /* trainable first, so the optimizer runs over one prefix */
+    /* trainable and decayed, trainable, frozen: the optimizer runs over one
+     * prefix, its weight decay over a prefix of that */
+    for (pass = 0; pass < 3; pass++) {
         for (i = 0; i < g->n_nodes; i++) {
             nncl_node *n = g->nodes[i];
-            if (n->op != NNCL_OP_PARAM || n->trainable != (pass == 0)) continue;
+            if (n->op != NNCL_OP_PARAM || n->trainable != (pass < 2) || (pass < 2 && n->no_decay != (pass == 1)))
+                continue;
             n->param_off = off;
             if (nncl__add_overflow(off, n->sample_numel, &off))
                 return nncl__fail(g->ctx, NNCL_ERR_OUT_OF_MEMORY, "parameters overflow the address space");
-            if (pass == 0) g->n_trainable = off;
         }
+        if (pass == 0) g->n_decay = off;
+        if (pass == 1) g->n_trainable = off;
+    }
     g->n_params = off;
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];

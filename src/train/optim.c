@@ -38,6 +38,12 @@ float nncl_optim_lr(const nncl_optim_config *o, int64_t t) {
     if (t < 0) t = 0;
     lr = o->lr;
     base = lr;
+    if (o->schedule == NNCL_SCHED_WARMUP_COSINE && o->total_steps > o->warmup_steps) { /* nanoGPT's get_lr */
+        double W = o->warmup_steps, T = o->total_steps;
+        if (t < (int64_t)o->warmup_steps) return (float)(lr * (double)(t + 1) / (W + 1));
+        if (t > (int64_t)o->total_steps) return o->min_lr;
+        return (float)(o->min_lr + (lr - o->min_lr) * 0.5 * (1.0 + cos(OPT_PI * ((double)t - W) / (T - W))));
+    }
     if (o->schedule == NNCL_SCHED_STEP && o->step_size > 0) {
         base = lr * pow((double)o->gamma, (double)(t / o->step_size));
     } else if (o->schedule == NNCL_SCHED_COSINE && o->total_steps > 0) {
@@ -119,9 +125,17 @@ nncl_status nncl__optim_check(nncl_context *ctx, const nncl_optim_config *o) {
                               nncl__optim_name(o->kind), o->total_steps);
         NNCL_TRY(opt_range(ctx, o, "min_lr", o->min_lr, 0, 0, o->lr, 0));
         break;
+    case NNCL_SCHED_WARMUP_COSINE:
+        if (o->total_steps <= o->warmup_steps)
+            return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                              "optimizer config (%s): total_steps = %d must be > warmup_steps = %d for the "
+                              "WARMUP_COSINE schedule", nncl__optim_name(o->kind), o->total_steps, o->warmup_steps);
+        NNCL_TRY(opt_range(ctx, o, "min_lr", o->min_lr, 0, 0, o->lr, 0));
+        break;
     default:
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
-                          "optimizer config (%s): schedule = %d is not a schedule (NNCL_SCHED_CONSTANT, _STEP, _COSINE)",
+                          "optimizer config (%s): schedule = %d is not a schedule (NNCL_SCHED_CONSTANT, _STEP, _COSINE, "
+                          "_WARMUP_COSINE)",
                           nncl__optim_name(o->kind), (int)o->schedule);
     }
     if (o->warmup_steps < 0)
@@ -240,12 +254,12 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
     nncl__view none;
     none.mem = NULL;
     none.off = 0;
-    return nncl__optim_update_store(ctx, dev, o, t, params, grads, state, scratch, n, 1.0f, none, 0);
+    return nncl__optim_update_store(ctx, dev, o, t, params, grads, state, scratch, n, 1.0f, none, 0, n);
 }
 
 nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
-                                     float unscale, nncl__view half, int store) {
+                                     float unscale, nncl__view half, int store, size_t n_decay) {
     size_t k, sfloats = 0;
     int clip;
     cl_mem smem;
@@ -292,6 +306,7 @@ nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const 
     nncl__arg_mem(&a, clip ? scratch : grads.mem); /* not clipping: a stand-in, never read */
     nncl__arg_int(&a, clip ? NNCL_OPTIM_TOTAL : 0);
     nncl__arg_int(&a, (int)n);
+    nncl__arg_int(&a, (int)(n_decay < n ? n_decay : n));
     nncl__arg_float(&a, lr);
     switch (o->kind) {
     case NNCL_OPT_SGD:
@@ -328,7 +343,12 @@ nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const 
 }
 
 void nncl__optim_ref(const nncl_optim_config *o, int64_t t, double *p, const double *g, double *state, size_t n) {
-    double lr = nncl_optim_lr(o, t - 1), wd = o->weight_decay, scale = 1.0;
+    nncl__optim_ref_decay(o, t, p, g, state, n, n);
+}
+
+void nncl__optim_ref_decay(const nncl_optim_config *o, int64_t t, double *p, const double *g, double *state, size_t n,
+                           size_t n_decay) {
+    double lr = nncl_optim_lr(o, t - 1), scale = 1.0;
     double *s0 = state, *s1 = state ? state + n : NULL;
     size_t i;
     if (o->clip_norm > 0) {
@@ -338,7 +358,7 @@ void nncl__optim_ref(const nncl_optim_config *o, int64_t t, double *p, const dou
         scale = c >= 1.0 ? 1.0 : c;
     }
     for (i = 0; i < n; i++) {
-        double gi = g[i] * scale, pi = p[i];
+        double gi = g[i] * scale, pi = p[i], wd = i < n_decay ? o->weight_decay : 0;
         switch (o->kind) {
         case NNCL_OPT_SGD: {
             double mu = o->momentum;

@@ -31,7 +31,12 @@
  *   warm-up   W = warmup_steps > 0 multiplies any schedule by
  *             min(1, (t + 1) / W): step 0 uses base(0)/W (not 0, which would
  *             waste a step), step W-1 and later the full base(t). The
- *             schedule's clock is not shifted by the warm-up.
+ *             schedule's clock is not shifted by the warm-up (nanoGPT's is:
+ *             WARMUP_COSINE).
+ *   WARMUP_COSINE  nanoGPT's get_lr with W = warmup_steps, T = total_steps
+ *             (lr_decay_iters), W < T: lr (t + 1) / (W + 1) for t < W, then
+ *             min_lr + (lr - min_lr) (1 + cos(pi (t - W) / (T - W))) / 2,
+ *             min_lr after T.
  * Computed in double, returned as float. */
 
 /* "SGD", "Adam", "AdamW", "RMSprop"; "?" for another value. */
@@ -81,7 +86,8 @@ nncl_status nncl__optim_step(nncl_context *ctx, nncl_device *dev, const nncl_opt
 nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n);
 
-/* The same with the gradient multiplied by unscale (1 / the loss scale, a
+/* The same with weight decay on the first n_decay parameters alone (the
+ * graph's decayed prefix, nncl_param_decay), and with the gradient multiplied by unscale (1 / the loss scale, a
  * power of two) before anything else reads it (scratch[NNCL_OPTIM_TOTAL]
  * must then hold the sum of squares of the unscaled gradient), in a plan
  * whose activations are stored in half (store 1 fp16, 2 bf16; 0 fp32,
@@ -90,7 +96,7 @@ nncl_status nncl__optim_update(nncl_context *ctx, nncl_device *dev, const nncl_o
  * builds the optimizer's kernels for that type. */
 nncl_status nncl__optim_update_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int64_t t,
                                      nncl__view params, nncl__view grads, nncl__view state, cl_mem scratch, size_t n,
-                                     float unscale, nncl__view half, int store);
+                                     float unscale, nncl__view half, int store, size_t n_decay);
 nncl_status nncl__optim_prepare_store(nncl_context *ctx, nncl_device *dev, const nncl_optim_config *o, int store);
 
 /* Queues the sum of squares of grads[0..n) into scratch[NNCL_OPTIM_TOTAL]
@@ -104,5 +110,8 @@ nncl_status nncl__optim_sumsq(nncl_context *ctx, nncl_device *dev, nncl__view gr
  * layout above. lr is nncl_optim_lr(o, t - 1), a float as the device gets;
  * the other hyperparameters are o's floats taken exactly. */
 void nncl__optim_ref(const nncl_optim_config *o, int64_t t, double *p, const double *g, double *state, size_t n);
+/* The same with weight decay on p[0..n_decay) alone. */
+void nncl__optim_ref_decay(const nncl_optim_config *o, int64_t t, double *p, const double *g, double *state, size_t n,
+                           size_t n_decay);
 
 #endif /* NNCL_OPTIM_H */

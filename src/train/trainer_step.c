@@ -225,7 +225,8 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
     return nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
                                     nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
                                     nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                                    g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, h, p->x.store);
+                                    g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, h, p->x.store,
+                                    g->n_decay);
 }
 
 static void trainer_lose(nncl_trainer *t, int i, nncl_step_info *info) {

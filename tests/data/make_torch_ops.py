@@ -15,6 +15,7 @@
 # momentum) against PyTorch's, where the op tests check its arithmetic.
 # Run once (needs torch): python3 make_torch_ops.py
 import json
+import math
 import struct
 
 import torch
@@ -29,8 +30,9 @@ def put(name, t):
     tensors[name] = t.detach().to(torch.float32).contiguous()
 
 
-def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0):
-    """op(h, h2, P) -> z (or the loss when loss_op); params: name -> shape."""
+def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=False, x_int=None, scale=1.0, wd=0.0):
+    """op(h, h2, P) -> z (or the loss when loss_op); params: name -> shape; wd: SGD's weight decay on the
+    parameters of two or more dimensions (nanoGPT's rule), none on the others."""
     x = (torch.randn(*x_shape) * scale).float() if x_int is None else torch.randint(0, x_int, x_shape).float()
     put(name + ".x", x)
     P = {}
@@ -70,7 +72,7 @@ def case(name, x_shape, op, params=None, x2_shape=None, stats=None, loss_op=Fals
     loss.backward()
     put(name + ".loss", loss.reshape(1))
     for k, v in Pd.items():
-        put(name + ".after." + k, v - LR * v.grad)
+        put(name + ".after." + k, v - LR * (v.grad + (wd * v if v.dim() >= 2 else 0)))
     for k, v in Sd.items():
         put(name + ".after." + k, v)
 
@@ -151,6 +153,46 @@ def mse(h, h2, P, S, train):
 case("softmax_cross_entropy", (5, 6), ce, loss_op=True, scale=3.0)
 case("bce_with_logits", (3, 5), bce, loss_op=True, scale=3.0)
 case("mse", (3, 5), mse, loss_op=True, x2_shape=(3, 5))
+
+# The GPT's ops (appended, so that the cases above keep their random values)
+case("matmul_shared_bt", (2, 3, 4), lambda h, h2, P, S, t: h @ P["w"].t(), params={"w": (5, 4)})
+case("matmul_batched", (2, 3, 4), lambda h, h2, P, S, t: torch.matmul(h, h2), x2_shape=(2, 4, 5))
+case("matmul_batched_ta", (2, 4, 3), lambda h, h2, P, S, t: h.transpose(-1, -2) @ h2, x2_shape=(2, 4, 5))
+case("transpose", (2, 3, 4, 5), lambda h, h2, P, S, t: h.transpose(1, 3))
+case("slice", (2, 3, 8), lambda h, h2, P, S, t: h[:, :, 2:6])
+case("add_positions", (2, 3, 4), lambda h, h2, P, S, t: h + P["pos"], params={"pos": (3, 4)})
+case("layernorm_nobias", (3, 2, 6), lambda h, h2, P, S, t: F.layer_norm(h, (6,), P["ln.weight"], None, 1e-5),
+     params={"ln.weight": (6,)})
+# torch 1.13 has no nn.RMSNorm: its definition written out
+case("rmsnorm", (3, 2, 6), lambda h, h2, P, S, t: h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) *
+     P["rms.weight"], params={"rms.weight": (6,)})
+
+
+def seq_ce(h, h2, P, S, train):
+    y = torch.tensor([[2, -100, 5, 0], [-100, 1, 3, 3]])
+    return F.cross_entropy(h.reshape(-1, 6), y.reshape(-1), ignore_index=-100), y.float()
+
+
+case("sequence_cross_entropy", (2, 4, 6), seq_ce, loss_op=True, scale=3.0)
+# weight tying: the embedding's weight is also the output head (nanoGPT's wte / lm_head)
+case("tied_head", (2, 3), lambda h, h2, P, S, t: F.embedding(h.long(), P["wte.weight"]) @ P["wte.weight"].t(),
+     params={"wte.weight": (7, 5)}, x_int=7)
+# weight decay on 2-D parameters only (nncl_param_decay 0 on the 1-D ones)
+case("linear_decay_2d", (4, 6), lambda h, h2, P, S, t: F.linear(h, P["l.weight"], P["l.bias"]),
+     params={"l.weight": (3, 6), "l.bias": (3,)}, wd=0.1)
+
+
+def attention(h, h2, P, S, train, heads=2):
+    """nanoGPT's CausalSelfAttention without its projections' biases, from
+    q, k, v projections of h, written out (torch 1.13 has no fused one)."""
+    B, T, C = h.shape
+    q, k, v = (F.linear(h, P[n + ".weight"]).view(B, T, heads, C // heads).transpose(1, 2) for n in "qkv")
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(C // heads)
+    att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    return (F.softmax(att, -1) @ v).transpose(1, 2).reshape(B, T, C)
+
+
+case("causal_attention", (2, 5, 6), attention, params={"q.weight": (6, 6), "k.weight": (6, 6), "v.weight": (6, 6)})
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
