@@ -55,7 +55,14 @@ BUILDERS = [
     ("softmax_cross_entropy", "nncl_softmax_cross_entropy", "logits:node labels:node", "loss", "Mean cross-entropy of softmax(logits) against class-index labels."),
     ("bce_with_logits", "nncl_bce_with_logits", "logits:node targets:node", "loss", "Mean binary cross-entropy of sigmoid(logits) against targets."),
     ("mse", "nncl_mse", "pred:node target:node", "loss", "Mean squared error."),
-    # the GPT ops of GPT_API.md
+    ("matmul", "nncl_matmul", "a:node b:node transpose_a:bool=False transpose_b:bool=False", "", "op(a) x op(b) batched over the leading dimensions: a [B, .., M, K], b [B, .., K, N] or an unbatched parameter [K, N] shared by every sample (weight tying); the flags transpose the last two axes."),
+    ("transpose", "nncl_transpose", "x:node axis0:int axis1:int", "", "Swaps two per-sample axes (0: the first after the batch; negative: from the end)."),
+    ("slice", "nncl_slice", "x:node axis:int start:int length:int", "", "x[..., start:start+length, ...] along one per-sample axis."),
+    ("rmsnorm", "nncl_rmsnorm", "x:node eps:float=1e-5 name:str=None", "", "x / sqrt(mean(x^2) + eps) * weight over the last axis; creates NAME.weight (ones)."),
+    ("layernorm_ex", "nncl_layernorm_ex", "x:node eps:float=1e-5 bias:bool=True name:str=None", "", "Layer norm over the last axis, with NAME.bias or (bias False, nanoGPT's LayerNorm(bias=False)) NAME.weight only."),
+    ("causal_attention", "nncl_causal_attention", "q:node k:node v:node n_heads:int dropout:float=0.0", "", "Fused causal self-attention: q, k, v [B, T, C], C = n_heads * head_dim; per head softmax(q k^T / sqrt(head_dim) + causal mask) v, dropout on the weights in training; [B, T, C]."),
+    ("sequence_cross_entropy", "nncl_sequence_cross_entropy", "logits:node labels:node ignore_index:int=-100", "loss", "Mean over the tokens whose label != ignore_index of -log softmax(logits)[label]: logits [B, T, V], labels [B, T]."),
+    ("param_decay", "nncl_param_decay", "param:node decay:bool=True", "status", "Whether the optimizer's weight_decay applies to this parameter (default: all do); before any trainer."),
 ]
 
 _CONVERT = {

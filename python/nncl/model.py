@@ -1,7 +1,9 @@
 """Inference-only models from model files (Trainer.save_model, or a C program's
 nncl_trainer_save_model): the graph, its weights and the preprocessing the file asks for."""
 import ctypes
+import json
 import os
+import struct
 
 import numpy as np
 
@@ -15,6 +17,17 @@ from .trainer import Trainer
 lib = _lib.lib
 
 
+def _header_meta(path):
+    """A safetensors file's __metadata__, read from its header alone ({} when unreadable: the
+    library has checked the file already)."""
+    try:
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            return json.loads(f.read(min(n, 100000000))).get("__metadata__", {})
+    except (OSError, ValueError, struct.error, AttributeError):
+        return {}
+
+
 class Model(Owned):
     """A model file loaded onto ctx's devices (nncl_model), predicting at most max_batch rows per
     device pass. Made without a context (from_safetensors(st)), it only reads and checks the file."""
@@ -24,7 +37,7 @@ class Model(Owned):
         h = ctypes.c_void_p()
         check(lib.nncl_model_load(ctx._handle(), b(os.fspath(path)), int(max_batch), ctypes.byref(h)), ctx._h,
               "nncl_model_load")
-        return cls._wrap(h.value, ctx, max_batch)
+        return cls._wrap(h.value, ctx, max_batch, _header_meta(path).get("nncl.output"))
 
     @classmethod
     def from_safetensors(cls, st, ctx=None, max_batch=256):
@@ -35,13 +48,16 @@ class Model(Owned):
         ch = ctx._handle() if ctx is not None else None
         check(lib.nncl_model_from_safetensors(ch, st._handle(), int(max_batch), ctypes.byref(h)), ch,
               "nncl_model_from_safetensors")
-        return cls._wrap(h.value, ctx, max_batch)
+        return cls._wrap(h.value, ctx, max_batch, st.meta("nncl.output"))
 
     @classmethod
-    def _wrap(cls, h, ctx, max_batch):
+    def _wrap(cls, h, ctx, max_batch, output):
         m = cls.__new__(cls)
         m.ctx, m._ctx_h, m._max_batch = ctx, ctx._h if ctx is not None else None, max_batch
         m._own(h, lib.nncl_model_free, ctx)
+        # the positions of classes per row: () for a classifier, (T,) for a sequence's [T, classes]
+        node = m.graph.find(output) if output else None
+        m.positions = tuple(node.shape[:-1]) if node is not None and len(node.shape) > 1 else ()
         return m
 
     @property
@@ -99,11 +115,12 @@ class Model(Owned):
 
     def predict(self, rows):
         """(probabilities [n, classes], predicted class [n] as int32) of raw rows [n, features]
-        (or [n, *input_shape]); float32 C-contiguous rows are used without a copy, others converted."""
+        (or [n, *input_shape]); float32 C-contiguous rows are used without a copy, others converted.
+        A sequence output [T, classes] gives [n, T, classes] and [n, T]."""
         a = self._rows(rows, "Model.predict")
         n = a.shape[0]
-        probs = np.empty((n, self.classes), np.float32)
-        classes = np.empty(n, np.intc)
+        probs = np.empty((n,) + self.positions + (self.classes,), np.float32)
+        classes = np.empty((n,) + self.positions, np.intc)
         check(lib.nncl_model_predict(self._handle(), ptr(a), n, ptr(probs), ptr(classes)), self._ctx_h,
               "nncl_model_predict")
         return probs, classes

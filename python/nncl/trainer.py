@@ -17,7 +17,7 @@ from .progress import Curve, Progress
 
 lib = _lib.lib
 OPTIMIZERS = {"sgd": 0, "adam": 1, "adamw": 2, "rmsprop": 3}
-SCHEDULES = {"constant": 0, "step": 1, "cosine": 2}
+SCHEDULES = {"constant": 0, "step": 1, "cosine": 2, "warmup_cosine": 3}
 PRECISIONS = {"fp32": 0, "fp16": 1, "bf16": 2}
 OPTIM_FIELDS = [n for n, _ in _lib.OptimConfig._fields_ if n not in ("kind", "schedule")]
 
@@ -31,7 +31,8 @@ def _choice(table, v, what):
 def optim_config(optimizer="adam", **fields):
     """An nncl_optim_config: PyTorch's defaults for the optimizer ("sgd", "adam", "adamw",
     "rmsprop"), then the fields given (lr, momentum, nesterov, dampening, weight_decay, beta1,
-    beta2 or betas=(beta1, beta2), eps, alpha, schedule ("constant", "step", "cosine"),
+    beta2 or betas=(beta1, beta2), eps, alpha, schedule ("constant", "step", "cosine",
+    "warmup_cosine": nanoGPT's get_lr),
     step_size, gamma, total_steps, min_lr, warmup_steps, clip_norm)."""
     o = lib.nncl_optim_default(_choice(OPTIMIZERS, optimizer, "optimizer"))
     if "betas" in fields:

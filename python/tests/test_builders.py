@@ -261,3 +261,103 @@ def test_builder_refusals_carry_the_c_message(ctx):
     other = nncl.Graph(ctx, 1).input("x", (3,))
     with pytest.raises(ValueError, match="another graph"):
         g.relu(other)
+
+
+# ------------------------------------------------------------------ the GPT ops (GPT_API.md)
+
+def needs(cname):
+    if not hasattr(nncl._lib.lib, cname):
+        pytest.skip("%s lacks %s" % (nncl.library_path, cname))
+
+
+def test_matmul(ctx):
+    needs("nncl_matmul")
+    got, t, d = forward(ctx, {"a": (2, 3, 4), "b": (2, 4, 5)}, lambda g, n: g.matmul(n["a"], n["b"]))
+    close(got, d["a"] @ d["b"], 1e-4)
+    got, t, d = forward(ctx, {"a": (4, 3), "b": (5, 4)},
+                        lambda g, n: g.matmul(n["a"], n["b"], transpose_a=True, transpose_b=True))
+    close(got, np.swapaxes(d["a"], 1, 2) @ np.swapaxes(d["b"], 1, 2), 1e-4)
+    # an unbatched parameter shared by every sample (weight tying)
+    got, t, d = forward(ctx, {"a": (3, 4)}, lambda g, n: g.matmul(n["a"], g.param("w", (5, 4), init="normal"),
+                                                               transpose_b=True))
+    close(got, d["a"] @ t.param("w").T, 1e-4)
+
+
+def test_transpose(ctx):
+    needs("nncl_transpose")
+    got, t, d = forward(ctx, {"x": (2, 3, 4)}, lambda g, n: g.transpose(n["x"], 0, 2))
+    close(got, np.swapaxes(d["x"], 1, 3))
+    got, t, d = forward(ctx, {"x": (2, 3, 4)}, lambda g, n: g.transpose(n["x"], -1, -2))
+    close(got, np.swapaxes(d["x"], 2, 3))
+
+
+def test_slice(ctx):
+    needs("nncl_slice")
+    got, t, d = forward(ctx, {"x": (2, 6)}, lambda g, n: g.slice(n["x"], 1, 2, 3))
+    close(got, d["x"][:, :, 2:5])
+
+
+def test_rmsnorm(ctx):
+    needs("nncl_rmsnorm")
+    got, t, d = forward(ctx, {"x": (3, 6)}, lambda g, n: g.rmsnorm(n["x"], eps=0.1, name="rms"))
+    x = d["x"]
+    close(got, x / np.sqrt((x * x).mean(-1, keepdims=True) + 0.1), 1e-4)
+    assert np.array_equal(t.param("rms.weight"), np.ones(6))
+
+
+def test_layernorm_ex(ctx):
+    needs("nncl_layernorm_ex")
+    got, t, d = forward(ctx, {"x": (2, 6)}, lambda g, n: g.layernorm_ex(n["x"], eps=0.1, bias=False, name="ln"))
+    x = d["x"]
+    close(got, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 0.1), 1e-4)
+    assert t.graph.find("ln.bias") is None and t.graph.find("ln.weight") is not None
+
+
+def attention_ref(q, k, v, heads):
+    b, T, C = q.shape
+    hd = C // heads
+    split = lambda a: a.reshape(b, T, heads, hd).transpose(0, 2, 1, 3).astype(np.float64)
+    q, k, v = split(q), split(k), split(v)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd) + np.triu(np.full((T, T), -np.inf), 1)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return (w @ v).transpose(0, 2, 1, 3).reshape(b, T, C)
+
+
+def test_causal_attention(ctx):
+    needs("nncl_causal_attention")
+    got, t, d = forward(ctx, {"q": (5, 6), "k": (5, 6), "v": (5, 6)},
+                        lambda g, n: g.causal_attention(n["q"], n["k"], n["v"], 2, dropout=0.1))
+    close(got, attention_ref(d["q"], d["k"], d["v"], 2), 1e-4)  # dropout: training only
+
+
+def test_sequence_cross_entropy(ctx):
+    needs("nncl_sequence_cross_entropy")
+    y = np.array([[0, 3, -1], [2, -1, 1], [1, 1, 0]], np.float32)
+    loss, p = loss_of(ctx, lambda g, p, y: g.sequence_cross_entropy(p, y, ignore_index=-1), (3, 4), y)
+    ls = p - np.log(np.exp(p).sum(-1, keepdims=True))
+    counted = y != -1
+    want = -np.take_along_axis(ls, np.maximum(y, 0).astype(int)[..., None], -1)[..., 0][counted].mean()
+    close(loss, want)
+
+
+def test_param_decay(ctx):
+    needs("nncl_param_decay")
+
+    def weight_after_a_step(decay):
+        g = nncl.Graph(ctx, 4)
+        x, y = g.input("x", (3,)), g.input("y", (2,))
+        out = g.linear(x, 2, name="fc")
+        g.param_decay(g["fc.weight"], decay)
+        t = nncl.Trainer(g, g.mse(out, y), optimizer="sgd", lr=0.1, weight_decay=0.5, max_batch=B)
+        w = t.param("fc.weight")
+        t.step({x: np.zeros((B, 3)), y: np.ones((B, 2))})  # x = 0: the weight's gradient is 0
+        return w, t.param("fc.weight")
+    w0, w1 = weight_after_a_step(False)
+    assert np.array_equal(w0, w1)
+    w0, w1 = weight_after_a_step(True)
+    close(w1, w0 * (1 - 0.1 * 0.5))
+    g = nncl.Graph(ctx)
+    with pytest.raises(nncl.InvalidArgumentError) as e:
+        g.param_decay(g.input("x", (2,)))
+    assert str(e.value) == nncl.last_error(ctx)

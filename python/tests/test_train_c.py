@@ -1,8 +1,10 @@
 """A training run from Python equals the same run from C bit for bit: tests/c/train10.c builds
 the same model with the same seed, trains 10 Adam steps on the same batches and saves its
-weights and losses; both use the library the package loaded, on device 0. Each side runs in
-a fresh process: a process's earlier plans may lend a product shape without a GEMM choice of
-its own the kernel of a near one, so the bits depend on what the process ran before."""
+weights and losses; both use the library the package loaded, on device 0. The GEMM kernel of
+each product is chosen by timing: each side runs in a fresh process (a process's earlier plans
+may lend a shape without a choice of its own a near one's kernel), with a cache folder of their
+own (the C run's choices are the Python run's; a shared folder may get other choices for some
+shapes from other processes)."""
 import os
 import subprocess
 import sys
@@ -37,10 +39,11 @@ def test_ten_steps_equal_the_c_run_bit_for_bit(cc, tmp_path):
     data = str(tmp_path / "data.safetensors")
     nncl.save_safetensors(data, {"x": X, "y": Y})
     exe = cc(os.path.join(HERE, "c", "train10.c"), "train10")
+    cache = str(tmp_path / "cache")
     r = subprocess.run([exe, data, str(tmp_path / "c.safetensors"), str(tmp_path / "c_loss.safetensors")],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=dict(os.environ, NNCL_CACHE_DIR=cache))
     assert r.returncode == 0, r.stderr
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE), NNCL_CACHE_DIR=cache)
     r = subprocess.run([sys.executable, __file__, data, str(tmp_path / "py.safetensors"),
                         str(tmp_path / "py_loss.safetensors"), str(tmp_path / "start.safetensors")],
                        capture_output=True, text=True, env=env)
