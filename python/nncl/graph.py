@@ -2,8 +2,10 @@
 name, its C function and its arguments in the C order after the graph, with their kinds and
 defaults; Graph gets one method per line. A line whose function the loaded library lacks gives
 a method that raises UnsupportedError, so the package runs on an older libnncl."""
+import ast
 import ctypes
 import inspect
+import operator
 import os
 import tempfile
 
@@ -65,35 +67,38 @@ BUILDERS = [
     ("param_decay", "nncl_param_decay", "param:node decay:bool=True", "status", "Whether the optimizer's weight_decay applies to this parameter (default: all do); before any trainer."),
 ]
 
+def _int(v, where):
+    try:
+        return [operator.index(v)]
+    except TypeError:
+        raise TypeError("%s must be an integer; got %r" % (where, v)) from None
+
+
 _CONVERT = {
-    "int": lambda v: [int(v)],
-    "float": lambda v: [float(v)],
-    "bool": lambda v: [int(bool(v))],
-    "str": lambda v: [b(v)],
+    "int": _int,
+    "float": lambda v, where: [float(v)],
+    "bool": lambda v, where: [int(bool(v))],
+    "str": lambda v, where: [b(v)],
 }
 _CTYPE = {"node": ctypes.c_void_p, "int": ctypes.c_int, "float": ctypes.c_float, "bool": ctypes.c_int,
           "str": ctypes.c_char_p, "act": ctypes.c_int, "init": ctypes.c_int}
 
 
 def _parse(spec):
+    """[(name, kind, default)] of a BUILDERS argument list; defaults are Python literals, else
+    names (an init kind, "@arg")."""
     args = []
     for a in spec.split():
         name, _, rest = a.partition(":")
         kind, eq, default = rest.partition("=")
-        if eq:
-            if default.startswith("@"):
-                pass
-            elif default == "None":
-                default = None
-            elif kind == "shape":
-                default = ()
-            elif kind in ("int", "bool") and default in ("True", "False"):
-                default = default == "True"
-            elif kind in ("int", "float"):
-                default = (int if kind == "int" else float)(default)
-            args.append((name, kind, default))
+        if not eq:
+            default = inspect.Parameter.empty
         else:
-            args.append((name, kind, inspect.Parameter.empty))
+            try:
+                default = ast.literal_eval(default)
+            except (ValueError, SyntaxError):
+                pass
+        args.append((name, kind, default))
     return args
 
 
@@ -139,7 +144,7 @@ def _builder(pyname, cname, spec, flags, doc):
                     raise ValueError("%s: init must be one of %s; got %r" % (pyname, ", ".join(INITS), v))
                 c_args.append(INITS[v])
             else:
-                c_args += _CONVERT[kind](v)
+                c_args += _CONVERT[kind](v, "%s: %s" % (pyname, name))
         r = fn(*c_args)
         if "status" in flags:
             check(r, self._ctx_h, cname)

@@ -150,8 +150,6 @@ class Trainer(Owned):
         self.max_batch = max_batch
         self._ctx_h = graph.ctx._h
         self._info = _lib.StepInfoC()
-        self._info_ref = ctypes.byref(self._info)
-        self._feeds_c = (_lib.Feed * 4)()
         self._step = lib.nncl_trainer_step
 
     # -------------------------------------------------------------- feeds
@@ -165,11 +163,10 @@ class Trainer(Owned):
         return n
 
     def _feed(self, feeds, what):
-        """The feeds array for C, the batch, and the arrays it points into (to keep alive)."""
+        """The feeds array for C, the batch, and the arrays it points into (to keep alive). Made
+        per call: threads may step one trainer at once (the library takes them in turns)."""
         n = len(feeds)
-        arr = self._feeds_c
-        if n > len(arr):
-            arr = self._feeds_c = (_lib.Feed * n)()
+        arr = (_lib.Feed * n)()
         batch = -1
         keep = []
         i = 0
@@ -200,10 +197,12 @@ class Trainer(Owned):
         real dtypes and strides are converted by a copy; a wrong shape raises ValueError. Returns
         the batch's mean loss (last_step holds the rest of nncl_step_info)."""
         arr, n, batch, keep = self._feed(feeds, "step")
-        st = self._step(self._h, arr, n, batch, self._info_ref)
+        info = _lib.StepInfoC()
+        st = self._step(self._h or self._handle(), arr, n, batch, ctypes.byref(info))
         if st:
             check(st, self._ctx_h, "nncl_trainer_step")
-        return self._info.loss
+        self._info = info
+        return info.loss
 
     @property
     def last_step(self):

@@ -111,3 +111,23 @@ def test_the_log_callback_receives_the_messages():
     with pytest.raises(nncl.InvalidArgumentError) as e:
         t.step({x: np.zeros((4, 2)), y: np.full(4, 7.0)})
     assert (0, str(e.value)) in msgs  # errors reach the log at level 0 (error)
+
+
+def test_threads_step_one_trainer_at_once(ctx):
+    import threading
+    t, x, y = xor(ctx)
+    X, Y = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32), np.array([0, 1, 1, 0], np.float32)
+    errors = []
+
+    def run():
+        try:
+            for _ in range(50):
+                assert np.isfinite(t.step({x: X, y: Y}))
+        except Exception as e:  # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and t.step_count == 100
