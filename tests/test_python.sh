@@ -6,7 +6,8 @@
 # python3). In the sanitized pass the ASan-built library needs the
 # sanitizer runtimes first in the process: they are preloaded into Python
 # (leak detection off there: the interpreter's own allocations at exit are
-# not nncl's; test_leak bounds the resident set instead). Builds $B/examples
+# not nncl's), and the install and RSS tests are left to the plain pass
+# (python/tests/conftest.py says why). Builds $B/examples
 # when missing (the README test compares with the C example). Run by
 # tests/run.sh (B, NNCL_SANITIZE, MAKE, CC).
 top=$(cd "$(dirname "$0")/.." && pwd)
