@@ -1,5 +1,6 @@
 """Handles, arrays, the context and its devices."""
 import ctypes
+import operator
 import weakref
 from dataclasses import dataclass
 
@@ -76,15 +77,15 @@ def floats(a, what):
     return a
 
 
-def out_array(out, shape, what, dtype=f32):
+def out_array(out, shape, what):
     """A caller's output array, checked (refused, not converted: the results must land in it),
-    or a new one."""
+    or a new float32 one."""
     if out is None:
-        return np.empty(shape, dtype)
-    if not isinstance(out, np.ndarray) or out.dtype != dtype or not out.flags.c_contiguous or \
+        return np.empty(shape, f32)
+    if not isinstance(out, np.ndarray) or out.dtype != f32 or not out.flags.c_contiguous or \
             not out.flags.aligned or not out.flags.writeable or out.shape != tuple(shape):
-        raise ValueError("%s: out must be a writeable C-contiguous %s array of shape %s; got %s" % (
-            what, np.dtype(dtype).name, tuple(shape),
+        raise ValueError("%s: out must be a writeable C-contiguous float32 array of shape %s; got %s" % (
+            what, tuple(shape),
             "%s %s%s" % (out.dtype, out.shape, "" if out.flags.c_contiguous else " (not C-contiguous)")
             if isinstance(out, np.ndarray) else type(out).__name__))
     return out
@@ -94,15 +95,16 @@ def ptr(a):
     return a.ctypes.data
 
 
-def view(address, shape, owner, dtype=f32, writeable=False):
-    """A NumPy array over memory owned by a libnncl object, keeping the owner alive (no copy)."""
+def view(address, shape, owner):
+    """A read-only float32 array over memory owned by a libnncl object, keeping the owner alive
+    (no copy)."""
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0 or not address:
-        return np.empty(shape, dtype)
-    buf = (ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(address)
+        return np.empty(shape, f32)
+    buf = (ctypes.c_char * (n * 4)).from_address(address)
     buf._owner = owner
-    a = np.frombuffer(buf, dtype=dtype).reshape(shape)
-    a.flags.writeable = writeable
+    a = np.frombuffer(buf, dtype=f32).reshape(shape)
+    a.flags.writeable = False
     return a
 
 
@@ -110,7 +112,10 @@ def shape_arg(shape, what, allow_scalar=True):
     """A shape (int or sequence of ints) as (ndim, c_int array)."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    shape = tuple(int(s) for s in shape)
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError("%s: a shape is a sequence of integers; got %r" % (what, shape)) from None
     if not shape and not allow_scalar:
         raise ValueError("%s: needs at least one dimension" % what)
     return len(shape), (ctypes.c_int * max(1, len(shape)))(*shape)
