@@ -28,10 +28,11 @@ print(nncl.__file__, nncl.library_path, mapped, (t.predict({x: X}, logits).argma
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     try:
+        import ensurepip  # noqa: F401
         import setuptools  # noqa: F401
-        import venv as _  # noqa: F401
     except ImportError as e:
-        pytest.skip("no %s for an offline pip install" % e.name)
+        pytest.skip("no %s for a virtual environment with an offline pip install "
+                    "(apt-get install python3-venv python3-setuptools)" % e.name)
     d = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(d / "v")], check=True)
     py = str(d / "v" / "bin" / "python")
