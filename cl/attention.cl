@@ -47,14 +47,14 @@ void nncl_att_store(const float *acc, float c, __global act_t *dst, int D, int a
 /* The weight multiplier of element (i, j) of head h in sample b: 1 when
  * no dropout runs, else 0 or 1 / (1 - p). */
 float nncl_att_drop(int drop, uint k0, uint k1, uint thr, float dscale, int sample, int h, int T, int i, int j) {
+    uint elem = ((uint)h * (uint)T + (uint)i) * (uint)T + (uint)j; /* uint: wraps past 2^32, never overflows */
     if (!drop) return 1.0f;
-    return nncl_drop_keep(k0, k1, (uint)sample, (uint)((h * T + i) * T + j), thr) ? dscale : 0.0f;
+    return nncl_drop_keep(k0, k1, (uint)sample, elem, thr) ? dscale : 0.0f;
 }
 
 /* The per-row kernels take the rows they read 8 at a time: 8 scores (or
- * weights) as one vector, so that exp runs on 8 lanes (a scalar exp costs
- * more than the dot products of a head of 32) and the online softmax
- * rescales once per block. Rows past the mask or T get a score of -inf
+ * weights) as one vector, so that exp runs on 8 lanes and the online
+ * softmax rescales once per block. Rows past the mask or T get a score of -inf
  * (a weight of 0) and a dy . v of 0. */
 #define NNCL_ATT_BLK 8
 

@@ -833,7 +833,7 @@ NNCL_API nncl_trainer *nncl_model_trainer(const nncl_model *m);
 /* Floats per input row, and its per-sample shape (up to 3 ints; returns ndim). */
 NNCL_API size_t nncl_model_features(const nncl_model *m);
 NNCL_API int nncl_model_input_shape(const nncl_model *m, int *shape);
-/* Classes (the output's width) and the name of class k (NULL when unnamed). */
+/* Classes (the output's last dimension) and the name of class k (NULL when unnamed). */
 NNCL_API int nncl_model_classes(const nncl_model *m);
 NNCL_API const char *nncl_model_class_name(const nncl_model *m, int k);
 /* The training table's label column (nncl.label), or NULL. */
@@ -843,7 +843,9 @@ NNCL_API nncl_status nncl_model_preprocess(const nncl_model *m, float *rows, siz
 /* Class probabilities (softmax of the output) of n raw rows [n, features]
  * into probs [n, classes] and the predicted class (argmax of the output,
  * the first on a tie, as nncl_trainer_evaluate counts it) into classes
- * [n]; either may be NULL. The rows are preprocessed on a copy. */
+ * [n]; either may be NULL. The rows are preprocessed on a copy. An output
+ * of a sequence, [B, T, classes] (a GPT's logits), gives T rows per input
+ * row: probs [n, T, classes], classes [n, T]. */
 NNCL_API nncl_status nncl_model_predict(nncl_model *m, const float *rows, size_t n, float *probs, int *classes);
 
 /* ---------------------------------------------------------------- progress */

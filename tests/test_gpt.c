@@ -6,8 +6,9 @@
  * after them. The same model built through nncl's public API from the
  * same weights trains on the same batches: on every device the loss of
  * every step within 1e-4 relative and the final weights within fp32
- * rounding; on two devices data-parallel what one device gives; in fp16
- * and bf16 storage within those formats' tolerances. */
+ * rounding; on two devices data-parallel what one device gives (also with
+ * dropout on the attention weights, whose masks follow the samples); in
+ * fp16 and bf16 storage within those formats' tolerances. */
 #include "harness.h"
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 typedef struct tg_cfg {
     int V, T, C, H, L, B, steps, warmup;
     float lr, min_lr, wd, clip, beta1, beta2, eps;
+    float dropout; /* on the attention weights: 0 as PyTorch's run */
 } tg_cfg;
 
 typedef struct tg_model {
@@ -49,6 +51,7 @@ static int tg_read_cfg(const nncl_safetensors *st, tg_cfg *c) {
     c->beta1 = (float)tg_meta(st, "beta1", &ok);
     c->beta2 = (float)tg_meta(st, "beta2", &ok);
     c->eps = (float)tg_meta(st, "eps", &ok);
+    c->dropout = 0;
     return ok && c->V > 0 && c->T > 0 && c->C > 0 && c->H > 0 && c->L > 0 && c->B > 0 && c->steps > 0;
 }
 
@@ -83,7 +86,7 @@ static int tg_build(nncl_context *ctx, const tg_cfg *c, tg_model *m) {
         q = nncl_slice(m->g, h, 1, 0, c->C);
         k = nncl_slice(m->g, h, 1, c->C, c->C);
         v = nncl_slice(m->g, h, 1, 2 * c->C, c->C);
-        h = nncl_causal_attention(m->g, q, k, v, c->H, 0.0f);
+        h = nncl_causal_attention(m->g, q, k, v, c->H, c->dropout);
         h = nncl_linear(m->g, h, c->C, 0, NNCL_ACT_NONE, tg_name(n1, sizeof n1, p, "attn.c_proj"));
         x = nncl_op_add(m->g, x, h);
         h = nncl_layernorm_ex(m->g, x, 1e-5f, 0, tg_name(n1, sizeof n1, p, "ln_2"));
@@ -266,6 +269,17 @@ int main(void) {
             snprintf(name, sizeof name, "GPT data-parallel on two devices as in PyTorch (fp32)");
             tg_check(name, st, &c, &two, NULL, loss_tol[0], param_tol[0]);
         }
+        /* attention dropout 0.1: another trajectory, the same on one and two devices */
+        snprintf(name, sizeof name, "GPT with attention dropout 0.1 on two devices equal to one");
+        c.dropout = 0.1f;
+        if (!tg_train(name, ctx, st, &c, &d, 1, 0, &one) && !tg_train(name, ctx, st, &c, both, 2, 0, &two)) {
+            double dl, dp;
+            char worst[128];
+            tg_diff(st, &c, &one, NULL, &dl, &dp, worst, sizeof worst);
+            if (!(dl > 1e-3)) th_fail(name, "the losses differ from PyTorch's without dropout by only %.3g", dl);
+            else tg_check(name, st, &c, &two, &one, 1e-5, 1e-9);
+        }
+        c.dropout = 0;
     }
     free(one.loss); free(one.params); free(two.loss); free(two.params);
     nncl_safetensors_free(st);

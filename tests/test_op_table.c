@@ -51,7 +51,7 @@ struct ot_row {
 /* ------------------------------------------------------------- builders */
 
 /* a[0]: the op; a[1] 1: b a parameter vector over a's last dimension, 2:
- * the same frozen (half storage trains no parameter through these ops). */
+ * the same frozen (half storage trains no parameter through mul). */
 static nncl_node *ot_binary(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     int cols = r->in[0].dims[r->in[0].ndim - 1];
     nncl_node *b = r->a[1] ? nncl_param(g, "b", 1, &cols, NNCL_INIT_UNIFORM, 1.0f) : in[1];
@@ -341,8 +341,8 @@ static const ot_row ot_rows[] = {
     OT_CAT(2, 0, 1, 3, 0, 0, 5, 0, 0), OT_CAT(3, 0, 2, 3, 4, 0, 2, 4, 0), OT_CAT(1, 1, 2, 3, 4, 0, 3, 5, 0),
     OT_CAT(2, -1, 3, 2, 3, 4, 2, 3, 1),
     {"concat (a, a)", ot_concat, {-2}, 0, {OT_X2(-2, 2, 3, 4)}, 2, OT_TOL},
-    /* the broadcast in half storage (the rows above train b, which it
-     * refuses); last, so that the rows above keep their data */
+    /* the broadcast in half storage (the rows above train b, which mul
+     * refuses there); last, so that the rows above keep their data */
     OT_BCAST_FROZEN(ADD, 2, 5, 33), OT_BCAST_FROZEN(SUB, 2, 5, 33), OT_BCAST_FROZEN(MUL, 2, 5, 33),
     {"conv2d+linear", ot_conv_linear, {2, 64}, 0, {OT_X3(-1, 1, 1, 28, 28)}, 2, OT_TOL},
     OT_POOL_TWICE(2, 3, 7, 5),

@@ -150,10 +150,10 @@ static const nncl_safetensors_entry *tto_get(const nncl_safetensors *st, const c
 }
 
 /* An input of CASE.what's per-sample shape, with a parameter pWHAT (a vector
- * over its last dimension) added when the file has one. In half storage a
- * parameter may not feed add directly (its gradient would be stored in
- * half), so there pWHAT is added on the host into fold instead: the op sees
- * the same values, and pWHAT's update is not checked. *data: what to feed. */
+ * over its last dimension) added when the file has one. In half storage
+ * pWHAT is added on the host into fold instead: the op sees the same
+ * values, and pWHAT's update is not checked (add_vector and add_positions
+ * check a parameter trained through add). *data: what to feed. */
 static nncl_node *tto_input(nncl_graph *g, const nncl_safetensors *st, const tto_case *c, const char *what,
                             const char *pname, float *fold, nncl_node **in, const float **data) {
     nncl_safetensors_entry e, pe;

@@ -121,9 +121,9 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
     int i;
     if (!nncl__graph_owns(g, m->input) || m->input->op != NNCL_OP_INPUT)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: meta input is not an input of the trainer's graph", fn);
-    if (!nncl__graph_owns(g, m->output) || !m->output->batched || m->output->ndim != 2)
+    if (!nncl__graph_owns(g, m->output) || !m->output->batched || m->output->ndim < 2)
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT,
-                          "%s: meta output is not a node of the trainer's graph of shape [batch, classes]", fn);
+                          "%s: meta output is not a node of the trainer's graph of shape [batch, .., classes]", fn);
     /* the inputs the output is computed from (nodes come after their inputs) */
     if (!(need = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1)))
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
@@ -148,9 +148,9 @@ static nncl_status model_check_meta(nncl_trainer *t, const nncl_model_meta *m) {
         if (!isfinite(m->mean[j]) || !isfinite(m->std[j]) || !(m->std[j] > 0))
             return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: mean[%zu] %g and std[%zu] %g: finite, std > 0", fn,
                               j, (double)m->mean[j], j, (double)m->std[j]);
-    if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[1]))
+    if (m->n_classes && (!m->class_names || m->n_classes != m->output->shape[m->output->ndim - 1]))
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d class names for output \"%s\" of %d classes", fn,
-                          m->n_classes, m->output->name, m->output->shape[1]);
+                          m->n_classes, m->output->name, m->output->shape[m->output->ndim - 1]);
     if (m->n_classes > MODEL_MAX_CLASSES) /* the loader's limit; a negative count failed above */
         return nncl__fail(t->ctx, NNCL_ERR_INVALID_ARGUMENT, "%s: %d classes, more than %d", fn, m->n_classes,
                           MODEL_MAX_CLASSES);
@@ -231,12 +231,13 @@ struct nncl_model {
     nncl_graph *graph;
     nncl_trainer *trainer;
     nncl_node *input, *output;
-    int classes;
+    int classes;              /* the output's last dimension */
+    size_t positions;         /* rows of classes per sample: 1, or a sequence's [.., classes] */
     char **class_names;       /* NULL or classes names */
     char *label_name;         /* NULL or the label column's name */
     float scale, shift;
     float *mean, *std;        /* NULL or features each */
-    float *work, *logits;     /* max_batch rows, max_batch * classes */
+    float *work, *logits;     /* max_batch rows, max_batch * positions * classes */
     int max_batch;
 };
 
@@ -269,6 +270,10 @@ static nncl_status model_float_meta(nncl_context *ctx, const nncl_safetensors *s
     return NNCL_OK;
 }
 
+static int model_is_loss(const nncl_node *n) {
+    return n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE || n->op == NNCL_OP_SEQ_CE;
+}
+
 /* Reads everything but the parameters. */
 static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st, nncl_model *m) {
     const char *v;
@@ -279,14 +284,13 @@ static nncl_status model_describe(nncl_context *ctx, const nncl_safetensors *st,
     m->input = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.input"));
     if (!m->input) m->input = model_first_input(m->graph);
     m->output = model_node_named(m->graph, nncl_safetensors_meta(st, "nncl.output"));
-    for (k = 0; k < m->graph->n_nodes; k++) {
-        nncl__op op = m->graph->nodes[k]->op;
-        if (op == NNCL_OP_SOFTMAX_CE || op == NNCL_OP_BCE_LOGITS || op == NNCL_OP_MSE) loss = m->graph->nodes[k];
-    }
+    for (k = 0; k < m->graph->n_nodes; k++)
+        if (model_is_loss(m->graph->nodes[k])) loss = m->graph->nodes[k];
     if (!m->output && loss) m->output = loss->in[0];
-    if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim != 2)
-        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, classes]");
-    m->classes = m->output->shape[1];
+    if (!m->input || m->input->op != NNCL_OP_INPUT || !m->output || !m->output->batched || m->output->ndim < 2)
+        return nncl__fail(ctx, NNCL_ERR_FORMAT, "model metadata: no input, or no output of shape [batch, .., classes]");
+    m->classes = m->output->shape[m->output->ndim - 1];
+    m->positions = m->output->sample_numel / (size_t)m->classes;
     d = m->input->sample_numel;
     NNCL_TRY(model_float_meta(ctx, st, "nncl.scale", 1, &m->scale));
     NNCL_TRY(model_float_meta(ctx, st, "nncl.shift", 0, &m->shift));
@@ -335,14 +339,14 @@ nncl_status nncl_model_from_safetensors(nncl_context *ctx, const nncl_safetensor
         for (k = 0; k < m->graph->n_nodes && s == NNCL_OK; k++) {
             nncl_node *n = m->graph->nodes[k];
             if (n->op == NNCL_OP_PARAM) s = nncl_param_freeze(m->graph, n, 1);
-            if (n->op == NNCL_OP_SOFTMAX_CE || n->op == NNCL_OP_BCE_LOGITS || n->op == NNCL_OP_MSE) loss = n;
+            if (model_is_loss(n)) loss = n;
         }
         if (s == NNCL_OK && !loss) s = nncl__fail(ctx, NNCL_ERR_FORMAT, "model description has no loss node");
         if (s == NNCL_OK) s = nncl_trainer_create(ctx, m->graph, loss, &tc, &m->trainer);
         if (s == NNCL_OK) s = nncl__trainer_load_from(m->trainer, st, "the model file", 0);
         if (s == NNCL_OK) {
             m->work = (float *)nncl__calloc((size_t)m->max_batch * m->input->sample_numel, sizeof(float));
-            m->logits = (float *)nncl__calloc((size_t)m->max_batch * (size_t)m->classes, sizeof(float));
+            m->logits = (float *)nncl__calloc((size_t)m->max_batch * m->output->sample_numel, sizeof(float));
             if (!m->work || !m->logits) s = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
         }
     }
@@ -416,17 +420,18 @@ static nncl_status model_predict(nncl_model *m, const float *rows, size_t n, flo
         f.node = m->input;
         f.data = m->work;
         NNCL_TRY(nncl_trainer_predict(m->trainer, &f, 1, b, m->output, m->logits));
-        for (r = 0; r < b; r++) { /* softmax in double */
+        for (r = 0; r < b * (int)m->positions; r++) { /* softmax in double */
             const float *z = m->logits + (size_t)r * C;
             double mx, s = 0;
             int arg = 0;
             for (c = 1; c < C; c++)
                 if (z[c] > z[arg]) arg = c;
             mx = z[arg];
-            if (classes) classes[start + (size_t)r] = arg;
+            if (classes) classes[start * m->positions + (size_t)r] = arg;
             if (!probs) continue;
             for (c = 0; c < C; c++) s += exp((double)z[c] - mx);
-            for (c = 0; c < C; c++) probs[(start + (size_t)r) * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
+            for (c = 0; c < C; c++)
+                probs[(start * m->positions + (size_t)r) * C + (size_t)c] = (float)(exp((double)z[c] - mx) / s);
         }
     }
     return NNCL_OK;

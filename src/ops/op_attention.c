@@ -182,9 +182,9 @@ static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
 /* The dropout multiplier of weight (i, j) of head h in batch row b. */
 static double att_ref_drop(const nncl_node *n, const nncl__refctx *r, const att_dims *d, int b, int h, int i, int j,
                            uint32_t k0, uint32_t k1) {
+    uint32_t elem = ((uint32_t)h * (uint32_t)d->T + (uint32_t)i) * (uint32_t)d->T + (uint32_t)j; /* wraps as the kernels' */
     if (!r->training || !(n->fattr[0] > 0)) return 1;
-    return nncl__dropout_keep(k0, k1, (uint32_t)(r->batch_offset + b), (uint32_t)((h * d->T + i) * d->T + j),
-                              nncl__dropout_threshold(n->fattr[0]))
+    return nncl__dropout_keep(k0, k1, (uint32_t)(r->batch_offset + b), elem, nncl__dropout_threshold(n->fattr[0]))
                ? nncl__dropout_scale(n->fattr[0])
                : 0;
 }
