@@ -233,3 +233,22 @@ def test_profiling():
     assert r.launches >= 1 and isinstance(r, nncl.ProfileReport)
     kernels = pctx.profile_kernels(0)
     assert kernels and any("relu" in k[0] for k in kernels)
+
+
+def test_a_sequence_model_predicts_per_position(ctx, tmp_path):
+    if not hasattr(nncl._lib.lib, "nncl_sequence_cross_entropy"):
+        pytest.skip("%s has no sequence ops" % nncl.library_path)
+    g = nncl.Graph(ctx, seed=2)
+    tok, lab = g.input("tokens", (5,)), g.input("labels", (5,))
+    logits = g.linear(g.embedding(tok, 7, 4, name="emb"), 7, name="head")
+    t = nncl.Trainer(g, g.sequence_cross_entropy(logits, lab), max_batch=3)
+    X = rng.integers(0, 7, (3, 5)).astype(np.float32)
+    t.step({tok: X, lab: np.roll(X, -1, 1)})
+    t.save_model(tmp_path / "seq.safetensors", input=tok, output=logits)
+    m = nncl.Model.load(ctx, tmp_path / "seq.safetensors")
+    assert m.positions == (5,) and m.classes == 7
+    probs, classes = m.predict(X)
+    want = t.predict({tok: X}, logits)
+    assert probs.shape == (3, 5, 7) and classes.shape == (3, 5)
+    assert np.array_equal(classes, want.argmax(-1))
+    np.testing.assert_allclose(probs, np.exp(want) / np.exp(want).sum(-1, keepdims=True), rtol=1e-5)
