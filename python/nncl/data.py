@@ -50,8 +50,8 @@ def _idx_struct(a):
     while base is not None and not hasattr(base, "_owner"):
         base = getattr(base, "base", None)
     o = getattr(base, "_owner", None)
-    if isinstance(o, _IdxOwner) and isinstance(a, np.ndarray) and a.size == o.c.count and a.size and \
-            a.ctypes.data == ctypes.cast(o.c.data, ctypes.c_void_p).value and a.flags.c_contiguous:
+    if isinstance(o, _IdxOwner) and isinstance(a, np.ndarray) and a.size and \
+            a.shape == tuple(o.c.dims[:o.c.ndim]) and a.ctypes.data == ctypes.cast(o.c.data, ctypes.c_void_p).value:
         return o.c, o
     a = floats(a, "IDX array")
     if not 1 <= a.ndim <= NNCL_IDX_MAX_DIMS:
@@ -147,12 +147,13 @@ def permutation(n, seed):
     return out
 
 
-def _indices(idx, n_max=None):
+def _indices(idx, n):
+    """Sample indices as size_t, checked to be in 0..n-1 (a negative one would wrap around)."""
     a = np.ascontiguousarray(idx, dtype=np.int64)
     if a.ndim != 1:
         raise ValueError("indices must be 1-D; got shape %s" % (a.shape,))
-    if n_max is not None and a.size and (a.min() < 0 or a.max() >= n_max):
-        raise IndexError("indices must be in 0..%d" % (n_max - 1))
+    if a.size and (a.min() < 0 or a.max() >= n):
+        raise IndexError("indices must be in 0..%d; got %d..%d" % (n - 1, a.min(), a.max()))
     return a.astype(np.uintp)
 
 
@@ -261,7 +262,7 @@ class Dataset(Owned):
 
     def gather(self, idx, x=None, y=None):
         """Copies the samples idx into new arrays (or x and y, checked) and returns (x, y)."""
-        idx = _indices(idx)
+        idx = _indices(idx, len(self))
         x = out_array(x, (len(idx),) + self.shape, "Dataset.gather x")
         y = out_array(y, (len(idx),), "Dataset.gather y")
         check(lib.nncl_dataset_gather(self._handle(), ptr(idx), len(idx), ptr(x), ptr(y)), None, "nncl_dataset_gather")
