@@ -3,7 +3,9 @@ predict, evaluate and fit, and parameter and model files."""
 import ctypes
 import math
 import os
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,17 +295,27 @@ class Trainer(Owned):
         raised = []
 
         def _on_step(user, epoch, step, loss):
+            if raised:
+                return 1
             try:
                 return 1 if on_step is not None and on_step(epoch, step, loss) else 0
-            except BaseException as e:  # KeyboardInterrupt too: stop, then raise it here
+            except BaseException as e:  # stop, then raise it here
                 raised.append(e)
                 return 1
         cb = _lib.ON_STEP_FN(_on_step)
         cfg.on_step = cb
+        # Ctrl-C: Python would raise KeyboardInterrupt on entering the callback, where C cannot
+        # take it; a handler of our own notes it and the callback stops the run
+        sigint = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            sigint = signal.signal(signal.SIGINT, lambda signum, frame: raised.append(KeyboardInterrupt()))
         try:
             check(lib.nncl_trainer_fit(self._handle(), data._handle(), ctypes.byref(cfg)), self._ctx_h,
                   "nncl_trainer_fit")
         finally:
+            if sigint is not None:
+                signal.signal(signal.SIGINT, sigint)
             if own_progress is not None:
                 own_progress.close()
         if raised:

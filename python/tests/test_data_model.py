@@ -252,3 +252,22 @@ def test_a_sequence_model_predicts_per_position(ctx, tmp_path):
     assert probs.shape == (3, 5, 7) and classes.shape == (3, 5)
     assert np.array_equal(classes, want.argmax(-1))
     np.testing.assert_allclose(probs, np.exp(want) / np.exp(want).sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_ctrl_c_stops_fit(ctx):
+    import os
+    import signal
+    import threading
+    import time
+    X = rng.standard_normal((400, 2)).astype(np.float32)
+    Y = (X[:, 0] > 0).astype(np.float32)
+    t, x, y = xor(ctx, max_batch=4)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.time()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            t.fit(X, Y, epochs=1000, batch=4, progress=False)  # minutes, were it not stopped
+    finally:
+        timer.cancel()
+    assert 0 < t.step_count < 1000 * 100 and time.time() - start < 30
