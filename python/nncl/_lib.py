@@ -1,7 +1,7 @@
 """Finding and loading libnncl.so, and the ctypes mirror of include/nncl.h:
 its structs (field for field, in the header's order) and the prototype of
 every public function. Nothing here is meant to be used from outside the
-package; tests/test_api.py checks the mirror against the header."""
+package; python/tests/test_api.py checks the mirror against the header."""
 import ctypes
 import ctypes.util
 import os

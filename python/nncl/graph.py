@@ -192,6 +192,23 @@ class Node:
     def __repr__(self):
         return "<nncl.Node %s%s>" % (self.name + " " if self.name else "", list(self.shape))
 
+    # a + b, a - b, a * b (a number: scale), a @ b: the graph's builders
+    def __add__(self, other):
+        return self.graph.add(self, other)
+
+    def __sub__(self, other):
+        return self.graph.sub(self, other)
+
+    def __mul__(self, other):
+        if isinstance(other, (int, float)):
+            return self.graph.scale(self, other)
+        return self.graph.mul(self, other)
+
+    __rmul__ = __mul__
+
+    def __matmul__(self, other):
+        return self.graph.matmul(self, other)
+
 
 class Graph(Owned):
     """A model graph (nncl_graph) built once from inputs, parameters and ops, then compiled by a

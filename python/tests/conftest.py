@@ -1,4 +1,4 @@
-"""Shared fixtures: one context for the session, the repository, and a C compiler for the
+"""Shared fixtures: one context for the whole run, the repository, and a C compiler for the
 programs that check the package against the C library."""
 import os
 import shutil

@@ -361,3 +361,11 @@ def test_param_decay(ctx):
     with pytest.raises(nncl.InvalidArgumentError) as e:
         g.param_decay(g.input("x", (2,)))
     assert str(e.value) == nncl.last_error(ctx)
+
+
+def test_node_operators(ctx):
+    got, t, d = forward(ctx, {"a": (2, 3), "b": (2, 3)}, lambda g, n: (n["a"] + n["b"]) * 2.0 - n["a"] * n["b"])
+    close(got, (d["a"] + d["b"]) * 2 - d["a"] * d["b"])
+    if hasattr(nncl._lib.lib, "nncl_matmul"):
+        got, t, d = forward(ctx, {"a": (2, 3), "b": (3, 4)}, lambda g, n: n["a"] @ n["b"])
+        close(got, d["a"] @ d["b"], 1e-4)
