@@ -48,7 +48,8 @@ class SafeTensors(Owned):
     def keys(self):
         return [text(self._entry(i).name) for i in range(len(self))]
 
-    __iter__ = lambda self: iter(self.keys())
+    def __iter__(self):
+        return iter(self.keys())
 
     def __contains__(self, name):
         return lib.nncl_safetensors_find(self._handle(), b(name)) >= 0
