@@ -4,9 +4,12 @@
 # otherwise it prints the exact command to run and exits non-zero.
 # usage: sh tools/setup-debian.sh [--ci]   (--ci adds the CI-only packages)
 # Open MPI is in the default set: the MPI test (tests/test_mpi.sh) is part of
-# the plain pass of `make check`.
+# the plain pass of `make check`; so are the Python package's tests
+# (tests/test_python.sh: pytest, NumPy, and venv, pip and setuptools for
+# its install test).
 pkgs="build-essential pkg-config ocl-icd-opencl-dev opencl-headers libclblast-dev
-pocl-opencl-icd clinfo zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin"
+pocl-opencl-icd clinfo zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin
+python3-numpy python3-pytest python3-venv python3-pip python3-setuptools"
 [ "$1" = "--ci" ] && pkgs="$pkgs clang mesa-opencl-icd valgrind libclang-rt-14-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
