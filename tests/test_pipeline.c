@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TP_N 96
 #define TP_B 24
@@ -203,13 +204,14 @@ static int test_grad_checkpoint(nncl_context *ctx) {
  * the same values, and the next step the same on both. */
 static int test_checkpoint(nncl_context *ctx) {
     const char *name = "pipelined checkpoint loads into a one-device trainer and resumes the same";
-    const char *path = "tests/out/pipeline_ckpt.safetensors";
+    char path[64];
     int devs[2] = {0, 1}, r;
     tp_model ma, mb;
     nncl_trainer *a = NULL, *b = NULL;
     nncl_train_config ca = tp_config(devs, 2, 1, 3), cb = tp_config(devs, 1, 0, 0);
     float *va, *vb, la, lb;
     if (th_devices_lack(ctx, 2, name)) return 0;
+    snprintf(path, sizeof path, "/tmp/nncl-pipeline-ckpt-%ld.safetensors", (long)getpid());
     TH_CHECK(name, tp_build(ctx, &ma, TP_MLP) && tp_build(ctx, &mb, TP_MLP));
     TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
     TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
@@ -251,10 +253,11 @@ static int test_failure(nncl_context *ctx, int backward) {
     nncl_train_config c = tp_config(devs, 2, 1, 3);
     float *v0, *v1;
     nncl_status st;
-    const char *path = "tests/out/pipeline_fail.safetensors";
+    char path[64];
     snprintf(name, sizeof name, "a device failing in a stage's %s: an error naming it, nothing lost, resumed on "
              "the other", backward ? "backward" : "forward");
     if (th_devices_lack(ctx, 2, name)) return 0;
+    snprintf(path, sizeof path, "/tmp/nncl-pipeline-fail-%ld.safetensors", (long)getpid());
     TH_CHECK(name, tp_build(ctx, &m, TP_BN));
     TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
     TH_OK(name, ctx, tp_step(t, &m, 0, NULL));
