@@ -18,11 +18,12 @@ from ._lib import LibraryNotFoundError, path as library_path
 from ._errors import (NNCLError, InvalidArgumentError, ShapeError, OutOfMemoryError, DeviceError, KernelBuildError,
                       NoDeviceError, FileError, FormatError, UnsupportedError, BlasError, NumericError, StateError,
                       GraphError, last_error)
-from ._core import Context, DeviceInfo, ProfileReport, devices, init
+from ._core import Context, DeviceInfo, ProfileReport, devices, init, kernel_families
 from ._tensor import (Tensor, Event, add, sub, mul, scale, relu, sigmoid, tanh, gelu, softmax, log_softmax, sum,
-                      mean, gemm)
+                      mean, gemm, gemm_variant, gemm_half)
 from .graph import Graph, Node
-from .trainer import Trainer, StepInfo, FitResult, optim_config, learning_rate
+from .trainer import (Trainer, StepInfo, FitResult, BatchFit, StageInfo, optim_config, learning_rate,
+                      max_batch_fit)
 from .data import Dataset, Loader, CsvTable, load_idx, parse_idx, load_csv, parse_csv, permutation
 from .safetensors import SafeTensors, load_safetensors, save_safetensors
 from .model import Model

@@ -191,7 +191,7 @@ class Context(Owned):
     The other options are nncl_config's fields of the same names."""
 
     def __init__(self, devices=None, kernel_dir=None, log=None, log_level="warn", profiling=False,
-                 binary_cache=0, gemm_tune=0):
+                 binary_cache=0, gemm_tune=0, memory_cap=0):
         cfg = lib.nncl_config_default()
         if devices is not None and not isinstance(devices, (str, bytes)):
             devices = ",".join(str(d) for d in devices)
@@ -209,6 +209,7 @@ class Context(Owned):
         cfg.profiling = int(bool(profiling))
         cfg.binary_cache = int(binary_cache)
         cfg.gemm_tune = int(gemm_tune)
+        cfg.memory_cap = int(memory_cap)
         h = ctypes.c_void_p()
         check(lib.nncl_init(ctypes.byref(cfg), ctypes.byref(h)), None, "nncl_init")
         self._own(h.value, lib.nncl_free, getattr(self, "_log", None))
@@ -267,6 +268,38 @@ class Context(Owned):
         n = lib.nncl_profile_kernels(self._h, device, arr, n)
         return [(text(arr[i].name), arr[i].launches, arr[i].seconds) for i in range(n)]
 
+    def opencl(self, device=0):
+        """nncl_device_opencl: device's (cl_platform_id, cl_device_id, cl_context, cl_command_queue) as
+        integers, owned by nncl (for OpenCL work of one's own beside nncl's)."""
+        o = _lib.OpenCLC()
+        self._check(lib.nncl_device_opencl(self._handle(), device, ctypes.byref(o)), "nncl_device_opencl")
+        return (o.platform, o.device, o.context, o.queue)
+
+    def kernel_program(self, family, device=0):
+        """nncl_kernel_program: the cl_program (an integer, owned by nncl) of cl/<family>.cl on device."""
+        p = ctypes.c_void_p()
+        self._check(lib.nncl_kernel_program(self._handle(), device, b(family), ctypes.byref(p)),
+                    "nncl_kernel_program")
+        return p.value
+
+    def gemm_variants(self, device=0):
+        """nncl's own GEMM variants on device: {name: the (trans_a, trans_b) pairs it runs}."""
+        out = {}
+        for v in range(lib.nncl_gemm_variant_count(self._handle(), device)):
+            name = text(lib.nncl_gemm_variant_name(self._h, device, v))
+            out[name] = [(ta, tb) for ta in (False, True) for tb in (False, True)
+                         if lib.nncl_gemm_variant_takes(self._h, device, v, int(ta), int(tb))]
+        return out
+
+    def gemm_chosen(self, m, n, k, trans_a=False, trans_b=False, device=0):
+        """What nncl_gemm runs for the shape on device: "clblast", a variant's name, or "" before one chose."""
+        return text(lib.nncl_gemm_chosen(self._handle(), device, int(bool(trans_a)), int(bool(trans_b)), int(m),
+                                         int(n), int(k)))
+
+    def gemm_tuned(self, device=0):
+        """Whether a stored CLBlast tuning is applied on device (nncl_gemm_tuned)."""
+        return bool(lib.nncl_gemm_tuned(self._handle(), device))
+
     @property
     def last_error(self):
         return text(lib.nncl_last_error(self._handle()))
@@ -279,6 +312,16 @@ class Context(Owned):
     def __repr__(self):
         return "<nncl.Context %s>" % ("closed" if self._h is None else
                                       ", ".join(d.name for d in self.devices))
+
+
+def kernel_families():
+    """The kernel files built into the library ("common.cl", ...; nncl_kernel_family)."""
+    out = []
+    while True:
+        f = lib.nncl_kernel_family(len(out))
+        if f is None:
+            return out
+        out.append(f.decode())
 
 
 def init(devices=None, **options):

@@ -73,7 +73,8 @@ class DeviceInfoC(Structure):
 
 class Config(Structure):
     _fields_ = [("devices", c_char_p), ("kernel_dir", c_char_p), ("log", LOG_FN), ("log_user", c_void_p),
-                ("log_level", c_int), ("profiling", c_int), ("binary_cache", c_int), ("gemm_tune", c_int)]
+                ("log_level", c_int), ("profiling", c_int), ("binary_cache", c_int), ("gemm_tune", c_int),
+                ("memory_cap", c_uint64)]
 
 
 class ProfileReportC(Structure):
@@ -94,7 +95,36 @@ class OptimConfig(Structure):
 class TrainConfig(Structure):
     _fields_ = [("max_batch", c_int), ("optim", OptimConfig), ("devices", POINTER(c_int)), ("n_devices", c_int),
                 ("shares", POINTER(c_float)), ("rebalance_every", c_int), ("overlap", c_int), ("precision", c_int),
-                ("loss_scaling", c_int), ("loss_scale_init", c_float), ("loss_scale_growth_interval", c_int)]
+                ("loss_scaling", c_int), ("loss_scale_init", c_float), ("loss_scale_growth_interval", c_int),
+                ("checkpoint", c_int), ("pipeline", c_int), ("micro_batches", c_int), ("cuts", POINTER(c_char_p))]
+
+
+class OpenCLC(Structure):
+    _fields_ = [("platform", c_void_p), ("device", c_void_p), ("context", c_void_p), ("queue", c_void_p)]
+
+
+class Conv2dOptions(Structure):
+    _fields_ = [(n, c_int) for n in ("kernel_h", "kernel_w", "stride_h", "stride_w", "padding_h", "padding_w",
+                                     "dilation_h", "dilation_w", "groups", "bias", "act")]
+
+
+class Conv1dOptions(Structure):
+    _fields_ = [(n, c_int) for n in ("kernel", "stride", "padding", "dilation", "groups", "bias", "act")]
+
+
+class ConvTranspose2dOptions(Structure):
+    _fields_ = [(n, c_int) for n in ("kernel_h", "kernel_w", "stride_h", "stride_w", "padding_h", "padding_w",
+                                     "output_padding_h", "output_padding_w", "groups", "bias", "act")]
+
+
+class BatchFitC(Structure):
+    _fields_ = [("batch", c_int), ("device", c_int), ("need_bytes", c_uint64), ("have_bytes", c_uint64),
+                ("segments", c_int)]
+
+
+class StageInfoC(Structure):
+    _fields_ = [("device", c_int), ("first", c_char * 64), ("last", c_char * 64), ("params", c_size_t),
+                ("busy_seconds", c_double), ("idle_seconds", c_double), ("transfer_seconds", c_double)]
 
 
 class Feed(Structure):
@@ -103,7 +133,8 @@ class Feed(Structure):
 
 class StepInfoC(Structure):
     _fields_ = [("loss", c_float), ("skipped", c_int), ("n_devices", c_int), ("failed_device", c_int),
-                ("exchange_seconds", c_double), ("seconds", c_double), ("loss_scale", c_float), ("overflow", c_int)]
+                ("exchange_seconds", c_double), ("seconds", c_double), ("loss_scale", c_float), ("overflow", c_int),
+                ("arrangement", c_int), ("arrangement_why", c_char * 128)]
 
 
 class Idx(Structure):
@@ -158,7 +189,10 @@ STRUCTS = {"nncl_device_info": DeviceInfoC, "nncl_config": Config, "nncl_profile
            "nncl_profile_kernel": ProfileKernelC, "nncl_optim_config": OptimConfig, "nncl_train_config": TrainConfig,
            "nncl_feed": Feed, "nncl_step_info": StepInfoC, "nncl_idx": Idx, "nncl_csv_options": CsvOptions,
            "nncl_csv": Csv, "nncl_safetensors_entry": StEntry, "nncl_model_meta": ModelMeta,
-           "nncl_curve_row": CurveRow, "nncl_fit_result": FitResultC, "nncl_fit_config": FitConfig}
+           "nncl_curve_row": CurveRow, "nncl_fit_result": FitResultC, "nncl_fit_config": FitConfig,
+           "nncl_opencl": OpenCLC, "nncl_conv2d_options": Conv2dOptions, "nncl_conv1d_options": Conv1dOptions,
+           "nncl_conv_transpose2d_options": ConvTranspose2dOptions, "nncl_batch_fit": BatchFitC,
+           "nncl_stage_info": StageInfoC}
 
 # ------------------------------------------------------------------ functions
 
@@ -320,6 +354,29 @@ PROTOS = {
     "nncl_trainer_evaluate_dataset": (S, [P, POINTER(FitConfig), P, POINTER(F), POINTER(F)]),
     "nncl_trainer_summary": (S, [P, P]),
     "nncl_graph_summary": (S, [P, P]),
+    "nncl_device_opencl": (S, [P, I, POINTER(OpenCLC)]),
+    "nncl_tensor_opencl": (c_void_p, [P]),
+    "nncl_tensor_write_half": (S, [P, I, FP, Z]),
+    "nncl_kernel_family": (CP, [I]),
+    "nncl_kernel_program": (S, [P, I, CP, PP]),
+    "nncl_gemm_variant_count": (I, [P, I]),
+    "nncl_gemm_variant_name": (CP, [P, I, I]),
+    "nncl_gemm_variant_takes": (I, [P, I, I, I, I]),
+    "nncl_gemm_variant_run": (S, [P, I, I, I, I, I, I, P, P, P]),
+    "nncl_gemm_half": (S, [P, I, I, I, I, I, I, P, P, P]),
+    "nncl_gemm_chosen": (CP, [P, I, I, I, I, I, I]),
+    "nncl_gemm_tuned": (I, [P, I]),
+    "nncl_conv2d_default": (Conv2dOptions, []),
+    "nncl_conv1d_default": (Conv1dOptions, []),
+    "nncl_conv_transpose2d_default": (ConvTranspose2dOptions, []),
+    "nncl_conv2d_ex": (P, [P, P, I, POINTER(Conv2dOptions), CP]),
+    "nncl_conv1d": (P, [P, P, I, POINTER(Conv1dOptions), CP]),
+    "nncl_conv_transpose2d": (P, [P, P, I, POINTER(ConvTranspose2dOptions), CP]),
+    "nncl_train_max_batch": (S, [P, P, P, POINTER(TrainConfig), I, POINTER(BatchFitC)]),
+    "nncl_trainer_stage_device": (I, [P, CP]),
+    "nncl_trainer_stages": (I, [P, POINTER(StageInfoC), I]),
+    "nncl_model_input": (P, [P]),
+    "nncl_model_output": (P, [P]),
 }
 
 

@@ -51,6 +51,22 @@ class Tensor(Owned):
         a = self._src(data, "Tensor.write")
         check(lib.nncl_tensor_write(self._handle(), ptr(a), a.size), self.ctx._h, "nncl_tensor_write")
 
+    def write_half(self, data, store="fp16"):
+        """Writes data's values into the first elements of the buffer as fp16 or bf16 bit patterns
+        (the layout of half storage, up to twice the tensor's size; nncl_tensor_write_half)."""
+        a = floats(data, "Tensor.write_half")
+        if a.size > 2 * self.size:
+            raise ValueError("Tensor.write_half: %d values for a tensor of %d floats" % (a.size, self.size))
+        st = {"fp16": 1, "bf16": 2}.get(store)
+        if st is None:
+            raise ValueError("Tensor.write_half: store must be 'fp16' or 'bf16'; got %r" % (store,))
+        check(lib.nncl_tensor_write_half(self._handle(), st, ptr(a), a.size), self.ctx._h, "nncl_tensor_write_half")
+
+    @property
+    def opencl(self):
+        """The cl_mem of the tensor's buffer, as an integer owned by nncl (nncl_tensor_opencl)."""
+        return lib.nncl_tensor_opencl(self._handle())
+
     def read(self, out=None):
         """The values as a new float32 array of the tensor's shape, or into out (checked, not converted)."""
         out = out_array(out, self.shape, "Tensor.read")
@@ -166,4 +182,23 @@ def gemm(a, b, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False):
         c, beta = Tensor(a.ctx, (m, n), a.device), 0.0
     check(lib.nncl_gemm(a.ctx._handle(), int(bool(trans_a)), int(bool(trans_b)), float(alpha), a._handle(),
                         b._handle(), float(beta), c._handle()), a.ctx._h, "nncl_gemm")
+    return c
+
+
+def gemm_variant(variant, a, b, c, m, n, k, trans_a=False, trans_b=False):
+    """c = op(a) op(b) through nncl's own GEMM variant (an index of Context.gemm_variants) alone:
+    c [m, n] from the first elements of the buffers (nncl_gemm_variant_run)."""
+    check(lib.nncl_gemm_variant_run(a.ctx._handle(), int(variant), int(bool(trans_a)), int(bool(trans_b)), int(m),
+                                    int(n), int(k), a._handle(), b._handle(), c._handle()), a.ctx._h,
+          "nncl_gemm_variant_run")
+    return c
+
+
+def gemm_half(a, b, c, m, n, k, store="fp16", trans_a=False, trans_b=False):
+    """The product of gemm_variant in half storage (a, b, c written by Tensor.write_half; nncl_gemm_half)."""
+    st = {"fp16": 1, "bf16": 2}.get(store)
+    if st is None:
+        raise ValueError("gemm_half: store must be 'fp16' or 'bf16'; got %r" % (store,))
+    check(lib.nncl_gemm_half(a.ctx._handle(), st, int(bool(trans_a)), int(bool(trans_b)), int(m), int(n), int(k),
+                             a._handle(), b._handle(), c._handle()), a.ctx._h, "nncl_gemm_half")
     return c

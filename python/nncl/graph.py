@@ -65,6 +65,32 @@ BUILDERS = [
     ("causal_attention", "nncl_causal_attention", "q:node k:node v:node n_heads:int dropout:float=0.0", "", "Fused causal self-attention: q, k, v [B, T, C], C = n_heads * head_dim; per head softmax(q k^T / sqrt(head_dim) + causal mask) v, dropout on the weights in training; [B, T, C]."),
     ("sequence_cross_entropy", "nncl_sequence_cross_entropy", "logits:node labels:node ignore_index:int=-100", "loss", "Mean over the tokens whose label != ignore_index of -log softmax(logits)[label]: logits [B, T, V], labels [B, T]."),
     ("param_decay", "nncl_param_decay", "param:node decay:bool=True", "status", "Whether the optimizer's weight_decay applies to this parameter (default: all do); before any trainer."),
+    ("checkpoint_mark", "nncl_checkpoint_mark", "node:node", "status", "Marks node as a gradient checkpoint boundary for trainers with checkpoint='marked'."),
+    ("relu6", "nncl_op_relu6", "x:node", "", "min(max(x, 0), 6)."),
+    ("hardswish", "nncl_op_hardswish", "x:node", "", "x relu6(x + 3) / 6."),
+    ("hardsigmoid", "nncl_op_hardsigmoid", "x:node", "", "relu6(x + 3) / 6."),
+    ("clamp", "nncl_op_clamp", "x:node min:float max:float", "", "min(max(x, min), max)."),
+    ("upsample2d", "nncl_upsample2d", "x:node factor_h:int factor_w:int=@factor_h bilinear:bool=False", "", "PyTorch's Upsample(scale_factor=(factor_h, factor_w)) of [B, C, H, W]: nearest, or bilinear with align_corners=False."),
+    ("groupnorm", "nncl_groupnorm", "x:node groups:int eps:float=1e-5 affine:bool=True name:str=None", "", "PyTorch's GroupNorm over [B, C, ...]: each group of C/groups channels normalised per sample, then * NAME.weight + NAME.bias when affine."),
+    ("instancenorm", "nncl_instancenorm", "x:node eps:float=1e-5 affine:bool=False name:str=None", "", "PyTorch's InstanceNorm (no running statistics): groupnorm with one channel per group."),
+    ("lstm", "nncl_lstm", "x:node hidden:int layers:int=1 name:str=None", "", "PyTorch's nn.LSTM(batch_first=True) over x [B, T, F], initial state zero: the last layer's hidden state of every step [B, T, hidden]; parameters NAME.weight_ih_l<l>, NAME.weight_hh_l<l>, NAME.bias_ih_l<l>, NAME.bias_hh_l<l>."),
+    ("gru", "nncl_gru", "x:node hidden:int layers:int=1 name:str=None", "", "PyTorch's nn.GRU(batch_first=True) over x [B, T, F], initial state zero: [B, T, hidden], PyTorch's parameter names."),
+    ("rnn_last", "nncl_rnn_last", "seq:node", "", "The last step of a sequence [B, T, H] as [B, H]."),
+]
+
+# keyword builders over an options struct: Python name, C function, its *_default, the struct's
+# fields given as keywords (kernel=, stride=, padding=, dilation= set both the _h and _w fields)
+_CONV = [
+    ("conv2d_ex", "nncl_conv2d_ex", "nncl_conv2d_default", ("kernel", "stride", "padding", "dilation"),
+     "PyTorch's Conv2d of any geometry over [B, C, H, W]: kernel, stride, padding, dilation (an int or an (h, w) "
+     "pair), groups, bias, act; NAME.weight [out, C/groups, kh, kw], NAME.bias [out]."),
+    ("conv1d", "nncl_conv1d", "nncl_conv1d_default", (),
+     "PyTorch's Conv1d over [B, C, L]: kernel, stride, padding, dilation, groups, bias, act; "
+     "NAME.weight [out, C/groups, kernel]."),
+    ("conv_transpose2d", "nncl_conv_transpose2d", "nncl_conv_transpose2d_default",
+     ("kernel", "stride", "padding", "output_padding"),
+     "PyTorch's ConvTranspose2d (dilation 1) over [B, C, H, W]: kernel, stride, padding, output_padding (an int "
+     "or an (h, w) pair), groups, bias, act; NAME.weight [C, out/groups, kh, kw], NAME.bias [out]."),
 ]
 
 def _int(v, where):
@@ -289,3 +315,44 @@ def summary_text(fn, h, ctx_h, name):
 
 for _spec in BUILDERS:
     setattr(Graph, _spec[0], _builder(*_spec))
+
+
+def _conv_builder(pyname, cname, default_name, pairs, doc):
+    fn, default = getattr(lib, cname, None), getattr(lib, default_name, None)
+
+    def method(self, x, out_channels, name=None, **options):
+        if fn is None or default is None:
+            raise UnsupportedError("%s: %s lacks %s (rebuild it from a newer nncl)" % (pyname, _lib.path, cname))
+        opts = default()
+        fields = {f for f, _ in type(opts)._fields_}
+        for key, v in options.items():
+            if key in pairs:
+                hw = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+                if len(hw) != 2:
+                    raise ValueError("%s: %s must be an int or an (h, w) pair; got %r" % (pyname, key, v))
+                for f, e in zip((key + "_h", key + "_w"), hw):
+                    setattr(opts, f, _int(e, "%s: %s" % (pyname, key))[0])
+            elif key == "act":
+                if v not in ACTS:
+                    raise ValueError("%s: act must be one of None, 'relu', 'sigmoid', 'tanh'; got %r" % (pyname, v))
+                opts.act = ACTS[v]
+            elif key == "bias":
+                opts.bias = int(bool(v))
+            elif key in fields:
+                setattr(opts, key, _int(v, "%s: %s" % (pyname, key))[0])
+            else:
+                raise TypeError("%s: unknown option %r" % (pyname, key))
+        r = fn(self._handle(), self._node_arg(x, pyname, "x"), _int(out_channels, pyname + ": out_channels")[0],
+               ctypes.byref(opts), b(name) if name is not None else None)
+        if not r:
+            raise GraphError(self._message(), None, cname)
+        return Node(r, self, name)
+
+    method.__name__ = pyname
+    method.__qualname__ = "Graph." + pyname
+    method.__doc__ = "%s\n\n(%s)" % (doc, cname)
+    return method
+
+
+for _spec in _CONV:
+    setattr(Graph, _spec[0], _conv_builder(*_spec))

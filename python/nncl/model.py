@@ -10,7 +10,7 @@ import numpy as np
 from . import _lib
 from ._core import Owned, b, floats, ptr, text
 from ._errors import check
-from .graph import Graph
+from .graph import Graph, Node
 from .safetensors import SafeTensors
 from .trainer import Trainer
 
@@ -65,6 +65,18 @@ class Model(Owned):
         """The model's graph (owned by the model, which it keeps alive)."""
         g = Graph(self.ctx, _borrowed=(lib.nncl_model_graph(self._handle()), self))
         return g
+
+    @property
+    def input(self):
+        """The input node fed with rows (nncl_model_input)."""
+        h = lib.nncl_model_input(self._handle())
+        return Node(h, self.graph) if h else None
+
+    @property
+    def output(self):
+        """The node giving the class scores (nncl_model_output)."""
+        h = lib.nncl_model_output(self._handle())
+        return Node(h, self.graph) if h else None
 
     @property
     def trainer(self):

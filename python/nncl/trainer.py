@@ -21,6 +21,8 @@ lib = _lib.lib
 OPTIMIZERS = {"sgd": 0, "adam": 1, "adamw": 2, "rmsprop": 3}
 SCHEDULES = {"constant": 0, "step": 1, "cosine": 2, "warmup_cosine": 3}
 PRECISIONS = {"fp32": 0, "fp16": 1, "bf16": 2}
+CHECKPOINTS = {"none": 0, "auto": 1, "marked": 2}
+ARRANGEMENTS = {1: "one", 2: "data", 3: "pipeline"}
 OPTIM_FIELDS = [n for n, _ in _lib.OptimConfig._fields_ if n not in ("kind", "schedule")]
 
 
@@ -68,6 +70,82 @@ class StepInfo:
     seconds: float
     loss_scale: float
     overflow: bool
+    arrangement: str  # "one" device, "data" parallel or "pipeline"
+    arrangement_why: str
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """What max_batch_fit found (nncl_batch_fit)."""
+    batch: int
+    device: int
+    need_bytes: int
+    have_bytes: int
+    segments: int
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """One stage of a pipelined trainer (nncl_stage_info)."""
+    device: int
+    first: str
+    last: str
+    params: int
+    busy_seconds: float
+    idle_seconds: float
+    transfer_seconds: float
+
+
+def train_config(max_batch=None, optimizer="adam", precision="fp32", devices=None, shares=None, rebalance_every=None,
+                 overlap=False, loss_scaling=0, loss_scale_init=0.0, loss_scale_growth_interval=0, checkpoint="none",
+                 pipeline=0, micro_batches=0, cuts=None, **optim):
+    """An nncl_train_config from Trainer's options, and the ctypes arrays it points to (to keep)."""
+    cfg = lib.nncl_train_default()
+    if max_batch is not None:
+        cfg.max_batch = int(max_batch)
+    cfg.optim = optim_config(optimizer, **optim)
+    cfg.precision = _choice(PRECISIONS, precision, "precision")
+    keep = []
+    if devices is not None:
+        devs = (ctypes.c_int * max(1, len(devices)))(*[int(d) for d in devices])
+        cfg.devices, cfg.n_devices = devs, len(devices)
+        keep.append(devs)
+    if shares is not None:
+        sh = (ctypes.c_float * max(1, len(shares)))(*[float(s) for s in shares])
+        cfg.shares = sh
+        keep.append(sh)
+    if rebalance_every is not None:
+        cfg.rebalance_every = int(rebalance_every)
+    cfg.overlap = int(bool(overlap))
+    cfg.loss_scaling = int(loss_scaling)
+    cfg.loss_scale_init = float(loss_scale_init)
+    cfg.loss_scale_growth_interval = int(loss_scale_growth_interval)
+    cfg.checkpoint = _choice(CHECKPOINTS, checkpoint, "checkpoint")
+    cfg.pipeline = int(pipeline)
+    cfg.micro_batches = int(micro_batches)
+    if cuts is not None:
+        names = [b(c.name if isinstance(c, Node) else c) for c in cuts]
+        arr = (ctypes.c_char_p * max(1, len(names)))(*names)
+        cfg.cuts = arr
+        keep += [arr, names]
+    return cfg, keep
+
+
+def max_batch_fit(graph, loss, limit=0, **options):
+    """nncl_train_max_batch: the largest global batch (1 .. limit; 0: 65536) a Trainer(graph, loss,
+    **options) could take within every device's memory, planned on the host (nothing allocated)."""
+    if graph.ctx is None:
+        raise InvalidArgumentError("max_batch_fit: the graph was made without a context (Graph(ctx, seed))")
+    if not isinstance(loss, Node) or loss.graph is not graph:
+        raise TypeError("max_batch_fit: loss must be a Node of the graph; got %r" % (loss,))
+    for k in ("x", "labels", "logits"):
+        options.pop(k, None)
+    cfg, keep = train_config(**options)
+    r = _lib.BatchFitC()
+    ctx = graph.ctx
+    check(lib.nncl_train_max_batch(ctx._handle(), graph._handle(), loss._h, ctypes.byref(cfg), int(limit),
+                                   ctypes.byref(r)), ctx._h, "nncl_train_max_batch")
+    return BatchFit(r.batch, r.device, r.need_bytes, r.have_bytes, r.segments)
 
 
 @dataclass
@@ -93,8 +171,10 @@ class Trainer(Owned):
     defaults for every option not given (lr, momentum, weight_decay, betas, eps, schedule, ...;
     see optim_config). max_batch: the largest global batch a step gets (default the library's).
     precision: "fp32", "fp16" or "bf16" storage. devices: context device indices (None: all);
-    shares, rebalance_every, overlap, loss_scaling, loss_scale_init, loss_scale_growth_interval:
-    nncl_train_config's fields. x, labels, logits: the nodes evaluate() and fit() use; by default
+    shares, rebalance_every, overlap, loss_scaling, loss_scale_init, loss_scale_growth_interval,
+    pipeline (1: pipeline stages, -1: data parallel where the model fits, else stages),
+    micro_batches, cuts (node names ending the stages): nncl_train_config's fields; checkpoint:
+    gradient checkpointing, "none", "auto" or "marked" (Graph.checkpoint_mark). x, labels, logits: the nodes evaluate() and fit() use; by default
     the loss's own inputs (for a loss built by Graph.softmax_cross_entropy, bce_with_logits or
     mse) and the graph's other input.
 
@@ -102,31 +182,15 @@ class Trainer(Owned):
 
     def __init__(self, graph, loss, optimizer="adam", max_batch=None, precision="fp32", devices=None,
                  shares=None, rebalance_every=None, overlap=False, loss_scaling=0, loss_scale_init=0.0,
-                 loss_scale_growth_interval=0, x=None, labels=None, logits=None, **optim):
+                 loss_scale_growth_interval=0, checkpoint="none", pipeline=0, micro_batches=0, cuts=None, x=None,
+                 labels=None, logits=None, **optim):
         if graph.ctx is None:
             raise InvalidArgumentError("Trainer: the graph was made without a context (Graph(ctx, seed))")
         if not isinstance(loss, Node) or loss.graph is not graph:
             raise TypeError("Trainer: loss must be a Node of the graph; got %r" % (loss,))
-        cfg = lib.nncl_train_default()
-        if max_batch is not None:
-            cfg.max_batch = int(max_batch)
-        cfg.optim = optim_config(optimizer, **optim)
-        cfg.precision = _choice(PRECISIONS, precision, "precision")
-        keep = []
-        if devices is not None:
-            devs = (ctypes.c_int * max(1, len(devices)))(*[int(d) for d in devices])
-            cfg.devices, cfg.n_devices = devs, len(devices)
-            keep.append(devs)
-        if shares is not None:
-            sh = (ctypes.c_float * max(1, len(shares)))(*[float(s) for s in shares])
-            cfg.shares = sh
-            keep.append(sh)
-        if rebalance_every is not None:
-            cfg.rebalance_every = int(rebalance_every)
-        cfg.overlap = int(bool(overlap))
-        cfg.loss_scaling = int(loss_scaling)
-        cfg.loss_scale_init = float(loss_scale_init)
-        cfg.loss_scale_growth_interval = int(loss_scale_growth_interval)
+        cfg, keep = train_config(max_batch, optimizer, precision, devices, shares, rebalance_every, overlap,
+                                 loss_scaling, loss_scale_init, loss_scale_growth_interval, checkpoint, pipeline,
+                                 micro_batches, cuts, **optim)
         ctx = graph.ctx
         h = ctypes.c_void_p()
         check(lib.nncl_trainer_create(ctx._handle(), graph._handle(), loss._h, ctypes.byref(cfg), ctypes.byref(h)),
@@ -210,7 +274,8 @@ class Trainer(Owned):
     def last_step(self):
         i = self._info
         return StepInfo(i.loss, bool(i.skipped), i.n_devices, i.failed_device, i.exchange_seconds, i.seconds,
-                        i.loss_scale, bool(i.overflow))
+                        i.loss_scale, bool(i.overflow), ARRANGEMENTS.get(i.arrangement, ""),
+                        i.arrangement_why.decode("utf-8", "replace"))
 
     def predict(self, feeds, output=None, out=None):
         """Evaluation-mode forward: the values of node output (default: the logits) for the batch,
@@ -332,6 +397,18 @@ class Trainer(Owned):
         sizes = (ctypes.c_int * 64)()
         n = lib.nncl_trainer_shards(self._handle(), sizes, 64)
         return list(sizes[:min(n, 64)])
+
+    def stages(self):
+        """The stages of a pipelined trainer in pipeline order ([] when not pipelined)."""
+        n = lib.nncl_trainer_stages(self._handle(), None, 0)
+        arr = (_lib.StageInfoC * max(1, n))()
+        n = min(n, lib.nncl_trainer_stages(self._h, arr, n))
+        return [StageInfo(c.device, c.first.decode("utf-8", "replace"), c.last.decode("utf-8", "replace"), c.params,
+                          c.busy_seconds, c.idle_seconds, c.transfer_seconds) for c in arr[:n]]
+
+    def stage_device(self, name):
+        """The context device whose pipeline stage holds op node name; -1 when not pipelined or no such node."""
+        return lib.nncl_trainer_stage_device(self._handle(), b(name.name if isinstance(name, Node) else name))
 
     @property
     def step_count(self):

@@ -103,6 +103,9 @@ UNARY = {
     "softplus": ((), lambda x: np.log1p(np.exp(x))),
     "softmax": ((), lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True)),
     "log_softmax": ((), lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True))),
+    "relu6": ((), lambda x: np.clip(x, 0, 6)),
+    "hardswish": ((), lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "hardsigmoid": ((), lambda x: np.clip(x + 3, 0, 6) / 6),
 }
 
 
@@ -369,3 +372,158 @@ def test_node_operators(ctx):
     if hasattr(nncl._lib.lib, "nncl_matmul"):
         got, t, d = forward(ctx, {"a": (2, 3), "b": (3, 4)}, lambda g, n: n["a"] @ n["b"])
         close(got, d["a"] @ d["b"], 1e-4)
+
+
+def test_clamp(ctx):
+    got, t, d = forward(ctx, {"x": (2, 5)}, lambda g, n: g.clamp(n["x"], -0.5, 0.25))
+    close(got, np.clip(d["x"], -0.5, 0.25))
+
+
+def test_upsample2d(ctx):
+    got, t, d = forward(ctx, {"x": (2, 3, 4)}, lambda g, n: g.upsample2d(n["x"], 2, 3))
+    assert got.shape == (B, 2, 6, 12)
+    close(got, d["x"].repeat(2, axis=2).repeat(3, axis=3))
+    got, t, d = forward(ctx, {"x": (1, 3, 3)}, lambda g, n: g.upsample2d(n["x"], 2, bilinear=True))
+    assert got.shape == (B, 1, 6, 6)
+    assert np.all(got.min(axis=(2, 3)) >= d["x"].min(axis=(2, 3)) - 1e-6)
+
+
+def norm_ref(x, groups, eps=1e-5):
+    xs = x.reshape(x.shape[0], groups, -1).astype(np.float64)
+    y = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + eps)
+    return y.reshape(x.shape)
+
+
+def test_groupnorm(ctx):
+    got, t, d = forward(ctx, {"x": (4, 3, 2)}, lambda g, n: g.groupnorm(n["x"], 2, name="gn"))
+    assert t.param("gn.weight").shape == (4,) and t.param("gn.bias").shape == (4,)
+    close(got, norm_ref(d["x"], 2), 1e-4)
+
+
+def test_instancenorm(ctx):
+    got, t, d = forward(ctx, {"x": (3, 5)}, lambda g, n: g.instancenorm(n["x"], eps=1e-3, name="in"))
+    assert t.graph.find("in.weight") is None
+    close(got, norm_ref(d["x"], 3, 1e-3), 1e-4)
+
+
+def sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def test_lstm(ctx):
+    got, t, d = forward(ctx, {"x": (4, 3)}, lambda g, n: g.lstm(n["x"], 5, layers=2, name="rnn"))
+    assert got.shape == (B, 4, 5)
+    seq = d["x"].astype(np.float64)
+    for l in range(2):
+        wi, wh = t.param("rnn.weight_ih_l%d" % l), t.param("rnn.weight_hh_l%d" % l)
+        bias = t.param("rnn.bias_ih_l%d" % l) + t.param("rnn.bias_hh_l%d" % l)
+        h, c, out = np.zeros((B, 5)), np.zeros((B, 5)), []
+        for s in range(seq.shape[1]):
+            i, f, gg, o = np.split(seq[:, s] @ wi.T + h @ wh.T + bias, 4, axis=1)
+            c = sig(f) * c + sig(i) * np.tanh(gg)
+            h = sig(o) * np.tanh(c)
+            out.append(h)
+        seq = np.stack(out, 1)
+    close(got, seq, 1e-4)
+
+
+def test_gru(ctx):
+    got, t, d = forward(ctx, {"x": (3, 2)}, lambda g, n: g.gru(n["x"], 4, name="gru"))
+    assert got.shape == (B, 3, 4)
+    wi, wh = t.param("gru.weight_ih_l0"), t.param("gru.weight_hh_l0")
+    bi, bh = t.param("gru.bias_ih_l0"), t.param("gru.bias_hh_l0")
+    h, out = np.zeros((B, 4)), []
+    for s in range(3):
+        xi, hh = d["x"][:, s] @ wi.T + bi, h @ wh.T + bh
+        r, z = sig(xi[:, :4] + hh[:, :4]), sig(xi[:, 4:8] + hh[:, 4:8])
+        n_ = np.tanh(xi[:, 8:] + r * hh[:, 8:])
+        h = (1 - z) * n_ + z * h
+        out.append(h)
+    close(got, np.stack(out, 1), 1e-4)
+
+
+def test_rnn_last(ctx):
+    got, t, d = forward(ctx, {"x": (4, 3)}, lambda g, n: g.rnn_last(n["x"]))
+    assert got.shape == (B, 3)
+    close(got, d["x"][:, -1])
+
+
+def conv_general(x, w, bias, stride, pad, dil, groups):
+    bsz, c, hh, ww = x.shape
+    o_n, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    oh = (hh + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (ww + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((bsz, o_n, oh, ow))
+    for o in range(o_n):
+        g = o // (o_n // groups)
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dil[0]:i * dil[0] + stride[0] * (oh - 1) + 1:stride[0],
+                           j * dil[1]:j * dil[1] + stride[1] * (ow - 1) + 1:stride[1]]
+                out[:, o] += np.einsum("bchw,c->bhw", patch, w[o, :, i, j])
+    return out + bias[None, :, None, None]
+
+
+def test_conv2d_ex(ctx):
+    got, t, d = forward(ctx, {"x": (4, 6, 7)},
+                        lambda g, n: g.conv2d_ex(n["x"], 6, kernel=(3, 2), stride=(1, 2), padding=(1, 2),
+                                                 dilation=(2, 1), groups=2, act="relu", name="cv"))
+    w = t.param("cv.weight")
+    assert w.shape == (6, 2, 3, 2)
+    ref = conv_general(d["x"], w, t.param("cv.bias"), (1, 2), (1, 2), (2, 1), 2)
+    assert got.shape == ref.shape
+    close(got, np.maximum(ref, 0), 1e-4)
+    g = nncl.Graph(ctx)
+    with pytest.raises(TypeError, match="unknown option"):
+        g.conv2d_ex(g.input("x", (1, 4, 4)), 2, kernal=3)
+    with pytest.raises(nncl.GraphError):
+        g.conv2d_ex(g.find("x"), 3, groups=2)  # 1 channel in 2 groups
+
+
+def test_conv1d(ctx):
+    got, t, d = forward(ctx, {"x": (3, 9)},
+                        lambda g, n: g.conv1d(n["x"], 2, kernel=4, stride=2, padding=1, bias=False, name="c1"))
+    w = t.param("c1.weight")
+    assert w.shape == (2, 3, 4) and t.graph.find("c1.bias") is None
+    ref = conv_general(d["x"][:, :, None], w[:, :, None], np.zeros(2), (1, 2), (0, 1), (1, 1), 1)[:, :, 0]
+    assert got.shape == ref.shape == (B, 2, 4)
+    close(got, ref, 1e-4)
+
+
+def test_conv_transpose2d(ctx):
+    s, p, op_ = 2, 1, 1
+    got, t, d = forward(ctx, {"x": (3, 3, 4)},
+                        lambda g, n: g.conv_transpose2d(n["x"], 2, kernel=3, stride=s, padding=p,
+                                                        output_padding=op_, name="ct"))
+    w, bias = t.param("ct.weight"), t.param("ct.bias")
+    assert w.shape == (3, 2, 3, 3)
+    oh, ow = (3 - 1) * s - 2 * p + 3 + op_, (4 - 1) * s - 2 * p + 3 + op_
+    full = np.zeros((B, 2, oh + 2 * p + 3, ow + 2 * p + 3))
+    for ih in range(3):
+        for iw in range(4):
+            full[:, :, ih * s:ih * s + 3, iw * s:iw * s + 3] += np.einsum("bc,coij->boij", d["x"][:, :, ih, iw], w)
+    ref = full[:, :, p:p + oh, p:p + ow] + bias[None, :, None, None]
+    assert got.shape == ref.shape
+    close(got, ref, 1e-4)
+
+
+def test_checkpoint_mark(ctx):
+    def run(checkpoint):
+        g = nncl.Graph(ctx, 4)
+        x, y = g.input("x", (6,)), g.input("y", (3,))
+        h = g.linear(x, 8, act="tanh", name="fc1")
+        if checkpoint == "marked":
+            g.checkpoint_mark(h)
+            with pytest.raises(nncl.InvalidArgumentError):
+                g.checkpoint_mark(x)  # an input
+        loss = g.mse(g.linear(g.linear(h, 8, act="tanh", name="fc2"), 3, name="fc3"), y)
+        t = nncl.Trainer(g, loss, optimizer="sgd", lr=0.1, max_batch=4, checkpoint=checkpoint)
+        r = np.random.default_rng(1)
+        xs, ys = r.standard_normal((4, 6)).astype(np.float32), r.standard_normal((4, 3)).astype(np.float32)
+        return [t.step({x: xs, y: ys}) for _ in range(3)], t.param("fc1.weight")
+    base = run("none")
+    for mode in ("marked", "auto"):
+        got = run(mode)
+        assert got[0] == base[0], mode  # recomputation is bit-identical
+        np.testing.assert_array_equal(got[1], base[1])

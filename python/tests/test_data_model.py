@@ -247,6 +247,7 @@ def test_a_sequence_model_predicts_per_position(ctx, tmp_path):
     t.save_model(tmp_path / "seq.safetensors", input=tok, output=logits)
     m = nncl.Model.load(ctx, tmp_path / "seq.safetensors")
     assert m.positions == (5,) and m.classes == 7
+    assert m.input.shape == (5,) and m.output.shape == (5, 7)
     probs, classes = m.predict(X)
     want = t.predict({tok: X}, logits)
     assert probs.shape == (3, 5, 7) and classes.shape == (3, 5)
