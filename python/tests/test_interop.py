@@ -84,12 +84,24 @@ def test_train_config_fields(ctx):
         nncl.Trainer(g, loss, checkpoint="sometimes")
 
 
-def test_pipeline_refused_with_bad_cuts(ctx):
-    g, x, y, loss = mlp(ctx)
-    # a cut naming no node is an argument error, whatever the number of devices
-    with pytest.raises(nncl.NNCLError):
-        nncl.Trainer(g, loss, max_batch=4, devices=[0, 0] if ctx.device_count < 2 else [0, 1], pipeline=1,
-                     cuts=["no_such_node"])
+def test_pipeline(ctx):
+    two = nncl.init(devices="all")
+    if two.device_count < 2:
+        pytest.skip("pipeline stages need two devices (POCL_DEVICES='pthread pthread')")
+    g, x, y, loss = mlp(two)
+    with pytest.raises(nncl.InvalidArgumentError, match="no_such_node"):
+        nncl.Trainer(g, loss, max_batch=4, devices=[0, 1], pipeline=1, cuts=["no_such_node"])
+    t = nncl.Trainer(g, loss, optimizer="sgd", lr=0.1, max_batch=4, devices=[0, 1], pipeline=1, micro_batches=2,
+                     cuts=["fc1"])
+    one = nncl.Trainer(g, loss, optimizer="sgd", lr=0.1, max_batch=4, devices=[0])
+    xs, ys = rng.standard_normal((4, 6)), rng.integers(0, 3, 4)
+    for _ in range(2):
+        np.testing.assert_allclose(t.step({x: xs, y: ys}), one.step({x: xs, y: ys}), rtol=1e-5)
+    assert t.last_step.arrangement == "pipeline" and one.last_step.arrangement == "one"
+    stages = t.stages()
+    assert [s.device for s in stages] == [0, 1] and stages[0].first == stages[0].last == "fc1"
+    assert stages[0].params == 6 * 16 + 16 and stages[1].params == 16 * 3 + 3
+    assert t.stage_device("fc1") == 0 and t.stage_device("fc2") == 1 and t.stage_device("nope") == -1
 
 
 def test_max_batch_fit(ctx):
