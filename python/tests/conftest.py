@@ -19,13 +19,13 @@ import nncl  # noqa: E402
 collect_ignore = ["test_install.py", "test_leak.py"] if os.environ.get("NNCL_SANITIZE") == "1" else []
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ctx():
     c = nncl.init()
     yield c
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cc(tmp_path_factory):
     """compile(source, name) -> path of a program built against the header and the very library
     the package loaded (with the sanitizers when that library has them)."""

@@ -1,24 +1,14 @@
-/* op_norm.c - batch normalisation (per channel over the batch and spatial
- * positions, with PyTorch's running statistics in the graph's state buffer)
- * and layer normalisation (per row over the last dimension), each with a
- * learnable NAME.weight (ones) and NAME.bias (zeros; layer norm may go
- * without), and RMS normalisation (per row, NAME.weight alone). Kernels:
- * cl/norm.cl. Batch norm streams by default: its statistics and gradient
- * sums in one pass over the data (partial sums, then one work-item per
- * channel merges them), apply and the input gradient one pass each. */
+/* op_norm.c - layer normalisation (per row over the last dimension, a
+ * learnable NAME.weight of ones and, unless left out, NAME.bias of zeros)
+ * and RMS normalisation (per row, NAME.weight alone), and the helpers the
+ * norm layers share with batch norm (op_batchnorm.c). Kernels: cl/norm.cl. */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* fattr of both: [0] eps, [1] momentum (batch norm). */
-
 /* Kernel slots (cl/norm.cl), in the order of the rows' kernel lists. */
-enum {
-    BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX,
-    BN_K_PARTIAL, BN_K_MERGE, BN_K_GRAD_PARTIAL, BN_K_GRAD_MERGE, BN_K_APPLY_VEC, BN_K_DX_VEC
-};
 enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB, LN_K_ROWS };
 enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW, RMS_K_ROWS };
 
@@ -44,7 +34,7 @@ static int norm_want(nncl__exec *x, const nncl_node *n, int i) { return i < n->n
  * nncl_layernorm_backward_f32_params), with their shared
  * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
  * (aux stands in for a gradient not wanted). */
-static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
+nncl_status nncl__norm_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
     int want_w = norm_want(x, n, 1), want_b = norm_want(x, n, 2);
     NNCL_TRY(nncl__kbegin(x, n, slot, a));
     nncl__arg_view(a, nncl__val(x, n->in[0]));
@@ -62,8 +52,8 @@ static nncl_status norm_begin_param_grads(nncl__exec *x, nncl_node *n, int slot,
 /* A norm layer's node over `features` with its weight and (bias 1) bias,
  * NAME.weight ones and NAME.bias zeros, as PyTorch initialises them (in[1],
  * in[2]); a refused node takes them back. */
-static nncl_node *norm_node(nncl_graph *g, nncl__op op, const char *name, int features, int bias, nncl_node **in,
-                            const float *fattr, int n_fattr) {
+nncl_node *nncl__norm_node(nncl_graph *g, nncl__op op, const char *name, int features, int bias, nncl_node **in,
+                           const float *fattr, int n_fattr) {
     char wn[NNCL_NAME_MAX + 16], bn[NNCL_NAME_MAX + 16];
     int keep = g->n_nodes;
     snprintf(wn, sizeof wn, "%s.weight", name);
@@ -71,337 +61,6 @@ static nncl_node *norm_node(nncl_graph *g, nncl__op op, const char *name, int fe
     in[1] = nncl_param(g, wn, 1, &features, NNCL_INIT_ONES, 0);
     in[2] = in[1] && bias ? nncl_param(g, bn, 1, &features, NNCL_INIT_ZEROS, 0) : NULL;
     return nncl__layer_add(g, keep, op, name, bias ? 3 : 2, in, NULL, 0, fattr, n_fattr);
-}
-
-/* ------------------------------------------------------------- batch norm */
-
-/* x [B, C, ...]: C = shape[1], inner = the product of the rest. */
-static int bn_channels(const nncl_node *n) { return n->in[0]->shape[1]; }
-
-static int bn_inner(const nncl_node *n) {
-    const nncl_node *xin = n->in[0];
-    int i, inner = 1;
-    for (i = 2; i < xin->ndim; i++) inner *= xin->shape[i];
-    return inner;
-}
-
-/* fattr: [0] eps, finite and > 0; [1] momentum, in [0, 1]. */
-static nncl_status bn_check(nncl_graph *g, const nncl_node *n) {
-    if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1) || !(n->fattr[0] > 0 && isfinite(n->fattr[0])))
-        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT,
-                                 "batchnorm \"%s\": momentum %g must be in [0, 1] and eps %g finite and > 0", n->name,
-                                 (double)n->fattr[1], (double)n->fattr[0]);
-    return NNCL_OK;
-}
-
-static nncl_status bn_shape(nncl_graph *g, nncl_node *n) {
-    const nncl_node *xin = n->in[0], *w = n->in[1], *b = n->in[2];
-    char s1[64], s2[64];
-    int i;
-    if (!xin->batched || xin->ndim < 2 || xin->ndim > 4)
-        return nncl__graph_error(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s must be [B,C], [B,C,L] or [B,C,H,W]",
-                                 n->name, nncl__shape_str(xin, s1, sizeof s1));
-    if (w->ndim != 1 || b->ndim != 1 || w->shape[0] != xin->shape[1] || b->shape[0] != xin->shape[1])
-        return nncl__graph_error(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s has %d channels, weight is %s",
-                                 n->name, nncl__shape_str(xin, s1, sizeof s1), xin->shape[1],
-                                 nncl__shape_str(w, s2, sizeof s2));
-    n->batched = 1;
-    n->ndim = xin->ndim;
-    for (i = 0; i < xin->ndim; i++) n->shape[i] = xin->shape[i];
-    n->state_size = 2 * (size_t)xin->shape[1]; /* running mean [C], running var [C] */
-    return NNCL_OK;
-}
-
-/* The streaming kernels' partial sums per channel: BN_PARTS work-items in
- * all (enough for the cores, few enough to merge in one work-item per
- * channel), at most one per image. Grows with B, so that the aux of the
- * largest batch holds every smaller one's. */
-#define BN_PARTS 1024
-static int bn_parts(int C, int B) {
-    int p = (BN_PARTS + C - 1) / C;
-    return p < B ? p : (B > 0 ? B : 1);
-}
-
-/* aux: mean [C], invstd [C] (from forward), sum dy [C], sum dy*xhat [C]
- * (backward scratch), then 2 floats per partial of the streaming kernels. */
-static size_t bn_aux(const nncl_node *n, int batch) {
-    size_t C = (size_t)bn_channels(n);
-    return 4 * C + 2 * C * (size_t)bn_parts((int)C, batch);
-}
-
-/* Whether the streaming kernels run (statistics in one pass, 8 values at a
- * time) rather than one work-group per channel; NNCL_BN=groups or stream
- * decides (tests run both). */
-static int bn_stream(void) {
-    const char *env = getenv("NNCL_BN");
-    return !(env && !strcmp(env, "groups"));
-}
-
-/* Streaming kernels: a work-item per BN_CHUNK values of a row b C + c. */
-#define BN_CHUNK 256
-static size_t bn_chunks(int inner) { return ((size_t)inner + BN_CHUNK - 1) / BN_CHUNK; }
-
-/* aux's partial sums (after the 4C per-channel values). */
-static nncl__view bn_partv(nncl__exec *x, const nncl_node *n) {
-    nncl__view v = nncl__auxv(x, n);
-    v.off += 4 * (size_t)bn_channels(n);
-    return v;
-}
-
-/* Training statistics in one pass: partial sums, then their merge. */
-static nncl_status bn_stats_stream(nncl__exec *x, nncl_node *n, nncl__view st) {
-    nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, P = bn_parts(C, B);
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_PARTIAL, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_int(&a, B);
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, P);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_MERGE, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, st);
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, P);
-    nncl__arg_int(&a, B * inner);
-    /* synchronised: the running statistics move on the host, from the global batch */
-    nncl__arg_float(&a, x->sync ? 0.0f : n->fattr[1]);
-    nncl__arg_float(&a, n->fattr[0]);
-    return nncl__launch_1d(&a, x->dev, (size_t)C);
-}
-
-/* The gradient sums in one pass over x and dy: partial sums, then their
- * merge into aux and the weight and bias gradients. */
-static nncl_status bn_grad_stream(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, P = bn_parts(C, B);
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_GRAD_PARTIAL, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_int(&a, B);
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, P);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
-    NNCL_TRY(norm_begin_param_grads(x, n, BN_K_GRAD_MERGE, &a));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, P);
-    return nncl__launch_1d(&a, x->dev, (size_t)C);
-}
-
-static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
-    size_t total = nncl__numel(n, B);
-    nncl__view st;
-    st.mem = x->state;
-    st.off = n->state_off;
-    if (x->recompute) {
-        /* checkpointing: the batch statistics the forward saved in aux (the
-         * global batch's, synchronised), the running ones not moved again */
-    } else if (x->training && stream) {
-        NNCL_TRY(bn_stats_stream(x, n, st));
-        if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
-    } else if (x->training) {
-        NNCL_TRY(nncl__kbegin(x, n, BN_K_STATS, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, st);
-        nncl__arg_int(&a, B);
-        nncl__arg_int(&a, C);
-        nncl__arg_int(&a, inner);
-        /* synchronised: the running statistics move on the host, from the global batch */
-        nncl__arg_float(&a, x->sync ? 0.0f : n->fattr[1]);
-        nncl__arg_float(&a, n->fattr[0]);
-        NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
-        if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
-    } else {
-        NNCL_TRY(nncl__kbegin(x, n, BN_K_EVAL_STATS, &a));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, st);
-        nncl__arg_int(&a, C);
-        nncl__arg_float(&a, n->fattr[0]);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
-    }
-    NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n->in[2]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    if (!stream) {
-        nncl__arg_int(&a, (int)total);
-        return nncl__launch_1d(&a, x->dev, total);
-    }
-    nncl__arg_int(&a, B * C);
-    nncl__arg_int(&a, (int)bn_chunks(inner));
-    nncl__arg_int(&a, BN_CHUNK);
-    return nncl__launch_1d(&a, x->dev, (size_t)B * (size_t)C * bn_chunks(inner));
-}
-
-static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
-    int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
-    size_t total = nncl__numel(n, B);
-    if (stream && (want_w || want_b || (want_x && x->training))) {
-        NNCL_TRY(bn_grad_stream(x, n));
-        if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
-    } else if (want_w || want_b || (want_x && x->training)) {
-        NNCL_TRY(norm_begin_param_grads(x, n, BN_K_GRAD_STATS, &a));
-        nncl__arg_int(&a, B);
-        nncl__arg_int(&a, C);
-        nncl__arg_int(&a, inner);
-        NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
-        if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
-    }
-    if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_DX_VEC : BN_K_DX, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    if (stream) {
-        nncl__arg_int(&a, B * C);
-        nncl__arg_int(&a, (int)bn_chunks(inner));
-        nncl__arg_int(&a, BN_CHUNK);
-    } else {
-        nncl__arg_int(&a, (int)total);
-    }
-    nncl__arg_int(&a, (x->sync ? x->global_batch : B) * inner); /* synchronised: the global sums */
-    nncl__arg_int(&a, x->training);
-    return nncl__launch_1d(&a, x->dev, stream ? (size_t)B * (size_t)C * bn_chunks(inner) : total);
-}
-
-static void bn_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
-                           double *aux) {
-    int C = bn_channels(n), inner = bn_inner(n), B = r->batch, b, c, j;
-    double eps = n->fattr[0], mom = n->fattr[1], count = (double)B * inner;
-    double *st = r->state + n->state_off;
-    for (c = 0; c < C; c++) {
-        double mean, var, inv;
-        if (r->training) {
-            double s = 0, q = 0;
-            for (b = 0; b < B; b++)
-                for (j = 0; j < inner; j++) s += in[0][((size_t)b * C + c) * inner + j];
-            mean = s / count;
-            for (b = 0; b < B; b++)
-                for (j = 0; j < inner; j++) {
-                    double d = in[0][((size_t)b * C + c) * inner + j] - mean;
-                    q += d * d;
-                }
-            var = q / count;
-            st[c] = (1 - mom) * st[c] + mom * mean;
-            if (count > 1) st[C + c] = (1 - mom) * st[C + c] + mom * var * count / (count - 1);
-        } else {
-            mean = st[c];
-            var = st[C + c];
-        }
-        inv = 1 / sqrt(var + eps);
-        aux[c] = mean;
-        aux[C + c] = inv;
-        for (b = 0; b < B; b++)
-            for (j = 0; j < inner; j++) {
-                size_t i = ((size_t)b * C + c) * inner + j;
-                out[i] = (in[0][i] - mean) * inv * in[1][c] + in[2][c];
-            }
-    }
-}
-
-static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
-                            const double *gout, double *const *gin, double *aux) {
-    int C = bn_channels(n), inner = bn_inner(n), B = r->batch, b, c, j;
-    double count = (double)B * inner;
-    (void)out;
-    for (c = 0; c < C; c++) {
-        double mean = aux[c], inv = aux[C + c], sdy = 0, sdyx = 0;
-        for (b = 0; b < B; b++)
-            for (j = 0; j < inner; j++) {
-                size_t i = ((size_t)b * C + c) * inner + j;
-                sdy += gout[i];
-                sdyx += gout[i] * (in[0][i] - mean) * inv;
-            }
-        if (gin[1]) gin[1][c] += sdyx;
-        if (gin[2]) gin[2][c] += sdy;
-        if (!gin[0]) continue;
-        for (b = 0; b < B; b++)
-            for (j = 0; j < inner; j++) {
-                size_t i = ((size_t)b * C + c) * inner + j;
-                double g = gout[i];
-                if (r->training) g -= (sdy + (in[0][i] - mean) * inv * sdyx) / count;
-                gin[0][i] += in[1][c] * inv * g;
-            }
-    }
-}
-
-const nncl__opdef nncl__opdef_batchnorm = {
-    .name = "batchnorm",
-    .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
-                {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
-                {"norm", "nncl_batchnorm_backward_f32"}, {"norm", "nncl_batchnorm_partial_f32"},
-                {"norm", "nncl_batchnorm_merge_f32"}, {"norm", "nncl_batchnorm_grad_partial_f32"},
-                {"norm", "nncl_batchnorm_grad_merge_f32"}, {"norm", "nncl_batchnorm_apply_f32_vec"},
-                {"norm", "nncl_batchnorm_backward_f32_vec"}},
-    .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1, .keep_aux = 1};
-#undef BN_CHUNK
-#undef BN_PARTS
-
-/* Running statistics live in the graph's state buffer at n->state_off:
- * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).
- * A channel with a single value per step (batch 1 of [B,C]) normalises to
- * the bias and leaves running_var unchanged: its unbiased variance is
- * undefined (PyTorch refuses that case). */
-nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name) {
-    nncl_node *in[3];
-    float fattr[2];
-    char s1[64];
-    if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_batchnorm: graph or input is NULL");
-    if (!name || !*name || strlen(name) + sizeof ".running_mean" > NNCL_NAME_MAX)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_batchnorm: needs a name of 1 to %d characters (NAME.running_mean must fit)",
-                                (int)(NNCL_NAME_MAX - sizeof ".running_mean"));
-    if (!x->batched || x->ndim < 2 || x->ndim > 4)
-        return nncl__graph_fail(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s must be [B,C], [B,C,L] or [B,C,H,W]",
-                                name, nncl__shape_str(x, s1, sizeof s1));
-    in[0] = x;
-    fattr[0] = eps;
-    fattr[1] = momentum;
-    return norm_node(g, NNCL_OP_BATCHNORM, name, x->shape[1], 1, in, fattr, 2);
-}
-
-/* Synchronised batch norm (syncbn.c) exchanges these; aux is
- * [mean, invstd, sum dy, sum dy xhat] per channel (bn_aux). */
-nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write) {
-    nncl__view aux = nncl__auxv(x, n);
-    size_t C = (size_t)bn_channels(n), off = (aux.off + (size_t)phase * 2 * C) * sizeof(float);
-    if (write)
-        NNCL_CL(x->ctx, clEnqueueWriteBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
-                                             NULL));
-    else
-        NNCL_CL(x->ctx, clEnqueueReadBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
-                                            NULL));
-    return NNCL_OK;
-}
-
-void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var) {
-    *mean = state + n->state_off;
-    *var = *mean + bn_channels(n);
 }
 
 /* ------------------------------------------------------------- layer norm */
@@ -463,7 +122,7 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     int per_row = nncl__row_kernels(x), k = per_row ? LN_K_ROWS : 0;
     size_t rows = nncl__numel(n, x->batch) / (size_t)D;
     if (want_w || want_b) {
-        NNCL_TRY(norm_begin_param_grads(x, n, LN_K_DWDB + k, &a));
+        NNCL_TRY(nncl__norm_param_grads(x, n, LN_K_DWDB + k, &a));
         nncl__arg_int(&a, (int)rows);
         nncl__arg_int(&a, D);
         NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
@@ -545,7 +204,7 @@ static nncl_node *ln_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node
                                 nncl__opdef_get(op)->name, name, nncl__shape_str(x, s1, sizeof s1));
     in[0] = x;
     fattr[0] = eps;
-    return norm_node(g, op, name, x->shape[x->ndim - 1], bias, in, fattr, 1);
+    return nncl__norm_node(g, op, name, x->shape[x->ndim - 1], bias, in, fattr, 1);
 }
 
 nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {

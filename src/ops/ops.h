@@ -66,4 +66,13 @@ int nncl__dropout_keep(uint32_t k0, uint32_t k1, uint32_t sample, uint32_t elem,
 uint32_t nncl__dropout_threshold(float p);
 double nncl__dropout_scale(float p);
 
+/* The norm layers' shared pieces (op_norm.c): begins the kernel in slot
+ * that sums node n's weight and bias gradients, with its leading arguments
+ * x, dy, aux, dw, want_w, acc_w, db, want_b, acc_b; and a norm node over
+ * `features` with NAME.weight (ones) and, with bias, NAME.bias (zeros) as
+ * in[1], in[2], taken back when the node is refused. */
+nncl_status nncl__norm_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a);
+nncl_node *nncl__norm_node(nncl_graph *g, nncl__op op, const char *name, int features, int bias, nncl_node **in,
+                           const float *fattr, int n_fattr);
+
 #endif /* NNCL_OPS_H */
