@@ -45,53 +45,56 @@ void nncl_dw_st8(float8 v, __global act_t *row, int n, int acc) {
     }
 }
 
-/* y = act(conv(x) + b): one work-item per 8 outputs of a row (b, o, oh). */
+/* x[s + t st] for t < 8 where the 8 lie inside the row (stride 1 or 2). */
+float8 nncl_dw_in8(__global const act_t *row, int st) {
+    if (st == 1) return NNCL_LD8(row);
+    {
+        float8 a = NNCL_LD8(row), b = NNCL_LD8(row + 7);
+        return (float8)(a.even, b.odd);
+    }
+}
+
+/* y = act(conv(x) + b): one work-item per 8 outputs (global id 0) of row
+ * oh (id 1) of plane b O + o (id 2). Where all of a kernel row's taps fall
+ * inside the input row, their loads go unchecked. */
 __kernel void nncl_conv_dw_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
                                __global act_t *y, int y_off, __global const act_t *bias, int b_off, int has_bias,
                                int C, int H, int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph,
-                               int pw, int dh, int dw, int G, int n, int act) {
-    int i = get_global_id(0), nseg = (OW + 7) >> 3, seg, oh, o, b, ki, kj, ow0;
-    __global const act_t *xc, *wo;
+                               int pw, int dh, int dw, int G, int act) {
+    int ow0 = get_global_id(0) << 3, oh = get_global_id(1), z = get_global_id(2), M = O / C, o = z % O, ki, kj;
+    int s0 = ow0 * sw - pw, inside = s0 >= 0 && s0 + (kw - 1) * dw + 7 * sw < W;
+    __global const act_t *xc = x + x_off + (M == 1 ? z : z / M) * H * W, *wo = w + w_off + o * kh * kw;
     float8 s = (float8)0.0f;
-    if (i >= n) return;
-    seg = i % nseg;
-    oh = (i / nseg) % OH;
-    o = (i / (nseg * OH)) % O;
-    b = i / (nseg * OH * O);
-    ow0 = seg << 3;
-    xc = x + x_off + (b * C + o / (O / C)) * H * W;
-    wo = w + w_off + o * kh * kw;
     for (ki = 0; ki < kh; ki++) {
         int ih = oh * sh - ph + ki * dh;
+        __global const act_t *row = xc + ih * W + s0;
         if (ih < 0 || ih >= H) continue;
-        for (kj = 0; kj < kw; kj++)
-            s += NNCL_LDG(wo, ki * kw + kj) * nncl_dw_ld8(xc + ih * W, ow0 * sw - pw + kj * dw, sw, W);
+        if (inside)
+            for (kj = 0; kj < kw; kj++) s += NNCL_LDG(wo, ki * kw + kj) * nncl_dw_in8(row + kj * dw, sw);
+        else
+            for (kj = 0; kj < kw; kj++)
+                s += NNCL_LDG(wo, ki * kw + kj) * nncl_dw_ld8(xc + ih * W, s0 + kj * dw, sw, W);
     }
     if (has_bias) s += NNCL_LDG(bias, b_off + o);
-    nncl_dw_st8(nncl_act8(s, act), y + y_off + ((b * O + o) * OH + oh) * OW + ow0, OW - ow0, 0);
+    nncl_dw_st8(nncl_act8(s, act), y + y_off + (z * OH + oh) * OW + ow0, OW - ow0, 0);
 }
 
-/* dx (+)= conv^T(dy): one work-item per 8 inputs of a row (b, c, ih) at
- * stride 1, 16 at stride 2. Output (oh, ow) takes input (oh sh - ph + ki
+/* dx (+)= conv^T(dy): one work-item per 8 inputs (global id 0; 16 at
+ * stride 2) of row ih (id 1) of plane b C + c (id 2). Output (oh, ow) takes input (oh sh - ph + ki
  * dh, ow sw - pw + kj dw); at stride 2 along W, the inputs of a segment a
  * tap reaches are every other one, from consecutive outputs: 8 of dy,
  * spread over 16 lanes. */
 __kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_off, __global const act_t *w,
                                               int w_off, __global act_t *dx, int dx_off, int C, int H, int W, int O,
                                               int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
-                                              int dw, int G, int n, int acc) {
-    int i = get_global_id(0), L = sw == 2 ? 16 : 8, nseg = (W + L - 1) / L, seg, ih, c, b, M = O / C, m, ki, kj, iw0;
+                                              int dw, int G, int acc) {
+    int L = sw == 2 ? 16 : 8, iw0 = get_global_id(0) * L, ih = get_global_id(1), z = get_global_id(2);
+    int M = O / C, c = z % C, m, ki, kj;
     float8 s0 = (float8)0.0f, s1 = (float8)0.0f;
     __global act_t *row;
-    if (i >= n) return;
-    seg = i % nseg;
-    ih = (i / nseg) % H;
-    c = (i / (nseg * H)) % C;
-    b = i / (nseg * H * C);
-    iw0 = seg * L;
     for (m = 0; m < M; m++) {
         int o = c * M + m;
-        __global const act_t *dyc = dy + dy_off + (b * O + o) * OH * OW, *wo = w + w_off + o * kh * kw;
+        __global const act_t *dyc = dy + dy_off + (z * M + m) * OH * OW, *wo = w + w_off + o * kh * kw;
         for (ki = 0; ki < kh; ki++) {
             int th = ih + ph - ki * dh, oh;
             if (th < 0) break; /* th falls with ki */
@@ -117,7 +120,7 @@ __kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_o
             }
         }
     }
-    row = dx + dx_off + ((b * C + c) * H + ih) * W + iw0;
+    row = dx + dx_off + (z * H + ih) * W + iw0;
     nncl_dw_st8(s0, row, W - iw0, acc);
     if (L == 16 && W - iw0 > 8) nncl_dw_st8(s1, row + 8, W - iw0 - 8, acc);
 }
@@ -125,7 +128,8 @@ __kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_o
 /* dw (+)= the adjoint in w of conv(x) against dy: one work-group per tap
  * (o, ki, kj), its lanes over the rows (b, oh) of y, each row 8 outputs at
  * a time; the lanes' sums added in a tree (nncl_group_sum): a fixed order,
- * no atomics. */
+ * no atomics. Kernels of kw 3 and 5 (_k3, _k5) take a kernel row (o, ki)
+ * per work-group instead, its kw taps from one read of each row of dy. */
 __kernel void nncl_conv_dw_backward_f32_weight(__global const act_t *x, int x_off, __global const act_t *dy,
                                                int dy_off, __global float *dwt, int dw_off, int C, int H, int W,
                                                int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw,
@@ -150,3 +154,52 @@ __kernel void nncl_conv_dw_backward_f32_weight(__global const act_t *x, int x_of
     sum = nncl_group_sum(part, nncl_sum8(s));
     if (lid == 0) dwt[dw_off + e] = (acc ? dwt[dw_off + e] : 0.0f) + sum;
 }
+
+/* The kernel row (o, ki) of kw = KW taps: per row of dy, each 8 outputs
+ * read once against KW shifted reads of x; part holds KW sums per lane,
+ * summed over the lanes in a tree. */
+#define NNCL_DW_WEIGHT_K(KW)                                                                                          \
+    __kernel void nncl_conv_dw_backward_f32_weight_k##KW(                                                             \
+        __global const act_t *x, int x_off, __global const act_t *dy, int dy_off, __global float *dwt, int dw_off,    \
+        int C, int H, int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,   \
+        int G, int B, int acc, __local float *part) {                                                                 \
+        int e = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0), ki = e % kh, o = e / kh;             \
+        int c = o / (O / C), j, t, n;                                                                                 \
+        float8 s[KW];                                                                                                 \
+        for (t = 0; t < KW; t++) s[t] = (float8)0.0f;                                                                 \
+        for (j = lid; j < B * OH; j += ls) {                                                                          \
+            int b = j / OH, oh = j - b * OH, ih = oh * sh - ph + ki * dh, ow0;                                        \
+            __global const act_t *dyr = dy + dy_off + ((b * O + o) * OH + oh) * OW;                                   \
+            __global const act_t *xr = x + x_off + ((b * C + c) * H + ih) * W;                                        \
+            if (ih < 0 || ih >= H) continue;                                                                          \
+            for (ow0 = 0; ow0 + 8 <= OW; ow0 += 8) {                                                                  \
+                float8 dv = NNCL_LD8(dyr + ow0);                                                                      \
+                int s0 = ow0 * sw - pw;                                                                               \
+                if (s0 >= 0 && s0 + (KW - 1) * dw + 7 * sw < W)                                                       \
+                    for (t = 0; t < KW; t++) s[t] += dv * nncl_dw_in8(xr + s0 + t * dw, sw);                          \
+                else                                                                                                  \
+                    for (t = 0; t < KW; t++) s[t] += dv * nncl_dw_ld8(xr, s0 + t * dw, sw, W);                        \
+            }                                                                                                         \
+            if (ow0 < OW) { /* the row's last outputs: lanes past OW read nothing */                                  \
+                int8 live = (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(OW - ow0);                                        \
+                float8 dv = nncl_dw_ld8(dyr, ow0, 1, OW);                                                             \
+                for (t = 0; t < KW; t++)                                                                              \
+                    s[t] += select((float8)0.0f, dv * nncl_dw_ld8(xr, ow0 * sw - pw + t * dw, sw, W), live);          \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (t = 0; t < KW; t++) part[t * ls + lid] = nncl_sum8(s[t]);                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                                 \
+        for (n = ls; n > 1;) {                                                                                        \
+            int h = (n + 1) >> 1;                                                                                     \
+            if (lid < n - h)                                                                                          \
+                for (t = 0; t < KW; t++) part[t * ls + lid] += part[t * ls + lid + h];                                \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
+            n = h;                                                                                                    \
+        }                                                                                                             \
+        for (t = 0; lid == 0 && t < KW; t++) {                                                                        \
+            int i = dw_off + (o * kh + ki) * KW + t;                                                                  \
+            dwt[i] = (acc ? dwt[i] : 0.0f) + part[t * ls];                                                            \
+        }                                                                                                             \
+    }
+NNCL_DW_WEIGHT_K(3)
+NNCL_DW_WEIGHT_K(5)

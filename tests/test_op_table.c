@@ -268,6 +268,7 @@ static const struct ot_cx_opts {
     {0, 6, 3, 3, 2, 2, 1, 1, 2, 1, 3, 1, NNCL_ACT_TANH},     /* stride 2, dilation 2x1, 2 per channel, width 29 */
     {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 7 */
     {0, 3, 3, 3, 3, 3, 1, 1, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 3: the general kernels */
+    {0, 4, 3, 1, 1, 1, 1, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x1: the weight gradient a work-group per tap */
 };
 
 static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
@@ -490,7 +491,7 @@ static const ot_row ot_rows[] = {
     OT_CX(2, 12, 3, 2, 3, 3),
     OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
     OT_CX(2, 14, 3, 5, 6, 29), OT_CX(2, 15, 3, 5, 13, 13), OT_CX(1, 16, 3, 3, 7, 29), OT_CX(2, 17, 3, 7, 5, 13),
-    OT_CX(2, 18, 3, 3, 9, 29), OT_CX(3, 19, 3, 4, 7, 7), OT_CX(2, 20, 3, 3, 8, 10),
+    OT_CX(2, 18, 3, 3, 9, 29), OT_CX(3, 19, 3, 4, 7, 7), OT_CX(2, 20, 3, 3, 8, 10), OT_CX(2, 21, 3, 4, 9, 13),
     /* MobileNet's activations over both kinks (clamp to [p, 1]) */
     OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
     OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),

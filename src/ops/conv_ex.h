@@ -14,7 +14,7 @@ typedef struct nncl__cx_dims {
 
 enum {
     NNCL_CX_K_FORWARD = NNCL_K_DENSE_END, NNCL_CX_K_BACKWARD_INPUT, NNCL_CX_K_BACKWARD_WEIGHT,
-    NNCL_CX_K_DW_FORWARD, NNCL_CX_K_DW_INPUT, NNCL_CX_K_DW_WEIGHT
+    NNCL_CX_K_DW_FORWARD, NNCL_CX_K_DW_INPUT, NNCL_CX_K_DW_WEIGHT, NNCL_CX_K_DW_WEIGHT3, NNCL_CX_K_DW_WEIGHT5
 };
 
 /* C, H, W, O, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, G: every conv_ex and

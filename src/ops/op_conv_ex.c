@@ -327,7 +327,8 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
     {                                                                                                                  \
         NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"},           \
             {"conv_ex", "nncl_conv_ex_backward_f32_weight"}, {"conv_dw", "nncl_conv_dw_f32"},                          \
-            {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"}            \
+            {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"},           \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"}     \
     }
 #define CX_ROW(nm)                                                                                                     \
     .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .forward = cx_forward,                    \
