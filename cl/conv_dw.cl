@@ -9,10 +9,12 @@
  * the geometry arguments of cl/conv_ex.cl (C, H, W, O, OH, OW, kh, kw, sh,
  * sw, ph, pw, dh, dw, G). */
 
-/* row[s + t st] for t < 8, zero outside [0, W). */
+/* row[s + t st] for t < 8, zero outside [0, W): one vector load inside
+ * the row (stride 1 or 2), else 8 loads at indices clamped into it and the
+ * lanes outside set to zero, without branches (small images: most rows). */
 float8 nncl_dw_ld8(__global const act_t *row, int s, int st, int W) {
-    float v[8];
-    int t;
+    int8 i = (int8)s + (int8)(0, 1, 2, 3, 4, 5, 6, 7) * st, c = clamp(i, 0, W - 1);
+    float8 v;
     if (s >= 0 && s + 7 * st < W) {
         if (st == 1) return NNCL_LD8(row + s);
         if (st == 2) {
@@ -20,11 +22,9 @@ float8 nncl_dw_ld8(__global const act_t *row, int s, int st, int W) {
             return (float8)(a.even, b.odd);
         }
     }
-    for (t = 0; t < 8; t++) {
-        int i = s + t * st;
-        v[t] = i >= 0 && i < W ? NNCL_LDG(row, i) : 0.0f;
-    }
-    return vload8(0, v);
+    v = (float8)(NNCL_LDG(row, c.s0), NNCL_LDG(row, c.s1), NNCL_LDG(row, c.s2), NNCL_LDG(row, c.s3),
+                 NNCL_LDG(row, c.s4), NNCL_LDG(row, c.s5), NNCL_LDG(row, c.s6), NNCL_LDG(row, c.s7));
+    return select((float8)0.0f, v, i == c);
 }
 
 /* The first n < 8 lanes of v to row[0..n), added to what is there with acc. */
@@ -65,6 +65,7 @@ __kernel void nncl_conv_dw_f32(__global const act_t *x, int x_off, __global cons
     int s0 = ow0 * sw - pw, inside = s0 >= 0 && s0 + (kw - 1) * dw + 7 * sw < W;
     __global const act_t *xc = x + x_off + (M == 1 ? z : z / M) * H * W, *wo = w + w_off + o * kh * kw;
     float8 s = (float8)0.0f;
+    if (ow0 >= OW || oh >= OH) return; /* the launch rounded up */
     for (ki = 0; ki < kh; ki++) {
         int ih = oh * sh - ph + ki * dh;
         __global const act_t *row = xc + ih * W + s0;
@@ -92,6 +93,7 @@ __kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_o
     int M = O / C, c = z % C, m, ki, kj;
     float8 s0 = (float8)0.0f, s1 = (float8)0.0f;
     __global act_t *row;
+    if (iw0 >= W || ih >= H) return; /* the launch rounded up */
     for (m = 0; m < M; m++) {
         int o = c * M + m;
         __global const act_t *dyc = dy + dy_off + (z * M + m) * OH * OW, *wo = w + w_off + o * kh * kw;
@@ -125,81 +127,89 @@ __kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_o
     if (L == 16 && W - iw0 > 8) nncl_dw_st8(s1, row + 8, W - iw0 - 8, acc);
 }
 
-/* dw (+)= the adjoint in w of conv(x) against dy: one work-group per tap
- * (o, ki, kj), its lanes over the rows (b, oh) of y, each row 8 outputs at
- * a time; the lanes' sums added in a tree (nncl_group_sum): a fixed order,
- * no atomics. Kernels of kw 3 and 5 (_k3, _k5) take a kernel row (o, ki)
- * per work-group instead, its kw taps from one read of each row of dy. */
-__kernel void nncl_conv_dw_backward_f32_weight(__global const act_t *x, int x_off, __global const act_t *dy,
-                                               int dy_off, __global float *dwt, int dw_off, int C, int H, int W,
-                                               int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw,
-                                               int dh, int dw, int G, int B, int acc, __local float *part) {
-    int e = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
-    int kj = e % kw, ki = (e / kw) % kh, o = e / (kw * kh), c = o / (O / C), j;
-    float8 s = (float8)0.0f;
-    float sum;
-    for (j = lid; j < B * OH; j += ls) {
-        int b = j / OH, oh = j - b * OH, ih = oh * sh - ph + ki * dh, ow0;
-        __global const act_t *dyr = dy + dy_off + ((b * O + o) * OH + oh) * OW;
-        __global const act_t *xr = x + x_off + ((b * C + c) * H + ih) * W;
-        if (ih < 0 || ih >= H) continue;
-        for (ow0 = 0; ow0 + 8 <= OW; ow0 += 8)
-            s += NNCL_LD8(dyr + ow0) * nncl_dw_ld8(xr, ow0 * sw - pw + kj * dw, sw, W);
-        if (ow0 < OW) { /* the row's last outputs: lanes past OW read nothing */
-            float8 xv = nncl_dw_ld8(xr, ow0 * sw - pw + kj * dw, sw, W);
-            float8 dv = nncl_dw_ld8(dyr, ow0, 1, OW);
-            s += select((float8)0.0f, dv * xv, (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(OW - ow0));
-        }
-    }
-    sum = nncl_group_sum(part, nncl_sum8(s));
-    if (lid == 0) dwt[dw_off + e] = (acc ? dwt[dw_off + e] : 0.0f) + sum;
-}
-
-/* The kernel row (o, ki) of kw = KW taps: per row of dy, each 8 outputs
- * read once against KW shifted reads of x; part holds KW sums per lane,
- * summed over the lanes in a tree. */
-#define NNCL_DW_WEIGHT_K(KW)                                                                                          \
-    __kernel void nncl_conv_dw_backward_f32_weight_k##KW(                                                             \
-        __global const act_t *x, int x_off, __global const act_t *dy, int dy_off, __global float *dwt, int dw_off,    \
-        int C, int H, int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,   \
-        int G, int B, int acc, __local float *part) {                                                                 \
-        int e = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0), ki = e % kh, o = e / kh;             \
-        int c = o / (O / C), j, t, n;                                                                                 \
-        float8 s[KW];                                                                                                 \
-        for (t = 0; t < KW; t++) s[t] = (float8)0.0f;                                                                 \
-        for (j = lid; j < B * OH; j += ls) {                                                                          \
-            int b = j / OH, oh = j - b * OH, ih = oh * sh - ph + ki * dh, ow0;                                        \
+/* dw (+)= the adjoint in w of conv(x) against dy, in two passes without
+ * barriers or atomics: the rows (b, oh) of y are cut into P chunks, and
+ * one work-item per chunk (global id 0) and kernel row (o, ki) (id 1) sums
+ * the products of its rows for each tap of the row into part[tap P +
+ * chunk]; then nncl_conv_dw_backward_f32_weight_sum adds each tap's P
+ * partial sums in order. The kernels of kw 3 and 5 (_k3, _k5) read each
+ * row of dy once against kw shifted reads of x, summed in registers; the
+ * others a tap at a time. */
+#define NNCL_DW_PART_ARGS                                                                                             \
+    __global const act_t *x, int x_off, __global const act_t *dy, int dy_off, __global float *part, int C, int H,     \
+        int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int G, int B,   \
+        int P
+/* The rows of chunk p of P over B OH rows; the row's pointers into dy and
+ * x (kernel row ki of output channel o), or skipped outside x. */
+#define NNCL_DW_ROWS(...)                                                                                            \
+    {                                                                                                                 \
+        int p = get_global_id(0), e = get_global_id(1), ki = e % kh, o = e / kh, c = o / (O / C), R = B * OH, j;     \
+        int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P), b = j0 / OH, oh = j0 - b * OH;       \
+        for (j = j0; j < j1; j++) {                                                                                   \
+            int ih = oh * sh - ph + ki * dh;                                                                          \
             __global const act_t *dyr = dy + dy_off + ((b * O + o) * OH + oh) * OW;                                   \
             __global const act_t *xr = x + x_off + ((b * C + c) * H + ih) * W;                                        \
-            if (ih < 0 || ih >= H) continue;                                                                          \
+            if (ih >= 0 && ih < H) __VA_ARGS__                                                                             \
+            if (++oh == OH) oh = 0, b++;                                                                              \
+        }                                                                                                             \
+    }
+
+/* Sum over the row of dy[ow] x[ow sw - pw + kj dw] into the float8 S, 8
+ * outputs at a time; lanes past OW add nothing. */
+#define NNCL_DW_ROW_TAP(S, kj)                                                                                        \
+    {                                                                                                                 \
+        int ow0;                                                                                                      \
+        for (ow0 = 0; ow0 + 8 <= OW; ow0 += 8)                                                                        \
+            S += NNCL_LD8(dyr + ow0) * nncl_dw_ld8(xr, ow0 * sw - pw + (kj) * dw, sw, W);                             \
+        if (ow0 < OW)                                                                                                 \
+            S += select((float8)0.0f,                                                                                 \
+                        nncl_dw_ld8(dyr, ow0, 1, OW) * nncl_dw_ld8(xr, ow0 * sw - pw + (kj) * dw, sw, W),             \
+                        (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(OW - ow0));                                           \
+    }
+
+__kernel void nncl_conv_dw_backward_f32_weight(NNCL_DW_PART_ARGS) {
+    int t;
+    for (t = 0; t < kw; t++) {
+        float8 s = (float8)0.0f;
+        NNCL_DW_ROWS(NNCL_DW_ROW_TAP(s, t))
+        part[((int)get_global_id(1) * kw + t) * P + (int)get_global_id(0)] = nncl_sum8(s);
+    }
+}
+
+#define NNCL_DW_WEIGHT_K(KW)                                                                                          \
+    __kernel void nncl_conv_dw_backward_f32_weight_k##KW(NNCL_DW_PART_ARGS) {                                         \
+        float8 s[KW];                                                                                                 \
+        int t;                                                                                                        \
+        for (t = 0; t < KW; t++) s[t] = (float8)0.0f;                                                                 \
+        NNCL_DW_ROWS({                                                                                                \
+            int ow0, s0;                                                                                              \
             for (ow0 = 0; ow0 + 8 <= OW; ow0 += 8) {                                                                  \
                 float8 dv = NNCL_LD8(dyr + ow0);                                                                      \
-                int s0 = ow0 * sw - pw;                                                                               \
+                s0 = ow0 * sw - pw;                                                                                   \
                 if (s0 >= 0 && s0 + (KW - 1) * dw + 7 * sw < W)                                                       \
                     for (t = 0; t < KW; t++) s[t] += dv * nncl_dw_in8(xr + s0 + t * dw, sw);                          \
                 else                                                                                                  \
                     for (t = 0; t < KW; t++) s[t] += dv * nncl_dw_ld8(xr, s0 + t * dw, sw, W);                        \
             }                                                                                                         \
-            if (ow0 < OW) { /* the row's last outputs: lanes past OW read nothing */                                  \
+            if (ow0 < OW) {                                                                                           \
                 int8 live = (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(OW - ow0);                                        \
-                float8 dv = nncl_dw_ld8(dyr, ow0, 1, OW);                                                             \
+                float8 dv = select((float8)0.0f, nncl_dw_ld8(dyr, ow0, 1, OW), live);                                 \
+                s0 = ow0 * sw - pw;                                                                                   \
                 for (t = 0; t < KW; t++)                                                                              \
-                    s[t] += select((float8)0.0f, dv * nncl_dw_ld8(xr, ow0 * sw - pw + t * dw, sw, W), live);          \
+                    s[t] += select((float8)0.0f, dv * nncl_dw_ld8(xr, s0 + t * dw, sw, W), live);                     \
             }                                                                                                         \
-        }                                                                                                             \
-        for (t = 0; t < KW; t++) part[t * ls + lid] = nncl_sum8(s[t]);                                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                                 \
-        for (n = ls; n > 1;) {                                                                                        \
-            int h = (n + 1) >> 1;                                                                                     \
-            if (lid < n - h)                                                                                          \
-                for (t = 0; t < KW; t++) part[t * ls + lid] += part[t * ls + lid + h];                                \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
-            n = h;                                                                                                    \
-        }                                                                                                             \
-        for (t = 0; lid == 0 && t < KW; t++) {                                                                        \
-            int i = dw_off + (o * kh + ki) * KW + t;                                                                  \
-            dwt[i] = (acc ? dwt[i] : 0.0f) + part[t * ls];                                                            \
-        }                                                                                                             \
+        })                                                                                                            \
+        for (t = 0; t < KW; t++) part[((int)get_global_id(1) * KW + t) * P + (int)get_global_id(0)] = nncl_sum8(s[t]); \
     }
 NNCL_DW_WEIGHT_K(3)
 NNCL_DW_WEIGHT_K(5)
+
+/* dw[i] (+)= the P partial sums of tap i, in order. */
+__kernel void nncl_conv_dw_backward_f32_weight_sum(__global const float *part, __global float *dwt, int dw_off, int n,
+                                                   int P, int acc) {
+    int i = get_global_id(0), p;
+    float s = 0.0f;
+    if (i >= n) return;
+    for (p = 0; p < P; p++) s += part[i * P + p];
+    dwt[dw_off + i] = (acc ? dwt[dw_off + i] : 0.0f) + s;
+}

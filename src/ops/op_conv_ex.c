@@ -221,6 +221,14 @@ static nncl_status cx_fits(nncl__exec *x, const nncl_node *n, const cx_dims *d) 
     return NNCL_OK;
 }
 
+/* The depthwise weight gradient's workspace, at the largest batch. */
+static nncl_status cx_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    cx_dims d;
+    cx_dims_of(n, x->batch, &d);
+    *bytes = nncl__dw_workspace(&d) * sizeof(float);
+    return NNCL_OK;
+}
+
 static nncl_status cx_forward(nncl__exec *x, nncl_node *n) {
     cx_dims d;
     nncl__view y = nncl__val(x, n);
@@ -328,11 +336,12 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
         NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"},           \
             {"conv_ex", "nncl_conv_ex_backward_f32_weight"}, {"conv_dw", "nncl_conv_dw_f32"},                          \
             {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"},           \
-            {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"}     \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"},    \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}                                                        \
     }
 #define CX_ROW(nm)                                                                                                     \
     .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .forward = cx_forward,                    \
-    .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = cx_ref_forward,               \
+    .backward = cx_backward, .prepare = cx_prepare, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = cx_ref_forward,               \
     .ref_backward = cx_ref_backward, .half = 2
 
 const nncl__opdef nncl__opdef_conv2d_ex = {CX_ROW("conv2d_ex")};
