@@ -27,6 +27,10 @@ static void dw_local(const nncl__exec *x, const size_t *global, size_t *local) {
     }
 }
 
+/* Rows of a plane per work-item: all of them on a CPU device, which runs
+ * a work-item's loop faster than as many work-items; one on others. */
+static int dw_rows(const nncl__exec *x, int rows) { return x->dev->info.type == NNCL_DEVICE_CPU ? rows : 1; }
+
 int nncl__dw_fits(const nncl__cx_dims *d) { return !d->transposed && d->G == d->C && d->sw <= 2; }
 
 int nncl__dw_on(const nncl__cx_dims *d) {
@@ -38,8 +42,9 @@ nncl_status nncl__dw_forward(nncl__exec *x, const nncl_node *n, const nncl__cx_d
                              const nncl_node *bias) {
     nncl__args a;
     size_t global[3], local[3];
+    int rb = dw_rows(x, d->OH);
     global[0] = (size_t)(d->OW + 7) / 8;
-    global[1] = (size_t)d->OH;
+    global[1] = (size_t)((d->OH + rb - 1) / rb);
     global[2] = (size_t)d->B * d->O;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CX_K_DW_FORWARD, &a));
     nncl__arg_view(&a, xv);
@@ -49,6 +54,8 @@ nncl_status nncl__dw_forward(nncl__exec *x, const nncl_node *n, const nncl__cx_d
     nncl__arg_int(&a, bias != NULL);
     nncl__cx_args_geometry(&a, d);
     nncl__arg_int(&a, d->act);
+    nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
+    nncl__arg_int(&a, rb);
     dw_local(x, global, local);
     return nncl__launch(&a, x->dev, 3, global, local);
 }
@@ -56,10 +63,10 @@ nncl_status nncl__dw_forward(nncl__exec *x, const nncl_node *n, const nncl__cx_d
 nncl_status nncl__dw_backward_input(nncl__exec *x, const nncl_node *n, const nncl__cx_dims *d, nncl__view dy,
                                     nncl__view dx, int acc) {
     nncl__args a;
-    int L = d->sw == 2 ? 16 : 8;
+    int L = d->sw == 2 ? 16 : 8, rb = dw_rows(x, d->H);
     size_t global[3], local[3];
     global[0] = (size_t)(d->W + L - 1) / (size_t)L;
-    global[1] = (size_t)d->H;
+    global[1] = (size_t)((d->H + rb - 1) / rb);
     global[2] = (size_t)d->B * d->C;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CX_K_DW_INPUT, &a));
     nncl__arg_view(&a, dy);
@@ -67,6 +74,8 @@ nncl_status nncl__dw_backward_input(nncl__exec *x, const nncl_node *n, const nnc
     nncl__arg_view(&a, dx);
     nncl__cx_args_geometry(&a, d);
     nncl__arg_int(&a, acc);
+    nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
+    nncl__arg_int(&a, rb);
     dw_local(x, global, local);
     return nncl__launch(&a, x->dev, 3, global, local);
 }
@@ -99,6 +108,8 @@ nncl_status nncl__dw_backward_weight(nncl__exec *x, const nncl_node *n, const nn
     nncl__cx_args_geometry(&a, d);
     nncl__arg_int(&a, d->B);
     nncl__arg_int(&a, P);
+    nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
+    nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
     dw_local(x, global, local);
     NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CX_K_DW_WEIGHT_SUM, &a));
