@@ -373,10 +373,13 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
     pp->lossv = (float *)nncl__calloc((size_t)pp->m, sizeof(float));
     pp->off = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
     pp->len = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
-    if (!pp->act || !pp->grad || !pp->act_ready || !pp->grad_ready || !pp->lossv || !pp->off || !pp->len)
+    pp->slots = (int *)nncl__calloc((size_t)pp->k, sizeof(int));
+    if (!pp->act || !pp->grad || !pp->act_ready || !pp->grad_ready || !pp->lossv || !pp->off || !pp->len || !pp->slots)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (s = 0; s < cuts; s++) {
-        size_t n = nncl__numel(pp->st[s].out, pp->mb) * (size_t)pp->m;
+        size_t n;
+        pp->slots[s] = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE || pp->k - s > pp->m ? pp->m : pp->k - s;
+        n = nncl__numel(pp->st[s].out, pp->mb) * (size_t)pp->slots[s];
         pp->act[s] = (float *)nncl__calloc(n, sizeof(float));
         pp->grad[s] = (float *)nncl__calloc(n, sizeof(float));
         if (!pp->act[s] || !pp->grad[s]) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -498,8 +501,9 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     if (st == NNCL_OK) st = pipe_plans(t);
     if (st == NNCL_OK) {
         pipe_log(t);
-        snprintf(t->why, sizeof t->why, "%s: %d stages, %d micro-batches, cut %s",
+        snprintf(t->why, sizeof t->why, "%s: %d stages, %d micro-batches, %s, cut %s",
                  t->cfg.pipeline > 0 ? "asked for" : "the model fits no device whole", pp.k, t->pipe->m,
+                 t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B",
                  t->cfg.cuts ? "given" : t->fixed_shares ? "by arithmetic over the shares" : "by measured layer times");
     }
 done:
@@ -527,7 +531,7 @@ void nncl__pipe_free(nncl_trainer *t) {
         pthread_cond_destroy(&pp->cond);
     }
     NNCL_FREE(pp->st); NNCL_FREE(pp->act); NNCL_FREE(pp->grad); NNCL_FREE(pp->act_ready); NNCL_FREE(pp->grad_ready);
-    NNCL_FREE(pp->lossv); NNCL_FREE(pp->off); NNCL_FREE(pp->len);
+    NNCL_FREE(pp->lossv); NNCL_FREE(pp->off); NNCL_FREE(pp->len); NNCL_FREE(pp->slots);
     NNCL_FREE(pp);
     t->pipe = NULL;
 }
@@ -564,6 +568,10 @@ int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max) {
         out[s].busy_seconds = st->busy;
         out[s].idle_seconds = st->idle;
         out[s].transfer_seconds = st->xfer;
+        if (s + 1 < t->pipe->k) {
+            out[s].held_micro_batches = t->pipe->slots[s];
+            out[s].held_bytes = 8 * nncl__numel(st->out, t->pipe->mb) * (size_t)t->pipe->slots[s]; /* values, gradients */
+        }
     }
     return t->pipe->k;
 }

@@ -36,7 +36,8 @@ typedef struct nncl__pipe {
     int k, m;                  /* stages, micro-batches asked for */
     int mb;                    /* samples of the largest micro-batch (the plans' batch) */
     nncl__stage *st;
-    float **act, **grad;       /* per cut: m slots of mb samples of the cut's value, of its gradient */
+    float **act, **grad;       /* per cut: slots[cut] slots of mb samples of the cut's value, of its gradient */
+    int *slots;                /* per cut: m (GPipe) or min(m, k - cut) (1F1B) */
     unsigned char *act_ready, *grad_ready; /* [cut * m + part] */
     int abort;
     pthread_mutex_t lock;
@@ -53,6 +54,10 @@ typedef struct nncl__pipe {
  * seed; refuses a configuration it cannot honour, with a message. */
 nncl_status nncl__pipe_create(nncl_trainer *t);
 void nncl__pipe_free(nncl_trainer *t);
+/* The least seconds of reps passes (forward and backward, no update) of
+ * max_batch zeros through the pipeline, after one untimed; the running
+ * statistics are put back. */
+nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec);
 /* nncl_trainer_step of a pipelined trainer. */
 nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info);
 /* The graph's parameters (n_params floats), running statistics (n_state)

@@ -1,10 +1,14 @@
-/* pipeline_step.c - a step of a pipelined trainer (GPipe): every stage on
- * its device's thread runs the forward of every micro-batch, handing the
- * value at its cut to the next stage through host memory, then the backward
- * of every micro-batch from the last, taking the cut's gradient from the
- * next stage and handing its input's gradient to the previous one; a stage
- * whose plan last ran another micro-batch first recomputes this one's
- * forward (its running statistics kept as they were). The gradients are
+/* pipeline_step.c - a step of a pipelined trainer: every stage on its
+ * device's thread runs the forwards and backwards of the micro-batches in
+ * the schedule's order (GPipe: every forward, then every backward from the
+ * last; 1F1B: K-1-s forwards, then one backward and one forward in turn,
+ * then the backwards left), handing the value at its cut to the next stage
+ * through host staging slots (micro-batch m in slot m mod the cut's slots:
+ * 1F1B needs K-s of them, since a stage's forward of m waits for its
+ * backward of m-(K-s), which waited for the next stage's use of that
+ * slot), taking the cut's gradient back the same way; a stage whose plan
+ * last ran another micro-batch first recomputes this one's forward (its
+ * running statistics kept as they were). The gradients are
  * accumulated on each stage's device weighted by micro-batch size; the norm, the
  * NaN/Inf verdict and the loss scale are decided over all stages; each
  * stage then steps its optimizer once. Also the gathering and scattering of
@@ -39,6 +43,11 @@ static void pipe_post(nncl__pipe *pp, unsigned char *flag, int abort) {
     pthread_mutex_unlock(&pp->lock);
 }
 
+/* Micro-batch m's slot of cut c in bufs (pp->act or pp->grad). */
+static float *pipe_slot(const nncl__pipe *pp, float **bufs, int c, int m) {
+    return bufs[c] + (size_t)(m % pp->slots[c]) * nncl__numel(pp->st[c].out, pp->mb);
+}
+
 /* Feeds micro-batch m to stage s: the graph's inputs it reads, and the
  * previous stage's output. */
 static nncl_status pipe_feed(nncl_trainer *t, int s, int m) {
@@ -54,8 +63,7 @@ static nncl_status pipe_feed(nncl_trainer *t, int s, int m) {
         NNCL_TRY(nncl__plan_feed(p, st->inputs[2 * i + 1], pp->feeds[k].data + (size_t)pp->off[m] * full->sample_numel,
                                  pp->len[m]));
     }
-    if (st->in)
-        NNCL_TRY(nncl__plan_feed(p, st->in, pp->act[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb), pp->len[m]));
+    if (st->in) NNCL_TRY(nncl__plan_feed(p, st->in, pipe_slot(pp, pp->act, s - 1, m), pp->len[m]));
     return NNCL_OK;
 }
 
@@ -78,7 +86,7 @@ static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
     t0 = nncl__seconds();
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, NULL));
     else {
-        NNCL_TRY(nncl__plan_read(p, st->out, pp->act[s] + (size_t)m * nncl__numel(st->out, pp->mb), pp->len[m], NULL));
+        NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], NULL));
         pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
     }
     st->xfer += nncl__seconds() - t0;
@@ -96,7 +104,9 @@ static nncl_status pipe_recompute(nncl_trainer *t, int s, int m) {
     return NNCL_OK;
 }
 
-static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
+/* The backward of micro-batch m on stage s, its gradient added to the
+ * stage's sum (the first, accumulate 0: put there). */
+static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, int accumulate) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
@@ -108,21 +118,22 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
     NNCL_TRY(pipe_inject(t, s, 1));
     if (recompute) NNCL_TRY(pipe_recompute(t, s, m));
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward(p));
-    else NNCL_TRY(nncl__plan_backward_from(p, pp->grad[s] + (size_t)m * nncl__numel(st->out, pp->mb), pp->len[m]));
+    else NNCL_TRY(nncl__plan_backward_from(p, pipe_slot(pp, pp->grad, s, m), pp->len[m]));
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
         nncl__view v = p->x.grad[st->in->id];
         if (v.mem)
-            NNCL_TRY(nncl__plan_read_view(p, v, pp->grad[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb),
-                                          nncl__numel(st->in, pp->len[m])));
-        else memset(pp->grad[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb), 0, nncl__numel(st->in, pp->len[m]) * 4);
+            NNCL_TRY(nncl__plan_read_view(p, v, pipe_slot(pp, pp->grad, s - 1, m), nncl__numel(st->in, pp->len[m])));
+        else memset(pipe_slot(pp, pp->grad, s - 1, m), 0, nncl__numel(st->in, pp->len[m]) * 4);
     }
+    /* The slot's writes to the device are done before the previous stage may refill it. */
+    if (st->in && !(st->in->needs_grad && p->x.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
     if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
     if (!g->n_trainable) return NNCL_OK;
     acc.mem = st->acc;
     acc.off = 0;
-    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, m != pp->parts - 1);
+    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, accumulate);
 }
 
 /* Stage s's part of a step, ending with the sum of squares of its
@@ -132,10 +143,16 @@ static nncl_status pipe_stage_run(nncl_trainer *t, int s) {
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
     nncl__view acc;
-    int m;
+    int f = 0, b, m, last = -1, P = pp->parts;
+    int warm = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P : pp->k - 1 - s < P ? pp->k - 1 - s : P;
     if (st->g->n_state) NNCL_TRY(nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
-    for (m = 0; m < pp->parts; m++) NNCL_TRY(pipe_forward(t, s, m));
-    for (m = pp->parts - 1; m >= 0; m--) NNCL_TRY(pipe_backward(t, s, m, m != pp->parts - 1));
+    for (; f < warm; f++) NNCL_TRY(pipe_forward(t, s, last = f));
+    for (b = 0; b < P; b++) {
+        if (f < P) NNCL_TRY(pipe_forward(t, s, last = f++));
+        m = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P - 1 - b : b;
+        NNCL_TRY(pipe_backward(t, s, m, last != m, b > 0));
+        last = m;
+    }
     st->sumsq_dev = 0;
     if (!st->g->n_trainable) return nncl__plan_finish(p);
     acc.mem = st->acc;
@@ -205,19 +222,10 @@ static void pipe_scale(nncl_trainer *t, nncl_step_info *info, int overflow) {
     }
 }
 
-nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+/* The step's batch in micro-batches, every flag down: then every stage runs. */
+static void pipe_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch) {
     nncl__pipe *pp = t->pipe;
-    double t0 = nncl__seconds(), ss = 0;
-    int s, m, bad, f;
-    float sumsq;
-    for (s = 0; s < pp->k; s++)
-        if (!t->alive[s])
-            return nncl__fail(t->ctx, NNCL_ERR_STATE, "nncl_trainer_step: the stage on device %d failed; create the "
-                              "trainer again from the last checkpoint", t->device[s]);
-    info->loss_scale = t->scaling ? t->scale : 1.0f;
-    info->arrangement = NNCL_ARRANGE_PIPELINE;
-    snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
-    t->plan[pp->k - 1]->seed = info->loss_scale;
+    int m;
     pp->feeds = feeds;
     pp->n_feeds = n_feeds;
     pp->batch = batch;
@@ -231,6 +239,56 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     memset(t->peer_failed, 0, (size_t)t->nd * sizeof(int));
     pp->abort = 0;
     nncl__trainer_each_device(t, pipe_stage_job, NULL);
+}
+
+nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec) {
+    nncl_graph *g = t->graph;
+    int i, k = 0, n_feeds = 0, r, f;
+    size_t most = 1;
+    float *zeros;
+    nncl_feed *feeds;
+    nncl_status st = NNCL_OK;
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) {
+            n_feeds++;
+            if (g->nodes[i]->sample_numel > most) most = g->nodes[i]->sample_numel;
+        }
+    zeros = (float *)nncl__calloc(most * (size_t)t->cfg.max_batch, sizeof(float));
+    feeds = (nncl_feed *)nncl__calloc((size_t)n_feeds + 1, sizeof *feeds);
+    if (!zeros || !feeds) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; st == NNCL_OK && i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) {
+            feeds[k].node = g->nodes[i];
+            feeds[k++].data = zeros;
+        }
+    t->plan[t->pipe->k - 1]->seed = 1;
+    for (r = 0; st == NNCL_OK && r <= reps; r++) { /* the first untimed */
+        double w = nncl__seconds();
+        pipe_run(t, feeds, n_feeds, t->cfg.max_batch);
+        w = nncl__seconds() - w;
+        pipe_restore(t);
+        if ((f = pipe_failed(t)) >= 0) st = nncl__fail(t->ctx, t->dev_status[f], "%s", nncl__trainer_dev_msg(t, f));
+        else if (r == 1 || (r > 1 && w < *sec)) *sec = w;
+    }
+    NNCL_FREE(zeros);
+    NNCL_FREE(feeds);
+    return st;
+}
+
+nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+    nncl__pipe *pp = t->pipe;
+    double t0 = nncl__seconds(), ss = 0;
+    int s, m, bad, f;
+    float sumsq;
+    for (s = 0; s < pp->k; s++)
+        if (!t->alive[s])
+            return nncl__fail(t->ctx, NNCL_ERR_STATE, "nncl_trainer_step: the stage on device %d failed; create the "
+                              "trainer again from the last checkpoint", t->device[s]);
+    info->loss_scale = t->scaling ? t->scale : 1.0f;
+    info->arrangement = NNCL_ARRANGE_PIPELINE;
+    snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
+    t->plan[pp->k - 1]->seed = info->loss_scale;
+    pipe_run(t, feeds, n_feeds, batch);
     if ((f = pipe_failed(t)) >= 0) { /* nothing stepped: the statistics go back and the trainer is as it was */
         pipe_restore(t);
         if (nncl__device_fault(t->dev_status[f])) t->alive[f] = 0;

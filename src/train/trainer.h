@@ -38,6 +38,7 @@ struct nncl_trainer {
     struct nncl__pipe *pipe;   /* pipeline parallelism (pipeline.h); NULL: data parallel */
     char why[128];             /* why the devices work as they do (nncl_step_info.arrangement_why) */
     int left_out;              /* devices the calibration left out (alive 0, not failed) */
+    double pass_seconds;       /* the calibration's time of a pass of max_batch as arranged */
     /* Overlap: for every backward position the ranges of the gradient
      * buffer that are final after it (read on the plans' transfer queues). */
     struct nncl__bucket *buckets;
