@@ -8,7 +8,13 @@
  * backward of m-(K-s), which waited for the next stage's use of that
  * slot), taking the cut's gradient back the same way; a stage whose plan
  * last ran another micro-batch first recomputes this one's forward (its
- * running statistics kept as they were). The gradients are
+ * running statistics kept as they were). The copies at the cuts do not
+ * block: a stage enqueues its read into the (pinned) slot and goes on
+ * computing; the stage that takes the slot waits for that read's event.
+ * The slot is not refilled too soon, because each handover (a flag and its
+ * read's event) completes only after everything its stage's in-order
+ * queue held before it, the writes from the slots it was given included.
+ * The gradients are
  * accumulated on each stage's device weighted by micro-batch size; the norm, the
  * NaN/Inf verdict and the loss scale are decided over all stages; each
  * stage then steps its optimizer once. Also the gathering and scattering of
@@ -33,6 +39,32 @@ static nncl_status pipe_wait(nncl_trainer *t, int s, const unsigned char *flag) 
     if (!ab) return NNCL_OK;
     t->peer_failed[s] = 1;
     return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "stopped: another stage failed");
+}
+
+/* Waits for the read that filled a slot (*ev, then released); its time is
+ * stage s's transfer time. */
+static nncl_status pipe_wait_read(nncl_trainer *t, int s, cl_event *ev) {
+    double t0 = nncl__seconds();
+    cl_int err, done = CL_COMPLETE;
+    if (!*ev) return NNCL_OK;
+    err = clWaitForEvents(1, ev);
+    if (err == CL_SUCCESS)
+        err = clGetEventInfo(*ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof done, &done, NULL);
+    clReleaseEvent(*ev);
+    *ev = NULL;
+    t->pipe->st[s].xfer += nncl__seconds() - t0;
+    if (err == CL_SUCCESS && done < 0) err = done;
+    NNCL_CL_CHECK(t->ctx, err, "clWaitForEvents (the copy at a pipeline cut)");
+    return NNCL_OK;
+}
+
+void nncl__pipe_events_release(nncl__pipe *pp) {
+    size_t i;
+    for (i = 0; pp->act_ev && pp->grad_ev && i < (size_t)pp->k * (size_t)pp->m; i++) {
+        if (pp->act_ev[i]) clReleaseEvent(pp->act_ev[i]);
+        if (pp->grad_ev[i]) clReleaseEvent(pp->grad_ev[i]);
+        pp->act_ev[i] = pp->grad_ev[i] = NULL;
+    }
 }
 
 static void pipe_post(nncl__pipe *pp, unsigned char *flag, int abort) {
@@ -80,13 +112,16 @@ static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
     nncl__plan *p = t->plan[s];
     double t0;
     if (st->in) NNCL_TRY(pipe_wait(t, s, &pp->act_ready[(s - 1) * pp->m + m]));
+    if (st->in) NNCL_TRY(pipe_wait_read(t, s, &pp->act_ev[(s - 1) * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 0));
     NNCL_TRY(pipe_feed(t, s, m));
     NNCL_TRY(nncl__plan_forward(p, pp->len[m], 1));
     t0 = nncl__seconds();
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, NULL));
     else {
-        NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], NULL));
+        cl_event *ev = &pp->act_ev[s * pp->m + m];
+        NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], ev));
+        NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* under way while the stage goes on */
         pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
     }
     st->xfer += nncl__seconds() - t0;
@@ -115,6 +150,7 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, i
     nncl__view acc;
     double t0;
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait(t, s, &pp->grad_ready[s * pp->m + m]));
+    if (s + 1 < pp->k) NNCL_TRY(pipe_wait_read(t, s, &pp->grad_ev[s * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 1));
     if (recompute) NNCL_TRY(pipe_recompute(t, s, m));
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward(p));
@@ -122,9 +158,12 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, i
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
         nncl__view v = p->x.grad[st->in->id];
-        if (v.mem)
-            NNCL_TRY(nncl__plan_read_view(p, v, pipe_slot(pp, pp->grad, s - 1, m), nncl__numel(st->in, pp->len[m])));
-        else memset(pipe_slot(pp, pp->grad, s - 1, m), 0, nncl__numel(st->in, pp->len[m]) * 4);
+        if (v.mem) { /* fp32: a pipeline's storage */
+            NNCL_CL(t->ctx, clEnqueueReadBuffer(nncl__plan_device(p)->queue, v.mem, CL_FALSE, v.off * 4,
+                                                nncl__numel(st->in, pp->len[m]) * 4, pipe_slot(pp, pp->grad, s - 1, m),
+                                                0, NULL, &pp->grad_ev[(s - 1) * pp->m + m]));
+            NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue));
+        } else memset(pipe_slot(pp, pp->grad, s - 1, m), 0, nncl__numel(st->in, pp->len[m]) * 4);
     }
     /* The slot's writes to the device are done before the previous stage may refill it. */
     if (st->in && !(st->in->needs_grad && p->x.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
@@ -239,6 +278,7 @@ static void pipe_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int b
     memset(t->peer_failed, 0, (size_t)t->nd * sizeof(int));
     pp->abort = 0;
     nncl__trainer_each_device(t, pipe_stage_job, NULL);
+    nncl__pipe_events_release(pp); /* after a failure, reads no stage waited for */
 }
 
 nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec) {

@@ -276,12 +276,12 @@ static nncl_status trainer_try_pipeline(nncl_trainer *t) {
     }
     if (st != NNCL_OK)
         nncl__log(t->ctx, NNCL_LOG_INFO, "no pipeline to measure against data parallelism: %s", nncl__thread_error());
+    for (i = 0; i < t->nd; i++) nncl__plan_free(t->plan[i]);
+    nncl__pipe_free(t); /* on the stages' devices: before their order goes back */
     for (i = 0; i < t->nd; i++) {
-        nncl__plan_free(t->plan[i]);
         t->device[i] = dev[i];
         t->alive[i] = alive[i];
     }
-    nncl__pipe_free(t);
     NNCL_FREE(t->plan);
     t->plan = dp;
     t->left_out = left_out;
