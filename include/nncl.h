@@ -619,8 +619,9 @@ typedef struct nncl_train_config {
      * its own parameters, gradients and optimizer state. The global batch
      * goes through in micro_batches parts in the order schedule gives (a
      * stage recomputing a part's forward from its saved input before its
-     * backward when its last forward was another's); activations at a cut and their
-     * gradients pass through host memory. The gradients are accumulated
+     * backward when its last forward was another's); activations at a cut
+     * and their gradients pass through pinned host memory, each copy
+     * running while its stage goes on computing. The gradients are accumulated
      * over the parts weighted by their size and each stage steps once per
      * global batch: the same as one device on the whole batch (mean loss).
      * Clipping by global norm, the NaN/Inf skip and loss scaling decide
