@@ -363,48 +363,6 @@ static nncl_status pipe_check_shared(nncl_trainer *t) {
     return NNCL_OK;
 }
 
-/* bytes of host memory pinned for device d's transfers (a buffer it
- * allocates in host memory, mapped once), so that its reads and writes of
- * the slots need no staging copy of the driver's. */
-static nncl_status pipe_pin(nncl_trainer *t, int d, size_t bytes, cl_mem *mem, float **ptr) {
-    nncl_device *dev = nncl__device(t->ctx, t->device[d]);
-    cl_int err;
-    *mem = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
-    NNCL_CL_CHECK(t->ctx, err, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
-    *ptr = (float *)clEnqueueMapBuffer(dev->queue, *mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL,
-                                       &err);
-    if (err != CL_SUCCESS) {
-        clReleaseMemObject(*mem);
-        *mem = NULL;
-        *ptr = NULL;
-    }
-    NNCL_CL_CHECK(t->ctx, err, "clEnqueueMapBuffer");
-    memset(*ptr, 0, bytes);
-    return NNCL_OK;
-}
-
-/* Cut c's slots of values (pinned for stage c, which reads them from its
- * device) or of gradients (for stage c + 1); host memory where the driver
- * cannot pin (said in the log). */
-static nncl_status pipe_slots(nncl_trainer *t, int c, int grad, size_t bytes) {
-    nncl__pipe *pp = t->pipe;
-    cl_mem *mem = grad ? &pp->pin_grad[c] : &pp->pin_act[c];
-    float **ptr = grad ? &pp->grad[c] : &pp->act[c];
-    if (pipe_pin(t, c + grad, bytes, mem, ptr) == NNCL_OK) return NNCL_OK;
-    nncl__log(t->ctx, NNCL_LOG_INFO, "pipeline cut %d: no pinned host memory (%s); plain host memory instead", c,
-              nncl__thread_error());
-    *mem = NULL;
-    *ptr = (float *)nncl__calloc(bytes, 1);
-    return *ptr ? NNCL_OK : nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-}
-
-/* Unmaps and releases a pinned buffer on device d (its queue waits for the unmap). */
-static void pipe_unpin(nncl_trainer *t, int d, cl_mem mem, float *ptr) {
-    nncl_device *dev = nncl__device(t->ctx, t->device[d]);
-    if (clEnqueueUnmapMemObject(dev->queue, mem, ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(dev->queue);
-    clReleaseMemObject(mem);
-}
-
 static nncl_status pipe_alloc(nncl_trainer *t) {
     nncl__pipe *pp = t->pipe;
     int s, cuts = pp->k - 1;
@@ -427,8 +385,8 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
         size_t n;
         pp->slots[s] = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE || pp->k - s > pp->m ? pp->m : pp->k - s;
         n = nncl__numel(pp->st[s].out, pp->mb) * (size_t)pp->slots[s];
-        NNCL_TRY(pipe_slots(t, s, 0, n * sizeof(float)));
-        NNCL_TRY(pipe_slots(t, s, 1, n * sizeof(float)));
+        NNCL_TRY(nncl__pipe_slots(t, s, 0, n * sizeof(float)));
+        NNCL_TRY(nncl__pipe_slots(t, s, 1, n * sizeof(float)));
     }
     for (s = 0; s < pp->k; s++) {
         nncl__stage *st = &pp->st[s];
@@ -568,13 +526,7 @@ void nncl__pipe_free(nncl_trainer *t) {
             nncl__buffer_release(nncl__device(t->ctx, t->device[s]), pp->st[s].acc, pp->st[s].g->n_trainable * 4);
         pipe_stage_free(&pp->st[s]);
     }
-    nncl__pipe_events_release(pp);
-    for (s = 0; s < pp->k; s++) {
-        if (pp->act && pp->pin_act && pp->pin_act[s]) pipe_unpin(t, s, pp->pin_act[s], pp->act[s]);
-        else if (pp->act) NNCL_FREE(pp->act[s]);
-        if (pp->grad && pp->pin_grad && pp->pin_grad[s]) pipe_unpin(t, s + 1, pp->pin_grad[s], pp->grad[s]);
-        else if (pp->grad) NNCL_FREE(pp->grad[s]);
-    }
+    nncl__pipe_slots_free(t);
     if (pp->locks) {
         pthread_mutex_destroy(&pp->lock);
         pthread_cond_destroy(&pp->cond);

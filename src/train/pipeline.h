@@ -67,6 +67,12 @@ void nncl__pipe_free(nncl_trainer *t);
  * max_batch zeros through the pipeline, after one untimed; the running
  * statistics are put back. */
 nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec);
+/* Cut c's slots of values (grad 0: pinned for stage c, which reads them
+ * from its device) or of gradients (1: for stage c + 1), bytes each, into
+ * t->pipe's act[c] or grad[c]; host memory where the driver cannot pin
+ * (said in the log). slots_free releases every cut's. */
+nncl_status nncl__pipe_slots(nncl_trainer *t, int c, int grad, size_t bytes);
+void nncl__pipe_slots_free(nncl_trainer *t);
 /* Releases the events of reads no stage waited for (a step that failed). */
 void nncl__pipe_events_release(nncl__pipe *pp);
 /* nncl_trainer_step of a pipelined trainer. */

@@ -17,7 +17,7 @@
  * The gradients are
  * accumulated on each stage's device weighted by micro-batch size; the norm, the
  * NaN/Inf verdict and the loss scale are decided over all stages; each
- * stage then steps its optimizer once. Also the gathering and scattering of
+ * stage then steps its optimizer once. Also the slots at the cuts, and the gathering and scattering of
  * parameters and optimizer state between the stages and the graph's
  * layout. */
 #include "train/pipeline.h"
@@ -365,6 +365,59 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     for (s = 0; s < pp->k; s++) info->exchange_seconds += pp->st[s].xfer;
     info->seconds = nncl__seconds() - t0;
     return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- the slots at the cuts */
+
+/* bytes of host memory pinned for device d's transfers (a buffer it
+ * allocates in host memory, mapped once), so that its reads and writes of
+ * the slots need no staging copy of the driver's. */
+static nncl_status pipe_pin(nncl_trainer *t, int d, size_t bytes, cl_mem *mem, float **ptr) {
+    nncl_device *dev = nncl__device(t->ctx, t->device[d]);
+    cl_int err;
+    *mem = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+    NNCL_CL_CHECK(t->ctx, err, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
+    *ptr = (float *)clEnqueueMapBuffer(dev->queue, *mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL,
+                                       &err);
+    if (err != CL_SUCCESS) {
+        clReleaseMemObject(*mem);
+        *mem = NULL;
+        *ptr = NULL;
+    }
+    NNCL_CL_CHECK(t->ctx, err, "clEnqueueMapBuffer");
+    memset(*ptr, 0, bytes);
+    return NNCL_OK;
+}
+
+nncl_status nncl__pipe_slots(nncl_trainer *t, int c, int grad, size_t bytes) {
+    nncl__pipe *pp = t->pipe;
+    cl_mem *mem = grad ? &pp->pin_grad[c] : &pp->pin_act[c];
+    float **ptr = grad ? &pp->grad[c] : &pp->act[c];
+    if (pipe_pin(t, c + grad, bytes, mem, ptr) == NNCL_OK) return NNCL_OK;
+    nncl__log(t->ctx, NNCL_LOG_INFO, "pipeline cut %d: no pinned host memory (%s); plain host memory instead", c,
+              nncl__thread_error());
+    *mem = NULL;
+    *ptr = (float *)nncl__calloc(bytes, 1);
+    return *ptr ? NNCL_OK : nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+}
+
+/* Unmaps and releases a pinned buffer on device d (its queue waits for the unmap). */
+static void pipe_unpin(nncl_trainer *t, int d, cl_mem mem, float *ptr) {
+    nncl_device *dev = nncl__device(t->ctx, t->device[d]);
+    if (clEnqueueUnmapMemObject(dev->queue, mem, ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(dev->queue);
+    clReleaseMemObject(mem);
+}
+
+void nncl__pipe_slots_free(nncl_trainer *t) {
+    nncl__pipe *pp = t->pipe;
+    int s;
+    nncl__pipe_events_release(pp);
+    for (s = 0; s < pp->k; s++) {
+        if (pp->act && pp->pin_act && pp->pin_act[s]) pipe_unpin(t, s, pp->pin_act[s], pp->act[s]);
+        else if (pp->act) NNCL_FREE(pp->act[s]);
+        if (pp->grad && pp->pin_grad && pp->pin_grad[s]) pipe_unpin(t, s + 1, pp->pin_grad[s], pp->grad[s]);
+        else if (pp->grad) NNCL_FREE(pp->grad[s]);
+    }
 }
 
 /* ------------------------------------------------------------- the graph's layout */
