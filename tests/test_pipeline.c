@@ -1,7 +1,7 @@
 /* test_pipeline.c - pipeline parallelism (nncl_train_config.pipeline): with
  * M micro-batches over 1, 2 and 3 stages, both schedules, the loss of every
  * step and the parameters and optimizer state after 5 steps equal one
- * device on the whole batch (MLP, CNN, an attention block), and the values
+ * device on the whole batch (MLP, CNN, an attention block, a GPT), and the values
  * held at each cut as the schedule allows; with batch norm equal to one
  * stage running the micro-batches as separate passes; checkpoints load
  * into a one-device trainer; the cut under a memory limit; an injected
