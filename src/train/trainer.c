@@ -246,7 +246,7 @@ static nncl_status trainer_pipeline_instead(nncl_trainer *t) {
 static nncl_status trainer_try_pipeline(nncl_trainer *t) {
     nncl__plan **dp = t->plan;
     int dev[64], alive[64], left_out = t->left_out, i;
-    char why[sizeof t->why];
+    char why[sizeof t->why], b[2 * sizeof t->why];
     double sec = 0;
     nncl_status st;
     t->plan = (nncl__plan **)nncl__calloc((size_t)t->nd, sizeof(nncl__plan *));
@@ -266,7 +266,6 @@ static nncl_status trainer_try_pipeline(nncl_trainer *t) {
     if (st == NNCL_OK && sec < t->pass_seconds) {
         for (i = 0; i < t->nd; i++) nncl__plan_free(dp[i]);
         NNCL_FREE(dp);
-        char b[2 * sizeof t->why];
         snprintf(b, sizeof b, "a pipeline of %d stages is fastest: %.3g s a pass of %d; %s", t->nd, sec,
                  t->cfg.max_batch, why);
         b[sizeof t->why - 1] = 0;

@@ -97,7 +97,8 @@ enum { NNCL__TRAINER_CHUNK = 4096 };
 typedef enum nncl__pass_mode {
     NNCL__PASS_STEP,            /* a step: every live device its shard of the batch */
     NNCL__PASS_CALIBRATE_EACH,  /* calibration: every device a shard of t->shard[i] alone (solo) */
-    NNCL__PASS_CALIBRATE_SPLIT  /* calibration: the shards as split, devices without one idle */
+    NNCL__PASS_CALIBRATE_SPLIT  /* calibration: the shards as split, devices without one idle, the gradients
+                                 * read back unless solo */
 } nncl__pass_mode;
 
 /* What the threads of a pass share. */

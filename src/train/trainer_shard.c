@@ -127,7 +127,8 @@ static int trainer_candidate(nncl_trainer *t, const int *ord, int c, int full) {
  * the cost model cannot see, and a device may cost more than it adds: the
  * arrangements are timed as whole passes of the full batch, interleaved so
  * that a slow spell hits them all: every device alone, and data parallel
- * over the 2, 3, .. fastest by the model. The fastest is kept (the fewer
+ * over the 2, 3, .. fastest by the model, their gradients read back (the
+ * host's average and its copy back are not timed). The fastest is kept (the fewer
  * devices on a tie); the devices it does not use are left out (alive 0),
  * unless cfg.arrangement asks for data parallelism over all of them. */
 static nncl_status trainer_choose(nncl_trainer *t, nncl__trainer_pass *job, int reps, int full) {
@@ -154,6 +155,7 @@ static nncl_status trainer_choose(nncl_trainer *t, nncl__trainer_pass *job, int 
             double w = 0;
             used[c] = trainer_candidate(t, ord, c, full);
             if (c >= t->nd && used[c] < c - t->nd + 2) continue; /* the model gives some of them nothing */
+            job->solo = used[c] == 1; /* together, each reads its gradients back, as a step does */
             st = trainer_time_passes(t, job, 1, NULL, &w);
             if (r > 0 && (sec[c] < 0 || w < sec[c])) sec[c] = w;
         }

@@ -281,7 +281,7 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg) {
     if (job->mode == NNCL__PASS_CALIBRATE_EACH)
         return trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1);
     if (job->mode == NNCL__PASS_CALIBRATE_SPLIT)
-        return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1) : NNCL_OK;
+        return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, job->solo) : NNCL_OK;
     if (!t->alive[i]) return NNCL_OK;
     if (job->snapshot) NNCL_TRY(trainer_shadow(t, i, 1));
     /* no shard this step: its queue may still be copying the last step's
