@@ -635,7 +635,8 @@ typedef struct nncl_train_config {
      * where the model fits every device, else (a device's plan refused for
      * memory) a pipeline over the devices; with arrangement 0 and a model
      * that fits, the pipeline is then also timed against data parallelism
-     * and kept when it is faster. */
+     * and kept when it is faster (then refusing predict, evaluate and fit,
+     * as above: leave pipeline 0 for a trainer that needs them). */
     int pipeline;
     int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
     /* n_devices - 1 node names, each the last node of a stage (a node
