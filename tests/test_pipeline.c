@@ -376,6 +376,46 @@ static int test_failure(nncl_context *ctx, int backward, int sched) {
     return 0;
 }
 
+/* Three stages: a failure injected in the middle stage's forward or
+ * backward (the others wait on it both ways) ends the step with an error
+ * naming its device, everything as before, and the trainer refusing steps. */
+static int test_failure3(nncl_context *ctx, int backward, int sched) {
+    char name[160], want[64];
+    int devs[3] = {0, 1, 2}, r;
+    tp_model m;
+    nncl_trainer *t = NULL;
+    nncl_train_config c = tp_config(devs, 3, 1, 4);
+    float *v0, *v1;
+    nncl_status st;
+    snprintf(name, sizeof name, "3 stages, the middle one failing in its %s (%s): an error naming it, nothing lost",
+             backward ? "backward" : "forward", sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B");
+    if (nncl_device_count(ctx) < 3) {
+        th_skip(name, "needs three devices (POCL_DEVICES=\"pthread pthread pthread\")");
+        return 0;
+    }
+    c.pipe_schedule = sched;
+    TH_CHECK(name, tp_build(ctx, &m, TP_MLP));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    TH_OK(name, ctx, tp_step(t, &m, 0, NULL));
+    TH_CHECK(name, !tp_dump(t, &v0));
+    t->fail_device = 1;
+    t->fail_step = 1;
+    t->fail_in_backward = backward;
+    st = tp_step(t, &m, 1, NULL);
+    snprintf(want, sizeof want, "device %d", t->device[1]);
+    TH_CHECK(name, st == NNCL_ERR_DEVICE && strstr(nncl_last_error(ctx), want) != NULL);
+    TH_CHECK(name, nncl_trainer_step_count(t) == 1 && !tp_dump(t, &v1));
+    r = memcmp(v0, v1, (m.g->n_params + m.g->n_state + t->opt_floats) * sizeof(float)) == 0;
+    free(v0);
+    free(v1);
+    TH_CHECK(name, r);
+    TH_CHECK(name, tp_step(t, &m, 2, NULL) == NNCL_ERR_STATE);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
 static int tp_refused(nncl_context *ctx, int kind, nncl_train_config *c, nncl_status want, const char *words) {
     tp_model m;
     nncl_trainer *t = NULL;
@@ -690,7 +730,11 @@ int main(int argc, char **argv) {
             if (three) test_equal(ctx, kind, 3, 4, 0, sched);
             else test_equal(ctx, kind, 2, 3, 0, sched);
         }
-        if (three) test_equal(ctx, TP_MLP, 3, 2, 0, sched); /* fewer micro-batches than stages */
+        if (three) {
+            test_equal(ctx, TP_MLP, 3, 2, 0, sched); /* fewer micro-batches than stages */
+            test_failure3(ctx, 0, sched);
+            test_failure3(ctx, 1, sched);
+        }
     }
     if (three) {
         nncl_free(ctx);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_pipeline3.sh - the pipeline's 3-stage checks (test_pipeline three):
 # MLP, CNN, an attention block and a GPT over three stages, GPipe and 1F1B, equal
-# to one device on the whole batch, on three PoCL devices
+# to one device on the whole batch, and a failure in the middle stage's
+# forward and backward changing nothing, on three PoCL devices
 # (POCL_DEVICES="pthread pthread pthread"). Where PoCL cannot give three,
 # each check says SKIP with the reason. Needs the tests built in $B
 # (default build).
