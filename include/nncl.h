@@ -617,7 +617,7 @@ typedef struct nncl_train_config {
      * forward and backward timed on each device at creation, or with shares
      * given from its arithmetic over the device's share); each stage holds only
      * its own parameters, gradients and optimizer state. The global batch
-     * goes through in micro_batches parts in the order schedule gives (a
+     * goes through in micro_batches parts in the order pipe_schedule gives (a
      * stage recomputing a part's forward from its saved input before its
      * backward when its last forward was another's); activations at a cut
      * and their gradients pass through pinned host memory, each copy
@@ -649,10 +649,12 @@ typedef struct nncl_train_config {
     /* How the devices work (nncl_arrangement), 0: measured at creation (a
      * few untimed and timed passes on zeros of the full batch, nothing
      * learnt from them): every device alone, data parallelism over the 2,
-     * 3, .. devices fastest alone, and with pipeline -1 the pipeline too;
-     * the fastest is kept, so a trainer over several devices is never
-     * slower than its fastest device alone, and the step info says which
-     * and the seconds each took. Any other value forces it, unmeasured:
+     * 3, .. devices fastest alone (their gradients read back; the host's
+     * average and its copy back are not timed), and with pipeline -1 the
+     * pipeline too; the fastest is kept, so a trainer over several devices
+     * is not slower than its fastest device alone as far as those passes
+     * tell, and the step info says which and the seconds each took (fixed
+     * shares: data parallel, unmeasured). Any other value forces it, unmeasured:
      * NNCL_ARRANGE_ONE the first device listed alone, NNCL_ARRANGE_DATA
      * data parallelism over every device, NNCL_ARRANGE_PIPELINE as
      * pipeline 1. */
@@ -664,7 +666,8 @@ typedef struct nncl_train_config {
  * remaining backwards, so the values held at a cut (host staging of the
  * micro-batches not yet back) are at most K-s micro-batches, against
  * GPipe's M. The two sum the micro-batches' gradients in other orders, so
- * they agree within fp32 rounding (about 1e-6 relative), not bit for bit. */
+ * they agree to fp32 rounding, not bit for bit (tests/test_pipeline.c holds
+ * both to one device within 2e-4 relative after 5 Adam steps). */
 typedef enum nncl_pipe_schedule {
     NNCL_PIPE_1F1B = 0,    /* one forward, one backward (the default) */
     NNCL_PIPE_GPIPE = 1    /* every micro-batch forward, then every one backward */
