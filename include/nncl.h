@@ -649,8 +649,8 @@ typedef struct nncl_train_config {
     /* How the devices work (nncl_arrangement), 0: measured at creation (a
      * few untimed and timed passes on zeros of the full batch, nothing
      * learnt from them): every device alone, data parallelism over the 2,
-     * 3, .. devices fastest alone (their gradients read back; the host's
-     * average and its copy back are not timed), and with pipeline -1 the
+     * 3, .. devices fastest alone (with their gradients' exchange; the
+     * update, which each arrangement runs, untimed), and with pipeline -1 the
      * pipeline too; the fastest is kept, so a trainer over several devices
      * is not slower than its fastest device alone as far as those passes
      * tell, and the step info says which and the seconds each took (fixed

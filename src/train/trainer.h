@@ -117,6 +117,11 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg);
  * creation (the caller restores the running statistics); rebalance moves
  * them towards the last step's times. */
 void nncl__trainer_split(nncl_trainer *t, int batch);
+/* The seconds of a step's exchange after a pass of the shards set (their
+ * gradients read back into gbuf, sbuf): the host's average, and one
+ * device's copy of it (the devices take theirs at once). Overwrites that
+ * device's gradients and running statistics: for calibration only. */
+nncl_status nncl__trainer_exchange_time(nncl_trainer *t, int batch, double *sec);
 nncl_status nncl__trainer_calibrate(nncl_trainer *t);
 void nncl__trainer_rebalance(nncl_trainer *t);
 

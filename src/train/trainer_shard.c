@@ -127,8 +127,9 @@ static int trainer_candidate(nncl_trainer *t, const int *ord, int c, int full) {
  * the cost model cannot see, and a device may cost more than it adds: the
  * arrangements are timed as whole passes of the full batch, interleaved so
  * that a slow spell hits them all: every device alone, and data parallel
- * over the 2, 3, .. fastest by the model, their gradients read back (the
- * host's average and its copy back are not timed). The fastest is kept (the fewer
+ * over the 2, 3, .. fastest by the model with their exchange (the read
+ * back, the host's average, its copy to the devices; the update, which
+ * every arrangement runs, is not timed). The fastest is kept (the fewer
  * devices on a tie); the devices it does not use are left out (alive 0),
  * unless cfg.arrangement asks for data parallelism over all of them. */
 static nncl_status trainer_choose(nncl_trainer *t, nncl__trainer_pass *job, int reps, int full) {
@@ -157,6 +158,11 @@ static nncl_status trainer_choose(nncl_trainer *t, nncl__trainer_pass *job, int 
             if (c >= t->nd && used[c] < c - t->nd + 2) continue; /* the model gives some of them nothing */
             job->solo = used[c] == 1; /* together, each reads its gradients back, as a step does */
             st = trainer_time_passes(t, job, 1, NULL, &w);
+            if (st == NNCL_OK && used[c] > 1) { /* and the host averages them, the devices take the average */
+                double ex = 0;
+                st = nncl__trainer_exchange_time(t, full, &ex);
+                w += ex;
+            }
             if (r > 0 && (sec[c] < 0 || w < sec[c])) sec[c] = w;
         }
     if (st != NNCL_OK) return st;
