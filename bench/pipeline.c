@@ -89,7 +89,11 @@ static int pipe_measure(const bench_opts *o, nncl_context *ctx, const int *devs,
         rate = steps * (double)batch / (bench_now() - t0);
         if (rate > best) best = rate;
         bench_progress("pipeline: %d device%s %s: %.0f samples/s", n, n > 1 ? "s" : "",
-                       pipeline > 0 ? "pipelined" : pipeline < 0 ? "as measured at creation" : n > 1 ? "data parallel" : "alone", rate);
+                       pipeline > 0   ? "pipelined"
+                       : pipeline < 0 ? "as measured at creation"
+                       : n > 1        ? "data parallel"
+                                      : "alone",
+                       rate);
     }
     r->samples_s = best;
     snprintf(r->why, sizeof r->why, "%s", info.arrangement_why);
