@@ -572,7 +572,8 @@ int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max) {
         out[s].transfer_seconds = st->xfer;
         if (s + 1 < t->pipe->k) {
             out[s].held_micro_batches = t->pipe->slots[s];
-            out[s].held_bytes = 8 * nncl__numel(st->out, t->pipe->mb) * (size_t)t->pipe->slots[s]; /* values, gradients */
+            /* a slot of values and one of gradients per micro-batch held */
+            out[s].held_bytes = 8 * nncl__numel(st->out, t->pipe->mb) * (size_t)t->pipe->slots[s];
         }
     }
     return t->pipe->k;
