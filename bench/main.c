@@ -21,7 +21,7 @@ const bench_section bench_sections[] = {
     {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
     {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
     {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
-    {"training", "training (Adam: MLP, CNN, LSTM, MobileNet batch 100, VGG, ResNet 64; GPTs AdamW): alone and together",
+    {"training", "training (Adam: MLP, CNN, LSTM, MobileNet batch 100, VGG, ResNet 64; GPTs AdamW): alone, together",
      bench_training, bench_training_steps, NULL},
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"checkpoint", "gradient checkpointing: peak memory, samples/s, largest batch under a 256 MiB cap",

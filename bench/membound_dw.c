@@ -10,18 +10,19 @@
  * padding k/2, no bias -> global average pool -> dense 10 -> softmax
  * cross-entropy, Adam; at 32 channels of 32x32, batch 64 (8 MiB in fp32),
  * and at the depthwise layers of examples/fashion_mnist_mobilenet (batch
- * 100). Each of the three kernels must read one of x, dy and write the
+ * 100); --quick measures two of them. Each of the three kernels must read one of x, dy and write the
  * other or read both: the bytes of x plus those of y, once. */
 #include "bench.h"
 #include <stdlib.h>
 #include <string.h>
 
+/* quick: measured also with --quick */
 static const struct dw_layer {
     const char *name;
-    int k, stride, B, C, HW;
-} dw_layers[] = {{"dw3x3 s1", 3, 1, 64, 32, 32},       {"dw3x3 s2", 3, 2, 64, 32, 32},
-                 {"dw5x5 s1", 5, 1, 64, 32, 32},       {"mobilenet 16x28 s2", 3, 2, 100, 16, 28},
-                 {"mobilenet 32x14 s2", 3, 2, 100, 32, 14}, {"mobilenet 64x7 s1", 3, 1, 100, 64, 7}};
+    int k, stride, B, C, HW, quick;
+} dw_layers[] = {{"dw3x3 s1", 3, 1, 64, 32, 32, 1},           {"dw3x3 s2", 3, 2, 64, 32, 32, 0},
+                 {"dw5x5 s1", 5, 1, 64, 32, 32, 0},           {"mobilenet 16x28 s2", 3, 2, 100, 16, 28, 0},
+                 {"mobilenet 32x14 s2", 3, 2, 100, 32, 14, 1}, {"mobilenet 64x7 s1", 3, 1, 100, 64, 7, 0}};
 
 /* kernel j (0 forward, 1 input gradient, 2 weight gradient: every kernel
  * named so far, its two passes and their variants) of path p (0 the
@@ -129,6 +130,7 @@ void bench_membound_dw(const bench_opts *o, nncl_context *pc, int d, double copy
     size_t i;
     if (env) snprintf(keep, sizeof keep, "%s", env);
     for (i = 0; i < sizeof dw_layers / sizeof dw_layers[0]; i++) {
+        if (o->quick && !dw_layers[i].quick) continue;
         bench_progress("membound d%d: depthwise %s, its kernels and the general ones interleaved", d, dw_layers[i].name);
         dw_layer_run(o, pc, d, &dw_layers[i], copy_gbs);
     }
