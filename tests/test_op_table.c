@@ -296,18 +296,19 @@ static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row 
 }
 
 /* rnn_scan: a[0] 1 GRU (else LSTM), a[1] H; in[0] the gates [T, G H] with
- * W_hh (and the GRU's b_hh) parameters; a[2] 1: instead a two-layer
+ * W_hh, b_ih and b_hh parameters; a[2] 1: instead a two-layer
  * nncl_lstm / nncl_gru of H over in[0] [T, F] (input products, the
  * parameters' names and the layers' chain around the op). */
 static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     int G = r->a[0] ? 3 : 4, H = r->a[1], ws[2], bs[1];
-    nncl_node *w, *b = NULL;
+    nncl_node *w, *bi, *bh;
     if (r->a[2]) return r->a[0] ? nncl_gru(g, in[0], H, 2, "rnn") : nncl_lstm(g, in[0], H, 2, "rnn");
     ws[0] = bs[0] = G * H;
     ws[1] = H;
     w = nncl_param(g, "w_hh", 2, ws, NNCL_INIT_UNIFORM, 0.6f);
-    if (r->a[0]) b = nncl_param(g, "b_hh", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
-    return nncl__rnn_scan(g, r->a[0], in[0], w, b);
+    bi = nncl_param(g, "b_ih", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
+    bh = nncl_param(g, "b_hh", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
+    return nncl__rnn_scan(g, r->a[0], in[0], w, bi, bh);
 }
 
 /* ------------------------------------------------------------- the table */

@@ -1,17 +1,19 @@
 /* op_rnn.c - rnn_scan, the recurrence of an LSTM or GRU layer as one node
  * (nncl_lstm / nncl_gru build it, src/ops/rnn.c). Node: in[0] gi
- * [B, T, G H], the input gates of every step (x W_ih^T + b_ih, for the
- * LSTM + b_hh too), in[1] W_hh [G H, H], in[2] (GRU) b_hh [G H]; iattr[0]
+ * [B, T, G H], the input products of every step (x W_ih^T), in[1] W_hh
+ * [G H, H], in[2] b_ih, in[3] b_hh [G H], added in the cell; iattr[0]
  * the cell (0 LSTM, G 4, gates i f g o; 1 GRU, G 3, gates r z n, PyTorch's
  * n = tanh(gi_n + r (W_hn h + b_hn))). Output h [B, T, H], zero initial
  * state. Per step one product hh = h_{t-1} W_hh^T (none at t = 0) and one
  * fused cell kernel (cl/rnn.cl); the backward runs the steps in reverse,
  * one cell-backward kernel (gate gradients, dc carried) and one product
  * dh_{t-1} = dgates_t W_hh per step, then dW_hh = sum_t dgates_t^T h_{t-1}
- * as ONE product over all steps, which the time-major aux makes possible:
+ * as ONE product over all steps, and the biases' gradients as column sums
+ * over all steps, which the time-major aux makes possible:
  * aux holds gates [T, B, 4H] (GRU: r, z, n, W_hn h + b_hn), h [T, B, H],
  * c [T, B, H], then scratch hh [B, G H], dh and dc [B, H]; the backward
- * overwrites each step's gates with its gate gradients. */
+ * overwrites each step's gates with its gate gradients (GRU: those of r,
+ * z, W_hn h + b_hn and n). */
 #include "ops/ops.h"
 #include <math.h>
 
@@ -40,24 +42,21 @@ static nncl_status rs_check(nncl_graph *g, const nncl_node *n) {
     if (n->iattr[0] != 0 && n->iattr[0] != 1)
         return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "rnn_scan \"%s\": cell %d is not 0 (LSTM) or 1 (GRU)",
                                  n->name, n->iattr[0]);
-    if (n->n_in != (n->iattr[0] ? 3 : 2))
-        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "rnn_scan \"%s\": the %s takes %d inputs, got %d",
-                                 n->name, n->iattr[0] ? "GRU" : "LSTM", n->iattr[0] ? 3 : 2, n->n_in);
     return NNCL_OK;
 }
 
 static nncl_status rs_shape(nncl_graph *g, nncl_node *n) {
-    const nncl_node *gi = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
-    char s1[64], s2[64], s3[64];
+    const nncl_node *gi = n->in[0], *w = n->in[1], *bi = n->in[2], *bh = n->in[3];
+    char s1[64], s2[64], s3[64], s4[64];
     int G = n->iattr[0] ? 3 : 4, H = w->ndim == 2 ? w->shape[1] : 0;
     if (!gi->batched || gi->ndim != 3 || w->batched || w->ndim != 2 || H <= 0 || w->shape[0] != G * H ||
-        gi->shape[2] != G * H || (b && (b->batched || b->ndim != 1 || b->shape[0] != G * H)))
+        gi->shape[2] != G * H || bi->batched || bi->ndim != 1 || bi->shape[0] != G * H || bh->batched ||
+        bh->ndim != 1 || bh->shape[0] != G * H)
         return nncl__graph_error(g, NNCL_ERR_SHAPE,
-                                 "rnn_scan \"%s\": gates %s, W_hh %s%s%s do not fit (gates [B, T, %d H], W_hh [%d H, "
-                                 "H]%s)",
+                                 "rnn_scan \"%s\": gates %s, W_hh %s, b_ih %s, b_hh %s do not fit (gates [B, T, %d H], "
+                                 "W_hh [%d H, H], biases [%d H])",
                                  n->name, nncl__shape_str(gi, s1, sizeof s1), nncl__shape_str(w, s2, sizeof s2),
-                                 b ? ", b_hh " : "", b ? nncl__shape_str(b, s3, sizeof s3) : "", G, G,
-                                 b ? ", b_hh [3 H]" : "");
+                                 nncl__shape_str(bi, s3, sizeof s3), nncl__shape_str(bh, s4, sizeof s4), G, G, G);
     n->batched = 1;
     n->ndim = 3;
     n->shape[0] = gi->shape[0];
@@ -124,6 +123,18 @@ static nncl_status rs_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
     return NNCL_OK;
 }
 
+/* A cell kernel over [H, B]: groups of up to 64 units of one sample. */
+static nncl_status rs_launch(nncl__args *a, nncl__exec *x, const rs_dims *d) {
+    size_t global[2], local[2];
+    local[0] = 64;
+    while (local[0] > 8 && local[0] / 2 >= d->H) local[0] /= 2;
+    if (x->dev->max_work_group < local[0]) local[0] = x->dev->max_work_group;
+    local[1] = 1;
+    global[0] = d->H;
+    global[1] = d->B;
+    return nncl__launch(a, x->dev, 2, global, local);
+}
+
 static nncl_status rs_forward(nncl__exec *x, nncl_node *n) {
     rs_dims d = rs_dims_of(n, x->batch);
     nncl__view aux = nncl__auxv(x, n);
@@ -140,33 +151,38 @@ static nncl_status rs_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_view(&a, nncl__val(x, n->in[0]));
         nncl__arg_mem(&a, aux.mem);
         nncl__arg_count(&a, aux.off + d.hh);
-        if (gru) nncl__arg_view(&a, nncl__val(x, n->in[2]));
+        nncl__arg_view(&a, nncl__val(x, n->in[2]));
+        nncl__arg_view(&a, nncl__val(x, n->in[3]));
+        nncl__arg_mem(&a, aux.mem);
+        nncl__arg_count(&a, aux.off + (gru ? d.hs : d.cs) + (t ? t - 1 : 0) * d.B * d.H);
         nncl__arg_view(&a, aux);
         nncl__arg_count(&a, aux.off + d.hs);
         if (!gru) nncl__arg_count(&a, aux.off + d.cs);
         nncl__arg_view(&a, nncl__val(x, n));
-        nncl__arg_count(&a, d.B * d.H);
         nncl__arg_count(&a, d.B);
         nncl__arg_count(&a, d.T);
         nncl__arg_count(&a, d.H);
         nncl__arg_count(&a, t);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, d.B * d.H));
+        NNCL_TRY(rs_launch(&a, x, &d));
     }
     return NNCL_OK;
 }
 
-/* db (+)= the column sums of rows of m (leading dimension ld); rows 0: zeros. */
+/* db (+)= the column sums of rows of m (leading dimension ld), columns
+ * from `from` on taken `shift` further; rows 0: zeros. */
 static nncl_status rs_colsum(nncl__exec *x, const nncl_node *n, nncl__view m, size_t rows, size_t cols, size_t ld,
-                             nncl__view db, int acc) {
+                             size_t from, size_t shift, nncl__view db, int acc) {
     nncl__args a;
     NNCL_TRY(nncl__kbegin(x, n, RS_K_COLSUM, &a));
     nncl__arg_view(&a, m);
     nncl__arg_count(&a, rows);
     nncl__arg_count(&a, cols);
     nncl__arg_count(&a, ld);
+    nncl__arg_count(&a, from);
+    nncl__arg_count(&a, shift);
     nncl__arg_view(&a, db);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, cols);
+    return nncl__launch_1d(&a, x->dev, (cols + 7) / 8);
 }
 
 static nncl_status rs_backward(nncl__exec *x, nncl_node *n) {
@@ -187,13 +203,12 @@ static nncl_status rs_backward(nncl__exec *x, nncl_node *n) {
         nncl__arg_view(&a, dgi);
         nncl__arg_int(&a, want);
         nncl__arg_int(&a, acc);
-        nncl__arg_count(&a, d.B * d.H);
         nncl__arg_count(&a, d.B);
         nncl__arg_count(&a, d.T);
         nncl__arg_count(&a, d.H);
         nncl__arg_count(&a, t);
         nncl__arg_int(&a, t + 1 < d.T);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, d.B * d.H));
+        NNCL_TRY(rs_launch(&a, x, &d));
         if (t > 0) {
             rs_gemm_args(x, n, &d, RS_G_DH, t, gru ? 1.0f : 0.0f, &g);
             NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
@@ -206,12 +221,19 @@ static nncl_status rs_backward(nncl__exec *x, nncl_node *n) {
             rs_gemm_args(x, n, &d, RS_G_DW, 0, acc_w ? 1.0f : 0.0f, &g);
             NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
         } else if (!acc_w) { /* one step: W_hh met only zero states */
-            NNCL_TRY(rs_colsum(x, n, aux, 0, d.G * d.H * d.H, 0, nncl__grd(x, n->in[1]), 0));
+            NNCL_TRY(rs_colsum(x, n, aux, 0, d.G * d.H * d.H, 0, 0, 0, nncl__grd(x, n->in[1]), 0));
         }
     }
-    if (gru && nncl__need_grad(x, n, 2)) {
+    /* b_ih's: the input side's gate gradients (the GRU's dn in the 4th
+     * slot), b_hh's: the hidden side's (the LSTM's are the same) */
+    if (nncl__need_grad(x, n, 2)) {
         int acc_b = nncl__grad_accumulate(x, n, 2);
-        NNCL_TRY(rs_colsum(x, n, aux, d.T * d.B, 3 * d.H, 4 * d.H, nncl__grd(x, n->in[2]), acc_b));
+        NNCL_TRY(rs_colsum(x, n, aux, d.T * d.B, d.G * d.H, 4 * d.H, 2 * d.H, gru ? d.H : 0, nncl__grd(x, n->in[2]),
+                           acc_b));
+    }
+    if (nncl__need_grad(x, n, 3)) {
+        int acc_b = nncl__grad_accumulate(x, n, 3);
+        NNCL_TRY(rs_colsum(x, n, aux, d.T * d.B, d.G * d.H, 4 * d.H, 0, 0, nncl__grd(x, n->in[3]), acc_b));
     }
     return NNCL_OK;
 }
@@ -231,20 +253,21 @@ static void rs_ref_run(const nncl_node *n, const nncl__refctx *r, const double *
                 const double *hp = t ? aux + d.hs + ((t - 1) * d.B + b) * d.H : NULL;
                 double *gt = aux + (t * d.B + b) * 4 * d.H, v[4], h;
                 size_t i = (t * d.B + b) * d.H + j;
+                double u[4]; /* x W_ih^T + b_ih of the gates */
                 for (k = 0; k < d.G; k++) {
-                    v[k] = n->iattr[0] ? in[2][k * d.H + j] : 0;
+                    v[k] = in[3][k * d.H + j];
+                    u[k] = gi[k * d.H + j] + in[2][k * d.H + j];
                     for (q = 0; hp && q < d.H; q++) v[k] += hp[q] * in[1][(k * d.H + j) * d.H + q];
                 }
                 if (!n->iattr[0]) {
-                    for (k = 0; k < 4; k++)
-                        gt[k * d.H + j] = k == 2 ? tanh(gi[k * d.H + j] + v[k]) : rs_sig(gi[k * d.H + j] + v[k]);
+                    for (k = 0; k < 4; k++) gt[k * d.H + j] = k == 2 ? tanh(u[k] + v[k]) : rs_sig(u[k] + v[k]);
                     aux[d.cs + i] = gt[d.H + j] * (t ? aux[d.cs + i - d.B * d.H] : 0) + gt[j] * gt[2 * d.H + j];
                     h = gt[3 * d.H + j] * tanh(aux[d.cs + i]);
                 } else {
-                    gt[j] = rs_sig(gi[j] + v[0]);
-                    gt[d.H + j] = rs_sig(gi[d.H + j] + v[1]);
+                    gt[j] = rs_sig(u[0] + v[0]);
+                    gt[d.H + j] = rs_sig(u[1] + v[1]);
                     gt[3 * d.H + j] = v[2];
-                    gt[2 * d.H + j] = tanh(gi[2 * d.H + j] + gt[j] * v[2]);
+                    gt[2 * d.H + j] = tanh(u[2] + gt[j] * v[2]);
                     h = (1 - gt[d.H + j]) * gt[2 * d.H + j] + gt[d.H + j] * (hp ? hp[j] : 0);
                 }
                 aux[d.hs + i] = h;
@@ -286,7 +309,10 @@ static void rs_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
                     dg[3 * d.H + j] = g * tc * og * (1 - og);
                     dc[b * d.H + j] = dct * fg;
                     dh[b * d.H + j] = 0;
-                    for (k = 0; dgi && k < 4; k++) dgi[k * d.H + j] += dg[k * d.H + j];
+                    for (k = 0; k < 4; k++) {
+                        if (dgi) dgi[k * d.H + j] += dg[k * d.H + j];
+                        if (gin[2]) gin[2][k * d.H + j] += dg[k * d.H + j];
+                    }
                 } else {
                     double rr = gt[j], z = gt[d.H + j], nn = gt[2 * d.H + j], hn = gt[3 * d.H + j];
                     double dn = g * (1 - z) * (1 - nn * nn), dz = g * ((hp ? hp[j] : 0) - nn) * z * (1 - z);
@@ -296,6 +322,11 @@ static void rs_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
                         dgi[d.H + j] += dz;
                         dgi[2 * d.H + j] += dn;
                     }
+                    if (gin[2]) {
+                        gin[2][j] += dr;
+                        gin[2][d.H + j] += dz;
+                        gin[2][2 * d.H + j] += dn;
+                    }
                     dg[j] = dr;
                     dg[d.H + j] = dz;
                     dg[2 * d.H + j] = dn * rr; /* the gradient of W_hn h + b_hn */
@@ -303,7 +334,7 @@ static void rs_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
                 }
             }
             for (k = 0; k < GH; k++) {
-                if (n->n_in > 2 && gin[2]) gin[2][k] += dg[k];
+                if (gin[3]) gin[3][k] += dg[k];
                 for (q = 0; hp && gin[1] && q < d.H; q++) gin[1][k * d.H + q] += dg[k] * hp[q];
             }
             for (j = 0; j < d.H; j++)
@@ -319,14 +350,16 @@ const nncl__opdef nncl__opdef_rnn_scan = {
     .backward = rs_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = rs_ref_forward, .ref_backward = rs_ref_backward,
     .half = 2};
 
-nncl_node *nncl__rnn_scan(nncl_graph *g, int gru, nncl_node *gi, nncl_node *w_hh, nncl_node *b_hh) {
-    nncl_node *in[3];
+nncl_node *nncl__rnn_scan(nncl_graph *g, int gru, nncl_node *gi, nncl_node *w_hh, nncl_node *b_ih,
+                          nncl_node *b_hh) {
+    nncl_node *in[4];
     int iattr[1];
-    if (!g || !gi || !w_hh || (gru && !b_hh))
+    if (!g || !gi || !w_hh || !b_ih || !b_hh)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "rnn_scan: graph or an input is NULL");
     in[0] = gi;
     in[1] = w_hh;
-    in[2] = b_hh;
+    in[2] = b_ih;
+    in[3] = b_hh;
     iattr[0] = gru ? 1 : 0;
-    return nncl__node_add(g, NNCL_OP_RNN_SCAN, NULL, gru ? 3 : 2, in, iattr, 1, NULL, 0);
+    return nncl__node_add(g, NNCL_OP_RNN_SCAN, NULL, 4, in, iattr, 1, NULL, 0);
 }

@@ -1,7 +1,7 @@
 /* rnn.c - LSTM and GRU layers over [B, T, F] (batch first). Per layer the
- * input projection of all T steps is one product x W_ih^T + b_ih
- * ([B, T, G*H], G gates); the recurrence is then one fused rnn_scan node
- * (op_rnn.c: per step one hidden product and one cell kernel), or, with
+ * input projection of all T steps is one product x W_ih^T ([B, T, G*H],
+ * G gates); the recurrence is then one fused rnn_scan node (op_rnn.c: the
+ * biases, per step one hidden product and one cell kernel), or, with
  * NNCL_RNN=graph, built from graph ops as kann builds it, unrolled in the
  * graph, one hidden product h W_hh^T per step
  * with the gates' nonlinearities and the cell update as elementwise nodes,
@@ -83,8 +83,8 @@ static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, i
     b_hh = b_ih ? nncl_param(g, nm, 1, shape, NNCL_INIT_UNIFORM, bound) : NULL;
     if (!b_hh) return NULL;
     if (!rnn_unrolled()) {
-        gi = nncl_op_add(g, nncl_matmul(g, x, w_ih, 0, 1), kind == RNN_LSTM ? nncl_op_add(g, b_ih, b_hh) : b_ih);
-        return gi ? nncl__rnn_scan(g, kind == RNN_GRU, gi, w_hh, kind == RNN_GRU ? b_hh : NULL) : NULL;
+        gi = nncl_matmul(g, x, w_ih, 0, 1);
+        return gi ? nncl__rnn_scan(g, kind == RNN_GRU, gi, w_hh, b_ih, b_hh) : NULL;
     }
     if (!(steps = (nncl_node **)nncl__calloc((size_t)T, sizeof *steps)))
         return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
