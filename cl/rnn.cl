@@ -161,6 +161,16 @@ __kernel void nncl_gru_cell_backward_f32(__global act_t *aux, int gates_off, int
     NNCL_ST(dh * z, aux, dh_off + q);
 }
 
+/* wt [H, G H] = w^T for w [G H, H] (W_hh, once per forward): the step's
+ * product h W_hh^T then reads both operands as stored. One work-item per
+ * element of wt, a 2-D range [G H, H]. */
+__kernel void nncl_rnn_transpose_f32(__global const act_t *w, int w_off, __global act_t *wt, int wt_off, int rows,
+                                     int cols) {
+    int c = (int)get_global_id(0), r = (int)get_global_id(1);
+    if (c >= rows || r >= cols) return;
+    NNCL_ST(NNCL_LDG(w, w_off + c * cols + r), wt, wt_off + r * rows + c);
+}
+
 /* db[c] (+)= sum over the rows of m (leading dimension ld) of its column
  * c, or c + shift from column `from` on (the GRU's input-side gradients,
  * dn past dn r), in fp32 (a parameter's gradient); rows 0 writes zeros

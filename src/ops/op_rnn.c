@@ -11,17 +11,18 @@
  * as ONE product over all steps, and the biases' gradients as column sums
  * over all steps, which the time-major aux makes possible:
  * aux holds gates [T, B, 4H] (GRU: r, z, n, W_hn h + b_hn), h [T, B, H],
- * c [T, B, H], then scratch hh [B, G H], dh and dc [B, H]; the backward
+ * c [T, B, H], then scratch hh [B, G H], dh and dc [B, H], and W_hh^T
+ * [H, G H] (the forward's products read it as stored); the backward
  * overwrites each step's gates with its gate gradients (GRU: those of r,
  * z, W_hn h + b_hn and n). */
 #include "ops/ops.h"
 #include <math.h>
 
-enum { RS_K_LSTM, RS_K_LSTM_BW, RS_K_GRU, RS_K_GRU_BW, RS_K_COLSUM };
+enum { RS_K_LSTM, RS_K_LSTM_BW, RS_K_GRU, RS_K_GRU_BW, RS_K_COLSUM, RS_K_TRANSPOSE };
 
 typedef struct rs_dims {
     size_t B, T, H, G;
-    size_t hs, cs, hh, dh, dc; /* aux offsets after the gates (at 0) */
+    size_t hs, cs, hh, dh, dc, wt; /* aux offsets after the gates (at 0) */
 } rs_dims;
 
 static rs_dims rs_dims_of(const nncl_node *n, int batch) {
@@ -35,6 +36,7 @@ static rs_dims rs_dims_of(const nncl_node *n, int batch) {
     d.hh = d.cs + d.T * d.B * d.H;
     d.dh = d.hh + d.B * d.G * d.H;
     d.dc = d.dh + d.B * d.H;
+    d.wt = d.dc + d.B * d.H;
     return d;
 }
 
@@ -67,7 +69,7 @@ static nncl_status rs_shape(nncl_graph *g, nncl_node *n) {
 
 static size_t rs_aux(const nncl_node *n, int batch) {
     rs_dims d = rs_dims_of(n, batch);
-    return d.dc + d.B * d.H;
+    return d.wt + d.G * d.H * d.H;
 }
 
 /* The products: forward hh = h_{t-1} W_hh^T, backward dh = dgates_t W_hh
@@ -85,11 +87,10 @@ static void rs_gemm_args(nncl__exec *x, const nncl_node *n, const rs_dims *d, in
     g->store = x->store;
     g->temp_cap = x->gemm_cap;
     g->a = aux.mem;
-    if (which == RS_G_HH) {
-        g->trans_b = 1;
+    if (which == RS_G_HH) { /* W_hh^T from aux */
         g->m = d->B; g->n = GH; g->k = d->H;
         g->a_off = aux.off + d->hs + (t - 1) * d->B * d->H; g->lda = d->H;
-        g->b = w.mem; g->b_off = w.off; g->ldb = d->H;
+        g->b = aux.mem; g->b_off = aux.off + d->wt; g->ldb = GH;
         g->c = aux.mem; g->c_off = aux.off + d->hh; g->ldc = GH;
     } else if (which == RS_G_DH) {
         g->m = d->B; g->n = d->H; g->k = GH;
@@ -140,6 +141,19 @@ static nncl_status rs_forward(nncl__exec *x, nncl_node *n) {
     nncl__view aux = nncl__auxv(x, n);
     int gru = n->iattr[0];
     size_t t;
+    if (d.T > 1) {
+        nncl__args a;
+        size_t global[2], local[2] = {16, 4};
+        NNCL_TRY(nncl__kbegin(x, n, RS_K_TRANSPOSE, &a));
+        nncl__arg_view(&a, nncl__val(x, n->in[1]));
+        nncl__arg_mem(&a, aux.mem);
+        nncl__arg_count(&a, aux.off + d.wt);
+        nncl__arg_count(&a, d.G * d.H);
+        nncl__arg_count(&a, d.H);
+        global[0] = d.G * d.H;
+        global[1] = d.H;
+        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
+    }
     for (t = 0; t < d.T; t++) {
         nncl__gemm_args g;
         nncl__args a;
@@ -345,7 +359,8 @@ static void rs_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 const nncl__opdef nncl__opdef_rnn_scan = {
     .name = "rnn_scan",
     .kernels = {{"rnn", "nncl_lstm_cell_f32"}, {"rnn", "nncl_lstm_cell_backward_f32"}, {"rnn", "nncl_gru_cell_f32"},
-                {"rnn", "nncl_gru_cell_backward_f32"}, {"rnn", "nncl_rnn_colsum_f32"}},
+                {"rnn", "nncl_gru_cell_backward_f32"}, {"rnn", "nncl_rnn_colsum_f32"},
+                {"rnn", "nncl_rnn_transpose_f32"}},
     .check = rs_check, .shape = rs_shape, .aux_size = rs_aux, .prepare = rs_prepare, .forward = rs_forward,
     .backward = rs_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = rs_ref_forward, .ref_backward = rs_ref_backward,
     .half = 2};
