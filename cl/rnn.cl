@@ -1,11 +1,13 @@
 /* rnn.cl - the fused cells of the recurrence op rnn_scan
- * (src/ops/op_rnn.c): one work-item per (sample b, unit j) of one step t,
- * n = B H of them. gi [B, T, G H] holds the input gates of every step
- * (batch first, without biases), hh [B, G H] the step's hidden product h_{t-1} W_hh^T; the
- * node's aux keeps, time major, the gates after their nonlinearities
- * (row stride 4H: LSTM i, f, g, o; GRU r, z, n and W_hn h + b_hn), every
- * h_t and (LSTM) every c_t. The backward kernels overwrite a step's gates
- * with its gate gradients (what the hidden product's gradients read) and
+ * (src/ops/op_rnn.c): one work-item per (unit j, sample b) of one step t,
+ * a 2-D range [H, B], so that neighbouring work-items read neighbouring
+ * units (CPU drivers vectorise along dimension 0). gi [B, T, G H] holds
+ * the input products of every step (batch first, without biases), hh
+ * [B, G H] the step's hidden product h_{t-1} W_hh^T; the node's aux keeps,
+ * time major, the gates after their nonlinearities (row stride 4H: LSTM
+ * i, f, g, o; GRU r, z, n and W_hn h + b_hn), every h_t and (LSTM) every
+ * c_t. The backward kernels overwrite a step's gates with its gate
+ * gradients (what the products and column sums of the gradients read) and
  * carry dh (and dc) across steps in aux. */
 
 float nncl_rnn_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }

@@ -16,6 +16,7 @@
  * overwrites each step's gates with its gate gradients (GRU: those of r,
  * z, W_hn h + b_hn and n). */
 #include "ops/ops.h"
+#include <limits.h>
 #include <math.h>
 
 enum { RS_K_LSTM, RS_K_LSTM_BW, RS_K_GRU, RS_K_GRU_BW, RS_K_COLSUM, RS_K_TRANSPOSE };
@@ -141,9 +142,13 @@ static nncl_status rs_forward(nncl__exec *x, nncl_node *n) {
     nncl__view aux = nncl__auxv(x, n);
     int gru = n->iattr[0];
     size_t t;
+    /* the kernels index in int */
+    if (nncl__numel(n->in[0], x->batch) > (size_t)INT_MAX || rs_aux(n, x->batch) > (size_t)INT_MAX)
+        return nncl__fail(x->ctx, NNCL_ERR_UNSUPPORTED, "rnn_scan \"%s\": a batch of %d has more than 2^31 elements",
+                          n->name, x->batch);
     if (d.T > 1) {
         nncl__args a;
-        size_t global[2], local[2] = {16, 4};
+        size_t global[2];
         NNCL_TRY(nncl__kbegin(x, n, RS_K_TRANSPOSE, &a));
         nncl__arg_view(&a, nncl__val(x, n->in[1]));
         nncl__arg_mem(&a, aux.mem);
@@ -152,7 +157,7 @@ static nncl_status rs_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_count(&a, d.H);
         global[0] = d.G * d.H;
         global[1] = d.H;
-        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, local));
+        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
     }
     for (t = 0; t < d.T; t++) {
         nncl__gemm_args g;
