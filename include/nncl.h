@@ -498,8 +498,9 @@ NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node
  * hidden state of every step of the last layer [B, T, hidden]. Per layer l: NAME.weight_ih_l<l>
  * [G*hidden, F or hidden], NAME.weight_hh_l<l> [G*hidden, hidden], NAME.bias_ih_l<l>,
  * NAME.bias_hh_l<l> [G*hidden], PyTorch's names and gate order (its nn.LSTM / nn.GRU state dict loads),
- * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); built from graph ops, the recurrence unrolled, the
- * ops named NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
+ * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); per layer the product x W_ih^T of all steps, then the
+ * recurrence as one fused node (NNCL_RNN=graph: built from graph ops, unrolled), the nodes named
+ * NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
 /* LSTM, G = 4 (i, f, g, o): [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh, i, f, o sigmoid, g tanh,
  * c' = f c + i g, h' = o tanh(c'). */
 NNCL_API nncl_node *nncl_lstm(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);

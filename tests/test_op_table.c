@@ -295,6 +295,22 @@ static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row 
     return nncl_upsample2d(g, in[0], r->a[0], r->a[1], r->a[2]);
 }
 
+/* rnn_scan: a[0] 1 GRU (else LSTM), a[1] H; in[0] the gates [T, G H] with
+ * W_hh, b_ih and b_hh parameters; a[2] 1: instead a two-layer
+ * nncl_lstm / nncl_gru of H over in[0] [T, F] (input products, the
+ * parameters' names and the layers' chain around the op). */
+static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    int G = r->a[0] ? 3 : 4, H = r->a[1], ws[2], bs[1];
+    nncl_node *w, *bi, *bh;
+    if (r->a[2]) return r->a[0] ? nncl_gru(g, in[0], H, 2, "rnn") : nncl_lstm(g, in[0], H, 2, "rnn");
+    ws[0] = bs[0] = G * H;
+    ws[1] = H;
+    w = nncl_param(g, "w_hh", 2, ws, NNCL_INIT_UNIFORM, 0.6f);
+    bi = nncl_param(g, "b_ih", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
+    bh = nncl_param(g, "b_hh", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
+    return nncl__rnn_scan(g, r->a[0], in[0], w, bi, bh);
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -318,6 +334,9 @@ static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row 
 #define OT_ATT(name, b, T, C, heads, p)                                                                               \
     {"causal_attention " name, ot_attention, {heads}, p,                                                             \
      {OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C)}, b, OT_TOL}
+#define OT_RNN(b, gru, H, T, layers, F)                                                                            \
+    {"rnn_scan " #gru " H" #H " T" #T " layers" #layers, ot_rnn, {gru, H, layers}, 0,                              \
+     {OT_X2(-2, 2, T, layers ? F : (gru ? 3 : 4) * H)}, b, OT_TOL}
 #define OT_CAT(b, axis, ndim, a0, a1, a2, b0, b1, b2)                                                                \
     {"concat", ot_concat, {axis}, 0, {{OT_GRAD, -2, 2, ndim, {a0, a1, a2}}, {OT_GRAD, -2, 2, ndim, {b0, b1, b2}}}, b, \
      OT_TOL}
@@ -492,6 +511,10 @@ static const ot_row ot_rows[] = {
     /* upsampling: nearest and bilinear, factors 1 to 3, planes of 1 pixel up */
     OT_UP(2, 2, 2, 0, 2, 3, 4), OT_UP(1, 3, 2, 0, 2, 5, 3), OT_UP(2, 2, 2, 1, 2, 4, 5), OT_UP(3, 3, 1, 1, 1, 3, 4),
     OT_UP(2, 1, 3, 1, 3, 2, 7), OT_UP(2, 2, 2, 1, 3, 1, 1), OT_UP(1, 3, 3, 1, 2, 5, 6),
+    /* the fused recurrence: one step (no hidden product), steps and units
+     * off every tile, and two stacked layers through the builders */
+    OT_RNN(2, 0, 3, 1, 0, 0), OT_RNN(3, 0, 3, 5, 0, 0), OT_RNN(2, 0, 17, 4, 0, 0), OT_RNN(2, 1, 3, 1, 0, 0),
+    OT_RNN(3, 1, 4, 6, 0, 0), OT_RNN(1, 1, 19, 3, 0, 0), OT_RNN(2, 0, 4, 3, 1, 5), OT_RNN(2, 1, 3, 4, 1, 2),
     /* gelu far into its tails */
     OT_UN(GELU, 0, 8, 2, 5, 21),
 };

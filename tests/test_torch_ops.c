@@ -147,6 +147,8 @@ static nncl_node *b_conv_transpose2d(nncl_graph *g, nncl_node *h, nncl_node *h2,
 /* loss: the builder gives the loss itself; 2: and t holds one class per sample.
  * wd: SGD's weight decay, on the parameters of two or more dimensions
  * alone (nncl_param_decay 0 on the others, as nanoGPT decays). */
+static nncl_node *b_lstm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_lstm(g, h, 4, 1, "r"); }
+static nncl_node *b_gru(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_gru(g, h, 4, 1, "r"); }
 typedef struct tto_case {
     const char *name;
     tto_builder build;
@@ -183,6 +185,7 @@ static const tto_case tto_cases[] = {
     {"hardsigmoid_kinks", b_hardsigmoid, 0, 0}, {"clamp", b_clamp, 0, 0}, {"clamp_kinks", b_clamp, 0, 0},
     {"groupnorm", b_groupnorm, 0, 0}, {"instancenorm", b_instancenorm, 0, 0},
     {"upsample_nearest", b_up_nearest, 0, 0}, {"upsample_bilinear", b_up_bilinear, 0, 0},
+    {"lstm", b_lstm, 0, 0}, {"gru", b_gru, 0, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */
