@@ -166,6 +166,17 @@ static int bn_fuse(void) {
     return !(env && (!strcmp(env, "0") || !strcmp(env, "off")));
 }
 
+/* The streaming kernels' trailing arguments (rows, chunks per row, chunk)
+ * and their launch: a work-item per BN_CHUNK values of each row. */
+static nncl_status bn_launch_rows(nncl__args *a, nncl__exec *x, const nncl_node *n) {
+    int rows = x->batch * bn_channels(n);
+    size_t nch = bn_chunks(bn_inner(n));
+    nncl__arg_int(a, rows);
+    nncl__arg_int(a, (int)nch);
+    nncl__arg_int(a, BN_CHUNK);
+    return nncl__launch_1d(a, x->dev, (size_t)rows * nch);
+}
+
 /* The residual input (or x, a dummy the kernels do not read) and its flag. */
 static void bn_arg_residual(nncl__args *a, nncl__exec *x, const nncl_node *n) {
     nncl__arg_view(a, nncl__val(x, n->in[n->n_in == 4 ? 3 : 0]));
@@ -245,17 +256,14 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_int(&a, (int)total);
         NNCL_TRY(nncl__launch_1d(&a, x->dev, total));
     } else {
-        nncl__arg_int(&a, B * C);
-        nncl__arg_int(&a, (int)bn_chunks(inner));
-        nncl__arg_int(&a, BN_CHUNK);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)B * (size_t)C * bn_chunks(inner)));
+        NNCL_TRY(bn_launch_rows(&a, x, n));
     }
     if (!epi || fused) return NNCL_OK;
     NNCL_TRY(nncl__kbegin(x, n, BN_K_ACTPASS, &a));
     nncl__arg_view(&a, nncl__val(x, n));
     bn_arg_residual(&a, x, n);
-    nncl__arg_int(&a, (int)total);
-    return nncl__launch_1d(&a, x->dev, total);
+    nncl__arg_int(&a, inner);
+    return bn_launch_rows(&a, x, n);
 }
 
 static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
@@ -272,8 +280,7 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
         bn_arg_dres(&a, x, n, want_r);
         nncl__arg_int(&a, C);
         nncl__arg_int(&a, inner);
-        nncl__arg_int(&a, (int)total);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, total));
+        NNCL_TRY(bn_launch_rows(&a, x, n));
     }
     if (stream && (want_w || want_b || (want_x && x->training))) {
         if (fused) {
