@@ -129,25 +129,26 @@ __kernel void nncl_batchnorm_backward_f32_actpartial(__global const act_t *x, in
 }
 
 /* g = dy act'(pre); want_x: dx (+)= w invstd (g - (sum g + xhat sum
- * g xhat) / count) (training; w invstd g in evaluation); want_r: dr (+)= g. */
+ * g xhat) / count) (training; w invstd g in evaluation); want_r: dr (+)= g,
+ * after dx: x may be its own residual, the host taking dx's acc first. */
 #define BNA_DX_LOOP(A, R)                                                                                           \
     for (k = q * chunk; k + 8 <= hi; k += 8) {                                                                       \
         float8 xv = NNCL_LD8(xr + k), p = xv * a + sh + BNA_R8(R, k), g = NNCL_LD8(gr + k);                          \
         g = BNA_GRAD##A##_8(p, g);                                                                                   \
-        if (R && want_r) NNCL_ST8(acc_r ? NNCL_LD8(drr + k) + g : g, drr + k);                                       \
         if (want_x) {                                                                                                \
             float8 d = k1 * (g - t1 - (xv - m) * t2);                                                                \
             NNCL_ST8(acc ? NNCL_LD8(dxr + k) + d : d, dxr + k);                                                      \
         }                                                                                                            \
+        if (R && want_r) NNCL_ST8(acc_r ? NNCL_LD8(drr + k) + g : g, drr + k);                                       \
     }                                                                                                                \
     for (; k < hi; k++) {                                                                                            \
         float xv = NNCL_LD(xr, k), p = xv * a + sh + BNA_R1(R, k), g = NNCL_LD(gr, k);                               \
         g = BNA_GRAD##A(p, g);                                                                                       \
-        if (R && want_r) NNCL_ST(acc_r ? NNCL_LD(drr, k) + g : g, drr, k);                                           \
         if (want_x) {                                                                                                \
             float d = k1 * (g - t1 - (xv - m) * t2);                                                                 \
             NNCL_ST(acc ? NNCL_LD(dxr, k) + d : d, dxr, k);                                                          \
         }                                                                                                            \
+        if (R && want_r) NNCL_ST(acc_r ? NNCL_LD(drr, k) + g : g, drr, k);                                           \
     }
 __kernel void nncl_batchnorm_backward_f32_act(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
                                               __global const float *aux, int aux_off, __global const act_t *w, int w_off,

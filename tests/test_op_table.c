@@ -133,9 +133,10 @@ static nncl_node *ot_batchnorm(nncl_graph *g, nncl_node *const *in, const ot_row
 }
 
 /* act(batchnorm(x) + residual) in one node: a[0] the nncl_bn_act, a[1] 1
- * with in[1] as the residual. */
+ * with in[1] as the residual, 2 with x itself (both gradients into one). */
 static nncl_node *ot_batchnorm_act(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
-    nncl_node *h = nncl_batchnorm_act(g, in[0], r->a[1] ? in[1] : NULL, (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn");
+    nncl_node *res = r->a[1] == 1 ? in[1] : r->a[1] == 2 ? in[0] : NULL;
+    nncl_node *h = nncl_batchnorm_act(g, in[0], res, (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn");
     return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
 }
 
@@ -420,6 +421,8 @@ static const ot_row ot_rows[] = {
     /* batch norm with its activation and residual (cl/bnact.cl) */
     OT_BNA(2, RELU, 3, 7, 7), OT_BNA(3, HARDSWISH, 5, 13, 13), OT_BNA(2, RELU6, 17, 7, 7), OT_BNA(1, RELU, 5, 1, 9),
     OT_BNAR(2, RELU, 3, 13, 13), OT_BNAR(3, RELU6, 5, 7, 7), OT_BNAR(2, HARDSWISH, 17, 7, 7), OT_BNAR(2, NONE, 5, 7, 7),
+    {"batchnorm_act RELU of x plus itself", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 2}, 0, {OT_X3(-2, 2, 5, 7, 7)}, 2,
+     OT_TOL},
     {"batchnorm_act RELU residual [B,C]", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 1}, 0, {OT_X1(-2, 2, 5), OT_X1(-2, 2, 5)},
      4, OT_TOL},
     /* layer norm; 40 rows make the weight gradient stride over row lanes */
