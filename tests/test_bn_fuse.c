@@ -5,10 +5,12 @@
  * statistics, optimizer state, losses and evaluation-mode outputs compared
  * in fp32 and half storage, on the fused kernels and on the separate
  * passes (NNCL_BN_FUSE=0); checkpointing's recompute bit-identical; two
- * devices as one; a NaN step skipped with nothing moved. The op itself
+ * devices as one; a NaN step skipped with nothing moved; a model file
+ * read back; a bad activation or residual refused. The op itself
  * (double reference, finite differences, poisoned outputs, both paths) is
  * in tests/test_op_table.c. */
 #include "harness.h"
+#include "io/io.h"
 #include "train/trainer.h"
 #include <math.h>
 #include <stdlib.h>
@@ -232,6 +234,66 @@ static int test_nan_skip(nncl_context *ctx) {
     return 0;
 }
 
+/* The model file's graph text keeps the activation and the residual: the
+ * graph read back describes itself the same and, with the saved weights
+ * and statistics, predicts the same bit for bit; a bad activation in the
+ * text or a residual of another shape is refused naming the node. */
+static int test_file_and_errors(nncl_context *ctx) {
+    const char *name = "fused batch norm in a model file; a bad activation or residual refused",
+               *path = "/tmp/test_bn_fuse_model.safetensors";
+    static const int d0 = 0;
+    bf_model m;
+    nncl_train_config tc = bf_config(NNCL_PRECISION_FP32, 0, &d0, 1);
+    nncl_trainer *t = NULL, *t2 = NULL;
+    nncl_safetensors *st = NULL;
+    nncl_graph *g2 = NULL;
+    nncl_feed f[2];
+    nncl_step_info info;
+    char *text1 = NULL, *text2 = NULL;
+    static float out1[BF_B * BF_CLASSES], out2[BF_B * BF_CLASSES];
+    int other[3] = {5, 7, 7};
+    TH_CHECK(name, bf_build(ctx, &m, 1));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &tc, &t));
+    bf_feeds(&m, f, 0);
+    TH_OK(name, ctx, nncl_trainer_step(t, f, 2, BF_B, &info));
+    TH_OK(name, ctx, nncl_trainer_predict(t, f, 1, BF_B, m.logits, out1));
+    TH_OK(name, ctx, nncl_trainer_save(t, path));
+    TH_OK(name, NULL, nncl_safetensors_load(path, &st));
+    TH_OK(name, ctx, nncl_graph_from_safetensors(ctx, st, &g2));
+    text1 = nncl__graph_describe(m.g);
+    text2 = nncl__graph_describe(g2);
+    TH_CHECK(name, text1 && text2 && !strcmp(text1, text2) && strstr(text1, "activation=3"));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, g2, g2->nodes[m.loss->id], &tc, &t2));
+    TH_OK(name, ctx, nncl_trainer_load(t2, path));
+    f[0].node = g2->nodes[m.x->id];
+    TH_OK(name, ctx, nncl_trainer_predict(t2, f, 1, BF_B, g2->nodes[m.logits->id], out2));
+    TH_CHECK(name, memcmp(out1, out2, sizeof out1) == 0);
+    /* errors at build time, naming the node, adding nothing */
+    {
+        nncl_graph *g = nncl_graph_create(ctx, 1);
+        int xs[3] = {5, 7, 9}, keep;
+        nncl_node *x = nncl_input(g, "x", 3, xs), *o = nncl_input(g, "other", 3, other);
+        keep = g->n_nodes;
+        TH_CHECK(name, nncl_batchnorm_act(g, x, NULL, (nncl_bn_act)7, 0.1f, 1e-5f, "bad_act") == NULL &&
+                           strstr(nncl_last_error(ctx), "bad_act") && strstr(nncl_last_error(ctx), "activation 7"));
+        TH_CHECK(name, nncl_batchnorm_act(g, x, o, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bad_res") == NULL &&
+                           strstr(nncl_last_error(ctx), "bad_res") && strstr(nncl_last_error(ctx), "[B,5,7,7]") &&
+                           strstr(nncl_last_error(ctx), "[B,5,7,9]"));
+        TH_CHECK(name, g->n_nodes == keep && nncl_graph_find(g, "bad_res.weight") == NULL);
+        nncl_graph_free(g);
+    }
+    NNCL_FREE(text1);
+    NNCL_FREE(text2);
+    nncl_safetensors_free(st);
+    nncl_trainer_free(t);
+    nncl_trainer_free(t2);
+    nncl_graph_free(g2);
+    nncl_graph_free(m.g);
+    remove(path);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     unsigned seed = 5;
@@ -260,6 +322,7 @@ int main(void) {
     bf_compare(ctx, "fused batch norm's separate passes on 2 devices as the fused ones on 1", 1, NULL, 1, "NNCL_BN_FUSE=0",
                NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10);
     test_nan_skip(ctx);
+    test_file_and_errors(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }
