@@ -19,11 +19,12 @@ ACTS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
 BN_ACTS = {None: 0, "none": 0, "relu": 1, "relu6": 2, "hardswish": 3}
 INITS = {"zeros": 0, "ones": 1, "uniform": 2, "normal": 3, "fan_in_uniform": 4}
 
-# name, C function, "arg:kind[=default] ...", flags, doc. Kinds: node (of this graph), int, float,
-# bool, str, act ("relu", "sigmoid", "tanh", None), bnact (a key of BN_ACTS), init (a key of
-# INITS), shape (ndim and an int array in C), node? (a node or None). A default "@arg" takes arg's value. Flags: "loss" (the first two nodes are the
-# logits or predictions and the labels or targets, remembered for the trainer), "input" (an
-# input, remembered likewise), "status" (the C function returns nncl_status, not a node).
+# name, C function, "arg:kind[=default] ...", flags, doc. Kinds: node (of this graph), node? (a
+# node or None), int, float, bool, str, act ("relu", "sigmoid", "tanh", None), bnact (a key of
+# BN_ACTS), init (a key of INITS), shape (ndim and an int array in C). A default "@arg" takes
+# arg's value. Flags: "loss" (the first two nodes are the logits or predictions and the labels
+# or targets, remembered for the trainer), "input" (an input, remembered likewise), "status"
+# (the C function returns nncl_status, not a node).
 BUILDERS = [
     ("input", "nncl_input", "name:str shape:shape=()", "input", "An input fed every step, of per-sample shape (() for one number per sample, such as a class label)."),
     ("param", "nncl_param", "name:str shape:shape init:init=fan_in_uniform scale:float=1.0", "", "A parameter named as PyTorch would name it (\"fc1.weight\"); init: zeros, ones, uniform U(-scale, scale), normal N(0, scale^2), fan_in_uniform."),
