@@ -311,16 +311,16 @@ int main(void) {
                NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4);
     bf_compare(ctx, "fused batch norm trains as the separate nodes, bf16 storage", 0, NULL, 1, NULL,
                NNCL_PRECISION_BF16, 0, 0, 1, 1, 1e-3);
-    bf_compare(ctx, "fused batch norm: separate passes (NNCL_BN_FUSE=0) as the fused ones, fp16 storage", 1, "NNCL_BN_FUSE=0", 1,
-               NULL, NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4);
+    bf_compare(ctx, "fused batch norm: separate passes (NNCL_BN_FUSE=0) as the fused ones, fp16 storage", 1,
+               "NNCL_BN_FUSE=0", 1, NULL, NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4);
     bf_compare(ctx, "fused batch norm with checkpointing bit-identical to without, fp32", 1, NULL, 1, NULL,
                NNCL_PRECISION_FP32, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 0);
     bf_compare(ctx, "fused batch norm with checkpointing as without, fp16 storage", 1, NULL, 1, NULL,
                NNCL_PRECISION_FP16, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 1e-10);
     bf_compare(ctx, "fused batch norm on 2 devices (synchronised) as on 1", 1, NULL, 1, NULL, NNCL_PRECISION_FP32, 0,
                0, 1, 2, 1e-10);
-    bf_compare(ctx, "fused batch norm's separate passes on 2 devices as the fused ones on 1", 1, NULL, 1, "NNCL_BN_FUSE=0",
-               NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10);
+    bf_compare(ctx, "fused batch norm's separate passes on 2 devices as the fused ones on 1", 1, NULL, 1,
+               "NNCL_BN_FUSE=0", NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10);
     test_nan_skip(ctx);
     test_file_and_errors(ctx);
     nncl_free(ctx);
