@@ -449,6 +449,18 @@ NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
  * training, running statistics in evaluation. Creates NAME.weight,
  * NAME.bias, NAME.running_mean, NAME.running_var. */
 NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
+/* The activation of nncl_batchnorm_act, PyTorch's ReLU, ReLU6 and Hardswish
+ * (as nncl_op_relu, nncl_op_relu6, nncl_op_hardswish). */
+typedef enum nncl_bn_act {
+    NNCL_BN_ACT_NONE = 0, NNCL_BN_ACT_RELU, NNCL_BN_ACT_RELU6, NNCL_BN_ACT_HARDSWISH
+} nncl_bn_act;
+/* act(batchnorm(x) + residual) in one node (residual NULL: act(batchnorm(x))),
+ * the same values and gradients as nncl_batchnorm, nncl_op_add and the
+ * activation's op, in fewer passes over the activations (NNCL_BN_FUSE=0:
+ * as many as those ops); residual has x's shape. Parameters and running
+ * statistics as nncl_batchnorm's, under NAME. */
+NNCL_API nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act,
+                                       float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
 /* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels

@@ -132,6 +132,14 @@ static nncl_node *ot_batchnorm(nncl_graph *g, nncl_node *const *in, const ot_row
     return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
 }
 
+/* act(batchnorm(x) + residual) in one node: a[0] the nncl_bn_act, a[1] 1
+ * with in[1] as the residual, 2 with x itself (both gradients into one). */
+static nncl_node *ot_batchnorm_act(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *res = r->a[1] == 1 ? in[1] : r->a[1] == 2 ? in[0] : NULL;
+    nncl_node *h = nncl_batchnorm_act(g, in[0], res, (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn");
+    return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
+}
+
 static nncl_node *ot_layernorm(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     (void)r;
     return nncl_linear(g, nncl_layernorm(g, in[0], 1e-5f, "ln"), 3, 1, NNCL_ACT_TANH, "fc");
@@ -330,6 +338,12 @@ static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
 #define OT_POOL_TWICE(b, C, H, W) {"MAXPOOL2D twice k2 s2 p0", ot_pool, {NNCL_OP_MAXPOOL2D, 2, 2, 0, 1}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_BN(b, ndim, d0, d1, d2) {"batchnorm", ot_batchnorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
+#define OT_BNA(b, act, C, H, W)                                                                                     \
+    {"batchnorm_act " #act, ot_batchnorm_act, {NNCL_BN_ACT_##act}, 0, {OT_X3(-2, 2, C, H, W)}, b, OT_TOL}
+/* the residual's values reach ReLU6's top and hard-swish's ends */
+#define OT_BNAR(b, act, C, H, W)                                                                                    \
+    {"batchnorm_act " #act " residual", ot_batchnorm_act, {NNCL_BN_ACT_##act, 1}, 0,                              \
+     {OT_X3(-2, 2, C, H, W), OT_X3(-3, 5, C, H, W)}, b, OT_TOL}
 #define OT_LN(b, ndim, d0, d1, d2) {"layernorm", ot_layernorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
 #define OT_ATT(name, b, T, C, heads, p)                                                                               \
     {"causal_attention " name, ot_attention, {heads}, p,                                                             \
@@ -423,6 +437,13 @@ static const ot_row ot_rows[] = {
     OT_BN(3, 1, 3, 0, 0), OT_BN(7, 1, 1, 0, 0), OT_BN(1, 1, 3, 0, 0), OT_BN(4, 1, 5, 0, 0), OT_BN(2, 2, 3, 7, 0),
     OT_BN(2, 3, 3, 5, 3), OT_BN(3, 3, 1, 4, 4), OT_BN(1, 3, 2, 3, 3), OT_BN(5, 3, 4, 17, 17),
     OT_BN(5, 2, 96, 3, 0), /* fewer partial sums than images (cl/norm.cl) */
+    /* batch norm with its activation and residual (cl/bnact.cl) */
+    OT_BNA(2, RELU, 3, 7, 7), OT_BNA(3, HARDSWISH, 5, 13, 13), OT_BNA(2, RELU6, 17, 7, 7), OT_BNA(1, RELU, 5, 1, 9),
+    OT_BNAR(2, RELU, 3, 13, 13), OT_BNAR(3, RELU6, 5, 7, 7), OT_BNAR(2, HARDSWISH, 17, 7, 7), OT_BNAR(2, NONE, 5, 7, 7),
+    {"batchnorm_act RELU of x plus itself", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 2}, 0, {OT_X3(-2, 2, 5, 7, 7)}, 2,
+     OT_TOL},
+    {"batchnorm_act RELU residual [B,C]", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 1}, 0, {OT_X1(-2, 2, 5), OT_X1(-2, 2, 5)},
+     4, OT_TOL},
     /* layer norm; 40 rows make the weight gradient stride over row lanes */
     OT_LN(1, 1, 5, 0, 0), OT_LN(3, 1, 1, 0, 0), OT_LN(4, 1, 7, 0, 0), OT_LN(2, 1, 300, 0, 0), OT_LN(2, 2, 3, 6, 0),
     OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0),
@@ -727,11 +748,29 @@ int main(int argc, char **argv) {
         ot_path = env && !strcmp(env, "groups") ? ", streaming" : ", per-channel groups";
         for (oc_store = 0; oc_store <= 2; oc_store++)
             for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_batchnorm && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                if ((ot_rows[k].build == ot_batchnorm || ot_rows[k].build == ot_batchnorm_act) &&
+                    (argc < 2 || strstr(ot_rows[k].name, argv[1])))
                     ot_run(ctx, &ot_rows[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_BN", keep, 1);
         else unsetenv("NNCL_BN");
+    }
+    /* batch norm's activation and residual in passes of their own
+     * (NNCL_BN_FUSE=0; the fused kernels run above, src/ops/op_batchnorm.c) */
+    {
+        const char *env = getenv("NNCL_BN_FUSE");
+        char keep[32] = "";
+        int off = env && (!strcmp(env, "0") || !strcmp(env, "off"));
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_BN_FUSE", off ? "1" : "0", 1);
+        ot_path = off ? ", fused" : ", separate passes";
+        for (oc_store = 0; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if (ot_rows[k].build == ot_batchnorm_act && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                    ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_BN_FUSE", keep, 1);
+        else unsetenv("NNCL_BN_FUSE");
     }
     /* the row reductions' work-group kernels, which GPUs get, on every
      * device (CPU devices take the per-row ones) */

@@ -244,6 +244,12 @@ def recurrent(kind, F_, H):
 for kind in ("lstm", "gru"):
     f, prm = recurrent(kind, 3, 4)
     case(kind, (2, 5, 3), f, params=prm)
+# batch norm with its activation and residual in one node (nncl_batchnorm_act)
+case("batchnorm_act_relu_residual", (3, 2, 4, 5), lambda h, h2, P, S, t: F.relu(bn(h, h2, P, S, t) + h2),
+     x2_shape=(3, 2, 4, 5), params={"bn.weight": (2,), "bn.bias": (2,)},
+     stats={"bn.running_mean": (2,), "bn.running_var": (2,)})
+case("batchnorm_act_hardswish", (6, 4), lambda h, h2, P, S, t: F.hardswish(bn(h, h2, P, S, t)),
+     params={"bn.weight": (4,), "bn.bias": (4,)}, stats={"bn.running_mean": (4,), "bn.running_var": (4,)})
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
