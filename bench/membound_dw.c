@@ -131,7 +131,8 @@ void bench_membound_dw(const bench_opts *o, nncl_context *pc, int d, double copy
     if (env) snprintf(keep, sizeof keep, "%s", env);
     for (i = 0; i < sizeof dw_layers / sizeof dw_layers[0]; i++) {
         if (o->quick && !dw_layers[i].quick) continue;
-        bench_progress("membound d%d: depthwise %s, its kernels and the general ones interleaved", d, dw_layers[i].name);
+        bench_progress("membound d%d: depthwise %s, its kernels and the general ones interleaved", d,
+                       dw_layers[i].name);
         dw_layer_run(o, pc, d, &dw_layers[i], copy_gbs);
     }
     if (env) setenv("NNCL_CONV_DEPTHWISE", keep, 1);

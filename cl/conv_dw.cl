@@ -5,7 +5,7 @@
  * reads one input per output: memory-bound, so each work-item computes a
  * segment of 8 (the input gradient at stride 2: 16) consecutive outputs of
  * one row as float8 vectors, reading the rows in place with one vector
- * load per tap where the segment lies inside the row. Every kernel takes
+ * load per tap (nncl_dw_ld8). Every kernel takes
  * the geometry arguments of cl/conv_ex.cl (C, H, W, O, OH, OW, kh, kw, sh,
  * sw, ph, pw, dh, dw, G). */
 
@@ -155,7 +155,7 @@ __kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_o
             int ih = oh * sh - ph + ki * dh;                                                                          \
             int yr = ((b * O + o) * OH + oh) * OW, xr = ((b * C + c) * H + ih) * W;                                   \
             __global const act_t *dyr = dy + dy_off + yr;                                                             \
-            if (ih >= 0 && ih < H) __VA_ARGS__                                                                             \
+            if (ih >= 0 && ih < H) __VA_ARGS__                                                                        \
             if (++oh == OH) oh = 0, b++;                                                                              \
         }                                                                                                             \
     }
@@ -200,7 +200,7 @@ __kernel void nncl_conv_dw_backward_f32_weight(NNCL_DW_PART_ARGS) {
             }                                                                                                         \
             if (ow0 < OW) {                                                                                           \
                 int8 live = (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(OW - ow0);                                        \
-                float8 dv = select((float8)0.0f, nncl_dw_ld8(dy + dy_off, yr, ow0, 1, OW, dyn), live);                                 \
+                float8 dv = select((float8)0.0f, nncl_dw_ld8(dy + dy_off, yr, ow0, 1, OW, dyn), live);                \
                 s0 = ow0 * sw - pw;                                                                                   \
                 for (t = 0; t < KW; t++)                                                                              \
                     s[t] += select((float8)0.0f, dv * nncl_dw_ld8(x + x_off, xr, s0 + t * dw, sw, W, xn), live);    \

@@ -100,7 +100,10 @@ nncl_status nncl__dw_backward_weight(nncl__exec *x, const nncl_node *n, const nn
     global[0] = (size_t)P;
     global[1] = (size_t)d->O * d->kh;
     global[2] = 1;
-    NNCL_TRY(nncl__kbegin(x, n, d->kw == 3 ? NNCL_CX_K_DW_WEIGHT3 : d->kw == 5 ? NNCL_CX_K_DW_WEIGHT5 : NNCL_CX_K_DW_WEIGHT,
+    NNCL_TRY(nncl__kbegin(x, n,
+                          d->kw == 3   ? NNCL_CX_K_DW_WEIGHT3
+                          : d->kw == 5 ? NNCL_CX_K_DW_WEIGHT5
+                                       : NNCL_CX_K_DW_WEIGHT,
                           &a));
     nncl__arg_view(&a, xv);
     nncl__arg_view(&a, dy);

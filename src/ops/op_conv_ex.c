@@ -254,14 +254,15 @@ static nncl_status cx_backward(nncl__exec *x, nncl_node *n) {
         NNCL_TRY(
             nncl__bias_grad(x, n, dy, d.B, n->shape[1], inner, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
     if (nncl__need_grad(x, n, 1))
-        NNCL_TRY(nncl__dw_on(&d) ? nncl__dw_backward_weight(x, n, &d, xv, dy)
-                 : d.transposed ? cx_launch_dw(x, n, &d, dy, xv) : cx_launch_dw(x, n, &d, xv, dy));
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_weight(x, n, &d, xv, dy)
+                 : d.transposed ? cx_launch_dw(x, n, &d, dy, xv)
+                                : cx_launch_dw(x, n, &d, xv, dy));
     if (nncl__need_grad(x, n, 0)) {
         int acc = nncl__grad_accumulate(x, n, 0);
         nncl__view dx = nncl__grd(x, n->in[0]);
-        NNCL_TRY(nncl__dw_on(&d) ? nncl__dw_backward_input(x, n, &d, dy, dx, acc)
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_input(x, n, &d, dy, dx, acc)
                  : d.transposed ? cx_launch_map(x, n, &d, CX_K_FORWARD, dy, dx, acc)
-                              : cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
+                                : cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
     }
     return NNCL_OK;
 }
@@ -340,9 +341,9 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
             {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}                                                        \
     }
 #define CX_ROW(nm)                                                                                                     \
-    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .forward = cx_forward,                    \
-    .backward = cx_backward, .prepare = cx_prepare, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = cx_ref_forward,               \
-    .ref_backward = cx_ref_backward, .half = 2
+    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
+    .forward = cx_forward, .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,                       \
+    .ref_forward = cx_ref_forward, .ref_backward = cx_ref_backward, .half = 2
 
 const nncl__opdef nncl__opdef_conv2d_ex = {CX_ROW("conv2d_ex")};
 const nncl__opdef nncl__opdef_conv1d = {CX_ROW("conv1d")};
