@@ -15,12 +15,17 @@
  * 5-15x slower than nncl's own kernels at every shape timed (square SGEMM
  * 64-2048, the bench models' products), so CLBlast is not timed there
  * (its kernels are not even built: a cold build of them took most of a
- * first step); $NNCL_TIME_CLBLAST=1 times it anyway on every device, =0
- * nowhere. A class may also ship choices measured on it (the bench
+ * first step) unless CLBlast runs a tuning made for the device
+ * (nncl_tune_gemm); $NNCL_TIME_CLBLAST=1 times it anyway on every
+ * device, =0 nowhere. A class may also ship choices measured on it (the bench
  * models' products and layers), taken where the device's own file has
- * none for the shape, so a first run of those models measures nothing;
- * $NNCL_KNOWN_CHOICES=0 leaves them out (to measure afresh). Shipped
- * lines naming a kernel this build lacks are skipped one by one. */
+ * none for the shape, so a first run of those models measures nothing,
+ * and a shape they lack is timed on the variants they name (each variant
+ * timed costs its build and first-launch compiles; the shipped choices
+ * are made to name as few as cover the shapes measured, see
+ * bench/known_choices.py); $NNCL_KNOWN_CHOICES=0 leaves them out (to
+ * measure afresh on every variant). Shipped lines naming a kernel this
+ * build lacks are skipped one by one. */
 #include "gemm/gemm.h"
 #include <stdio.h>
 
@@ -59,7 +64,7 @@ int nncl__gemm_times_clblast(const nncl_device *dev) {
     const char *env = getenv("NNCL_TIME_CLBLAST");
     const known_class *k = known_class_of(dev);
     if (env && *env) return strcmp(env, "0") != 0;
-    return !k || !k->clblast_loses;
+    return dev->clblast_tuned || !k || !k->clblast_loses;
 }
 
 /* The shipped choices for dev: none where CLBlast is timed (they were
@@ -230,7 +235,14 @@ void nncl__gemm_choices_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_sta
         }
     }
     NNCL_FREE(data);
-    for (i = 0; known && known[i]; i++) n += pick_line(s, known[i], 1, &why);
+    for (i = 0; known && known[i]; i++) {
+        char best[32], own[32];
+        int b, o;
+        if (sscanf(known[i], "choice %*d %*d %*u %*u %*u %*d %31s %31s", best, own) == 2 &&
+            (b = pick_index(s, best)) >= 0 && (o = pick_index(s, own)) >= 0)
+            s->shipped |= 1u << b | 1u << o;
+        n += pick_line(s, known[i], 1, &why);
+    }
     if (known) nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: %d shipped choices of its device class", dev->info.index, n);
 }
 

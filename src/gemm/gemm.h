@@ -204,6 +204,7 @@ typedef struct nncl__gemm_state {
     nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
     int n_all;
     int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
+    unsigned shipped; /* bit i: all[i] is named by a choice shipped for the device's class (0: none) */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
     char id[1024]; /* what the choice file is written for (gemm_pick.c), made as it is loaded */
@@ -246,7 +247,8 @@ const char *nncl__gemm_variant_name(const nncl__gemm_state *s, int idx);
 int nncl__gemm_candidate(const nncl__gemm_state *s, int i, int ta, int tb, size_t m, size_t n);
 /* Whether CLBlast is timed against the own kernels on dev: not on a
  * device class where it was measured slower at every shape (PoCL's CPU
- * devices), unless $NNCL_TIME_CLBLAST=1; =0 never. */
+ * devices) unless it runs a tuning made for dev or $NNCL_TIME_CLBLAST=1;
+ * =0 never. */
 int nncl__gemm_times_clblast(const nncl_device *dev);
 /* $NNCL_GEMM: 0 auto (default), 1 clblast, 2 own. */
 int nncl__gemm_mode(void);

@@ -173,13 +173,19 @@ static nncl_status pick_measure(nncl_context *ctx, nncl_device *dev, nncl__gemm_
     size_t temp = 0;
     double t[NNCL__GEMM_MAX_VARIANTS + 1], best = HUGE_VAL, best_own = HUGE_VAL, t0 = nncl__seconds();
     int idx[NNCL__GEMM_MAX_VARIANTS + 1], n = 0, i, ok, own = nncl__gemm_own_fits(g);
+    unsigned set = s->shipped, some = 0;
     nncl_status st;
+    /* with choices shipped for the device's class, the variants they name
+     * (when one of them runs this product) */
+    for (i = 0; i < s->n_timed; i++)
+        if (set >> i & 1 && nncl__gemm_candidate(s, i, g->trans_a, g->trans_b, g->m, g->n)) some = 1;
+    if (!some) set = ~0u;
     NNCL_TRY(nncl__sgemm_temp_size(ctx, dev, g, &temp));
     st = pick_bench_init(ctx, dev, g, temp, &b);
     /* CLBlast (-1) first, where it is timed: the first result is the one
      * the others must match */
     for (i = nncl__gemm_times_clblast(dev) || !own ? -1 : 0; st == NNCL_OK && i < (own ? s->n_timed : 0); i++) {
-        if (i >= 0 && !nncl__gemm_candidate(s, i, g->trans_a, g->trans_b, g->m, g->n)) continue;
+        if (i >= 0 && (!(set >> i & 1) || !nncl__gemm_candidate(s, i, g->trans_a, g->trans_b, g->m, g->n))) continue;
         st = pick_check(ctx, dev, s, &b, i, &ok);
         idx[n] = i;
         t[n++] = ok ? 0 : HUGE_VAL;
