@@ -14,8 +14,8 @@
  * and holds for any device of it. On PoCL's CPU devices CLBlast measured
  * 5-15x slower than nncl's own kernels at every shape timed (square SGEMM
  * 64-2048, the bench models' products), so CLBlast is not timed there
- * (its kernels are not even built: a cold build of them took most of a
- * first step) unless CLBlast runs a tuning made for the device
+ * (nor are its kernels built, which is most of a cold first step where
+ * it is timed) unless CLBlast runs a tuning made for the device
  * (nncl_tune_gemm); $NNCL_TIME_CLBLAST=1 times it anyway on every
  * device, =0 nowhere. A class may also ship choices measured on it (the bench
  * models' products and layers), taken where the device's own file has
