@@ -45,7 +45,9 @@ typedef struct known_class {
 } known_class;
 
 static const known_class known_classes[] = {
-    {"Portable Computing Language", "pthread-skylake-avx512", NNCL_DEVICE_CPU, 1, known_pocl_avx512},
+    /* choices hold for the CPUs they were measured on: PoCL names the LLVM
+     * target, then the CPU */
+    {"Portable Computing Language", "pthread-skylake-avx512-AMD EPYC", NNCL_DEVICE_CPU, 1, known_pocl_avx512_epyc},
     {"Portable Computing Language", "", NNCL_DEVICE_CPU, 1, NULL},
 };
 

@@ -7,9 +7,9 @@
 #ifndef NNCL_CHOICE_KNOWN_H
 #define NNCL_CHOICE_KNOWN_H
 
-/* PoCL, LLVM target skylake-avx512 (16-wide vectors, FMA): the bench
- * models mlp, cnn, vgg, resnet and gpt at their batches. */
-static const char *const known_pocl_avx512[] = {
+/* PoCL, LLVM target skylake-avx512 (16-wide vectors, FMA) on AMD EPYC:
+ * the bench models mlp, cnn, vgg, resnet and gpt at their batches. */
+static const char *const known_pocl_avx512_epyc[] = {
     "choice 0 0 16 10 4704 0 packed6x32v16 packed6x32v16",
     "choice 0 0 16 784 9 0 direct8x16v16 direct8x16v16",
     "choice 0 0 16 17248 9 0 direct4x64v16 direct4x64v16",
