@@ -233,7 +233,7 @@ double train_need_floats(int kind, int B, char *formula, size_t len) {
 
 /* ------------------------------------------------------------- data */
 
-static void train_data_load(const bench_opts *o, int kind, train_data *td) {
+void train_data_load(const bench_opts *o, int kind, train_data *td) {
     char images[1024], labels[1024];
     size_t i;
     unsigned s = 12345u;
@@ -271,7 +271,7 @@ static void train_data_load(const bench_opts *o, int kind, train_data *td) {
     for (i = 0; i < td->n; i++) td->y[i] = (float)(i * 7 % 10);
 }
 
-static void train_data_free(train_data *td) {
+void train_data_free(train_data *td) {
     if (td->ds) nncl_dataset_free(td->ds);
     else {
         free(td->x);
