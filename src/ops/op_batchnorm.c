@@ -109,6 +109,20 @@ static nncl__view bn_partv(nncl__exec *x, const nncl_node *n) {
     return v;
 }
 
+/* B, C and inner: the shape arguments of the per-channel kernels. */
+static void bn_arg_dims(nncl__args *a, nncl__exec *x, const nncl_node *n) {
+    nncl__arg_int(a, x->batch);
+    nncl__arg_int(a, bn_channels(n));
+    nncl__arg_int(a, bn_inner(n));
+}
+
+/* The statistics kernels' momentum and eps. */
+static void bn_arg_momentum_eps(nncl__args *a, nncl__exec *x, const nncl_node *n) {
+    /* synchronised: the running statistics move on the host, from the global batch */
+    nncl__arg_float(a, x->sync ? 0.0f : n->fattr[1]);
+    nncl__arg_float(a, n->fattr[0]);
+}
+
 /* Training statistics in one pass: partial sums, then their merge. */
 static nncl_status bn_stats_stream(nncl__exec *x, nncl_node *n, nncl__view st) {
     nncl__args a;
@@ -116,9 +130,7 @@ static nncl_status bn_stats_stream(nncl__exec *x, nncl_node *n, nncl__view st) {
     NNCL_TRY(nncl__kbegin(x, n, BN_K_PARTIAL, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_int(&a, B);
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
+    bn_arg_dims(&a, x, n);
     nncl__arg_int(&a, P);
     NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
     NNCL_TRY(nncl__kbegin(x, n, BN_K_MERGE, &a));
@@ -130,31 +142,7 @@ static nncl_status bn_stats_stream(nncl__exec *x, nncl_node *n, nncl__view st) {
     nncl__arg_int(&a, inner);
     nncl__arg_int(&a, P);
     nncl__arg_int(&a, B * inner);
-    /* synchronised: the running statistics move on the host, from the global batch */
-    nncl__arg_float(&a, x->sync ? 0.0f : n->fattr[1]);
-    nncl__arg_float(&a, n->fattr[0]);
-    return nncl__launch_1d(&a, x->dev, (size_t)C);
-}
-
-/* The gradient sums in one pass over x and dy: partial sums, then their
- * merge into aux and the weight and bias gradients. */
-static nncl_status bn_grad_stream(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, P = bn_parts(C, B);
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_GRAD_PARTIAL, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_int(&a, B);
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    nncl__arg_int(&a, P);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
-    NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_MERGE, &a));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, P);
+    bn_arg_momentum_eps(&a, x, n);
     return nncl__launch_1d(&a, x->dev, (size_t)C);
 }
 
@@ -184,17 +172,49 @@ static void bn_arg_residual(nncl__args *a, nncl__exec *x, const nncl_node *n) {
     nncl__arg_int(a, n->iattr[0]);
 }
 
-/* x, aux, weight, bias, the residual and the activation: the leading
- * arguments of the bnact.cl kernels that recompute the pre-activation. */
-static nncl_status bn_begin_act(nncl__exec *x, nncl_node *n, int slot, nncl__args *a, int with_dy) {
+/* Begins the kernel in slot with the leading arguments: x, dy (with_dy),
+ * aux, then weight and bias (with_wb), then the residual and the
+ * activation (act: the bnact.cl kernels that recompute the pre-activation,
+ * which take the weight and bias too). */
+static nncl_status bn_begin(nncl__exec *x, nncl_node *n, int slot, nncl__args *a, int with_dy, int act, int with_wb) {
     NNCL_TRY(nncl__kbegin(x, n, slot, a));
     nncl__arg_view(a, nncl__val(x, n->in[0]));
     if (with_dy) nncl__arg_view(a, nncl__grd(x, n));
     nncl__arg_view(a, nncl__auxv(x, n));
+    if (!act && !with_wb) return NNCL_OK;
     nncl__arg_view(a, nncl__val(x, n->in[1]));
     nncl__arg_view(a, nncl__val(x, n->in[2]));
-    bn_arg_residual(a, x, n);
+    if (act) bn_arg_residual(a, x, n);
     return NNCL_OK;
+}
+
+/* The gradient sums in one pass over x and dy (with act, fused, through
+ * the recomputed pre-activation): partial sums, then their merge into aux
+ * and the weight and bias gradients. */
+static nncl_status bn_grad_stream(nncl__exec *x, nncl_node *n, int fused) {
+    nncl__args a;
+    int C = bn_channels(n), B = x->batch, P = bn_parts(C, B);
+    NNCL_TRY(bn_begin(x, n, fused ? BN_K_GRAD_PARTIAL_ACT : BN_K_GRAD_PARTIAL, &a, 1, fused, 0));
+    nncl__arg_view(&a, bn_partv(x, n));
+    bn_arg_dims(&a, x, n);
+    nncl__arg_int(&a, P);
+    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
+    NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_MERGE, &a));
+    nncl__arg_view(&a, bn_partv(x, n));
+    nncl__arg_int(&a, C);
+    nncl__arg_int(&a, P);
+    return nncl__launch_1d(&a, x->dev, (size_t)C);
+}
+
+/* The trailing arguments and launch of apply and the input gradient: a
+ * work-item per value, or the streaming kernels' rows. */
+static nncl_status bn_launch_apply(nncl__args *a, nncl__exec *x, const nncl_node *n, int stream) {
+    size_t total = nncl__numel(n, x->batch);
+    nncl__arg_int(a, bn_channels(n));
+    nncl__arg_int(a, bn_inner(n));
+    if (stream) return bn_launch_rows(a, x, n);
+    nncl__arg_int(a, (int)total);
+    return nncl__launch_1d(a, x->dev, total);
 }
 
 /* The gradient, with act and residual, where wanted (want_r) into the
@@ -209,28 +229,22 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
     int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
-    size_t total = nncl__numel(n, B);
     nncl__view st;
     st.mem = x->state;
     st.off = n->state_off;
     if (x->recompute) {
         /* checkpointing: the batch statistics the forward saved in aux (the
          * global batch's, synchronised), the running ones not moved again */
-    } else if (x->training && stream) {
-        NNCL_TRY(bn_stats_stream(x, n, st));
-        if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
     } else if (x->training) {
-        NNCL_TRY(nncl__kbegin(x, n, BN_K_STATS, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, st);
-        nncl__arg_int(&a, B);
-        nncl__arg_int(&a, C);
-        nncl__arg_int(&a, inner);
-        /* synchronised: the running statistics move on the host, from the global batch */
-        nncl__arg_float(&a, x->sync ? 0.0f : n->fattr[1]);
-        nncl__arg_float(&a, n->fattr[0]);
-        NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
+        if (stream) {
+            NNCL_TRY(bn_stats_stream(x, n, st));
+        } else {
+            NNCL_TRY(bn_begin(x, n, BN_K_STATS, &a, 0, 0, 0));
+            nncl__arg_view(&a, st);
+            bn_arg_dims(&a, x, n);
+            bn_arg_momentum_eps(&a, x, n);
+            NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
+        }
         if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
     } else {
         NNCL_TRY(nncl__kbegin(x, n, BN_K_EVAL_STATS, &a));
@@ -240,24 +254,9 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_float(&a, n->fattr[0]);
         NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
     }
-    if (fused) {
-        NNCL_TRY(bn_begin_act(x, n, BN_K_APPLY_ACT, &a, 0));
-    } else {
-        NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, nncl__val(x, n->in[1]));
-        nncl__arg_view(&a, nncl__val(x, n->in[2]));
-    }
+    NNCL_TRY(bn_begin(x, n, fused ? BN_K_APPLY_ACT : stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a, 0, fused, 1));
     nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_int(&a, C);
-    nncl__arg_int(&a, inner);
-    if (!stream) {
-        nncl__arg_int(&a, (int)total);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, total));
-    } else {
-        NNCL_TRY(bn_launch_rows(&a, x, n));
-    }
+    NNCL_TRY(bn_launch_apply(&a, x, n, stream));
     if (!epi || fused) return NNCL_OK;
     NNCL_TRY(nncl__kbegin(x, n, BN_K_ACTPASS, &a));
     nncl__arg_view(&a, nncl__val(x, n));
@@ -272,45 +271,28 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
     int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
     int want_r = n->n_in == 4 && nncl__need_grad(x, n, 3);
-    int P = bn_parts(C, B);
     size_t total = nncl__numel(n, B);
     if (epi && !fused) {
         /* the activation's gradient (and the residual's) in a pass of its own */
-        NNCL_TRY(bn_begin_act(x, n, BN_K_ACTPASS_BW, &a, 1));
+        NNCL_TRY(bn_begin(x, n, BN_K_ACTPASS_BW, &a, 1, 1, 1));
         bn_arg_dres(&a, x, n, want_r);
         nncl__arg_int(&a, C);
         nncl__arg_int(&a, inner);
         NNCL_TRY(bn_launch_rows(&a, x, n));
     }
-    if (stream && (want_w || want_b || (want_x && x->training))) {
-        if (fused) {
-            NNCL_TRY(bn_begin_act(x, n, BN_K_GRAD_PARTIAL_ACT, &a, 1));
-            nncl__arg_view(&a, bn_partv(x, n));
-            nncl__arg_int(&a, B);
-            nncl__arg_int(&a, C);
-            nncl__arg_int(&a, inner);
-            nncl__arg_int(&a, P);
-            NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
-            NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_MERGE, &a));
-            nncl__arg_view(&a, bn_partv(x, n));
-            nncl__arg_int(&a, C);
-            nncl__arg_int(&a, P);
-            NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
+    if (want_w || want_b || (want_x && x->training)) {
+        if (stream) {
+            NNCL_TRY(bn_grad_stream(x, n, fused));
         } else {
-            NNCL_TRY(bn_grad_stream(x, n));
+            NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_STATS, &a));
+            bn_arg_dims(&a, x, n);
+            NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
         }
-        if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
-    } else if (want_w || want_b || (want_x && x->training)) {
-        NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_STATS, &a));
-        nncl__arg_int(&a, B);
-        nncl__arg_int(&a, C);
-        nncl__arg_int(&a, inner);
-        NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
         if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
     }
     if (fused) {
         if (!want_x && !want_r) return NNCL_OK;
-        NNCL_TRY(bn_begin_act(x, n, BN_K_DX_ACT, &a, 1));
+        NNCL_TRY(bn_begin(x, n, BN_K_DX_ACT, &a, 1, 1, 1));
         nncl__arg_view(&a, want_x ? nncl__grd(x, n->in[0]) : nncl__grd(x, n));
         nncl__arg_int(&a, want_x);
         nncl__arg_int(&a, want_x ? nncl__grad_accumulate(x, n, 0) : 0);

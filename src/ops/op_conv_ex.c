@@ -351,23 +351,53 @@ const nncl__opdef nncl__opdef_conv_transpose2d = {CX_ROW("conv_transpose2d")};
 
 /* ------------------------------------------------------------- builders */
 
-/* NAME.weight of wshape (and NAME.bias [O]) with PyTorch's initialisation,
- * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for fan_in = wshape[1] times the
- * kernel's taps, then the node; a refused node takes its parameters back. */
-static nncl_node *cx_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, int rank, int out_ch,
-                           const int *wshape, int bias, const int *iattr, const char *name) {
+/* iattr in the layout above: a4, a5 the dilation (transposed: the output
+ * padding). */
+static void cx_attrs(int *iattr, int sh, int sw, int ph, int pw, int a4, int a5, int groups, nncl_act act) {
+    iattr[0] = sh;
+    iattr[1] = sw;
+    iattr[2] = ph;
+    iattr[3] = pw;
+    iattr[4] = a4;
+    iattr[5] = a5;
+    iattr[6] = groups;
+    iattr[7] = (int)act;
+}
+
+static nncl_node *cx_no_options(nncl_graph *g, const char *fn, const char *name) {
+    return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": options are NULL", fn, name ? name : "");
+}
+
+/* NAME.weight (and NAME.bias [O]) with PyTorch's initialisation,
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for fan_in = the weight's shape[1]
+ * times the kernel's taps, then the node; a refused node takes its
+ * parameters back. The weight is [O, C/G, kh, kw] ([O, C/G, kw] for rank 3,
+ * where kh is 1), transposed [C, O/G, kh, kw]. */
+static nncl_node *cx_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, int rank, int out_ch, int kh,
+                           int kw, int bias, const int *iattr, const char *name) {
     char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8];
     nncl_node *in[3];
-    int keep, k;
+    int keep, k, G = iattr[6], wshape[4];
     float fan = 1;
     if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    if (kh < 1 || kw < 1 || G < 1) {
+        if (rank == 3)
+            return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": kernel %d and groups %d must be >= 1", fn,
+                                    name ? name : "", kw, G);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": kernel %dx%d and groups %d must be >= 1",
+                                fn, name ? name : "", kh, kw, G);
+    }
     if (!x)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": input is NULL (an earlier builder failed?)",
                                 fn, name ? name : "");
     if (!name || !*name || strlen(name) + 8 > NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: needs a name of 1 to %d characters", fn,
                                 NNCL_NAME_MAX - 8);
-    if (cx_check_input(g, nncl__opdef_get(op)->name, name, x, rank, iattr[6], out_ch) != NNCL_OK) return NULL;
+    if (cx_check_input(g, nncl__opdef_get(op)->name, name, x, rank, G, out_ch) != NNCL_OK) return NULL;
+    wshape[0] = op == NNCL_OP_CONV_TRANSPOSE2D ? x->shape[1] : out_ch;
+    wshape[1] = op == NNCL_OP_CONV_TRANSPOSE2D ? out_ch / G : x->shape[1] / G;
+    if (rank == 4) wshape[2] = kh;
+    wshape[rank - 1] = kw;
     for (k = 1; k < rank; k++) fan *= (float)wshape[k];
     keep = g->n_nodes;
     snprintf(wn, sizeof wn, "%s.weight", name);
@@ -379,116 +409,52 @@ static nncl_node *cx_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node
 }
 
 nncl_conv2d_options nncl_conv2d_default(void) {
-    nncl_conv2d_options o;
-    memset(&o, 0, sizeof o);
-    o.kernel_h = o.kernel_w = 3;
-    o.stride_h = o.stride_w = 1;
-    o.dilation_h = o.dilation_w = 1;
-    o.groups = 1;
-    o.bias = 1;
-    o.act = NNCL_ACT_NONE;
-    return o;
+    static const nncl_conv2d_options d = {.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1,
+                                          .dilation_h = 1, .dilation_w = 1, .groups = 1, .bias = 1,
+                                          .act = NNCL_ACT_NONE};
+    return d;
 }
 
 nncl_node *nncl_conv2d_ex(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv2d_options *o,
                           const char *name) {
-    int wshape[4], iattr[8];
-    if (!o)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d_ex \"%s\": options are NULL",
-                                name ? name : "");
+    int iattr[8];
+    if (!o) return cx_no_options(g, "nncl_conv2d_ex", name);
     if (o->groups == 1 && o->dilation_h == 1 && o->dilation_w == 1 && o->kernel_h == o->kernel_w &&
         o->stride_h == o->stride_w && o->padding_h == o->padding_w)
         return nncl_conv2d(g, x, out_channels, o->kernel_h, o->stride_h, o->padding_h, o->bias, o->act, name);
-    if (o->kernel_h < 1 || o->kernel_w < 1 || o->groups < 1)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_conv2d_ex \"%s\": kernel %dx%d and groups %d must "
-                                "be >= 1",
-                                name ? name : "", o->kernel_h, o->kernel_w, o->groups);
-    wshape[0] = out_channels;
-    wshape[1] = x && x->ndim == 4 ? x->shape[1] / o->groups : 1;
-    wshape[2] = o->kernel_h;
-    wshape[3] = o->kernel_w;
-    iattr[0] = o->stride_h;
-    iattr[1] = o->stride_w;
-    iattr[2] = o->padding_h;
-    iattr[3] = o->padding_w;
-    iattr[4] = o->dilation_h;
-    iattr[5] = o->dilation_w;
-    iattr[6] = o->groups;
-    iattr[7] = (int)o->act;
-    return cx_build(g, NNCL_OP_CONV2D_EX, "nncl_conv2d_ex", x, 4, out_channels, wshape, o->bias, iattr, name);
+    cx_attrs(iattr, o->stride_h, o->stride_w, o->padding_h, o->padding_w, o->dilation_h, o->dilation_w, o->groups,
+             o->act);
+    return cx_build(g, NNCL_OP_CONV2D_EX, "nncl_conv2d_ex", x, 4, out_channels, o->kernel_h, o->kernel_w, o->bias,
+                    iattr, name);
 }
 
 nncl_conv1d_options nncl_conv1d_default(void) {
-    nncl_conv1d_options o;
-    memset(&o, 0, sizeof o);
-    o.kernel = 3;
-    o.stride = 1;
-    o.dilation = 1;
-    o.groups = 1;
-    o.bias = 1;
-    o.act = NNCL_ACT_NONE;
-    return o;
+    static const nncl_conv1d_options d = {.kernel = 3, .stride = 1, .dilation = 1, .groups = 1, .bias = 1,
+                                          .act = NNCL_ACT_NONE};
+    return d;
 }
 
 nncl_node *nncl_conv1d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv1d_options *o, const char *name) {
-    int wshape[3], iattr[8];
-    if (!o)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv1d \"%s\": options are NULL", name ? name : "");
-    if (o->kernel < 1 || o->groups < 1)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_conv1d \"%s\": kernel %d and groups %d must be >= 1", name ? name : "", o->kernel,
-                                o->groups);
-    wshape[0] = out_channels;
-    wshape[1] = x && x->ndim == 3 ? x->shape[1] / o->groups : 1;
-    wshape[2] = o->kernel;
-    iattr[0] = 1;
-    iattr[1] = o->stride;
-    iattr[2] = 0;
-    iattr[3] = o->padding;
-    iattr[4] = 1;
-    iattr[5] = o->dilation;
-    iattr[6] = o->groups;
-    iattr[7] = (int)o->act;
-    return cx_build(g, NNCL_OP_CONV1D, "nncl_conv1d", x, 3, out_channels, wshape, o->bias, iattr, name);
+    int iattr[8];
+    if (!o) return cx_no_options(g, "nncl_conv1d", name);
+    cx_attrs(iattr, 1, o->stride, 0, o->padding, 1, o->dilation, o->groups, o->act);
+    return cx_build(g, NNCL_OP_CONV1D, "nncl_conv1d", x, 3, out_channels, 1, o->kernel, o->bias, iattr, name);
 }
 
 nncl_conv_transpose2d_options nncl_conv_transpose2d_default(void) {
-    nncl_conv_transpose2d_options o;
-    memset(&o, 0, sizeof o);
-    o.kernel_h = o.kernel_w = 3;
-    o.stride_h = o.stride_w = 1;
-    o.groups = 1;
-    o.bias = 1;
-    o.act = NNCL_ACT_NONE;
-    return o;
+    static const nncl_conv_transpose2d_options d = {.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1,
+                                                    .groups = 1, .bias = 1, .act = NNCL_ACT_NONE};
+    return d;
 }
 
 nncl_node *nncl_conv_transpose2d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv_transpose2d_options *o,
                                  const char *name) {
-    int wshape[4], iattr[8];
-    if (!o)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv_transpose2d \"%s\": options are NULL",
-                                name ? name : "");
-    if (o->kernel_h < 1 || o->kernel_w < 1 || o->groups < 1)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_conv_transpose2d \"%s\": kernel %dx%d and groups "
-                                "%d must be >= 1",
-                                name ? name : "", o->kernel_h, o->kernel_w, o->groups);
-    wshape[0] = x && x->ndim == 4 ? x->shape[1] : 1;
-    wshape[1] = out_channels / o->groups > 0 ? out_channels / o->groups : 1;
-    wshape[2] = o->kernel_h;
-    wshape[3] = o->kernel_w;
-    iattr[0] = o->stride_h;
-    iattr[1] = o->stride_w;
-    iattr[2] = o->padding_h;
-    iattr[3] = o->padding_w;
-    iattr[4] = o->output_padding_h;
-    iattr[5] = o->output_padding_w;
-    iattr[6] = o->groups;
-    iattr[7] = (int)o->act;
-    return cx_build(g, NNCL_OP_CONV_TRANSPOSE2D, "nncl_conv_transpose2d", x, 4, out_channels, wshape, o->bias, iattr,
-                    name);
+    int iattr[8];
+    if (!o) return cx_no_options(g, "nncl_conv_transpose2d", name);
+    cx_attrs(iattr, o->stride_h, o->stride_w, o->padding_h, o->padding_w, o->output_padding_h, o->output_padding_w,
+             o->groups, o->act);
+    return cx_build(g, NNCL_OP_CONV_TRANSPOSE2D, "nncl_conv_transpose2d", x, 4, out_channels, o->kernel_h,
+                    o->kernel_w, o->bias, iattr, name);
 }
 
 #undef CX_KERNELS

@@ -97,38 +97,46 @@ static nncl_status ln_shape(nncl_graph *g, nncl_node *n) {
 /* aux: (mean, invstd) per row. */
 static size_t ln_aux(const nncl_node *n, int batch) { return 2 * (nncl__numel(n, batch) / (size_t)ln_dim(n)); }
 
-static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
+/* The rows and width of a row norm's input. */
+static int ln_rows(const nncl__exec *x, const nncl_node *n, size_t *rows) {
     int D = ln_dim(n);
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = nncl__row_kernels(x);
-    NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
-    nncl__arg_int(&a, n->n_in == 3);
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    nncl__arg_float(&a, n->fattr[0]);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    *rows = nncl__numel(n, x->batch) / (size_t)D;
+    return D;
 }
 
-static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
+/* A row norm's per-row launch: one work-item a row (the row kernels), a group a row
+ * otherwise. */
+static nncl_status ln_launch(nncl__args *a, nncl__exec *x, int per_row, size_t rows, int D) {
+    return per_row ? nncl__launch_1d(a, x->dev, rows) : nncl__launch_rows(a, x->dev, rows, (size_t)D);
+}
+
+/* A row norm's weight (and bias) gradient launch, over the columns. */
+static nncl_status ln_launch_cols(nncl__args *a, nncl__exec *x, int per_row, size_t rows, int D) {
+    nncl__arg_int(a, (int)rows);
+    nncl__arg_int(a, D);
+    return per_row ? norm_launch_cols8(a, x, D) : nncl__launch_cols(a, x->dev, rows, (size_t)D);
+}
+
+/* The forward's arguments after the inputs, shared by layer and RMS norm:
+ * y, aux, rows, D, eps; then the launch. */
+static nncl_status ln_forward_rest(nncl__args *a, nncl__exec *x, nncl_node *n, int per_row) {
+    size_t rows;
+    int D = ln_rows(x, n, &rows);
+    nncl__arg_view(a, nncl__val(x, n));
+    nncl__arg_view(a, nncl__auxv(x, n));
+    nncl__arg_int(a, (int)rows);
+    nncl__arg_int(a, D);
+    nncl__arg_float(a, n->fattr[0]);
+    return ln_launch(a, x, per_row, rows, D);
+}
+
+/* The input gradient of layer and RMS norm, whose kernels take the same
+ * arguments: x, dy, w, aux, dx, acc, rows, D. */
+static nncl_status ln_dx(nncl__exec *x, nncl_node *n, int slot, int per_row) {
     nncl__args a;
-    int D = ln_dim(n);
-    int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = norm_want(x, n, 2);
-    int per_row = nncl__row_kernels(x), k = per_row ? LN_K_ROWS : 0;
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    if (want_w || want_b) {
-        NNCL_TRY(nncl__norm_param_grads(x, n, LN_K_DWDB + k, &a));
-        nncl__arg_int(&a, (int)rows);
-        nncl__arg_int(&a, D);
-        NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
-    }
-    if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, LN_K_DX + k, &a));
+    size_t rows;
+    int D = ln_rows(x, n, &rows);
+    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__grd(x, n));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -137,7 +145,30 @@ static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, D);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return ln_launch(&a, x, per_row, rows, D);
+}
+
+static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    int per_row = nncl__row_kernels(x);
+    NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
+    nncl__arg_view(&a, nncl__val(x, n->in[0]));
+    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__val(x, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
+    nncl__arg_int(&a, n->n_in == 3);
+    return ln_forward_rest(&a, x, n, per_row);
+}
+
+static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
+    nncl__args a;
+    size_t rows;
+    int D = ln_rows(x, n, &rows);
+    int per_row = nncl__row_kernels(x), k = per_row ? LN_K_ROWS : 0;
+    if (nncl__need_grad(x, n, 1) || norm_want(x, n, 2)) {
+        NNCL_TRY(nncl__norm_param_grads(x, n, LN_K_DWDB + k, &a));
+        NNCL_TRY(ln_launch_cols(&a, x, per_row, rows, D));
+    }
+    return nncl__need_grad(x, n, 0) ? ln_dx(x, n, LN_K_DX + k, per_row) : NNCL_OK;
 }
 
 static void ln_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
@@ -222,24 +253,17 @@ static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, bat
 
 static nncl_status rms_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    int D = ln_dim(n);
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
     int per_row = nncl__row_kernels(x);
     NNCL_TRY(nncl__kbegin(x, n, RMS_K_FORWARD + (per_row ? RMS_K_ROWS : 0), &a));
     nncl__arg_view(&a, nncl__val(x, n->in[0]));
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    nncl__arg_float(&a, n->fattr[0]);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return ln_forward_rest(&a, x, n, per_row);
 }
 
 static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
-    int D = ln_dim(n);
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
+    size_t rows;
+    int D = ln_rows(x, n, &rows);
     int per_row = nncl__row_kernels(x), k = per_row ? RMS_K_ROWS : 0;
     if (nncl__need_grad(x, n, 1)) {
         NNCL_TRY(nncl__kbegin(x, n, RMS_K_DW + k, &a));
@@ -248,21 +272,9 @@ static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
         nncl__arg_view(&a, nncl__auxv(x, n));
         nncl__arg_view(&a, nncl__grd(x, n->in[1]));
         nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
-        nncl__arg_int(&a, (int)rows);
-        nncl__arg_int(&a, D);
-        NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
+        NNCL_TRY(ln_launch_cols(&a, x, per_row, rows, D));
     }
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, RMS_K_DX + k, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return nncl__need_grad(x, n, 0) ? ln_dx(x, n, RMS_K_DX + k, per_row) : NNCL_OK;
 }
 
 static void rms_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
