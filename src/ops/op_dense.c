@@ -97,21 +97,26 @@ static nncl_status linear_shape(nncl_graph *g, nncl_node *n) {
 
 /* GEMM arguments: rows of x times W^T into y, bias and activation in the
  * epilogue. */
+void nncl__gemm_args_begin(const nncl__exec *x, float beta, nncl__gemm_args *g) {
+    memset(g, 0, sizeof *g);
+    g->alpha = 1;
+    g->beta = beta;
+    g->temp = x->gemm_temp;
+    g->store = x->store;
+    g->temp_cap = x->gemm_cap;
+}
+
 static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *g) {
     const nncl_node *w = n->in[1];
     nncl__view xv = nncl__val(x, n->in[0]), wv = nncl__val(x, w), yv = nncl__val(x, n);
-    memset(g, 0, sizeof *g);
+    nncl__gemm_args_begin(x, 0, g);
     g->trans_b = 1;
     g->m = nncl__numel(n->in[0], x->batch) / (size_t)w->shape[1];
     g->n = (size_t)w->shape[0];
     g->k = (size_t)w->shape[1];
-    g->alpha = 1;
     g->a = xv.mem; g->a_off = xv.off; g->lda = g->k;
     g->b = wv.mem; g->b_off = wv.off; g->ldb = g->k;
     g->c = yv.mem; g->c_off = yv.off; g->ldc = g->n;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
     if (n->n_in == 3) {
         nncl__view bv = nncl__val(x, n->in[2]);
         g->epi.bias = 1;
@@ -132,12 +137,7 @@ static void linear_gemm_bwd(nncl__exec *x, const nncl_node *n, int which, int ac
     nncl__gemm_args f;
     nncl__view dy = nncl__grd(x, n);
     linear_gemm_fwd(x, n, &f);
-    memset(g, 0, sizeof *g);
-    g->alpha = 1;
-    g->beta = acc ? 1.0f : 0.0f;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
+    nncl__gemm_args_begin(x, acc ? 1.0f : 0.0f, g);
     g->c_f32 = which == 1 && n->in[1]->op == NNCL_OP_PARAM; /* a weight gradient stays fp32 */
     if (which == 0) {
         nncl__view dx = nncl__grd(x, n->in[0]);

@@ -76,12 +76,7 @@ static void mm_args(nncl__exec *x, const nncl_node *n, const mm_dims *d, int whi
     size_t lda = ta ? d->M : d->K, ldb = tb ? d->K : d->N;
     nncl__view av = nncl__val(x, n->in[0]), bv = nncl__val(x, n->in[1]), cv = nncl__val(x, n);
     size_t ao = av.off + z * d->M * d->K, bo = bv.off + zb * d->K * d->N, co = cv.off + z * d->M * d->N;
-    memset(g, 0, sizeof *g);
-    g->alpha = 1;
-    g->beta = beta;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
+    nncl__gemm_args_begin(x, beta, g);
     if (which == MM_FORWARD) {
         g->trans_a = ta; g->trans_b = tb;
         g->m = rows; g->n = d->N; g->k = d->K;

@@ -81,12 +81,7 @@ static void rs_gemm_args(nncl__exec *x, const nncl_node *n, const rs_dims *d, in
                          nncl__gemm_args *g) {
     nncl__view aux = nncl__auxv(x, n), w = nncl__val(x, n->in[1]);
     size_t GH = d->G * d->H;
-    memset(g, 0, sizeof *g);
-    g->alpha = 1;
-    g->beta = beta;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
+    nncl__gemm_args_begin(x, beta, g);
     g->a = aux.mem;
     if (which == RS_G_HH) { /* W_hh^T from aux */
         g->m = d->B; g->n = GH; g->k = d->H;

@@ -31,6 +31,9 @@ nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
 nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc);
+/* A node's GEMM arguments begun: zeros, alpha 1, beta, and the executor's
+ * temporary buffer and store (the ops' GEMMs, op_dense.c). */
+void nncl__gemm_args_begin(const nncl__exec *x, float beta, nncl__gemm_args *g);
 /* The double maths of the elementwise ops (op_elementwise.c's rows), which
  * their graph references apply and the eager ops' tests use as theirs:
  * out[i] = a[i] op b[i % bn] (add, sub, mul; bn n, or cols for a row
