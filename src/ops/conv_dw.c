@@ -31,6 +31,17 @@ static void dw_local(const nncl__exec *x, const size_t *global, size_t *local) {
  * a work-item's loop faster than as many work-items; one on others. */
 static int dw_rows(const nncl__exec *x, int rows) { return x->dev->info.type == NNCL_DEVICE_CPU ? rows : 1; }
 
+/* The launch of the forward and input gradient: segs work-items along
+ * each row, a plane's rows in runs of rb, planes planes. */
+static nncl_status dw_launch_planes(nncl__args *a, const nncl__exec *x, size_t segs, int rows, int rb, size_t planes) {
+    size_t global[3], local[3];
+    global[0] = segs;
+    global[1] = (size_t)((rows + rb - 1) / rb);
+    global[2] = planes;
+    dw_local(x, global, local);
+    return nncl__launch(a, x->dev, 3, global, local);
+}
+
 int nncl__dw_fits(const nncl__cx_dims *d) { return !d->transposed && d->G == d->C && d->sw <= 2; }
 
 int nncl__dw_on(const nncl__cx_dims *d) {
@@ -41,11 +52,7 @@ int nncl__dw_on(const nncl__cx_dims *d) {
 nncl_status nncl__dw_forward(nncl__exec *x, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
                              const nncl_node *bias) {
     nncl__args a;
-    size_t global[3], local[3];
     int rb = dw_rows(x, d->OH);
-    global[0] = (size_t)(d->OW + 7) / 8;
-    global[1] = (size_t)((d->OH + rb - 1) / rb);
-    global[2] = (size_t)d->B * d->O;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CX_K_DW_FORWARD, &a));
     nncl__arg_view(&a, xv);
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -56,18 +63,13 @@ nncl_status nncl__dw_forward(nncl__exec *x, const nncl_node *n, const nncl__cx_d
     nncl__arg_int(&a, d->act);
     nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
     nncl__arg_int(&a, rb);
-    dw_local(x, global, local);
-    return nncl__launch(&a, x->dev, 3, global, local);
+    return dw_launch_planes(&a, x, (size_t)(d->OW + 7) / 8, d->OH, rb, (size_t)d->B * d->O);
 }
 
 nncl_status nncl__dw_backward_input(nncl__exec *x, const nncl_node *n, const nncl__cx_dims *d, nncl__view dy,
                                     nncl__view dx, int acc) {
     nncl__args a;
     int L = d->sw == 2 ? 16 : 8, rb = dw_rows(x, d->H);
-    size_t global[3], local[3];
-    global[0] = (size_t)(d->W + L - 1) / (size_t)L;
-    global[1] = (size_t)((d->H + rb - 1) / rb);
-    global[2] = (size_t)d->B * d->C;
     NNCL_TRY(nncl__kbegin(x, n, NNCL_CX_K_DW_INPUT, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
@@ -76,8 +78,7 @@ nncl_status nncl__dw_backward_input(nncl__exec *x, const nncl_node *n, const nnc
     nncl__arg_int(&a, acc);
     nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
     nncl__arg_int(&a, rb);
-    dw_local(x, global, local);
-    return nncl__launch(&a, x->dev, 3, global, local);
+    return dw_launch_planes(&a, x, (size_t)(d->W + L - 1) / (size_t)L, d->H, rb, (size_t)d->B * d->C);
 }
 
 /* Chunks of the rows of y the weight gradient sums apart (fixed for a
