@@ -31,13 +31,13 @@ int nncl__dw_on(const nncl__cx_dims *d);
 /* Floats of the plan's workspace the weight gradient takes (0: none). */
 size_t nncl__dw_workspace(const nncl__cx_dims *d);
 /* y = act(conv(x) + b) (bias NULL: none). */
-nncl_status nncl__dw_forward(nncl__exec *x, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
+nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
                              const nncl_node *bias);
 /* dx (+)= conv^T(dy) (acc: add). */
-nncl_status nncl__dw_backward_input(nncl__exec *x, const nncl_node *n, const nncl__cx_dims *d, nncl__view dy,
+nncl_status nncl__dw_backward_input(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view dy,
                                     nncl__view dx, int acc);
 /* dw (+)= the adjoint in w of conv(xv) against dy, into n->in[1]'s gradient. */
-nncl_status nncl__dw_backward_weight(nncl__exec *x, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv,
+nncl_status nncl__dw_backward_weight(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv,
                                      nncl__view dy);
 
 #endif

@@ -21,10 +21,10 @@
 
 
 /* A conv layer's key among the stored paths: its geometry and gradients. */
-static void cpick_key(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *key) {
+static void cpick_key(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *key) {
     key[0] = d->C; key[1] = d->H; key[2] = d->W; key[3] = d->O; key[4] = d->k; key[5] = d->st;
     key[6] = d->pad; key[7] = d->act; key[8] = n->n_in == 3;
-    key[9] = nncl__need_grad(x, n, 0); key[10] = nncl__need_grad(x, n, 1);
+    key[9] = nncl__need_grad(ex, n, 0); key[10] = nncl__need_grad(ex, n, 1);
 }
 
 /* $NNCL_CONV_DIRECT: 1 forced where it fits, 0 never, -1 unset (timed). */
@@ -35,27 +35,27 @@ static int cpick_direct_mode(void) {
 
 /* Whether the direct path is a candidate for node n: it fits, and
  * NNCL_CONV_DIRECT does not leave it out. */
-static int cpick_direct_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    return cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
+static int cpick_direct_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    return cpick_direct_mode() != 0 && nncl__conv_direct_fits(ex, n, d);
 }
 
 /* The path forced by the environment or half storage (see
  * nncl__conv_pick), or -1: the timed choice decides. */
-static int cpick_forced(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), direct = cpick_direct_on(x, n, d);
+static int cpick_forced(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), direct = cpick_direct_on(ex, n, d);
     if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
     if (mode == 1) return NNCL__CONV_COL;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
-    if (x->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
+    if (ex->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     return direct || own ? -1 : NNCL__CONV_COL;
 }
 
-int nncl__conv_path(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int key[NNCL__CONV_KEY], path = cpick_forced(x, n, d);
+int nncl__conv_path(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    int key[NNCL__CONV_KEY], path = cpick_forced(ex, n, d);
     if (path >= 0) return path;
-    cpick_key(x, n, d, key);
-    path = nncl__conv_choice_find(x->ctx, x->dev, key);
-    return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(x, n, d)) ? NNCL__CONV_COL : path;
+    cpick_key(ex, n, d, key);
+    path = nncl__conv_choice_find(ex->ctx, ex->dev, key);
+    return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(ex, n, d)) ? NNCL__CONV_COL : path;
 }
 
 /* The scratch side of a timing: an exec whose views of n's inputs, output
@@ -104,49 +104,49 @@ static void cpick_free(cpick_scratch *s) {
     NNCL_FREE(s->out[2]);
 }
 
-static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
-    size_t nodes = (size_t)x->graph->n_nodes, xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
+static nncl_status cpick_init(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
+    size_t nodes = (size_t)ex->graph->n_nodes, xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
     unsigned seed = 7u;
     nncl__exec *t = &s->t;
-    *t = *x;
+    *t = *ex;
     t->batch = d->B;
     t->value = (nncl__view *)nncl__calloc(nodes, sizeof(nncl__view));
     t->grad = (nncl__view *)nncl__calloc(nodes, sizeof(nncl__view));
     t->grad_acc = (unsigned char *)nncl__calloc(nodes, 1);
-    if (!t->value || !t->grad || !t->grad_acc) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-    memcpy(t->value, x->value, nodes * sizeof(nncl__view));
-    memcpy(t->grad, x->grad, nodes * sizeof(nncl__view));
-    NNCL_TRY(nncl__conv_budget(x, n, &t->conv_budget)); /* the plan's, so the chunks are the plan's */
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_X, (size_t)d->B * xs, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_W, (size_t)d->O * d->ckk, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_Y, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY0, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    if (!t->value || !t->grad || !t->grad_acc) return nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(t->value, ex->value, nodes * sizeof(nncl__view));
+    memcpy(t->grad, ex->grad, nodes * sizeof(nncl__view));
+    NNCL_TRY(nncl__conv_budget(ex, n, &t->conv_budget)); /* the plan's, so the chunks are the plan's */
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_X, (size_t)d->B * xs, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_W, (size_t)d->O * d->ckk, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_Y, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DY0, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DY, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
     t->value[n->in[0]->id] = cpick_view(s, CPICK_X);
     t->value[n->in[1]->id] = cpick_view(s, CPICK_W);
     t->value[n->id] = cpick_view(s, CPICK_Y);
     t->grad[n->id] = cpick_view(s, CPICK_DY);
     if (n->n_in == 3) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_B, (size_t)d->O, &seed));
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_B, (size_t)d->O, &seed));
         t->value[n->in[2]->id] = cpick_view(s, CPICK_B);
     }
-    if (nncl__need_grad(x, n, 0)) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DX, (size_t)d->B * xs, &seed));
+    if (nncl__need_grad(ex, n, 0)) {
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DX, (size_t)d->B * xs, &seed));
         t->grad[n->in[0]->id] = cpick_view(s, CPICK_DX);
     }
-    if (nncl__need_grad(x, n, 1)) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DW, (size_t)d->O * d->ckk, &seed));
+    if (nncl__need_grad(ex, n, 1)) {
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DW, (size_t)d->O * d->ckk, &seed));
         t->grad[n->in[1]->id] = cpick_view(s, CPICK_DW);
     }
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2)) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DB, (size_t)d->O, &seed));
+    if (n->n_in == 3 && nncl__need_grad(ex, n, 2)) {
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DB, (size_t)d->O, &seed));
         t->grad[n->in[2]->id] = cpick_view(s, CPICK_DB);
     }
     s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW] + s->floats[CPICK_DB];
     s->out[0] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     s->out[1] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     s->out[2] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
-    if (!s->out[0] || !s->out[1] || !s->out[2]) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!s->out[0] || !s->out[1] || !s->out[2]) return nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     return NNCL_OK;
 }
 
@@ -196,7 +196,7 @@ static nncl_status cpick_run_one(void *user, int i) {
  * (src/gemm/choose.c); *path the fastest of those that agree with the
  * im2col path (im2col + CLBlast, or the own GEMM kernels where CLBlast is
  * not timed), which stays the answer should every other fail. */
-static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *path) {
+static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *path) {
     static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
     cpick_scratch s;
     cpick_runs runs;
@@ -207,11 +207,11 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
     nncl_status st;
     *path = NNCL__CONV_COL;
     memset(&s, 0, sizeof s);
-    st = nncl__conv_col_chunk(x, n, d, 1, &dt.B);
-    if (st == NNCL_OK) st = cpick_init(x, n, &dt, &s);
+    st = nncl__conv_col_chunk(ex, n, d, 1, &dt.B);
+    if (st == NNCL_OK) st = cpick_init(ex, n, &dt, &s);
     on[NNCL__CONV_COL] = 1;
     on[NNCL__CONV_OWN] = nncl__conv_own_fits(d);
-    on[NNCL__CONV_DIRECT] = cpick_direct_on(x, n, d);
+    on[NNCL__CONV_DIRECT] = cpick_direct_on(ex, n, d);
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &b[NNCL__CONV_COL]);
     if (st == NNCL_OK && on[NNCL__CONV_OWN]) st = nncl__conv_own_prepare(&s.t, n, &dt, &b[NNCL__CONV_OWN]);
     if (st == NNCL_OK && on[NNCL__CONV_DIRECT]) st = nncl__conv_direct_prepare(&s.t, n, &dt, &b[NNCL__CONV_DIRECT]);
@@ -219,8 +219,8 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
         if (b[p] > bytes) bytes = b[p];
     if (st == NNCL_OK && bytes > 0) {
         cl_int err;
-        s.mem[CPICK_TEMP] = clCreateBuffer(x->dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-        if (err != CL_SUCCESS) st = nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "conv2d \"%s\": no %zu bytes to time its paths",
+        s.mem[CPICK_TEMP] = clCreateBuffer(ex->dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+        if (err != CL_SUCCESS) st = nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "conv2d \"%s\": no %zu bytes to time its paths",
                                                n->name, bytes);
         s.t.gemm_temp = s.mem[CPICK_TEMP];
     }
@@ -228,49 +228,49 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
     for (p = 1; p < 3 && st == NNCL_OK; p++) {
         if (!on[p]) continue;
         if (cpick_first(&s, n, &dt, p) != NNCL_OK) {
-            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
+            nncl__log(ex->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
                       nncl__thread_error());
             continue;
         }
         if (!nncl__choose_agree(s.out[0], s.out[p], s.n_out, &worst)) {
-            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
+            nncl__log(ex->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
                       n->name, names[p], worst);
             continue;
         }
         t[p] = 0;
     }
     runs.s = &s, runs.n = n, runs.d = &dt;
-    if (st == NNCL_OK) st = nncl__choose_time(x->ctx, x->dev, 3, cpick_run_one, &runs, t);
+    if (st == NNCL_OK) st = nncl__choose_time(ex->ctx, ex->dev, 3, cpick_run_one, &runs, t);
     for (p = 1; p < 3; p++)
         if (t[p] < t[*path]) *path = p;
     if (st == NNCL_OK)
-        nncl__log(x->ctx, NNCL_LOG_DEBUG,
+        nncl__log(ex->ctx, NNCL_LOG_DEBUG,
                   "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms: %s, "
-                  "chosen in %.3f s", x->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
+                  "chosen in %.3f s", ex->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
                   names[*path], nncl__seconds() - t0);
     cpick_free(&s);
     return st;
 }
 
-/* In half storage (x->store) the direct path is taken where it fits, else
+/* In half storage (ex->store) the direct path is taken where it fits, else
  * the own path, untimed: CLBlast takes no half operands, so the im2col
  * path's GEMMs are the own kernels too, behind an extra pass over the
  * column matrix (and the timing's scratch and stored choices are fp32's);
  * the direct path has no product. NNCL_GEMM=clblast still forces that
  * path. */
-nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
-    int key[NNCL__CONV_KEY], path = cpick_forced(x, n, d);
+nncl_status nncl__conv_pick(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+    int key[NNCL__CONV_KEY], path = cpick_forced(ex, n, d);
     if (path < 0) {
-        cpick_key(x, n, d, key);
-        path = nncl__conv_choice_find(x->ctx, x->dev, key);
+        cpick_key(ex, n, d, key);
+        path = nncl__conv_choice_find(ex->ctx, ex->dev, key);
         if (path < 0) {
-            NNCL_TRY(cpick_measure(x, n, d, &path));
-            NNCL_TRY(nncl__conv_choice_add(x->ctx, x->dev, key, path));
+            NNCL_TRY(cpick_measure(ex, n, d, &path));
+            NNCL_TRY(nncl__conv_choice_add(ex->ctx, ex->dev, key, path));
         }
     }
-    path = nncl__conv_path(x, n, d); /* what a step will take */
-    return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(x, n, d, bytes)
-           : path == NNCL__CONV_OWN  ? nncl__conv_own_prepare(x, n, d, bytes)
-                                     : nncl__conv_col_prepare(x, n, d, bytes);
+    path = nncl__conv_path(ex, n, d); /* what a step will take */
+    return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(ex, n, d, bytes)
+           : path == NNCL__CONV_OWN  ? nncl__conv_own_prepare(ex, n, d, bytes)
+                                     : nncl__conv_col_prepare(ex, n, d, bytes);
 }
 

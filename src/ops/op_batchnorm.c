@@ -103,47 +103,47 @@ static int bn_stream(void) {
 static size_t bn_chunks(int inner) { return ((size_t)inner + BN_CHUNK - 1) / BN_CHUNK; }
 
 /* aux's partial sums (after the 4C per-channel values). */
-static nncl__view bn_partv(nncl__exec *x, const nncl_node *n) {
-    nncl__view v = nncl__auxv(x, n);
+static nncl__view bn_partv(nncl__exec *ex, const nncl_node *n) {
+    nncl__view v = nncl__auxv(ex, n);
     v.off += 4 * (size_t)bn_channels(n);
     return v;
 }
 
 /* B, C and inner: the shape arguments of the per-channel kernels. */
-static void bn_arg_dims(nncl__args *a, nncl__exec *x, const nncl_node *n) {
-    nncl__arg_int(a, x->batch);
+static void bn_arg_dims(nncl__args *a, nncl__exec *ex, const nncl_node *n) {
+    nncl__arg_int(a, ex->batch);
     nncl__arg_int(a, bn_channels(n));
     nncl__arg_int(a, bn_inner(n));
 }
 
 /* The statistics kernels' momentum and eps. */
-static void bn_arg_momentum_eps(nncl__args *a, nncl__exec *x, const nncl_node *n) {
+static void bn_arg_momentum_eps(nncl__args *a, nncl__exec *ex, const nncl_node *n) {
     /* synchronised: the running statistics move on the host, from the global batch */
-    nncl__arg_float(a, x->sync ? 0.0f : n->fattr[1]);
+    nncl__arg_float(a, ex->sync ? 0.0f : n->fattr[1]);
     nncl__arg_float(a, n->fattr[0]);
 }
 
 /* Training statistics in one pass: partial sums, then their merge. */
-static nncl_status bn_stats_stream(nncl__exec *x, nncl_node *n, nncl__view st) {
+static nncl_status bn_stats_stream(nncl__exec *ex, nncl_node *n, nncl__view st) {
     nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, P = bn_parts(C, B);
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_PARTIAL, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, bn_partv(x, n));
-    bn_arg_dims(&a, x, n);
+    int C = bn_channels(n), inner = bn_inner(n), B = ex->batch, P = bn_parts(C, B);
+    NNCL_TRY(nncl__kbegin(ex, n, BN_K_PARTIAL, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, bn_partv(ex, n));
+    bn_arg_dims(&a, ex, n);
     nncl__arg_int(&a, P);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_MERGE, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, bn_partv(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
+    NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)C * (size_t)P));
+    NNCL_TRY(nncl__kbegin(ex, n, BN_K_MERGE, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, bn_partv(ex, n));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
     nncl__arg_view(&a, st);
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
     nncl__arg_int(&a, P);
     nncl__arg_int(&a, B * inner);
-    bn_arg_momentum_eps(&a, x, n);
-    return nncl__launch_1d(&a, x->dev, (size_t)C);
+    bn_arg_momentum_eps(&a, ex, n);
+    return nncl__launch_1d(&a, ex->dev, (size_t)C);
 }
 
 /* Whether a node with an activation or a residual takes them in batch
@@ -156,18 +156,18 @@ static int bn_fuse(void) {
 
 /* The streaming kernels' trailing arguments (rows, chunks per row, chunk)
  * and their launch: a work-item per BN_CHUNK values of each row. */
-static nncl_status bn_launch_rows(nncl__args *a, nncl__exec *x, const nncl_node *n) {
-    int rows = x->batch * bn_channels(n);
+static nncl_status bn_launch_rows(nncl__args *a, nncl__exec *ex, const nncl_node *n) {
+    int rows = ex->batch * bn_channels(n);
     size_t nch = bn_chunks(bn_inner(n));
     nncl__arg_int(a, rows);
     nncl__arg_int(a, (int)nch);
     nncl__arg_int(a, BN_CHUNK);
-    return nncl__launch_1d(a, x->dev, (size_t)rows * nch);
+    return nncl__launch_1d(a, ex->dev, (size_t)rows * nch);
 }
 
 /* The residual input (or x, a dummy the kernels do not read) and its flag. */
-static void bn_arg_residual(nncl__args *a, nncl__exec *x, const nncl_node *n) {
-    nncl__arg_view(a, nncl__val(x, n->in[n->n_in == 4 ? 3 : 0]));
+static void bn_arg_residual(nncl__args *a, nncl__exec *ex, const nncl_node *n) {
+    nncl__arg_view(a, nncl__val(ex, n->in[n->n_in == 4 ? 3 : 0]));
     nncl__arg_int(a, n->n_in == 4);
     nncl__arg_int(a, n->iattr[0]);
 }
@@ -176,136 +176,136 @@ static void bn_arg_residual(nncl__args *a, nncl__exec *x, const nncl_node *n) {
  * aux, then weight and bias (with_wb), then the residual and the
  * activation (act: the bnact.cl kernels that recompute the pre-activation,
  * which take the weight and bias too). */
-static nncl_status bn_begin(nncl__exec *x, nncl_node *n, int slot, nncl__args *a, int with_dy, int act, int with_wb) {
-    NNCL_TRY(nncl__kbegin(x, n, slot, a));
-    nncl__arg_view(a, nncl__val(x, n->in[0]));
-    if (with_dy) nncl__arg_view(a, nncl__grd(x, n));
-    nncl__arg_view(a, nncl__auxv(x, n));
+static nncl_status bn_begin(nncl__exec *ex, nncl_node *n, int slot, nncl__args *a, int with_dy, int act, int with_wb) {
+    NNCL_TRY(nncl__kbegin(ex, n, slot, a));
+    nncl__arg_view(a, nncl__val(ex, n->in[0]));
+    if (with_dy) nncl__arg_view(a, nncl__grd(ex, n));
+    nncl__arg_view(a, nncl__auxv(ex, n));
     if (!act && !with_wb) return NNCL_OK;
-    nncl__arg_view(a, nncl__val(x, n->in[1]));
-    nncl__arg_view(a, nncl__val(x, n->in[2]));
-    if (act) bn_arg_residual(a, x, n);
+    nncl__arg_view(a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(a, nncl__val(ex, n->in[2]));
+    if (act) bn_arg_residual(a, ex, n);
     return NNCL_OK;
 }
 
 /* The gradient sums in one pass over x and dy (with act, fused, through
  * the recomputed pre-activation): partial sums, then their merge into aux
  * and the weight and bias gradients. */
-static nncl_status bn_grad_stream(nncl__exec *x, nncl_node *n, int fused) {
+static nncl_status bn_grad_stream(nncl__exec *ex, nncl_node *n, int fused) {
     nncl__args a;
-    int C = bn_channels(n), B = x->batch, P = bn_parts(C, B);
-    NNCL_TRY(bn_begin(x, n, fused ? BN_K_GRAD_PARTIAL_ACT : BN_K_GRAD_PARTIAL, &a, 1, fused, 0));
-    nncl__arg_view(&a, bn_partv(x, n));
-    bn_arg_dims(&a, x, n);
+    int C = bn_channels(n), B = ex->batch, P = bn_parts(C, B);
+    NNCL_TRY(bn_begin(ex, n, fused ? BN_K_GRAD_PARTIAL_ACT : BN_K_GRAD_PARTIAL, &a, 1, fused, 0));
+    nncl__arg_view(&a, bn_partv(ex, n));
+    bn_arg_dims(&a, ex, n);
     nncl__arg_int(&a, P);
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
-    NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_MERGE, &a));
-    nncl__arg_view(&a, bn_partv(x, n));
+    NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)C * (size_t)P));
+    NNCL_TRY(nncl__norm_param_grads(ex, n, BN_K_GRAD_MERGE, &a));
+    nncl__arg_view(&a, bn_partv(ex, n));
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, P);
-    return nncl__launch_1d(&a, x->dev, (size_t)C);
+    return nncl__launch_1d(&a, ex->dev, (size_t)C);
 }
 
 /* The trailing arguments and launch of apply and the input gradient: a
  * work-item per value, or the streaming kernels' rows. */
-static nncl_status bn_launch_apply(nncl__args *a, nncl__exec *x, const nncl_node *n, int stream) {
-    size_t total = nncl__numel(n, x->batch);
+static nncl_status bn_launch_apply(nncl__args *a, nncl__exec *ex, const nncl_node *n, int stream) {
+    size_t total = nncl__numel(n, ex->batch);
     nncl__arg_int(a, bn_channels(n));
     nncl__arg_int(a, bn_inner(n));
-    if (stream) return bn_launch_rows(a, x, n);
+    if (stream) return bn_launch_rows(a, ex, n);
     nncl__arg_int(a, (int)total);
-    return nncl__launch_1d(a, x->dev, total);
+    return nncl__launch_1d(a, ex->dev, total);
 }
 
 /* The gradient, with act and residual, where wanted (want_r) into the
  * residual's: dr (+)= g, acc from nncl__grad_accumulate. */
-static void bn_arg_dres(nncl__args *a, nncl__exec *x, nncl_node *n, int want_r) {
-    nncl__arg_view(a, want_r ? nncl__grd(x, n->in[3]) : nncl__grd(x, n));
+static void bn_arg_dres(nncl__args *a, nncl__exec *ex, nncl_node *n, int want_r) {
+    nncl__arg_view(a, want_r ? nncl__grd(ex, n->in[3]) : nncl__grd(ex, n));
     nncl__arg_int(a, want_r);
-    nncl__arg_int(a, want_r ? nncl__grad_accumulate(x, n, 3) : 0);
+    nncl__arg_int(a, want_r ? nncl__grad_accumulate(ex, n, 3) : 0);
 }
 
-static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status bn_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
+    int C = bn_channels(n), inner = bn_inner(n), B = ex->batch, stream = bn_stream();
     int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
     nncl__view st;
-    st.mem = x->state;
+    st.mem = ex->state;
     st.off = n->state_off;
-    if (x->recompute) {
+    if (ex->recompute) {
         /* checkpointing: the batch statistics the forward saved in aux (the
          * global batch's, synchronised), the running ones not moved again */
-    } else if (x->training) {
+    } else if (ex->training) {
         if (stream) {
-            NNCL_TRY(bn_stats_stream(x, n, st));
+            NNCL_TRY(bn_stats_stream(ex, n, st));
         } else {
-            NNCL_TRY(bn_begin(x, n, BN_K_STATS, &a, 0, 0, 0));
+            NNCL_TRY(bn_begin(ex, n, BN_K_STATS, &a, 0, 0, 0));
             nncl__arg_view(&a, st);
-            bn_arg_dims(&a, x, n);
-            bn_arg_momentum_eps(&a, x, n);
-            NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
+            bn_arg_dims(&a, ex, n);
+            bn_arg_momentum_eps(&a, ex, n);
+            NNCL_TRY(nncl__launch_rows(&a, ex->dev, (size_t)C, (size_t)B * (size_t)inner));
         }
-        if (x->sync) NNCL_TRY(x->sync(x, n, 0, x->sync_user));
+        if (ex->sync) NNCL_TRY(ex->sync(ex, n, 0, ex->sync_user));
     } else {
-        NNCL_TRY(nncl__kbegin(x, n, BN_K_EVAL_STATS, &a));
-        nncl__arg_view(&a, nncl__auxv(x, n));
+        NNCL_TRY(nncl__kbegin(ex, n, BN_K_EVAL_STATS, &a));
+        nncl__arg_view(&a, nncl__auxv(ex, n));
         nncl__arg_view(&a, st);
         nncl__arg_int(&a, C);
         nncl__arg_float(&a, n->fattr[0]);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
+        NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)C));
     }
-    NNCL_TRY(bn_begin(x, n, fused ? BN_K_APPLY_ACT : stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a, 0, fused, 1));
-    nncl__arg_view(&a, nncl__val(x, n));
-    NNCL_TRY(bn_launch_apply(&a, x, n, stream));
+    NNCL_TRY(bn_begin(ex, n, fused ? BN_K_APPLY_ACT : stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a, 0, fused, 1));
+    nncl__arg_view(&a, nncl__val(ex, n));
+    NNCL_TRY(bn_launch_apply(&a, ex, n, stream));
     if (!epi || fused) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, BN_K_ACTPASS, &a));
-    nncl__arg_view(&a, nncl__val(x, n));
-    bn_arg_residual(&a, x, n);
+    NNCL_TRY(nncl__kbegin(ex, n, BN_K_ACTPASS, &a));
+    nncl__arg_view(&a, nncl__val(ex, n));
+    bn_arg_residual(&a, ex, n);
     nncl__arg_int(&a, inner);
-    return bn_launch_rows(&a, x, n);
+    return bn_launch_rows(&a, ex, n);
 }
 
-static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status bn_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
-    int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
+    int C = bn_channels(n), inner = bn_inner(n), B = ex->batch, stream = bn_stream();
+    int want_x = nncl__need_grad(ex, n, 0), want_w = nncl__need_grad(ex, n, 1), want_b = nncl__need_grad(ex, n, 2);
     int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
-    int want_r = n->n_in == 4 && nncl__need_grad(x, n, 3);
+    int want_r = n->n_in == 4 && nncl__need_grad(ex, n, 3);
     size_t total = nncl__numel(n, B);
     if (epi && !fused) {
         /* the activation's gradient (and the residual's) in a pass of its own */
-        NNCL_TRY(bn_begin(x, n, BN_K_ACTPASS_BW, &a, 1, 1, 1));
-        bn_arg_dres(&a, x, n, want_r);
+        NNCL_TRY(bn_begin(ex, n, BN_K_ACTPASS_BW, &a, 1, 1, 1));
+        bn_arg_dres(&a, ex, n, want_r);
         nncl__arg_int(&a, C);
         nncl__arg_int(&a, inner);
-        NNCL_TRY(bn_launch_rows(&a, x, n));
+        NNCL_TRY(bn_launch_rows(&a, ex, n));
     }
-    if (want_w || want_b || (want_x && x->training)) {
+    if (want_w || want_b || (want_x && ex->training)) {
         if (stream) {
-            NNCL_TRY(bn_grad_stream(x, n, fused));
+            NNCL_TRY(bn_grad_stream(ex, n, fused));
         } else {
-            NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_STATS, &a));
-            bn_arg_dims(&a, x, n);
-            NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
+            NNCL_TRY(nncl__norm_param_grads(ex, n, BN_K_GRAD_STATS, &a));
+            bn_arg_dims(&a, ex, n);
+            NNCL_TRY(nncl__launch_rows(&a, ex->dev, (size_t)C, (size_t)B * (size_t)inner));
         }
-        if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
+        if (ex->sync && ex->training) NNCL_TRY(ex->sync(ex, n, 1, ex->sync_user));
     }
     if (fused) {
         if (!want_x && !want_r) return NNCL_OK;
-        NNCL_TRY(bn_begin(x, n, BN_K_DX_ACT, &a, 1, 1, 1));
-        nncl__arg_view(&a, want_x ? nncl__grd(x, n->in[0]) : nncl__grd(x, n));
+        NNCL_TRY(bn_begin(ex, n, BN_K_DX_ACT, &a, 1, 1, 1));
+        nncl__arg_view(&a, want_x ? nncl__grd(ex, n->in[0]) : nncl__grd(ex, n));
         nncl__arg_int(&a, want_x);
-        nncl__arg_int(&a, want_x ? nncl__grad_accumulate(x, n, 0) : 0);
-        bn_arg_dres(&a, x, n, want_r);
+        nncl__arg_int(&a, want_x ? nncl__grad_accumulate(ex, n, 0) : 0);
+        bn_arg_dres(&a, ex, n, want_r);
     } else {
         if (!want_x) return NNCL_OK;
-        NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_DX_VEC : BN_K_DX, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, nncl__val(x, n->in[1]));
-        nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-        nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+        NNCL_TRY(nncl__kbegin(ex, n, stream ? BN_K_DX_VEC : BN_K_DX, &a));
+        nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+        nncl__arg_view(&a, nncl__grd(ex, n));
+        nncl__arg_view(&a, nncl__auxv(ex, n));
+        nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+        nncl__arg_view(&a, nncl__grd(ex, n->in[0]));
+        nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 0));
     }
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
@@ -316,9 +316,9 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     } else {
         nncl__arg_int(&a, (int)total);
     }
-    nncl__arg_int(&a, (x->sync ? x->global_batch : B) * inner); /* synchronised: the global sums */
-    nncl__arg_int(&a, x->training);
-    return nncl__launch_1d(&a, x->dev, stream ? (size_t)B * (size_t)C * bn_chunks(inner) : total);
+    nncl__arg_int(&a, (ex->sync ? ex->global_batch : B) * inner); /* synchronised: the global sums */
+    nncl__arg_int(&a, ex->training);
+    return nncl__launch_1d(&a, ex->dev, stream ? (size_t)B * (size_t)C * bn_chunks(inner) : total);
 }
 
 /* The activation and its derivative (nncl_bn_act) at the pre-activation
@@ -459,14 +459,14 @@ nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, 
 
 /* Synchronised batch norm (syncbn.c) exchanges these; aux is
  * [mean, invstd, sum dy, sum dy xhat] per channel (bn_aux). */
-nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write) {
-    nncl__view aux = nncl__auxv(x, n);
+nncl_status nncl__batchnorm_stats_io(nncl__exec *ex, const nncl_node *n, int phase, float *host, int write) {
+    nncl__view aux = nncl__auxv(ex, n);
     size_t C = (size_t)bn_channels(n), off = (aux.off + (size_t)phase * 2 * C) * sizeof(float);
     if (write)
-        NNCL_CL(x->ctx, clEnqueueWriteBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
+        NNCL_CL(ex->ctx, clEnqueueWriteBuffer(ex->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
                                              NULL));
     else
-        NNCL_CL(x->ctx, clEnqueueReadBuffer(x->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
+        NNCL_CL(ex->ctx, clEnqueueReadBuffer(ex->dev->queue, aux.mem, CL_TRUE, off, 2 * C * sizeof(float), host, 0, NULL,
                                             NULL));
     return NNCL_OK;
 }

@@ -180,89 +180,89 @@ static size_t cx_yn(const cx_dims *d) { return (size_t)d->B * d->O * d->OH * d->
 
 /* Conv space: yv (+)= conv(xv) (slot FORWARD, over y's elements) or
  * xv (+)= conv^T(yv) (slot BACKWARD_INPUT, over x's). */
-static nncl_status cx_launch_map(nncl__exec *x, const nncl_node *n, const cx_dims *d, int slot, nncl__view from,
+static nncl_status cx_launch_map(nncl__exec *ex, const nncl_node *n, const cx_dims *d, int slot, nncl__view from,
                                  nncl__view to, int acc) {
     nncl__args a;
     size_t count = slot == CX_K_FORWARD ? cx_yn(d) : cx_xn(d);
-    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
     nncl__arg_view(&a, from);
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
     nncl__arg_view(&a, to);
     nncl__cx_args_geometry(&a, d);
     nncl__arg_count(&a, count);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, ex->dev, count);
 }
 
 /* Conv space: dw (+)= the adjoint in w of conv(xs) against ys. */
-static nncl_status cx_launch_dw(nncl__exec *x, const nncl_node *n, const cx_dims *d, nncl__view xs, nncl__view ys) {
+static nncl_status cx_launch_dw(nncl__exec *ex, const nncl_node *n, const cx_dims *d, nncl__view xs, nncl__view ys) {
     nncl__args a;
     size_t local = 64, global, rows = (size_t)d->B * d->OH; /* the lanes share the rows of y */
     size_t nw = (size_t)d->O * (size_t)(d->C / d->G) * d->kh * d->kw;
-    if (local > x->dev->max_work_group) local = x->dev->max_work_group;
+    if (local > ex->dev->max_work_group) local = ex->dev->max_work_group;
     while (local > 1 && local / 2 >= rows) local /= 2;
     global = nw * local;
-    NNCL_TRY(nncl__kbegin(x, n, CX_K_BACKWARD_WEIGHT, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, CX_K_BACKWARD_WEIGHT, &a));
     nncl__arg_view(&a, xs);
     nncl__arg_view(&a, ys);
-    nncl__arg_view(&a, nncl__grd(x, n->in[1]));
+    nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
     nncl__cx_args_geometry(&a, d);
     nncl__arg_count(&a, (size_t)d->B);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
     nncl__arg_local(&a, local * sizeof(float));
-    return nncl__launch(&a, x->dev, 1, &global, &local);
+    return nncl__launch(&a, ex->dev, 1, &global, &local);
 }
 
 /* Whole-batch element counts the kernels index with int. */
-static nncl_status cx_fits(nncl__exec *x, const nncl_node *n, const cx_dims *d) {
+static nncl_status cx_fits(nncl__exec *ex, const nncl_node *n, const cx_dims *d) {
     if (cx_xn(d) > (size_t)INT_MAX || cx_yn(d) > (size_t)INT_MAX)
-        return nncl__fail(x->ctx, NNCL_ERR_UNSUPPORTED, "%s \"%s\": a batch of %d has more than 2^31 elements",
+        return nncl__fail(ex->ctx, NNCL_ERR_UNSUPPORTED, "%s \"%s\": a batch of %d has more than 2^31 elements",
                           nncl__opdef_get(n->op)->name, n->name, d->B);
     return NNCL_OK;
 }
 
 /* The depthwise weight gradient's workspace, at the largest batch. */
-static nncl_status cx_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+static nncl_status cx_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
     cx_dims d;
-    cx_dims_of(n, x->batch, &d);
+    cx_dims_of(n, ex->batch, &d);
     *bytes = nncl__dw_workspace(&d) * sizeof(float);
     return NNCL_OK;
 }
 
-static nncl_status cx_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status cx_forward(nncl__exec *ex, nncl_node *n) {
     cx_dims d;
-    nncl__view y = nncl__val(x, n);
-    cx_dims_of(n, x->batch, &d);
-    NNCL_TRY(cx_fits(x, n, &d));
-    if (nncl__dw_on(&d)) return nncl__dw_forward(x, n, &d, nncl__val(x, n->in[0]), y, n->n_in == 3 ? n->in[2] : NULL);
+    nncl__view y = nncl__val(ex, n);
+    cx_dims_of(n, ex->batch, &d);
+    NNCL_TRY(cx_fits(ex, n, &d));
+    if (nncl__dw_on(&d)) return nncl__dw_forward(ex, n, &d, nncl__val(ex, n->in[0]), y, n->n_in == 3 ? n->in[2] : NULL);
     if (d.transposed)
-        NNCL_TRY(cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, nncl__val(x, n->in[0]), y, 0));
+        NNCL_TRY(cx_launch_map(ex, n, &d, CX_K_BACKWARD_INPUT, nncl__val(ex, n->in[0]), y, 0));
     else
-        NNCL_TRY(cx_launch_map(x, n, &d, CX_K_FORWARD, nncl__val(x, n->in[0]), y, 0));
-    return nncl__bias_act(x, n, y, n->n_in == 3 ? n->in[2] : NULL, n->shape[1],
-                          (int)(nncl__numel(n, 1) / (size_t)n->shape[1]), nncl__numel(n, x->batch), d.act);
+        NNCL_TRY(cx_launch_map(ex, n, &d, CX_K_FORWARD, nncl__val(ex, n->in[0]), y, 0));
+    return nncl__bias_act(ex, n, y, n->n_in == 3 ? n->in[2] : NULL, n->shape[1],
+                          (int)(nncl__numel(n, 1) / (size_t)n->shape[1]), nncl__numel(n, ex->batch), d.act);
 }
 
-static nncl_status cx_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status cx_backward(nncl__exec *ex, nncl_node *n) {
     cx_dims d;
-    nncl__view dy = nncl__grd(x, n), xv = nncl__val(x, n->in[0]);
+    nncl__view dy = nncl__grd(ex, n), xv = nncl__val(ex, n->in[0]);
     int inner = (int)(nncl__numel(n, 1) / (size_t)n->shape[1]);
-    cx_dims_of(n, x->batch, &d);
-    NNCL_TRY(cx_fits(x, n, &d));
-    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), nncl__numel(n, x->batch), d.act));
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2))
+    cx_dims_of(n, ex->batch, &d);
+    NNCL_TRY(cx_fits(ex, n, &d));
+    NNCL_TRY(nncl__act_backward_inplace(ex, n, dy, nncl__val(ex, n), nncl__numel(n, ex->batch), d.act));
+    if (n->n_in == 3 && nncl__need_grad(ex, n, 2))
         NNCL_TRY(
-            nncl__bias_grad(x, n, dy, d.B, n->shape[1], inner, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
-    if (nncl__need_grad(x, n, 1))
-        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_weight(x, n, &d, xv, dy)
-                 : d.transposed ? cx_launch_dw(x, n, &d, dy, xv)
-                                : cx_launch_dw(x, n, &d, xv, dy));
-    if (nncl__need_grad(x, n, 0)) {
-        int acc = nncl__grad_accumulate(x, n, 0);
-        nncl__view dx = nncl__grd(x, n->in[0]);
-        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_input(x, n, &d, dy, dx, acc)
-                 : d.transposed ? cx_launch_map(x, n, &d, CX_K_FORWARD, dy, dx, acc)
-                                : cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
+            nncl__bias_grad(ex, n, dy, d.B, n->shape[1], inner, nncl__grd(ex, n->in[2]), nncl__grad_accumulate(ex, n, 2)));
+    if (nncl__need_grad(ex, n, 1))
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_weight(ex, n, &d, xv, dy)
+                 : d.transposed ? cx_launch_dw(ex, n, &d, dy, xv)
+                                : cx_launch_dw(ex, n, &d, xv, dy));
+    if (nncl__need_grad(ex, n, 0)) {
+        int acc = nncl__grad_accumulate(ex, n, 0);
+        nncl__view dx = nncl__grd(ex, n->in[0]);
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_input(ex, n, &d, dy, dx, acc)
+                 : d.transposed ? cx_launch_map(ex, n, &d, CX_K_FORWARD, dy, dx, acc)
+                                : cx_launch_map(ex, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
     }
     return NNCL_OK;
 }

@@ -77,11 +77,11 @@ static size_t rs_aux(const nncl_node *n, int batch) {
  * (+ dh with GRU's direct part), and dW_hh (+)= dgates[1..T)^T h[0..T-1). */
 enum { RS_G_HH, RS_G_DH, RS_G_DW };
 
-static void rs_gemm_args(nncl__exec *x, const nncl_node *n, const rs_dims *d, int which, size_t t, float beta,
+static void rs_gemm_args(nncl__exec *ex, const nncl_node *n, const rs_dims *d, int which, size_t t, float beta,
                          nncl__gemm_args *g) {
-    nncl__view aux = nncl__auxv(x, n), w = nncl__val(x, n->in[1]);
+    nncl__view aux = nncl__auxv(ex, n), w = nncl__val(ex, n->in[1]);
     size_t GH = d->G * d->H;
-    nncl__gemm_args_begin(x, beta, g);
+    nncl__gemm_args_begin(ex, beta, g);
     g->a = aux.mem;
     if (which == RS_G_HH) { /* W_hh^T from aux */
         g->m = d->B; g->n = GH; g->k = d->H;
@@ -94,7 +94,7 @@ static void rs_gemm_args(nncl__exec *x, const nncl_node *n, const rs_dims *d, in
         g->b = w.mem; g->b_off = w.off; g->ldb = d->H;
         g->c = aux.mem; g->c_off = aux.off + d->dh; g->ldc = d->H;
     } else {
-        nncl__view dw = nncl__grd(x, n->in[1]);
+        nncl__view dw = nncl__grd(ex, n->in[1]);
         g->trans_a = 1;
         g->c_f32 = n->in[1]->op == NNCL_OP_PARAM;
         g->m = GH; g->n = d->H; g->k = (d->T - 1) * d->B;
@@ -104,90 +104,90 @@ static void rs_gemm_args(nncl__exec *x, const nncl_node *n, const rs_dims *d, in
     }
 }
 
-static nncl_status rs_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
-    rs_dims d = rs_dims_of(n, x->batch);
+static nncl_status rs_prepare(nncl__exec *ex, nncl_node *n, size_t *temp) {
+    rs_dims d = rs_dims_of(n, ex->batch);
     nncl__gemm_args g;
     size_t b = 0;
     int which;
     *temp = 0;
     if (d.T < 2) return NNCL_OK;
     for (which = RS_G_HH; which <= RS_G_DW; which++) {
-        if (which == RS_G_DW && !nncl__need_grad(x, n, 1)) continue;
-        rs_gemm_args(x, n, &d, which, 1, 0, &g);
-        NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &b));
+        if (which == RS_G_DW && !nncl__need_grad(ex, n, 1)) continue;
+        rs_gemm_args(ex, n, &d, which, 1, 0, &g);
+        NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &b));
         if (b > *temp) *temp = b;
     }
     return NNCL_OK;
 }
 
 /* A cell kernel over [H, B]: groups of up to 64 units of one sample. */
-static nncl_status rs_launch(nncl__args *a, nncl__exec *x, const rs_dims *d) {
+static nncl_status rs_launch(nncl__args *a, nncl__exec *ex, const rs_dims *d) {
     size_t global[2], local[2];
     local[0] = 64;
     while (local[0] > 8 && local[0] / 2 >= d->H) local[0] /= 2;
-    if (x->dev->max_work_group < local[0]) local[0] = x->dev->max_work_group;
+    if (ex->dev->max_work_group < local[0]) local[0] = ex->dev->max_work_group;
     local[1] = 1;
     global[0] = d->H;
     global[1] = d->B;
-    return nncl__launch(a, x->dev, 2, global, local);
+    return nncl__launch(a, ex->dev, 2, global, local);
 }
 
-static nncl_status rs_forward(nncl__exec *x, nncl_node *n) {
-    rs_dims d = rs_dims_of(n, x->batch);
-    nncl__view aux = nncl__auxv(x, n);
+static nncl_status rs_forward(nncl__exec *ex, nncl_node *n) {
+    rs_dims d = rs_dims_of(n, ex->batch);
+    nncl__view aux = nncl__auxv(ex, n);
     int gru = n->iattr[0];
     size_t t;
     /* the kernels index in int */
-    if (nncl__numel(n->in[0], x->batch) > (size_t)INT_MAX || rs_aux(n, x->batch) > (size_t)INT_MAX)
-        return nncl__fail(x->ctx, NNCL_ERR_UNSUPPORTED, "rnn_scan \"%s\": a batch of %d has more than 2^31 elements",
-                          n->name, x->batch);
+    if (nncl__numel(n->in[0], ex->batch) > (size_t)INT_MAX || rs_aux(n, ex->batch) > (size_t)INT_MAX)
+        return nncl__fail(ex->ctx, NNCL_ERR_UNSUPPORTED, "rnn_scan \"%s\": a batch of %d has more than 2^31 elements",
+                          n->name, ex->batch);
     if (d.T > 1) {
         nncl__args a;
         size_t global[2];
-        NNCL_TRY(nncl__kbegin(x, n, RS_K_TRANSPOSE, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[1]));
+        NNCL_TRY(nncl__kbegin(ex, n, RS_K_TRANSPOSE, &a));
+        nncl__arg_view(&a, nncl__val(ex, n->in[1]));
         nncl__arg_mem(&a, aux.mem);
         nncl__arg_count(&a, aux.off + d.wt);
         nncl__arg_count(&a, d.G * d.H);
         nncl__arg_count(&a, d.H);
         global[0] = d.G * d.H;
         global[1] = d.H;
-        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
+        NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, NULL));
     }
     for (t = 0; t < d.T; t++) {
         nncl__gemm_args g;
         nncl__args a;
         if (t > 0) {
-            rs_gemm_args(x, n, &d, RS_G_HH, t, 0, &g);
-            NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
+            rs_gemm_args(ex, n, &d, RS_G_HH, t, 0, &g);
+            NNCL_TRY(nncl__sgemm(ex->ctx, ex->dev, &g));
         }
-        NNCL_TRY(nncl__kbegin(x, n, gru ? RS_K_GRU : RS_K_LSTM, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
+        NNCL_TRY(nncl__kbegin(ex, n, gru ? RS_K_GRU : RS_K_LSTM, &a));
+        nncl__arg_view(&a, nncl__val(ex, n->in[0]));
         nncl__arg_mem(&a, aux.mem);
         nncl__arg_count(&a, aux.off + d.hh);
-        nncl__arg_view(&a, nncl__val(x, n->in[2]));
-        nncl__arg_view(&a, nncl__val(x, n->in[3]));
+        nncl__arg_view(&a, nncl__val(ex, n->in[2]));
+        nncl__arg_view(&a, nncl__val(ex, n->in[3]));
         nncl__arg_mem(&a, aux.mem);
         nncl__arg_count(&a, aux.off + (gru ? d.hs : d.cs) + (t ? t - 1 : 0) * d.B * d.H);
         nncl__arg_view(&a, aux);
         nncl__arg_count(&a, aux.off + d.hs);
         if (!gru) nncl__arg_count(&a, aux.off + d.cs);
-        nncl__arg_view(&a, nncl__val(x, n));
+        nncl__arg_view(&a, nncl__val(ex, n));
         nncl__arg_count(&a, d.B);
         nncl__arg_count(&a, d.T);
         nncl__arg_count(&a, d.H);
         nncl__arg_count(&a, t);
-        NNCL_TRY(rs_launch(&a, x, &d));
+        NNCL_TRY(rs_launch(&a, ex, &d));
     }
     return NNCL_OK;
 }
 
 /* db (+)= the column sums of rows of m (leading dimension ld), columns
  * from `from` on taken `shift` further; rows 0: zeros. */
-static nncl_status rs_colsum(nncl__exec *x, const nncl_node *n, nncl__view m, size_t rows, size_t cols, size_t ld,
+static nncl_status rs_colsum(nncl__exec *ex, const nncl_node *n, nncl__view m, size_t rows, size_t cols, size_t ld,
                              size_t from, size_t shift, nncl__view db, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, RS_K_COLSUM, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, RS_K_COLSUM, &a));
     nncl__arg_view(&a, m);
     nncl__arg_count(&a, rows);
     nncl__arg_count(&a, cols);
@@ -196,24 +196,24 @@ static nncl_status rs_colsum(nncl__exec *x, const nncl_node *n, nncl__view m, si
     nncl__arg_count(&a, shift);
     nncl__arg_view(&a, db);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, (cols + 7) / 8);
+    return nncl__launch_1d(&a, ex->dev, (cols + 7) / 8);
 }
 
-static nncl_status rs_backward(nncl__exec *x, nncl_node *n) {
-    rs_dims d = rs_dims_of(n, x->batch);
-    nncl__view aux = nncl__auxv(x, n), dgi = nncl__grd(x, n->in[0]);
-    int gru = n->iattr[0], want = nncl__need_grad(x, n, 0), acc = want ? nncl__grad_accumulate(x, n, 0) : 0;
+static nncl_status rs_backward(nncl__exec *ex, nncl_node *n) {
+    rs_dims d = rs_dims_of(n, ex->batch);
+    nncl__view aux = nncl__auxv(ex, n), dgi = nncl__grd(ex, n->in[0]);
+    int gru = n->iattr[0], want = nncl__need_grad(ex, n, 0), acc = want ? nncl__grad_accumulate(ex, n, 0) : 0;
     size_t t;
     if (!want) dgi = aux;
     for (t = d.T; t-- > 0;) {
         nncl__gemm_args g;
         nncl__args a;
-        NNCL_TRY(nncl__kbegin(x, n, gru ? RS_K_GRU_BW : RS_K_LSTM_BW, &a));
+        NNCL_TRY(nncl__kbegin(ex, n, gru ? RS_K_GRU_BW : RS_K_LSTM_BW, &a));
         nncl__arg_view(&a, aux);
         nncl__arg_count(&a, aux.off + (gru ? d.hs : d.cs));
         nncl__arg_count(&a, aux.off + d.dh);
         if (!gru) nncl__arg_count(&a, aux.off + d.dc);
-        nncl__arg_view(&a, nncl__grd(x, n));
+        nncl__arg_view(&a, nncl__grd(ex, n));
         nncl__arg_view(&a, dgi);
         nncl__arg_int(&a, want);
         nncl__arg_int(&a, acc);
@@ -222,32 +222,32 @@ static nncl_status rs_backward(nncl__exec *x, nncl_node *n) {
         nncl__arg_count(&a, d.H);
         nncl__arg_count(&a, t);
         nncl__arg_int(&a, t + 1 < d.T);
-        NNCL_TRY(rs_launch(&a, x, &d));
+        NNCL_TRY(rs_launch(&a, ex, &d));
         if (t > 0) {
-            rs_gemm_args(x, n, &d, RS_G_DH, t, gru ? 1.0f : 0.0f, &g);
-            NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
+            rs_gemm_args(ex, n, &d, RS_G_DH, t, gru ? 1.0f : 0.0f, &g);
+            NNCL_TRY(nncl__sgemm(ex->ctx, ex->dev, &g));
         }
     }
-    if (nncl__need_grad(x, n, 1)) {
-        int acc_w = nncl__grad_accumulate(x, n, 1);
+    if (nncl__need_grad(ex, n, 1)) {
+        int acc_w = nncl__grad_accumulate(ex, n, 1);
         if (d.T > 1) {
             nncl__gemm_args g;
-            rs_gemm_args(x, n, &d, RS_G_DW, 0, acc_w ? 1.0f : 0.0f, &g);
-            NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
+            rs_gemm_args(ex, n, &d, RS_G_DW, 0, acc_w ? 1.0f : 0.0f, &g);
+            NNCL_TRY(nncl__sgemm(ex->ctx, ex->dev, &g));
         } else if (!acc_w) { /* one step: W_hh met only zero states */
-            NNCL_TRY(rs_colsum(x, n, aux, 0, d.G * d.H * d.H, 0, 0, 0, nncl__grd(x, n->in[1]), 0));
+            NNCL_TRY(rs_colsum(ex, n, aux, 0, d.G * d.H * d.H, 0, 0, 0, nncl__grd(ex, n->in[1]), 0));
         }
     }
     /* b_ih's: the input side's gate gradients (the GRU's dn in the 4th
      * slot), b_hh's: the hidden side's (the LSTM's are the same) */
-    if (nncl__need_grad(x, n, 2)) {
-        int acc_b = nncl__grad_accumulate(x, n, 2);
-        NNCL_TRY(rs_colsum(x, n, aux, d.T * d.B, d.G * d.H, 4 * d.H, 2 * d.H, gru ? d.H : 0, nncl__grd(x, n->in[2]),
+    if (nncl__need_grad(ex, n, 2)) {
+        int acc_b = nncl__grad_accumulate(ex, n, 2);
+        NNCL_TRY(rs_colsum(ex, n, aux, d.T * d.B, d.G * d.H, 4 * d.H, 2 * d.H, gru ? d.H : 0, nncl__grd(ex, n->in[2]),
                            acc_b));
     }
-    if (nncl__need_grad(x, n, 3)) {
-        int acc_b = nncl__grad_accumulate(x, n, 3);
-        NNCL_TRY(rs_colsum(x, n, aux, d.T * d.B, d.G * d.H, 4 * d.H, 0, 0, nncl__grd(x, n->in[3]), acc_b));
+    if (nncl__need_grad(ex, n, 3)) {
+        int acc_b = nncl__grad_accumulate(ex, n, 3);
+        NNCL_TRY(rs_colsum(ex, n, aux, d.T * d.B, d.G * d.H, 4 * d.H, 0, 0, nncl__grd(ex, n->in[3]), acc_b));
     }
     return NNCL_OK;
 }
