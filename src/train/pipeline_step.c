@@ -301,7 +301,7 @@ nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec) {
             feeds[k].node = g->nodes[i];
             feeds[k++].data = zeros;
         }
-    t->plan[t->pipe->k - 1]->seed = 1;
+    t->plan[t->pipe->k - 1]->dloss = 1;
     for (r = 0; st == NNCL_OK && r <= reps; r++) { /* the first untimed */
         double w = nncl__seconds();
         pipe_run(t, feeds, n_feeds, t->cfg.max_batch);
@@ -327,7 +327,7 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     info->loss_scale = t->scaling ? t->scale : 1.0f;
     info->arrangement = NNCL_ARRANGE_PIPELINE;
     snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
-    t->plan[pp->k - 1]->seed = info->loss_scale;
+    t->plan[pp->k - 1]->dloss = info->loss_scale;
     pipe_run(t, feeds, n_feeds, batch);
     if ((f = pipe_failed(t)) >= 0) { /* nothing stepped: the statistics go back and the trainer is as it was */
         pipe_restore(t);

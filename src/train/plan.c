@@ -276,7 +276,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->loss = loss;
     p->device = device;
     p->max_batch = max_batch;
-    p->seed = 1.0f; /* the plan outlives the non-blocking write of it */
+    p->dloss = 1.0f; /* the plan outlives the non-blocking write of it */
     p->x.ctx = ctx;
     p->x.dev = dev;
     p->x.graph = g;
@@ -385,16 +385,16 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
     return NNCL_OK;
 }
 
-/* Backward from a seed of count floats at src (the host memory stays valid
- * until the queue has passed it). */
-static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t count) {
-    nncl__view seed;
+/* Backward from the loss's gradient, count floats at src (the host memory
+ * stays valid until the queue has passed it). */
+static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t count) {
+    nncl__view dloss;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
-    seed = p->x.grad[p->loss->id];
-    if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, count * 4, src, 0, NULL,
+    dloss = p->x.grad[p->loss->id];
+    if (!dloss.mem) return NNCL_OK; /* nothing trainable reaches the loss */
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, dloss.mem, CL_FALSE, dloss.off * 4, count * 4, src, 0, NULL,
                                          NULL));
     /* The forward's dropped values are dead now: their readers from here
      * on find the recomputed ones (aliases included). */
@@ -420,11 +420,11 @@ static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t 
     return NNCL_OK;
 }
 
-nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_seeded(p, &p->seed, 1); }
+nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_with(p, &p->dloss, 1); }
 
 nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch) {
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no output");
-    return plan_backward_seeded(p, grad, nncl__numel(p->loss, batch));
+    return plan_backward_with(p, grad, nncl__numel(p->loss, batch));
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {

@@ -233,7 +233,7 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
             if (nncl__plan_root(c) == n && t.bstep[j] > lastb) lastb = t.bstep[j];
         }
         if (t.bstep[i] > lastb) lastb = t.bstep[i];
-        if (n == p->loss) first = p->n_fwd; /* the seed is written before backward */
+        if (n == p->loss) first = p->n_fwd; /* the loss's gradient is written before backward */
         if (n->op == NNCL_OP_INPUT) lastb = last_step; /* a leaf's gradient is kept for the caller */
         if (first < 0) continue;
         plan_add(b, &nb, i, 1, 0, first, lastb, nncl__numel(n, p->max_batch));

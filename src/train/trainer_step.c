@@ -358,7 +358,7 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
     if (t->pipe) return nncl__pipe_step(t, feeds, n_feeds, batch, info);
     info->loss_scale = t->scaling ? t->scale : 1.0f;
-    for (i = 0; i < t->nd; i++) t->plan[i]->seed = info->loss_scale;
+    for (i = 0; i < t->nd; i++) t->plan[i]->dloss = info->loss_scale;
     job.snapshot = 1;
     for (;;) { /* until a pass succeeds on every device that is left */
         int failed = 0;
