@@ -312,7 +312,12 @@ NNCL_API int nncl_gemm_tuned(nncl_context *ctx, int device);
  * on the graph's context; passing a NULL input makes a builder return NULL
  * too, so a chain of calls can be checked once at the end. Batched nodes
  * have the batch as their first dimension; shapes given to nncl_input()
- * exclude it. Labels and indices travel as floats holding whole numbers. */
+ * exclude it. Labels and indices travel as floats holding whole numbers.
+ * Builders' names: the pointwise ops (arithmetic, activations, softmax)
+ * are built by nncl_op_<op>, because nncl_<op> is the eager tensor op of
+ * the same maths above (nncl_add on tensors, nncl_op_add on nodes); every
+ * other builder (layers, losses, structural ops: nncl_linear, nncl_mse,
+ * nncl_reshape) by nncl_<op>. New builders follow the same rule. */
 typedef struct nncl_graph nncl_graph;
 typedef struct nncl_node nncl_node;
 
