@@ -347,7 +347,7 @@ static uint64_t plan_try(nncl__plan *p, const unsigned char *mark) {
  * toggled in turn, and a toggle that lowers the arena is kept, until a
  * pass keeps none (or PLAN_AUTO_PASSES passes). */
 #define PLAN_AUTO_PASSES 4
-#define PLAN_AUTO_NODES 512 /* larger graphs: the equal steps only, the descent would cost seconds */
+#define PLAN_AUTO_NODES 512 /* larger graphs: the equal steps alone (a packing is quadratic in the blocks) */
 static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     static const double f[5] = {0.5, 0.7, 1.0, 1.4, 2.0};
     const nncl_graph *g = p->graph;
