@@ -70,7 +70,7 @@ def estimates(model, data, block, batch, gen):
         got, cnt = loss_of(model, *get_batch(data, block, min(batch, 200 - done), gen))
         s, n = s + got, n + cnt
     windows = (len(data) - 1) // block
-    rows = torch.arange(0, windows, max(1, windows // FIXED)) * block  # evenly spaced, at most about FIXED
+    rows = torch.arange(0, windows, max(1, windows // FIXED)) * block  # evenly spaced: all, or FIXED to 2 FIXED
     full = fn = 0
     for w in range(0, len(rows), 256):
         x = torch.stack([data[i:i + block] for i in rows[w:w + 256]])
