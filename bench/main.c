@@ -4,7 +4,7 @@
  * telemetry; each beside the host CPU and the raw OpenCL/CLBlast baseline.
  * Tables go to stdout, the progress line to stderr; --json, --csv and --svg
  * write the results to files. */
-#include "bench.h"
+#include "train.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,6 +55,10 @@ static void main_usage(FILE *f) {
           "                  layers, 128 channels, context 64, batch 12), gpt_large (6 layers, 384,\n"
           "                  context 256, batch 64); default all of them, with --quick all but vgg,\n"
           "                  resnet and gpt_large\n"
+          "  --first-step M  only the first training step of model M (as --models names it) in this\n"
+          "                  process: the trainer's creation, steps 1 and 2, and what they waited\n"
+          "                  for (program builds, GEMM and convolution choices); run with empty\n"
+          "                  NNCL_CACHE_DIR and POCL_CACHE_DIR for the cold figure, again for the warm\n"
           "  --list          the sections, one a line: name, a tab, the title of its table\n"
           "  --data DIR      Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist;\n"
           "                  synthetic data of the same shapes when absent or with --quick)\n"
@@ -217,6 +221,11 @@ int main(int argc, char **argv) {
             int q = 0, k;
             for (k = 1; k < argc; k++) q |= !strcmp(argv[k], "--quick");
             return bench_build_child(v, q);
+        } else if (!strcmp(a, "--first-step") && v) {
+            int k;
+            for (k = 1; k < argc; k++)
+                if (!strcmp(argv[k], "--devices") && k + 1 < argc) o.devices = argv[k + 1];
+            return bench_first_step(&o, v);
         } else if (v && !strcmp(a, "--devices")) {
             o.devices = v, i++;
         } else if (v && !strcmp(a, "--only")) {
