@@ -7,7 +7,9 @@
 # vocabulary refused, a build without zlib that reads plain text and
 # refuses .gz with a clear message, and (where PyTorch is importable) the
 # saved model loaded into nanoGPT's module with the same logits as nncl's
-# (examples/char_gpt_pytorch.py). Builds $B/examples when missing. Run by
+# (examples/char_gpt_pytorch.py), its loss by char_gpt_train_pytorch.py's
+# fixed estimate near char_gpt's, and that script's training run going
+# through. Builds $B/examples when missing. Run by
 # tests/run.sh (B, NNCL_SANITIZE, MAKE).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
