@@ -49,7 +49,7 @@ int bench_first_step(const bench_opts *o, const char *model) {
     for (kind = 0; kind < TRAIN_MODELS; kind++)
         if (!strcmp(model, train_items[kind][0])) break;
     if (kind == TRAIN_MODELS) {
-        fprintf(stderr, "bench: --first-step takes one of mlp, cnn, lstm, vgg, resnet, gpt, gpt_large\n");
+        fprintf(stderr, "bench: --first-step takes one of mlp, cnn, lstm, vgg, resnet, mobilenet, gpt, gpt_large\n");
         return 2;
     }
     memset(&l, 0, sizeof l);

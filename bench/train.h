@@ -6,10 +6,13 @@
 #include "bench.h"
 
 /* The models trained: the Fashion-MNIST MLP, CNN and LSTM, two CIFAR-shaped
- * networks (VGG-style, and residual with batch norm; 3x32x32, batch 64) and
+ * networks (VGG-style, and residual with batch norm; 3x32x32, batch 64),
+ * examples/fashion_mnist_mobilenet's depthwise-separable CNN (batch 100) and
  * two GPTs (bench/train_gpt.c). Items are named by
  * train_items[kind][precision]. */
-enum { TRAIN_MLP, TRAIN_CNN, TRAIN_LSTM, TRAIN_VGG, TRAIN_RESNET, TRAIN_GPT, TRAIN_GPT_LARGE, TRAIN_MODELS };
+enum {
+    TRAIN_MLP, TRAIN_CNN, TRAIN_LSTM, TRAIN_VGG, TRAIN_RESNET, TRAIN_MOBILENET, TRAIN_GPT, TRAIN_GPT_LARGE, TRAIN_MODELS
+};
 #define TRAIN_CIFAR_BATCH 64
 extern const char *const train_items[TRAIN_MODELS][3];
 
@@ -29,7 +32,8 @@ typedef struct train_data {
 } train_data;
 
 /* Whether the bench trains model kind (--models; by default all, but the
- * large GPT and the CIFAR-shaped networks only without --quick). */
+ * large GPT, the CIFAR-shaped networks and the MobileNet only without
+ * --quick). */
 int train_wanted(const bench_opts *o, int kind);
 /* Model kind on ctx: 0 when built. */
 int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m);
