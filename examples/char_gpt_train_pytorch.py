@@ -16,9 +16,10 @@
 # whose README states the loss of 1.88 for this configuration: GELU in its
 # tanh form, weight decay on the blocks' Linear weights only (not on wte,
 # the tied head, nor wpe), warm-up lr*it/100 (0 at the first iteration).
-#   /work/venv/bin/python examples/char_gpt_train_pytorch.py [--seed S] [--iters N]
-#   /work/venv/bin/python examples/char_gpt_train_pytorch.py --eval char_gpt.safetensors
+#   python3 examples/char_gpt_train_pytorch.py [--seed S] [--iters N]
+#   python3 examples/char_gpt_train_pytorch.py --eval char_gpt.safetensors
 # --eval evaluates a model char_gpt saved by the same estimators instead.
+# Needs torch (1.13 or later); one thread by default (--threads).
 import argparse
 import gzip
 import math
