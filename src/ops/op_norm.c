@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Kernel slots (cl/norm.cl), in the order of the rows' kernel lists. */
-enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB, LN_K_ROWS };
-enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW, RMS_K_ROWS };
+/* Kernel slots of layer and RMS norm (cl/norm.cl), in the order of the
+ * rows' kernel lists; LN_K_DW sums layer norm's bias gradient too. */
+enum { LN_K_FORWARD, LN_K_DX, LN_K_DW, LN_K_ROWS };
 
 int nncl__row_kernels(const nncl__exec *ex) {
     const char *env = getenv("NNCL_REDUCE");
@@ -148,14 +148,18 @@ static nncl_status ln_dx(nncl__exec *ex, nncl_node *n, int slot, int per_row) {
     return ln_launch(&a, ex, per_row, rows, D);
 }
 
+/* Layer norm and RMS norm, whose kernels differ in the forward's bias
+ * arguments and the weight gradient's (layer norm's sums the bias's too). */
 static nncl_status ln_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     int per_row = nncl__row_kernels(ex);
     NNCL_TRY(nncl__kbegin(ex, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
     nncl__arg_view(&a, nncl__val(ex, n->in[0]));
     nncl__arg_view(&a, nncl__val(ex, n->in[1]));
-    nncl__arg_view(&a, nncl__val(ex, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
-    nncl__arg_int(&a, n->n_in == 3);
+    if (n->op == NNCL_OP_LAYERNORM) {
+        nncl__arg_view(&a, nncl__val(ex, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
+        nncl__arg_int(&a, n->n_in == 3);
+    }
     return ln_forward_rest(&a, ex, n, per_row);
 }
 
@@ -164,43 +168,64 @@ static nncl_status ln_backward(nncl__exec *ex, nncl_node *n) {
     size_t rows;
     int D = ln_rows(ex, n, &rows);
     int per_row = nncl__row_kernels(ex), k = per_row ? LN_K_ROWS : 0;
-    if (nncl__need_grad(ex, n, 1) || norm_want(ex, n, 2)) {
-        NNCL_TRY(nncl__norm_param_grads(ex, n, LN_K_DWDB + k, &a));
+    if (n->op == NNCL_OP_LAYERNORM && (nncl__need_grad(ex, n, 1) || norm_want(ex, n, 2))) {
+        NNCL_TRY(nncl__norm_param_grads(ex, n, LN_K_DW + k, &a));
+        NNCL_TRY(ln_launch_cols(&a, ex, per_row, rows, D));
+    } else if (n->op == NNCL_OP_RMSNORM && nncl__need_grad(ex, n, 1)) {
+        NNCL_TRY(nncl__kbegin(ex, n, LN_K_DW + k, &a));
+        nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+        nncl__arg_view(&a, nncl__grd(ex, n));
+        nncl__arg_view(&a, nncl__auxv(ex, n));
+        nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
+        nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
         NNCL_TRY(ln_launch_cols(&a, ex, per_row, rows, D));
     }
     return nncl__need_grad(ex, n, 0) ? ln_dx(ex, n, LN_K_DX + k, per_row) : NNCL_OK;
 }
 
+/* The double references of layer norm and RMS norm, which is layer norm
+ * without the centring (mean 0) and without a bias. aux per row: layer
+ * norm (mean, invstd), RMS norm invrms. */
 static void ln_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                            double *aux) {
     size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
+    int rms = n->op == NNCL_OP_RMSNORM, bias = n->n_in == 3;
     for (i = 0; i < rows; i++) {
         const double *xr = in[0] + i * D;
-        double s = 0, q = 0, mean, inv;
-        for (d = 0; d < D; d++) s += xr[d];
-        mean = s / (double)D;
+        double s = 0, q = 0, mean = 0, inv;
+        for (d = 0; !rms && d < D; d++) s += xr[d];
+        if (!rms) mean = s / (double)D;
         for (d = 0; d < D; d++) q += (xr[d] - mean) * (xr[d] - mean);
         inv = 1 / sqrt(q / (double)D + n->fattr[0]);
-        for (d = 0; d < D; d++) out[i * D + d] = (xr[d] - mean) * inv * in[1][d] + (n->n_in == 3 ? in[2][d] : 0);
-        aux[2 * i] = mean;
-        aux[2 * i + 1] = inv;
+        for (d = 0; d < D; d++) out[i * D + d] = (xr[d] - mean) * inv * in[1][d] + (bias ? in[2][d] : 0);
+        if (rms) {
+            aux[i] = inv;
+        } else {
+            aux[2 * i] = mean;
+            aux[2 * i + 1] = inv;
+        }
     }
 }
 
+/* With g = dy w and xhat = (x - mean) invstd: dx = invstd (g - mean(g) -
+ * xhat mean(g xhat)), RMS norm without the mean(g) term; dw = the sum over
+ * rows of dy xhat, db of dy. */
 static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                             const double *gout, double *const *gin, double *aux) {
     size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
+    int rms = n->op == NNCL_OP_RMSNORM, bias = n->n_in == 3;
     (void)out;
     for (i = 0; i < rows; i++) {
         const double *xr = in[0] + i * D, *gr = gout + i * D;
-        double mean = aux[2 * i], inv = aux[2 * i + 1], sg = 0, sgx = 0;
+        double mean = rms ? 0 : aux[2 * i], inv = rms ? aux[i] : aux[2 * i + 1], sg = 0, sgx = 0;
         for (d = 0; d < D; d++) {
             double xhat = (xr[d] - mean) * inv;
             sg += gr[d] * in[1][d];
             sgx += gr[d] * in[1][d] * xhat;
             if (gin[1]) gin[1][d] += gr[d] * xhat;
-            if (n->n_in == 3 && gin[2]) gin[2][d] += gr[d];
+            if (bias && gin[2]) gin[2][d] += gr[d];
         }
+        if (rms) sg = 0;
         if (!gin[0]) continue;
         for (d = 0; d < D; d++) {
             double xhat = (xr[d] - mean) * inv;
@@ -251,70 +276,13 @@ nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, c
 /* aux: invrms = 1 / sqrt(mean(x^2) + eps) per row. */
 static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch) / (size_t)ln_dim(n); }
 
-static nncl_status rms_forward(nncl__exec *ex, nncl_node *n) {
-    nncl__args a;
-    int per_row = nncl__row_kernels(ex);
-    NNCL_TRY(nncl__kbegin(ex, n, RMS_K_FORWARD + (per_row ? RMS_K_ROWS : 0), &a));
-    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
-    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
-    return ln_forward_rest(&a, ex, n, per_row);
-}
-
-static nncl_status rms_backward(nncl__exec *ex, nncl_node *n) {
-    nncl__args a;
-    size_t rows;
-    int D = ln_rows(ex, n, &rows);
-    int per_row = nncl__row_kernels(ex), k = per_row ? RMS_K_ROWS : 0;
-    if (nncl__need_grad(ex, n, 1)) {
-        NNCL_TRY(nncl__kbegin(ex, n, RMS_K_DW + k, &a));
-        nncl__arg_view(&a, nncl__val(ex, n->in[0]));
-        nncl__arg_view(&a, nncl__grd(ex, n));
-        nncl__arg_view(&a, nncl__auxv(ex, n));
-        nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
-        nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
-        NNCL_TRY(ln_launch_cols(&a, ex, per_row, rows, D));
-    }
-    return nncl__need_grad(ex, n, 0) ? ln_dx(ex, n, RMS_K_DX + k, per_row) : NNCL_OK;
-}
-
-static void rms_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
-                            double *aux) {
-    size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
-    for (i = 0; i < rows; i++) {
-        const double *xr = in[0] + i * D;
-        double q = 0, inv;
-        for (d = 0; d < D; d++) q += xr[d] * xr[d];
-        inv = 1 / sqrt(q / (double)D + n->fattr[0]);
-        for (d = 0; d < D; d++) out[i * D + d] = xr[d] * inv * in[1][d];
-        aux[i] = inv;
-    }
-}
-
-/* With g = dy w and xhat = x invrms: dx = invrms (g - xhat mean(g xhat)),
- * dw = sum over rows of dy xhat. */
-static void rms_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
-                             const double *gout, double *const *gin, double *aux) {
-    size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
-    (void)out;
-    for (i = 0; i < rows; i++) {
-        const double *xr = in[0] + i * D, *gr = gout + i * D;
-        double inv = aux[i], s = 0;
-        for (d = 0; d < D; d++) {
-            s += gr[d] * in[1][d] * xr[d] * inv;
-            if (gin[1]) gin[1][d] += gr[d] * xr[d] * inv;
-        }
-        if (gin[0])
-            for (d = 0; d < D; d++) gin[0][i * D + d] += inv * (gr[d] * in[1][d] - xr[d] * inv * s / (double)D);
-    }
-}
-
 const nncl__opdef nncl__opdef_rmsnorm = {
     .name = "rmsnorm",
     .kernels = {{"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
                 {"norm", "nncl_rmsnorm_backward_f32_params"}, {"norm", "nncl_rmsnorm_f32_rows"},
                 {"norm", "nncl_rmsnorm_backward_f32_rows"}, {"norm", "nncl_rmsnorm_backward_f32_params_rows"}},
-    .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = rms_forward, .backward = rms_backward,
-    .bw_reads = NNCL_BW_INPUTS, .ref_forward = rms_ref_forward, .ref_backward = rms_ref_backward, .half = 2,
+    .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = ln_forward, .backward = ln_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2,
     .f32_aux = 1};
 
 nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
