@@ -8,9 +8,9 @@
 # B names the build folder, or several separated by spaces (the plain and
 # the sanitized build of `make test`): they run side by side (one after
 # another with NNCL_TEST_PARALLEL=0), each printing a block of its own, and
-# the last line is the total of all. A folder holding .sanitize was built with ASan+UBSan
-# and runs with the options below. NNCL_TESTS, a list of names
-# (test_norm test_install.sh), runs only those programs and scripts.
+# the last line is the total of all. A folder holding .sanitize was built
+# with ASan+UBSan and runs with the options below. NNCL_TESTS, a list of
+# names (test_norm test_install.sh), runs only those programs and scripts.
 #
 # A program that skips checks for want of a second device (a SKIP line
 # "SKIP name: ... two devices ..." or "... second device ...") runs again
@@ -216,8 +216,8 @@ chosen() {
 # folder B DIR LATER: runs folder B's programs, then the scripts, with their
 # logs under DIR, and prints the folder's block: each one's lines and
 # counts, then the folder's total, which also goes to DIR/counts. LATER 1
-# runs the scripts first and prints the block once all ran, in the same
-# order as ever (folder runs it so beside another folder: see below).
+# (a folder run beside the first, see below) runs the scripts first and
+# prints the block once all ran, in the usual order.
 folder() {
     f_b=$1 fout=$2 f_later=$3
     bp=0 bf=0 bs=0 ran='' f_list='' f_order=''

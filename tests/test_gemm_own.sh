@@ -1,10 +1,10 @@
 #!/bin/sh
 # test_gemm_own.sh - the op checks of the ops with matrix products (against
 # their double reference and finite differences, poisoned outputs, every
-# device) and the multi-device equality tests again with every product forced onto
-# nncl's own GEMM kernels (NNCL_GEMM=own); the plain pass of the runner
-# covers the default choice by measurement (auto). Result lines are passed
-# through marked "[own]". Then the kernels a GPU gets (NNCL_GEMM_VARIANTS=gpu:
+# device) and the multi-device equality tests again with every product
+# forced onto nncl's own GEMM kernels (NNCL_GEMM=own); the plain pass of
+# the runner covers the default choice by measurement (auto). Result lines
+# are passed through marked "[own]". Then the kernels a GPU gets (NNCL_GEMM_VARIANTS=gpu:
 # the local-memory kernel first, src/gemm/gemm_own.c) on the CPU devices CI has:
 # every GEMM variant, conv2d's op checks and the PyTorch comparisons (half
 # storage included), marked "[gpu set]" (the op table's passes in the plain
