@@ -617,10 +617,11 @@ typedef struct nncl_train_config {
      * forward and backward timed on each device at creation, or with shares
      * given from its arithmetic over the device's share); each stage holds only
      * its own parameters, gradients and optimizer state. The global batch
-     * goes through in micro_batches parts (GPipe: every part forward, then
-     * every part backward, a stage recomputing a part's forward from its
-     * saved input before its backward); activations at a cut and their
-     * gradients pass through host memory. The gradients are accumulated
+     * goes through in micro_batches parts in the order pipe_schedule gives (a
+     * stage recomputing a part's forward from its saved input before its
+     * backward when its last forward was another's); activations at a cut
+     * and their gradients pass through pinned host memory, each copy
+     * running while its stage goes on computing. The gradients are accumulated
      * over the parts weighted by their size and each stage steps once per
      * global batch: the same as one device on the whole batch (mean loss).
      * Clipping by global norm, the NaN/Inf skip and loss scaling decide
@@ -632,7 +633,10 @@ typedef struct nncl_train_config {
      * evaluate and fit are refused (NNCL_ERR_UNSUPPORTED: load the
      * parameters into a trainer without pipeline). -1: data parallel
      * where the model fits every device, else (a device's plan refused for
-     * memory) a pipeline over the devices. */
+     * memory) a pipeline over the devices; with arrangement 0 and a model
+     * that fits, the pipeline is then also timed against data parallelism
+     * and kept when it is faster (then refusing predict, evaluate and fit,
+     * as above: leave pipeline 0 for a trainer that needs them). */
     int pipeline;
     int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
     /* n_devices - 1 node names, each the last node of a stage (a node
@@ -640,7 +644,34 @@ typedef struct nncl_train_config {
      * stages then on the devices in the order given; NULL: the planner
      * chooses. */
     const char *const *cuts;
+    /* The order of a pipeline's work (nncl_pipe_schedule). */
+    int pipe_schedule;
+    /* How the devices work (nncl_arrangement), 0: measured at creation (a
+     * few untimed and timed passes on zeros of the full batch, nothing
+     * learnt from them): every device alone, data parallelism over the 2,
+     * 3, .. devices fastest alone (with their gradients' exchange; the
+     * update, which each arrangement runs, untimed), and with pipeline -1 the
+     * pipeline too; the fastest is kept, so a trainer over several devices
+     * is not slower than its fastest device alone as far as those passes
+     * tell, and the step info says which and the seconds each took (fixed
+     * shares: data parallel, unmeasured). Any other value forces it, unmeasured:
+     * NNCL_ARRANGE_ONE the first device listed alone, NNCL_ARRANGE_DATA
+     * data parallelism over every device, NNCL_ARRANGE_PIPELINE as
+     * pipeline 1. */
+    int arrangement;
 } nncl_train_config;
+
+/* nncl_train_config.pipe_schedule. 1F1B: each stage runs K-1-s forwards (s its
+ * place, K stages), then alternates one backward and one forward, then the
+ * remaining backwards, so the values held at a cut (host staging of the
+ * micro-batches not yet back) are at most K-s micro-batches, against
+ * GPipe's M. The two sum the micro-batches' gradients in other orders, so
+ * they agree to fp32 rounding, not bit for bit (tests/test_pipeline.c holds
+ * both to one device within 2e-4 relative after 5 Adam steps). */
+typedef enum nncl_pipe_schedule {
+    NNCL_PIPE_1F1B = 0,    /* one forward, one backward (the default) */
+    NNCL_PIPE_GPIPE = 1    /* every micro-batch forward, then every one backward */
+} nncl_pipe_schedule;
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
  * at the ceiling (2^-64 and 2^64). */
@@ -757,6 +788,10 @@ typedef struct nncl_stage_info {
     char first[64], last[64];
     size_t params;
     double busy_seconds, idle_seconds, transfer_seconds;
+    /* Micro-batches whose value at the stage's output cut is held at once
+     * (the host staging slots; 0 on the last stage), and their bytes. */
+    int held_micro_batches;
+    size_t held_bytes;
 } nncl_stage_info;
 /* Fills up to max stages in pipeline order; returns the number of stages
  * (0: not pipelined). */
