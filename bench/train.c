@@ -45,25 +45,22 @@ int train_wanted(const bench_opts *o, int kind) {
     return 0;
 }
 
-/* conv 3x3 pad 1 at stride without bias, batch norm, then ReLU where relu
- * (a residual block's second convolution adds its shortcut first). */
-static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, int relu, const char *name) {
+/* conv 3x3 pad 1 at stride without bias, then batch norm and ReLU of it
+ * plus res (NULL: none) in one node (NNCL_BN_FUSE=0: in passes of their
+ * own). */
+static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, nncl_node *res, const char *name) {
     char bn[32];
     snprintf(bn, sizeof bn, "%s.bn", name);
     h = nncl_conv2d(g, h, ch, 3, stride, 1, 0, NNCL_ACT_NONE, name);
-    h = nncl_batchnorm(g, h, 0.1f, 1e-5f, bn);
-    return relu ? nncl_op_relu(g, h) : h;
+    return nncl_batchnorm_act(g, h, res, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, bn);
 }
 
 /* A basic residual block at ch channels: relu(x + bn(conv(relu(bn(conv x))))). */
 static nncl_node *train_res_block(nncl_graph *g, nncl_node *x, int ch, const char *name) {
     char a[32], b[32];
-    nncl_node *h;
     snprintf(a, sizeof a, "%s.conv1", name);
     snprintf(b, sizeof b, "%s.conv2", name);
-    h = train_conv_bn(g, x, ch, 1, 1, a);
-    h = train_conv_bn(g, h, ch, 1, 0, b);
-    return nncl_op_relu(g, nncl_op_add(g, h, x));
+    return train_conv_bn(g, train_conv_bn(g, x, ch, 1, NULL, a), ch, 1, x, b);
 }
 
 /* VGG: conv 3->32, 32->32, pool; 32->64, 64->64, pool; 64->128, pool
@@ -88,11 +85,11 @@ static void train_build_cifar(nncl_graph *g, int kind, train_model *m) {
         h = nncl_linear(g, h, 256, 1, NNCL_ACT_RELU, "fc1");
         m->logits = nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc2");
     } else {
-        h = train_conv_bn(g, m->x, 32, 1, 1, "stem");
+        h = train_conv_bn(g, m->x, 32, 1, NULL, "stem");
         h = train_res_block(g, h, 32, "block1");
-        h = train_conv_bn(g, h, 64, 2, 1, "down1");
+        h = train_conv_bn(g, h, 64, 2, NULL, "down1");
         h = train_res_block(g, h, 64, "block2");
-        h = train_conv_bn(g, h, 128, 2, 1, "down2");
+        h = train_conv_bn(g, h, 128, 2, NULL, "down2");
         h = train_res_block(g, h, 128, "block3");
         h = nncl_global_avgpool(g, h);
         m->logits = nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc");

@@ -449,6 +449,18 @@ NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
  * training, running statistics in evaluation. Creates NAME.weight,
  * NAME.bias, NAME.running_mean, NAME.running_var. */
 NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
+/* The activation of nncl_batchnorm_act, PyTorch's ReLU, ReLU6 and Hardswish
+ * (as nncl_op_relu, nncl_op_relu6, nncl_op_hardswish). */
+typedef enum nncl_bn_act {
+    NNCL_BN_ACT_NONE = 0, NNCL_BN_ACT_RELU, NNCL_BN_ACT_RELU6, NNCL_BN_ACT_HARDSWISH
+} nncl_bn_act;
+/* act(batchnorm(x) + residual) in one node (residual NULL: act(batchnorm(x))),
+ * the same values and gradients as nncl_batchnorm, nncl_op_add and the
+ * activation's op, in fewer passes over the activations (NNCL_BN_FUSE=0:
+ * as many as those ops); residual has x's shape. Parameters and running
+ * statistics as nncl_batchnorm's, under NAME. */
+NNCL_API nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act,
+                                       float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
 /* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels
@@ -498,8 +510,9 @@ NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node
  * hidden state of every step of the last layer [B, T, hidden]. Per layer l: NAME.weight_ih_l<l>
  * [G*hidden, F or hidden], NAME.weight_hh_l<l> [G*hidden, hidden], NAME.bias_ih_l<l>,
  * NAME.bias_hh_l<l> [G*hidden], PyTorch's names and gate order (its nn.LSTM / nn.GRU state dict loads),
- * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); built from graph ops, the recurrence unrolled, the
- * ops named NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
+ * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); per layer the product x W_ih^T of all steps, then the
+ * recurrence as one fused node (NNCL_RNN=graph: built from graph ops, unrolled), the nodes named
+ * NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
 /* LSTM, G = 4 (i, f, g, o): [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh, i, f, o sigmoid, g tanh,
  * c' = f c + i g, h' = o tanh(c'). */
 NNCL_API nncl_node *nncl_lstm(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);

@@ -65,9 +65,9 @@ pass() {
 # table's two passes are left out, their host code being what the choice by
 # measurement already runs in that build (it takes the own kernels for most
 # shapes on CPU devices), and they were most of this script's time in CI.
-# NNCL_GEMM chooses the kernels of linear, matmul and conv2d alone: the op
-# table runs only the rows whose graph holds one of them (--gemm), and
-# test_norm, whose graphs hold none, is not run again.
+# NNCL_GEMM chooses the kernels of linear, matmul, conv2d and rnn_scan
+# alone: the op table runs only the rows whose graph holds one of them
+# (--gemm), and test_norm, whose graphs hold none, is not run again.
 full=1
 [ "${NNCL_SANITIZE:-0}" = 1 ] && full=0
 [ $full = 1 ] && pass own "$dir/own" NNCL_GEMM=own -- test_op_table --gemm

@@ -4,7 +4,18 @@
  * eps, [1] momentum. Kernels: cl/norm.cl. It streams by default: its
  * statistics and gradient sums in one pass over the data (partial sums,
  * then one work-item per channel merges them), apply and the input gradient
- * one pass each; NNCL_BN=groups takes a work-group per channel instead. */
+ * one pass each; NNCL_BN=groups takes a work-group per channel instead.
+ * nncl_batchnorm_act's nodes end in an activation (iattr[0], nncl_bn_act)
+ * of the normalised value plus an optional residual in[3], taken in the
+ * streaming passes (cl/bnact.cl): forward writes act(xhat w + b + r) as it
+ * normalises, backward folds act' (at the pre-activation, recomputed from
+ * x) into the gradient sums and the input gradient and writes the
+ * residual's gradient in the same pass, so that neither the normalised
+ * value, the sum nor their gradients are tensors of their own: forward
+ * reads and writes activation-sized tensors 3 times instead of the
+ * separate ops' 5 (4 instead of 8 with a residual), backward 5 times
+ * instead of 8 (8 instead of about 12). NNCL_BN_FUSE=0 runs them as passes
+ * of their own instead. */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +25,8 @@
 /* Kernel slots (cl/norm.cl), in the order of the row's kernel list. */
 enum {
     BN_K_STATS, BN_K_EVAL_STATS, BN_K_APPLY, BN_K_GRAD_STATS, BN_K_DX,
-    BN_K_PARTIAL, BN_K_MERGE, BN_K_GRAD_PARTIAL, BN_K_GRAD_MERGE, BN_K_APPLY_VEC, BN_K_DX_VEC
+    BN_K_PARTIAL, BN_K_MERGE, BN_K_GRAD_PARTIAL, BN_K_GRAD_MERGE, BN_K_APPLY_VEC, BN_K_DX_VEC,
+    BN_K_APPLY_ACT, BN_K_GRAD_PARTIAL_ACT, BN_K_DX_ACT, BN_K_ACTPASS, BN_K_ACTPASS_BW
 };
 
 /* x [B, C, ...]: C = shape[1], inner = the product of the rest. */
@@ -27,8 +39,12 @@ static int bn_inner(const nncl_node *n) {
     return inner;
 }
 
-/* fattr: [0] eps, finite and > 0; [1] momentum, in [0, 1]. */
+/* fattr: [0] eps, finite and > 0; [1] momentum, in [0, 1]; iattr[0] the
+ * activation, an nncl_bn_act. */
 static nncl_status bn_check(nncl_graph *g, const nncl_node *n) {
+    if (n->iattr[0] < NNCL_BN_ACT_NONE || n->iattr[0] > NNCL_BN_ACT_HARDSWISH)
+        return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT, "batchnorm \"%s\": activation %d is not an nncl_bn_act",
+                                 n->name, n->iattr[0]);
     if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1) || !(n->fattr[0] > 0 && isfinite(n->fattr[0])))
         return nncl__graph_error(g, NNCL_ERR_INVALID_ARGUMENT,
                                  "batchnorm \"%s\": momentum %g must be in [0, 1] and eps %g finite and > 0", n->name,
@@ -47,6 +63,9 @@ static nncl_status bn_shape(nncl_graph *g, nncl_node *n) {
         return nncl__graph_error(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s has %d channels, weight is %s",
                                  n->name, nncl__shape_str(xin, s1, sizeof s1), xin->shape[1],
                                  nncl__shape_str(w, s2, sizeof s2));
+    if (n->n_in == 4 && !nncl__same_shape(n->in[3], xin))
+        return nncl__graph_error(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": residual %s must have the input's shape %s",
+                                 n->name, nncl__shape_str(n->in[3], s2, sizeof s2), nncl__shape_str(xin, s1, sizeof s1));
     n->batched = 1;
     n->ndim = xin->ndim;
     for (i = 0; i < xin->ndim; i++) n->shape[i] = xin->shape[i];
@@ -139,9 +158,57 @@ static nncl_status bn_grad_stream(nncl__exec *x, nncl_node *n) {
     return nncl__launch_1d(&a, x->dev, (size_t)C);
 }
 
+/* Whether a node with an activation or a residual takes them in batch
+ * norm's own passes (the streaming kernels) rather than in passes of their
+ * own; NNCL_BN_FUSE=0 or 1 decides (tests run both). */
+static int bn_fuse(void) {
+    const char *env = getenv("NNCL_BN_FUSE");
+    return !(env && (!strcmp(env, "0") || !strcmp(env, "off")));
+}
+
+/* The streaming kernels' trailing arguments (rows, chunks per row, chunk)
+ * and their launch: a work-item per BN_CHUNK values of each row. */
+static nncl_status bn_launch_rows(nncl__args *a, nncl__exec *x, const nncl_node *n) {
+    int rows = x->batch * bn_channels(n);
+    size_t nch = bn_chunks(bn_inner(n));
+    nncl__arg_int(a, rows);
+    nncl__arg_int(a, (int)nch);
+    nncl__arg_int(a, BN_CHUNK);
+    return nncl__launch_1d(a, x->dev, (size_t)rows * nch);
+}
+
+/* The residual input (or x, a dummy the kernels do not read) and its flag. */
+static void bn_arg_residual(nncl__args *a, nncl__exec *x, const nncl_node *n) {
+    nncl__arg_view(a, nncl__val(x, n->in[n->n_in == 4 ? 3 : 0]));
+    nncl__arg_int(a, n->n_in == 4);
+    nncl__arg_int(a, n->iattr[0]);
+}
+
+/* x, aux, weight, bias, the residual and the activation: the leading
+ * arguments of the bnact.cl kernels that recompute the pre-activation. */
+static nncl_status bn_begin_act(nncl__exec *x, nncl_node *n, int slot, nncl__args *a, int with_dy) {
+    NNCL_TRY(nncl__kbegin(x, n, slot, a));
+    nncl__arg_view(a, nncl__val(x, n->in[0]));
+    if (with_dy) nncl__arg_view(a, nncl__grd(x, n));
+    nncl__arg_view(a, nncl__auxv(x, n));
+    nncl__arg_view(a, nncl__val(x, n->in[1]));
+    nncl__arg_view(a, nncl__val(x, n->in[2]));
+    bn_arg_residual(a, x, n);
+    return NNCL_OK;
+}
+
+/* The gradient, with act and residual, where wanted (want_r) into the
+ * residual's: dr (+)= g, acc from nncl__grad_accumulate. */
+static void bn_arg_dres(nncl__args *a, nncl__exec *x, nncl_node *n, int want_r) {
+    nncl__arg_view(a, want_r ? nncl__grd(x, n->in[3]) : nncl__grd(x, n));
+    nncl__arg_int(a, want_r);
+    nncl__arg_int(a, want_r ? nncl__grad_accumulate(x, n, 3) : 0);
+}
+
 static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
+    int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
     size_t total = nncl__numel(n, B);
     nncl__view st;
     st.mem = x->state;
@@ -173,31 +240,65 @@ static nncl_status bn_forward(nncl__exec *x, nncl_node *n) {
         nncl__arg_float(&a, n->fattr[0]);
         NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
     }
-    NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n->in[2]));
+    if (fused) {
+        NNCL_TRY(bn_begin_act(x, n, BN_K_APPLY_ACT, &a, 0));
+    } else {
+        NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_APPLY_VEC : BN_K_APPLY, &a));
+        nncl__arg_view(&a, nncl__val(x, n->in[0]));
+        nncl__arg_view(&a, nncl__auxv(x, n));
+        nncl__arg_view(&a, nncl__val(x, n->in[1]));
+        nncl__arg_view(&a, nncl__val(x, n->in[2]));
+    }
     nncl__arg_view(&a, nncl__val(x, n));
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
     if (!stream) {
         nncl__arg_int(&a, (int)total);
-        return nncl__launch_1d(&a, x->dev, total);
+        NNCL_TRY(nncl__launch_1d(&a, x->dev, total));
+    } else {
+        NNCL_TRY(bn_launch_rows(&a, x, n));
     }
-    nncl__arg_int(&a, B * C);
-    nncl__arg_int(&a, (int)bn_chunks(inner));
-    nncl__arg_int(&a, BN_CHUNK);
-    return nncl__launch_1d(&a, x->dev, (size_t)B * (size_t)C * bn_chunks(inner));
+    if (!epi || fused) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(x, n, BN_K_ACTPASS, &a));
+    nncl__arg_view(&a, nncl__val(x, n));
+    bn_arg_residual(&a, x, n);
+    nncl__arg_int(&a, inner);
+    return bn_launch_rows(&a, x, n);
 }
 
 static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     nncl__args a;
     int C = bn_channels(n), inner = bn_inner(n), B = x->batch, stream = bn_stream();
     int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
+    int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
+    int want_r = n->n_in == 4 && nncl__need_grad(x, n, 3);
+    int P = bn_parts(C, B);
     size_t total = nncl__numel(n, B);
+    if (epi && !fused) {
+        /* the activation's gradient (and the residual's) in a pass of its own */
+        NNCL_TRY(bn_begin_act(x, n, BN_K_ACTPASS_BW, &a, 1));
+        bn_arg_dres(&a, x, n, want_r);
+        nncl__arg_int(&a, C);
+        nncl__arg_int(&a, inner);
+        NNCL_TRY(bn_launch_rows(&a, x, n));
+    }
     if (stream && (want_w || want_b || (want_x && x->training))) {
-        NNCL_TRY(bn_grad_stream(x, n));
+        if (fused) {
+            NNCL_TRY(bn_begin_act(x, n, BN_K_GRAD_PARTIAL_ACT, &a, 1));
+            nncl__arg_view(&a, bn_partv(x, n));
+            nncl__arg_int(&a, B);
+            nncl__arg_int(&a, C);
+            nncl__arg_int(&a, inner);
+            nncl__arg_int(&a, P);
+            NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C * (size_t)P));
+            NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_MERGE, &a));
+            nncl__arg_view(&a, bn_partv(x, n));
+            nncl__arg_int(&a, C);
+            nncl__arg_int(&a, P);
+            NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)C));
+        } else {
+            NNCL_TRY(bn_grad_stream(x, n));
+        }
         if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
     } else if (want_w || want_b || (want_x && x->training)) {
         NNCL_TRY(nncl__norm_param_grads(x, n, BN_K_GRAD_STATS, &a));
@@ -207,14 +308,23 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
         NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)C, (size_t)B * (size_t)inner));
         if (x->sync && x->training) NNCL_TRY(x->sync(x, n, 1, x->sync_user));
     }
-    if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_DX_VEC : BN_K_DX, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    if (fused) {
+        if (!want_x && !want_r) return NNCL_OK;
+        NNCL_TRY(bn_begin_act(x, n, BN_K_DX_ACT, &a, 1));
+        nncl__arg_view(&a, want_x ? nncl__grd(x, n->in[0]) : nncl__grd(x, n));
+        nncl__arg_int(&a, want_x);
+        nncl__arg_int(&a, want_x ? nncl__grad_accumulate(x, n, 0) : 0);
+        bn_arg_dres(&a, x, n, want_r);
+    } else {
+        if (!want_x) return NNCL_OK;
+        NNCL_TRY(nncl__kbegin(x, n, stream ? BN_K_DX_VEC : BN_K_DX, &a));
+        nncl__arg_view(&a, nncl__val(x, n->in[0]));
+        nncl__arg_view(&a, nncl__grd(x, n));
+        nncl__arg_view(&a, nncl__auxv(x, n));
+        nncl__arg_view(&a, nncl__val(x, n->in[1]));
+        nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+        nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    }
     nncl__arg_int(&a, C);
     nncl__arg_int(&a, inner);
     if (stream) {
@@ -229,6 +339,15 @@ static nncl_status bn_backward(nncl__exec *x, nncl_node *n) {
     return nncl__launch_1d(&a, x->dev, stream ? (size_t)B * (size_t)C * bn_chunks(inner) : total);
 }
 
+/* The activation and its derivative (nncl_bn_act) at the pre-activation
+ * v, as the elementwise ops take them. */
+static const nncl__op bn_act_op[] = {NNCL_OP_INPUT, NNCL_OP_RELU, NNCL_OP_RELU6, NNCL_OP_HARDSWISH};
+static double bn_act_ref(double v, int act) { return act ? nncl__unary_ref(bn_act_op[act], v, 0) : v; }
+static double bn_act_grad_ref(double v, int act) {
+    return act ? nncl__unary_ref_grad(bn_act_op[act], v, bn_act_ref(v, act), 0) : 1;
+}
+
+/* out = act(xhat w + b (+ r)); aux [mean, invstd]. */
 static void bn_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                            double *aux) {
     int C = bn_channels(n), inner = bn_inner(n), B = r->batch, b, c, j;
@@ -259,35 +378,48 @@ static void bn_ref_forward(const nncl_node *n, const nncl__refctx *r, const doub
         for (b = 0; b < B; b++)
             for (j = 0; j < inner; j++) {
                 size_t i = ((size_t)b * C + c) * inner + j;
-                out[i] = (in[0][i] - mean) * inv * in[1][c] + in[2][c];
+                double v = (in[0][i] - mean) * inv * in[1][c] + in[2][c];
+                out[i] = bn_act_ref(n->n_in == 4 ? v + in[3][i] : v, n->iattr[0]);
             }
     }
 }
 
+/* g = gout act'(pre), the residual's gradient; then batch norm's on g. */
 static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                             const double *gout, double *const *gin, double *aux) {
     int C = bn_channels(n), inner = bn_inner(n), B = r->batch, b, c, j;
     double count = (double)B * inner;
+    size_t total = (size_t)B * C * inner, i;
+    double *g = (double *)malloc(total * sizeof *g);
     (void)out;
+    if (!g) return; /* the comparison then fails */
+    for (i = 0; i < total; i++) {
+        int ch = (int)(i / (size_t)inner % (size_t)C);
+        double v = (in[0][i] - aux[ch]) * aux[C + ch] * in[1][ch] + in[2][ch];
+        g[i] = gout[i] * bn_act_grad_ref(n->n_in == 4 ? v + in[3][i] : v, n->iattr[0]);
+        if (n->n_in == 4 && gin[3]) gin[3][i] += g[i];
+    }
     for (c = 0; c < C; c++) {
         double mean = aux[c], inv = aux[C + c], sdy = 0, sdyx = 0;
         for (b = 0; b < B; b++)
             for (j = 0; j < inner; j++) {
-                size_t i = ((size_t)b * C + c) * inner + j;
-                sdy += gout[i];
-                sdyx += gout[i] * (in[0][i] - mean) * inv;
+                i = ((size_t)b * C + c) * inner + j;
+                sdy += g[i];
+                sdyx += g[i] * (in[0][i] - mean) * inv;
             }
         if (gin[1]) gin[1][c] += sdyx;
         if (gin[2]) gin[2][c] += sdy;
         if (!gin[0]) continue;
         for (b = 0; b < B; b++)
             for (j = 0; j < inner; j++) {
-                size_t i = ((size_t)b * C + c) * inner + j;
-                double g = gout[i];
-                if (r->training) g -= (sdy + (in[0][i] - mean) * inv * sdyx) / count;
-                gin[0][i] += in[1][c] * inv * g;
+                double d;
+                i = ((size_t)b * C + c) * inner + j;
+                d = g[i];
+                if (r->training) d -= (sdy + (in[0][i] - mean) * inv * sdyx) / count;
+                gin[0][i] += in[1][c] * inv * d;
             }
     }
+    free(g);
 }
 
 const nncl__opdef nncl__opdef_batchnorm = {
@@ -297,7 +429,9 @@ const nncl__opdef nncl__opdef_batchnorm = {
                 {"norm", "nncl_batchnorm_backward_f32"}, {"norm", "nncl_batchnorm_partial_f32"},
                 {"norm", "nncl_batchnorm_merge_f32"}, {"norm", "nncl_batchnorm_grad_partial_f32"},
                 {"norm", "nncl_batchnorm_grad_merge_f32"}, {"norm", "nncl_batchnorm_apply_f32_vec"},
-                {"norm", "nncl_batchnorm_backward_f32_vec"}},
+                {"norm", "nncl_batchnorm_backward_f32_vec"}, {"bnact", "nncl_batchnorm_apply_f32_act"},
+                {"bnact", "nncl_batchnorm_backward_f32_actpartial"}, {"bnact", "nncl_batchnorm_backward_f32_act"},
+                {"bnact", "nncl_batchnorm_f32_actpass"}, {"bnact", "nncl_batchnorm_backward_f32_actpass"}},
     .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1, .keep_aux = 1};
@@ -310,9 +444,16 @@ const nncl__opdef nncl__opdef_batchnorm = {
  * the bias and leaves running_var unchanged: its unbiased variance is
  * undefined (PyTorch refuses that case). */
 nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name) {
-    nncl_node *in[3];
+    return nncl_batchnorm_act(g, x, NULL, NNCL_BN_ACT_NONE, momentum, eps, name);
+}
+
+/* nncl_batchnorm with iattr[0] act and, given a residual, in[3]. */
+nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act, float momentum,
+                              float eps, const char *name) {
+    char wn[NNCL_NAME_MAX + 16], bn[NNCL_NAME_MAX + 16], s1[64];
+    nncl_node *in[4];
     float fattr[2];
-    char s1[64];
+    int iattr = (int)act, keep, C;
     if (!g || !x) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_batchnorm: graph or input is NULL");
     if (!name || !*name || strlen(name) + sizeof ".running_mean" > NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
@@ -321,10 +462,17 @@ nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps
     if (!x->batched || x->ndim < 2 || x->ndim > 4)
         return nncl__graph_fail(g, NNCL_ERR_SHAPE, "batchnorm \"%s\": input %s must be [B,C], [B,C,L] or [B,C,H,W]",
                                 name, nncl__shape_str(x, s1, sizeof s1));
+    C = x->shape[1];
+    keep = g->n_nodes;
+    snprintf(wn, sizeof wn, "%s.weight", name);
+    snprintf(bn, sizeof bn, "%s.bias", name);
     in[0] = x;
+    in[1] = nncl_param(g, wn, 1, &C, NNCL_INIT_ONES, 0);
+    in[2] = in[1] ? nncl_param(g, bn, 1, &C, NNCL_INIT_ZEROS, 0) : NULL;
+    in[3] = residual;
     fattr[0] = eps;
     fattr[1] = momentum;
-    return nncl__norm_node(g, NNCL_OP_BATCHNORM, name, x->shape[1], 1, in, fattr, 2);
+    return nncl__layer_add(g, keep, NNCL_OP_BATCHNORM, name, residual ? 4 : 3, in, &iattr, 1, fattr, 2);
 }
 
 /* Synchronised batch norm (syncbn.c) exchanges these; aux is

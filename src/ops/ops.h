@@ -75,4 +75,10 @@ nncl_status nncl__norm_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__
 nncl_node *nncl__norm_node(nncl_graph *g, nncl__op op, const char *name, int features, int bias, nncl_node **in,
                            const float *fattr, int n_fattr);
 
+/* The recurrence of an LSTM (gru 0) or GRU (gru 1) layer as one rnn_scan
+ * node (op_rnn.c): gi [B, T, G H] the input products x W_ih^T of every
+ * step, w_hh [G H, H], b_ih and b_hh [G H]; returns h [B, T, H]. */
+nncl_node *nncl__rnn_scan(nncl_graph *g, int gru, nncl_node *gi, nncl_node *w_hh, nncl_node *b_ih,
+                          nncl_node *b_hh);
+
 #endif /* NNCL_OPS_H */

@@ -228,6 +228,28 @@ case("instancenorm", (2, 3, 5, 4), lambda h, h2, P, S, t: F.instance_norm(h, eps
 case("upsample_nearest", (2, 2, 3, 4), lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(2, 3), mode="nearest"))
 case("upsample_bilinear", (2, 2, 3, 4),
      lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(3, 2), mode="bilinear", align_corners=False))
+# recurrent layers: PyTorch's own nn.LSTM / nn.GRU (batch first) run on the case's parameters (its forward
+# reads the list _flat_weights, in the order of _flat_weights_names)
+def recurrent(kind, F_, H):
+    mod = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(F_, H, batch_first=True).double()
+
+    def run(h, h2, P, S, t):
+        mod._flat_weights = [P["r." + k] for k in mod._flat_weights_names]
+        return mod(h)[0]
+    G = 4 if kind == "lstm" else 3
+    return run, {"r.weight_ih_l0": (G * H, F_), "r.weight_hh_l0": (G * H, H), "r.bias_ih_l0": (G * H,),
+                 "r.bias_hh_l0": (G * H,)}
+
+
+for kind in ("lstm", "gru"):
+    f, prm = recurrent(kind, 3, 4)
+    case(kind, (2, 5, 3), f, params=prm)
+# batch norm with its activation and residual in one node (nncl_batchnorm_act)
+case("batchnorm_act_relu_residual", (3, 2, 4, 5), lambda h, h2, P, S, t: F.relu(bn(h, h2, P, S, t) + h2),
+     x2_shape=(3, 2, 4, 5), params={"bn.weight": (2,), "bn.bias": (2,)},
+     stats={"bn.running_mean": (2,), "bn.running_var": (2,)})
+case("batchnorm_act_hardswish", (6, 4), lambda h, h2, P, S, t: F.hardswish(bn(h, h2, P, S, t)),
+     params={"bn.weight": (4,), "bn.bias": (4,)}, stats={"bn.running_mean": (4,), "bn.running_var": (4,)})
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0
