@@ -205,8 +205,8 @@ if n > 1:
     for k in range(2, min(n, 3) + 1):
         item = "deep mlp, %d stages" % k
         for key in (["stages", "micro_batches", "samples_s", "one_device_samples_s", "dp_samples_s",
-                     "over_one_device", "over_data_parallel", "transfer_s", "gpipe_samples_s", "over_gpipe",
-                     "even_cut_samples_s", "over_even_cut", "measured_samples_s", "measured_over_one_device"]
+                    "over_one_device", "over_data_parallel", "transfer_s", "gpipe_samples_s", "over_gpipe",
+                    "even_cut_samples_s", "over_even_cut", "measured_samples_s", "measured_over_one_device"]
                     + ["stage%d_s" % s for s in range(k)]):
             if not pos(val("pipeline", None, item, key)):
                 bad.append("pipeline %s/%s is %r" % (item, key, val("pipeline", None, item, key)))

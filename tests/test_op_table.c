@@ -267,6 +267,16 @@ static const struct ot_cx_opts {
     {2, 3, 5, 3, 1, 1, 2, 1, 0, 0, 1, 1, NNCL_ACT_TANH},  /* transposed 5x3, stride 1 */
     {2, 2, 3, 4, 3, 2, 1, 0, 2, 1, 1, 1, NNCL_ACT_NONE},  /* transposed, strides 3 and 2 */
     {0, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, NNCL_ACT_TANH}, /* depthwise with tanh */
+    /* depthwise kernels (src/ops/conv_dw.c): rows of 7, 13 and 29, segments
+     * cut short, channels of no vector width */
+    {0, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, 1, NNCL_ACT_NONE},     /* 3x3, width 29 */
+    {0, 5, 5, 5, 2, 2, 2, 2, 1, 1, 5, 0, NNCL_ACT_NONE},     /* 5x5, stride 2, width 13 */
+    {0, 3, 3, 3, 1, 2, 2, 1, 2, 2, 3, 1, NNCL_ACT_SIGMOID},  /* dilation 2, strides 1 and 2, width 29 */
+    {0, 14, 1, 3, 2, 1, 0, 1, 1, 1, 7, 1, NNCL_ACT_NONE},    /* 1x3, 2 outputs per channel, width 13 */
+    {0, 6, 3, 3, 2, 2, 1, 1, 2, 1, 3, 1, NNCL_ACT_TANH},     /* stride 2, dilation 2x1, 2 per channel, width 29 */
+    {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 7 */
+    {0, 3, 3, 3, 3, 3, 1, 1, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 3: the general kernels */
+    {0, 4, 3, 1, 1, 1, 1, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x1: the weight gradient a work-group per tap */
 };
 
 static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
@@ -520,6 +530,8 @@ static const ot_row ot_rows[] = {
     OT_CX(4, 8, 2, 2, 9, 0), OT_CX(2, 9, 3, 3, 4, 5), OT_CX(3, 10, 3, 4, 5, 3), OT_CX(1, 11, 3, 2, 3, 4),
     OT_CX(2, 12, 3, 2, 3, 3),
     OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
+    OT_CX(2, 14, 3, 5, 6, 29), OT_CX(2, 15, 3, 5, 13, 13), OT_CX(1, 16, 3, 3, 7, 29), OT_CX(2, 17, 3, 7, 5, 13),
+    OT_CX(2, 18, 3, 3, 9, 29), OT_CX(3, 19, 3, 4, 7, 7), OT_CX(2, 20, 3, 3, 8, 10), OT_CX(2, 21, 3, 4, 9, 13),
     /* MobileNet's activations over both kinks (clamp to [p, 1]) */
     OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
     OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
@@ -766,6 +778,21 @@ int main(int argc, char **argv) {
         unsetenv("NNCL_GEMM");
     } else
         th_skip("conv2d's im2col path in half storage", "NNCL_GEMM is set; the run without it checks the path");
+    /* depthwise layers on the general direct kernels (NNCL_CONV_DEPTHWISE=0;
+     * the depthwise ones run above, src/ops/conv_dw.c) */
+    {
+        const char *env = getenv("NNCL_CONV_DEPTHWISE");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_CONV_DEPTHWISE", "0", 1);
+        ot_path = ", general direct kernels";
+        for (oc_store = 0; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if (ot_rows[k].build == ot_conv_ex && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_CONV_DEPTHWISE", keep, 1);
+        else unsetenv("NNCL_CONV_DEPTHWISE");
+    }
     /* batch norm's other path: a work-group per channel (NNCL_BN=groups;
      * the streaming kernels run above, src/ops/op_norm.c) */
     {

@@ -7,8 +7,9 @@
  * so at a plan's prepare the layer's whole training work (forward, and the
  * weight and input gradients the plan needs) is timed each way on scratch
  * buffers of one chunk of the im2col path (its GEMMs then have the plan's
- * shapes, measured once for all), a few passes each.
- * Each way must agree with im2col + CLBlast (else it is not taken); the
+ * shapes, measured once for all), in the rounds of the harness every
+ * choice shares (src/gemm/choose.c).
+ * Each way must agree with the im2col path (else it is not taken); the
  * fastest is kept, in memory and in the device's GEMM choice file
  * (src/gemm/gemm_pick.c), so that a later plan or run times nothing.
  * NNCL_GEMM=own|clblast forces the own or the im2col path,
@@ -18,9 +19,6 @@
 #include "gemm/gemm.h"
 #include <math.h>
 
-#define CPICK_MIN_SECONDS 0.01 /* timed passes per side: at least 2 and this long... */
-#define CPICK_MAX_RUNS 5       /* ...and at most this many */
-#define CPICK_TOL 1e-3         /* max-norm disagreement, relative to the largest |value| */
 
 /* A conv layer's key among the stored paths: its geometry and gradients. */
 static void cpick_key(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *key) {
@@ -182,21 +180,31 @@ static nncl_status cpick_first(cpick_scratch *s, const nncl_node *n, const nncl_
     return NNCL_OK;
 }
 
-/* Times node n each way that fits on one chunk; *path the fastest of
- * those that agree with im2col + CLBlast. The ways are timed in rounds,
- * one pass of each per round in alternating order, each keeping its
- * fastest pass (as the GEMM choice does, src/gemm/gemm_pick.c: a machine that
- * slows down for a while, or a GPU that raises its clocks from idle, then
- * favours no way); a way leaves the rounds once it has run twice and
- * CPICK_MIN_SECONDS in all, or CPICK_MAX_RUNS times. */
+/* One timed pass of path i (nncl__choose_time). */
+typedef struct cpick_runs {
+    cpick_scratch *s;
+    const nncl_node *n;
+    const nncl__conv_dims *d;
+} cpick_runs;
+
+static nncl_status cpick_run_one(void *user, int i) {
+    cpick_runs *r = (cpick_runs *)user;
+    return cpick_pass(r->s, r->n, r->d, i);
+}
+
+/* Times node n each way that fits on one chunk with the choosers' harness
+ * (src/gemm/choose.c); *path the fastest of those that agree with the
+ * im2col path (im2col + CLBlast, or the own GEMM kernels where CLBlast is
+ * not timed), which stays the answer should every other fail. */
 static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *path) {
     static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
     cpick_scratch s;
+    cpick_runs runs;
     nncl__conv_dims dt = *d;
-    double t[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, total[3] = {0, 0, 0}, t0 = nncl__seconds(), t1, dur;
-    size_t b[3] = {0, 0, 0}, bytes = 0, i;
-    int p, q, r, on[3], more = 1;
-    nncl_status st, ps;
+    double t[3] = {0, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds(), worst;
+    size_t b[3] = {0, 0, 0}, bytes = 0;
+    int p, on[3];
+    nncl_status st;
     *path = NNCL__CONV_COL;
     memset(&s, 0, sizeof s);
     st = nncl__conv_col_chunk(x, n, d, 1, &dt.B);
@@ -218,48 +226,23 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
     }
     if (st == NNCL_OK) st = cpick_first(&s, n, &dt, NNCL__CONV_COL);
     for (p = 1; p < 3 && st == NNCL_OK; p++) {
-        double big = 0, worst = 0;
         if (!on[p]) continue;
         if (cpick_first(&s, n, &dt, p) != NNCL_OK) {
             nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
                       nncl__thread_error());
-            on[p] = 0;
             continue;
         }
-        for (i = 0; i < s.n_out; i++) {
-            double dd = fabs((double)s.out[p][i] - s.out[0][i]);
-            if (fabs(s.out[0][i]) > big) big = fabs(s.out[0][i]);
-            if (!(dd <= worst)) worst = dd; /* NaN too */
-        }
-        if (!(worst <= CPICK_TOL * (big + 1))) {
+        if (!nncl__choose_agree(s.out[0], s.out[p], s.n_out, &worst)) {
             nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
                       n->name, names[p], worst);
-            on[p] = 0;
+            continue;
         }
+        t[p] = 0;
     }
-    for (r = 0; st == NNCL_OK && r < CPICK_MAX_RUNS && more; r++)
-        for (more = 0, q = 0; q < 3; q++) {
-            p = r % 2 ? 2 - q : q;
-            if (!on[p] || (r >= 2 && total[p] >= CPICK_MIN_SECONDS)) continue;
-            more = 1;
-            t1 = nncl__seconds();
-            if ((ps = cpick_pass(&s, n, &dt, p)) != NNCL_OK) {
-                if (p == NNCL__CONV_COL) {
-                    st = ps;
-                    break;
-                }
-                nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
-                          nncl__thread_error());
-                on[p] = 0;
-                t[p] = HUGE_VAL;
-                continue;
-            }
-            dur = nncl__seconds() - t1;
-            total[p] += dur;
-            if (dur < t[p]) t[p] = dur;
-        }
+    runs.s = &s, runs.n = n, runs.d = &dt;
+    if (st == NNCL_OK) st = nncl__choose_time(x->ctx, x->dev, 3, cpick_run_one, &runs, t);
     for (p = 1; p < 3; p++)
-        if (on[p] && t[p] < t[*path]) *path = p;
+        if (t[p] < t[*path]) *path = p;
     if (st == NNCL_OK)
         nncl__log(x->ctx, NNCL_LOG_DEBUG,
                   "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms: %s, "
@@ -291,6 +274,3 @@ nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_
                                      : nncl__conv_col_prepare(x, n, d, bytes);
 }
 
-#undef CPICK_MIN_SECONDS
-#undef CPICK_MAX_RUNS
-#undef CPICK_TOL

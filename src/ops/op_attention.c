@@ -105,7 +105,8 @@ static void att_args_tail(nncl__args *a, const nncl__exec *x, const nncl_node *n
  * or rows decides instead (tests run both on any device). */
 static int att_tiled(nncl__exec *x, const nncl_node *n, int slot) {
     const char *env = getenv("NNCL_ATTENTION");
-    size_t wg = x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)(ATT_K_TILES + slot)].wg;
+    const nncl__kslot *k = nncl__kslot_of(x, n, ATT_K_TILES + slot);
+    size_t wg = k ? k->wg : 0;
     if ((wg && wg < ATT_TQ) || x->dev->info.local_mem < ATT_LOCAL_BYTES || x->dev->max_work_group < ATT_TQ) return 0;
     if (env && !strcmp(env, "tiles")) return 1;
     if (env && !strcmp(env, "rows")) return 0;

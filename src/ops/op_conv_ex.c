@@ -1,7 +1,8 @@
 /* op_conv_ex.c - convolutions of any geometry, PyTorch's Conv2d, Conv1d and
  * ConvTranspose2d: groups (depthwise: groups == channels), dilation, kernel,
  * stride and padding per axis, as direct kernels (cl/conv_ex.cl) with the
- * bias and activation of the dense helpers. A conv2d_ex of plain geometry
+ * bias and activation of the dense helpers; depthwise layers on kernels of
+ * their own (src/ops/conv_dw.c). A conv2d_ex of plain geometry
  * (groups 1, dilation 1, square kernel, one stride and padding) is built as
  * conv2d instead, whose GEMM paths are timed per layer (op_conv.c).
  *
@@ -21,17 +22,14 @@
  * y of conv space, its output the x, so its forward is conv^T, its input
  * gradient conv, and its weight gradient the same adjoint with x and dy
  * exchanged. Nothing is kept from forward to backward. */
-#include "ops/ops.h"
+#include "ops/conv_ex.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
-enum { CX_K_FORWARD = NNCL_K_DENSE_END, CX_K_BACKWARD_INPUT, CX_K_BACKWARD_WEIGHT };
+enum { CX_K_FORWARD = NNCL_CX_K_FORWARD, CX_K_BACKWARD_INPUT, CX_K_BACKWARD_WEIGHT };
 
-typedef struct cx_dims {
-    int B, C, H, W, O, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, G, act;
-    int transposed;
-} cx_dims;
+typedef nncl__cx_dims cx_dims;
 
 static int cx_is_1d(const nncl_node *n) { return n->op == NNCL_OP_CONV1D; }
 static int cx_is_t(const nncl_node *n) { return n->op == NNCL_OP_CONV_TRANSPOSE2D; }
@@ -159,7 +157,7 @@ static nncl_status cx_shape(nncl_graph *g, nncl_node *n) {
 
 /* ------------------------------------------------------------- device */
 
-static void cx_args_geometry(nncl__args *a, const cx_dims *d) {
+void nncl__cx_args_geometry(nncl__args *a, const cx_dims *d) {
     nncl__arg_int(a, d->C);
     nncl__arg_int(a, d->H);
     nncl__arg_int(a, d->W);
@@ -190,7 +188,7 @@ static nncl_status cx_launch_map(nncl__exec *x, const nncl_node *n, const cx_dim
     nncl__arg_view(&a, from);
     nncl__arg_view(&a, nncl__val(x, n->in[1]));
     nncl__arg_view(&a, to);
-    cx_args_geometry(&a, d);
+    nncl__cx_args_geometry(&a, d);
     nncl__arg_count(&a, count);
     nncl__arg_int(&a, acc);
     return nncl__launch_1d(&a, x->dev, count);
@@ -208,7 +206,7 @@ static nncl_status cx_launch_dw(nncl__exec *x, const nncl_node *n, const cx_dims
     nncl__arg_view(&a, xs);
     nncl__arg_view(&a, ys);
     nncl__arg_view(&a, nncl__grd(x, n->in[1]));
-    cx_args_geometry(&a, d);
+    nncl__cx_args_geometry(&a, d);
     nncl__arg_count(&a, (size_t)d->B);
     nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
     nncl__arg_local(&a, local * sizeof(float));
@@ -223,11 +221,20 @@ static nncl_status cx_fits(nncl__exec *x, const nncl_node *n, const cx_dims *d) 
     return NNCL_OK;
 }
 
+/* The depthwise weight gradient's workspace, at the largest batch. */
+static nncl_status cx_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+    cx_dims d;
+    cx_dims_of(n, x->batch, &d);
+    *bytes = nncl__dw_workspace(&d) * sizeof(float);
+    return NNCL_OK;
+}
+
 static nncl_status cx_forward(nncl__exec *x, nncl_node *n) {
     cx_dims d;
     nncl__view y = nncl__val(x, n);
     cx_dims_of(n, x->batch, &d);
     NNCL_TRY(cx_fits(x, n, &d));
+    if (nncl__dw_on(&d)) return nncl__dw_forward(x, n, &d, nncl__val(x, n->in[0]), y, n->n_in == 3 ? n->in[2] : NULL);
     if (d.transposed)
         NNCL_TRY(cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, nncl__val(x, n->in[0]), y, 0));
     else
@@ -247,12 +254,15 @@ static nncl_status cx_backward(nncl__exec *x, nncl_node *n) {
         NNCL_TRY(
             nncl__bias_grad(x, n, dy, d.B, n->shape[1], inner, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
     if (nncl__need_grad(x, n, 1))
-        NNCL_TRY(d.transposed ? cx_launch_dw(x, n, &d, dy, xv) : cx_launch_dw(x, n, &d, xv, dy));
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_weight(x, n, &d, xv, dy)
+                 : d.transposed ? cx_launch_dw(x, n, &d, dy, xv)
+                                : cx_launch_dw(x, n, &d, xv, dy));
     if (nncl__need_grad(x, n, 0)) {
         int acc = nncl__grad_accumulate(x, n, 0);
         nncl__view dx = nncl__grd(x, n->in[0]);
-        NNCL_TRY(d.transposed ? cx_launch_map(x, n, &d, CX_K_FORWARD, dy, dx, acc)
-                              : cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_input(x, n, &d, dy, dx, acc)
+                 : d.transposed ? cx_launch_map(x, n, &d, CX_K_FORWARD, dy, dx, acc)
+                                : cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
     }
     return NNCL_OK;
 }
@@ -324,14 +334,16 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 #define CX_KERNELS                                                                                                     \
     {                                                                                                                  \
-        NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"}, {         \
-            "conv_ex", "nncl_conv_ex_backward_f32_weight"                                                              \
-        }                                                                                                              \
+        NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"},           \
+            {"conv_ex", "nncl_conv_ex_backward_f32_weight"}, {"conv_dw", "nncl_conv_dw_f32"},                          \
+            {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"},           \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"},    \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}                                                        \
     }
 #define CX_ROW(nm)                                                                                                     \
-    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .forward = cx_forward,                    \
-    .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = cx_ref_forward,               \
-    .ref_backward = cx_ref_backward, .half = 2
+    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
+    .forward = cx_forward, .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,                       \
+    .ref_forward = cx_ref_forward, .ref_backward = cx_ref_backward, .half = 2
 
 const nncl__opdef nncl__opdef_conv2d_ex = {CX_ROW("conv2d_ex")};
 const nncl__opdef nncl__opdef_conv1d = {CX_ROW("conv1d")};

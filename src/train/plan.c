@@ -29,6 +29,7 @@ void nncl__plan_free(nncl__plan *p) {
     }
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);
+    NNCL_FREE(p->x.kbase);
     NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux);
     nncl__plan_schedule_free(p);
     NNCL_FREE(p);
@@ -291,7 +292,10 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->fvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->faux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
-    p->x.kernels = (nncl__kslot *)nncl__calloc(n * NNCL_OP_KERNELS, sizeof(nncl__kslot));
+    p->x.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
+    for (i = 0; p->x.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
+        p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(g->nodes[i]->op));
+    p->x.kernels = p->x.kbase ? (nncl__kslot *)nncl__calloc(p->x.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
     if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux ||
         !p->x.grad_acc || !p->x.kernels) {
         nncl__plan_free(p);
@@ -314,10 +318,10 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
         const nncl__opdef *d = nncl__opdef_get(nd->op);
         size_t bytes = 0;
         int k;
-        for (k = 0; st == NNCL_OK && k < NNCL_OP_KERNELS; k++)
+        for (k = 0; st == NNCL_OK && k < nncl__op_kernel_count(d); k++)
             if (d->kernels[k].name)
                 st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
-                                              &p->x.kernels[(size_t)nd->id * NNCL_OP_KERNELS + (size_t)k]);
+                                              &p->x.kernels[p->x.kbase[nd->id] + (size_t)k]);
         p->x.gemm_cap = p->gemm_temp_bytes;
         if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, nd, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;

@@ -212,6 +212,18 @@ case("conv1d", (2, 3, 9), lambda h, h2, P, S, t: torch.tanh(F.conv1d(h, P["c.wei
 case("conv_transpose2d", (2, 3, 4, 5),
      lambda h, h2, P, S, t: F.conv_transpose2d(h, P["c.weight"], P["c.bias"], stride=2, padding=1, output_padding=1),
      params={"c.weight": (3, 2, 3, 3), "c.bias": (2,)})
+# depthwise kernels (src/ops/conv_dw.c): 5x5 at stride 2 with 2 outputs per channel, dilation with strides 1 and 2,
+# 1x3 at stride 2 along H; rows of 13 and 29
+case("conv2d_depthwise_5x5_s2", (2, 5, 13, 13),
+     lambda h, h2, P, S, t: F.conv2d(h, P["c.weight"], None, stride=2, padding=2, groups=5),
+     params={"c.weight": (10, 1, 5, 5)})
+case("conv2d_depthwise_dilated", (2, 3, 7, 29),
+     lambda h, h2, P, S, t: torch.sigmoid(F.conv2d(h, P["c.weight"], P["c.bias"], stride=(1, 2), padding=(2, 1),
+                                                   dilation=2, groups=3)),
+     params={"c.weight": (3, 1, 3, 3), "c.bias": (3,)})
+case("conv2d_depthwise_1x3", (2, 7, 5, 13),
+     lambda h, h2, P, S, t: F.conv2d(h, P["c.weight"], P["c.bias"], stride=(2, 1), padding=(0, 1), groups=7),
+     params={"c.weight": (7, 1, 1, 3), "c.bias": (7,)})
 # MobileNet's activations: random inputs, then exactly on every kink (the gradients there are PyTorch's choices)
 KINKS = [-4.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 7.0]
 for nm, f in [("relu6", F.relu6), ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid),
