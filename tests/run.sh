@@ -6,10 +6,11 @@
 # checked nothing: a check left out says SKIP with the reason), and ends with
 # the summary line "N passed, N failed, N skipped".
 # B names the build folder, or several separated by spaces (the plain and
-# the sanitized build of `make test`): each is run in turn and the last line
-# is the total of all. A folder holding .sanitize was built with ASan+UBSan
-# and runs with the options below. NNCL_TESTS, a list of names
-# (test_norm test_install.sh), runs only those programs and scripts.
+# the sanitized build of `make test`): they run side by side (one after
+# another with NNCL_TEST_PARALLEL=0), each printing a block of its own, and
+# the last line is the total of all. A folder holding .sanitize was built
+# with ASan+UBSan and runs with the options below. NNCL_TESTS, a list of
+# names (test_norm test_install.sh), runs only those programs and scripts.
 #
 # A program that skips checks for want of a second device (a SKIP line
 # "SKIP name: ... two devices ..." or "... second device ...") runs again
@@ -150,16 +151,16 @@ md_run() {
     m_san=$1 m_name=$2 m_kind=$3 m_start=$(date +%s)
     shift 3
     if [ "$m_kind" = pocl ]; then
-        run_log "$m_san" "$out/$m_name.md.log" env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= "$@"
+        run_log "$m_san" "$fout/$m_name.md.log" env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= "$@"
     else
-        run_log "$m_san" "$out/$m_name.md.log" env POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe "$@"
+        run_log "$m_san" "$fout/$m_name.md.log" env POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe "$@"
     fi
     m_rc=$?
-    awk 'NR == FNR { if (/^(PASS|SKIP) /) seen[$0] = 1; next } !($0 in seen)' "$out/$m_name.log" "$out/$m_name.md.log" \
-        >"$out/$m_name.md2.log"
+    awk 'NR == FNR { if (/^(PASS|SKIP) /) seen[$0] = 1; next } !($0 in seen)' "$fout/$m_name.log" "$fout/$m_name.md.log" \
+        >"$fout/$m_name.md2.log"
     m_again=$(awk 'NR == FNR { if (/^(PASS|SKIP) /) seen[$0] = 1; next } ($0 in seen) { n++ } END { print n + 0 }' \
-        "$out/$m_name.log" "$out/$m_name.md.log")
-    count "$m_name [two devices: $m_kind]" "$out/$m_name.md2.log" $m_rc $m_start \
+        "$fout/$m_name.log" "$fout/$m_name.md.log")
+    count "$m_name [two devices: $m_kind]" "$fout/$m_name.md2.log" $m_rc $m_start \
         "; $m_again lines as in the one-device run, counted there"
     awk "$md_name"'
         NR == FNR { if (/^SKIP / && (n = md_name(substr($0, 6))) != "") want[n] = 1; next }
@@ -168,7 +169,7 @@ md_run() {
             for (n in want)
                 if (t == n || index(t, n " (") == 1 || index(t, n ": ") == 1) got[n] = 1
         }
-        END { for (n in got) print n }' "$out/$m_name.log" "$out/$m_name.md.log" >"$out/$m_name.$m_kind.pass"
+        END { for (n in got) print n }' "$fout/$m_name.log" "$fout/$m_name.md.log" >"$fout/$m_name.$m_kind.pass"
 }
 
 # one SAN NAME COMMAND...: runs a test program or script and counts it; when
@@ -177,14 +178,14 @@ md_run() {
 one() {
     o_san=$1 o_name=$2 o_start=$(date +%s)
     shift 2
-    run_log "$o_san" "$out/$o_name.log" "$@"
+    run_log "$o_san" "$fout/$o_name.log" "$@"
     o_rc=$?
-    if [ $md_pocl = 1 ] && grep -Eq "$md_skip" "$out/$o_name.log"; then
+    if [ $md_pocl = 1 ] && grep -Eq "$md_skip" "$fout/$o_name.log"; then
         md_run "$o_san" "$o_name" pocl "$@"
-        o_runs="$out/$o_name.pocl.pass"
+        o_runs="$fout/$o_name.pocl.pass"
         if [ $md_rusticl = 1 ]; then
             md_run "$o_san" "$o_name" rusticl "$@"
-            o_runs="$o_runs $out/$o_name.rusticl.pass"
+            o_runs="$o_runs $fout/$o_name.rusticl.pass"
         fi
         # shellcheck disable=SC2086 # o_runs: file names without spaces
         awk -v runs="$(echo $o_runs | wc -w)" "$md_name"'
@@ -197,11 +198,11 @@ one() {
             END {
                 printf "%d two-device checks skipped here passed in the two-device runs", cov > "/dev/stderr"
                 if (unc) printf "; %d did not (counted as skipped)", unc > "/dev/stderr"
-            }' $o_runs "$out/$o_name.log" >"$out/$o_name.cov" 2>"$out/$o_name.covmsg" &&
-            mv "$out/$o_name.cov" "$out/$o_name.log"
-        echo "$o_name: $(cat "$out/$o_name.covmsg")"
+            }' $o_runs "$fout/$o_name.log" >"$fout/$o_name.cov" 2>"$fout/$o_name.covmsg" &&
+            mv "$fout/$o_name.cov" "$fout/$o_name.log"
+        echo "$o_name: $(cat "$fout/$o_name.covmsg")"
     fi
-    count "$o_name" "$out/$o_name.log" $o_rc $o_start
+    count "$o_name" "$fout/$o_name.log" $o_rc $o_start
 }
 
 # chosen PATH: the program or script is to run (NNCL_TESTS); ran lists them
@@ -212,31 +213,109 @@ chosen() {
 }
 [ -n "$NNCL_TESTS" ] && echo "note: NNCL_TESTS=\"$NNCL_TESTS\": only those run"
 
-for b in $B; do
-    bp=0 bf=0 bs=0 ran=
+# folder B DIR LATER: runs folder B's programs, then the scripts, with their
+# logs under DIR, and prints the folder's block: each one's lines and
+# counts, then the folder's total, which also goes to DIR/counts. LATER 1
+# (a folder run beside the first, see below) runs the scripts first and
+# prints the block once all ran, in the usual order.
+folder() {
+    f_b=$1 fout=$2 f_later=$3
+    bp=0 bf=0 bs=0 ran='' f_list='' f_order=''
+    mkdir -p "$fout"
     san=0
-    if [ -f "$b/.sanitize" ]; then
+    if [ -f "$f_b/.sanitize" ]; then
         san=1
         mkdir -p "$out/no-pipe-drivers"
-        echo "== $b: AddressSanitizer + UndefinedBehaviorSanitizer"
+        echo "== $f_b: AddressSanitizer + UndefinedBehaviorSanitizer"
     else
-        echo "== $b"
+        echo "== $f_b"
     fi
-    for t in "$b"/tests/test_*; do
+    for t in "$f_b"/tests/test_*; do
         [ -x "$t" ] && [ -f "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
         chosen "$t" || continue
-        one $san "$(basename "$t")" $tmo "$t"
+        f_list="$f_list p:$(basename "$t")"
     done
     for s in "$top"/tests/test_*.sh; do
         [ -f "$s" ] || continue
         chosen "$s" || continue
-        one $san "$(basename "$s")" env B="$b" NNCL_SANITIZE=$san $tmo sh "$s"
+        f_list="$f_list s:$(basename "$s")"
     done
+    f_order=$f_list
+    if [ "$f_later" = 1 ]; then
+        f_order=
+        for i in $f_list; do case $i in s:*) f_order="$f_order $i" ;; esac; done
+        for i in $f_list; do case $i in p:*) f_order="$f_order $i" ;; esac; done
+    fi
+    for i in $f_order; do
+        n=${i#?:}
+        if [ "$f_later" = 1 ]; then exec 3>"$fout/$n.out"; else exec 3>&1; fi
+        case $i in
+        p:*) one $san "$n" $tmo "$f_b/tests/$n" >&3 ;;
+        *) one $san "$n" env B="$f_b" NNCL_SANITIZE=$san $tmo sh "$top/tests/$n" >&3 ;;
+        esac
+        exec 3>&-
+    done
+    if [ "$f_later" = 1 ]; then
+        for i in $f_list; do cat "$fout/${i#?:}.out"; done
+    fi
     for c in $NNCL_TESTS; do
-        case " $ran " in *" $c "*) ;; *) echo "FAIL $c: named in NNCL_TESTS, not built in $b"; bf=$((bf + 1)) ;; esac
+        case " $ran " in *" $c "*) ;; *) echo "FAIL $c: named in NNCL_TESTS, not built in $f_b"; bf=$((bf + 1)) ;; esac
     done
-    echo "$b: $bp passed, $bf failed, $bs skipped"
+    echo "$f_b: $bp passed, $bf failed, $bs skipped"
+    echo "$bp $bf $bs" >"$fout/counts"
+}
+
+# Several folders (make test's plain and sanitized builds) run side by
+# side unless NNCL_TEST_PARALLEL=0: on 2 cores a test program mostly
+# compiles kernels, which PoCL and rusticl do on one thread, so one folder
+# at a time leaves a core idle. The first folder prints as it runs; each
+# other runs its scripts first, so that its programs come after the first
+# folder's have filled PoCL's kernel cache and the two seldom compile the
+# same kernels at once, and its block prints after the first's. Each other
+# folder keeps nncl's stored choices (NNCL_CACHE_DIR) in a subfolder of its
+# own: choices are timed, so two processes timing one shape at once may
+# store different ones, and a test comparing the bits of two runs would see
+# the kernels change under it.
+# An interrupted runner (INT, TERM) ends the other folders' runners too,
+# which, started in the background, do not get the terminal's interrupt:
+# no further program starts.
+k=0 later=
+trap '[ -n "$later" ] && kill $later 2>/dev/null; exit 130' INT TERM
+if [ "$(echo $B | wc -w)" -gt 1 ] && [ "${NNCL_TEST_PARALLEL:-1}" != 0 ]; then
+    for b in $B; do
+        k=$((k + 1))
+        [ $k = 1 ] && continue
+        (
+            NNCL_CACHE_DIR=${NNCL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nncl}/$(basename "$b")
+            mkdir -p "$NNCL_CACHE_DIR"
+            export NNCL_CACHE_DIR
+            folder "$b" "$out/$k" 1
+        ) >"$out/$k.block" 2>&1 &
+        later="$later $!"
+    done
+    folder "$(echo $B | cut -d' ' -f1)" "$out/1" 0
+    wait
+    k=1
+    for b in $B; do
+        k=$((k + 1))
+        [ -f "$out/$k.block" ] && cat "$out/$k.block"
+    done
+else
+    for b in $B; do
+        k=$((k + 1))
+        folder "$b" "$out/$k" 0
+    done
+fi
+k=0
+for b in $B; do
+    k=$((k + 1))
+    if [ -f "$out/$k/counts" ]; then
+        read -r bp bf bs <"$out/$k/counts"
+    else
+        echo "FAIL $b: its run ended without its counts"
+        bp=0 bf=1 bs=0
+    fi
     pass=$((pass + bp)) fail=$((fail + bf)) skip=$((skip + bs))
 done
 echo "$pass passed, $fail failed, $skip skipped"

@@ -714,42 +714,70 @@ static int ot_half_coverage(void) {
     return 0;
 }
 
+/* The rows a filter leaves in: those whose name holds the filter, or for
+ * "--gemm" those whose graph holds a matrix product (linear, matmul,
+ * conv2d, rnn_scan: the ops that call nncl__sgemm, whose kernels NNCL_GEMM
+ * chooses), which a pass that
+ * forces one side of the choice reruns (tests/test_gemm_own.sh); every
+ * other row runs the same kernels whatever NNCL_GEMM says. */
+static unsigned char ot_chosen[OT_NROWS];
+static size_t ot_choose(nncl_context *ctx, const char *filter) {
+    size_t k, n = 0;
+    int i;
+    for (k = 0; k < OT_NROWS; k++) {
+        const ot_row *r = &ot_rows[k];
+        if (!filter) ot_chosen[k] = 1;
+        else if (strcmp(filter, "--gemm")) ot_chosen[k] = strstr(r->name, filter) != NULL;
+        else {
+            nncl_graph *g = nncl_graph_create(ctx, 1);
+            nncl_node *in[3] = {NULL, NULL, NULL};
+            ot_chosen[k] = 0;
+            for (i = 0; i < 3 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? (i == 1 ? "b" : "c") : "a", r->in[i].ndim, r->in[i].dims);
+            if (r->build(g, in, r))
+                for (i = 0; i < g->n_nodes; i++)
+                    ot_chosen[k] |= g->nodes[i]->op == NNCL_OP_LINEAR || g->nodes[i]->op == NNCL_OP_MATMUL ||
+                                    g->nodes[i]->op == NNCL_OP_CONV2D || g->nodes[i]->op == NNCL_OP_RNN_SCAN;
+            nncl_graph_free(g);
+        }
+        n += ot_chosen[k];
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     nncl_context *ctx = th_context();
-    size_t k, chosen = 0;
+    const char *filter = argc >= 2 ? argv[1] : NULL;
+    size_t k, chosen;
     if (!ctx) return th_exit_code();
     ot_coverage(ctx);
-    for (k = 0; argc >= 2 && k < OT_NROWS; k++) chosen += strstr(ot_rows[k].name, argv[1]) != NULL;
-    if (argc >= 2) { /* a filter: what it leaves out says SKIP */
+    chosen = ot_choose(ctx, filter);
+    if (filter) { /* what the filter leaves out says SKIP */
         char why[160];
         snprintf(why, sizeof why, "%zu of %zu rows left out by the filter \"%.60s\"", OT_NROWS - chosen, OT_NROWS,
-                 argv[1]);
-        if (!chosen) th_fail("op table rows", "no row matches \"%s\"", argv[1]);
+                 filter);
+        if (!chosen) th_fail("op table rows", "no row matches \"%s\"", filter);
         else th_skip("op table rows not matching the filter", why);
     }
     for (k = 0; k < OT_NROWS; k++)
-        if (argc < 2 || strstr(ot_rows[k].name, argv[1])) ot_run(ctx, &ot_rows[k], (int)k);
+        if (ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
     for (oc_store = 1; oc_store <= 2; oc_store++)
         for (k = 0; k < OT_NROWS; k++)
-            if (argc < 2 || strstr(ot_rows[k].name, argv[1])) ot_run(ctx, &ot_rows[k], (int)k);
+            if (ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
     /* conv2d's im2col path in half storage (which the own path's taking
      * every layer it fits leaves to NNCL_GEMM=clblast and to sizes beyond
      * the own kernels): the column matrix in the format, its products on
-     * the own half kernels (CLBlast takes no half operands) */
-    {
-        const char *env = getenv("NNCL_GEMM");
-        char keep[32] = "";
-        if (env) snprintf(keep, sizeof keep, "%s", env);
+     * the own half kernels (CLBlast takes no half operands). Under a
+     * forced side (NNCL_GEMM set) it would repeat the unforced run's. */
+    if (!getenv("NNCL_GEMM") || !*getenv("NNCL_GEMM")) {
         setenv("NNCL_GEMM", "clblast", 1);
         ot_path = ", im2col";
         for (oc_store = 1; oc_store <= 2; oc_store++)
             for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_conv && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
-                    ot_run(ctx, &ot_rows[k], (int)k);
+                if (ot_rows[k].build == ot_conv && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
         ot_path = "";
-        if (env) setenv("NNCL_GEMM", keep, 1);
-        else unsetenv("NNCL_GEMM");
-    }
+        unsetenv("NNCL_GEMM");
+    } else
+        th_skip("conv2d's im2col path in half storage", "NNCL_GEMM is set; the run without it checks the path");
     /* depthwise layers on the general direct kernels (NNCL_CONV_DEPTHWISE=0;
      * the depthwise ones run above, src/ops/conv_dw.c) */
     {
@@ -760,8 +788,7 @@ int main(int argc, char **argv) {
         ot_path = ", general direct kernels";
         for (oc_store = 0; oc_store <= 2; oc_store++)
             for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_conv_ex && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
-                    ot_run(ctx, &ot_rows[k], (int)k);
+                if (ot_rows[k].build == ot_conv_ex && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_CONV_DEPTHWISE", keep, 1);
         else unsetenv("NNCL_CONV_DEPTHWISE");
@@ -776,8 +803,7 @@ int main(int argc, char **argv) {
         ot_path = env && !strcmp(env, "groups") ? ", streaming" : ", per-channel groups";
         for (oc_store = 0; oc_store <= 2; oc_store++)
             for (k = 0; k < OT_NROWS; k++)
-                if ((ot_rows[k].build == ot_batchnorm || ot_rows[k].build == ot_batchnorm_act) &&
-                    (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                if ((ot_rows[k].build == ot_batchnorm || ot_rows[k].build == ot_batchnorm_act) && ot_chosen[k])
                     ot_run(ctx, &ot_rows[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_BN", keep, 1);
@@ -794,7 +820,7 @@ int main(int argc, char **argv) {
         ot_path = off ? ", fused" : ", separate passes";
         for (oc_store = 0; oc_store <= 2; oc_store++)
             for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_batchnorm_act && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                if (ot_rows[k].build == ot_batchnorm_act && ot_chosen[k])
                     ot_run(ctx, &ot_rows[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_BN_FUSE", keep, 1);
@@ -808,12 +834,12 @@ int main(int argc, char **argv) {
         for (k = 0; k < OT_NROWS; k++)
             if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7) ||
                  !strncmp(ot_rows[k].name, "sequence_ce", 11) || ot_rows[k].build == ot_add_sample) &&
-                (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                ot_chosen[k])
                 ot_run(ctx, &ot_rows[k], (int)k);
     ot_path = "";
     unsetenv("NNCL_REDUCE");
     oc_store = 0;
-    if (argc < 2) ot_half_coverage();
+    if (!filter) ot_half_coverage();
     else th_skip("every op with half-storage kernels is checked in fp16", "a row filter is set");
     nncl_free(ctx);
     return th_exit_code();
