@@ -4,8 +4,7 @@
 # status 2, an unwritable --out is refused before any training; the MLP
 # trained one epoch on a small part of Fashion-MNIST (a data folder of
 # plain and .gz files) and predict on its model agree on the test
-# accuracy, and so do the LSTM's, the MobileNet's and the ResNet's (300
-# images); the autoencoder reports its loss and writes its picture, and
+# accuracy, and so do the LSTM's, the MobileNet's and the ResNet's; the autoencoder reports its loss and writes its picture, and
 # predict says its file is no classifier; a run resumed from its
 # checkpoint ends as the uninterrupted one; csv_classifier's iris model classifies iris rows with and without
 # the label column and refuses a row holding NaN; predict copes with
@@ -130,13 +129,16 @@ else
     else
         fail "fashion_mnist_lstm --epochs 1 --limit 300: status $?"
     fi
-    # The MobileNet and the ResNet on 300 images: they train, and predict reads their model files.
+    # The MobileNet and the ResNet on 500 images: they train, and predict reads their model files. 54
+    # steps, so that the batch norms' running statistics have come near the batches' and the
+    # predictions (compared through the accuracy) are not those of one class.
     for p in mobilenet resnet; do
-        if "$ex/fashion_mnist_$p" --devices "$dev" --data "$dir/data" --limit 300 --epochs 1 --quiet \
+        if "$ex/fashion_mnist_$p" --devices "$dev" --data "$dir/data" --limit 500 --batch 25 --epochs 3 --quiet \
             --out "$dir/$p.safetensors" >"$dir/$p.out" 2>"$dir/err" &&
-            acc=$(sed -n 's/^test accuracy \([0-9.]*\) .*/\1/p' "$dir/$p.out") && [ -n "$acc" ]; then
-            pass "fashion_mnist_$p --epochs 1 --limit 300 trains, test accuracy $acc"
-            "$ex/predict" "$dir/$p.safetensors" "$dir/data/t10k-images-idx3-ubyte" --devices "$dev" --limit 300 --quiet \
+            acc=$(sed -n 's/^test accuracy \([0-9.]*\) .*/\1/p' "$dir/$p.out") && [ -n "$acc" ] &&
+            awk "BEGIN { exit !($acc > 0.25) }"; then
+            pass "fashion_mnist_$p --epochs 3 --limit 500 trains, test accuracy $acc"
+            "$ex/predict" "$dir/$p.safetensors" "$dir/data/t10k-images-idx3-ubyte" --devices "$dev" --limit 500 --quiet \
                 >"$dir/p.out" 2>"$dir/err"
             s=$?
             got=$(sed -n 's/^accuracy \([0-9.]*\) .*/\1/p' "$dir/p.out")
@@ -144,7 +146,7 @@ else
                 pass "predict on the $p's model file gives the example's test accuracy $got"
             else fail "predict on the $p model: status $s, accuracy '$got', the example printed $acc"; fi
         else
-            fail "fashion_mnist_$p --epochs 1 --limit 300: status $?"
+            fail "fashion_mnist_$p --epochs 3 --limit 500: status $?, test accuracy '$acc'"
         fi
     done
     # The autoencoder on 300 images: its loss, the picture, and predict says what the file is.
