@@ -4,8 +4,9 @@
 # status 2, an unwritable --out is refused before any training; the MLP
 # trained one epoch on a small part of Fashion-MNIST (a data folder of
 # plain and .gz files) and predict on its model agree on the test
-# accuracy, and so do the LSTM's, the MobileNet's and the ResNet's; the autoencoder reports its loss and writes its picture, and
-# predict says its file is no classifier; a run resumed from its
+# accuracy, and so do the LSTM's, the MobileNet's and the ResNet's; the
+# autoencoder reports its loss and writes its picture, and predict says
+# its file is no classifier; a run resumed from its
 # checkpoint ends as the uninterrupted one; csv_classifier's iris model classifies iris rows with and without
 # the label column and refuses a row holding NaN; predict copes with
 # 100,000 classes and labels that are no class, and its error paths say
