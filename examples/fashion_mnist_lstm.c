@@ -1,11 +1,11 @@
 /* fashion_mnist_lstm.c - Fashion-MNIST as sequences ("sequential MNIST"):
  * each image is read row by row, 28 steps of 28 pixels, by one LSTM layer
  * of 128 whose last hidden state a linear layer classifies, Adam 1e-3
- * annealed to 0 over the run (cosine), batch 100, on the default device or any chosen ones. 10% of the training
- * images validate each epoch; the test images are evaluated once, at the
- * end. The model file carries its architecture, preprocessing and class
- * names, so build/examples/predict can use it. Copy it (with options.h)
- * and adapt. */
+ * annealed to 0 over the run (cosine), batch 100, 15 epochs, on the
+ * default device or any chosen ones. 10% of the training images validate
+ * each epoch; the test images are evaluated once, at the end. The model
+ * file carries its architecture, preprocessing and class names, so
+ * build/examples/predict can use it. Copy it (with options.h) and adapt. */
 #include "nncl.h"
 #include "options.h"
 #include <stdio.h>
