@@ -1,5 +1,6 @@
 /* checkpoint.c - the checkpoint section: gradient checkpointing on the
- * bench CNN, a 16-layer MLP and the GPT (the char_gpt example's), each
+ * bench CNN, a 16-layer MLP, the CIFAR-shaped ResNet (the training
+ * section's, batch 64) and the GPT (the char_gpt example's), each
  * without and with automatic checkpointing (nncl_train_config.checkpoint),
  * on each device alone: the peak device memory of the training plan on a
  * fresh context, samples/s, and the largest batch nncl_train_max_batch
@@ -12,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CK_CNN, CK_MLP16, CK_GPT, CK_MODELS };
+enum { CK_CNN, CK_MLP16, CK_RESNET, CK_GPT, CK_MODELS };
 static const char *const ck_items[CK_MODELS][2] = {
-    {"cnn", "cnn_checkpoint"}, {"mlp16", "mlp16_checkpoint"}, {"gpt", "gpt_checkpoint"}};
+    {"cnn", "cnn_checkpoint"}, {"mlp16", "mlp16_checkpoint"}, {"resnet", "resnet_checkpoint"}, {"gpt", "gpt_checkpoint"}};
 #define CK_CAP (256ull << 20)
 #define CK_WIDTH 256 /* the MLP's hidden layers */
 
@@ -23,6 +24,7 @@ static int ck_build(nncl_context *ctx, const bench_opts *o, int kind, train_mode
     nncl_node *h;
     char name[16];
     if (kind == CK_CNN) return train_build(ctx, o, TRAIN_CNN, m);
+    if (kind == CK_RESNET) return train_build(ctx, o, TRAIN_RESNET, m);
     if (kind == CK_GPT) return train_gpt_build(ctx, 0, m);
     memset(m, 0, sizeof *m);
     m->batch = o->batch;
@@ -39,24 +41,24 @@ static int ck_build(nncl_context *ctx, const bench_opts *o, int kind, train_mode
     return m->loss == NULL;
 }
 
-/* Synthetic data of the model's shapes: 784 pixels and a label per sample,
- * or the GPT's token windows. */
+/* Synthetic data of the model's shapes: 784 pixels (the ResNet's 3x32x32)
+ * and a label per sample, or the GPT's token windows. */
 static int ck_data(const bench_opts *o, int kind, int batch, train_data *td) {
-    size_t i;
+    size_t i, xs = kind == CK_RESNET ? 3 * 32 * 32 : 784;
     unsigned s = 777u;
     if (kind == CK_GPT) return train_gpt_data(0, o->quick, td);
     memset(td, 0, sizeof *td);
     td->n = (size_t)batch * 2;
-    td->xs = 784;
+    td->xs = xs;
     td->ys = 1;
-    td->x = (float *)malloc(td->n * 784 * sizeof(float));
+    td->x = (float *)malloc(td->n * xs * sizeof(float));
     td->y = (float *)malloc(td->n * sizeof(float));
     if (!td->x || !td->y) {
         free(td->x), free(td->y);
         memset(td, 0, sizeof *td);
         return 1;
     }
-    for (i = 0; i < td->n * 784; i++) {
+    for (i = 0; i < td->n * xs; i++) {
         s = s * 1664525u + 1013904223u;
         td->x[i] = (float)(s >> 8) / 16777216.0f;
     }

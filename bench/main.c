@@ -4,7 +4,7 @@
  * telemetry; each beside the host CPU and the raw OpenCL/CLBlast baseline.
  * Tables go to stdout, the progress line to stderr; --json, --csv and --svg
  * write the results to files. */
-#include "bench.h"
+#include "train.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,14 +21,14 @@ const bench_section bench_sections[] = {
     {"bandwidth", "memory bandwidth", bench_bandwidth, NULL, NULL},
     {"launch", "kernel launch: nncl_add vs raw clEnqueueNDRangeKernel", bench_launch, NULL, NULL},
     {"build", "program build: cold (empty driver cache, child process) and warm", bench_build, main_per_device, NULL},
-    {"training", "training (Adam: MLP, CNN, LSTM batch 100, VGG, ResNet 64; GPTs AdamW): alone and together",
+    {"training", "training (Adam: MLP, CNN, LSTM, MobileNet batch 100, VGG, ResNet 64; GPTs AdamW): alone, together",
      bench_training, bench_training_steps, NULL},
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"checkpoint", "gradient checkpointing: peak memory, samples/s, largest batch under a 256 MiB cap",
      bench_checkpoint, bench_checkpoint_steps, NULL},
     {"pipeline", "pipeline parallelism: a deep MLP over 2 and 3 devices, 8 micro-batches", bench_pipeline, NULL, NULL},
-    {"membound", "memory-bound kernels of a batch-norm block's training step: GB/s beside the copy's", bench_membound,
-     main_per_device, NULL},
+    {"membound", "memory-bound kernels of a batch-norm block's and depthwise layers' steps: GB/s beside the copy's",
+     bench_membound, main_per_device, NULL},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
@@ -51,10 +51,15 @@ static void main_usage(FILE *f) {
           "  --only LIST     run only these sections, comma-separated: those --list names with a\n"
           "                  measurement of their own (devices and monitor are always there)\n"
           "  --models LIST   models the training section trains, comma-separated: mlp, cnn, lstm,\n"
-          "                  vgg, resnet (CIFAR-shaped, batch 64), gpt (examples/char_gpt's: 4\n"
+          "                  vgg, resnet (CIFAR-shaped, batch 64), mobilenet (examples/\n"
+          "                  fashion_mnist_mobilenet's, batch 100), gpt (examples/char_gpt's: 4\n"
           "                  layers, 128 channels, context 64, batch 12), gpt_large (6 layers, 384,\n"
           "                  context 256, batch 64); default all of them, with --quick all but vgg,\n"
-          "                  resnet and gpt_large\n"
+          "                  resnet, mobilenet and gpt_large\n"
+          "  --first-step M  only the first training step of model M (as --models names it) in this\n"
+          "                  process: the trainer's creation, steps 1 and 2, and what they waited\n"
+          "                  for (program builds, GEMM and convolution choices); run with empty\n"
+          "                  NNCL_CACHE_DIR and POCL_CACHE_DIR for the cold figure, again for the warm\n"
           "  --list          the sections, one a line: name, a tab, the title of its table\n"
           "  --data DIR      Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist;\n"
           "                  synthetic data of the same shapes when absent or with --quick)\n"
@@ -217,6 +222,11 @@ int main(int argc, char **argv) {
             int q = 0, k;
             for (k = 1; k < argc; k++) q |= !strcmp(argv[k], "--quick");
             return bench_build_child(v, q);
+        } else if (!strcmp(a, "--first-step") && v) {
+            int k;
+            for (k = 1; k < argc; k++)
+                if (!strcmp(argv[k], "--devices") && k + 1 < argc) o.devices = argv[k + 1];
+            return bench_first_step(&o, v);
         } else if (v && !strcmp(a, "--devices")) {
             o.devices = v, i++;
         } else if (v && !strcmp(a, "--only")) {
@@ -229,8 +239,8 @@ int main(int argc, char **argv) {
                 if (!((len == 3 && (!strncmp(q, "mlp", 3) || !strncmp(q, "cnn", 3) || !strncmp(q, "gpt", 3) ||
                                     !strncmp(q, "vgg", 3))) ||
                       (len == 4 && !strncmp(q, "lstm", 4)) || (len == 6 && !strncmp(q, "resnet", 6)) ||
-                      (len == 9 && !strncmp(q, "gpt_large", 9)))) {
-                    fprintf(stderr, "bench: --models takes mlp, cnn, lstm, vgg, resnet, gpt and gpt_large, "
+                      (len == 9 && (!strncmp(q, "gpt_large", 9) || !strncmp(q, "mobilenet", 9))))) {
+                    fprintf(stderr, "bench: --models takes mlp, cnn, lstm, vgg, resnet, mobilenet, gpt and gpt_large, "
                             "comma-separated, got \"%s\"\n", v);
                     return 2;
                 }

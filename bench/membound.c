@@ -161,6 +161,7 @@ done:
     free(ys);
     nncl_trainer_free(t);
     nncl_graph_free(g);
+    bench_membound_dw(o, pc, d, copy_gbs);
     nncl_free(pc);
 }
 

@@ -6,7 +6,11 @@ dense 1568->128 + ReLU, dense 128->10) and the bench's LSTM (nn.LSTM 28->128
 over 28 steps of 28 pixels, batch first, dense 128->10 on the last step), Adam
 lr 1e-3, batch 100, synthetic data of the same shapes; the CIFAR-shaped VGG-
 and ResNet-style networks (bench/train.c: 3x32x32, batch 64, Adam lr 1e-3,
-synthetic data); and the bench's GPTs
+synthetic data); examples/fashion_mnist_mobilenet's depthwise-separable CNN
+(conv 3x3 1->16, then depthwise 3x3 and pointwise 1x1 blocks 16->32 stride 2,
+32->64 stride 2, 64->128, each convolution without bias followed by batch
+norm and ReLU6, global average pool, dense 128->10; Adam lr 1e-3, batch 100,
+1x28x28); and the bench's GPTs
 (examples/char_gpt's model in nanoGPT's form, examples/char_gpt_pytorch.py:
 tied head, no biases, attention written out or F.scaled_dot_product_attention
 where torch has it; AdamW lr 1e-3, betas 0.9/0.99, weight decay 0.1 on 2-D
@@ -62,7 +66,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 
 BATCH = 100
 CIFAR_BATCH = 64
-MODELS = ("mlp", "cnn", "lstm", "vgg", "resnet", "gpt", "gpt_large")
+MODELS = ("mlp", "cnn", "lstm", "vgg", "resnet", "mobilenet", "gpt", "gpt_large")
 # the bench's GPTs (bench/train_gpt.c): layers, heads, channels, context, batch
 GPT_SHAPES = {"gpt": (4, 4, 128, 64, 12), "gpt_large": (6, 6, 384, 256, 64)}
 GPT_VOCAB = 65
@@ -81,8 +85,9 @@ def parse_args():
     p.add_argument("--bench-quick", action="store_true", help="run the bench with --quick")
     p.add_argument("--devices", default=None, help="--devices for the bench (default: its own)")
     p.add_argument("--no-bench", action="store_true", help="PyTorch figures only")
-    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, lstm, vgg, resnet, gpt, gpt_large "
-                   "(default all; with --bench-quick all but vgg, resnet and gpt_large, as the quick bench)")
+    p.add_argument("--models", help="models to train, comma-separated: mlp, cnn, lstm, vgg, resnet, mobilenet, gpt, "
+                   "gpt_large (default all; with --bench-quick all but vgg, resnet, mobilenet and gpt_large, as the "
+                   "quick bench)")
     p.add_argument("--json", help="write the comparison as JSON to this file")
     p.add_argument("--gemm", action="store_true", help="compare torch.mm with the bench's gemm section")
     p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes for --gemm")
@@ -299,6 +304,20 @@ def cifar_model(torch, name):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
 
 
+def mobilenet_model(torch):
+    """bench/train.c's train_build_mobilenet (examples/fashion_mnist_mobilenet.c)."""
+    nn = torch.nn
+
+    def conv_bn6(cin, cout, k, stride, groups):
+        return [nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout),
+                nn.ReLU6()]
+
+    layers = conv_bn6(1, 16, 3, 1, 1)
+    for cin, cout, stride in ((16, 32, 2), (32, 64, 2), (64, 128, 1)):
+        layers += conv_bn6(cin, cin, 3, stride, cin) + conv_bn6(cin, cout, 1, 1, 1)
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+
+
 def models(torch, names, n_batches=10):
     """{name: Spec} of the models named (the bench's data shapes)."""
     nn = torch.nn
@@ -326,6 +345,8 @@ def models(torch, names, n_batches=10):
             model, shape = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)), (784,)
         elif name == "lstm":
             model, shape = SeqLSTM(), (28, 28)
+        elif name == "mobilenet":
+            model, shape = mobilenet_model(torch), (1, 28, 28)
         elif name == "cnn":
             model, shape = nn.Sequential(
                 nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -544,7 +565,8 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         where = "%s (%s, TF32 off)" % (args.torch_device, torch.cuda.get_device_name())
-    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN, LSTM: batch %d, VGG, ResNet: "
+    print("PyTorch %s on %s, %d threads (torch.get_num_threads() = %d); MLP, CNN, LSTM, MobileNet: batch %d, "
+          "VGG, ResNet: "
           "batch %d, Adam lr 1e-3; GPTs: AdamW, clipping; synthetic data" % (torch.__version__, where, args.threads,
                                                                             torch.get_num_threads(), BATCH, CIFAR_BATCH))
     torch.manual_seed(0)

@@ -1,7 +1,8 @@
 /* train.c - training throughput of the Fashion-MNIST MLP (784-128-10), a
  * small CNN and an LSTM (28 steps of 28 pixels), Adam, batch 100 (--batch),
  * of two CIFAR-shaped networks (3x32x32, batch 64, Adam): a VGG-style one
- * and a residual one with batch norm after every convolution, and of two
+ * and a residual one with batch norm after every convolution, of
+ * examples/fashion_mnist_mobilenet's depthwise-separable CNN, and of two
  * GPTs (train_gpt.c, their
  * tokens/s too): each device alone and all together
  * (shard split, scaling efficiency, share of a step spent in the gradient
@@ -30,13 +31,16 @@ const char *const train_items[TRAIN_MODELS][3] = {{"mlp", "mlp_fp16", "mlp_bf16"
                                                   {"lstm", "lstm_fp16", "lstm_bf16"},
                                                   {"vgg", "vgg_fp16", "vgg_bf16"},
                                                   {"resnet", "resnet_fp16", "resnet_bf16"},
+                                                  {"mobilenet", "mobilenet_fp16", "mobilenet_bf16"},
                                                   {"gpt", "gpt_fp16", "gpt_bf16"},
                                                   {"gpt_large", "gpt_large_fp16", "gpt_large_bf16"}};
 
 int train_wanted(const bench_opts *o, int kind) {
     const char *p = o->models, *name = train_items[kind][0];
     size_t n = strlen(name);
-    if (!p) return !o->quick || (kind != TRAIN_GPT_LARGE && kind != TRAIN_VGG && kind != TRAIN_RESNET);
+    if (!p)
+        return !o->quick ||
+               (kind != TRAIN_GPT_LARGE && kind != TRAIN_VGG && kind != TRAIN_RESNET && kind != TRAIN_MOBILENET);
     while (*p) {
         size_t len = strcspn(p, ",");
         if (len == n && !strncmp(p, name, n)) return 1;
@@ -45,25 +49,56 @@ int train_wanted(const bench_opts *o, int kind) {
     return 0;
 }
 
-/* conv 3x3 pad 1 at stride without bias, batch norm, then ReLU where relu
- * (a residual block's second convolution adds its shortcut first). */
-static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, int relu, const char *name) {
+/* conv 3x3 pad 1 at stride without bias, then batch norm and ReLU of it
+ * plus res (NULL: none) in one node (NNCL_BN_FUSE=0: in passes of their
+ * own). */
+static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, nncl_node *res, const char *name) {
     char bn[32];
     snprintf(bn, sizeof bn, "%s.bn", name);
     h = nncl_conv2d(g, h, ch, 3, stride, 1, 0, NNCL_ACT_NONE, name);
-    h = nncl_batchnorm(g, h, 0.1f, 1e-5f, bn);
-    return relu ? nncl_op_relu(g, h) : h;
+    return nncl_batchnorm_act(g, h, res, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, bn);
 }
 
 /* A basic residual block at ch channels: relu(x + bn(conv(relu(bn(conv x))))). */
 static nncl_node *train_res_block(nncl_graph *g, nncl_node *x, int ch, const char *name) {
     char a[32], b[32];
-    nncl_node *h;
     snprintf(a, sizeof a, "%s.conv1", name);
     snprintf(b, sizeof b, "%s.conv2", name);
-    h = train_conv_bn(g, x, ch, 1, 1, a);
-    h = train_conv_bn(g, h, ch, 1, 0, b);
-    return nncl_op_relu(g, nncl_op_add(g, h, x));
+    return train_conv_bn(g, train_conv_bn(g, x, ch, 1, NULL, a), ch, 1, x, b);
+}
+
+/* conv k x k (padding k/2, groups, no bias) -> batch norm and ReLU6 in one
+ * node, as the example builds it. */
+static nncl_node *train_conv_bn6(nncl_graph *g, nncl_node *h, int ch, int k, int stride, int groups, const char *name) {
+    nncl_conv2d_options co = nncl_conv2d_default();
+    char cn[32], bn[32];
+    snprintf(cn, sizeof cn, "%s.conv", name);
+    snprintf(bn, sizeof bn, "%s.bn", name);
+    co.kernel_h = co.kernel_w = k;
+    co.stride_h = co.stride_w = stride;
+    co.padding_h = co.padding_w = k / 2;
+    co.groups = groups;
+    co.bias = 0;
+    return nncl_batchnorm_act(g, nncl_conv2d_ex(g, h, ch, &co, cn), NULL, NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
+}
+
+/* examples/fashion_mnist_mobilenet.c's model: conv 3x3 1->16; then three
+ * depthwise-separable blocks (depthwise 3x3, groups == channels, then
+ * pointwise 1x1, each with batch norm and ReLU6): 16->32 stride 2, 32->64
+ * stride 2, 64->128; global average pool; dense 10. */
+static void train_build_mobilenet(nncl_graph *g, train_model *m) {
+    static const struct { int in, out, stride; const char *dw, *pw; } blocks[3] = {
+        {16, 32, 2, "block1.dw", "block1.pw"}, {32, 64, 2, "block2.dw", "block2.pw"},
+        {64, 128, 1, "block3.dw", "block3.pw"}};
+    int shape[3] = {1, 28, 28}, i;
+    nncl_node *h;
+    m->x = nncl_input(g, "x", 3, shape);
+    h = train_conv_bn6(g, m->x, 16, 3, 1, 1, "stem");
+    for (i = 0; i < 3; i++) {
+        h = train_conv_bn6(g, h, blocks[i].in, 3, blocks[i].stride, blocks[i].in, blocks[i].dw);
+        h = train_conv_bn6(g, h, blocks[i].out, 1, 1, 1, blocks[i].pw);
+    }
+    m->logits = nncl_linear(g, nncl_global_avgpool(g, h), 10, 1, NNCL_ACT_NONE, "fc");
 }
 
 /* VGG: conv 3->32, 32->32, pool; 32->64, 64->64, pool; 64->128, pool
@@ -88,11 +123,11 @@ static void train_build_cifar(nncl_graph *g, int kind, train_model *m) {
         h = nncl_linear(g, h, 256, 1, NNCL_ACT_RELU, "fc1");
         m->logits = nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc2");
     } else {
-        h = train_conv_bn(g, m->x, 32, 1, 1, "stem");
+        h = train_conv_bn(g, m->x, 32, 1, NULL, "stem");
         h = train_res_block(g, h, 32, "block1");
-        h = train_conv_bn(g, h, 64, 2, 1, "down1");
+        h = train_conv_bn(g, h, 64, 2, NULL, "down1");
         h = train_res_block(g, h, 64, "block2");
-        h = train_conv_bn(g, h, 128, 2, 1, "down2");
+        h = train_conv_bn(g, h, 128, 2, NULL, "down2");
         h = train_res_block(g, h, 128, "block3");
         h = nncl_global_avgpool(g, h);
         m->logits = nncl_linear(g, h, 10, 1, NNCL_ACT_NONE, "fc");
@@ -109,6 +144,8 @@ int train_build(nncl_context *ctx, const bench_opts *o, int kind, train_model *m
     m->y = nncl_input(m->g, "y", 0, NULL);
     if (kind == TRAIN_VGG || kind == TRAIN_RESNET) {
         train_build_cifar(m->g, kind, m);
+    } else if (kind == TRAIN_MOBILENET) {
+        train_build_mobilenet(m->g, m);
     } else if (kind == TRAIN_MLP) {
         int shape[1] = {784};
         nncl_node *h;
@@ -158,7 +195,7 @@ double train_need_floats(int kind, int B, char *formula, size_t len) {
     const train_layer *L;
     double P, live = 0, peak = 0;
     int nl, l;
-    if (kind > TRAIN_LSTM) return -1;
+    if (kind > TRAIN_LSTM) return -1; /* not modelled */
     if (kind == TRAIN_LSTM) { /* per step the gates i, f, g, o, the cell, its tanh and h; the gates' gradients */
         double F = 784.0 / TRAIN_T, H = TRAIN_H, T = TRAIN_T;
         P = 4 * H * (F + H) + 8 * H + H * 10 + 10;
@@ -196,7 +233,7 @@ double train_need_floats(int kind, int B, char *formula, size_t len) {
 
 /* ------------------------------------------------------------- data */
 
-static void train_data_load(const bench_opts *o, int kind, train_data *td) {
+void train_data_load(const bench_opts *o, int kind, train_data *td) {
     char images[1024], labels[1024];
     size_t i;
     unsigned s = 12345u;
@@ -234,7 +271,7 @@ static void train_data_load(const bench_opts *o, int kind, train_data *td) {
     for (i = 0; i < td->n; i++) td->y[i] = (float)(i * 7 % 10);
 }
 
-static void train_data_free(train_data *td) {
+void train_data_free(train_data *td) {
     if (td->ds) nncl_dataset_free(td->ds);
     else {
         free(td->x);

@@ -37,7 +37,7 @@ static nncl_status load(const char *dir, const char *part, int limit, nncl_datas
     return st;
 }
 
-/* conv (no bias: the batch norm shifts) -> batch norm -> ReLU6 */
+/* conv (no bias: the batch norm shifts) -> batch norm and ReLU6 in one node */
 static nncl_node *conv_bn(nncl_graph *g, nncl_node *x, int out, int k, int stride, int groups, const char *name) {
     char cn[64], bn[64];
     nncl_conv2d_options o = nncl_conv2d_default();
@@ -48,7 +48,7 @@ static nncl_node *conv_bn(nncl_graph *g, nncl_node *x, int out, int k, int strid
     o.bias = 0;
     snprintf(cn, sizeof cn, "%s.conv", name);
     snprintf(bn, sizeof bn, "%s.bn", name);
-    return nncl_op_relu6(g, nncl_batchnorm(g, nncl_conv2d_ex(g, x, out, &o, cn), 0.1f, 1e-5f, bn));
+    return nncl_batchnorm_act(g, nncl_conv2d_ex(g, x, out, &o, cn), NULL, NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
 }
 
 /* depthwise 3x3 (stride) then pointwise 1x1 to out channels */

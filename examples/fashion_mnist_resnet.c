@@ -37,12 +37,15 @@ static nncl_status load(const char *dir, const char *part, int limit, nncl_datas
     return st;
 }
 
-/* k x k conv (no bias: the batch norm shifts) -> batch norm */
-static nncl_node *conv_bn(nncl_graph *g, nncl_node *x, int out, int k, int stride, const char *name) {
+/* k x k conv (no bias: the batch norm shifts) -> batch norm, plus res
+ * (NULL: none), through act: one node after the conv */
+static nncl_node *conv_bn(nncl_graph *g, nncl_node *x, int out, int k, int stride, nncl_node *res, nncl_bn_act act,
+                          const char *name) {
     char cn[64], bn[64];
     snprintf(cn, sizeof cn, "%s.conv", name);
     snprintf(bn, sizeof bn, "%s.bn", name);
-    return nncl_batchnorm(g, nncl_conv2d(g, x, out, k, stride, k / 2, 0, NNCL_ACT_NONE, cn), 0.1f, 1e-5f, bn);
+    return nncl_batchnorm_act(g, nncl_conv2d(g, x, out, k, stride, k / 2, 0, NNCL_ACT_NONE, cn), res, act, 0.1f, 1e-5f,
+                              bn);
 }
 
 /* relu(bn(conv(relu(bn(conv(x))))) + shortcut(x)), the shortcut a strided
@@ -53,9 +56,9 @@ static nncl_node *residual(nncl_graph *g, nncl_node *x, int in, int out, int str
     snprintf(n1, sizeof n1, "%s.1", name);
     snprintf(n2, sizeof n2, "%s.2", name);
     snprintf(ns, sizeof ns, "%s.shortcut", name);
-    h = conv_bn(g, nncl_op_relu(g, conv_bn(g, x, out, 3, stride, n1)), out, 3, 1, n2);
-    if (stride != 1 || in != out) s = conv_bn(g, x, out, 1, stride, ns);
-    return nncl_op_relu(g, nncl_op_add(g, h, s));
+    if (stride != 1 || in != out) s = conv_bn(g, x, out, 1, stride, NULL, NNCL_BN_ACT_NONE, ns);
+    h = conv_bn(g, x, out, 3, stride, NULL, NNCL_BN_ACT_RELU, n1);
+    return conv_bn(g, h, out, 3, 1, s, NNCL_BN_ACT_RELU, n2);
 }
 
 int main(int argc, char **argv) {
@@ -118,7 +121,7 @@ int main(int argc, char **argv) {
     g = nncl_graph_create(ctx, 1);
     x = nncl_input(g, "x", 3, shape);
     y = nncl_input(g, "y", 0, NULL);
-    h = nncl_op_relu(g, conv_bn(g, x, 16, 3, 1, "stem"));
+    h = conv_bn(g, x, 16, 3, 1, NULL, NNCL_BN_ACT_RELU, "stem");
     h = residual(g, h, 16, 16, 1, "layer1");
     h = residual(g, h, 16, 32, 2, "layer2");
     h = residual(g, h, 32, 64, 2, "layer3");

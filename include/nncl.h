@@ -312,7 +312,12 @@ NNCL_API int nncl_gemm_tuned(nncl_context *ctx, int device);
  * on the graph's context; passing a NULL input makes a builder return NULL
  * too, so a chain of calls can be checked once at the end. Batched nodes
  * have the batch as their first dimension; shapes given to nncl_input()
- * exclude it. Labels and indices travel as floats holding whole numbers. */
+ * exclude it. Labels and indices travel as floats holding whole numbers.
+ * Builders' names: the pointwise ops (arithmetic, activations, softmax)
+ * are built by nncl_op_<op>, because nncl_<op> is the eager tensor op of
+ * the same maths above (nncl_add on tensors, nncl_op_add on nodes); every
+ * other builder (layers, losses, structural ops: nncl_linear, nncl_mse,
+ * nncl_reshape) by nncl_<op>. New builders follow the same rule. */
 typedef struct nncl_graph nncl_graph;
 typedef struct nncl_node nncl_node;
 
@@ -449,6 +454,18 @@ NNCL_API nncl_node *nncl_global_avgpool(nncl_graph *g, nncl_node *x);
  * training, running statistics in evaluation. Creates NAME.weight,
  * NAME.bias, NAME.running_mean, NAME.running_var. */
 NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name);
+/* The activation of nncl_batchnorm_act, PyTorch's ReLU, ReLU6 and Hardswish
+ * (as nncl_op_relu, nncl_op_relu6, nncl_op_hardswish). */
+typedef enum nncl_bn_act {
+    NNCL_BN_ACT_NONE = 0, NNCL_BN_ACT_RELU, NNCL_BN_ACT_RELU6, NNCL_BN_ACT_HARDSWISH
+} nncl_bn_act;
+/* act(batchnorm(x) + residual) in one node (residual NULL: act(batchnorm(x))),
+ * the same values and gradients as nncl_batchnorm, nncl_op_add and the
+ * activation's op, in fewer passes over the activations (NNCL_BN_FUSE=0:
+ * as many as those ops); residual has x's shape. Parameters and running
+ * statistics as nncl_batchnorm's, under NAME. */
+NNCL_API nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act,
+                                       float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
 /* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels
@@ -498,8 +515,9 @@ NNCL_API nncl_node *nncl_causal_attention(nncl_graph *g, nncl_node *q, nncl_node
  * hidden state of every step of the last layer [B, T, hidden]. Per layer l: NAME.weight_ih_l<l>
  * [G*hidden, F or hidden], NAME.weight_hh_l<l> [G*hidden, hidden], NAME.bias_ih_l<l>,
  * NAME.bias_hh_l<l> [G*hidden], PyTorch's names and gate order (its nn.LSTM / nn.GRU state dict loads),
- * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); built from graph ops, the recurrence unrolled, the
- * ops named NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
+ * initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); per layer the product x W_ih^T of all steps, then the
+ * recurrence as one fused node (NNCL_RNN=graph: built from graph ops, unrolled), the nodes named
+ * NAME:lstm.ID (NAME:gru.ID), which the summary shows as one row. */
 /* LSTM, G = 4 (i, f, g, o): [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh, i, f, o sigmoid, g tanh,
  * c' = f c + i g, h' = o tanh(c'). */
 NNCL_API nncl_node *nncl_lstm(nncl_graph *g, nncl_node *x, int hidden, int layers, const char *name);
@@ -617,10 +635,11 @@ typedef struct nncl_train_config {
      * forward and backward timed on each device at creation, or with shares
      * given from its arithmetic over the device's share); each stage holds only
      * its own parameters, gradients and optimizer state. The global batch
-     * goes through in micro_batches parts (GPipe: every part forward, then
-     * every part backward, a stage recomputing a part's forward from its
-     * saved input before its backward); activations at a cut and their
-     * gradients pass through host memory. The gradients are accumulated
+     * goes through in micro_batches parts in the order pipe_schedule gives (a
+     * stage recomputing a part's forward from its saved input before its
+     * backward when its last forward was another's); activations at a cut
+     * and their gradients pass through pinned host memory, each copy
+     * running while its stage goes on computing. The gradients are accumulated
      * over the parts weighted by their size and each stage steps once per
      * global batch: the same as one device on the whole batch (mean loss).
      * Clipping by global norm, the NaN/Inf skip and loss scaling decide
@@ -632,7 +651,10 @@ typedef struct nncl_train_config {
      * evaluate and fit are refused (NNCL_ERR_UNSUPPORTED: load the
      * parameters into a trainer without pipeline). -1: data parallel
      * where the model fits every device, else (a device's plan refused for
-     * memory) a pipeline over the devices. */
+     * memory) a pipeline over the devices; with arrangement 0 and a model
+     * that fits, the pipeline is then also timed against data parallelism
+     * and kept when it is faster (then refusing predict, evaluate and fit,
+     * as above: leave pipeline 0 for a trainer that needs them). */
     int pipeline;
     int micro_batches;         /* parts of the global batch, 0: 4 (at most the batch) */
     /* n_devices - 1 node names, each the last node of a stage (a node
@@ -640,7 +662,34 @@ typedef struct nncl_train_config {
      * stages then on the devices in the order given; NULL: the planner
      * chooses. */
     const char *const *cuts;
+    /* The order of a pipeline's work (nncl_pipe_schedule). */
+    int pipe_schedule;
+    /* How the devices work (nncl_arrangement), 0: measured at creation (a
+     * few untimed and timed passes on zeros of the full batch, nothing
+     * learnt from them): every device alone, data parallelism over the 2,
+     * 3, .. devices fastest alone (with their gradients' exchange; the
+     * update, which each arrangement runs, untimed), and with pipeline -1 the
+     * pipeline too; the fastest is kept, so a trainer over several devices
+     * is not slower than its fastest device alone as far as those passes
+     * tell, and the step info says which and the seconds each took (fixed
+     * shares: data parallel, unmeasured). Any other value forces it, unmeasured:
+     * NNCL_ARRANGE_ONE the first device listed alone, NNCL_ARRANGE_DATA
+     * data parallelism over every device, NNCL_ARRANGE_PIPELINE as
+     * pipeline 1. */
+    int arrangement;
 } nncl_train_config;
+
+/* nncl_train_config.pipe_schedule. 1F1B: each stage runs K-1-s forwards (s its
+ * place, K stages), then alternates one backward and one forward, then the
+ * remaining backwards, so the values held at a cut (host staging of the
+ * micro-batches not yet back) are at most K-s micro-batches, against
+ * GPipe's M. The two sum the micro-batches' gradients in other orders, so
+ * they agree to fp32 rounding, not bit for bit (tests/test_pipeline.c holds
+ * both to one device within 2e-4 relative after 5 Adam steps). */
+typedef enum nncl_pipe_schedule {
+    NNCL_PIPE_1F1B = 0,    /* one forward, one backward (the default) */
+    NNCL_PIPE_GPIPE = 1    /* every micro-batch forward, then every one backward */
+} nncl_pipe_schedule;
 
 /* The range of the dynamic loss scale: halving stops at the floor, doubling
  * at the ceiling (2^-64 and 2^64). */
@@ -757,6 +806,10 @@ typedef struct nncl_stage_info {
     char first[64], last[64];
     size_t params;
     double busy_seconds, idle_seconds, transfer_seconds;
+    /* Micro-batches whose value at the stage's output cut is held at once
+     * (the host staging slots; 0 on the last stage), and their bytes. */
+    int held_micro_batches;
+    size_t held_bytes;
 } nncl_stage_info;
 /* Fills up to max stages in pipeline order; returns the number of stages
  * (0: not pipelined). */

@@ -156,7 +156,7 @@ for d in range(n):
         bad.append("d%d mlp memory ratio %r" % (d, ratio))
     # the checkpoint section: each model without and with checkpointing, well formed
     rows = {r["item"]: r for r in j["checkpoint"] if r["device"] == d}
-    for model in ("cnn", "mlp16", "gpt"):
+    for model in ("cnn", "mlp16", "resnet", "gpt"):
         got = []
         for ck, item in ((0, model), (1, model + "_checkpoint")):
             r = rows.get(item)
@@ -183,8 +183,10 @@ rows = j["pipeline"]
 if n > 1:
     for k in range(2, min(n, 3) + 1):
         item = "deep mlp, %d stages" % k
-        for key in ["stages", "micro_batches", "samples_s", "one_device_samples_s", "dp_samples_s",
-                    "over_one_device", "over_data_parallel", "transfer_s"] + ["stage%d_s" % s for s in range(k)]:
+        for key in (["stages", "micro_batches", "samples_s", "one_device_samples_s", "dp_samples_s",
+                    "over_one_device", "over_data_parallel", "transfer_s", "gpipe_samples_s", "over_gpipe",
+                    "even_cut_samples_s", "over_even_cut", "measured_samples_s", "measured_over_one_device"]
+                    + ["stage%d_s" % s for s in range(k)]):
             if not pos(val("pipeline", None, item, key)):
                 bad.append("pipeline %s/%s is %r" % (item, key, val("pipeline", None, item, key)))
         b = val("pipeline", None, item, "bubble")

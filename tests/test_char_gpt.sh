@@ -7,7 +7,9 @@
 # vocabulary refused, a build without zlib that reads plain text and
 # refuses .gz with a clear message, and (where PyTorch is importable) the
 # saved model loaded into nanoGPT's module with the same logits as nncl's
-# (examples/char_gpt_pytorch.py). Builds $B/examples when missing. Run by
+# (examples/char_gpt_pytorch.py), its loss by char_gpt_train_pytorch.py's
+# fixed estimate near char_gpt's, and that script's training run going
+# through. Builds $B/examples when missing. Run by
 # tests/run.sh (B, NNCL_SANITIZE, MAKE).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
@@ -124,4 +126,24 @@ else
     cp "$dir/out" "$dir/err.py"
     cat "$dir/out" >>"$dir/err"
     fail "PyTorch interop: the logits differ or the script failed"
+fi
+
+# --- PyTorch: char_gpt's run as nanoGPT trains it, and its estimators on nncl's model
+if [ $san -eq 0 ] && "$py" -c "import torch" 2>/dev/null; then
+    if (cd "$top" && "$py" examples/char_gpt_train_pytorch.py --eval "$dir/a.safetensors" --data "$data") \
+        >"$dir/out" 2>"$dir/err" &&
+        fixed=$(sed -n 's/^val loss: .* fixed \([0-9.]*\) .*/\1/p' "$dir/out") && [ -n "$fixed" ] &&
+        awk -v a="$fixed" -v b="$(cat "$dir/a.val")" 'BEGIN { d = a - b; exit !(d < 0.1 && d > -0.1) }'; then
+        pass "PyTorch's fixed estimate of the saved model's val loss $fixed, char_gpt's $(cat "$dir/a.val")"
+    else
+        cat "$dir/out" >>"$dir/err"
+        fail "char_gpt_train_pytorch.py --eval: failed, or its val loss '$fixed' is not within 0.1 of $(cat "$dir/a.val")"
+    fi
+    if (cd "$top" && "$py" examples/char_gpt_train_pytorch.py --iters 3 --layers 2 --heads 2 --embd 32 --block 16 \
+        --batch 8 --data "$data") >"$dir/out" 2>"$dir/err" && grep -q "^val loss: nanoGPT [0-9]" "$dir/out"; then
+        pass "char_gpt_train_pytorch.py trains 3 iterations: $(tail -n 1 "$dir/out")"
+    else
+        cat "$dir/out" >>"$dir/err"
+        fail "char_gpt_train_pytorch.py --iters 3: it failed"
+    fi
 fi

@@ -712,7 +712,8 @@ static int test_resume_scale(nncl_context *ctx, int d, nncl_dataset *ds, float s
 }
 
 /* Two devices with a fixed split; device 1 fails at step 3: the progress
- * says so once, with the split, and training goes on. */
+ * says once how the devices were arranged and why, says the failure once,
+ * with the split, and training goes on. */
 static int test_device_messages(nncl_context *ctx, nncl_dataset *ds) {
     const char *name = "fit says when a device fails and leaves, and shows the split";
     int devs[2] = {0, 1}, in[1] = {TF_D};
@@ -753,6 +754,8 @@ static int test_device_messages(nncl_context *ctx, nncl_dataset *ds) {
     buf[n] = 0;
     fclose(out);
     TH_CHECK(name, strstr(buf, "shards 8/8") != NULL);
+    TH_CHECK(name, strstr(buf, "devices arranged: shares given") != NULL); /* once, how and why */
+    TH_CHECK(name, strstr(strstr(buf, "devices arranged") + 1, "devices arranged") == NULL);
     TH_CHECK(name, strstr(buf, "device 1 (") && strstr(buf, ") failed and left; the others go on"));
     TH_CHECK(name, strstr(buf, "shards 16/0 (d1 failed)") != NULL);
     tf_free(&m);

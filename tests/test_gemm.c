@@ -29,10 +29,11 @@ static void tg_log(void *user, int level, const char *msg) {
     if (strstr(msg, "ms per run:")) snprintf(tg_timed, sizeof tg_timed, "%s", msg);
 }
 
-/* Whether the choice's debug line times CLBlast and at least one own
- * kernel, and the state's choice c is the one with the least time (as
- * printed: a tie in the last digit is one). */
-static int tg_timed_fastest(const nncl__gemm_state *s, const nncl__gemm_choice *c) {
+/* Whether the choice's debug line times CLBlast (or, want_clblast 0, does
+ * not) and at least one own kernel (two without CLBlast), and the state's
+ * choice c is the one with the least time (as printed: a tie in the last
+ * digit is one). */
+static int tg_timed_fastest(const nncl__gemm_state *s, const nncl__gemm_choice *c, int want_clblast) {
     char name[64], val[64], *p = strstr(tg_timed, "ms per run:"), *end;
     double t, best = HUGE_VAL, mine = HUGE_VAL;
     int used, n = 0, clblast = 0, ok;
@@ -46,7 +47,7 @@ static int tg_timed_fastest(const nncl__gemm_state *s, const nncl__gemm_choice *
         if (t < best) best = t;
         if (!strcmp(name, chosen)) mine = t;
     }
-    ok = clblast && n >= 2 && mine == best && best < HUGE_VAL;
+    ok = clblast == want_clblast && n >= 2 && mine == best && best < HUGE_VAL;
     if (!ok) printf("    (choice: %s, timed: %s)\n", chosen, tg_timed);
     return ok;
 }
@@ -393,6 +394,106 @@ static int tg_foreign(int d, const char *name, const char *path, char *saved, co
     return 0;
 }
 
+/* Device d's class: where CLBlast was measured slower at every shape
+ * (PoCL's CPU devices) a choice times only the own kernels, and the
+ * fastest of them runs; elsewhere CLBlast is timed too. */
+static int tg_class(int d, const char *label) {
+    char name[256], path[1200];
+    nncl_context *ctx;
+    nncl_device *dev;
+    nncl__gemm_state *s;
+    nncl__gemm_args g;
+    nncl__gemm_variant chosen;
+    size_t bytes = 0;
+    int want;
+    snprintf(name, sizeof name, "gemm choice by device class on %s", label);
+    unsetenv("NNCL_TIME_CLBLAST");
+    setenv("NNCL_KNOWN_CHOICES", "0", 1); /* a shape measured here, not shipped */
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    dev = &ctx->devices[0];
+    want = nncl__gemm_times_clblast(dev);
+    TH_CHECK(name, nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path));
+    remove(path);
+    memset(&g, 0, sizeof g);
+    g.m = 31, g.n = 42, g.k = 27, g.lda = 27, g.ldb = 42, g.ldc = 42;
+    tg_timed[0] = '\0';
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    TH_CHECK(name, s->n_choices == 1 && tg_timed_fastest(s, &s->choices[0], want));
+    TH_CHECK(name, want || s->choices[0].best >= 0);
+    memset(&chosen, 0, sizeof chosen);
+    chosen.kind = -1; /* through nncl__sgemm: the choice just made */
+    if (tg_case(name, ctx, 0, &chosen, 0, 0, 31, 42, 27, 1.0f, 0.0f, 0, 0)) return 1;
+    nncl_free(ctx);
+    unsetenv("NNCL_KNOWN_CHOICES");
+    th_pass("%s: %s", name, want ? "CLBlast timed beside the own kernels" : "the own kernels alone timed, the fastest runs");
+    return 0;
+}
+
+/* Choices shipped for device d's class (src/gemm/choice_known.h): on an
+ * empty cache a product of a shipped shape is prepared without timing
+ * anything; NNCL_KNOWN_CHOICES=0 leaves them out. */
+static int tg_known(int d, const char *label) {
+    char name[256], path[1200];
+    nncl_context *ctx;
+    nncl_device *dev;
+    nncl__gemm_state *s;
+    nncl__gemm_args g;
+    nncl__gemm_choice c;
+    size_t bytes = 0;
+    int shipped;
+    snprintf(name, sizeof name, "gemm choices shipped for the class of %s", label);
+    unsetenv("NNCL_TIME_CLBLAST");
+    setenv("NNCL_KNOWN_CHOICES", "0", 1);
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    dev = &ctx->devices[0];
+    TH_CHECK(name, nncl__device_cache_path(dev, "gemm", "choice", path, sizeof path));
+    remove(path);
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    nncl__gemm_choices_load(ctx, dev, s);
+    TH_CHECK(name, s->n_choices == 0 && s->n_convs == 0);
+    nncl_free(ctx);
+    unsetenv("NNCL_KNOWN_CHOICES");
+    TH_CHECK(name, (ctx = tg_open(d)) != NULL);
+    dev = &ctx->devices[0];
+    TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
+    nncl__gemm_choices_load(ctx, dev, s);
+    shipped = s->n_choices;
+    if (!shipped) {
+        nncl_free(ctx);
+        th_skip(name, "no choices shipped for this device class");
+        return 0;
+    }
+    c = s->choices[0];
+    memset(&g, 0, sizeof g);
+    g.trans_a = c.ta, g.trans_b = c.tb, g.m = c.m, g.n = c.n, g.k = c.k;
+    g.lda = c.ta ? c.m : c.k, g.ldb = c.tb ? c.k : c.n, g.ldc = c.n;
+    g.epi.bias = c.epi & 3, g.epi.act = c.epi >> 2;
+    tg_timed[0] = '\0';
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    if (tg_timed[0] || s->n_choices != shipped) printf("    (timed: %s)\n", tg_timed);
+    TH_CHECK(name, tg_timed[0] == '\0' && s->n_choices == shipped);
+    /* a shape not shipped: timed on the variants the shipped choices name */
+    memset(&g, 0, sizeof g);
+    g.m = 29, g.n = 35, g.k = 23, g.lda = 23, g.ldb = 35, g.ldc = 35;
+    TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
+    {
+        const char *p = strstr(tg_timed, "ms per run:");
+        int i, named = 0, other = 0;
+        for (i = 0; p && i < s->n_all; i++) {
+            char key[64];
+            snprintf(key, sizeof key, " %s ", s->all[i].name);
+            if (strstr(p, key)) named += s->shipped >> i & 1, other += !(s->shipped >> i & 1);
+        }
+        if (!p || !named || other) printf("    (timed: %s)\n", tg_timed);
+        TH_CHECK(name, p && named && !other);
+    }
+    nncl_free(ctx);
+    th_pass("%s: %d shapes, one of them prepared without timing, another timed on the variants they name; none "
+            "with NNCL_KNOWN_CHOICES=0", name, shipped);
+    return 0;
+}
+
 /* The stored choice on device d: written by a prepare, reused (no new
  * measurement) by a fresh context, ignored when damaged or foreign. */
 static int tg_choice(int d, const char *label) {
@@ -424,7 +525,7 @@ static int tg_choice(int d, const char *label) {
     tg_timed[0] = '\0';
     TH_OK(name, ctx, nncl__sgemm_prepare(ctx, dev, &g, &bytes));
     TH_OK(name, ctx, nncl__gemm_state_get(ctx, dev, &s));
-    TH_CHECK(name, s->n_choices == 1 && tg_timed_fastest(s, &s->choices[0]));
+    TH_CHECK(name, s->n_choices == 1 && tg_timed_fastest(s, &s->choices[0], 1));
     { /* the temp of the kernel chosen, never less than CLBlast's */
         size_t clb = 0, again = 0;
         TH_OK(name, ctx, nncl__sgemm_clblast_temp(ctx, dev, &g, &clb));
@@ -510,7 +611,12 @@ int main(void) {
         else if (sel && *sel && strcmp(sel, "all"))
             th_skip("gemm choice on each device", "NNCL_TEST_DEVICES is set, and the check opens every device by index");
         else
-            for (d = 0; d < n && d < 16; d++) tg_choice(d, all[d].name);
+            for (d = 0; d < n && d < 16; d++) {
+                setenv("NNCL_TIME_CLBLAST", "1", 1); /* CLBlast timed on every device class */
+                tg_choice(d, all[d].name);
+                tg_class(d, all[d].name);
+                tg_known(d, all[d].name);
+            }
     }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) th_fail("gemm", "could not remove %s", dir);

@@ -132,6 +132,14 @@ static nncl_node *ot_batchnorm(nncl_graph *g, nncl_node *const *in, const ot_row
     return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
 }
 
+/* act(batchnorm(x) + residual) in one node: a[0] the nncl_bn_act, a[1] 1
+ * with in[1] as the residual, 2 with x itself (both gradients into one). */
+static nncl_node *ot_batchnorm_act(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    nncl_node *res = r->a[1] == 1 ? in[1] : r->a[1] == 2 ? in[0] : NULL;
+    nncl_node *h = nncl_batchnorm_act(g, in[0], res, (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn");
+    return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
+}
+
 static nncl_node *ot_layernorm(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     (void)r;
     return nncl_linear(g, nncl_layernorm(g, in[0], 1e-5f, "ln"), 3, 1, NNCL_ACT_TANH, "fc");
@@ -259,6 +267,16 @@ static const struct ot_cx_opts {
     {2, 3, 5, 3, 1, 1, 2, 1, 0, 0, 1, 1, NNCL_ACT_TANH},  /* transposed 5x3, stride 1 */
     {2, 2, 3, 4, 3, 2, 1, 0, 2, 1, 1, 1, NNCL_ACT_NONE},  /* transposed, strides 3 and 2 */
     {0, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, NNCL_ACT_TANH}, /* depthwise with tanh */
+    /* depthwise kernels (src/ops/conv_dw.c): rows of 7, 13 and 29, segments
+     * cut short, channels of no vector width */
+    {0, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, 1, NNCL_ACT_NONE},     /* 3x3, width 29 */
+    {0, 5, 5, 5, 2, 2, 2, 2, 1, 1, 5, 0, NNCL_ACT_NONE},     /* 5x5, stride 2, width 13 */
+    {0, 3, 3, 3, 1, 2, 2, 1, 2, 2, 3, 1, NNCL_ACT_SIGMOID},  /* dilation 2, strides 1 and 2, width 29 */
+    {0, 14, 1, 3, 2, 1, 0, 1, 1, 1, 7, 1, NNCL_ACT_NONE},    /* 1x3, 2 outputs per channel, width 13 */
+    {0, 6, 3, 3, 2, 2, 1, 1, 2, 1, 3, 1, NNCL_ACT_TANH},     /* stride 2, dilation 2x1, 2 per channel, width 29 */
+    {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 7 */
+    {0, 3, 3, 3, 3, 3, 1, 1, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 3: the general kernels */
+    {0, 4, 3, 1, 1, 1, 1, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x1: the weight gradient a work-group per tap */
 };
 
 static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
@@ -295,6 +313,22 @@ static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row 
     return nncl_upsample2d(g, in[0], r->a[0], r->a[1], r->a[2]);
 }
 
+/* rnn_scan: a[0] 1 GRU (else LSTM), a[1] H; in[0] the gates [T, G H] with
+ * W_hh, b_ih and b_hh parameters; a[2] 1: instead a two-layer
+ * nncl_lstm / nncl_gru of H over in[0] [T, F] (input products, the
+ * parameters' names and the layers' chain around the op). */
+static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    int G = r->a[0] ? 3 : 4, H = r->a[1], ws[2], bs[1];
+    nncl_node *w, *bi, *bh;
+    if (r->a[2]) return r->a[0] ? nncl_gru(g, in[0], H, 2, "rnn") : nncl_lstm(g, in[0], H, 2, "rnn");
+    ws[0] = bs[0] = G * H;
+    ws[1] = H;
+    w = nncl_param(g, "w_hh", 2, ws, NNCL_INIT_UNIFORM, 0.6f);
+    bi = nncl_param(g, "b_ih", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
+    bh = nncl_param(g, "b_hh", 1, bs, NNCL_INIT_UNIFORM, 0.6f);
+    return nncl__rnn_scan(g, r->a[0], in[0], w, bi, bh);
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define OT_BIN(op, b, r, c) {#op, ot_binary, {NNCL_OP_##op}, 0, {OT_X2(-2, 2, r, c), OT_X2(0.5f, 2, r, c)}, b, OT_TOL}
@@ -314,10 +348,19 @@ static nncl_node *ot_upsample(nncl_graph *g, nncl_node *const *in, const ot_row 
 #define OT_POOL_TWICE(b, C, H, W) {"MAXPOOL2D twice k2 s2 p0", ot_pool, {NNCL_OP_MAXPOOL2D, 2, 2, 0, 1}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_GAP(b, C, H, W) {"global_avgpool", ot_pool, {NNCL_OP_GLOBAL_AVGPOOL}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
 #define OT_BN(b, ndim, d0, d1, d2) {"batchnorm", ot_batchnorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
+#define OT_BNA(b, act, C, H, W)                                                                                     \
+    {"batchnorm_act " #act, ot_batchnorm_act, {NNCL_BN_ACT_##act}, 0, {OT_X3(-2, 2, C, H, W)}, b, OT_TOL}
+/* the residual's values reach ReLU6's top and hard-swish's ends */
+#define OT_BNAR(b, act, C, H, W)                                                                                    \
+    {"batchnorm_act " #act " residual", ot_batchnorm_act, {NNCL_BN_ACT_##act, 1}, 0,                              \
+     {OT_X3(-2, 2, C, H, W), OT_X3(-3, 5, C, H, W)}, b, OT_TOL}
 #define OT_LN(b, ndim, d0, d1, d2) {"layernorm", ot_layernorm, {0}, 0, {{OT_GRAD, -2, 2, ndim, {d0, d1, d2}}}, b, OT_TOL}
 #define OT_ATT(name, b, T, C, heads, p)                                                                               \
     {"causal_attention " name, ot_attention, {heads}, p,                                                             \
      {OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C), OT_X2(-2, 2, T, C)}, b, OT_TOL}
+#define OT_RNN(b, gru, H, T, layers, F)                                                                            \
+    {"rnn_scan " #gru " H" #H " T" #T " layers" #layers, ot_rnn, {gru, H, layers}, 0,                              \
+     {OT_X2(-2, 2, T, layers ? F : (gru ? 3 : 4) * H)}, b, OT_TOL}
 #define OT_CAT(b, axis, ndim, a0, a1, a2, b0, b1, b2)                                                                \
     {"concat", ot_concat, {axis}, 0, {{OT_GRAD, -2, 2, ndim, {a0, a1, a2}}, {OT_GRAD, -2, 2, ndim, {b0, b1, b2}}}, b, \
      OT_TOL}
@@ -404,6 +447,13 @@ static const ot_row ot_rows[] = {
     OT_BN(3, 1, 3, 0, 0), OT_BN(7, 1, 1, 0, 0), OT_BN(1, 1, 3, 0, 0), OT_BN(4, 1, 5, 0, 0), OT_BN(2, 2, 3, 7, 0),
     OT_BN(2, 3, 3, 5, 3), OT_BN(3, 3, 1, 4, 4), OT_BN(1, 3, 2, 3, 3), OT_BN(5, 3, 4, 17, 17),
     OT_BN(5, 2, 96, 3, 0), /* fewer partial sums than images (cl/norm.cl) */
+    /* batch norm with its activation and residual (cl/bnact.cl) */
+    OT_BNA(2, RELU, 3, 7, 7), OT_BNA(3, HARDSWISH, 5, 13, 13), OT_BNA(2, RELU6, 17, 7, 7), OT_BNA(1, RELU, 5, 1, 9),
+    OT_BNAR(2, RELU, 3, 13, 13), OT_BNAR(3, RELU6, 5, 7, 7), OT_BNAR(2, HARDSWISH, 17, 7, 7), OT_BNAR(2, NONE, 5, 7, 7),
+    {"batchnorm_act RELU of x plus itself", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 2}, 0, {OT_X3(-2, 2, 5, 7, 7)}, 2,
+     OT_TOL},
+    {"batchnorm_act RELU residual [B,C]", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 1}, 0, {OT_X1(-2, 2, 5), OT_X1(-2, 2, 5)},
+     4, OT_TOL},
     /* layer norm; 40 rows make the weight gradient stride over row lanes */
     OT_LN(1, 1, 5, 0, 0), OT_LN(3, 1, 1, 0, 0), OT_LN(4, 1, 7, 0, 0), OT_LN(2, 1, 300, 0, 0), OT_LN(2, 2, 3, 6, 0),
     OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0),
@@ -480,6 +530,8 @@ static const ot_row ot_rows[] = {
     OT_CX(4, 8, 2, 2, 9, 0), OT_CX(2, 9, 3, 3, 4, 5), OT_CX(3, 10, 3, 4, 5, 3), OT_CX(1, 11, 3, 2, 3, 4),
     OT_CX(2, 12, 3, 2, 3, 3),
     OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
+    OT_CX(2, 14, 3, 5, 6, 29), OT_CX(2, 15, 3, 5, 13, 13), OT_CX(1, 16, 3, 3, 7, 29), OT_CX(2, 17, 3, 7, 5, 13),
+    OT_CX(2, 18, 3, 3, 9, 29), OT_CX(3, 19, 3, 4, 7, 7), OT_CX(2, 20, 3, 3, 8, 10), OT_CX(2, 21, 3, 4, 9, 13),
     /* MobileNet's activations over both kinks (clamp to [p, 1]) */
     OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
     OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
@@ -492,6 +544,10 @@ static const ot_row ot_rows[] = {
     /* upsampling: nearest and bilinear, factors 1 to 3, planes of 1 pixel up */
     OT_UP(2, 2, 2, 0, 2, 3, 4), OT_UP(1, 3, 2, 0, 2, 5, 3), OT_UP(2, 2, 2, 1, 2, 4, 5), OT_UP(3, 3, 1, 1, 1, 3, 4),
     OT_UP(2, 1, 3, 1, 3, 2, 7), OT_UP(2, 2, 2, 1, 3, 1, 1), OT_UP(1, 3, 3, 1, 2, 5, 6),
+    /* the fused recurrence: one step (no hidden product), steps and units
+     * off every tile, and two stacked layers through the builders */
+    OT_RNN(2, 0, 3, 1, 0, 0), OT_RNN(3, 0, 3, 5, 0, 0), OT_RNN(2, 0, 17, 4, 0, 0), OT_RNN(2, 1, 3, 1, 0, 0),
+    OT_RNN(3, 1, 4, 6, 0, 0), OT_RNN(1, 1, 19, 3, 0, 0), OT_RNN(2, 0, 4, 3, 1, 5), OT_RNN(2, 1, 3, 4, 1, 2),
     /* gelu far into its tails */
     OT_UN(GELU, 0, 8, 2, 5, 21),
 };
@@ -694,6 +750,22 @@ int main(int argc, char **argv) {
         if (env) setenv("NNCL_GEMM", keep, 1);
         else unsetenv("NNCL_GEMM");
     }
+    /* depthwise layers on the general direct kernels (NNCL_CONV_DEPTHWISE=0;
+     * the depthwise ones run above, src/ops/conv_dw.c) */
+    {
+        const char *env = getenv("NNCL_CONV_DEPTHWISE");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_CONV_DEPTHWISE", "0", 1);
+        ot_path = ", general direct kernels";
+        for (oc_store = 0; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if (ot_rows[k].build == ot_conv_ex && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                    ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_CONV_DEPTHWISE", keep, 1);
+        else unsetenv("NNCL_CONV_DEPTHWISE");
+    }
     /* batch norm's other path: a work-group per channel (NNCL_BN=groups;
      * the streaming kernels run above, src/ops/op_norm.c) */
     {
@@ -704,11 +776,29 @@ int main(int argc, char **argv) {
         ot_path = env && !strcmp(env, "groups") ? ", streaming" : ", per-channel groups";
         for (oc_store = 0; oc_store <= 2; oc_store++)
             for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_batchnorm && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                if ((ot_rows[k].build == ot_batchnorm || ot_rows[k].build == ot_batchnorm_act) &&
+                    (argc < 2 || strstr(ot_rows[k].name, argv[1])))
                     ot_run(ctx, &ot_rows[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_BN", keep, 1);
         else unsetenv("NNCL_BN");
+    }
+    /* batch norm's activation and residual in passes of their own
+     * (NNCL_BN_FUSE=0; the fused kernels run above, src/ops/op_batchnorm.c) */
+    {
+        const char *env = getenv("NNCL_BN_FUSE");
+        char keep[32] = "";
+        int off = env && (!strcmp(env, "0") || !strcmp(env, "off"));
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_BN_FUSE", off ? "1" : "0", 1);
+        ot_path = off ? ", fused" : ", separate passes";
+        for (oc_store = 0; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if (ot_rows[k].build == ot_batchnorm_act && (argc < 2 || strstr(ot_rows[k].name, argv[1])))
+                    ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_BN_FUSE", keep, 1);
+        else unsetenv("NNCL_BN_FUSE");
     }
     /* the row reductions' work-group kernels, which GPUs get, on every
      * device (CPU devices take the per-row ones) */

@@ -1,11 +1,15 @@
 /* test_pipeline.c - pipeline parallelism (nncl_train_config.pipeline): with
- * M micro-batches over 1, 2 and 3 stages, the loss of every step and the
- * parameters and optimizer state after 5 steps equal one device on the
- * whole batch (MLP, CNN, an attention block); with batch norm equal to one
+ * M micro-batches over 1, 2 and 3 stages, both schedules, the loss of every
+ * step and the parameters and optimizer state after 5 steps equal one
+ * device on the whole batch (MLP, CNN, an attention block, a GPT), and the values
+ * held at each cut as the schedule allows; with batch norm equal to one
  * stage running the micro-batches as separate passes; checkpoints load
  * into a one-device trainer; the cut under a memory limit; an injected
  * failure in a stage's forward and backward changes nothing; bad
- * configurations are refused at creation. */
+ * configurations are refused at creation; the arrangement measured at
+ * creation (one device, data parallel, the pipeline) trains as one device
+ * does, and a forced one is kept. The 3-stage checks run with "three" as
+ * the argument (tests/test_pipeline3.sh, on three devices). */
 #include "harness.h"
 #include "train/pipeline.h"
 #include <math.h>
@@ -17,7 +21,10 @@
 #define TP_B 24
 #define TP_C 3
 
-static float tp_x[TP_N * 64], tp_y[TP_N];
+#define TP_T 8  /* the GPT's tokens per sample */
+#define TP_V 16 /* and its vocabulary */
+
+static float tp_x[TP_N * 64], tp_y[TP_N], tp_tok[TP_N * TP_T], tp_next[TP_N * TP_T];
 
 static void tp_data(void) {
     unsigned seed = 7;
@@ -25,20 +32,72 @@ static void tp_data(void) {
     for (i = 0; i < TP_N; i++) {
         tp_y[i] = (float)(i % TP_C);
         for (k = 0; k < 64; k++) tp_x[i * 64 + k] = (k % TP_C == i % TP_C ? 1.0f : 0.0f) + th_uniform(&seed) - 0.5f;
+        for (k = 0; k < TP_T; k++) { /* a sequence to continue: each token mostly the last plus one */
+            tp_tok[i * TP_T + k] = (float)((i + k) % TP_V);
+            tp_next[i * TP_T + k] = (float)((i + k + 1 + (th_uniform(&seed) < 0.2f)) % TP_V);
+        }
     }
 }
 
-enum { TP_MLP, TP_CNN, TP_BN, TP_ATTN, TP_RESIDUAL, TP_NO_LAYERS, TP_WIDE };
-static const char *const tp_names[] = {"MLP", "CNN", "CNN with batch norm", "attention block", "residual", "", "wide"};
+enum { TP_MLP, TP_CNN, TP_BN, TP_ATTN, TP_RESIDUAL, TP_NO_LAYERS, TP_WIDE, TP_GPT };
+static const char *const tp_names[] = {"MLP", "CNN", "CNN with batch norm", "attention block", "residual", "", "wide",
+                                       "GPT (dropout 0)"};
 
 typedef struct tp_model {
     nncl_graph *g;
     nncl_node *x, *y, *loss;
+    const float *xd, *yd;      /* the data its inputs take */
 } tp_model;
+
+/* nanoGPT's GPT, small: token and position embeddings, 2 blocks of pre-norm
+ * attention and MLP with residuals, a final norm and a head of its own (a
+ * head tied to the token embedding would hold one parameter on the first
+ * and the last stage, which a pipeline refuses). No bias on c_attn, as
+ * nanoGPT's bias=False: the keys' bias has a gradient of exactly 0 (the
+ * softmax ignores a shift of a row), so fp32 leaves rounding noise there,
+ * which Adam scales up to full steps of either sign. */
+static nncl_node *tp_gpt(tp_model *m) {
+    int T = TP_T, C = 16, pshape[2] = {TP_T, 16}, l;
+    nncl_node *x, *h, *q, *k, *v;
+    char n[64];
+    m->x = nncl_input(m->g, "idx", 1, &T);
+    m->y = nncl_input(m->g, "targets", 1, &T);
+    x = nncl_embedding(m->g, m->x, TP_V, C, "wte");
+    x = nncl_op_add(m->g, x, nncl_param(m->g, "wpe.weight", 2, pshape, NNCL_INIT_NORMAL, 0.02f));
+    for (l = 0; l < 2; l++) {
+        snprintf(n, sizeof n, "h%d.ln_1", l);
+        h = nncl_layernorm(m->g, x, 1e-5f, n);
+        snprintf(n, sizeof n, "h%d.c_attn", l);
+        h = nncl_linear(m->g, h, 3 * C, 0, NNCL_ACT_NONE, n);
+        q = nncl_slice(m->g, h, 1, 0, C);
+        k = nncl_slice(m->g, h, 1, C, C);
+        v = nncl_slice(m->g, h, 1, 2 * C, C);
+        h = nncl_causal_attention(m->g, q, k, v, 2, 0.0f);
+        snprintf(n, sizeof n, "h%d.c_proj", l);
+        x = nncl_op_add(m->g, x, nncl_linear(m->g, h, C, 1, NNCL_ACT_NONE, n));
+        snprintf(n, sizeof n, "h%d.ln_2", l);
+        h = nncl_layernorm(m->g, x, 1e-5f, n);
+        snprintf(n, sizeof n, "h%d.c_fc", l);
+        h = nncl_op_gelu_tanh(m->g, nncl_linear(m->g, h, 4 * C, 1, NNCL_ACT_NONE, n));
+        snprintf(n, sizeof n, "h%d.mlp_proj", l);
+        x = nncl_op_add(m->g, x, nncl_linear(m->g, h, C, 1, NNCL_ACT_NONE, n));
+    }
+    x = nncl_layernorm(m->g, x, 1e-5f, "ln_f");
+    return nncl_linear(m->g, x, TP_V, 0, NNCL_ACT_NONE, "lm_head");
+}
 
 static int tp_build(nncl_context *ctx, tp_model *m, int kind) {
     nncl_node *h;
     m->g = nncl_graph_create(ctx, 11);
+    m->xd = tp_x;
+    m->yd = tp_y;
+    if (kind == TP_GPT) {
+        m->xd = tp_tok;
+        m->yd = tp_next;
+        h = tp_gpt(m);
+        m->loss = nncl_sequence_cross_entropy(m->g, h, m->y, -1);
+        return m->loss != NULL;
+    }
     m->y = nncl_input(m->g, "y", 0, NULL);
     if (kind == TP_CNN || kind == TP_BN) {
         int is[3] = {1, 8, 8};
@@ -98,9 +157,9 @@ static nncl_status tp_step(nncl_trainer *t, const tp_model *m, int s, float *los
     nncl_status st;
     int start = (s * TP_B) % (TP_N - TP_B + 1);
     f[0].node = m->x;
-    f[0].data = tp_x + (size_t)start * m->x->sample_numel;
+    f[0].data = m->xd + (size_t)start * m->x->sample_numel;
     f[1].node = m->y;
-    f[1].data = tp_y + start;
+    f[1].data = m->yd + (size_t)start * m->y->sample_numel;
     st = nncl_trainer_step(t, f, 2, TP_B, &info);
     if (loss) *loss = info.loss;
     return st;
@@ -115,13 +174,17 @@ static int tp_dump(nncl_trainer *t, float **out) {
     if (!v || nncl__trainer_download(t, v, v + g->n_params) != NNCL_OK) return 1;
     if (!t->opt_floats) return 0;
     if (t->pipe) return nncl__pipe_opt(t, v + g->n_params + g->n_state, 0) != NNCL_OK;
-    return nncl__plan_get(t->plan[0], NNCL__PB_OPT, 0, t->opt_floats, v + g->n_params + g->n_state, 1) != NNCL_OK;
+    return nncl__plan_get(t->plan[nncl__trainer_first_alive(t)], NNCL__PB_OPT, 0, t->opt_floats,
+                          v + g->n_params + g->n_state, 1) != NNCL_OK;
 }
 
 static int tp_close(const float *a, const float *b, size_t n, double tol) {
     size_t i;
     for (i = 0; i < n; i++)
-        if (!(fabs((double)a[i] - b[i]) <= tol * (1 + fabs((double)b[i])))) return 0;
+        if (!(fabs((double)a[i] - b[i]) <= tol * (1 + fabs((double)b[i])))) {
+            fprintf(stderr, "  float %zu of %zu: %.9g, one device %.9g\n", i, n, a[i], b[i]);
+            return 0;
+        }
     return 1;
 }
 
@@ -152,15 +215,17 @@ static int tp_compare(const char *name, nncl_context *ctx, nncl_trainer *a, cons
 /* stages devices (0..stages-1), micro micro-batches, against a trainer
  * without pipeline on device 0 (ref_micro 0) or one stage with ref_micro
  * micro-batches. */
-static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int ref_micro) {
-    char name[160];
-    int devs[3] = {0, 1, 2}, r;
+static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int ref_micro, int sched) {
+    char name[200];
+    int devs[3] = {0, 1, 2}, r, s;
     tp_model ma, mb;
     nncl_trainer *a = NULL, *b = NULL;
     nncl_train_config ca = tp_config(devs, stages, 1, micro), cb = tp_config(devs, 1, ref_micro > 0, ref_micro);
-    snprintf(name, sizeof name, "%s over %d stage%s, %d micro-batches, equals %s", tp_names[kind], stages,
-             stages > 1 ? "s" : "", micro, ref_micro ? "one stage running the micro-batches apart" :
-             "one device on the whole batch");
+    nncl_stage_info si[3];
+    ca.pipe_schedule = sched;
+    snprintf(name, sizeof name, "%s over %d stage%s, %d micro-batches, %s, equals %s", tp_names[kind], stages,
+             stages > 1 ? "s" : "", micro, sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B",
+             ref_micro ? "one stage running the micro-batches apart" : "one device on the whole batch");
     if (stages == 2 && th_devices_lack(ctx, 2, name)) return 0;
     if (stages == 3 && nncl_device_count(ctx) < 3) {
         th_skip(name, "needs three devices (POCL_DEVICES=\"pthread pthread pthread\")");
@@ -169,7 +234,19 @@ static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int re
     TH_CHECK(name, tp_build(ctx, &ma, kind) && tp_build(ctx, &mb, kind));
     TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
     TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    /* the values held at each cut: every micro-batch (GPipe), at most K-s (1F1B) */
+    TH_CHECK(name, nncl_trainer_stages(a, si, 3) == stages);
+    for (s = 0; s < stages; s++) {
+        int want = s + 1 == stages ? 0 : sched == NNCL_PIPE_GPIPE || stages - s > micro ? micro : stages - s;
+        if (si[s].held_micro_batches != want || (want > 0) != (si[s].held_bytes > 0)) {
+            th_fail(name, "stage %d holds %d micro-batches (%zu bytes) at its cut, want %d", s,
+                    si[s].held_micro_batches, si[s].held_bytes, want);
+            r = 1;
+            goto done;
+        }
+    }
     r = tp_compare(name, ctx, a, &ma, b, &mb);
+done:
     nncl_trainer_free(a);
     nncl_trainer_free(b);
     nncl_graph_free(ma.g);
@@ -245,8 +322,8 @@ static int test_checkpoint(nncl_context *ctx) {
 
 /* A failure injected in stage 1's forward or backward: an error naming the
  * device, and parameters, statistics, optimizer state and step as before. */
-static int test_failure(nncl_context *ctx, int backward) {
-    char name[128], want[64];
+static int test_failure(nncl_context *ctx, int backward, int sched) {
+    char name[160], want[64];
     int devs[2] = {0, 1}, r, left;
     tp_model m;
     nncl_trainer *t = NULL;
@@ -254,8 +331,9 @@ static int test_failure(nncl_context *ctx, int backward) {
     float *v0, *v1;
     nncl_status st;
     char path[64];
-    snprintf(name, sizeof name, "a device failing in a stage's %s: an error naming it, nothing lost, resumed on "
-             "the other", backward ? "backward" : "forward");
+    snprintf(name, sizeof name, "a device failing in a stage's %s (%s): an error naming it, nothing lost, resumed "
+             "on the other", backward ? "backward" : "forward", sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B");
+    c.pipe_schedule = sched;
     if (th_devices_lack(ctx, 2, name)) return 0;
     snprintf(path, sizeof path, "/tmp/nncl-pipeline-fail-%ld.safetensors", (long)getpid());
     TH_CHECK(name, tp_build(ctx, &m, TP_BN));
@@ -298,6 +376,46 @@ static int test_failure(nncl_context *ctx, int backward) {
     return 0;
 }
 
+/* Three stages: a failure injected in the middle stage's forward or
+ * backward (the others wait on it both ways) ends the step with an error
+ * naming its device, everything as before, and the trainer refusing steps. */
+static int test_failure3(nncl_context *ctx, int backward, int sched) {
+    char name[160], want[64];
+    int devs[3] = {0, 1, 2}, r;
+    tp_model m;
+    nncl_trainer *t = NULL;
+    nncl_train_config c = tp_config(devs, 3, 1, 4);
+    float *v0, *v1;
+    nncl_status st;
+    snprintf(name, sizeof name, "3 stages, the middle one failing in its %s (%s): an error naming it, nothing lost",
+             backward ? "backward" : "forward", sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B");
+    if (nncl_device_count(ctx) < 3) {
+        th_skip(name, "needs three devices (POCL_DEVICES=\"pthread pthread pthread\")");
+        return 0;
+    }
+    c.pipe_schedule = sched;
+    TH_CHECK(name, tp_build(ctx, &m, TP_MLP));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
+    TH_OK(name, ctx, tp_step(t, &m, 0, NULL));
+    TH_CHECK(name, !tp_dump(t, &v0));
+    t->fail_device = 1;
+    t->fail_step = 1;
+    t->fail_in_backward = backward;
+    st = tp_step(t, &m, 1, NULL);
+    snprintf(want, sizeof want, "device %d", t->device[1]);
+    TH_CHECK(name, st == NNCL_ERR_DEVICE && strstr(nncl_last_error(ctx), want) != NULL);
+    TH_CHECK(name, nncl_trainer_step_count(t) == 1 && !tp_dump(t, &v1));
+    r = memcmp(v0, v1, (m.g->n_params + m.g->n_state + t->opt_floats) * sizeof(float)) == 0;
+    free(v0);
+    free(v1);
+    TH_CHECK(name, r);
+    TH_CHECK(name, tp_step(t, &m, 2, NULL) == NNCL_ERR_STATE);
+    nncl_trainer_free(t);
+    nncl_graph_free(m.g);
+    th_pass("%s", name);
+    return 0;
+}
+
 static int tp_refused(nncl_context *ctx, int kind, nncl_train_config *c, nncl_status want, const char *words) {
     tp_model m;
     nncl_trainer *t = NULL;
@@ -326,6 +444,14 @@ static int test_refusals(nncl_context *ctx) {
     c.cuts = fine;
     c.precision = NNCL_PRECISION_FP16;
     TH_CHECK(name, tp_refused(ctx, TP_MLP, &c, NNCL_ERR_UNSUPPORTED, "fp32"));
+    c = tp_config(devs, 2, 1, 2);
+    c.pipe_schedule = 2;
+    TH_CHECK(name, tp_refused(ctx, TP_MLP, &c, NNCL_ERR_INVALID_ARGUMENT, "pipe_schedule 2"));
+    c.pipe_schedule = NNCL_PIPE_GPIPE;
+    c.arrangement = NNCL_ARRANGE_DATA; /* with pipeline 1 */
+    TH_CHECK(name, tp_refused(ctx, TP_MLP, &c, NNCL_ERR_INVALID_ARGUMENT, "contradicts pipeline 1"));
+    c.arrangement = 7;
+    TH_CHECK(name, tp_refused(ctx, TP_MLP, &c, NNCL_ERR_INVALID_ARGUMENT, "arrangement 7"));
     th_pass("%s", name);
     return 0;
 }
@@ -500,11 +626,12 @@ static int test_fits_nowhere(nncl_context *ctx) {
 }
 
 /* The step info names the arrangement and why: one device alone (devices
- * 1), data parallel or one device as the calibration measured (2), the
- * pipeline (3). */
+ * 1); with two, as measured (data parallel or one device alone, with the
+ * pipeline also timed under pipeline -1) with the seconds each took; the
+ * pipeline asked for; and each forced arrangement. */
 static int test_arrangement(nncl_context *ctx, int kind) {
     const char *name = kind == 1 ? "step info: one device, the only one asked for"
-                                 : "step info: data parallel or one device as measured, the pipeline, and why";
+                                 : "step info: the arrangement measured or forced, and why";
     int devs[2] = {0, 1}, k;
     tp_model m;
     nncl_trainer *t = NULL;
@@ -517,18 +644,35 @@ static int test_arrangement(nncl_context *ctx, int kind) {
     f[0].data = tp_x;
     f[1].node = m.y;
     f[1].data = tp_y;
-    for (k = kind == 1 ? 0 : 1; k < (kind == 1 ? 1 : 3); k++) {
+    for (k = kind == 1 ? 0 : 1; k < (kind == 1 ? 1 : 7); k++) {
+        const char *w;
         c = tp_config(devs, k ? 2 : 1, k == 2, 2);
-        if (k == 1) c.pipeline = -1; /* the model fits: no pipeline */
+        if (k == 1) c.pipeline = 0;
+        if (k == 3) c.pipeline = -1; /* the model fits: the pipeline is timed beside the others */
+        if (k >= 4) c.pipeline = 0;
+        c.arrangement = k == 4 ? NNCL_ARRANGE_ONE : k == 5 ? NNCL_ARRANGE_DATA : k == 6 ? NNCL_ARRANGE_PIPELINE : 0;
         TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
         TH_OK(name, ctx, nncl_trainer_step(t, f, 2, TP_B, &info));
-        if (k == 0) TH_CHECK(name, info.arrangement == NNCL_ARRANGE_ONE && strstr(info.arrangement_why, "only"));
-        if (k == 1) /* which wins is measured; either way it says so with the times */
-            TH_CHECK(name, (info.arrangement == NNCL_ARRANGE_ONE && (strstr(info.arrangement_why, "alone is faster") ||
-                                                                     strstr(info.arrangement_why, "every sample"))) ||
-                               (info.arrangement == NNCL_ARRANGE_DATA && strstr(info.arrangement_why, "together are")));
-        if (k == 2)
-            TH_CHECK(name, info.arrangement == NNCL_ARRANGE_PIPELINE && strstr(info.arrangement_why, "2 stages"));
+        w = info.arrangement_why;
+        fprintf(stderr, "  case %d: arrangement %d on %d devices: %s\n", k, info.arrangement, info.n_devices, w);
+        if (k == 0) TH_CHECK(name, info.arrangement == NNCL_ARRANGE_ONE && strstr(w, "only"));
+        if (k == 1 || k == 3) /* which wins is measured; either way it says so with the seconds */
+            TH_CHECK(name, ((info.arrangement == NNCL_ARRANGE_ONE && info.n_devices == 1 &&
+                             strstr(w, "alone is fastest")) ||
+                            (info.arrangement == NNCL_ARRANGE_DATA && info.n_devices == 2 &&
+                             strstr(w, "together are fastest")) ||
+                            (k == 3 && info.arrangement == NNCL_ARRANGE_PIPELINE &&
+                             strstr(w, "a pipeline of 2 stages is fastest"))) &&
+                               strstr(w, " s a pass of 24"));
+        if (k == 3) TH_CHECK(name, strstr(w, "pipeline") != NULL); /* the pipeline was timed too */
+        if (k == 2 || k == 6)
+            TH_CHECK(name, info.arrangement == NNCL_ARRANGE_PIPELINE && strstr(w, "2 stages") && strstr(w, "1F1B"));
+        if (k == 4)
+            TH_CHECK(name, info.arrangement == NNCL_ARRANGE_ONE && info.n_devices == 1 && strstr(w, "asked for") &&
+                               t->nd == 1 && t->device[0] == devs[0]);
+        if (k == 5)
+            TH_CHECK(name, info.arrangement == NNCL_ARRANGE_DATA && info.n_devices == 2 &&
+                               strstr(w, "all 2 devices asked for"));
         nncl_trainer_free(t);
     }
     nncl_graph_free(m.g);
@@ -536,29 +680,82 @@ static int test_arrangement(nncl_context *ctx, int kind) {
     return 0;
 }
 
-int main(void) {
+/* Whatever the measurement at creation keeps (one device, data parallel,
+ * or with pipeline -1 the pipeline), the run trains as one device on the
+ * whole batch: the loss of every step, then everything a step changes. */
+static int test_measured_equal(nncl_context *ctx, int kind) {
+    char name[160];
+    int devs[2] = {0, 1}, r;
+    tp_model ma, mb;
+    nncl_trainer *a = NULL, *b = NULL;
+    nncl_train_config ca = tp_config(devs, 2, -1, 3), cb = tp_config(devs, 1, 0, 0);
+    nncl_step_info info;
+    snprintf(name, sizeof name, "%s on 2 devices, the arrangement measured at creation, equals one device on the "
+             "whole batch", tp_names[kind]);
+    if (th_devices_lack(ctx, 2, name)) return 0;
+    TH_CHECK(name, tp_build(ctx, &ma, kind) && tp_build(ctx, &mb, kind));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    r = tp_compare(name, ctx, a, &ma, b, &mb);
+    if (!r) {
+        nncl_feed f[2];
+        f[0].node = ma.x;
+        f[0].data = tp_x;
+        f[1].node = ma.y;
+        f[1].data = tp_y;
+        TH_OK(name, ctx, nncl_trainer_step(a, f, 2, TP_B, &info));
+        th_pass("%s (%s: %s)", name,
+                info.arrangement == NNCL_ARRANGE_ONE ? "one device" : info.arrangement == NNCL_ARRANGE_DATA ?
+                "data parallel" : "pipeline", info.arrangement_why);
+    }
+    nncl_trainer_free(a);
+    nncl_trainer_free(b);
+    nncl_graph_free(ma.g);
+    nncl_graph_free(mb.g);
+    return r;
+}
+
+int main(int argc, char **argv) {
     nncl_context *ctx = th_context();
-    int k;
+    int k, sched, three = argc > 1 && !strcmp(argv[1], "three");
     if (!ctx) return th_exit_code();
     tp_data();
-    /* one device: the micro-batch machinery alone */
-    test_equal(ctx, TP_MLP, 1, 4, 0);
-    test_equal(ctx, TP_CNN, 1, 3, 0);
-    for (k = 0; k < 3; k++) { /* MLP, CNN, attention block over two and three stages */
-        int kind = k == 0 ? TP_MLP : k == 1 ? TP_CNN : TP_ATTN;
-        test_equal(ctx, kind, 2, 3, 0);
-        test_equal(ctx, kind, 3, 4, 0);
+    for (sched = NNCL_PIPE_1F1B; sched <= NNCL_PIPE_GPIPE; sched++) {
+        if (!three && sched == NNCL_PIPE_1F1B) { /* one device: the micro-batch machinery alone */
+            test_equal(ctx, TP_MLP, 1, 4, 0, sched);
+            test_equal(ctx, TP_CNN, 1, 3, 0, sched);
+        }
+        for (k = 0; k < 4; k++) { /* MLP, CNN, attention block, GPT over two or three stages */
+            int kind = k == 0 ? TP_MLP : k == 1 ? TP_CNN : k == 2 ? TP_ATTN : TP_GPT;
+            if (three) test_equal(ctx, kind, 3, 4, 0, sched);
+            else test_equal(ctx, kind, 2, 3, 0, sched);
+        }
+        if (three) {
+            test_equal(ctx, TP_MLP, 3, 2, 0, sched); /* fewer micro-batches than stages */
+            test_failure3(ctx, 0, sched);
+            test_failure3(ctx, 1, sched);
+        }
     }
-    test_equal(ctx, TP_BN, 2, 3, 3);
+    if (three) {
+        nncl_free(ctx);
+        return th_exit_code();
+    }
+    test_equal(ctx, TP_MLP, 2, 8, 0, NNCL_PIPE_1F1B);
+    test_equal(ctx, TP_BN, 2, 3, 3, NNCL_PIPE_1F1B);
+    test_equal(ctx, TP_BN, 2, 3, 3, NNCL_PIPE_GPIPE);
     test_grad_checkpoint(ctx);
     test_checkpoint(ctx);
-    test_failure(ctx, 0);
-    test_failure(ctx, 1);
+    for (sched = NNCL_PIPE_1F1B; sched <= NNCL_PIPE_GPIPE; sched++) {
+        test_failure(ctx, 0, sched);
+        test_failure(ctx, 1, sched);
+    }
     test_refusals(ctx);
     test_given_cut(ctx);
     test_shares_cut(ctx);
     test_arrangement(ctx, 1);
     test_arrangement(ctx, 2);
+    test_measured_equal(ctx, TP_MLP);
+    test_measured_equal(ctx, TP_CNN);
     test_memory_cap(ctx);
     test_fits_nowhere(ctx);
     nncl_free(ctx);

@@ -6,7 +6,10 @@
  * every step and the last, the loss, and the gradient of p and of every
  * parameter (read back from one SGD step); PyTorch's state dict loads by
  * name and gives its outputs; a model file rebuilds the layers; the
- * summary shows them as one row; two devices give one device's step. */
+ * summary shows them as one row; two devices give one device's step.
+ * Each on both paths: the fused recurrence (rnn_scan, the default) and the
+ * layers built from graph ops (NNCL_RNN=graph); the fused graph has one
+ * rnn_scan node per layer, the other none. */
 #include "harness.h"
 #include "graph/graph.h"
 #include <stdio.h>
@@ -24,6 +27,8 @@ static const char *const tr_precision[3] = {"fp32", "fp16", "bf16"};
 /* normalised squared error: fp32 against PyTorch's float64, and half
  * storage, whose rounding of every stored activation adds up over 14 steps */
 static const double tr_tol[3] = {1e-10, 1e-4, 3e-3};
+/* the path under test: "fused" or "graph" (NNCL_RNN) */
+static const char *tr_path = "fused";
 
 typedef struct tr_model {
     nncl_graph *g;
@@ -55,6 +60,11 @@ static int tr_build(nncl_context *ctx, const nncl_safetensors *st, const char *k
     m->last = nncl_rnn_last(m->g, m->seq);
     m->loss = nncl_mse(m->g, m->seq, m->t);
     ok = m->last && m->loss;
+    if (ok) { /* the path is the one asked for: one fused node per layer, or none */
+        int i, scans = 0;
+        for (i = 0; i < m->g->n_nodes; i++) scans += m->g->nodes[i]->op == NNCL_OP_RNN_SCAN;
+        ok = scans == (strcmp(tr_path, "fused") ? 0 : 2);
+    }
     if (!ok) nncl_graph_free(m->g);
     return ok;
 }
@@ -109,7 +119,8 @@ static int tr_torch(nncl_context *ctx, int d, const nncl_safetensors *st, const 
     float got[TR_MAX], before[TR_MAX];
     double tol = tr_tol[prec], worst = 0;
     int i, batch, ok = 1;
-    snprintf(name, sizeof name, "%s as in PyTorch (%s) on %s", kind, tr_precision[prec], th_device_label(ctx, d));
+    snprintf(name, sizeof name, "%s (%s) as in PyTorch (%s) on %s", kind, tr_path, tr_precision[prec],
+             th_device_label(ctx, d));
     TH_CHECK(name, tr_build(ctx, st, kind, 1, &m));
     TH_CHECK(name, tr_get(st, kind, "x", &ex) && tr_get(st, kind, "t", &et));
     batch = (int)ex.shape[0];
@@ -163,7 +174,8 @@ static int tr_state(nncl_context *ctx, const nncl_safetensors *st, const char *k
     float got[TR_MAX];
     double worst = 0;
     int d = 0, batch, ok = 1, i;
-    snprintf(name, sizeof name, "%s: PyTorch's state dict loads, a model file rebuilds it, one summary row", kind);
+    snprintf(name, sizeof name, "%s (%s): PyTorch's state dict loads, a model file rebuilds it, one summary row", kind,
+             tr_path);
     TH_CHECK(name, tr_build(ctx, st, kind, 0, &m));
     TH_CHECK(name, tr_get(st, kind, "x", &ex) && tr_get(st, kind, "out0", &e) && e.numel <= TR_MAX);
     batch = (int)ex.shape[0];
@@ -225,7 +237,7 @@ static int tr_two_devices(nncl_context *ctx, const nncl_safetensors *st, const c
     int d0 = 0, devs[2] = {0, 1}, batch, s;
     double num = 0, den = 0;
     size_t k;
-    snprintf(name, sizeof name, "%s: two devices equal one", kind);
+    snprintf(name, sizeof name, "%s (%s): two devices equal one", kind, tr_path);
     if (th_devices_lack(ctx, 2, name)) return 0;
     TH_CHECK(name, tr_build(ctx, st, kind, 1, &m1) && tr_build(ctx, st, kind, 1, &m2));
     TH_CHECK(name, tr_get(st, kind, "x", &ex) && tr_get(st, kind, "t", &et));
@@ -288,16 +300,20 @@ static int tr_errors(nncl_context *ctx) {
 int main(void) {
     nncl_context *ctx = th_context();
     nncl_safetensors *st = NULL;
-    static const char *const kinds[2] = {"lstm", "gru"};
-    int d, p, k;
+    static const char *const kinds[2] = {"lstm", "gru"}, *const paths[2] = {"fused", "graph"};
+    int d, p, k, q;
     if (!ctx) return th_exit_code();
     TH_OK("torch rnn file", NULL, nncl_safetensors_load(TR_FILE, &st));
     tr_errors(ctx);
-    for (k = 0; k < 2; k++) {
-        for (d = 0; d < nncl_device_count(ctx); d++)
-            for (p = 0; p < 3; p++) tr_torch(ctx, d, st, kinds[k], p);
-        tr_state(ctx, st, kinds[k]);
-        tr_two_devices(ctx, st, kinds[k]);
+    for (q = 0; q < 2; q++) {
+        tr_path = paths[q];
+        setenv("NNCL_RNN", tr_path, 1);
+        for (k = 0; k < 2; k++) {
+            for (d = 0; d < nncl_device_count(ctx); d++)
+                for (p = 0; p < 3; p++) tr_torch(ctx, d, st, kinds[k], p);
+            tr_state(ctx, st, kinds[k]);
+            tr_two_devices(ctx, st, kinds[k]);
+        }
     }
     nncl_safetensors_free(st);
     nncl_free(ctx);

@@ -58,6 +58,8 @@ static nncl_node *b_avgpool_2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_n
 static nncl_node *b_avgpool_3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_avgpool2d(g, h, 3, 2, 1); }
 static nncl_node *b_global_avgpool(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_global_avgpool(g, h); }
 static nncl_node *b_batchnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm(g, h, 0.1f, 1e-5f, "bn"); }
+static nncl_node *b_bn_relu_res(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_batchnorm_act(g, h, h2, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bn"); }
+static nncl_node *b_bn_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm_act(g, h, NULL, NNCL_BN_ACT_HARDSWISH, 0.1f, 1e-5f, "bn"); }
 static nncl_node *b_layernorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_layernorm(g, h, 1e-5f, "ln"); }
 static nncl_node *b_embedding(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_embedding(g, h, 9, 5, "e"); }
 static nncl_node *b_flatten(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_flatten(g, h); }
@@ -127,6 +129,28 @@ static nncl_node *b_conv_grouped_dilated(nncl_graph *g, nncl_node *h, nncl_node 
     o.groups = 2;
     return nncl_conv2d_ex(g, h, 6, &o, "c");
 }
+/* depthwise: kernel kh x kw, stride, padding and dilation (h, w), outputs per channel m, bias, act */
+static nncl_node *b_conv_dw(nncl_graph *g, nncl_node *h, int kh, int kw, int sh, int sw, int ph, int pw, int dil,
+                            int m, int bias, nncl_act act) {
+    nncl_conv2d_options o = nncl_conv2d_default();
+    int shape[4];
+    nncl_node_shape(h, shape);
+    o.kernel_h = kh; o.kernel_w = kw; o.stride_h = sh; o.stride_w = sw; o.padding_h = ph; o.padding_w = pw;
+    o.dilation_h = o.dilation_w = dil; o.groups = shape[0]; o.bias = bias; o.act = act;
+    return nncl_conv2d_ex(g, h, shape[0] * m, &o, "c");
+}
+static nncl_node *b_conv_dw_5x5(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    (void)h2; (void)t;
+    return b_conv_dw(g, h, 5, 5, 2, 2, 2, 2, 1, 2, 0, NNCL_ACT_NONE);
+}
+static nncl_node *b_conv_dw_dilated(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    (void)h2; (void)t;
+    return b_conv_dw(g, h, 3, 3, 1, 2, 2, 1, 2, 1, 1, NNCL_ACT_SIGMOID);
+}
+static nncl_node *b_conv_dw_1x3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
+    (void)h2; (void)t;
+    return b_conv_dw(g, h, 1, 3, 2, 1, 0, 1, 1, 1, 1, NNCL_ACT_NONE);
+}
 static nncl_node *b_conv1d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     nncl_conv1d_options o = nncl_conv1d_default();
     (void)h2; (void)t;
@@ -147,6 +171,8 @@ static nncl_node *b_conv_transpose2d(nncl_graph *g, nncl_node *h, nncl_node *h2,
 /* loss: the builder gives the loss itself; 2: and t holds one class per sample.
  * wd: SGD's weight decay, on the parameters of two or more dimensions
  * alone (nncl_param_decay 0 on the others, as nanoGPT decays). */
+static nncl_node *b_lstm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_lstm(g, h, 4, 1, "r"); }
+static nncl_node *b_gru(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_gru(g, h, 4, 1, "r"); }
 typedef struct tto_case {
     const char *name;
     tto_builder build;
@@ -178,11 +204,15 @@ static const tto_case tto_cases[] = {
     {"causal_attention", b_attention, 0, 0},
     {"conv2d_depthwise", b_conv_depthwise, 0, 0}, {"conv2d_grouped_dilated", b_conv_grouped_dilated, 0, 0},
     {"conv1d", b_conv1d, 0, 0}, {"conv_transpose2d", b_conv_transpose2d, 0, 0},
+    {"conv2d_depthwise_5x5_s2", b_conv_dw_5x5, 0, 0}, {"conv2d_depthwise_dilated", b_conv_dw_dilated, 0, 0},
+    {"conv2d_depthwise_1x3", b_conv_dw_1x3, 0, 0},
     {"relu6", b_relu6, 0, 0}, {"relu6_kinks", b_relu6, 0, 0}, {"hardswish", b_hardswish, 0, 0},
     {"hardswish_kinks", b_hardswish, 0, 0}, {"hardsigmoid", b_hardsigmoid, 0, 0},
     {"hardsigmoid_kinks", b_hardsigmoid, 0, 0}, {"clamp", b_clamp, 0, 0}, {"clamp_kinks", b_clamp, 0, 0},
     {"groupnorm", b_groupnorm, 0, 0}, {"instancenorm", b_instancenorm, 0, 0},
     {"upsample_nearest", b_up_nearest, 0, 0}, {"upsample_bilinear", b_up_bilinear, 0, 0},
+    {"lstm", b_lstm, 0, 0}, {"gru", b_gru, 0, 0},
+    {"batchnorm_act_relu_residual", b_bn_relu_res, 0, 0}, {"batchnorm_act_hardswish", b_bn_hardswish, 0, 0},
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */
@@ -246,6 +276,8 @@ static int tto_compare(const char *name, const char *what, const float *got, con
     return th_close(full, got, w, n, tol);
 }
 
+static int tto_is_depthwise(const tto_case *c) { return !strncmp(c->name, "conv2d_depthwise", 16); }
+
 static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const tto_case *c, float lr, int prec) {
     char name[200], key[200];
     nncl_graph *g = nncl_graph_create(ctx, 1);
@@ -261,9 +293,12 @@ static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const t
     int i, nf = 0, ndim, shape[8], batch, ok = 1;
     double tol = tto_tol[prec], worst = 0;
     nncl_status st_create;
-    const char *bn = getenv("NNCL_BN");
-    snprintf(name, sizeof name, "%s as in PyTorch (%s%s) on %s", c->name, tto_precision[prec],
-             c->build == b_batchnorm && bn && !strcmp(bn, "groups") ? ", per-channel groups" : "",
+    const char *bn = getenv("NNCL_BN"), *fuse = getenv("NNCL_BN_FUSE"), *dwk = getenv("NNCL_CONV_DEPTHWISE");
+    int is_bn = c->build == b_batchnorm || c->build == b_bn_relu_res || c->build == b_bn_hardswish;
+    snprintf(name, sizeof name, "%s as in PyTorch (%s%s%s%s) on %s", c->name, tto_precision[prec],
+             is_bn && bn && !strcmp(bn, "groups") ? ", per-channel groups" : "",
+             is_bn && c->build != b_batchnorm && fuse && !strcmp(fuse, "0") ? ", separate passes" : "",
+             tto_is_depthwise(c) && dwk && !strcmp(dwk, "0") ? ", general direct kernels" : "",
              th_device_label(ctx, d));
     TH_CHECK(name, g && tto_get(st, c->name, "x", &ex, NULL, NULL) && tto_get(st, c->name, "t", &et, &ndim, shape));
     batch = (int)ex.shape[0];
@@ -355,13 +390,30 @@ int main(void) {
     for (d = 0; d < nncl_device_count(ctx); d++)
         for (p = 0; p < 3; p++)
             for (i = 0; i < n; i++) tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
-    /* batch norm's other path (NNCL_BN, src/ops/op_norm.c) */
+    /* batch norm's other path (NNCL_BN, src/ops/op_batchnorm.c) */
     setenv("NNCL_BN", "groups", 1);
     for (d = 0; d < nncl_device_count(ctx); d++)
         for (p = 0; p < 3; p++)
             for (i = 0; i < n; i++)
-                if (tto_cases[i].build == b_batchnorm) tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
+                if (tto_cases[i].build == b_batchnorm || tto_cases[i].build == b_bn_relu_res ||
+                    tto_cases[i].build == b_bn_hardswish)
+                    tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
     unsetenv("NNCL_BN");
+    /* depthwise layers on the general direct kernels (NNCL_CONV_DEPTHWISE, src/ops/conv_dw.c) */
+    setenv("NNCL_CONV_DEPTHWISE", "0", 1);
+    for (d = 0; d < nncl_device_count(ctx); d++)
+        for (p = 0; p < 3; p++)
+            for (i = 0; i < n; i++)
+                if (tto_is_depthwise(&tto_cases[i])) tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
+    unsetenv("NNCL_CONV_DEPTHWISE");
+    /* batch norm's activation and residual in passes of their own (NNCL_BN_FUSE=0) */
+    setenv("NNCL_BN_FUSE", "0", 1);
+    for (d = 0; d < nncl_device_count(ctx); d++)
+        for (p = 0; p < 3; p++)
+            for (i = 0; i < n; i++)
+                if (tto_cases[i].build == b_bn_relu_res || tto_cases[i].build == b_bn_hardswish)
+                    tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
+    unsetenv("NNCL_BN_FUSE");
     nncl_safetensors_free(st);
     nncl_free(ctx);
     return th_exit_code();

@@ -96,7 +96,8 @@ class TrainConfig(Structure):
     _fields_ = [("max_batch", c_int), ("optim", OptimConfig), ("devices", POINTER(c_int)), ("n_devices", c_int),
                 ("shares", POINTER(c_float)), ("rebalance_every", c_int), ("overlap", c_int), ("precision", c_int),
                 ("loss_scaling", c_int), ("loss_scale_init", c_float), ("loss_scale_growth_interval", c_int),
-                ("checkpoint", c_int), ("pipeline", c_int), ("micro_batches", c_int), ("cuts", POINTER(c_char_p))]
+                ("checkpoint", c_int), ("pipeline", c_int), ("micro_batches", c_int), ("cuts", POINTER(c_char_p)),
+                ("pipe_schedule", c_int), ("arrangement", c_int)]
 
 
 class OpenCLC(Structure):
@@ -124,7 +125,8 @@ class BatchFitC(Structure):
 
 class StageInfoC(Structure):
     _fields_ = [("device", c_int), ("first", c_char * 64), ("last", c_char * 64), ("params", c_size_t),
-                ("busy_seconds", c_double), ("idle_seconds", c_double), ("transfer_seconds", c_double)]
+                ("busy_seconds", c_double), ("idle_seconds", c_double), ("transfer_seconds", c_double),
+                ("held_micro_batches", c_int), ("held_bytes", c_size_t)]
 
 
 class Feed(Structure):

@@ -16,13 +16,15 @@ from ._errors import GraphError, StateError, UnsupportedError, check
 
 lib = _lib.lib
 ACTS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3}
+BN_ACTS = {None: 0, "none": 0, "relu": 1, "relu6": 2, "hardswish": 3}
 INITS = {"zeros": 0, "ones": 1, "uniform": 2, "normal": 3, "fan_in_uniform": 4}
 
-# name, C function, "arg:kind[=default] ...", flags, doc. Kinds: node (of this graph), int, float,
-# bool, str, act ("relu", "sigmoid", "tanh", None), init (a key of INITS), shape (ndim and an int
-# array in C). A default "@arg" takes arg's value. Flags: "loss" (the first two nodes are the
-# logits or predictions and the labels or targets, remembered for the trainer), "input" (an
-# input, remembered likewise), "status" (the C function returns nncl_status, not a node).
+# name, C function, "arg:kind[=default] ...", flags, doc. Kinds: node (of this graph), node? (a
+# node or None), int, float, bool, str, act ("relu", "sigmoid", "tanh", None), bnact (a key of
+# BN_ACTS), init (a key of INITS), shape (ndim and an int array in C). A default "@arg" takes
+# arg's value. Flags: "loss" (the first two nodes are the logits or predictions and the labels
+# or targets, remembered for the trainer), "input" (an input, remembered likewise), "status"
+# (the C function returns nncl_status, not a node).
 BUILDERS = [
     ("input", "nncl_input", "name:str shape:shape=()", "input", "An input fed every step, of per-sample shape (() for one number per sample, such as a class label)."),
     ("param", "nncl_param", "name:str shape:shape init:init=fan_in_uniform scale:float=1.0", "", "A parameter named as PyTorch would name it (\"fc1.weight\"); init: zeros, ones, uniform U(-scale, scale), normal N(0, scale^2), fan_in_uniform."),
@@ -48,6 +50,7 @@ BUILDERS = [
     ("avgpool2d", "nncl_avgpool2d", "x:node kernel:int stride:int=@kernel padding:int=0", "", "Average pooling, padding counted in the divisor (count_include_pad=True)."),
     ("global_avgpool", "nncl_global_avgpool", "x:node", "", "[B, C, H, W] -> [B, C]."),
     ("batchnorm", "nncl_batchnorm", "x:node momentum:float=0.1 eps:float=1e-5 name:str=None", "", "Batch normalisation per channel; creates NAME.weight, NAME.bias, NAME.running_mean, NAME.running_var."),
+    ("batchnorm_act", "nncl_batchnorm_act", "x:node residual:node?=None act:bnact='relu' momentum:float=0.1 eps:float=1e-5 name:str=None", "", "act(batchnorm(x) + residual) in one node (residual None: none; act relu, relu6, hardswish or None), in fewer passes than the separate ops."),
     ("layernorm", "nncl_layernorm", "x:node eps:float=1e-5 name:str=None", "", "Layer normalisation over the last dimension, with NAME.weight and NAME.bias."),
     ("dropout", "nncl_dropout", "x:node p:float=0.5", "", "Zeroes elements with probability p in training (the rest scaled by 1/(1-p)); identity in evaluation."),
     ("embedding", "nncl_embedding", "indices:node num:int dim:int name:str=None", "", "Rows of NAME.weight [num, dim] picked by the whole-number indices."),
@@ -107,7 +110,8 @@ _CONVERT = {
     "str": lambda v, where: [b(v)],
 }
 _CTYPE = {"node": ctypes.c_void_p, "int": ctypes.c_int, "float": ctypes.c_float, "bool": ctypes.c_int,
-          "str": ctypes.c_char_p, "act": ctypes.c_int, "init": ctypes.c_int}
+          "str": ctypes.c_char_p, "act": ctypes.c_int, "init": ctypes.c_int, "bnact": ctypes.c_int,
+          "node?": ctypes.c_void_p}
 
 
 def _parse(spec):
@@ -159,6 +163,12 @@ def _builder(pyname, cname, spec, flags, doc):
             if kind == "node":
                 c_args.append(self._node_arg(v, pyname, name))
                 nodes.append(v)
+            elif kind == "node?":
+                c_args.append(None if v is None else self._node_arg(v, pyname, name))
+            elif kind == "bnact":
+                if v not in BN_ACTS:
+                    raise ValueError("%s: act must be one of None, 'relu', 'relu6', 'hardswish'; got %r" % (pyname, v))
+                c_args.append(BN_ACTS[v])
             elif kind == "shape":
                 c_args += list(shape_arg(v, pyname))
             elif kind == "act":

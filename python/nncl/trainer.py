@@ -23,6 +23,7 @@ SCHEDULES = {"constant": 0, "step": 1, "cosine": 2, "warmup_cosine": 3}
 PRECISIONS = {"fp32": 0, "fp16": 1, "bf16": 2}
 CHECKPOINTS = {"none": 0, "auto": 1, "marked": 2}
 ARRANGEMENTS = {1: "one", 2: "data", 3: "pipeline"}
+PIPE_SCHEDULES = {"1f1b": 0, "gpipe": 1}
 OPTIM_FIELDS = [n for n, _ in _lib.OptimConfig._fields_ if n not in ("kind", "schedule")]
 
 
@@ -94,11 +95,13 @@ class StageInfo:
     busy_seconds: float
     idle_seconds: float
     transfer_seconds: float
+    held_micro_batches: int = 0  # micro-batches held at its output cut (0: the last stage)
+    held_bytes: int = 0
 
 
 def train_config(max_batch=None, optimizer="adam", precision="fp32", devices=None, shares=None, rebalance_every=None,
                  overlap=False, loss_scaling=0, loss_scale_init=0.0, loss_scale_growth_interval=0, checkpoint="none",
-                 pipeline=0, micro_batches=0, cuts=None, **optim):
+                 pipeline=0, micro_batches=0, cuts=None, pipe_schedule="1f1b", arrangement="auto", **optim):
     """An nncl_train_config from Trainer's options, and the ctypes arrays it points to (to keep)."""
     cfg = lib.nncl_train_default()
     if max_batch is not None:
@@ -123,6 +126,10 @@ def train_config(max_batch=None, optimizer="adam", precision="fp32", devices=Non
     cfg.checkpoint = _choice(CHECKPOINTS, checkpoint, "checkpoint")
     cfg.pipeline = int(pipeline)
     cfg.micro_batches = int(micro_batches)
+    cfg.pipe_schedule = _choice(PIPE_SCHEDULES, pipe_schedule, "pipe_schedule")
+    arr_codes = {"auto": 0}
+    arr_codes.update({v: k for k, v in ARRANGEMENTS.items()})
+    cfg.arrangement = _choice(arr_codes, arrangement, "arrangement")
     if cuts is not None:
         names = [b(c.name if isinstance(c, Node) else c) for c in cuts]
         arr = (ctypes.c_char_p * max(1, len(names)))(*names)
@@ -404,7 +411,8 @@ class Trainer(Owned):
         arr = (_lib.StageInfoC * max(1, n))()
         n = min(n, lib.nncl_trainer_stages(self._h, arr, n))
         return [StageInfo(c.device, c.first.decode("utf-8", "replace"), c.last.decode("utf-8", "replace"), c.params,
-                          c.busy_seconds, c.idle_seconds, c.transfer_seconds) for c in arr[:n]]
+                          c.busy_seconds, c.idle_seconds, c.transfer_seconds, c.held_micro_batches, c.held_bytes)
+                for c in arr[:n]]
 
     def stage_device(self, name):
         """The context device whose pipeline stage holds op node name; -1 when not pipelined or no such node."""

@@ -57,6 +57,7 @@ def test_struct_layouts_match_the_header(cc, tmp_path):
 def test_enums_match_the_header(cc, tmp_path):
     tables = {
         "NNCL_ACT_": {k.upper(): v for k, v in graph.ACTS.items() if k},
+        "NNCL_BN_ACT_": {k.upper(): v for k, v in graph.BN_ACTS.items() if k},
         "NNCL_INIT_": {k.upper(): v for k, v in graph.INITS.items()},
         "NNCL_OPT_": {k.upper(): v for k, v in trainer.OPTIMIZERS.items()},
         "NNCL_SCHED_": {k.upper(): v for k, v in trainer.SCHEDULES.items()},

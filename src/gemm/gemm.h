@@ -71,6 +71,21 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
 /* The path of device d's stored tuning into path; 0 when there is no folder. */
 int nncl__tune_file(nncl_context *ctx, int device, char *path, size_t size);
 
+/* ------------------------------------------------------------- choosing */
+
+/* The harness every choice of an implementation times its candidates with
+ * (src/gemm/choose.c). run queues one run of candidate i (0..n-1), or
+ * fails; t[i] is 0 on entry for a candidate to time, HUGE_VAL for one left
+ * out, and receives its fastest seconds per run (HUGE_VAL when it failed). */
+#define NNCL__CHOOSE_MAX 32
+typedef nncl_status (*nncl__choose_run)(void *user, int i);
+nncl_status nncl__choose_time(nncl_context *ctx, nncl_device *dev, int n, nncl__choose_run run, void *user,
+                              double *t);
+/* Whether a candidate's result out agrees with the reference ref (the
+ * first candidate's) over n values: max |out - ref| <= 1e-3 (max |ref| + 1),
+ * NaN never; *worst (when not NULL) the largest difference. */
+int nncl__choose_agree(const float *ref, const float *out, size_t n, double *worst);
+
 /* ------------------------------------------------------------- own kernels */
 
 enum {
@@ -189,6 +204,7 @@ typedef struct nncl__gemm_state {
     nncl__gemm_variant all[NNCL__GEMM_MAX_VARIANTS];
     int n_all;
     int n_timed; /* all[0 .. n_timed-1] are worth timing on the device */
+    unsigned shipped; /* bit i: all[i] is named by a choice shipped for the device's class (0: none) */
     nncl__gemm_choice *choices;
     int n_choices, cap_choices, loaded;
     char id[1024]; /* what the choice file is written for (gemm_pick.c), made as it is loaded */
@@ -214,6 +230,26 @@ const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl_
 int nncl__conv_choice_find(nncl_context *ctx, nncl_device *dev, const int *key);
 /* Records a conv layer's measured path, in memory and in the cache file. */
 nncl_status nncl__conv_choice_add(nncl_context *ctx, nncl_device *dev, const int *key, int path);
+/* The stored choices (src/gemm/choice_file.c): a choice or a conv
+ * layer's path into s (0: out of memory); the device's file and its
+ * class's shipped choices into s (once, at the state's first use); s
+ * written back whole (best effort); the file's text (buf of n bytes and
+ * one more for a NUL) parsed into s for identity id (0: ignored, why in
+ * *why). */
+int nncl__gemm_choice_add(nncl__gemm_state *s, const nncl__gemm_choice *c);
+int nncl__gemm_conv_add(nncl__gemm_state *s, const nncl__conv_choice *c);
+void nncl__gemm_choices_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s);
+void nncl__gemm_choices_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s);
+int nncl__gemm_choices_parse(nncl__gemm_state *s, const char *id, char *buf, size_t n, const char **why);
+/* Variant idx's name ("clblast" for -1); whether variant i is timed for a
+ * product of these transposes and [m,n] shape (what a choice may name). */
+const char *nncl__gemm_variant_name(const nncl__gemm_state *s, int idx);
+int nncl__gemm_candidate(const nncl__gemm_state *s, int i, int ta, int tb, size_t m, size_t n);
+/* Whether CLBlast is timed against the own kernels on dev: not on a
+ * device class where it was measured slower at every shape (PoCL's CPU
+ * devices) unless it runs a tuning made for dev or $NNCL_TIME_CLBLAST=1;
+ * =0 never. */
+int nncl__gemm_times_clblast(const nncl_device *dev);
 /* $NNCL_GEMM: 0 auto (default), 1 clblast, 2 own. */
 int nncl__gemm_mode(void);
 

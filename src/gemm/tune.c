@@ -247,6 +247,7 @@ void nncl__tune_on_open(nncl_context *ctx, int device) {
             nncl__log(ctx, NNCL_LOG_WARN, "device %d: CLBlast refused the GEMM tuning of %s (%d)", device, path, rc);
         else
             nncl__log(ctx, NNCL_LOG_INFO, "device %d: GEMM tuning applied from %s", device, path);
+        dev->clblast_tuned = !rc;
         return;
     }
     if (got < 0) nncl__log(ctx, NNCL_LOG_WARN, "device %d: GEMM tuning %s ignored: %s", device, path, why);

@@ -474,6 +474,7 @@ nncl_status nncl__tune_gemm_run(nncl_context *ctx, int device, double seconds, i
     }
     if (status == NNCL_OK) status = nncl__tune_store(ctx, dev, &chosen, path, sizeof path);
     if (status == NNCL_OK) tune_log_stored(ctx, &chosen, path);
+    if (status == NNCL_OK) dev->clblast_tuned = 1;
     NNCL_FREE(st.fx.times);
     NNCL_FREE(st.fd.times);
     NNCL_FREE(st.fx.ok);

@@ -25,10 +25,21 @@ int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
     return acc;
 }
 
+int nncl__op_kernel_count(const nncl__opdef *d) {
+    int k = NNCL_OP_KERNELS;
+    while (k > 0 && !d->kernels[k - 1].name) k--;
+    return k;
+}
+
+const nncl__kslot *nncl__kslot_of(const nncl__exec *x, const nncl_node *n, int slot) {
+    size_t at;
+    if (!x->kbase || slot < 0) return NULL;
+    at = x->kbase[n->id] + (size_t)slot;
+    return at < x->kbase[n->id + 1] ? &x->kernels[at] : NULL;
+}
+
 nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a) {
-    const nncl__kslot *k = slot >= 0 && slot < NNCL_OP_KERNELS
-                               ? &x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot]
-                               : NULL;
+    const nncl__kslot *k = nncl__kslot_of(x, n, slot);
     if (!k || !k->kernel)
         return nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
                           nncl__opdef_get(n->op)->name, n->name, slot);
@@ -42,7 +53,7 @@ nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot) {
     k.dev = x->dev;
     k.slot.kernel = NULL;
     k.slot.wg = 0;
-    if (slot >= 0 && slot < NNCL_OP_KERNELS) k.slot = x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)slot];
+    if (nncl__kslot_of(x, n, slot)) k.slot = *nncl__kslot_of(x, n, slot);
     if (!k.slot.kernel)
         nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
                    nncl__opdef_get(n->op)->name, n->name, slot);

@@ -224,7 +224,8 @@ struct nncl__exec {
     nncl_status (*sync)(nncl__exec *x, const nncl_node *n, int phase, void *user);
     void *sync_user;
     nncl__view *value, *grad, *aux; /* indexed by node id; mem NULL where absent */
-    nncl__kslot *kernels;      /* node id * NNCL_OP_KERNELS + slot: the op's kernels on dev */
+    nncl__kslot *kernels;      /* kbase[node id] + slot: the op's kernels on dev */
+    size_t *kbase;             /* per node id, and one past: where its slots start (as many as its op declares) */
     unsigned char *grad_acc;   /* per node: 1 once its gradient has been written this step */
     cl_mem params, grads, state;
     cl_mem gemm_temp;          /* CLBlast temporary buffer, or NULL */
@@ -243,6 +244,11 @@ int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i);
  * it), 0 when this is the first (overwrite it). Marks it written: call once
  * per input per backward, just before the launch that writes it. */
 int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
+/* Slots op d declares: one past the last kernels[] entry named. */
+int nncl__op_kernel_count(const nncl__opdef *d);
+/* Kernel `slot` of n's op on the exec's device as resolved at plan
+ * creation; NULL when the op declares no such slot. */
+const nncl__kslot *nncl__kslot_of(const nncl__exec *x, const nncl_node *n, int slot);
 /* Kernel `slot` of n's op (its opdef's kernels[slot]) on the exec's device,
  * resolved at plan creation, with arguments begun. */
 nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a);

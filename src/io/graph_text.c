@@ -47,7 +47,7 @@ static const gtext_names gtext_table[] = {
     {NNCL_OP_RMSNORM, {NULL}, {"eps"}},
     {NNCL_OP_SEQ_CE, {"ignore_index"}, {NULL}},
     {NNCL_OP_CAUSAL_ATTENTION, {"seed_lo", "seed_hi", "heads"}, {"dropout"}},
-    {NNCL_OP_BATCHNORM, {NULL}, {"eps", "momentum"}},
+    {NNCL_OP_BATCHNORM, {"activation"}, {"eps", "momentum"}},
     {NNCL_OP_LAYERNORM, {NULL}, {"eps"}},
     {NNCL_OP_GROUPNORM, {"groups"}, {"eps"}},
     {NNCL_OP_SCALE, {NULL}, {"alpha"}},

@@ -29,56 +29,56 @@ void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
 void nncl__conv_arg_geometry(nncl__args *a, const nncl__conv_dims *d);
 /* Floats of workspace a conv node may take: 1/8 of the plan's activation
  * arena, at least 64 Ki. */
-nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats);
-/* The plan's workspace (x->gemm_temp) in floats into *have, checked to
+nncl_status nncl__conv_budget(nncl__exec *ex, const nncl_node *n, size_t *floats);
+/* The plan's workspace (ex->gemm_temp) in floats into *have, checked to
  * hold need: prepare sized it, so less is a state error naming node n. */
-nncl_status nncl__conv_ws(nncl__exec *x, const nncl_node *n, size_t need, size_t *have);
+nncl_status nncl__conv_ws(nncl__exec *ex, const nncl_node *n, size_t need, size_t *have);
 
 /* The path node n runs on (NNCL__CONV_*): the one timing the layer at
  * prepare found fastest (src/ops/conv_pick.c), or the one NNCL_CONV_DIRECT or
  * NNCL_GEMM forces. Looks up only: measures and builds nothing. */
-int nncl__conv_path(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+int nncl__conv_path(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
 /* Whether the own path's kernels take d's sizes (their coordinates come
  * from float quotients, exact below 2^20); else im2col + CLBlast runs. */
 int nncl__conv_own_fits(const nncl__conv_dims *d);
 /* Whether the direct path (src/ops/conv_direct.c) takes node n: a 3x3 kernel,
  * stride 1, padding 1, and no input gradient. */
-int nncl__conv_direct_fits(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
+int nncl__conv_direct_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
 /* At plan creation: chooses node n's path (cached, timed or forced) and
  * prepares it: its kernels, GEMM choices and workspace bytes. */
-nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_pick(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 /* Each path's preparation (GEMM choices, kernels) and workspace bytes. */
-nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
-nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
-nncl_status nncl__conv_direct_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_own_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_col_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
+nncl_status nncl__conv_direct_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes);
 /* Samples per GEMM of the im2col path at d's batch; with choose (at
  * prepare) its GEMMs' kernels are chosen on the way, so that a step, which
  * looks them up, comes to the same chunk. */
-nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk);
+nncl_status nncl__conv_col_chunk(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk);
 /* Each path's forward, and its backward from the node's incoming gradient
  * dy: the activation's derivative (applied to dy in place), the bias
  * gradient, dW and dx, as the plan needs them. */
-nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
-nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
-nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
-nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
-nncl_status nncl__conv_direct_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d);
-nncl_status nncl__conv_direct_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+nncl_status nncl__conv_col_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
+nncl_status nncl__conv_col_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
+nncl_status nncl__conv_own_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+nncl_status nncl__conv_direct_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
+nncl_status nncl__conv_direct_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 /* v moved on by off elements. */
 nncl__view nncl__conv_at(nncl__view v, size_t off);
 /* Half storage: count values from src into the workspace at float `at`
  * as fp32 (the direct and own paths' kernels read x as fp32), named for
  * node n's profile. */
-nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src, size_t at, size_t count);
+nncl_status nncl__conv_to_f32(nncl__exec *ex, const nncl_node *n, nncl__view src, size_t at, size_t count);
 /* x of samples s0 .. s0+ns-1 as those kernels read it: in place in fp32,
  * in half storage converted into the workspace at float `at`. */
-nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
+nncl_status nncl__conv_x_f32(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
                              nncl__view *out);
 /* Forward and backward on the given path (NNCL__CONV_*). */
-nncl_status nncl__conv_forward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int path);
-nncl_status nncl__conv_backward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
+nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int path);
+nncl_status nncl__conv_backward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
                                    int path);
 /* dy *= act'(y) in place and the bias gradient from it (the im2col path's
  * first step, and the own path's without a weight gradient). */
-nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
+nncl_status nncl__conv_act_bias_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy);
 #endif

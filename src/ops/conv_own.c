@@ -6,7 +6,7 @@
  * No column matrix: the packing kernels read x (and dy) and write the GEMM
  * panels directly. Per chunk of S samples (S fixed per node and device at
  * prepare, so the workspace sized then holds every later step), panels in
- * the plan's GEMM workspace (x->gemm_temp):
+ * the plan's GEMM workspace (ex->gemm_temp):
  *   forward   Wp = pack_a(W [O, C*k*k]), once per step for every chunk;
  *             Bp_s = sample s's column matrix [C*k*k, OH*OW] packed from x
  *             (nncl_conv_pack_b; same-size convolutions on a CPU's kernel
@@ -45,8 +45,8 @@ static size_t cown_round(size_t f) { return (f + COWN_ALIGN - 1) / COWN_ALIGN * 
 
 /* Work-items per group of the packing kernels: enough for whole rows of
  * panels, few enough to spread over the device's cores. */
-static size_t cown_group_cap(nncl__exec *x) {
-    return x->dev->max_work_group < COWN_GROUP ? x->dev->max_work_group : COWN_GROUP;
+static size_t cown_group_cap(nncl__exec *ex) {
+    return ex->dev->max_work_group < COWN_GROUP ? ex->dev->max_work_group : COWN_GROUP;
 }
 
 /* The work-group of a packing kernel whose dim 0 runs over a panel's nr
@@ -54,8 +54,8 @@ static size_t cown_group_cap(nncl__exec *x) {
  * 32 wide, and rows up to 8 or the group cap. PoCL runs nncl_conv_pack_colt
  * far slower with 64 items along dim 0 than with 32 (the 4x64 tile's panels,
  * chosen by timing the product alone, cost more to pack than they saved). */
-static void cown_local(nncl__exec *x, int nr, size_t local[3]) {
-    size_t cap = cown_group_cap(x), l = (size_t)nr <= cap ? (size_t)nr : 1;
+static void cown_local(nncl__exec *ex, int nr, size_t local[3]) {
+    size_t cap = cown_group_cap(ex), l = (size_t)nr <= cap ? (size_t)nr : 1;
     while (l > 32 && l % 2 == 0) l /= 2;
     local[0] = l;
     local[1] = cap / l < 8 ? cap / l : 8;
@@ -99,10 +99,10 @@ static int cown_packs(const nncl__gemm_variant *v, int i, const nncl__conv_dims 
  * fit whichever it gets. A maximum over the variants, not
  * the largest tile's padding: a larger tile does not always pad more (13
  * rows take 14 with mr 14, 16 with mr 4). */
-static nncl_status cown_panels(nncl__exec *x, const nncl__conv_dims *d, size_t rows, size_t k, int b, size_t *floats) {
+static nncl_status cown_panels(nncl__exec *ex, const nncl__conv_dims *d, size_t rows, size_t k, int b, size_t *floats) {
     const nncl__gemm_variant *v;
     int n = 0, i;
-    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &n));
+    NNCL_TRY(nncl__gemm_variants(ex->ctx, ex->dev, 0, &v, &n));
     *floats = 0;
     for (i = 0; i < n; i++)
         if (cown_packs(v, i, d)) {
@@ -121,14 +121,14 @@ static size_t cown_wt_floats(const nncl__conv_dims *d) {
 /* Whether the weight gradient's product also sums dy into the bias
  * gradient: an extra column of ones in its B panels (its C then goes
  * through the workspace, nncl_conv_dw_split). */
-static int cown_ones(nncl__exec *x, const nncl_node *n) {
-    return n->n_in == 3 && nncl__need_grad(x, n, 1) && nncl__need_grad(x, n, 2);
+static int cown_ones(nncl__exec *ex, const nncl_node *n) {
+    return n->n_in == 3 && nncl__need_grad(ex, n, 1) && nncl__need_grad(ex, n, 2);
 }
 
 /* Floats of S samples of x as fp32 (half storage; 0 in fp32, read in
  * place). */
-static size_t cown_xs(nncl__exec *x, const nncl__conv_dims *d, size_t S) {
-    return x->store ? S * (size_t)d->C * (size_t)d->H * (size_t)d->W : 0;
+static size_t cown_xs(nncl__exec *ex, const nncl__conv_dims *d, size_t S) {
+    return ex->store ? S * (size_t)d->C * (size_t)d->H * (size_t)d->W : 0;
 }
 
 /* Samples per chunk and the workspace floats the chunks need. Forward: Wp,
@@ -139,22 +139,22 @@ static size_t cown_xs(nncl__exec *x, const nncl__conv_dims *d, size_t S) {
  * the bias gradient. Bounded by nncl__conv_budget (never by the batch, so S
  * only shrinks with it), by the kernels' int offsets and by their
  * quotients (S*OH*OW < 2^20). */
-static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
-    size_t budget, fixed, wt, fwd, bwd, bwd_b, per, cap, ones = (size_t)cown_ones(x, n);
-    NNCL_TRY(nncl__conv_budget(x, n, &budget));
+static nncl_status cown_chunk(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
+    size_t budget, fixed, wt, fwd, bwd, bwd_b, per, cap, ones = (size_t)cown_ones(ex, n);
+    NNCL_TRY(nncl__conv_budget(ex, n, &budget));
     /* the budget is a share of the arena's bytes, the panels fp32 also in
      * half storage: half as many samples per chunk as fp32 would double the
      * launches and the packing kernels' fixed cost; 1.5x the share still
      * saves memory against fp32 */
-    if (x->store) budget += budget / 2;
-    NNCL_TRY(cown_panels(x, d, (size_t)d->O, d->ckk, 0, &fixed));
+    if (ex->store) budget += budget / 2;
+    NNCL_TRY(cown_panels(ex, d, (size_t)d->O, d->ckk, 0, &fixed));
     wt = cown_wt_floats(d);
     fixed = cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
-    NNCL_TRY(cown_panels(x, d, d->ohw, d->ckk, 1, &fwd));
-    NNCL_TRY(cown_panels(x, d, (size_t)d->O, d->ohw, 0, &bwd));
-    NNCL_TRY(cown_panels(x, d, d->ckk + ones, d->ohw, 1, &bwd_b));
-    fwd += cown_xs(x, d, 1);
-    bwd = (bwd > cown_xs(x, d, 1) ? bwd : cown_xs(x, d, 1)) + bwd_b;
+    NNCL_TRY(cown_panels(ex, d, d->ohw, d->ckk, 1, &fwd));
+    NNCL_TRY(cown_panels(ex, d, (size_t)d->O, d->ohw, 0, &bwd));
+    NNCL_TRY(cown_panels(ex, d, d->ckk + ones, d->ohw, 1, &bwd_b));
+    fwd += cown_xs(ex, d, 1);
+    bwd = (bwd > cown_xs(ex, d, 1) ? bwd : cown_xs(ex, d, 1)) + bwd_b;
     per = fwd > bwd ? fwd : bwd;
     cap = budget > fixed ? (budget - fixed) / per : 1;
     if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
@@ -170,15 +170,15 @@ static nncl_status cown_chunk(nncl__exec *x, const nncl_node *n, const nncl__con
  * forward's x as fp32 at *x_at (half storage), the weight gradient's
  * product with its bias column at *ct_off (the backward's); the panels of
  * each pass end before its own. */
-static void cown_tail(nncl__exec *x, const nncl__conv_dims *d, int S, size_t floats, size_t *x_at, size_t *ct_off) {
-    *x_at = (floats - cown_xs(x, d, (size_t)S)) / COWN_ALIGN * COWN_ALIGN;
+static void cown_tail(nncl__exec *ex, const nncl__conv_dims *d, int S, size_t floats, size_t *x_at, size_t *ct_off) {
+    *x_at = (floats - cown_xs(ex, d, (size_t)S)) / COWN_ALIGN * COWN_ALIGN;
     *ct_off = (floats - (size_t)d->O * (d->ckk + 1)) / COWN_ALIGN * COWN_ALIGN;
 }
 
 /* Where the backward's B panels start for k = ns*OH*OW columns of A panels
  * of mr rows: after the A panels or ns samples of x as fp32, the larger. */
-static size_t cown_bp_off(nncl__exec *x, const nncl__conv_dims *d, size_t g0, int mr, size_t k) {
-    size_t a = nncl__gemm_pack_floats(mr, (size_t)d->O, k), xs = cown_xs(x, d, k / d->ohw);
+static size_t cown_bp_off(nncl__exec *ex, const nncl__conv_dims *d, size_t g0, int mr, size_t k) {
+    size_t a = nncl__gemm_pack_floats(mr, (size_t)d->O, k), xs = cown_xs(ex, d, k / d->ohw);
     return g0 + cown_round(a > xs ? a : xs);
 }
 
@@ -187,22 +187,22 @@ static size_t cown_bp_off(nncl__exec *x, const nncl__conv_dims *d, size_t g0, in
  * the product's columns at the end of the workspace, and the forward's
  * panels fit it. A bound too small would overwrite panels being read: a
  * wrong gradient, not an error. */
-static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S,
+static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int S,
                                      size_t floats) {
     const nncl__gemm_variant *v;
-    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(x, n), g0, x_at, ct_off;
+    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(ex, n), g0, x_at, ct_off;
     int count = 0, i;
-    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 0, &v, &count));
-    g0 = nncl__need_grad(x, n, 0) ? cown_round(cown_wt_floats(d)) : 0;
-    cown_tail(x, d, S, floats, &x_at, &ct_off);
+    NNCL_TRY(nncl__gemm_variants(ex->ctx, ex->dev, 0, &v, &count));
+    g0 = nncl__need_grad(ex, n, 0) ? cown_round(cown_wt_floats(d)) : 0;
+    cown_tail(ex, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
         if (!cown_packs(v, i, d)) continue;
-        bwd = cown_bp_off(x, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
+        bwd = cown_bp_off(ex, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
         fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);
         if (bwd > (ones ? ct_off : floats) || fwd > x_at)
-            return nncl__fail(x->ctx, NNCL_ERR_STATE,
+            return nncl__fail(ex->ctx, NNCL_ERR_STATE,
                               "conv2d \"%s\": %s's panels need %zu (backward) and %zu (forward) floats of a %zu-float "
                               "workspace",
                               n->name, v[i].name, bwd, fwd, floats);
@@ -210,7 +210,7 @@ static nncl_status cown_check_layout(nncl__exec *x, const nncl_node *n, const nn
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+nncl_status nncl__conv_own_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     nncl__gemm_args g;
     nncl__gemm_variant v;
     const nncl__gemm_variant *all;
@@ -218,50 +218,50 @@ nncl_status nncl__conv_own_prepare(nncl__exec *x, const nncl_node *n, const nncl
     int S, count;
     *bytes = 0;
     cown_gemm_fwd(d, &g);
-    NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored)); /* measures: its best own variant */
-    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
-    NNCL_TRY(cown_check_layout(x, n, d, S, floats));
-    if (nncl__need_grad(x, n, 1)) { /* the weight gradient's product, for its kernel */
-        g.n = d->ckk + (size_t)cown_ones(x, n);
+    NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &ignored)); /* measures: its best own variant */
+    NNCL_TRY(cown_chunk(ex, n, d, &S, &floats));
+    NNCL_TRY(cown_check_layout(ex, n, d, S, floats));
+    if (nncl__need_grad(ex, n, 1)) { /* the weight gradient's product, for its kernel */
+        g.n = d->ckk + (size_t)cown_ones(ex, n);
         g.k = (size_t)S * d->ohw;
-        NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &ignored));
-        NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, g.n, g.k, &v));
-        NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
+        NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &ignored));
+        NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, g.n, g.k, &v));
+        NNCL_TRY(nncl__gemm_own_resolve(ex->ctx, ex->dev, &v, &g));
     }
     /* the packed kernels the steps launch: the forward's (in half storage
      * its build reading W and storing y in that type), and the device's
      * first, which a smaller last chunk's weight gradient falls back to */
-    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
-    v.store = x->store;
-    NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &v, &g));
-    NNCL_TRY(nncl__gemm_variants(x->ctx, x->dev, 1, &all, &count));
-    NNCL_TRY(nncl__gemm_own_resolve(x->ctx, x->dev, &all[0], &g));
+    NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    v.store = ex->store;
+    NNCL_TRY(nncl__gemm_own_resolve(ex->ctx, ex->dev, &v, &g));
+    NNCL_TRY(nncl__gemm_variants(ex->ctx, ex->dev, 1, &all, &count));
+    NNCL_TRY(nncl__gemm_own_resolve(ex->ctx, ex->dev, &all[0], &g));
     *bytes = floats * sizeof(float);
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
+nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
-    nncl__view xv, w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
+    nncl__view xv, w = nncl__val(ex, n->in[1]), y = nncl__val(ex, n);
     size_t floats, have, per_b, ys_n = (size_t)d->O * d->ohw, x_at, ct_off;
     size_t global[3], local[3] = {1, 1, 1};
     int S, s0, flat;
     nncl__gemm_state *gs = NULL;
-    NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
-    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
-    NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
-    cown_tail(x, d, S, floats, &x_at, &ct_off);
-    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ohw, d->ckk, &v));
-    v.store = x->store; /* W and y (and the bias) in the storage type, the panels fp32 */
+    NNCL_TRY(nncl__gemm_state_get(ex->ctx, ex->dev, &gs));
+    NNCL_TRY(cown_chunk(ex, n, d, &S, &floats));
+    NNCL_TRY(nncl__conv_ws(ex, n, floats, &have));
+    cown_tail(ex, d, S, floats, &x_at, &ct_off);
+    NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, d->ohw, d->ckk, &v));
+    v.store = ex->store; /* W and y (and the bias) in the storage type, the panels fp32 */
     flat = cown_vec8(gs, &v) && cown_same(d);
-    cown_local(x, v.nr, local);
+    cown_local(ex, v.nr, local);
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
     p.n = d->ohw;
     p.k = d->ckk;
-    p.ap = p.bp = x->gemm_temp;
+    p.ap = p.bp = ex->gemm_temp;
     p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
     p.bp_stride = per_b;
     p.c = y.mem;
@@ -269,20 +269,20 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
     p.ldc = d->ohw;
     p.alpha = 1.0f;
     if (n->n_in == 3) {
-        nncl__view b = nncl__val(x, n->in[2]);
+        nncl__view b = nncl__val(ex, n->in[2]);
         p.epi.bias = 2; /* per row of y_s: per output channel */
         p.epi.bias_mem = b.mem;
         p.epi.bias_off = b.off;
     }
     p.epi.act = d->act;
-    NNCL_TRY(nncl__gemm_pack_a(x->ctx, x->dev, &v, 0, p.m, p.k, w.mem, w.off, d->ckk, 0, 1, x->gemm_temp, 0));
+    NNCL_TRY(nncl__gemm_pack_a(ex->ctx, ex->dev, &v, 0, p.m, p.k, w.mem, w.off, d->ckk, 0, 1, ex->gemm_temp, 0));
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         nncl__args a;
-        NNCL_TRY(nncl__conv_x_f32(x, n, d, x_at, s0, ns, &xv));
-        NNCL_TRY(nncl__kbegin(x, n, flat ? NNCL_CONV_K_PACK_BS : NNCL_CONV_K_PACK_B, &a));
+        NNCL_TRY(nncl__conv_x_f32(ex, n, d, x_at, s0, ns, &xv));
+        NNCL_TRY(nncl__kbegin(ex, n, flat ? NNCL_CONV_K_PACK_BS : NNCL_CONV_K_PACK_B, &a));
         nncl__arg_view(&a, xv);
-        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_mem(&a, ex->gemm_temp);
         nncl__arg_int(&a, (int)p.bp_off);
         nncl__conv_arg_geometry(&a, d);
         nncl__arg_int(&a, v.nr);
@@ -297,29 +297,29 @@ nncl_status nncl__conv_own_forward(nncl__exec *x, const nncl_node *n, const nncl
             global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
             global[2] = (size_t)ns * ((d->ohw + (size_t)v.nr - 1) / (size_t)v.nr);
         }
-        NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+        NNCL_TRY(nncl__launch(&a, ex->dev, 3, global, local));
         p.batch = (size_t)ns;
         p.c_off = y.off + (size_t)s0 * ys_n;
-        NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
+        NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
     }
     return NNCL_OK;
 }
 
 /* The weights reordered for the input gradient's gather, at the start of
  * the workspace: its floats (0 without the gather). */
-static nncl_status cown_wt(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int need_x, size_t *g0) {
-    nncl__view w = nncl__val(x, n->in[1]);
+static nncl_status cown_wt(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int need_x, size_t *g0) {
+    nncl__view w = nncl__val(ex, n->in[1]);
     nncl__args a;
     size_t count = cown_wt_floats(d);
     *g0 = 0;
     if (!need_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_WT, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_WT, &a));
     nncl__arg_view(&a, w);
-    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_mem(&a, ex->gemm_temp);
     nncl__arg_int(&a, 0);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k);
     nncl__arg_int(&a, (int)(((size_t)d->C + 15) / 16 * 16));
-    NNCL_TRY(nncl__launch_1d(&a, x->dev, count));
+    NNCL_TRY(nncl__launch_1d(&a, ex->dev, count));
     *g0 = cown_round(count);
     return NNCL_OK;
 }
@@ -327,18 +327,18 @@ static nncl_status cown_wt(nncl__exec *x, const nncl_node *n, const nncl__conv_d
 /* dx (+)= the gather of the chunk's G panels (at g0) and the reordered
  * weights (at 0), for samples s0 .. s0+ns-1; with quad, 2 x 2 pixels per
  * work-item (nncl_conv_backward_f32_input2x2). */
-static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t g0, int mr, int s0,
+static nncl_status cown_dx(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t g0, int mr, int s0,
                            int ns, int acc, int quad) {
-    nncl__view dx = nncl__grd(x, n->in[0]);
+    nncl__view dx = nncl__grd(ex, n->in[0]);
     nncl__args a;
     size_t global[3], local[3] = {1, 1, 1}, cb = ((size_t)d->C + 15) / 16;
     size_t xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W;
-    NNCL_TRY(nncl__kbegin(x, n, quad ? NNCL_CONV_K_DX2X2 : NNCL_CONV_K_DX, &a));
-    nncl__arg_mem(&a, x->gemm_temp);
+    NNCL_TRY(nncl__kbegin(ex, n, quad ? NNCL_CONV_K_DX2X2 : NNCL_CONV_K_DX, &a));
+    nncl__arg_mem(&a, ex->gemm_temp);
     nncl__arg_int(&a, (int)g0);
     nncl__arg_int(&a, (int)((size_t)ns * d->ohw));
     nncl__arg_int(&a, mr);
-    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_mem(&a, ex->gemm_temp);
     nncl__arg_int(&a, 0);
     nncl__arg_view(&a, nncl__conv_at(dx, (size_t)s0 * xs_n));
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
@@ -351,7 +351,7 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
      * vector code already: groups of one, which its threads share evenly
      * (PoCL's own choice, a sample's rows per group, leaves a handful of
      * groups per launch). GPUs choose their groups. */
-    return nncl__launch(&a, x->dev, 3, global, x->dev->info.type == NNCL_DEVICE_CPU ? local : NULL);
+    return nncl__launch(&a, ex->dev, 3, global, ex->dev->info.type == NNCL_DEVICE_CPU ? local : NULL);
 }
 
 /* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy, or dy8);
@@ -360,56 +360,56 @@ static nncl_status cown_dx(nncl__exec *x, const nncl_node *n, const nncl__conv_d
  * end of the workspace, split into dW and db by nncl_conv_dw_split at the
  * end; with need_x the chunk's dx by the gather of the same panels. act 0:
  * dy is G already (nncl__conv_act_bias_backward ran). */
-static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int act,
+static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int act,
                                  int need_w, int need_x) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
-    nncl__view xv = nncl__val(x, n->in[0]), dw = need_w ? nncl__grd(x, n->in[1]) : xv, y = nncl__val(x, n);
+    nncl__view xv = nncl__val(ex, n->in[0]), dw = need_w ? nncl__grd(ex, n->in[1]) : xv, y = nncl__val(ex, n);
     size_t floats, have, ys_n = (size_t)d->O * d->ohw, global[3];
     size_t local[3], ct_off, x_at, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
-    int S, s0, ones = need_w && cown_ones(x, n), acc = need_w && nncl__grad_accumulate(x, n, 1);
-    int acc_x = need_x && nncl__grad_accumulate(x, n, 0), cpu_set, dy8, colt8, flat;
+    int S, s0, ones = need_w && cown_ones(ex, n), acc = need_w && nncl__grad_accumulate(ex, n, 1);
+    int acc_x = need_x && nncl__grad_accumulate(ex, n, 0), cpu_set, dy8, colt8, flat;
     nncl__args a;
     nncl__gemm_state *gs = NULL;
-    NNCL_TRY(nncl__gemm_state_get(x->ctx, x->dev, &gs));
+    NNCL_TRY(nncl__gemm_state_get(ex->ctx, ex->dev, &gs));
     /* A CPU's kernel set (a GPU's starts with the local kernel) takes the
      * packing kernels with 8 values per work-item along a row (cl/conv.cl):
      * dy in fp16, the column panels in every storage. */
     cpu_set = gs->all[0].kind != NNCL__GEMM_LOCAL;
-    dy8 = x->store == 1 && cpu_set;
-    NNCL_TRY(cown_chunk(x, n, d, &S, &floats));
-    NNCL_TRY(nncl__conv_ws(x, n, floats, &have));
-    NNCL_TRY(nncl__gemm_packed_variant(x->ctx, x->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
+    dy8 = ex->store == 1 && cpu_set;
+    NNCL_TRY(cown_chunk(ex, n, d, &S, &floats));
+    NNCL_TRY(nncl__conv_ws(ex, n, floats, &have));
+    NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
     colt8 = cown_vec8(gs, &v);
     flat = colt8 && cown_same(d);
-    NNCL_TRY(cown_wt(x, n, d, need_x, &g0));
-    cown_tail(x, d, S, floats, &x_at, &ct_off);
+    NNCL_TRY(cown_wt(ex, n, d, need_x, &g0));
+    cown_tail(ex, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
     p.m = (size_t)d->O;
     p.n = d->ckk + (size_t)ones;
     p.batch = 1;
-    p.ap = p.bp = x->gemm_temp;
+    p.ap = p.bp = ex->gemm_temp;
     p.ap_off = g0;
-    p.c = ones ? x->gemm_temp : dw.mem;
+    p.c = ones ? ex->gemm_temp : dw.mem;
     p.c_off = ones ? ct_off : dw.off;
     p.ldc = p.n;
     p.alpha = 1.0f;
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         p.k = (size_t)ns * d->ohw;
-        p.bp_off = cown_bp_off(x, d, g0, v.mr, p.k);
+        p.bp_off = cown_bp_off(ex, d, g0, v.mr, p.k);
         p.beta = s0 == 0 && (ones || !acc) ? 0.0f : 1.0f;
         if (need_w) { /* B first: its x (half storage) goes where the A panels go next */
             size_t panels = (d->ckk + (size_t)ones + (size_t)v.nr - 1) / (size_t)v.nr;
-            NNCL_TRY(nncl__conv_x_f32(x, n, d, g0, s0, ns, &xv));
-            NNCL_TRY(nncl__kbegin(x, n,
+            NNCL_TRY(nncl__conv_x_f32(ex, n, d, g0, s0, ns, &xv));
+            NNCL_TRY(nncl__kbegin(ex, n,
                                   flat    ? NNCL_CONV_K_PACK_COLTS
                                   : colt8 ? NNCL_CONV_K_PACK_COLT8
                                           : NNCL_CONV_K_PACK_COLT,
                                   &a));
             nncl__arg_view(&a, xv);
-            nncl__arg_mem(&a, x->gemm_temp);
+            nncl__arg_mem(&a, ex->gemm_temp);
             nncl__arg_int(&a, (int)p.bp_off);
             nncl__conv_arg_geometry(&a, d);
             nncl__arg_int(&a, ns); nncl__arg_int(&a, v.nr);
@@ -423,52 +423,52 @@ static nncl_status cown_backward(nncl__exec *x, const nncl_node *n, const nncl__
                 local[0] = local[2] = 1;
                 local[1] = ns < 4 ? (size_t)ns : 4;
             } else {
-                cown_local(x, v.nr, local);
+                cown_local(ex, v.nr, local);
                 global[0] = (size_t)v.nr;
                 global[1] = d->ohw;
                 global[2] = (size_t)ns * panels;
             }
-            NNCL_TRY(nncl__launch(&a, x->dev, 3, global, local));
+            NNCL_TRY(nncl__launch(&a, ex->dev, 3, global, local));
         }
-        NNCL_TRY(nncl__kbegin(x, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
+        NNCL_TRY(nncl__kbegin(ex, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
         nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys_n));
         nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys_n));
-        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__arg_mem(&a, ex->gemm_temp);
         nncl__arg_int(&a, (int)g0);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
         nncl__arg_int(&a, act);
         global[0] = dy8 ? (p.k + 7) / 8 : p.k;
         global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
-        NNCL_TRY(nncl__launch(&a, x->dev, 2, global, NULL));
-        if (need_w) NNCL_TRY(nncl__gemm_packed(x->ctx, x->dev, &v, &p));
+        NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, NULL));
+        if (need_w) NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa
          * rusticl (which builds each launch) spends far longer building its
          * conversions than PoCL gains */
-        if (need_x) NNCL_TRY(cown_dx(x, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !x->store));
+        if (need_x) NNCL_TRY(cown_dx(ex, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !ex->store));
     }
     if (!ones) return NNCL_OK;
     {
-        nncl__view db = nncl__grd(x, n->in[2]);
-        NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_DW_SPLIT, &a));
-        nncl__arg_mem(&a, x->gemm_temp);
+        nncl__view db = nncl__grd(ex, n->in[2]);
+        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_DW_SPLIT, &a));
+        nncl__arg_mem(&a, ex->gemm_temp);
         nncl__arg_int(&a, (int)ct_off);
         nncl__arg_view(&a, dw);
         nncl__arg_view(&a, db);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ckk); nncl__arg_int(&a, acc);
-        nncl__arg_int(&a, nncl__grad_accumulate(x, n, 2));
+        nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 2));
         nncl__arg_int(&a, 1);
-        return nncl__launch_1d(&a, x->dev, (size_t)d->O * (d->ckk + 1));
+        return nncl__launch_1d(&a, ex->dev, (size_t)d->O * (d->ckk + 1));
     }
 }
 
-nncl_status nncl__conv_own_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
-    int need_w = nncl__need_grad(x, n, 1), need_x = nncl__need_grad(x, n, 0), act = d->act;
+nncl_status nncl__conv_own_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+    int need_w = nncl__need_grad(ex, n, 1), need_x = nncl__need_grad(ex, n, 0), act = d->act;
     if (!need_w) { /* the bias gradient (if any) apart; dy becomes G in place */
-        NNCL_TRY(nncl__conv_act_bias_backward(x, n, d, dy));
+        NNCL_TRY(nncl__conv_act_bias_backward(ex, n, d, dy));
         act = 0;
     }
     if (!need_w && !need_x) return NNCL_OK;
-    return cown_backward(x, n, d, dy, act, need_w, need_x);
+    return cown_backward(ex, n, d, dy, act, need_w, need_x);
 }
 
 #undef COWN_ALIGN

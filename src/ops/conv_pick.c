@@ -7,8 +7,9 @@
  * so at a plan's prepare the layer's whole training work (forward, and the
  * weight and input gradients the plan needs) is timed each way on scratch
  * buffers of one chunk of the im2col path (its GEMMs then have the plan's
- * shapes, measured once for all), a few passes each.
- * Each way must agree with im2col + CLBlast (else it is not taken); the
+ * shapes, measured once for all), in the rounds of the harness every
+ * choice shares (src/gemm/choose.c).
+ * Each way must agree with the im2col path (else it is not taken); the
  * fastest is kept, in memory and in the device's GEMM choice file
  * (src/gemm/gemm_pick.c), so that a later plan or run times nothing.
  * NNCL_GEMM=own|clblast forces the own or the im2col path,
@@ -18,15 +19,12 @@
 #include "gemm/gemm.h"
 #include <math.h>
 
-#define CPICK_MIN_SECONDS 0.01 /* timed passes per side: at least 2 and this long... */
-#define CPICK_MAX_RUNS 5       /* ...and at most this many */
-#define CPICK_TOL 1e-3         /* max-norm disagreement, relative to the largest |value| */
 
 /* A conv layer's key among the stored paths: its geometry and gradients. */
-static void cpick_key(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *key) {
+static void cpick_key(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *key) {
     key[0] = d->C; key[1] = d->H; key[2] = d->W; key[3] = d->O; key[4] = d->k; key[5] = d->st;
     key[6] = d->pad; key[7] = d->act; key[8] = n->n_in == 3;
-    key[9] = nncl__need_grad(x, n, 0); key[10] = nncl__need_grad(x, n, 1);
+    key[9] = nncl__need_grad(ex, n, 0); key[10] = nncl__need_grad(ex, n, 1);
 }
 
 /* $NNCL_CONV_DIRECT: 1 forced where it fits, 0 never, -1 unset (timed). */
@@ -37,27 +35,27 @@ static int cpick_direct_mode(void) {
 
 /* Whether the direct path is a candidate for node n: it fits, and
  * NNCL_CONV_DIRECT does not leave it out. */
-static int cpick_direct_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    return cpick_direct_mode() != 0 && nncl__conv_direct_fits(x, n, d);
+static int cpick_direct_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    return cpick_direct_mode() != 0 && nncl__conv_direct_fits(ex, n, d);
 }
 
 /* The path forced by the environment or half storage (see
  * nncl__conv_pick), or -1: the timed choice decides. */
-static int cpick_forced(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), direct = cpick_direct_on(x, n, d);
+static int cpick_forced(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), direct = cpick_direct_on(ex, n, d);
     if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
     if (mode == 1) return NNCL__CONV_COL;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
-    if (x->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
+    if (ex->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     return direct || own ? -1 : NNCL__CONV_COL;
 }
 
-int nncl__conv_path(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d) {
-    int key[NNCL__CONV_KEY], path = cpick_forced(x, n, d);
+int nncl__conv_path(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    int key[NNCL__CONV_KEY], path = cpick_forced(ex, n, d);
     if (path >= 0) return path;
-    cpick_key(x, n, d, key);
-    path = nncl__conv_choice_find(x->ctx, x->dev, key);
-    return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(x, n, d)) ? NNCL__CONV_COL : path;
+    cpick_key(ex, n, d, key);
+    path = nncl__conv_choice_find(ex->ctx, ex->dev, key);
+    return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(ex, n, d)) ? NNCL__CONV_COL : path;
 }
 
 /* The scratch side of a timing: an exec whose views of n's inputs, output
@@ -106,49 +104,49 @@ static void cpick_free(cpick_scratch *s) {
     NNCL_FREE(s->out[2]);
 }
 
-static nncl_status cpick_init(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
-    size_t nodes = (size_t)x->graph->n_nodes, xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
+static nncl_status cpick_init(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
+    size_t nodes = (size_t)ex->graph->n_nodes, xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
     unsigned seed = 7u;
     nncl__exec *t = &s->t;
-    *t = *x;
+    *t = *ex;
     t->batch = d->B;
     t->value = (nncl__view *)nncl__calloc(nodes, sizeof(nncl__view));
     t->grad = (nncl__view *)nncl__calloc(nodes, sizeof(nncl__view));
     t->grad_acc = (unsigned char *)nncl__calloc(nodes, 1);
-    if (!t->value || !t->grad || !t->grad_acc) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-    memcpy(t->value, x->value, nodes * sizeof(nncl__view));
-    memcpy(t->grad, x->grad, nodes * sizeof(nncl__view));
-    NNCL_TRY(nncl__conv_budget(x, n, &t->conv_budget)); /* the plan's, so the chunks are the plan's */
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_X, (size_t)d->B * xs, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_W, (size_t)d->O * d->ckk, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_Y, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY0, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
-    NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DY, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    if (!t->value || !t->grad || !t->grad_acc) return nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(t->value, ex->value, nodes * sizeof(nncl__view));
+    memcpy(t->grad, ex->grad, nodes * sizeof(nncl__view));
+    NNCL_TRY(nncl__conv_budget(ex, n, &t->conv_budget)); /* the plan's, so the chunks are the plan's */
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_X, (size_t)d->B * xs, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_W, (size_t)d->O * d->ckk, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_Y, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DY0, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
+    NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DY, (size_t)d->B * (size_t)d->O * d->ohw, &seed));
     t->value[n->in[0]->id] = cpick_view(s, CPICK_X);
     t->value[n->in[1]->id] = cpick_view(s, CPICK_W);
     t->value[n->id] = cpick_view(s, CPICK_Y);
     t->grad[n->id] = cpick_view(s, CPICK_DY);
     if (n->n_in == 3) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_B, (size_t)d->O, &seed));
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_B, (size_t)d->O, &seed));
         t->value[n->in[2]->id] = cpick_view(s, CPICK_B);
     }
-    if (nncl__need_grad(x, n, 0)) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DX, (size_t)d->B * xs, &seed));
+    if (nncl__need_grad(ex, n, 0)) {
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DX, (size_t)d->B * xs, &seed));
         t->grad[n->in[0]->id] = cpick_view(s, CPICK_DX);
     }
-    if (nncl__need_grad(x, n, 1)) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DW, (size_t)d->O * d->ckk, &seed));
+    if (nncl__need_grad(ex, n, 1)) {
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DW, (size_t)d->O * d->ckk, &seed));
         t->grad[n->in[1]->id] = cpick_view(s, CPICK_DW);
     }
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2)) {
-        NNCL_TRY(cpick_buf(x->ctx, x->dev, s, CPICK_DB, (size_t)d->O, &seed));
+    if (n->n_in == 3 && nncl__need_grad(ex, n, 2)) {
+        NNCL_TRY(cpick_buf(ex->ctx, ex->dev, s, CPICK_DB, (size_t)d->O, &seed));
         t->grad[n->in[2]->id] = cpick_view(s, CPICK_DB);
     }
     s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW] + s->floats[CPICK_DB];
     s->out[0] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     s->out[1] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
     s->out[2] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
-    if (!s->out[0] || !s->out[1] || !s->out[2]) return nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!s->out[0] || !s->out[1] || !s->out[2]) return nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     return NNCL_OK;
 }
 
@@ -182,28 +180,38 @@ static nncl_status cpick_first(cpick_scratch *s, const nncl_node *n, const nncl_
     return NNCL_OK;
 }
 
-/* Times node n each way that fits on one chunk; *path the fastest of
- * those that agree with im2col + CLBlast. The ways are timed in rounds,
- * one pass of each per round in alternating order, each keeping its
- * fastest pass (as the GEMM choice does, src/gemm/gemm_pick.c: a machine that
- * slows down for a while, or a GPU that raises its clocks from idle, then
- * favours no way); a way leaves the rounds once it has run twice and
- * CPICK_MIN_SECONDS in all, or CPICK_MAX_RUNS times. */
-static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int *path) {
+/* One timed pass of path i (nncl__choose_time). */
+typedef struct cpick_runs {
+    cpick_scratch *s;
+    const nncl_node *n;
+    const nncl__conv_dims *d;
+} cpick_runs;
+
+static nncl_status cpick_run_one(void *user, int i) {
+    cpick_runs *r = (cpick_runs *)user;
+    return cpick_pass(r->s, r->n, r->d, i);
+}
+
+/* Times node n each way that fits on one chunk with the choosers' harness
+ * (src/gemm/choose.c); *path the fastest of those that agree with the
+ * im2col path (im2col + CLBlast, or the own GEMM kernels where CLBlast is
+ * not timed), which stays the answer should every other fail. */
+static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *path) {
     static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
     cpick_scratch s;
+    cpick_runs runs;
     nncl__conv_dims dt = *d;
-    double t[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, total[3] = {0, 0, 0}, t0 = nncl__seconds(), t1, dur;
-    size_t b[3] = {0, 0, 0}, bytes = 0, i;
-    int p, q, r, on[3], more = 1;
-    nncl_status st, ps;
+    double t[3] = {0, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds(), worst;
+    size_t b[3] = {0, 0, 0}, bytes = 0;
+    int p, on[3];
+    nncl_status st;
     *path = NNCL__CONV_COL;
     memset(&s, 0, sizeof s);
-    st = nncl__conv_col_chunk(x, n, d, 1, &dt.B);
-    if (st == NNCL_OK) st = cpick_init(x, n, &dt, &s);
+    st = nncl__conv_col_chunk(ex, n, d, 1, &dt.B);
+    if (st == NNCL_OK) st = cpick_init(ex, n, &dt, &s);
     on[NNCL__CONV_COL] = 1;
     on[NNCL__CONV_OWN] = nncl__conv_own_fits(d);
-    on[NNCL__CONV_DIRECT] = cpick_direct_on(x, n, d);
+    on[NNCL__CONV_DIRECT] = cpick_direct_on(ex, n, d);
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &b[NNCL__CONV_COL]);
     if (st == NNCL_OK && on[NNCL__CONV_OWN]) st = nncl__conv_own_prepare(&s.t, n, &dt, &b[NNCL__CONV_OWN]);
     if (st == NNCL_OK && on[NNCL__CONV_DIRECT]) st = nncl__conv_direct_prepare(&s.t, n, &dt, &b[NNCL__CONV_DIRECT]);
@@ -211,86 +219,58 @@ static nncl_status cpick_measure(nncl__exec *x, const nncl_node *n, const nncl__
         if (b[p] > bytes) bytes = b[p];
     if (st == NNCL_OK && bytes > 0) {
         cl_int err;
-        s.mem[CPICK_TEMP] = clCreateBuffer(x->dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-        if (err != CL_SUCCESS) st = nncl__fail(x->ctx, NNCL_ERR_OUT_OF_MEMORY, "conv2d \"%s\": no %zu bytes to time its paths",
+        s.mem[CPICK_TEMP] = clCreateBuffer(ex->dev->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+        if (err != CL_SUCCESS) st = nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "conv2d \"%s\": no %zu bytes to time its paths",
                                                n->name, bytes);
         s.t.gemm_temp = s.mem[CPICK_TEMP];
     }
     if (st == NNCL_OK) st = cpick_first(&s, n, &dt, NNCL__CONV_COL);
     for (p = 1; p < 3 && st == NNCL_OK; p++) {
-        double big = 0, worst = 0;
         if (!on[p]) continue;
         if (cpick_first(&s, n, &dt, p) != NNCL_OK) {
-            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
+            nncl__log(ex->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
                       nncl__thread_error());
-            on[p] = 0;
             continue;
         }
-        for (i = 0; i < s.n_out; i++) {
-            double dd = fabs((double)s.out[p][i] - s.out[0][i]);
-            if (fabs(s.out[0][i]) > big) big = fabs(s.out[0][i]);
-            if (!(dd <= worst)) worst = dd; /* NaN too */
-        }
-        if (!(worst <= CPICK_TOL * (big + 1))) {
-            nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
+        if (!nncl__choose_agree(s.out[0], s.out[p], s.n_out, &worst)) {
+            nncl__log(ex->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path disagrees with im2col + CLBlast (%.3g): not used",
                       n->name, names[p], worst);
-            on[p] = 0;
+            continue;
         }
+        t[p] = 0;
     }
-    for (r = 0; st == NNCL_OK && r < CPICK_MAX_RUNS && more; r++)
-        for (more = 0, q = 0; q < 3; q++) {
-            p = r % 2 ? 2 - q : q;
-            if (!on[p] || (r >= 2 && total[p] >= CPICK_MIN_SECONDS)) continue;
-            more = 1;
-            t1 = nncl__seconds();
-            if ((ps = cpick_pass(&s, n, &dt, p)) != NNCL_OK) {
-                if (p == NNCL__CONV_COL) {
-                    st = ps;
-                    break;
-                }
-                nncl__log(x->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
-                          nncl__thread_error());
-                on[p] = 0;
-                t[p] = HUGE_VAL;
-                continue;
-            }
-            dur = nncl__seconds() - t1;
-            total[p] += dur;
-            if (dur < t[p]) t[p] = dur;
-        }
+    runs.s = &s, runs.n = n, runs.d = &dt;
+    if (st == NNCL_OK) st = nncl__choose_time(ex->ctx, ex->dev, 3, cpick_run_one, &runs, t);
     for (p = 1; p < 3; p++)
-        if (on[p] && t[p] < t[*path]) *path = p;
+        if (t[p] < t[*path]) *path = p;
     if (st == NNCL_OK)
-        nncl__log(x->ctx, NNCL_LOG_DEBUG,
+        nncl__log(ex->ctx, NNCL_LOG_DEBUG,
                   "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms: %s, "
-                  "chosen in %.3f s", x->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
+                  "chosen in %.3f s", ex->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
                   names[*path], nncl__seconds() - t0);
     cpick_free(&s);
     return st;
 }
 
-/* In half storage (x->store) the direct path is taken where it fits, else
+/* In half storage (ex->store) the direct path is taken where it fits, else
  * the own path, untimed: CLBlast takes no half operands, so the im2col
  * path's GEMMs are the own kernels too, behind an extra pass over the
  * column matrix (and the timing's scratch and stored choices are fp32's);
  * the direct path has no product. NNCL_GEMM=clblast still forces that
  * path. */
-nncl_status nncl__conv_pick(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
-    int key[NNCL__CONV_KEY], path = cpick_forced(x, n, d);
+nncl_status nncl__conv_pick(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+    int key[NNCL__CONV_KEY], path = cpick_forced(ex, n, d);
     if (path < 0) {
-        cpick_key(x, n, d, key);
-        path = nncl__conv_choice_find(x->ctx, x->dev, key);
+        cpick_key(ex, n, d, key);
+        path = nncl__conv_choice_find(ex->ctx, ex->dev, key);
         if (path < 0) {
-            NNCL_TRY(cpick_measure(x, n, d, &path));
-            NNCL_TRY(nncl__conv_choice_add(x->ctx, x->dev, key, path));
+            NNCL_TRY(cpick_measure(ex, n, d, &path));
+            NNCL_TRY(nncl__conv_choice_add(ex->ctx, ex->dev, key, path));
         }
     }
-    path = nncl__conv_path(x, n, d); /* what a step will take */
-    return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(x, n, d, bytes)
-           : path == NNCL__CONV_OWN  ? nncl__conv_own_prepare(x, n, d, bytes)
-                                     : nncl__conv_col_prepare(x, n, d, bytes);
+    path = nncl__conv_path(ex, n, d); /* what a step will take */
+    return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(ex, n, d, bytes)
+           : path == NNCL__CONV_OWN  ? nncl__conv_own_prepare(ex, n, d, bytes)
+                                     : nncl__conv_col_prepare(ex, n, d, bytes);
 }
 
-#undef CPICK_MIN_SECONDS
-#undef CPICK_MAX_RUNS
-#undef CPICK_TOL

@@ -76,12 +76,12 @@ static size_t att_aux(const nncl_node *n, int batch) {
 }
 
 /* The arguments every kernel takes after its buffers. */
-static void att_args_tail(nncl__args *a, const nncl__exec *x, const nncl_node *n, const att_dims *d, size_t rows) {
+static void att_args_tail(nncl__args *a, const nncl__exec *ex, const nncl_node *n, const att_dims *d, size_t rows) {
     uint32_t k0, k1;
-    int drop = x->training && n->fattr[0] > 0;
+    int drop = ex->training && n->fattr[0] > 0;
     int32_t i0, i1, thr;
     uint32_t t = nncl__dropout_threshold(n->fattr[0]);
-    nncl__dropout_keys(n, x->step_seed, &k0, &k1);
+    nncl__dropout_keys(n, ex->step_seed, &k0, &k1);
     memcpy(&i0, &k0, 4);
     memcpy(&i1, &k1, 4);
     memcpy(&thr, &t, 4);
@@ -91,7 +91,7 @@ static void att_args_tail(nncl__args *a, const nncl__exec *x, const nncl_node *n
     nncl__arg_int(a, d->H);
     nncl__arg_int(a, d->D);
     nncl__arg_float(a, d->scale);
-    nncl__arg_int(a, x->batch_offset);
+    nncl__arg_int(a, ex->batch_offset);
     nncl__arg_int(a, drop);
     nncl__arg_int(a, i0);
     nncl__arg_int(a, i1);
@@ -103,78 +103,79 @@ static void att_args_tail(nncl__args *a, const nncl__exec *x, const nncl_node *n
  * drivers, which run a group's work-items as SIMD lanes), where the device
  * has the local memory and the kernel its group size; NNCL_ATTENTION=tiles
  * or rows decides instead (tests run both on any device). */
-static int att_tiled(nncl__exec *x, const nncl_node *n, int slot) {
+static int att_tiled(nncl__exec *ex, const nncl_node *n, int slot) {
     const char *env = getenv("NNCL_ATTENTION");
-    size_t wg = x->kernels[(size_t)n->id * NNCL_OP_KERNELS + (size_t)(ATT_K_TILES + slot)].wg;
-    if ((wg && wg < ATT_TQ) || x->dev->info.local_mem < ATT_LOCAL_BYTES || x->dev->max_work_group < ATT_TQ) return 0;
+    const nncl__kslot *k = nncl__kslot_of(ex, n, ATT_K_TILES + slot);
+    size_t wg = k ? k->wg : 0;
+    if ((wg && wg < ATT_TQ) || ex->dev->info.local_mem < ATT_LOCAL_BYTES || ex->dev->max_work_group < ATT_TQ) return 0;
     if (env && !strcmp(env, "tiles")) return 1;
     if (env && !strcmp(env, "rows")) return 0;
-    return x->dev->info.type == NNCL_DEVICE_GPU;
+    return ex->dev->info.type == NNCL_DEVICE_GPU;
 }
 
 /* Begins kernel `slot` in the form att_tiled chooses. */
-static nncl_status att_begin(nncl__exec *x, const nncl_node *n, int slot, int *tiled, nncl__args *a) {
-    *tiled = att_tiled(x, n, slot);
-    return nncl__kbegin(x, n, *tiled ? ATT_K_TILES + slot : slot, a);
+static nncl_status att_begin(nncl__exec *ex, const nncl_node *n, int slot, int *tiled, nncl__args *a) {
+    *tiled = att_tiled(ex, n, slot);
+    return nncl__kbegin(ex, n, *tiled ? ATT_K_TILES + slot : slot, a);
 }
 
 /* One work-item a row, or groups of ATT_TQ rows of one (sample, head). */
-static nncl_status att_launch(nncl__args *a, nncl__exec *x, const att_dims *d, int tiled) {
-    size_t rows = (size_t)x->batch * (size_t)d->H * (size_t)d->T, local = ATT_TQ, global;
-    if (!tiled) return nncl__launch_1d(a, x->dev, rows);
-    global = (size_t)x->batch * (size_t)d->H * (((size_t)d->T + ATT_TQ - 1) / ATT_TQ) * ATT_TQ;
-    return nncl__launch(a, x->dev, 1, &global, &local);
+static nncl_status att_launch(nncl__args *a, nncl__exec *ex, const att_dims *d, int tiled) {
+    size_t rows = (size_t)ex->batch * (size_t)d->H * (size_t)d->T, local = ATT_TQ, global;
+    if (!tiled) return nncl__launch_1d(a, ex->dev, rows);
+    global = (size_t)ex->batch * (size_t)d->H * (((size_t)d->T + ATT_TQ - 1) / ATT_TQ) * ATT_TQ;
+    return nncl__launch(a, ex->dev, 1, &global, &local);
 }
 
-static nncl_status att_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status att_forward(nncl__exec *ex, nncl_node *n) {
     att_dims d = att_dims_of(n);
-    size_t rows = (size_t)x->batch * (size_t)d.H * (size_t)d.T;
+    size_t rows = (size_t)ex->batch * (size_t)d.H * (size_t)d.T;
     nncl__args a;
     int i, tiled;
-    NNCL_TRY(att_begin(x, n, ATT_K_FORWARD, &tiled, &a));
-    for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(x, n->in[i]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    att_args_tail(&a, x, n, &d, rows);
-    return att_launch(&a, x, &d, tiled);
+    NNCL_TRY(att_begin(ex, n, ATT_K_FORWARD, &tiled, &a));
+    for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(ex, n->in[i]));
+    nncl__arg_view(&a, nncl__val(ex, n));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
+    att_args_tail(&a, ex, n, &d, rows);
+    return att_launch(&a, ex, &d, tiled);
 }
 
-static nncl_status att_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status att_backward(nncl__exec *ex, nncl_node *n) {
     att_dims d = att_dims_of(n);
-    size_t rows = (size_t)x->batch * (size_t)d.H * (size_t)d.T;
-    nncl__view lse = nncl__auxv(x, n), delta = lse;
+    size_t rows = (size_t)ex->batch * (size_t)d.H * (size_t)d.T;
+    nncl__view lse = nncl__auxv(ex, n), delta = lse;
     nncl__args a;
     int i, want[3], acc[3], tiled;
     delta.off += rows;
     for (i = 0; i < 3; i++) {
-        want[i] = nncl__need_grad(x, n, i);
-        acc[i] = want[i] ? nncl__grad_accumulate(x, n, i) : 0;
+        want[i] = nncl__need_grad(ex, n, i);
+        acc[i] = want[i] ? nncl__grad_accumulate(ex, n, i) : 0;
     }
-    NNCL_TRY(att_begin(x, n, ATT_K_DQ, &tiled, &a));
-    for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(x, n->in[i]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n));
+    NNCL_TRY(att_begin(ex, n, ATT_K_DQ, &tiled, &a));
+    for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(ex, n->in[i]));
+    nncl__arg_view(&a, nncl__val(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n));
     nncl__arg_view(&a, lse);
     nncl__arg_view(&a, delta);
-    nncl__arg_view(&a, want[0] ? nncl__grd(x, n->in[0]) : lse);
-    att_args_tail(&a, x, n, &d, rows);
+    nncl__arg_view(&a, want[0] ? nncl__grd(ex, n->in[0]) : lse);
+    att_args_tail(&a, ex, n, &d, rows);
     nncl__arg_int(&a, want[0]);
     nncl__arg_int(&a, acc[0]);
-    NNCL_TRY(att_launch(&a, x, &d, tiled));
+    NNCL_TRY(att_launch(&a, ex, &d, tiled));
     if (!want[1] && !want[2]) return NNCL_OK;
-    NNCL_TRY(att_begin(x, n, ATT_K_DKV, &tiled, &a));
-    for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(x, n->in[i]));
-    nncl__arg_view(&a, nncl__grd(x, n));
+    NNCL_TRY(att_begin(ex, n, ATT_K_DKV, &tiled, &a));
+    for (i = 0; i < 3; i++) nncl__arg_view(&a, nncl__val(ex, n->in[i]));
+    nncl__arg_view(&a, nncl__grd(ex, n));
     nncl__arg_view(&a, lse);
     nncl__arg_view(&a, delta);
-    nncl__arg_view(&a, want[1] ? nncl__grd(x, n->in[1]) : lse);
-    nncl__arg_view(&a, want[2] ? nncl__grd(x, n->in[2]) : lse);
-    att_args_tail(&a, x, n, &d, rows);
+    nncl__arg_view(&a, want[1] ? nncl__grd(ex, n->in[1]) : lse);
+    nncl__arg_view(&a, want[2] ? nncl__grd(ex, n->in[2]) : lse);
+    att_args_tail(&a, ex, n, &d, rows);
     nncl__arg_int(&a, want[1]);
     nncl__arg_int(&a, acc[1]);
     nncl__arg_int(&a, want[2]);
     nncl__arg_int(&a, acc[2]);
-    return att_launch(&a, x, &d, tiled);
+    return att_launch(&a, ex, &d, tiled);
 }
 
 /* ------------------------------------------------------------- reference */

@@ -21,7 +21,7 @@
  * the reorders, and a pointwise kernel needs no im2col at all.
  *
  * Workspace: col and Y' live at the END of the plan's CLBlast temporary
- * buffer (x->gemm_temp), whose start CLBlast uses for its own padded copies
+ * buffer (ex->gemm_temp), whose start CLBlast uses for its own padded copies
  * during each GEMM; prepare reports CLBlast's bound plus ours. S is chosen
  * so that both together, (ckk + O)*OH*OW floats per sample plus CLBlast's
  * share, fit in 1/8 of the plan's activation arena (at least 64 Ki floats):
@@ -137,7 +137,7 @@ static void conv_gemm_set(nncl__gemm_args *g, int ta, int tb, size_t m, size_t n
 /* CLBlast's temporary floats for the GEMMs of chunks of S samples, with
  * offsets of 1 so that every matrix counts as needing a padded copy: a
  * bound for any offsets, and never smaller for a larger S. */
-static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t S, int choose,
+static nncl_status conv_temp(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t S, int choose,
                              size_t *floats) {
     /* at prepare (choose), the GEMMs of chunks of S are also given their
      * kernels, so that a step measures nothing */
@@ -148,16 +148,16 @@ static nncl_status conv_temp(nncl__exec *x, const nncl_node *n, const nncl__conv
     size_t N = S * d->ohw, t = 0, most = 0;
     one.mem = NULL;
     one.off = 1;
-    conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL, x->store, 0);
-    NNCL_TRY(size(x->ctx, x->dev, &g, &most));
-    if (nncl__need_grad(x, n, 1)) {
-        conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL, x->store, 1);
-        NNCL_TRY(size(x->ctx, x->dev, &g, &t));
+    conv_gemm_set(&g, 0, 0, (size_t)d->O, N, d->ckk, one, d->ckk, one, N, one, N, 0, NULL, ex->store, 0);
+    NNCL_TRY(size(ex->ctx, ex->dev, &g, &most));
+    if (nncl__need_grad(ex, n, 1)) {
+        conv_gemm_set(&g, 0, 1, (size_t)d->O, d->ckk, N, one, N, one, N, one, d->ckk, 0, NULL, ex->store, 1);
+        NNCL_TRY(size(ex->ctx, ex->dev, &g, &t));
         if (t > most) most = t;
     }
-    if (nncl__need_grad(x, n, 0)) {
-        conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL, x->store, 0);
-        NNCL_TRY(size(x->ctx, x->dev, &g, &t));
+    if (nncl__need_grad(ex, n, 0)) {
+        conv_gemm_set(&g, 1, 0, d->ckk, N, (size_t)d->O, one, d->ckk, one, N, one, N, 0, NULL, ex->store, 0);
+        NNCL_TRY(size(ex->ctx, ex->dev, &g, &t));
         if (t > most) most = t;
     }
     *floats = (most + sizeof(float) - 1) / sizeof(float);
@@ -182,14 +182,14 @@ static size_t conv_ws_floats(const nncl__conv_dims *d, int S, int store) {
  * only the workspace before the column matrix (conv_temp_view: nncl's own
  * kernels take scratch of their own where that is too small). The budget
  * depends on the node, the device and the arena, not on the batch. */
-nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats) {
+nncl_status nncl__conv_budget(nncl__exec *ex, const nncl_node *n, size_t *floats) {
     size_t arena = 0, budget;
-    cl_mem m = nncl__val(x, n).mem;
-    if (x->conv_budget) {
-        *floats = x->conv_budget;
+    cl_mem m = nncl__val(ex, n).mem;
+    if (ex->conv_budget) {
+        *floats = ex->conv_budget;
         return NNCL_OK;
     }
-    if (m) NNCL_CL(x->ctx, clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof arena, &arena, NULL));
+    if (m) NNCL_CL(ex->ctx, clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof arena, &arena, NULL));
     budget = arena / sizeof(float) / CONV_WS_DIV;
     if (budget < CONV_WS_FLOOR) budget = CONV_WS_FLOOR;
     if (budget > (size_t)INT_MAX) budget = (size_t)INT_MAX;
@@ -197,30 +197,30 @@ nncl_status nncl__conv_budget(nncl__exec *x, const nncl_node *n, size_t *floats)
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_col_chunk(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk) {
+nncl_status nncl__conv_col_chunk(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk) {
     size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap, S;
-    NNCL_TRY(nncl__conv_budget(x, n, &budget));
+    NNCL_TRY(nncl__conv_budget(ex, n, &budget));
     probe = budget / per;
     if (probe < 1) probe = 1;
-    NNCL_TRY(conv_temp(x, n, d, probe, choose, &tp));
+    NNCL_TRY(conv_temp(ex, n, d, probe, choose, &tp));
     cap = budget / (per + (tp + probe - 1) / probe);
     S = cap < (size_t)d->B ? cap : (size_t)d->B;
     /* the GEMMs chosen for S may take a larger share than the probe's */
     while (S > 1) {
-        NNCL_TRY(conv_temp(x, n, d, S, choose, &tp));
-        if (conv_ws_floats(d, (int)S, x->store) + tp + CONV_ALIGN <= budget) break;
+        NNCL_TRY(conv_temp(ex, n, d, S, choose, &tp));
+        if (conv_ws_floats(d, (int)S, ex->store) + tp + CONV_ALIGN <= budget) break;
         S = S * 3 / 4 < S - 1 ? S * 3 / 4 : S - 1;
     }
     *chunk = S < 1 ? 1 : (int)S;
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_ws(nncl__exec *x, const nncl_node *n, size_t need, size_t *have) {
+nncl_status nncl__conv_ws(nncl__exec *ex, const nncl_node *n, size_t need, size_t *have) {
     size_t bytes = 0;
-    if (x->gemm_temp) NNCL_CL(x->ctx, clGetMemObjectInfo(x->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
+    if (ex->gemm_temp) NNCL_CL(ex->ctx, clGetMemObjectInfo(ex->gemm_temp, CL_MEM_SIZE, sizeof bytes, &bytes, NULL));
     *have = bytes / sizeof(float);
     if (*have < need)
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
+        return nncl__fail(ex->ctx, NNCL_ERR_STATE, "conv2d \"%s\": workspace of %zu floats, %zu needed (not prepared?)",
                           n->name, *have, need);
     return NNCL_OK;
 }
@@ -230,23 +230,23 @@ nncl__view nncl__conv_at(nncl__view v, size_t off) {
     return v;
 }
 
-nncl_status nncl__conv_to_f32(nncl__exec *x, const nncl_node *n, nncl__view src, size_t at, size_t count) {
+nncl_status nncl__conv_to_f32(nncl__exec *ex, const nncl_node *n, nncl__view src, size_t at, size_t count) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_TO_F32, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_TO_F32, &a));
     nncl__arg_view(&a, src);
-    nncl__arg_mem(&a, x->gemm_temp);
+    nncl__arg_mem(&a, ex->gemm_temp);
     nncl__arg_int(&a, (int)at);
     nncl__arg_int(&a, (int)count);
-    return nncl__launch_1d(&a, x->dev, (count + 7) / 8); /* 8 per work-item */
+    return nncl__launch_1d(&a, ex->dev, (count + 7) / 8); /* 8 per work-item */
 }
 
-nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
+nncl_status nncl__conv_x_f32(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t at, int s0, int ns,
                              nncl__view *out) {
     size_t xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
-    *out = nncl__conv_at(nncl__val(x, n->in[0]), (size_t)s0 * xs);
-    if (!x->store) return NNCL_OK;
-    NNCL_TRY(nncl__conv_to_f32(x, n, *out, at, (size_t)ns * xs));
-    out->mem = x->gemm_temp;
+    *out = nncl__conv_at(nncl__val(ex, n->in[0]), (size_t)s0 * xs);
+    if (!ex->store) return NNCL_OK;
+    NNCL_TRY(nncl__conv_to_f32(ex, n, *out, at, (size_t)ns * xs));
+    out->mem = ex->gemm_temp;
     out->off = at;
     return NNCL_OK;
 }
@@ -254,41 +254,41 @@ nncl_status nncl__conv_x_f32(nncl__exec *x, const nncl_node *n, const nncl__conv
 /* col at the end of the workspace buffer, Y' after its S*ckk*ohw elements;
  * in half storage both are in the storage type, their offsets counted in
  * its 2-byte elements (the GEMMs' temp before them stays in floats). */
-static nncl_status conv_ws(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int S, nncl__view *col,
+static nncl_status conv_ws(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int S, nncl__view *col,
                            nncl__view *gout) {
-    size_t floats = conv_ws_floats(d, S, x->store), total;
-    col->mem = gout->mem = x->gemm_temp;
+    size_t floats = conv_ws_floats(d, S, ex->store), total;
+    col->mem = gout->mem = ex->gemm_temp;
     col->off = gout->off = 0;
     if (!floats) return NNCL_OK;
-    NNCL_TRY(nncl__conv_ws(x, n, floats + CONV_ALIGN, &total));
+    NNCL_TRY(nncl__conv_ws(ex, n, floats + CONV_ALIGN, &total));
     col->off = (total - floats) / CONV_ALIGN * CONV_ALIGN;
-    if (x->store) col->off *= 2;
+    if (ex->store) col->off *= 2;
     gout->off = col->off + (size_t)S * d->ckk * d->ohw;
     return NNCL_OK;
 }
 
 /* ------------------------------------------------------------- launches */
 
-static nncl_status conv_gemm(nncl__exec *x, cl_mem temp, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a,
+static nncl_status conv_gemm(nncl__exec *ex, cl_mem temp, int ta, int tb, size_t m, size_t nn, size_t k, nncl__view a,
                              size_t lda, nncl__view b, size_t ldb, nncl__view c, size_t ldc, float beta, int c_f32) {
     nncl__gemm_args g;
-    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, temp, x->store, c_f32);
-    return nncl__sgemm(x->ctx, x->dev, &g);
+    conv_gemm_set(&g, ta, tb, m, nn, k, a, lda, b, ldb, c, ldc, beta, temp, ex->store, c_f32);
+    return nncl__sgemm(ex->ctx, ex->dev, &g);
 }
 
 /* The GEMMs' temp: the workspace before the column matrix col (the whole
  * workspace without one), as a buffer of its own (*t, released by the
  * caller when *own) so that no kernel reaches into col. */
-static nncl_status conv_temp_view(nncl__exec *x, const nncl__conv_dims *d, int S, nncl__view col, cl_mem *t, int *own) {
+static nncl_status conv_temp_view(nncl__exec *ex, const nncl__conv_dims *d, int S, nncl__view col, cl_mem *t, int *own) {
     cl_buffer_region r;
     cl_int err;
-    *t = x->gemm_temp;
+    *t = ex->gemm_temp;
     *own = 0;
-    if (!conv_ws_floats(d, S, x->store) || !col.off) return NNCL_OK;
+    if (!conv_ws_floats(d, S, ex->store) || !col.off) return NNCL_OK;
     r.origin = 0;
-    r.size = (x->store ? col.off / 2 : col.off) * sizeof(float);
-    *t = clCreateSubBuffer(x->gemm_temp, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
-    NNCL_CL_CHECK(x->ctx, err, "clCreateSubBuffer (conv2d GEMM temp)");
+    r.size = (ex->store ? col.off / 2 : col.off) * sizeof(float);
+    *t = clCreateSubBuffer(ex->gemm_temp, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    NNCL_CL_CHECK(ex->ctx, err, "clCreateSubBuffer (conv2d GEMM temp)");
     *own = 1;
     return NNCL_OK;
 }
@@ -302,77 +302,77 @@ void nncl__conv_arg_geometry(nncl__args *a, const nncl__conv_dims *d) {
 /* im2col (acc < 0: x chunk into col, one item per column element) and its
  * adjoint col2im (col into dx, one item per input element): the same index
  * map read in the two directions, so the same arguments. */
-static nncl_status conv_colmap(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view from,
+static nncl_status conv_colmap(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view from,
                                nncl__view to, int S, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, acc < 0 ? NNCL_CONV_K_IM2COL : NNCL_CONV_K_COL2IM, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, acc < 0 ? NNCL_CONV_K_IM2COL : NNCL_CONV_K_COL2IM, &a));
     nncl__arg_view(&a, from);
     nncl__arg_view(&a, to);
     nncl__conv_arg_geometry(&a, d);
     nncl__arg_int(&a, S);
-    if (acc < 0) return nncl__launch_1d(&a, x->dev, d->ckk * (size_t)S * d->ohw);
+    if (acc < 0) return nncl__launch_1d(&a, ex->dev, d->ckk * (size_t)S * d->ohw);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
+    return nncl__launch_1d(&a, ex->dev, (size_t)S * (size_t)d->C * (size_t)d->H * (size_t)d->W);
 }
 
-static nncl_status conv_reorder(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view nchw,
+static nncl_status conv_reorder(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view nchw,
                                 nncl__view gl, int S, int to_nchw) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_CONV_K_REORDER, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_REORDER, &a));
     nncl__arg_view(&a, nchw);
     nncl__arg_view(&a, gl);
     nncl__arg_int(&a, d->O);
     nncl__arg_int(&a, (int)d->ohw);
     nncl__arg_int(&a, S);
     nncl__arg_int(&a, to_nchw);
-    return nncl__launch_1d(&a, x->dev, (size_t)S * (size_t)d->O * d->ohw);
+    return nncl__launch_1d(&a, ex->dev, (size_t)S * (size_t)d->O * d->ohw);
 }
 
 /* ------------------------------------------------------------- device */
 
-nncl_status nncl__conv_col_prepare(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+nncl_status nncl__conv_col_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     size_t temp, ws;
     int S;
-    NNCL_TRY(nncl__conv_col_chunk(x, n, d, 1, &S));
-    NNCL_TRY(conv_temp(x, n, d, (size_t)S, 1, &temp));
-    ws = conv_ws_floats(d, S, x->store);
+    NNCL_TRY(nncl__conv_col_chunk(ex, n, d, 1, &S));
+    NNCL_TRY(conv_temp(ex, n, d, (size_t)S, 1, &temp));
+    ws = conv_ws_floats(d, S, ex->store);
     *bytes = (temp + (ws ? ws + CONV_ALIGN : 0)) * sizeof(float);
     return NNCL_OK;
 }
 
-static nncl_status conv_prepare(nncl__exec *x, nncl_node *n, size_t *bytes) {
+static nncl_status conv_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
     nncl__conv_dims d;
-    nncl__conv_dims_of(n, x->batch, &d);
-    return nncl__conv_pick(x, n, &d, bytes);
+    nncl__conv_dims_of(n, ex->batch, &d);
+    return nncl__conv_pick(ex, n, &d, bytes);
 }
 
-nncl_status nncl__conv_forward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, int path) {
+nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int path) {
     switch (path) {
-    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(x, n, d);
-    case NNCL__CONV_OWN: return nncl__conv_own_forward(x, n, d);
-    default: return nncl__conv_col_forward(x, n, d);
+    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(ex, n, d);
+    case NNCL__CONV_OWN: return nncl__conv_own_forward(ex, n, d);
+    default: return nncl__conv_col_forward(ex, n, d);
     }
 }
 
-nncl_status nncl__conv_backward_on(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
+nncl_status nncl__conv_backward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
                                    int path) {
-    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(x, n, d, dy);
-    if (path == NNCL__CONV_OWN && (nncl__need_grad(x, n, 0) || nncl__need_grad(x, n, 1)))
-        return nncl__conv_own_backward(x, n, d, dy);
-    return nncl__conv_col_backward(x, n, d, dy); /* also the bias gradient alone */
+    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(ex, n, d, dy);
+    if (path == NNCL__CONV_OWN && (nncl__need_grad(ex, n, 0) || nncl__need_grad(ex, n, 1)))
+        return nncl__conv_own_backward(ex, n, d, dy);
+    return nncl__conv_col_backward(ex, n, d, dy); /* also the bias gradient alone */
 }
 
-static nncl_status conv_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status conv_forward(nncl__exec *ex, nncl_node *n) {
     nncl__conv_dims d;
-    nncl__conv_dims_of(n, x->batch, &d);
-    return nncl__conv_forward_on(x, n, &d, nncl__conv_path(x, n, &d));
+    nncl__conv_dims_of(n, ex->batch, &d);
+    return nncl__conv_forward_on(ex, n, &d, nncl__conv_path(ex, n, &d));
 }
 
 /* The forward's chunks of S samples, GEMM temp in temp. */
-static nncl_status conv_col_fwd_chunks(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dp, int S,
+static nncl_status conv_col_fwd_chunks(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *dp, int S,
                                        nncl__view col, nncl__view gout, cl_mem temp) {
     nncl__conv_dims d = *dp;
-    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), y = nncl__val(x, n);
+    nncl__view xv = nncl__val(ex, n->in[0]), w = nncl__val(ex, n->in[1]), y = nncl__val(ex, n);
     size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
     int s0;
     for (s0 = 0; s0 < d.B; s0 += S) {
@@ -382,62 +382,62 @@ static nncl_status conv_col_fwd_chunks(nncl__exec *x, const nncl_node *n, const 
         if (S == 1) { /* the GEMM writes the sample's NCHW planes directly */
             nncl__view b = xs;
             if (!d.pointwise) {
-                NNCL_TRY(conv_colmap(x, n, &d, xs, col, 1, -1));
+                NNCL_TRY(conv_colmap(ex, n, &d, xs, col, 1, -1));
                 b = col;
             }
-            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f, 0));
+            NNCL_TRY(conv_gemm(ex, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, b, N, ys, N, 0.0f, 0));
         } else {
-            NNCL_TRY(conv_colmap(x, n, &d, xs, col, ns, -1));
-            NNCL_TRY(conv_gemm(x, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f, 0));
-            NNCL_TRY(conv_reorder(x, n, &d, ys, gout, ns, 1));
+            NNCL_TRY(conv_colmap(ex, n, &d, xs, col, ns, -1));
+            NNCL_TRY(conv_gemm(ex, temp, 0, 0, (size_t)d.O, N, d.ckk, w, d.ckk, col, N, gout, N, 0.0f, 0));
+            NNCL_TRY(conv_reorder(ex, n, &d, ys, gout, ns, 1));
         }
     }
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_col_forward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims) {
+nncl_status nncl__conv_col_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *dims) {
     nncl__conv_dims d = *dims;
     nncl__view col, gout;
     cl_mem temp;
     int S, own;
     nncl_status st;
-    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, 0, &S));
-    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
-    NNCL_TRY(conv_temp_view(x, &d, S, col, &temp, &own));
-    st = conv_col_fwd_chunks(x, n, &d, S, col, gout, temp);
+    NNCL_TRY(nncl__conv_col_chunk(ex, n, &d, 0, &S));
+    NNCL_TRY(conv_ws(ex, n, &d, S, &col, &gout));
+    NNCL_TRY(conv_temp_view(ex, &d, S, col, &temp, &own));
+    st = conv_col_fwd_chunks(ex, n, &d, S, col, gout, temp);
     if (own) clReleaseMemObject(temp);
     NNCL_TRY(st);
-    return nncl__bias_act(x, n, nncl__val(x, n), n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw,
+    return nncl__bias_act(ex, n, nncl__val(ex, n), n->n_in == 3 ? n->in[2] : NULL, d.O, (int)d.ohw,
                           (size_t)d.B * (size_t)d.O * d.ohw, d.act);
 }
 
-static nncl_status conv_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status conv_backward(nncl__exec *ex, nncl_node *n) {
     nncl__conv_dims d;
-    nncl__conv_dims_of(n, x->batch, &d);
-    return nncl__conv_backward_on(x, n, &d, nncl__grd(x, n), nncl__conv_path(x, n, &d));
+    nncl__conv_dims_of(n, ex->batch, &d);
+    return nncl__conv_backward_on(ex, n, &d, nncl__grd(ex, n), nncl__conv_path(ex, n, &d));
 }
 
 /* dy *= act'(y) in place, and the bias gradient from it. */
-nncl_status nncl__conv_act_bias_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
-    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), (size_t)d->B * (size_t)d->O * d->ohw, d->act));
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2))
-        NNCL_TRY(nncl__bias_grad(x, n, dy, d->B, d->O, (int)d->ohw, nncl__grd(x, n->in[2]),
-                                 nncl__grad_accumulate(x, n, 2)));
+nncl_status nncl__conv_act_bias_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+    NNCL_TRY(nncl__act_backward_inplace(ex, n, dy, nncl__val(ex, n), (size_t)d->B * (size_t)d->O * d->ohw, d->act));
+    if (n->n_in == 3 && nncl__need_grad(ex, n, 2))
+        NNCL_TRY(nncl__bias_grad(ex, n, dy, d->B, d->O, (int)d->ohw, nncl__grd(ex, n->in[2]),
+                                 nncl__grad_accumulate(ex, n, 2)));
     return NNCL_OK;
 }
 
 /* The backward's chunks of S samples (dy already times act'), GEMM temp in
  * temp. */
-static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dp, nncl__view dy,
+static nncl_status conv_col_bwd_chunks(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *dp, nncl__view dy,
                                        int S, nncl__view col, nncl__view gout, cl_mem temp) {
     nncl__conv_dims d = *dp;
-    nncl__view xv = nncl__val(x, n->in[0]), w = nncl__val(x, n->in[1]), dx, dw;
+    nncl__view xv = nncl__val(ex, n->in[0]), w = nncl__val(ex, n->in[1]), dx, dw;
     size_t xs_n = (size_t)d.C * (size_t)d.H * (size_t)d.W, ys_n = (size_t)d.O * d.ohw;
-    int s0, need_x = nncl__need_grad(x, n, 0), need_w = nncl__need_grad(x, n, 1), acc_x = 0, acc_w = 0;
-    dx = need_x ? nncl__grd(x, n->in[0]) : xv;
-    dw = need_w ? nncl__grd(x, n->in[1]) : w;
-    if (need_w) acc_w = nncl__grad_accumulate(x, n, 1);
-    if (need_x) acc_x = nncl__grad_accumulate(x, n, 0);
+    int s0, need_x = nncl__need_grad(ex, n, 0), need_w = nncl__need_grad(ex, n, 1), acc_x = 0, acc_w = 0;
+    dx = need_x ? nncl__grd(ex, n->in[0]) : xv;
+    dw = need_w ? nncl__grd(ex, n->in[1]) : w;
+    if (need_w) acc_w = nncl__grad_accumulate(ex, n, 1);
+    if (need_x) acc_x = nncl__grad_accumulate(ex, n, 0);
     for (s0 = 0; s0 < d.B; s0 += S) {
         int ns = d.B - s0 < S ? d.B - s0 : S;
         nncl__view xs = nncl__conv_at(xv, (size_t)s0 * xs_n), dxs = nncl__conv_at(dx, (size_t)s0 * xs_n);
@@ -445,41 +445,41 @@ static nncl_status conv_col_bwd_chunks(nncl__exec *x, const nncl_node *n, const 
         size_t N = (size_t)ns * d.ohw;
         float beta_w = (s0 == 0 && !acc_w) ? 0.0f : 1.0f;
         if (S > 1) {
-            NNCL_TRY(conv_reorder(x, n, &d, g, gout, ns, 0));
+            NNCL_TRY(conv_reorder(ex, n, &d, g, gout, ns, 0));
             g = gout;
         }
         if (need_w) {
             nncl__view b = xs;
             if (S > 1 || !d.pointwise) {
-                NNCL_TRY(conv_colmap(x, n, &d, xs, col, ns, -1));
+                NNCL_TRY(conv_colmap(ex, n, &d, xs, col, ns, -1));
                 b = col;
             }
-            NNCL_TRY(conv_gemm(x, temp, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w, 1));
+            NNCL_TRY(conv_gemm(ex, temp, 0, 1, (size_t)d.O, d.ckk, N, g, N, b, N, dw, d.ckk, beta_w, 1));
         }
         if (need_x) {
             if (S == 1 && d.pointwise) {
-                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f, 0));
+                NNCL_TRY(conv_gemm(ex, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, dxs, N, acc_x ? 1.0f : 0.0f, 0));
             } else {
-                NNCL_TRY(conv_gemm(x, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f, 0));
-                NNCL_TRY(conv_colmap(x, n, &d, col, dxs, ns, acc_x));
+                NNCL_TRY(conv_gemm(ex, temp, 1, 0, d.ckk, N, (size_t)d.O, w, d.ckk, g, N, col, N, 0.0f, 0));
+                NNCL_TRY(conv_colmap(ex, n, &d, col, dxs, ns, acc_x));
             }
         }
     }
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_col_backward(nncl__exec *x, const nncl_node *n, const nncl__conv_dims *dims, nncl__view dy) {
+nncl_status nncl__conv_col_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *dims, nncl__view dy) {
     nncl__conv_dims d = *dims;
     nncl__view col, gout;
     cl_mem temp;
     int S, own;
     nncl_status st;
-    NNCL_TRY(nncl__conv_act_bias_backward(x, n, &d, dy));
-    if (!nncl__need_grad(x, n, 0) && !nncl__need_grad(x, n, 1)) return NNCL_OK;
-    NNCL_TRY(nncl__conv_col_chunk(x, n, &d, 0, &S));
-    NNCL_TRY(conv_ws(x, n, &d, S, &col, &gout));
-    NNCL_TRY(conv_temp_view(x, &d, S, col, &temp, &own));
-    st = conv_col_bwd_chunks(x, n, &d, dy, S, col, gout, temp);
+    NNCL_TRY(nncl__conv_act_bias_backward(ex, n, &d, dy));
+    if (!nncl__need_grad(ex, n, 0) && !nncl__need_grad(ex, n, 1)) return NNCL_OK;
+    NNCL_TRY(nncl__conv_col_chunk(ex, n, &d, 0, &S));
+    NNCL_TRY(conv_ws(ex, n, &d, S, &col, &gout));
+    NNCL_TRY(conv_temp_view(ex, &d, S, col, &temp, &own));
+    st = conv_col_bwd_chunks(ex, n, &d, dy, S, col, gout, temp);
     if (own) clReleaseMemObject(temp);
     return st;
 }

@@ -1,7 +1,8 @@
 /* op_conv_ex.c - convolutions of any geometry, PyTorch's Conv2d, Conv1d and
  * ConvTranspose2d: groups (depthwise: groups == channels), dilation, kernel,
  * stride and padding per axis, as direct kernels (cl/conv_ex.cl) with the
- * bias and activation of the dense helpers. A conv2d_ex of plain geometry
+ * bias and activation of the dense helpers; depthwise layers on kernels of
+ * their own (src/ops/conv_dw.c). A conv2d_ex of plain geometry
  * (groups 1, dilation 1, square kernel, one stride and padding) is built as
  * conv2d instead, whose GEMM paths are timed per layer (op_conv.c).
  *
@@ -21,17 +22,14 @@
  * y of conv space, its output the x, so its forward is conv^T, its input
  * gradient conv, and its weight gradient the same adjoint with x and dy
  * exchanged. Nothing is kept from forward to backward. */
-#include "ops/ops.h"
+#include "ops/conv_ex.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
-enum { CX_K_FORWARD = NNCL_K_DENSE_END, CX_K_BACKWARD_INPUT, CX_K_BACKWARD_WEIGHT };
+enum { CX_K_FORWARD = NNCL_CX_K_FORWARD, CX_K_BACKWARD_INPUT, CX_K_BACKWARD_WEIGHT };
 
-typedef struct cx_dims {
-    int B, C, H, W, O, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, G, act;
-    int transposed;
-} cx_dims;
+typedef nncl__cx_dims cx_dims;
 
 static int cx_is_1d(const nncl_node *n) { return n->op == NNCL_OP_CONV1D; }
 static int cx_is_t(const nncl_node *n) { return n->op == NNCL_OP_CONV_TRANSPOSE2D; }
@@ -159,7 +157,7 @@ static nncl_status cx_shape(nncl_graph *g, nncl_node *n) {
 
 /* ------------------------------------------------------------- device */
 
-static void cx_args_geometry(nncl__args *a, const cx_dims *d) {
+void nncl__cx_args_geometry(nncl__args *a, const cx_dims *d) {
     nncl__arg_int(a, d->C);
     nncl__arg_int(a, d->H);
     nncl__arg_int(a, d->W);
@@ -182,77 +180,89 @@ static size_t cx_yn(const cx_dims *d) { return (size_t)d->B * d->O * d->OH * d->
 
 /* Conv space: yv (+)= conv(xv) (slot FORWARD, over y's elements) or
  * xv (+)= conv^T(yv) (slot BACKWARD_INPUT, over x's). */
-static nncl_status cx_launch_map(nncl__exec *x, const nncl_node *n, const cx_dims *d, int slot, nncl__view from,
+static nncl_status cx_launch_map(nncl__exec *ex, const nncl_node *n, const cx_dims *d, int slot, nncl__view from,
                                  nncl__view to, int acc) {
     nncl__args a;
     size_t count = slot == CX_K_FORWARD ? cx_yn(d) : cx_xn(d);
-    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
     nncl__arg_view(&a, from);
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
     nncl__arg_view(&a, to);
-    cx_args_geometry(&a, d);
+    nncl__cx_args_geometry(&a, d);
     nncl__arg_count(&a, count);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, ex->dev, count);
 }
 
 /* Conv space: dw (+)= the adjoint in w of conv(xs) against ys. */
-static nncl_status cx_launch_dw(nncl__exec *x, const nncl_node *n, const cx_dims *d, nncl__view xs, nncl__view ys) {
+static nncl_status cx_launch_dw(nncl__exec *ex, const nncl_node *n, const cx_dims *d, nncl__view xs, nncl__view ys) {
     nncl__args a;
     size_t local = 64, global, rows = (size_t)d->B * d->OH; /* the lanes share the rows of y */
     size_t nw = (size_t)d->O * (size_t)(d->C / d->G) * d->kh * d->kw;
-    if (local > x->dev->max_work_group) local = x->dev->max_work_group;
+    if (local > ex->dev->max_work_group) local = ex->dev->max_work_group;
     while (local > 1 && local / 2 >= rows) local /= 2;
     global = nw * local;
-    NNCL_TRY(nncl__kbegin(x, n, CX_K_BACKWARD_WEIGHT, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, CX_K_BACKWARD_WEIGHT, &a));
     nncl__arg_view(&a, xs);
     nncl__arg_view(&a, ys);
-    nncl__arg_view(&a, nncl__grd(x, n->in[1]));
-    cx_args_geometry(&a, d);
+    nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
+    nncl__cx_args_geometry(&a, d);
     nncl__arg_count(&a, (size_t)d->B);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
     nncl__arg_local(&a, local * sizeof(float));
-    return nncl__launch(&a, x->dev, 1, &global, &local);
+    return nncl__launch(&a, ex->dev, 1, &global, &local);
 }
 
 /* Whole-batch element counts the kernels index with int. */
-static nncl_status cx_fits(nncl__exec *x, const nncl_node *n, const cx_dims *d) {
+static nncl_status cx_fits(nncl__exec *ex, const nncl_node *n, const cx_dims *d) {
     if (cx_xn(d) > (size_t)INT_MAX || cx_yn(d) > (size_t)INT_MAX)
-        return nncl__fail(x->ctx, NNCL_ERR_UNSUPPORTED, "%s \"%s\": a batch of %d has more than 2^31 elements",
+        return nncl__fail(ex->ctx, NNCL_ERR_UNSUPPORTED, "%s \"%s\": a batch of %d has more than 2^31 elements",
                           nncl__opdef_get(n->op)->name, n->name, d->B);
     return NNCL_OK;
 }
 
-static nncl_status cx_forward(nncl__exec *x, nncl_node *n) {
+/* The depthwise weight gradient's workspace, at the largest batch. */
+static nncl_status cx_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
     cx_dims d;
-    nncl__view y = nncl__val(x, n);
-    cx_dims_of(n, x->batch, &d);
-    NNCL_TRY(cx_fits(x, n, &d));
-    if (d.transposed)
-        NNCL_TRY(cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, nncl__val(x, n->in[0]), y, 0));
-    else
-        NNCL_TRY(cx_launch_map(x, n, &d, CX_K_FORWARD, nncl__val(x, n->in[0]), y, 0));
-    return nncl__bias_act(x, n, y, n->n_in == 3 ? n->in[2] : NULL, n->shape[1],
-                          (int)(nncl__numel(n, 1) / (size_t)n->shape[1]), nncl__numel(n, x->batch), d.act);
+    cx_dims_of(n, ex->batch, &d);
+    *bytes = nncl__dw_workspace(&d) * sizeof(float);
+    return NNCL_OK;
 }
 
-static nncl_status cx_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status cx_forward(nncl__exec *ex, nncl_node *n) {
     cx_dims d;
-    nncl__view dy = nncl__grd(x, n), xv = nncl__val(x, n->in[0]);
+    nncl__view y = nncl__val(ex, n);
+    cx_dims_of(n, ex->batch, &d);
+    NNCL_TRY(cx_fits(ex, n, &d));
+    if (nncl__dw_on(&d)) return nncl__dw_forward(ex, n, &d, nncl__val(ex, n->in[0]), y, n->n_in == 3 ? n->in[2] : NULL);
+    if (d.transposed)
+        NNCL_TRY(cx_launch_map(ex, n, &d, CX_K_BACKWARD_INPUT, nncl__val(ex, n->in[0]), y, 0));
+    else
+        NNCL_TRY(cx_launch_map(ex, n, &d, CX_K_FORWARD, nncl__val(ex, n->in[0]), y, 0));
+    return nncl__bias_act(ex, n, y, n->n_in == 3 ? n->in[2] : NULL, n->shape[1],
+                          (int)(nncl__numel(n, 1) / (size_t)n->shape[1]), nncl__numel(n, ex->batch), d.act);
+}
+
+static nncl_status cx_backward(nncl__exec *ex, nncl_node *n) {
+    cx_dims d;
+    nncl__view dy = nncl__grd(ex, n), xv = nncl__val(ex, n->in[0]);
     int inner = (int)(nncl__numel(n, 1) / (size_t)n->shape[1]);
-    cx_dims_of(n, x->batch, &d);
-    NNCL_TRY(cx_fits(x, n, &d));
-    NNCL_TRY(nncl__act_backward_inplace(x, n, dy, nncl__val(x, n), nncl__numel(n, x->batch), d.act));
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2))
+    cx_dims_of(n, ex->batch, &d);
+    NNCL_TRY(cx_fits(ex, n, &d));
+    NNCL_TRY(nncl__act_backward_inplace(ex, n, dy, nncl__val(ex, n), nncl__numel(n, ex->batch), d.act));
+    if (n->n_in == 3 && nncl__need_grad(ex, n, 2))
         NNCL_TRY(
-            nncl__bias_grad(x, n, dy, d.B, n->shape[1], inner, nncl__grd(x, n->in[2]), nncl__grad_accumulate(x, n, 2)));
-    if (nncl__need_grad(x, n, 1))
-        NNCL_TRY(d.transposed ? cx_launch_dw(x, n, &d, dy, xv) : cx_launch_dw(x, n, &d, xv, dy));
-    if (nncl__need_grad(x, n, 0)) {
-        int acc = nncl__grad_accumulate(x, n, 0);
-        nncl__view dx = nncl__grd(x, n->in[0]);
-        NNCL_TRY(d.transposed ? cx_launch_map(x, n, &d, CX_K_FORWARD, dy, dx, acc)
-                              : cx_launch_map(x, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
+            nncl__bias_grad(ex, n, dy, d.B, n->shape[1], inner, nncl__grd(ex, n->in[2]), nncl__grad_accumulate(ex, n, 2)));
+    if (nncl__need_grad(ex, n, 1))
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_weight(ex, n, &d, xv, dy)
+                 : d.transposed ? cx_launch_dw(ex, n, &d, dy, xv)
+                                : cx_launch_dw(ex, n, &d, xv, dy));
+    if (nncl__need_grad(ex, n, 0)) {
+        int acc = nncl__grad_accumulate(ex, n, 0);
+        nncl__view dx = nncl__grd(ex, n->in[0]);
+        NNCL_TRY(nncl__dw_on(&d)   ? nncl__dw_backward_input(ex, n, &d, dy, dx, acc)
+                 : d.transposed ? cx_launch_map(ex, n, &d, CX_K_FORWARD, dy, dx, acc)
+                                : cx_launch_map(ex, n, &d, CX_K_BACKWARD_INPUT, dy, dx, acc));
     }
     return NNCL_OK;
 }
@@ -324,14 +334,16 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 #define CX_KERNELS                                                                                                     \
     {                                                                                                                  \
-        NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"}, {         \
-            "conv_ex", "nncl_conv_ex_backward_f32_weight"                                                              \
-        }                                                                                                              \
+        NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"},           \
+            {"conv_ex", "nncl_conv_ex_backward_f32_weight"}, {"conv_dw", "nncl_conv_dw_f32"},                          \
+            {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"},           \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"},    \
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}                                                        \
     }
 #define CX_ROW(nm)                                                                                                     \
-    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .forward = cx_forward,                    \
-    .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = cx_ref_forward,               \
-    .ref_backward = cx_ref_backward, .half = 2
+    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
+    .forward = cx_forward, .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,                       \
+    .ref_forward = cx_ref_forward, .ref_backward = cx_ref_backward, .half = 2
 
 const nncl__opdef nncl__opdef_conv2d_ex = {CX_ROW("conv2d_ex")};
 const nncl__opdef nncl__opdef_conv1d = {CX_ROW("conv1d")};
@@ -339,23 +351,53 @@ const nncl__opdef nncl__opdef_conv_transpose2d = {CX_ROW("conv_transpose2d")};
 
 /* ------------------------------------------------------------- builders */
 
-/* NAME.weight of wshape (and NAME.bias [O]) with PyTorch's initialisation,
- * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for fan_in = wshape[1] times the
- * kernel's taps, then the node; a refused node takes its parameters back. */
-static nncl_node *cx_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, int rank, int out_ch,
-                           const int *wshape, int bias, const int *iattr, const char *name) {
+/* iattr in the layout above: a4, a5 the dilation (transposed: the output
+ * padding). */
+static void cx_attrs(int *iattr, int sh, int sw, int ph, int pw, int a4, int a5, int groups, nncl_act act) {
+    iattr[0] = sh;
+    iattr[1] = sw;
+    iattr[2] = ph;
+    iattr[3] = pw;
+    iattr[4] = a4;
+    iattr[5] = a5;
+    iattr[6] = groups;
+    iattr[7] = (int)act;
+}
+
+static nncl_node *cx_no_options(nncl_graph *g, const char *fn, const char *name) {
+    return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": options are NULL", fn, name ? name : "");
+}
+
+/* NAME.weight (and NAME.bias [O]) with PyTorch's initialisation,
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for fan_in = the weight's shape[1]
+ * times the kernel's taps, then the node; a refused node takes its
+ * parameters back. The weight is [O, C/G, kh, kw] ([O, C/G, kw] for rank 3,
+ * where kh is 1), transposed [C, O/G, kh, kw]. */
+static nncl_node *cx_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, int rank, int out_ch, int kh,
+                           int kw, int bias, const int *iattr, const char *name) {
     char wn[NNCL_NAME_MAX + 8], bn[NNCL_NAME_MAX + 8];
     nncl_node *in[3];
-    int keep, k;
+    int keep, k, G = iattr[6], wshape[4];
     float fan = 1;
     if (!g) return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    if (kh < 1 || kw < 1 || G < 1) {
+        if (rank == 3)
+            return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": kernel %d and groups %d must be >= 1", fn,
+                                    name ? name : "", kw, G);
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": kernel %dx%d and groups %d must be >= 1",
+                                fn, name ? name : "", kh, kw, G);
+    }
     if (!x)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s \"%s\": input is NULL (an earlier builder failed?)",
                                 fn, name ? name : "");
     if (!name || !*name || strlen(name) + 8 > NNCL_NAME_MAX)
         return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "%s: needs a name of 1 to %d characters", fn,
                                 NNCL_NAME_MAX - 8);
-    if (cx_check_input(g, nncl__opdef_get(op)->name, name, x, rank, iattr[6], out_ch) != NNCL_OK) return NULL;
+    if (cx_check_input(g, nncl__opdef_get(op)->name, name, x, rank, G, out_ch) != NNCL_OK) return NULL;
+    wshape[0] = op == NNCL_OP_CONV_TRANSPOSE2D ? x->shape[1] : out_ch;
+    wshape[1] = op == NNCL_OP_CONV_TRANSPOSE2D ? out_ch / G : x->shape[1] / G;
+    if (rank == 4) wshape[2] = kh;
+    wshape[rank - 1] = kw;
     for (k = 1; k < rank; k++) fan *= (float)wshape[k];
     keep = g->n_nodes;
     snprintf(wn, sizeof wn, "%s.weight", name);
@@ -367,116 +409,52 @@ static nncl_node *cx_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node
 }
 
 nncl_conv2d_options nncl_conv2d_default(void) {
-    nncl_conv2d_options o;
-    memset(&o, 0, sizeof o);
-    o.kernel_h = o.kernel_w = 3;
-    o.stride_h = o.stride_w = 1;
-    o.dilation_h = o.dilation_w = 1;
-    o.groups = 1;
-    o.bias = 1;
-    o.act = NNCL_ACT_NONE;
-    return o;
+    static const nncl_conv2d_options d = {.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1,
+                                          .dilation_h = 1, .dilation_w = 1, .groups = 1, .bias = 1,
+                                          .act = NNCL_ACT_NONE};
+    return d;
 }
 
 nncl_node *nncl_conv2d_ex(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv2d_options *o,
                           const char *name) {
-    int wshape[4], iattr[8];
-    if (!o)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv2d_ex \"%s\": options are NULL",
-                                name ? name : "");
+    int iattr[8];
+    if (!o) return cx_no_options(g, "nncl_conv2d_ex", name);
     if (o->groups == 1 && o->dilation_h == 1 && o->dilation_w == 1 && o->kernel_h == o->kernel_w &&
         o->stride_h == o->stride_w && o->padding_h == o->padding_w)
         return nncl_conv2d(g, x, out_channels, o->kernel_h, o->stride_h, o->padding_h, o->bias, o->act, name);
-    if (o->kernel_h < 1 || o->kernel_w < 1 || o->groups < 1)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_conv2d_ex \"%s\": kernel %dx%d and groups %d must "
-                                "be >= 1",
-                                name ? name : "", o->kernel_h, o->kernel_w, o->groups);
-    wshape[0] = out_channels;
-    wshape[1] = x && x->ndim == 4 ? x->shape[1] / o->groups : 1;
-    wshape[2] = o->kernel_h;
-    wshape[3] = o->kernel_w;
-    iattr[0] = o->stride_h;
-    iattr[1] = o->stride_w;
-    iattr[2] = o->padding_h;
-    iattr[3] = o->padding_w;
-    iattr[4] = o->dilation_h;
-    iattr[5] = o->dilation_w;
-    iattr[6] = o->groups;
-    iattr[7] = (int)o->act;
-    return cx_build(g, NNCL_OP_CONV2D_EX, "nncl_conv2d_ex", x, 4, out_channels, wshape, o->bias, iattr, name);
+    cx_attrs(iattr, o->stride_h, o->stride_w, o->padding_h, o->padding_w, o->dilation_h, o->dilation_w, o->groups,
+             o->act);
+    return cx_build(g, NNCL_OP_CONV2D_EX, "nncl_conv2d_ex", x, 4, out_channels, o->kernel_h, o->kernel_w, o->bias,
+                    iattr, name);
 }
 
 nncl_conv1d_options nncl_conv1d_default(void) {
-    nncl_conv1d_options o;
-    memset(&o, 0, sizeof o);
-    o.kernel = 3;
-    o.stride = 1;
-    o.dilation = 1;
-    o.groups = 1;
-    o.bias = 1;
-    o.act = NNCL_ACT_NONE;
-    return o;
+    static const nncl_conv1d_options d = {.kernel = 3, .stride = 1, .dilation = 1, .groups = 1, .bias = 1,
+                                          .act = NNCL_ACT_NONE};
+    return d;
 }
 
 nncl_node *nncl_conv1d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv1d_options *o, const char *name) {
-    int wshape[3], iattr[8];
-    if (!o)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv1d \"%s\": options are NULL", name ? name : "");
-    if (o->kernel < 1 || o->groups < 1)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_conv1d \"%s\": kernel %d and groups %d must be >= 1", name ? name : "", o->kernel,
-                                o->groups);
-    wshape[0] = out_channels;
-    wshape[1] = x && x->ndim == 3 ? x->shape[1] / o->groups : 1;
-    wshape[2] = o->kernel;
-    iattr[0] = 1;
-    iattr[1] = o->stride;
-    iattr[2] = 0;
-    iattr[3] = o->padding;
-    iattr[4] = 1;
-    iattr[5] = o->dilation;
-    iattr[6] = o->groups;
-    iattr[7] = (int)o->act;
-    return cx_build(g, NNCL_OP_CONV1D, "nncl_conv1d", x, 3, out_channels, wshape, o->bias, iattr, name);
+    int iattr[8];
+    if (!o) return cx_no_options(g, "nncl_conv1d", name);
+    cx_attrs(iattr, 1, o->stride, 0, o->padding, 1, o->dilation, o->groups, o->act);
+    return cx_build(g, NNCL_OP_CONV1D, "nncl_conv1d", x, 3, out_channels, 1, o->kernel, o->bias, iattr, name);
 }
 
 nncl_conv_transpose2d_options nncl_conv_transpose2d_default(void) {
-    nncl_conv_transpose2d_options o;
-    memset(&o, 0, sizeof o);
-    o.kernel_h = o.kernel_w = 3;
-    o.stride_h = o.stride_w = 1;
-    o.groups = 1;
-    o.bias = 1;
-    o.act = NNCL_ACT_NONE;
-    return o;
+    static const nncl_conv_transpose2d_options d = {.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1,
+                                                    .groups = 1, .bias = 1, .act = NNCL_ACT_NONE};
+    return d;
 }
 
 nncl_node *nncl_conv_transpose2d(nncl_graph *g, nncl_node *x, int out_channels, const nncl_conv_transpose2d_options *o,
                                  const char *name) {
-    int wshape[4], iattr[8];
-    if (!o)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT, "nncl_conv_transpose2d \"%s\": options are NULL",
-                                name ? name : "");
-    if (o->kernel_h < 1 || o->kernel_w < 1 || o->groups < 1)
-        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
-                                "nncl_conv_transpose2d \"%s\": kernel %dx%d and groups "
-                                "%d must be >= 1",
-                                name ? name : "", o->kernel_h, o->kernel_w, o->groups);
-    wshape[0] = x && x->ndim == 4 ? x->shape[1] : 1;
-    wshape[1] = out_channels / o->groups > 0 ? out_channels / o->groups : 1;
-    wshape[2] = o->kernel_h;
-    wshape[3] = o->kernel_w;
-    iattr[0] = o->stride_h;
-    iattr[1] = o->stride_w;
-    iattr[2] = o->padding_h;
-    iattr[3] = o->padding_w;
-    iattr[4] = o->output_padding_h;
-    iattr[5] = o->output_padding_w;
-    iattr[6] = o->groups;
-    iattr[7] = (int)o->act;
-    return cx_build(g, NNCL_OP_CONV_TRANSPOSE2D, "nncl_conv_transpose2d", x, 4, out_channels, wshape, o->bias, iattr,
-                    name);
+    int iattr[8];
+    if (!o) return cx_no_options(g, "nncl_conv_transpose2d", name);
+    cx_attrs(iattr, o->stride_h, o->stride_w, o->padding_h, o->padding_w, o->output_padding_h, o->output_padding_w,
+             o->groups, o->act);
+    return cx_build(g, NNCL_OP_CONV_TRANSPOSE2D, "nncl_conv_transpose2d", x, 4, out_channels, o->kernel_h,
+                    o->kernel_w, o->bias, iattr, name);
 }
 
 #undef CX_KERNELS

@@ -25,12 +25,12 @@ double nncl__act_grad_ref(double y, int act) {
     return 1;
 }
 
-nncl_status nncl__bias_act(nncl__exec *x, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
+nncl_status nncl__bias_act(nncl__exec *ex, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
                            size_t count, int act) {
     nncl__args a;
-    nncl__view b = bias ? nncl__val(x, bias) : y;
+    nncl__view b = bias ? nncl__val(ex, bias) : y;
     if (!bias && act == NNCL_ACT_NONE) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_K_BIAS_ACT, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_K_BIAS_ACT, &a));
     nncl__arg_view(&a, y);
     nncl__arg_view(&a, b);
     nncl__arg_int(&a, bias != NULL);
@@ -38,29 +38,29 @@ nncl_status nncl__bias_act(nncl__exec *x, const nncl_node *n, nncl__view y, cons
     nncl__arg_int(&a, inner);
     nncl__arg_int(&a, (int)count);
     nncl__arg_int(&a, act);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, ex->dev, count);
 }
 
-nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
+nncl_status nncl__act_backward_inplace(nncl__exec *ex, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
                                        int act) {
     nncl__args a;
     if (act == NNCL_ACT_NONE) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_K_ACT_BACKWARD, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_K_ACT_BACKWARD, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, y);
     nncl__arg_int(&a, (int)count);
     nncl__arg_int(&a, act);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, ex->dev, count);
 }
 
-nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
+nncl_status nncl__bias_grad(nncl__exec *ex, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc) {
     nncl__args a;
     size_t local = 64, global;
-    if (local > x->dev->max_work_group) local = x->dev->max_work_group;
+    if (local > ex->dev->max_work_group) local = ex->dev->max_work_group;
     while (local > 1 && local / 2 >= (size_t)rows * (size_t)inner) local /= 2; /* no idle items in a small sum */
     global = (size_t)cols * local;
-    NNCL_TRY(nncl__kbegin(x, n, NNCL_K_BIAS_GRAD, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_K_BIAS_GRAD, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_int(&a, rows);
     nncl__arg_int(&a, cols);
@@ -68,7 +68,7 @@ nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, in
     nncl__arg_view(&a, db);
     nncl__arg_int(&a, acc);
     nncl__arg_local(&a, local * sizeof(float));
-    return nncl__launch(&a, x->dev, 1, &global, &local);
+    return nncl__launch(&a, ex->dev, 1, &global, &local);
 }
 
 /* ------------------------------------------------------------- linear */
@@ -97,23 +97,28 @@ static nncl_status linear_shape(nncl_graph *g, nncl_node *n) {
 
 /* GEMM arguments: rows of x times W^T into y, bias and activation in the
  * epilogue. */
-static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *g) {
-    const nncl_node *w = n->in[1];
-    nncl__view xv = nncl__val(x, n->in[0]), wv = nncl__val(x, w), yv = nncl__val(x, n);
+void nncl__gemm_args_begin(const nncl__exec *ex, float beta, nncl__gemm_args *g) {
     memset(g, 0, sizeof *g);
+    g->alpha = 1;
+    g->beta = beta;
+    g->temp = ex->gemm_temp;
+    g->store = ex->store;
+    g->temp_cap = ex->gemm_cap;
+}
+
+static void linear_gemm_fwd(nncl__exec *ex, const nncl_node *n, nncl__gemm_args *g) {
+    const nncl_node *w = n->in[1];
+    nncl__view xv = nncl__val(ex, n->in[0]), wv = nncl__val(ex, w), yv = nncl__val(ex, n);
+    nncl__gemm_args_begin(ex, 0, g);
     g->trans_b = 1;
-    g->m = nncl__numel(n->in[0], x->batch) / (size_t)w->shape[1];
+    g->m = nncl__numel(n->in[0], ex->batch) / (size_t)w->shape[1];
     g->n = (size_t)w->shape[0];
     g->k = (size_t)w->shape[1];
-    g->alpha = 1;
     g->a = xv.mem; g->a_off = xv.off; g->lda = g->k;
     g->b = wv.mem; g->b_off = wv.off; g->ldb = g->k;
     g->c = yv.mem; g->c_off = yv.off; g->ldc = g->n;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
     if (n->n_in == 3) {
-        nncl__view bv = nncl__val(x, n->in[2]);
+        nncl__view bv = nncl__val(ex, n->in[2]);
         g->epi.bias = 1;
         g->epi.bias_mem = bv.mem;
         g->epi.bias_off = bv.off;
@@ -121,32 +126,27 @@ static void linear_gemm_fwd(nncl__exec *x, const nncl_node *n, nncl__gemm_args *
     g->epi.act = n->iattr[0];
 }
 
-static nncl_status linear_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status linear_forward(nncl__exec *ex, nncl_node *n) {
     nncl__gemm_args g;
-    linear_gemm_fwd(x, n, &g);
-    return nncl__sgemm(x->ctx, x->dev, &g);
+    linear_gemm_fwd(ex, n, &g);
+    return nncl__sgemm(ex->ctx, ex->dev, &g);
 }
 
 /* The two backward GEMMs, from dy [m, n]: dx [m, k] = dy W; dW [n, k] = dy^T x. */
-static void linear_gemm_bwd(nncl__exec *x, const nncl_node *n, int which, int acc, nncl__gemm_args *g) {
+static void linear_gemm_bwd(nncl__exec *ex, const nncl_node *n, int which, int acc, nncl__gemm_args *g) {
     nncl__gemm_args f;
-    nncl__view dy = nncl__grd(x, n);
-    linear_gemm_fwd(x, n, &f);
-    memset(g, 0, sizeof *g);
-    g->alpha = 1;
-    g->beta = acc ? 1.0f : 0.0f;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
+    nncl__view dy = nncl__grd(ex, n);
+    linear_gemm_fwd(ex, n, &f);
+    nncl__gemm_args_begin(ex, acc ? 1.0f : 0.0f, g);
     g->c_f32 = which == 1 && n->in[1]->op == NNCL_OP_PARAM; /* a weight gradient stays fp32 */
     if (which == 0) {
-        nncl__view dx = nncl__grd(x, n->in[0]);
+        nncl__view dx = nncl__grd(ex, n->in[0]);
         g->m = f.m; g->n = f.k; g->k = f.n;
         g->a = dy.mem; g->a_off = dy.off; g->lda = f.n;
         g->b = f.b; g->b_off = f.b_off; g->ldb = f.k;
         g->c = dx.mem; g->c_off = dx.off; g->ldc = f.k;
     } else {
-        nncl__view dw = nncl__grd(x, n->in[1]);
+        nncl__view dw = nncl__grd(ex, n->in[1]);
         g->trans_a = 1;
         g->m = f.n; g->n = f.k; g->k = f.m;
         g->a = dy.mem; g->a_off = dy.off; g->lda = f.n;
@@ -155,16 +155,16 @@ static void linear_gemm_bwd(nncl__exec *x, const nncl_node *n, int which, int ac
     }
 }
 
-static nncl_status linear_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
+static nncl_status linear_prepare(nncl__exec *ex, nncl_node *n, size_t *temp) {
     nncl__gemm_args g;
     size_t b = 0;
     int which;
-    linear_gemm_fwd(x, n, &g);
-    NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, temp));
+    linear_gemm_fwd(ex, n, &g);
+    NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, temp));
     for (which = 0; which < 2; which++) {
-        if (!nncl__need_grad(x, n, which)) continue;
-        linear_gemm_bwd(x, n, which, 0, &g);
-        NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &b));
+        if (!nncl__need_grad(ex, n, which)) continue;
+        linear_gemm_bwd(ex, n, which, 0, &g);
+        NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &b));
         if (b > *temp) *temp = b;
     }
     return NNCL_OK;
@@ -174,26 +174,26 @@ static nncl_status linear_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
  * per column loops over them); beyond, the column sums take a tree. */
 #define LINEAR_FUSED_ROWS 4096
 
-static nncl_status linear_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status linear_backward(nncl__exec *ex, nncl_node *n) {
     nncl__gemm_args g;
     size_t rows, out_f = (size_t)n->in[1]->shape[0];
     int which, fused;
-    rows = nncl__numel(n, x->batch) / out_f;
-    fused = n->n_in == 3 && nncl__need_grad(x, n, 2) && rows <= LINEAR_FUSED_ROWS;
+    rows = nncl__numel(n, ex->batch) / out_f;
+    fused = n->n_in == 3 && nncl__need_grad(ex, n, 2) && rows <= LINEAR_FUSED_ROWS;
     if (fused)
-        NNCL_TRY(nncl__k_bias_backward_act(nncl__kl_of(x, n, LINEAR_K_BIAS_ACT_BACKWARD), nncl__grd(x, n),
-                                           nncl__val(x, n), rows, out_f, nncl__grd(x, n->in[2]),
-                                           nncl__grad_accumulate(x, n, 2), n->iattr[0]));
+        NNCL_TRY(nncl__k_bias_backward_act(nncl__kl_of(ex, n, LINEAR_K_BIAS_ACT_BACKWARD), nncl__grd(ex, n),
+                                           nncl__val(ex, n), rows, out_f, nncl__grd(ex, n->in[2]),
+                                           nncl__grad_accumulate(ex, n, 2), n->iattr[0]));
     else
-        NNCL_TRY(nncl__act_backward_inplace(x, n, nncl__grd(x, n), nncl__val(x, n), rows * out_f, n->iattr[0]));
+        NNCL_TRY(nncl__act_backward_inplace(ex, n, nncl__grd(ex, n), nncl__val(ex, n), rows * out_f, n->iattr[0]));
     for (which = 0; which < 2; which++) {
-        if (!nncl__need_grad(x, n, which)) continue;
-        linear_gemm_bwd(x, n, which, nncl__grad_accumulate(x, n, which), &g);
-        NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
+        if (!nncl__need_grad(ex, n, which)) continue;
+        linear_gemm_bwd(ex, n, which, nncl__grad_accumulate(ex, n, which), &g);
+        NNCL_TRY(nncl__sgemm(ex->ctx, ex->dev, &g));
     }
-    if (n->n_in == 3 && nncl__need_grad(x, n, 2) && !fused)
-        NNCL_TRY(nncl__bias_grad(x, n, nncl__grd(x, n), (int)rows, (int)out_f, 1, nncl__grd(x, n->in[2]),
-                                 nncl__grad_accumulate(x, n, 2)));
+    if (n->n_in == 3 && nncl__need_grad(ex, n, 2) && !fused)
+        NNCL_TRY(nncl__bias_grad(ex, n, nncl__grd(ex, n), (int)rows, (int)out_f, 1, nncl__grd(ex, n->in[2]),
+                                 nncl__grad_accumulate(ex, n, 2)));
     return NNCL_OK;
 }
 

@@ -63,63 +63,63 @@ enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K
 
 /* ------------------------------------------------------------- binary */
 
-static nncl_status ew_binary_forward(nncl__exec *x, nncl_node *n) {
-    return nncl__k_binary(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
-                          nncl__numel(n->in[1], x->batch), nncl__val(x, n), nncl__numel(n, x->batch));
+static nncl_status ew_binary_forward(nncl__exec *ex, nncl_node *n) {
+    return nncl__k_binary(nncl__kl_of(ex, n, EW_K_FORWARD), nncl__val(ex, n->in[0]), nncl__val(ex, n->in[1]),
+                          nncl__numel(n->in[1], ex->batch), nncl__val(ex, n), nncl__numel(n, ex->batch));
 }
 
 /* dst (+)= alpha * dy, the gradient of a sum's operand of the same shape. */
-static nncl_status ew_axpy(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view dst, size_t count, float alpha,
+static nncl_status ew_axpy(nncl__exec *ex, const nncl_node *n, nncl__view dy, nncl__view dst, size_t count, float alpha,
                            int acc) {
-    return nncl__k_axpy(nncl__kl_of(x, n, EW_K_AXPY), dy, dst, count, alpha, acc);
+    return nncl__k_axpy(nncl__kl_of(ex, n, EW_K_AXPY), dy, dst, count, alpha, acc);
 }
 
 /* out (+)= alpha times the sum over rows of dy [rows, cols]: a parameter's
  * gradient, fp32 whatever the storage. */
-static nncl_status ew_param_sum(nncl__exec *x, nncl_node *n, nncl__view dy, nncl__view out, size_t rows, size_t cols,
+static nncl_status ew_param_sum(nncl__exec *ex, nncl_node *n, nncl__view dy, nncl__view out, size_t rows, size_t cols,
                                 float alpha, int acc) {
     nncl__args a;
-    if (!nncl__row_kernels(x))
-        return nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM_PARAM), 0, dy, out, rows, cols, alpha, acc);
-    NNCL_TRY(nncl__kbegin(x, n, EW_K_COLSUM_PARAM_COLS, &a));
+    if (!nncl__row_kernels(ex))
+        return nncl__k_sum(nncl__kl_of(ex, n, EW_K_COLSUM_PARAM), 0, dy, out, rows, cols, alpha, acc);
+    NNCL_TRY(nncl__kbegin(ex, n, EW_K_COLSUM_PARAM_COLS, &a));
     nncl__arg_view(&a, dy);
     nncl__arg_view(&a, out);
     nncl__arg_count(&a, rows);
     nncl__arg_count(&a, cols);
     nncl__arg_float(&a, alpha);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, cols);
+    return nncl__launch_1d(&a, ex->dev, cols);
 }
 
-static nncl_status ew_binary_backward(nncl__exec *x, nncl_node *n) {
-    nncl__view dy = nncl__grd(x, n);
-    size_t count = nncl__numel(n, x->batch), bn = nncl__numel(n->in[1], x->batch);
+static nncl_status ew_binary_backward(nncl__exec *ex, nncl_node *n) {
+    nncl__view dy = nncl__grd(ex, n);
+    size_t count = nncl__numel(n, ex->batch), bn = nncl__numel(n->in[1], ex->batch);
     size_t cols = bn, rows = count / cols; /* b's gradient sums dy [rows, bn] over its rows */
     int bc = ew_broadcast(n);
     float sign = n->op == NNCL_OP_SUB ? -1.0f : 1.0f;
-    if (nncl__need_grad(x, n, 0)) {
-        int acc = nncl__grad_accumulate(x, n, 0);
+    if (nncl__need_grad(ex, n, 0)) {
+        int acc = nncl__grad_accumulate(ex, n, 0);
         if (n->op == NNCL_OP_MUL)
-            NNCL_TRY(nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[1]), bn,
-                                          nncl__grd(x, n->in[0]), count, acc));
+            NNCL_TRY(nncl__k_mul_backward(nncl__kl_of(ex, n, EW_K_BACKWARD), dy, nncl__val(ex, n->in[1]), bn,
+                                          nncl__grd(ex, n->in[0]), count, acc));
         else if (n->in[0]->op == NNCL_OP_PARAM) /* a parameter's gradient: fp32 in half storage too */
-            NNCL_TRY(ew_param_sum(x, n, dy, nncl__grd(x, n->in[0]), 1, count, 1.0f, acc));
+            NNCL_TRY(ew_param_sum(ex, n, dy, nncl__grd(ex, n->in[0]), 1, count, 1.0f, acc));
         else
-            NNCL_TRY(ew_axpy(x, n, dy, nncl__grd(x, n->in[0]), count, 1.0f, acc));
+            NNCL_TRY(ew_axpy(ex, n, dy, nncl__grd(ex, n->in[0]), count, 1.0f, acc));
     }
-    if (nncl__need_grad(x, n, 1)) {
-        int acc = nncl__grad_accumulate(x, n, 1);
-        nncl__view db = nncl__grd(x, n->in[1]);
+    if (nncl__need_grad(ex, n, 1)) {
+        int acc = nncl__grad_accumulate(ex, n, 1);
+        nncl__view db = nncl__grd(ex, n->in[1]);
         if (n->op != NNCL_OP_MUL) {
             if (n->in[1]->op == NNCL_OP_PARAM)
-                return ew_param_sum(x, n, dy, db, rows, cols, sign, acc);
-            return bc ? nncl__k_sum(nncl__kl_of(x, n, EW_K_COLSUM), 0, dy, db, rows, cols, sign, acc)
-                      : ew_axpy(x, n, dy, db, count, sign, acc);
+                return ew_param_sum(ex, n, dy, db, rows, cols, sign, acc);
+            return bc ? nncl__k_sum(nncl__kl_of(ex, n, EW_K_COLSUM), 0, dy, db, rows, cols, sign, acc)
+                      : ew_axpy(ex, n, dy, db, count, sign, acc);
         }
         if (!bc)
-            return nncl__k_mul_backward(nncl__kl_of(x, n, EW_K_BACKWARD), dy, nncl__val(x, n->in[0]), count, db,
+            return nncl__k_mul_backward(nncl__kl_of(ex, n, EW_K_BACKWARD), dy, nncl__val(ex, n->in[0]), count, db,
                                         count, acc);
-        return nncl__k_mul_backward_bcast(nncl__kl_of(x, n, EW_K_MUL_BCAST), dy, nncl__val(x, n->in[0]), db, rows,
+        return nncl__k_mul_backward_bcast(nncl__kl_of(ex, n, EW_K_MUL_BCAST), dy, nncl__val(ex, n->in[0]), db, rows,
                                           cols, acc);
     }
     return NNCL_OK;
@@ -182,40 +182,40 @@ static nncl_status ew_unary_check(nncl_graph *g, const nncl_node *n) {
 
 /* A _v8 kernel's launch: buffers as the one-element form's, ceil(count / 8)
  * work-items. */
-static nncl_status ew_unary8(nncl__exec *x, nncl_node *n, int slot, nncl__view a0, nncl__view a1, nncl__view *a2,
+static nncl_status ew_unary8(nncl__exec *ex, nncl_node *n, int slot, nncl__view a0, nncl__view a1, nncl__view *a2,
                              size_t count, int acc) {
     nncl__args a;
-    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
     nncl__arg_view(&a, a0);
     nncl__arg_view(&a, a1);
     if (a2) nncl__arg_view(&a, *a2);
     nncl__arg_count(&a, count);
     if (a2) nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, (count + 7) / 8);
+    return nncl__launch_1d(&a, ex->dev, (count + 7) / 8);
 }
 
-static nncl_status ew_unary_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status ew_unary_forward(nncl__exec *ex, nncl_node *n) {
     if (ew_unary_of(n)->per8)
-        return ew_unary8(x, n, EW_K_FORWARD, nncl__val(x, n->in[0]), nncl__val(x, n), NULL, nncl__numel(n, x->batch),
+        return ew_unary8(ex, n, EW_K_FORWARD, nncl__val(ex, n->in[0]), nncl__val(ex, n), NULL, nncl__numel(n, ex->batch),
                          0);
-    return nncl__k_unary(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n),
-                         nncl__numel(n, x->batch), ew_unary_of(n)->has_p ? &n->fattr[0] : NULL);
+    return nncl__k_unary(nncl__kl_of(ex, n, EW_K_FORWARD), nncl__val(ex, n->in[0]), nncl__val(ex, n),
+                         nncl__numel(n, ex->batch), ew_unary_of(n)->has_p ? &n->fattr[0] : NULL);
 }
 
-static nncl_status ew_unary_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status ew_unary_backward(nncl__exec *ex, nncl_node *n) {
     const ew_unary_def *u = ew_unary_of(n);
-    size_t count = nncl__numel(n, x->batch);
+    size_t count = nncl__numel(n, ex->batch);
     int acc, from_y = nncl__opdef_get(n->op)->bw_reads == NNCL_BW_OUTPUT;
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    acc = nncl__grad_accumulate(x, n, 0);
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    acc = nncl__grad_accumulate(ex, n, 0);
     if (!nncl__opdef_get(n->op)->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
-        return ew_axpy(x, n, nncl__grd(x, n), nncl__grd(x, n->in[0]), count, n->fattr[0], acc);
+        return ew_axpy(ex, n, nncl__grd(ex, n), nncl__grd(ex, n->in[0]), count, n->fattr[0], acc);
     if (u->per8) {
-        nncl__view dx = nncl__grd(x, n->in[0]);
-        return ew_unary8(x, n, EW_K_BACKWARD, nncl__grd(x, n), nncl__val(x, from_y ? n : n->in[0]), &dx, count, acc);
+        nncl__view dx = nncl__grd(ex, n->in[0]);
+        return ew_unary8(ex, n, EW_K_BACKWARD, nncl__grd(ex, n), nncl__val(ex, from_y ? n : n->in[0]), &dx, count, acc);
     }
-    return nncl__k_unary_backward(nncl__kl_of(x, n, EW_K_BACKWARD), nncl__grd(x, n),
-                                  nncl__val(x, from_y ? n : n->in[0]), nncl__grd(x, n->in[0]), count,
+    return nncl__k_unary_backward(nncl__kl_of(ex, n, EW_K_BACKWARD), nncl__grd(ex, n),
+                                  nncl__val(ex, from_y ? n : n->in[0]), nncl__grd(ex, n->in[0]), count,
                                   u->has_p ? &n->fattr[0] : NULL, acc);
 }
 
@@ -300,18 +300,18 @@ static double ew_softplus_d(double x, double y, double p) { (void)y; (void)p; re
 
 /* ------------------------------------------------------------- softmax */
 
-static nncl_status ew_softmax_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status ew_softmax_forward(nncl__exec *ex, nncl_node *n) {
     size_t cols = (size_t)ew_cols(n);
-    return nncl__k_softmax(nncl__kl_of(x, n, EW_K_FORWARD), nncl__val(x, n->in[0]), nncl__val(x, n),
-                           nncl__numel(n, x->batch) / cols, cols);
+    return nncl__k_softmax(nncl__kl_of(ex, n, EW_K_FORWARD), nncl__val(ex, n->in[0]), nncl__val(ex, n),
+                           nncl__numel(n, ex->batch) / cols, cols);
 }
 
-static nncl_status ew_softmax_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status ew_softmax_backward(nncl__exec *ex, nncl_node *n) {
     size_t cols = (size_t)ew_cols(n);
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    return nncl__k_softmax_backward(nncl__kl_of(x, n, EW_K_BACKWARD), nncl__grd(x, n), nncl__val(x, n),
-                                    nncl__grd(x, n->in[0]), nncl__numel(n, x->batch) / cols, cols,
-                                    nncl__grad_accumulate(x, n, 0));
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    return nncl__k_softmax_backward(nncl__kl_of(ex, n, EW_K_BACKWARD), nncl__grd(ex, n), nncl__val(ex, n),
+                                    nncl__grd(ex, n->in[0]), nncl__numel(n, ex->batch) / cols, cols,
+                                    nncl__grad_accumulate(ex, n, 0));
 }
 
 void nncl__softmax_ref(const double *x, size_t rows, size_t cols, int log_out, double *y) {
@@ -423,24 +423,24 @@ static nncl_status clamp_check(nncl_graph *g, const nncl_node *n) {
 }
 
 /* (x, y, n, lo, hi) forward; (dy, x, dx, n, lo, hi, acc) backward */
-static nncl_status clamp_run(nncl__exec *x, nncl_node *n, int backward) {
+static nncl_status clamp_run(nncl__exec *ex, nncl_node *n, int backward) {
     nncl__args a;
-    size_t count = nncl__numel(n, x->batch);
+    size_t count = nncl__numel(n, ex->batch);
     int acc;
-    if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
-    acc = backward ? nncl__grad_accumulate(x, n, 0) : 0;
-    NNCL_TRY(nncl__kbegin(x, n, backward ? EW_K_BACKWARD : EW_K_FORWARD, &a));
-    if (backward) nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
+    if (backward && !nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    acc = backward ? nncl__grad_accumulate(ex, n, 0) : 0;
+    NNCL_TRY(nncl__kbegin(ex, n, backward ? EW_K_BACKWARD : EW_K_FORWARD, &a));
+    if (backward) nncl__arg_view(&a, nncl__grd(ex, n));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, backward ? nncl__grd(ex, n->in[0]) : nncl__val(ex, n));
     nncl__arg_count(&a, count);
     nncl__arg_float(&a, n->fattr[0]);
     nncl__arg_float(&a, n->fattr[1]);
     if (backward) nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, ex->dev, count);
 }
-static nncl_status clamp_forward(nncl__exec *x, nncl_node *n) { return clamp_run(x, n, 0); }
-static nncl_status clamp_backward(nncl__exec *x, nncl_node *n) { return clamp_run(x, n, 1); }
+static nncl_status clamp_forward(nncl__exec *ex, nncl_node *n) { return clamp_run(ex, n, 0); }
+static nncl_status clamp_backward(nncl__exec *ex, nncl_node *n) { return clamp_run(ex, n, 1); }
 
 static void clamp_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                               double *aux) {

@@ -77,67 +77,67 @@ static size_t gn_aux(const nncl_node *n, int batch) {
     return 2 * (nncl__numel(n->in[0], batch) / n->in[0]->sample_numel) * (size_t)n->iattr[0];
 }
 
-static nncl_status gn_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status gn_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     gn_dims d;
-    nncl__view none = nncl__val(x, n->in[0]);
+    nncl__view none = nncl__val(ex, n->in[0]);
     size_t rows;
-    gn_dims_of(n, x->batch, &d);
+    gn_dims_of(n, ex->batch, &d);
     rows = (size_t)d.B * (size_t)d.G;
-    NNCL_TRY(nncl__kbegin(x, n, GN_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, d.affine ? nncl__val(x, n->in[1]) : none);
-    nncl__arg_view(&a, d.affine ? nncl__val(x, n->in[2]) : none);
+    NNCL_TRY(nncl__kbegin(ex, n, GN_K_FORWARD, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, d.affine ? nncl__val(ex, n->in[1]) : none);
+    nncl__arg_view(&a, d.affine ? nncl__val(ex, n->in[2]) : none);
     nncl__arg_int(&a, d.affine);
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
+    nncl__arg_view(&a, nncl__val(ex, n));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
     nncl__arg_count(&a, rows);
     nncl__arg_int(&a, d.D);
     nncl__arg_int(&a, d.S);
     nncl__arg_int(&a, d.G);
     nncl__arg_float(&a, n->fattr[0]);
-    return nncl__launch_rows(&a, x->dev, rows, (size_t)d.D);
+    return nncl__launch_rows(&a, ex->dev, rows, (size_t)d.D);
 }
 
-static nncl_status gn_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status gn_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     gn_dims d;
-    nncl__view none = nncl__auxv(x, n);
+    nncl__view none = nncl__auxv(ex, n);
     size_t rows;
-    gn_dims_of(n, x->batch, &d);
+    gn_dims_of(n, ex->batch, &d);
     rows = (size_t)d.B * (size_t)d.G;
-    if (d.affine && (nncl__need_grad(x, n, 1) || nncl__need_grad(x, n, 2))) {
-        int want_w = nncl__need_grad(x, n, 1), want_b = nncl__need_grad(x, n, 2);
-        NNCL_TRY(nncl__kbegin(x, n, GN_K_DWDB, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, want_w ? nncl__grd(x, n->in[1]) : none);
+    if (d.affine && (nncl__need_grad(ex, n, 1) || nncl__need_grad(ex, n, 2))) {
+        int want_w = nncl__need_grad(ex, n, 1), want_b = nncl__need_grad(ex, n, 2);
+        NNCL_TRY(nncl__kbegin(ex, n, GN_K_DWDB, &a));
+        nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+        nncl__arg_view(&a, nncl__grd(ex, n));
+        nncl__arg_view(&a, nncl__auxv(ex, n));
+        nncl__arg_view(&a, want_w ? nncl__grd(ex, n->in[1]) : none);
         nncl__arg_int(&a, want_w);
-        nncl__arg_int(&a, want_w ? nncl__grad_accumulate(x, n, 1) : 0);
-        nncl__arg_view(&a, want_b ? nncl__grd(x, n->in[2]) : none);
+        nncl__arg_int(&a, want_w ? nncl__grad_accumulate(ex, n, 1) : 0);
+        nncl__arg_view(&a, want_b ? nncl__grd(ex, n->in[2]) : none);
         nncl__arg_int(&a, want_b);
-        nncl__arg_int(&a, want_b ? nncl__grad_accumulate(x, n, 2) : 0);
+        nncl__arg_int(&a, want_b ? nncl__grad_accumulate(ex, n, 2) : 0);
         nncl__arg_int(&a, d.B);
         nncl__arg_int(&a, d.C);
         nncl__arg_int(&a, d.S);
         nncl__arg_int(&a, d.G);
-        NNCL_TRY(nncl__launch_rows(&a, x->dev, (size_t)d.C, (size_t)d.B * (size_t)d.S));
+        NNCL_TRY(nncl__launch_rows(&a, ex->dev, (size_t)d.C, (size_t)d.B * (size_t)d.S));
     }
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, GN_K_DX, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, d.affine ? nncl__val(x, n->in[1]) : nncl__val(x, n->in[0]));
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(ex, n, GN_K_DX, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__grd(ex, n));
+    nncl__arg_view(&a, d.affine ? nncl__val(ex, n->in[1]) : nncl__val(ex, n->in[0]));
     nncl__arg_int(&a, d.affine);
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n->in[0]));
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 0));
     nncl__arg_count(&a, rows);
     nncl__arg_int(&a, d.D);
     nncl__arg_int(&a, d.S);
     nncl__arg_int(&a, d.G);
-    return nncl__launch_rows(&a, x->dev, rows, (size_t)d.D);
+    return nncl__launch_rows(&a, ex->dev, rows, (size_t)d.D);
 }
 
 /* ------------------------------------------------------------- reference */
@@ -189,20 +189,13 @@ static void gn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
     }
 }
 
-const nncl__opdef nncl__opdef_groupnorm = {.name = "groupnorm",
-                                           .kernels = {{"groupnorm", "nncl_groupnorm_f32"},
-                                                       {"groupnorm", "nncl_groupnorm_backward_f32"},
-                                                       {"groupnorm", "nncl_groupnorm_backward_f32_params"}},
-                                           .shape = gn_shape,
-                                           .check = gn_check,
-                                           .aux_size = gn_aux,
-                                           .forward = gn_forward,
-                                           .backward = gn_backward,
-                                           .bw_reads = NNCL_BW_INPUTS,
-                                           .ref_forward = gn_ref_forward,
-                                           .ref_backward = gn_ref_backward,
-                                           .half = 2,
-                                           .f32_aux = 1};
+const nncl__opdef nncl__opdef_groupnorm = {
+    .name = "groupnorm",
+    .kernels = {{"groupnorm", "nncl_groupnorm_f32"}, {"groupnorm", "nncl_groupnorm_backward_f32"},
+                {"groupnorm", "nncl_groupnorm_backward_f32_params"}},
+    .shape = gn_shape, .check = gn_check, .aux_size = gn_aux, .forward = gn_forward, .backward = gn_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = gn_ref_forward, .ref_backward = gn_ref_backward, .half = 2,
+    .f32_aux = 1};
 
 /* ------------------------------------------------------------- builders */
 

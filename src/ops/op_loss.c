@@ -13,9 +13,9 @@
 enum { LOSS_K_TERMS, LOSS_K_BACKWARD, LOSS_K_SUM };
 #define LOSS_KERNELS(TERMS, BACKWARD) {{"loss", TERMS}, {"loss", BACKWARD}, {"loss", "nncl_sum_scalar_f32"}}
 
-static nncl_status loss_sum(nncl__exec *x, const nncl_node *n, nncl__view terms, size_t count, double scale,
+static nncl_status loss_sum(nncl__exec *ex, const nncl_node *n, nncl__view terms, size_t count, double scale,
                             nncl__view out) {
-    return nncl__k_sum_scalar(nncl__kl_of(x, n, LOSS_K_SUM), terms, count, (float)scale, out);
+    return nncl__k_sum_scalar(nncl__kl_of(ex, n, LOSS_K_SUM), terms, count, (float)scale, out);
 }
 
 static void loss_scalar(nncl_node *n) {
@@ -50,20 +50,20 @@ static nncl_status ce_shape(nncl_graph *g, nncl_node *n) {
 /* probabilities [B, C] then per-row terms [B] */
 static size_t ce_aux(const nncl_node *n, int batch) { return (n->in[0]->sample_numel + 1) * (size_t)batch; }
 
-static nncl_status ce_forward(nncl__exec *x, nncl_node *n) {
-    int C = n->in[0]->shape[1], B = x->batch;
-    nncl__view probs = nncl__auxv(x, n), terms = probs;
+static nncl_status ce_forward(nncl__exec *ex, nncl_node *n) {
+    int C = n->in[0]->shape[1], B = ex->batch;
+    nncl__view probs = nncl__auxv(ex, n), terms = probs;
     terms.off += (size_t)B * (size_t)C;
-    NNCL_TRY(nncl__k_ce_rows(nncl__kl_of(x, n, LOSS_K_TERMS), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]), probs,
+    NNCL_TRY(nncl__k_ce_rows(nncl__kl_of(ex, n, LOSS_K_TERMS), nncl__val(ex, n->in[0]), nncl__val(ex, n->in[1]), probs,
                              terms, (size_t)B, (size_t)C));
-    return loss_sum(x, n, terms, (size_t)B, 1.0 / B, nncl__val(x, n));
+    return loss_sum(ex, n, terms, (size_t)B, 1.0 / B, nncl__val(ex, n));
 }
 
-static nncl_status ce_backward(nncl__exec *x, nncl_node *n) {
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    return nncl__k_ce_backward(nncl__kl_of(x, n, LOSS_K_BACKWARD), nncl__auxv(x, n), nncl__val(x, n->in[1]),
-                               nncl__grd(x, n), nncl__grd(x, n->in[0]), (size_t)x->batch,
-                               (size_t)n->in[0]->shape[1], nncl__grad_accumulate(x, n, 0));
+static nncl_status ce_backward(nncl__exec *ex, nncl_node *n) {
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    return nncl__k_ce_backward(nncl__kl_of(ex, n, LOSS_K_BACKWARD), nncl__auxv(ex, n), nncl__val(ex, n->in[1]),
+                               nncl__grd(ex, n), nncl__grd(ex, n->in[0]), (size_t)ex->batch,
+                               (size_t)n->in[0]->shape[1], nncl__grad_accumulate(ex, n, 0));
 }
 
 static void ce_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out, double *aux) {
@@ -138,42 +138,42 @@ static nncl_status seq_shape(nncl_graph *g, nncl_node *n) {
 
 static size_t seq_aux(const nncl_node *n, int batch) { return 3 * seq_rows(n, batch) + 1; }
 
-static nncl_status seq_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status seq_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    size_t rows = seq_rows(n, x->batch);
+    size_t rows = seq_rows(n, ex->batch);
     int V = n->in[0]->shape[n->in[0]->ndim - 1];
-    int per_row = nncl__row_kernels(x);
-    NNCL_TRY(nncl__kbegin(x, n, per_row ? SEQ_K_ROWS_ITEM : SEQ_K_ROWS, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
+    int per_row = nncl__row_kernels(ex);
+    NNCL_TRY(nncl__kbegin(ex, n, per_row ? SEQ_K_ROWS_ITEM : SEQ_K_ROWS, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, V);
     nncl__arg_int(&a, n->iattr[0]);
-    NNCL_TRY(per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)V));
-    NNCL_TRY(nncl__kbegin(x, n, SEQ_K_SUM, &a));
-    nncl__arg_view(&a, nncl__auxv(x, n));
+    NNCL_TRY(per_row ? nncl__launch_1d(&a, ex->dev, rows) : nncl__launch_rows(&a, ex->dev, rows, (size_t)V));
+    NNCL_TRY(nncl__kbegin(ex, n, SEQ_K_SUM, &a));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
     nncl__arg_int(&a, (int)rows);
-    nncl__arg_view(&a, nncl__val(x, n));
-    return nncl__launch_rows(&a, x->dev, 1, rows);
+    nncl__arg_view(&a, nncl__val(ex, n));
+    return nncl__launch_rows(&a, ex->dev, 1, rows);
 }
 
-static nncl_status seq_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status seq_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    size_t rows = seq_rows(n, x->batch);
+    size_t rows = seq_rows(n, ex->batch);
     int V = n->in[0]->shape[n->in[0]->ndim - 1];
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, SEQ_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(ex, n, SEQ_K_BACKWARD, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n->in[0]));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, V);
     nncl__arg_int(&a, n->iattr[0]);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, rows * (size_t)V);
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 0));
+    return nncl__launch_1d(&a, ex->dev, rows * (size_t)V);
 }
 
 static void seq_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
@@ -235,23 +235,23 @@ const nncl__opdef nncl__opdef_sequence_ce = {
 
 static size_t pair_aux(const nncl_node *n, int batch) { return nncl__numel(n->in[0], batch); }
 
-static nncl_status pair_forward(nncl__exec *x, nncl_node *n) {
-    size_t count = nncl__numel(n->in[0], x->batch);
-    NNCL_TRY(nncl__k_pair_terms(nncl__kl_of(x, n, LOSS_K_TERMS), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
-                                nncl__auxv(x, n), count));
-    return loss_sum(x, n, nncl__auxv(x, n), count, 1.0 / (double)count, nncl__val(x, n));
+static nncl_status pair_forward(nncl__exec *ex, nncl_node *n) {
+    size_t count = nncl__numel(n->in[0], ex->batch);
+    NNCL_TRY(nncl__k_pair_terms(nncl__kl_of(ex, n, LOSS_K_TERMS), nncl__val(ex, n->in[0]), nncl__val(ex, n->in[1]),
+                                nncl__auxv(ex, n), count));
+    return loss_sum(ex, n, nncl__auxv(ex, n), count, 1.0 / (double)count, nncl__val(ex, n));
 }
 
-static nncl_status pair_backward(nncl__exec *x, nncl_node *n) {
-    size_t count = nncl__numel(n->in[0], x->batch);
-    int want0 = nncl__need_grad(x, n, 0), want1 = nncl__need_grad(x, n, 1), acc0, acc1;
-    nncl__view g0 = want0 ? nncl__grd(x, n->in[0]) : nncl__grd(x, n);
-    nncl__view g1 = want1 ? nncl__grd(x, n->in[1]) : nncl__grd(x, n);
+static nncl_status pair_backward(nncl__exec *ex, nncl_node *n) {
+    size_t count = nncl__numel(n->in[0], ex->batch);
+    int want0 = nncl__need_grad(ex, n, 0), want1 = nncl__need_grad(ex, n, 1), acc0, acc1;
+    nncl__view g0 = want0 ? nncl__grd(ex, n->in[0]) : nncl__grd(ex, n);
+    nncl__view g1 = want1 ? nncl__grd(ex, n->in[1]) : nncl__grd(ex, n);
     if (!want0 && !want1) return NNCL_OK;
-    acc0 = want0 ? nncl__grad_accumulate(x, n, 0) : 0;
-    acc1 = want1 ? nncl__grad_accumulate(x, n, 1) : 0;
-    return nncl__k_pair_backward(nncl__kl_of(x, n, LOSS_K_BACKWARD), nncl__val(x, n->in[0]), nncl__val(x, n->in[1]),
-                                 nncl__grd(x, n), g0, acc0, g1, acc1, want0, want1, count);
+    acc0 = want0 ? nncl__grad_accumulate(ex, n, 0) : 0;
+    acc1 = want1 ? nncl__grad_accumulate(ex, n, 1) : 0;
+    return nncl__k_pair_backward(nncl__kl_of(ex, n, LOSS_K_BACKWARD), nncl__val(ex, n->in[0]), nncl__val(ex, n->in[1]),
+                                 nncl__grd(ex, n), g0, acc0, g1, acc1, want0, want1, count);
 }
 
 

@@ -69,19 +69,14 @@ enum { MM_FORWARD, MM_DA, MM_DB };
  * c_z = op(a_z) op(b_z'); dA: da_z = dc_z op(b)^T (stored transposed with
  * transpose_a: op(b) dc_z^T); dB: db = op(a_z)^T dc_z (with transpose_b:
  * dc_z^T op(a_z)); beta 1 adds. */
-static void mm_args(nncl__exec *x, const nncl_node *n, const mm_dims *d, int which, size_t z, float beta,
+static void mm_args(nncl__exec *ex, const nncl_node *n, const mm_dims *d, int which, size_t z, float beta,
                     nncl__gemm_args *g) {
     int ta = n->iattr[0], tb = n->iattr[1], flat = mm_flat(n, d);
     size_t rows = flat ? d->items * d->M : d->M, zb = flat ? 0 : z % d->b_items;
     size_t lda = ta ? d->M : d->K, ldb = tb ? d->K : d->N;
-    nncl__view av = nncl__val(x, n->in[0]), bv = nncl__val(x, n->in[1]), cv = nncl__val(x, n);
+    nncl__view av = nncl__val(ex, n->in[0]), bv = nncl__val(ex, n->in[1]), cv = nncl__val(ex, n);
     size_t ao = av.off + z * d->M * d->K, bo = bv.off + zb * d->K * d->N, co = cv.off + z * d->M * d->N;
-    memset(g, 0, sizeof *g);
-    g->alpha = 1;
-    g->beta = beta;
-    g->temp = x->gemm_temp;
-    g->store = x->store;
-    g->temp_cap = x->gemm_cap;
+    nncl__gemm_args_begin(ex, beta, g);
     if (which == MM_FORWARD) {
         g->trans_a = ta; g->trans_b = tb;
         g->m = rows; g->n = d->N; g->k = d->K;
@@ -89,7 +84,7 @@ static void mm_args(nncl__exec *x, const nncl_node *n, const mm_dims *d, int whi
         g->b = bv.mem; g->b_off = bo; g->ldb = ldb;
         g->c = cv.mem; g->c_off = co; g->ldc = d->N;
     } else if (which == MM_DA) {
-        nncl__view dc = nncl__grd(x, n), da = nncl__grd(x, n->in[0]);
+        nncl__view dc = nncl__grd(ex, n), da = nncl__grd(ex, n->in[0]);
         size_t dco = dc.off + z * d->M * d->N, dao = da.off + z * d->M * d->K;
         g->c_f32 = n->in[0]->op == NNCL_OP_PARAM; /* a parameter's gradient stays fp32 */
         g->c = da.mem; g->c_off = dao;
@@ -107,7 +102,7 @@ static void mm_args(nncl__exec *x, const nncl_node *n, const mm_dims *d, int whi
             g->ldc = d->M;
         }
     } else {
-        nncl__view dc = nncl__grd(x, n), db = nncl__grd(x, n->in[1]);
+        nncl__view dc = nncl__grd(ex, n), db = nncl__grd(ex, n->in[1]);
         size_t dco = dc.off + z * d->M * d->N, dbo = db.off + zb * d->K * d->N;
         g->c_f32 = n->in[1]->op == NNCL_OP_PARAM;
         g->c = db.mem; g->c_off = dbo;
@@ -127,50 +122,50 @@ static void mm_args(nncl__exec *x, const nncl_node *n, const mm_dims *d, int whi
     }
 }
 
-static nncl_status mm_prepare(nncl__exec *x, nncl_node *n, size_t *temp) {
+static nncl_status mm_prepare(nncl__exec *ex, nncl_node *n, size_t *temp) {
     nncl__gemm_args g;
     mm_dims d;
     size_t b = 0;
     int which;
-    mm_layout(n, x->batch, &d);
+    mm_layout(n, ex->batch, &d);
     *temp = 0;
     for (which = MM_FORWARD; which <= MM_DB; which++) {
-        if (which != MM_FORWARD && !nncl__need_grad(x, n, which - 1)) continue;
-        mm_args(x, n, &d, which, 0, 0, &g);
-        NNCL_TRY(nncl__sgemm_prepare(x->ctx, x->dev, &g, &b));
+        if (which != MM_FORWARD && !nncl__need_grad(ex, n, which - 1)) continue;
+        mm_args(ex, n, &d, which, 0, 0, &g);
+        NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &b));
         if (b > *temp) *temp = b;
     }
     return NNCL_OK;
 }
 
-static nncl_status mm_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status mm_forward(nncl__exec *ex, nncl_node *n) {
     nncl__gemm_args g;
     mm_dims d;
     size_t z;
-    mm_layout(n, x->batch, &d);
+    mm_layout(n, ex->batch, &d);
     for (z = 0; z < (mm_flat(n, &d) ? 1 : d.items); z++) {
-        mm_args(x, n, &d, MM_FORWARD, z, 0, &g);
-        NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
+        mm_args(ex, n, &d, MM_FORWARD, z, 0, &g);
+        NNCL_TRY(nncl__sgemm(ex->ctx, ex->dev, &g));
     }
     return NNCL_OK;
 }
 
-static nncl_status mm_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status mm_backward(nncl__exec *ex, nncl_node *n) {
     nncl__gemm_args g;
     mm_dims d;
     size_t z, count;
     int which;
-    mm_layout(n, x->batch, &d);
+    mm_layout(n, ex->batch, &d);
     count = mm_flat(n, &d) ? 1 : d.items;
     for (which = MM_DA; which <= MM_DB; which++) {
         int acc;
-        if (!nncl__need_grad(x, n, which - 1)) continue;
-        acc = nncl__grad_accumulate(x, n, which - 1);
+        if (!nncl__need_grad(ex, n, which - 1)) continue;
+        acc = nncl__grad_accumulate(ex, n, which - 1);
         for (z = 0; z < count; z++) {
             /* a shared b: the items after its first use add to its gradient */
             int add = acc || (which == MM_DB && z >= d.b_items);
-            mm_args(x, n, &d, which, z, add ? 1.0f : 0.0f, &g);
-            NNCL_TRY(nncl__sgemm(x->ctx, x->dev, &g));
+            mm_args(ex, n, &d, which, z, add ? 1.0f : 0.0f, &g);
+            NNCL_TRY(nncl__sgemm(ex->ctx, ex->dev, &g));
         }
     }
     return NNCL_OK;

@@ -95,33 +95,33 @@ static nncl_status drop_shape(nncl_graph *g, nncl_node *n) {
 }
 
 /* dst (+)= dropout(src): the forward (acc 0) and the backward. */
-static nncl_status drop_run(nncl__exec *x, const nncl_node *n, nncl__view src, nncl__view dst, int acc) {
+static nncl_status drop_run(nncl__exec *ex, const nncl_node *n, nncl__view src, nncl__view dst, int acc) {
     nncl__args a;
     uint32_t k0, k1;
-    size_t total = nncl__numel(n, x->batch);
-    drop_keys(n, x->step_seed, &k0, &k1);
-    NNCL_TRY(nncl__kbegin(x, n, MISC_K_FORWARD, &a));
+    size_t total = nncl__numel(n, ex->batch);
+    drop_keys(n, ex->step_seed, &k0, &k1);
+    NNCL_TRY(nncl__kbegin(ex, n, MISC_K_FORWARD, &a));
     nncl__arg_view(&a, src);
     nncl__arg_view(&a, dst);
     nncl__arg_int(&a, (int)total);
     nncl__arg_int(&a, n->batched ? (int)n->sample_numel : 0);
-    nncl__arg_int(&a, n->batched ? x->batch_offset : 0);
+    nncl__arg_int(&a, n->batched ? ex->batch_offset : 0);
     nncl__arg_int(&a, misc_u2i(k0));
     nncl__arg_int(&a, misc_u2i(k1));
     nncl__arg_int(&a, misc_u2i(drop_threshold(n->fattr[0])));
     nncl__arg_float(&a, (float)drop_scale(n->fattr[0]));
-    nncl__arg_int(&a, x->training);
+    nncl__arg_int(&a, ex->training);
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, total);
+    return nncl__launch_1d(&a, ex->dev, total);
 }
 
-static nncl_status drop_forward(nncl__exec *x, nncl_node *n) {
-    return drop_run(x, n, nncl__val(x, n->in[0]), nncl__val(x, n), 0);
+static nncl_status drop_forward(nncl__exec *ex, nncl_node *n) {
+    return drop_run(ex, n, nncl__val(ex, n->in[0]), nncl__val(ex, n), 0);
 }
 
-static nncl_status drop_backward(nncl__exec *x, nncl_node *n) {
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    return drop_run(x, n, nncl__grd(x, n), nncl__grd(x, n->in[0]), nncl__grad_accumulate(x, n, 0));
+static nncl_status drop_backward(nncl__exec *ex, nncl_node *n) {
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    return drop_run(ex, n, nncl__grd(ex, n), nncl__grd(ex, n->in[0]), nncl__grad_accumulate(ex, n, 0));
 }
 
 /* out (+)= dropout(in) on the host: the same mask as the device. */
@@ -197,41 +197,41 @@ static nncl_status emb_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status emb_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status emb_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    size_t rows = nncl__numel(n->in[0], x->batch);
-    NNCL_TRY(nncl__kbegin(x, n, MISC_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n));
+    size_t rows = nncl__numel(n->in[0], ex->batch);
+    NNCL_TRY(nncl__kbegin(ex, n, MISC_K_FORWARD, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, nncl__val(ex, n));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, n->iattr[0]);
     nncl__arg_int(&a, n->iattr[1]);
-    return nncl__launch_1d(&a, x->dev, rows * (size_t)n->iattr[1]);
+    return nncl__launch_1d(&a, ex->dev, rows * (size_t)n->iattr[1]);
 }
 
-static nncl_status emb_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status emb_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    size_t rows = nncl__numel(n->in[0], x->batch);
+    size_t rows = nncl__numel(n->in[0], ex->batch);
     int num = n->iattr[0], dim = n->iattr[1], nblk = (dim + 31) / 32;
-    if (nncl__need_grad(x, n, 0) && !nncl__grad_accumulate(x, n, 0)) {
+    if (nncl__need_grad(ex, n, 0) && !nncl__grad_accumulate(ex, n, 0)) {
         /* indices are piecewise constant: their gradient is zero */
-        NNCL_TRY(nncl__kbegin(x, n, MISC_K_ZERO, &a));
-        nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+        NNCL_TRY(nncl__kbegin(ex, n, MISC_K_ZERO, &a));
+        nncl__arg_view(&a, nncl__grd(ex, n->in[0]));
         nncl__arg_int(&a, (int)rows);
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, rows));
+        NNCL_TRY(nncl__launch_1d(&a, ex->dev, rows));
     }
-    if (!nncl__need_grad(x, n, 1)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, MISC_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[1]));
+    if (!nncl__need_grad(ex, n, 1)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(ex, n, MISC_K_BACKWARD, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__grd(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
     nncl__arg_int(&a, (int)rows);
     nncl__arg_int(&a, num);
     nncl__arg_int(&a, dim);
     nncl__arg_int(&a, nblk);
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
-    return nncl__launch_1d(&a, x->dev, (size_t)num * (size_t)nblk);
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
+    return nncl__launch_1d(&a, ex->dev, (size_t)num * (size_t)nblk);
 }
 
 /* Row of index value v, or -1 when v is not a whole number in [0, num). */
@@ -412,35 +412,35 @@ static nncl_status cat_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status cat_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status cat_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     int rows, ca, cb;
-    cat_layout(n, x->batch, &rows, &ca, &cb);
-    NNCL_TRY(nncl__kbegin(x, n, MISC_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n));
+    cat_layout(n, ex->batch, &rows, &ca, &cb);
+    NNCL_TRY(nncl__kbegin(ex, n, MISC_K_FORWARD, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, nncl__val(ex, n));
     nncl__arg_int(&a, rows);
     nncl__arg_int(&a, ca);
     nncl__arg_int(&a, cb);
-    return nncl__launch_1d(&a, x->dev, (size_t)rows * (size_t)(ca + cb));
+    return nncl__launch_1d(&a, ex->dev, (size_t)rows * (size_t)(ca + cb));
 }
 
-static nncl_status cat_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status cat_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     int rows, ca, cb, k;
-    cat_layout(n, x->batch, &rows, &ca, &cb);
+    cat_layout(n, ex->batch, &rows, &ca, &cb);
     for (k = 0; k < 2; k++) {
-        if (!nncl__need_grad(x, n, k)) continue;
-        NNCL_TRY(nncl__kbegin(x, n, MISC_K_BACKWARD, &a));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, nncl__grd(x, n->in[k]));
+        if (!nncl__need_grad(ex, n, k)) continue;
+        NNCL_TRY(nncl__kbegin(ex, n, MISC_K_BACKWARD, &a));
+        nncl__arg_view(&a, nncl__grd(ex, n));
+        nncl__arg_view(&a, nncl__grd(ex, n->in[k]));
         nncl__arg_int(&a, rows);
         nncl__arg_int(&a, ca);
         nncl__arg_int(&a, cb);
         nncl__arg_int(&a, k);
-        nncl__arg_int(&a, nncl__grad_accumulate(x, n, k));
-        NNCL_TRY(nncl__launch_1d(&a, x->dev, (size_t)rows * (size_t)(k ? cb : ca)));
+        nncl__arg_int(&a, nncl__grad_accumulate(ex, n, k));
+        NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)rows * (size_t)(k ? cb : ca)));
     }
     return NNCL_OK;
 }

@@ -8,44 +8,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Kernel slots (cl/norm.cl), in the order of the rows' kernel lists. */
-enum { LN_K_FORWARD, LN_K_DX, LN_K_DWDB, LN_K_ROWS };
-enum { RMS_K_FORWARD, RMS_K_DX, RMS_K_DW, RMS_K_ROWS };
+/* Kernel slots of layer and RMS norm (cl/norm.cl), in the order of the
+ * rows' kernel lists; LN_K_DW sums layer norm's bias gradient too. */
+enum { LN_K_FORWARD, LN_K_DX, LN_K_DW, LN_K_ROWS };
 
-int nncl__row_kernels(const nncl__exec *x) {
+int nncl__row_kernels(const nncl__exec *ex) {
     const char *env = getenv("NNCL_REDUCE");
     if (env && !strcmp(env, "rows")) return 1;
     if (env && !strcmp(env, "groups")) return 0;
-    return x->dev->info.type == NNCL_DEVICE_CPU;
+    return ex->dev->info.type == NNCL_DEVICE_CPU;
 }
 
 /* A per-row weight-gradient kernel: one work-item per 8 columns, each its
  * own group, so that every core takes some. */
-static nncl_status norm_launch_cols8(nncl__args *a, nncl__exec *x, int D) {
+static nncl_status norm_launch_cols8(nncl__args *a, nncl__exec *ex, int D) {
     size_t global = ((size_t)D + 7) / 8, local = 1;
-    return nncl__launch(a, x->dev, 1, &global, &local);
+    return nncl__launch(a, ex->dev, 1, &global, &local);
 }
 
 /* Whether input i of n is there and needs a gradient. */
-static int norm_want(nncl__exec *x, const nncl_node *n, int i) { return i < n->n_in && nncl__need_grad(x, n, i); }
+static int norm_want(nncl__exec *ex, const nncl_node *n, int i) { return i < n->n_in && nncl__need_grad(ex, n, i); }
 
 /* Begins the kernel in slot that sums the weight and bias gradients of a
  * norm node (nncl_batchnorm_backward_f32_params, nncl_batchnorm_grad_merge_f32,
  * nncl_layernorm_backward_f32_params), with their shared
  * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
  * (aux stands in for a gradient not wanted). */
-nncl_status nncl__norm_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a) {
-    int want_w = norm_want(x, n, 1), want_b = norm_want(x, n, 2);
-    NNCL_TRY(nncl__kbegin(x, n, slot, a));
-    nncl__arg_view(a, nncl__val(x, n->in[0]));
-    nncl__arg_view(a, nncl__grd(x, n));
-    nncl__arg_view(a, nncl__auxv(x, n));
-    nncl__arg_view(a, want_w ? nncl__grd(x, n->in[1]) : nncl__auxv(x, n));
+nncl_status nncl__norm_param_grads(nncl__exec *ex, nncl_node *n, int slot, nncl__args *a) {
+    int want_w = norm_want(ex, n, 1), want_b = norm_want(ex, n, 2);
+    NNCL_TRY(nncl__kbegin(ex, n, slot, a));
+    nncl__arg_view(a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(a, nncl__grd(ex, n));
+    nncl__arg_view(a, nncl__auxv(ex, n));
+    nncl__arg_view(a, want_w ? nncl__grd(ex, n->in[1]) : nncl__auxv(ex, n));
     nncl__arg_int(a, want_w);
-    nncl__arg_int(a, want_w ? nncl__grad_accumulate(x, n, 1) : 0);
-    nncl__arg_view(a, want_b ? nncl__grd(x, n->in[2]) : nncl__auxv(x, n));
+    nncl__arg_int(a, want_w ? nncl__grad_accumulate(ex, n, 1) : 0);
+    nncl__arg_view(a, want_b ? nncl__grd(ex, n->in[2]) : nncl__auxv(ex, n));
     nncl__arg_int(a, want_b);
-    nncl__arg_int(a, want_b ? nncl__grad_accumulate(x, n, 2) : 0);
+    nncl__arg_int(a, want_b ? nncl__grad_accumulate(ex, n, 2) : 0);
     return NNCL_OK;
 }
 
@@ -97,79 +97,135 @@ static nncl_status ln_shape(nncl_graph *g, nncl_node *n) {
 /* aux: (mean, invstd) per row. */
 static size_t ln_aux(const nncl_node *n, int batch) { return 2 * (nncl__numel(n, batch) / (size_t)ln_dim(n)); }
 
-static nncl_status ln_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
+/* The rows and width of a row norm's input. */
+static int ln_rows(const nncl__exec *ex, const nncl_node *n, size_t *rows) {
     int D = ln_dim(n);
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = nncl__row_kernels(x);
-    NNCL_TRY(nncl__kbegin(x, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
-    nncl__arg_int(&a, n->n_in == 3);
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    nncl__arg_float(&a, n->fattr[0]);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    *rows = nncl__numel(n, ex->batch) / (size_t)D;
+    return D;
 }
 
-static nncl_status ln_backward(nncl__exec *x, nncl_node *n) {
+/* A row norm's per-row launch: one work-item a row (the row kernels), a group a row
+ * otherwise. */
+static nncl_status ln_launch(nncl__args *a, nncl__exec *ex, int per_row, size_t rows, int D) {
+    return per_row ? nncl__launch_1d(a, ex->dev, rows) : nncl__launch_rows(a, ex->dev, rows, (size_t)D);
+}
+
+/* A row norm's weight (and bias) gradient launch, over the columns. */
+static nncl_status ln_launch_cols(nncl__args *a, nncl__exec *ex, int per_row, size_t rows, int D) {
+    nncl__arg_int(a, (int)rows);
+    nncl__arg_int(a, D);
+    return per_row ? norm_launch_cols8(a, ex, D) : nncl__launch_cols(a, ex->dev, rows, (size_t)D);
+}
+
+/* The forward's arguments after the inputs, shared by layer and RMS norm:
+ * y, aux, rows, D, eps; then the launch. */
+static nncl_status ln_forward_rest(nncl__args *a, nncl__exec *ex, nncl_node *n, int per_row) {
+    size_t rows;
+    int D = ln_rows(ex, n, &rows);
+    nncl__arg_view(a, nncl__val(ex, n));
+    nncl__arg_view(a, nncl__auxv(ex, n));
+    nncl__arg_int(a, (int)rows);
+    nncl__arg_int(a, D);
+    nncl__arg_float(a, n->fattr[0]);
+    return ln_launch(a, ex, per_row, rows, D);
+}
+
+/* The input gradient of layer and RMS norm, whose kernels take the same
+ * arguments: x, dy, w, aux, dx, acc, rows, D. */
+static nncl_status ln_dx(nncl__exec *ex, nncl_node *n, int slot, int per_row) {
     nncl__args a;
-    int D = ln_dim(n);
-    int want_x = nncl__need_grad(x, n, 0), want_w = nncl__need_grad(x, n, 1), want_b = norm_want(x, n, 2);
-    int per_row = nncl__row_kernels(x), k = per_row ? LN_K_ROWS : 0;
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    if (want_w || want_b) {
-        NNCL_TRY(nncl__norm_param_grads(x, n, LN_K_DWDB + k, &a));
-        nncl__arg_int(&a, (int)rows);
-        nncl__arg_int(&a, D);
-        NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
+    size_t rows;
+    int D = ln_rows(ex, n, &rows);
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__grd(ex, n));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, nncl__auxv(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n->in[0]));
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 0));
+    nncl__arg_int(&a, (int)rows);
+    nncl__arg_int(&a, D);
+    return ln_launch(&a, ex, per_row, rows, D);
+}
+
+/* Layer norm and RMS norm, whose kernels differ in the forward's bias
+ * arguments and the weight gradient's (layer norm's sums the bias's too). */
+static nncl_status ln_forward(nncl__exec *ex, nncl_node *n) {
+    nncl__args a;
+    int per_row = nncl__row_kernels(ex);
+    NNCL_TRY(nncl__kbegin(ex, n, LN_K_FORWARD + (per_row ? LN_K_ROWS : 0), &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    if (n->op == NNCL_OP_LAYERNORM) {
+        nncl__arg_view(&a, nncl__val(ex, n->in[n->n_in - 1])); /* no bias: the weight stands in, unread */
+        nncl__arg_int(&a, n->n_in == 3);
     }
-    if (!want_x) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, LN_K_DX + k, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
+    return ln_forward_rest(&a, ex, n, per_row);
 }
 
+static nncl_status ln_backward(nncl__exec *ex, nncl_node *n) {
+    nncl__args a;
+    size_t rows;
+    int D = ln_rows(ex, n, &rows);
+    int per_row = nncl__row_kernels(ex), k = per_row ? LN_K_ROWS : 0;
+    if (n->op == NNCL_OP_LAYERNORM && (nncl__need_grad(ex, n, 1) || norm_want(ex, n, 2))) {
+        NNCL_TRY(nncl__norm_param_grads(ex, n, LN_K_DW + k, &a));
+        NNCL_TRY(ln_launch_cols(&a, ex, per_row, rows, D));
+    } else if (n->op == NNCL_OP_RMSNORM && nncl__need_grad(ex, n, 1)) {
+        NNCL_TRY(nncl__kbegin(ex, n, LN_K_DW + k, &a));
+        nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+        nncl__arg_view(&a, nncl__grd(ex, n));
+        nncl__arg_view(&a, nncl__auxv(ex, n));
+        nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
+        nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
+        NNCL_TRY(ln_launch_cols(&a, ex, per_row, rows, D));
+    }
+    return nncl__need_grad(ex, n, 0) ? ln_dx(ex, n, LN_K_DX + k, per_row) : NNCL_OK;
+}
+
+/* The double references of layer norm and RMS norm, which is layer norm
+ * without the centring (mean 0) and without a bias. aux per row: layer
+ * norm (mean, invstd), RMS norm invrms. */
 static void ln_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
                            double *aux) {
     size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
+    int rms = n->op == NNCL_OP_RMSNORM, bias = n->n_in == 3;
     for (i = 0; i < rows; i++) {
         const double *xr = in[0] + i * D;
-        double s = 0, q = 0, mean, inv;
-        for (d = 0; d < D; d++) s += xr[d];
-        mean = s / (double)D;
+        double s = 0, q = 0, mean = 0, inv;
+        for (d = 0; !rms && d < D; d++) s += xr[d];
+        if (!rms) mean = s / (double)D;
         for (d = 0; d < D; d++) q += (xr[d] - mean) * (xr[d] - mean);
         inv = 1 / sqrt(q / (double)D + n->fattr[0]);
-        for (d = 0; d < D; d++) out[i * D + d] = (xr[d] - mean) * inv * in[1][d] + (n->n_in == 3 ? in[2][d] : 0);
-        aux[2 * i] = mean;
-        aux[2 * i + 1] = inv;
+        for (d = 0; d < D; d++) out[i * D + d] = (xr[d] - mean) * inv * in[1][d] + (bias ? in[2][d] : 0);
+        if (rms) {
+            aux[i] = inv;
+        } else {
+            aux[2 * i] = mean;
+            aux[2 * i + 1] = inv;
+        }
     }
 }
 
+/* With g = dy w and xhat = (x - mean) invstd: dx = invstd (g - mean(g) -
+ * xhat mean(g xhat)), RMS norm without the mean(g) term; dw = the sum over
+ * rows of dy xhat, db of dy. */
 static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                             const double *gout, double *const *gin, double *aux) {
     size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
+    int rms = n->op == NNCL_OP_RMSNORM, bias = n->n_in == 3;
     (void)out;
     for (i = 0; i < rows; i++) {
         const double *xr = in[0] + i * D, *gr = gout + i * D;
-        double mean = aux[2 * i], inv = aux[2 * i + 1], sg = 0, sgx = 0;
+        double mean = rms ? 0 : aux[2 * i], inv = rms ? aux[i] : aux[2 * i + 1], sg = 0, sgx = 0;
         for (d = 0; d < D; d++) {
             double xhat = (xr[d] - mean) * inv;
             sg += gr[d] * in[1][d];
             sgx += gr[d] * in[1][d] * xhat;
             if (gin[1]) gin[1][d] += gr[d] * xhat;
-            if (n->n_in == 3 && gin[2]) gin[2][d] += gr[d];
+            if (bias && gin[2]) gin[2][d] += gr[d];
         }
+        if (rms) sg = 0;
         if (!gin[0]) continue;
         for (d = 0; d < D; d++) {
             double xhat = (xr[d] - mean) * inv;
@@ -220,89 +276,13 @@ nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, c
 /* aux: invrms = 1 / sqrt(mean(x^2) + eps) per row. */
 static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch) / (size_t)ln_dim(n); }
 
-static nncl_status rms_forward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int D = ln_dim(n);
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = nncl__row_kernels(x);
-    NNCL_TRY(nncl__kbegin(x, n, RMS_K_FORWARD + (per_row ? RMS_K_ROWS : 0), &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__val(x, n));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    nncl__arg_float(&a, n->fattr[0]);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
-}
-
-static nncl_status rms_backward(nncl__exec *x, nncl_node *n) {
-    nncl__args a;
-    int D = ln_dim(n);
-    size_t rows = nncl__numel(n, x->batch) / (size_t)D;
-    int per_row = nncl__row_kernels(x), k = per_row ? RMS_K_ROWS : 0;
-    if (nncl__need_grad(x, n, 1)) {
-        NNCL_TRY(nncl__kbegin(x, n, RMS_K_DW + k, &a));
-        nncl__arg_view(&a, nncl__val(x, n->in[0]));
-        nncl__arg_view(&a, nncl__grd(x, n));
-        nncl__arg_view(&a, nncl__auxv(x, n));
-        nncl__arg_view(&a, nncl__grd(x, n->in[1]));
-        nncl__arg_int(&a, nncl__grad_accumulate(x, n, 1));
-        nncl__arg_int(&a, (int)rows);
-        nncl__arg_int(&a, D);
-        NNCL_TRY(per_row ? norm_launch_cols8(&a, x, D) : nncl__launch_cols(&a, x->dev, rows, (size_t)D));
-    }
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, RMS_K_DX + k, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__val(x, n->in[1]));
-    nncl__arg_view(&a, nncl__auxv(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    nncl__arg_int(&a, (int)rows);
-    nncl__arg_int(&a, D);
-    return per_row ? nncl__launch_1d(&a, x->dev, rows) : nncl__launch_rows(&a, x->dev, rows, (size_t)D);
-}
-
-static void rms_ref_forward(const nncl_node *n, const nncl__refctx *r, const double *const *in, double *out,
-                            double *aux) {
-    size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
-    for (i = 0; i < rows; i++) {
-        const double *xr = in[0] + i * D;
-        double q = 0, inv;
-        for (d = 0; d < D; d++) q += xr[d] * xr[d];
-        inv = 1 / sqrt(q / (double)D + n->fattr[0]);
-        for (d = 0; d < D; d++) out[i * D + d] = xr[d] * inv * in[1][d];
-        aux[i] = inv;
-    }
-}
-
-/* With g = dy w and xhat = x invrms: dx = invrms (g - xhat mean(g xhat)),
- * dw = sum over rows of dy xhat. */
-static void rms_ref_backward(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
-                             const double *gout, double *const *gin, double *aux) {
-    size_t D = (size_t)ln_dim(n), rows = nncl__numel(n, r->batch) / D, i, d;
-    (void)out;
-    for (i = 0; i < rows; i++) {
-        const double *xr = in[0] + i * D, *gr = gout + i * D;
-        double inv = aux[i], s = 0;
-        for (d = 0; d < D; d++) {
-            s += gr[d] * in[1][d] * xr[d] * inv;
-            if (gin[1]) gin[1][d] += gr[d] * xr[d] * inv;
-        }
-        if (gin[0])
-            for (d = 0; d < D; d++) gin[0][i * D + d] += inv * (gr[d] * in[1][d] - xr[d] * inv * s / (double)D);
-    }
-}
-
 const nncl__opdef nncl__opdef_rmsnorm = {
     .name = "rmsnorm",
     .kernels = {{"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
                 {"norm", "nncl_rmsnorm_backward_f32_params"}, {"norm", "nncl_rmsnorm_f32_rows"},
                 {"norm", "nncl_rmsnorm_backward_f32_rows"}, {"norm", "nncl_rmsnorm_backward_f32_params_rows"}},
-    .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = rms_forward, .backward = rms_backward,
-    .bw_reads = NNCL_BW_INPUTS, .ref_forward = rms_ref_forward, .ref_backward = rms_ref_backward, .half = 2,
+    .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = ln_forward, .backward = ln_backward,
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2,
     .f32_aux = 1};
 
 nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {

@@ -81,7 +81,7 @@ static void pool_args_geometry(nncl__args *a, const pool_dims *d, int tiles) {
  * cols: groups of G whole planes, G * rows * cols <= 2^20, as few groups
  * as that allows and of about equal size. Sets the kernel's last arguments:
  * G, and acc unless negative. */
-static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, int cols, int planes, int acc) {
+static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *ex, int rows, int cols, int planes, int acc) {
     size_t size = (size_t)rows * (size_t)cols, most = POOL_GROUP_MAX / size;
     size_t groups = ((size_t)planes + most - 1) / most, G = ((size_t)planes + groups - 1) / groups;
     size_t global[2], local[2] = {POOL_LOCAL, 1};
@@ -89,8 +89,8 @@ static nncl_status pool_launch_groups(nncl__args *a, nncl__exec *x, int rows, in
     if (acc >= 0) nncl__arg_int(a, acc);
     global[0] = G * size;
     global[1] = ((size_t)planes + G - 1) / G;
-    if (local[0] > x->dev->max_work_group) local[0] = x->dev->max_work_group;
-    return nncl__launch(a, x->dev, 2, global, local);
+    if (local[0] > ex->dev->max_work_group) local[0] = ex->dev->max_work_group;
+    return nncl__launch(a, ex->dev, 2, global, local);
 }
 
 /* Kernel slots of the pooling rows: forward, backward (and the max pool's
@@ -110,55 +110,55 @@ static size_t maxpool_aux(const nncl_node *n, int batch) { return nncl__numel(n,
  * (cols, rows, planes); the max pool keeps its argmax in aux, and its 2x2
  * windows at stride 2 take the _2x2 kernels (planes before the geometry,
  * the group size G after; the _2x2r kernels by rows have no G). */
-static nncl_status pool_run(nncl__exec *x, nncl_node *n, int backward) {
+static nncl_status pool_run(nncl__exec *ex, nncl_node *n, int backward) {
     nncl__args a;
     pool_dims d;
     int max = n->op == NNCL_OP_MAXPOOL2D, tiles, acc, pairs, windows, rows, slot;
     size_t global[3];
-    if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
-    pool_dims_of(n, x->batch, &d);
+    if (backward && !nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    pool_dims_of(n, ex->batch, &d);
     tiles = max && d.k == 2 && d.st == 2 && d.pad == 0 && (size_t)d.H * (size_t)d.W <= POOL_GROUP_MAX;
-    acc = backward ? nncl__grad_accumulate(x, n, 0) : 0;
+    acc = backward ? nncl__grad_accumulate(ex, n, 0) : 0;
     /* the 2x2 backward takes pairs of inputs (in half storage a 32-bit
      * word) where they start on an even element (W even, dx at one) and
      * nothing is added: in fp32 too */
-    pairs = tiles && backward && !(d.W & 1) && !(nncl__grd(x, n->in[0]).off & 1) && !acc;
+    pairs = tiles && backward && !(d.W & 1) && !(nncl__grd(ex, n->in[0]).off & 1) && !acc;
     /* in half storage, with x at an even element too, windows as two
      * 32-bit words, the backward by windows: each searched once */
-    windows = tiles && x->store && !(d.W & 1) && !(nncl__val(x, n->in[0]).off & 1) && d.OH > 0 &&
+    windows = tiles && ex->store && !(d.W & 1) && !(nncl__val(ex, n->in[0]).off & 1) && d.OH > 0 &&
               (!backward || pairs);
     /* CPU devices, rows of at least 4 outputs: by rows of outputs, vectors
      * in each work-item (cl/pool.cl); the backward where it writes every
      * input once (H and W even, nothing to add to). In half storage too:
      * on PoCL for AVX2 rows are many times faster than windows */
-    rows = tiles && x->dev->info.type == NNCL_DEVICE_CPU && d.OW >= 4 &&
+    rows = tiles && ex->dev->info.type == NNCL_DEVICE_CPU && d.OW >= 4 &&
            (!backward || (!acc && !(d.H & 1) && !(d.W & 1)));
     slot = rows      ? (backward ? POOL_K_BACKWARD_2X2R : POOL_K_FORWARD_2X2R)
            : windows ? (backward ? POOL_K_BACKWARD_2X2W : POOL_K_FORWARD_2X2W)
            : pairs ? POOL_K_BACKWARD_2X2P
                    : (backward ? POOL_K_BACKWARD : POOL_K_FORWARD) + (tiles ? 2 : 0);
-    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
-    nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, n->in[0]));
-    if (backward && max) nncl__arg_view(&a, x->store ? nncl__val(x, n->in[0]) : nncl__auxv(x, n)); /* cl/pool.cl */
-    nncl__arg_view(&a, backward ? nncl__grd(x, n->in[0]) : nncl__val(x, n));
-    if (!backward && max) nncl__arg_view(&a, nncl__auxv(x, n));
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
+    nncl__arg_view(&a, backward ? nncl__grd(ex, n) : nncl__val(ex, n->in[0]));
+    if (backward && max) nncl__arg_view(&a, ex->store ? nncl__val(ex, n->in[0]) : nncl__auxv(ex, n)); /* cl/pool.cl */
+    nncl__arg_view(&a, backward ? nncl__grd(ex, n->in[0]) : nncl__val(ex, n));
+    if (!backward && max) nncl__arg_view(&a, nncl__auxv(ex, n));
     if (tiles) nncl__arg_int(&a, d.planes);
     pool_args_geometry(&a, &d, tiles);
-    if (rows) return nncl__launch_1d(&a, x->dev, (size_t)d.planes * (size_t)d.OH);
+    if (rows) return nncl__launch_1d(&a, ex->dev, (size_t)d.planes * (size_t)d.OH);
     /* 2x2: forward one work-item per window, backward per input or per
      * pair of inputs (cl/pool.cl) */
-    if (tiles && !backward) return pool_launch_groups(&a, x, d.OH, d.OW, d.planes, -1);
-    if (windows && backward) return pool_launch_groups(&a, x, (d.H + 1) / 2, d.W / 2, d.planes, -1);
-    if (tiles) return pool_launch_groups(&a, x, d.H, pairs ? d.W / 2 : d.W, d.planes, pairs ? -1 : acc);
+    if (tiles && !backward) return pool_launch_groups(&a, ex, d.OH, d.OW, d.planes, -1);
+    if (windows && backward) return pool_launch_groups(&a, ex, (d.H + 1) / 2, d.W / 2, d.planes, -1);
+    if (tiles) return pool_launch_groups(&a, ex, d.H, pairs ? d.W / 2 : d.W, d.planes, pairs ? -1 : acc);
     if (backward) nncl__arg_int(&a, acc);
     global[0] = (size_t)(backward ? d.W : d.OW);
     global[1] = (size_t)(backward ? d.H : d.OH);
     global[2] = (size_t)d.planes;
-    return nncl__launch(&a, x->dev, 3, global, NULL);
+    return nncl__launch(&a, ex->dev, 3, global, NULL);
 }
 
-static nncl_status pool_forward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 0); }
-static nncl_status pool_backward(nncl__exec *x, nncl_node *n) { return pool_run(x, n, 1); }
+static nncl_status pool_forward(nncl__exec *ex, nncl_node *n) { return pool_run(ex, n, 0); }
+static nncl_status pool_backward(nncl__exec *ex, nncl_node *n) { return pool_run(ex, n, 1); }
 
 /* The taps ki of output row (or column) o whose input row lies in 0..size-1:
  * pool_from .. pool_to - 1 (the window's overlap with the plane). */
@@ -277,33 +277,33 @@ static nncl_status gap_shape(nncl_graph *g, nncl_node *n) {
 /* Global average pool: streaming kernels over the [B*C, H*W] planes, a
  * work-item per plane forward, per GAP_CHUNK values of a plane backward. */
 #define GAP_CHUNK 256
-static nncl_status gap_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status gap_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    size_t planes = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_FORWARD, &a));
-    nncl__arg_view(&a, nncl__val(x, n->in[0]));
-    nncl__arg_view(&a, nncl__val(x, n));
+    size_t planes = nncl__numel(n, ex->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    NNCL_TRY(nncl__kbegin(ex, n, POOL_K_FORWARD, &a));
+    nncl__arg_view(&a, nncl__val(ex, n->in[0]));
+    nncl__arg_view(&a, nncl__val(ex, n));
     nncl__arg_int(&a, (int)planes);
     nncl__arg_int(&a, (int)hw);
     nncl__arg_float(&a, (float)(1.0 / (double)hw));
-    return nncl__launch_1d(&a, x->dev, planes);
+    return nncl__launch_1d(&a, ex->dev, planes);
 }
 
-static nncl_status gap_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status gap_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
-    size_t planes = nncl__numel(n, x->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
+    size_t planes = nncl__numel(n, ex->batch), hw = (size_t)n->in[0]->shape[2] * (size_t)n->in[0]->shape[3];
     size_t nch = (hw + GAP_CHUNK - 1) / GAP_CHUNK;
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    NNCL_TRY(nncl__kbegin(x, n, POOL_K_BACKWARD, &a));
-    nncl__arg_view(&a, nncl__grd(x, n));
-    nncl__arg_view(&a, nncl__grd(x, n->in[0]));
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    NNCL_TRY(nncl__kbegin(ex, n, POOL_K_BACKWARD, &a));
+    nncl__arg_view(&a, nncl__grd(ex, n));
+    nncl__arg_view(&a, nncl__grd(ex, n->in[0]));
     nncl__arg_int(&a, (int)planes);
     nncl__arg_int(&a, (int)hw);
     nncl__arg_int(&a, (int)nch);
     nncl__arg_int(&a, GAP_CHUNK);
     nncl__arg_float(&a, (float)(1.0 / (double)hw));
-    nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, planes * nch);
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 0));
+    return nncl__launch_1d(&a, ex->dev, planes * nch);
 }
 #undef GAP_CHUNK
 

@@ -55,32 +55,32 @@ static nncl_status tr_shape(nncl_graph *g, nncl_node *n) {
 }
 
 /* src [outer, d0, mid, d1, inner] -> dst [outer, d1, mid, d0, inner]. */
-static nncl_status tr_run(nncl__exec *x, const nncl_node *n, int slot, nncl__view src, nncl__view dst, int swap,
+static nncl_status tr_run(nncl__exec *ex, const nncl_node *n, int slot, nncl__view src, nncl__view dst, int swap,
                           int acc) {
     nncl__args a;
     const nncl_node *in = n->in[0];
     int a0 = n->iattr[0] < n->iattr[1] ? n->iattr[0] : n->iattr[1], a1 = n->iattr[0] ^ n->iattr[1] ^ a0;
-    size_t count = nncl__numel(n, x->batch);
+    size_t count = nncl__numel(n, ex->batch);
     int d0 = in->shape[a0], d1 = in->shape[a1];
-    NNCL_TRY(nncl__kbegin(x, n, slot, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
     nncl__arg_view(&a, src);
     nncl__arg_view(&a, dst);
     nncl__arg_int(&a, (int)count);
     nncl__arg_int(&a, swap ? d1 : d0);
-    nncl__arg_int(&a, (int)shape_prod(in, a0 + 1, a1, x->batch));
+    nncl__arg_int(&a, (int)shape_prod(in, a0 + 1, a1, ex->batch));
     nncl__arg_int(&a, swap ? d0 : d1);
-    nncl__arg_int(&a, (int)shape_prod(in, a1 + 1, in->ndim, x->batch));
+    nncl__arg_int(&a, (int)shape_prod(in, a1 + 1, in->ndim, ex->batch));
     nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, x->dev, count);
+    return nncl__launch_1d(&a, ex->dev, count);
 }
 
-static nncl_status tr_forward(nncl__exec *x, nncl_node *n) {
-    return tr_run(x, n, SHAPE_K_FORWARD, nncl__val(x, n->in[0]), nncl__val(x, n), 0, 0);
+static nncl_status tr_forward(nncl__exec *ex, nncl_node *n) {
+    return tr_run(ex, n, SHAPE_K_FORWARD, nncl__val(ex, n->in[0]), nncl__val(ex, n), 0, 0);
 }
 
-static nncl_status tr_backward(nncl__exec *x, nncl_node *n) {
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    return tr_run(x, n, SHAPE_K_FORWARD, nncl__grd(x, n), nncl__grd(x, n->in[0]), 1, nncl__grad_accumulate(x, n, 0));
+static nncl_status tr_backward(nncl__exec *ex, nncl_node *n) {
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    return tr_run(ex, n, SHAPE_K_FORWARD, nncl__grd(ex, n), nncl__grd(ex, n->in[0]), 1, nncl__grad_accumulate(ex, n, 0));
 }
 
 /* For element i of the input, its place in the output. */
@@ -153,14 +153,14 @@ static nncl_status sl_shape(nncl_graph *g, nncl_node *n) {
 /* Begins a slice kernel: the two views, then run (the values a work-item
  * row covers per outer index: len * inner, or D * inner for the backward
  * that writes all of dx), D, length, start, inner; *outer gets the rows. */
-static nncl_status sl_begin(nncl__exec *x, const nncl_node *n, int slot, nncl__view src, nncl__view dst, int whole,
+static nncl_status sl_begin(nncl__exec *ex, const nncl_node *n, int slot, nncl__view src, nncl__view dst, int whole,
                             nncl__args *a, size_t *run, size_t *outer) {
     const nncl_node *in = n->in[0];
     int ax = n->iattr[0];
-    size_t inner = shape_prod(in, ax + 1, in->ndim, x->batch);
+    size_t inner = shape_prod(in, ax + 1, in->ndim, ex->batch);
     *run = (size_t)(whole ? in->shape[ax] : n->iattr[2]) * inner;
-    *outer = shape_prod(in, 0, ax, x->batch);
-    NNCL_TRY(nncl__kbegin(x, n, slot, a));
+    *outer = shape_prod(in, 0, ax, ex->batch);
+    NNCL_TRY(nncl__kbegin(ex, n, slot, a));
     nncl__arg_view(a, src);
     nncl__arg_view(a, dst);
     nncl__arg_count(a, *run);
@@ -172,31 +172,31 @@ static nncl_status sl_begin(nncl__exec *x, const nncl_node *n, int slot, nncl__v
 }
 
 /* Rows of run work-items (a power of two up to 64 wide), outer of them. */
-static nncl_status sl_launch(nncl__args *a, nncl__exec *x, size_t run, size_t outer) {
+static nncl_status sl_launch(nncl__args *a, nncl__exec *ex, size_t run, size_t outer) {
     size_t global[2], local[2] = {1, 1};
-    while (local[0] < run && local[0] < 64 && local[0] * 2 <= x->dev->max_work_group) local[0] *= 2;
+    while (local[0] < run && local[0] < 64 && local[0] * 2 <= ex->dev->max_work_group) local[0] *= 2;
     global[0] = run;
     global[1] = outer;
-    return nncl__launch(a, x->dev, 2, global, local);
+    return nncl__launch(a, ex->dev, 2, global, local);
 }
 
-static nncl_status sl_forward(nncl__exec *x, nncl_node *n) {
+static nncl_status sl_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     size_t run, outer;
-    NNCL_TRY(sl_begin(x, n, SHAPE_K_FORWARD, nncl__val(x, n->in[0]), nncl__val(x, n), 0, &a, &run, &outer));
-    return sl_launch(&a, x, run, outer);
+    NNCL_TRY(sl_begin(ex, n, SHAPE_K_FORWARD, nncl__val(ex, n->in[0]), nncl__val(ex, n), 0, &a, &run, &outer));
+    return sl_launch(&a, ex, run, outer);
 }
 
 /* Adding: the slice's part of dx alone; else all of dx, zeros outside. */
-static nncl_status sl_backward(nncl__exec *x, nncl_node *n) {
+static nncl_status sl_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     size_t run, outer;
     int acc;
-    if (!nncl__need_grad(x, n, 0)) return NNCL_OK;
-    acc = nncl__grad_accumulate(x, n, 0);
-    NNCL_TRY(sl_begin(x, n, SHAPE_K_BACKWARD, nncl__grd(x, n), nncl__grd(x, n->in[0]), !acc, &a, &run, &outer));
+    if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    acc = nncl__grad_accumulate(ex, n, 0);
+    NNCL_TRY(sl_begin(ex, n, SHAPE_K_BACKWARD, nncl__grd(ex, n), nncl__grd(ex, n->in[0]), !acc, &a, &run, &outer));
     nncl__arg_int(&a, acc);
-    return sl_launch(&a, x, run, outer);
+    return sl_launch(&a, ex, run, outer);
 }
 
 /* For element i of the output, its place in the input. */

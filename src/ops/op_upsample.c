@@ -44,29 +44,29 @@ static nncl_status up_shape(nncl_graph *g, nncl_node *n) {
     return NNCL_OK;
 }
 
-static nncl_status up_run(nncl__exec *x, nncl_node *n, int backward) {
+static nncl_status up_run(nncl__exec *ex, nncl_node *n, int backward) {
     nncl__args a;
     const nncl_node *xin = n->in[0];
-    size_t count = nncl__numel(backward ? xin : n, x->batch);
-    if (backward && !nncl__need_grad(x, n, 0)) return NNCL_OK;
-    if (nncl__numel(n, x->batch) > (size_t)INT_MAX)
-        return nncl__fail(x->ctx, NNCL_ERR_UNSUPPORTED, "upsample2d \"%s\": a batch of %d has more than 2^31 elements",
-                          n->name, x->batch);
-    NNCL_TRY(nncl__kbegin(x, n, backward ? UP_K_BACKWARD : UP_K_FORWARD, &a));
-    nncl__arg_view(&a, backward ? nncl__grd(x, n) : nncl__val(x, xin));
-    nncl__arg_view(&a, backward ? nncl__grd(x, xin) : nncl__val(x, n));
+    size_t count = nncl__numel(backward ? xin : n, ex->batch);
+    if (backward && !nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    if (nncl__numel(n, ex->batch) > (size_t)INT_MAX)
+        return nncl__fail(ex->ctx, NNCL_ERR_UNSUPPORTED, "upsample2d \"%s\": a batch of %d has more than 2^31 elements",
+                          n->name, ex->batch);
+    NNCL_TRY(nncl__kbegin(ex, n, backward ? UP_K_BACKWARD : UP_K_FORWARD, &a));
+    nncl__arg_view(&a, backward ? nncl__grd(ex, n) : nncl__val(ex, xin));
+    nncl__arg_view(&a, backward ? nncl__grd(ex, xin) : nncl__val(ex, n));
     nncl__arg_int(&a, xin->shape[2]);
     nncl__arg_int(&a, xin->shape[3]);
     nncl__arg_int(&a, n->iattr[0]);
     nncl__arg_int(&a, n->iattr[1]);
     nncl__arg_int(&a, n->iattr[2]);
     nncl__arg_count(&a, count);
-    if (backward) nncl__arg_int(&a, nncl__grad_accumulate(x, n, 0));
-    return nncl__launch_1d(&a, x->dev, count);
+    if (backward) nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 0));
+    return nncl__launch_1d(&a, ex->dev, count);
 }
 
-static nncl_status up_forward(nncl__exec *x, nncl_node *n) { return up_run(x, n, 0); }
-static nncl_status up_backward(nncl__exec *x, nncl_node *n) { return up_run(x, n, 1); }
+static nncl_status up_forward(nncl__exec *ex, nncl_node *n) { return up_run(ex, n, 0); }
+static nncl_status up_backward(nncl__exec *ex, nncl_node *n) { return up_run(ex, n, 1); }
 
 /* The sources of output o along an axis (the kernels' nncl_upsample_src). */
 static void up_src(int o, int f, int in, int mode, int *i0, int *i1, double *l1) {
@@ -128,13 +128,8 @@ static void up_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 const nncl__opdef nncl__opdef_upsample2d = {
     .name = "upsample2d",
     .kernels = {{"upsample", "nncl_upsample2d_f32"}, {"upsample", "nncl_upsample2d_backward_f32"}},
-    .shape = up_shape,
-    .check = up_check,
-    .forward = up_forward,
-    .backward = up_backward,
-    .ref_forward = up_ref_forward,
-    .ref_backward = up_ref_backward,
-    .half = 1};
+    .shape = up_shape, .check = up_check, .forward = up_forward, .backward = up_backward,
+    .ref_forward = up_ref_forward, .ref_backward = up_ref_backward, .half = 1};
 
 nncl_node *nncl_upsample2d(nncl_graph *g, nncl_node *x, int factor_h, int factor_w, int bilinear) {
     int iattr[3];

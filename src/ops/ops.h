@@ -13,7 +13,7 @@
  * devices, whose drivers run a group's work-items as SIMD lanes and split
  * a kernel at every barrier; else one work-group a row. NNCL_REDUCE=rows
  * or groups decides instead (the tests run both on any device). */
-int nncl__row_kernels(const nncl__exec *x);
+int nncl__row_kernels(const nncl__exec *ex);
 
 /* Class labels y[0..n) of a C-class classifier: whole numbers in 0..C-1
  * (the cross-entropy's contract, and evaluation's). */
@@ -23,14 +23,17 @@ nncl_status nncl__check_labels(nncl_context *ctx, const nncl_node *labels, int C
  * run as node n's NNCL_DENSE_KERNELS slots.
  * y viewed as [rows, cols, inner] (inner 1 for linear, H*W for NCHW):
  * y = act(y + b[col]) in place over n elements (bias may be NULL). */
-nncl_status nncl__bias_act(nncl__exec *x, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
+nncl_status nncl__bias_act(nncl__exec *ex, const nncl_node *n, nncl__view y, const nncl_node *bias, int cols, int inner,
                            size_t count, int act);
 /* dy *= act'(y) in place over count elements, from the activation's output y. */
-nncl_status nncl__act_backward_inplace(nncl__exec *x, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
+nncl_status nncl__act_backward_inplace(nncl__exec *ex, const nncl_node *n, nncl__view dy, nncl__view y, size_t count,
                                        int act);
 /* db[c] (+)= sum over rows and inner of dy[rows, cols, inner]; acc adds. */
-nncl_status nncl__bias_grad(nncl__exec *x, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
+nncl_status nncl__bias_grad(nncl__exec *ex, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc);
+/* A node's GEMM arguments begun: zeros, alpha 1, beta, and the executor's
+ * temporary buffer and store (the ops' GEMMs, op_dense.c). */
+void nncl__gemm_args_begin(const nncl__exec *ex, float beta, nncl__gemm_args *g);
 /* The double maths of the elementwise ops (op_elementwise.c's rows), which
  * their graph references apply and the eager ops' tests use as theirs:
  * out[i] = a[i] op b[i % bn] (add, sub, mul; bn n, or cols for a row
@@ -47,7 +50,7 @@ void nncl__softmax_ref_backward(const double *dy, const double *y, size_t rows, 
  * (op_norm.c owns their layout): the 2C floats of node n's aux for phase 0
  * ([mean, invstd] of the shard) or phase 1 ([sum dy, sum dy xhat]), read
  * into host (write 0) or written from it (write 1); blocking. */
-nncl_status nncl__batchnorm_stats_io(nncl__exec *x, const nncl_node *n, int phase, float *host, int write);
+nncl_status nncl__batchnorm_stats_io(nncl__exec *ex, const nncl_node *n, int phase, float *host, int write);
 /* Node n's running mean and variance (C floats each) in a host copy of the
  * graph's state buffer. */
 void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var);
@@ -71,8 +74,14 @@ double nncl__dropout_scale(float p);
  * x, dy, aux, dw, want_w, acc_w, db, want_b, acc_b; and a norm node over
  * `features` with NAME.weight (ones) and, with bias, NAME.bias (zeros) as
  * in[1], in[2], taken back when the node is refused. */
-nncl_status nncl__norm_param_grads(nncl__exec *x, nncl_node *n, int slot, nncl__args *a);
+nncl_status nncl__norm_param_grads(nncl__exec *ex, nncl_node *n, int slot, nncl__args *a);
 nncl_node *nncl__norm_node(nncl_graph *g, nncl__op op, const char *name, int features, int bias, nncl_node **in,
                            const float *fattr, int n_fattr);
+
+/* The recurrence of an LSTM (gru 0) or GRU (gru 1) layer as one rnn_scan
+ * node (op_rnn.c): gi [B, T, G H] the input products x W_ih^T of every
+ * step, w_hh [G H, H], b_ih and b_hh [G H]; returns h [B, T, H]. */
+nncl_node *nncl__rnn_scan(nncl_graph *g, int gru, nncl_node *gi, nncl_node *w_hh, nncl_node *b_ih,
+                          nncl_node *b_hh);
 
 #endif /* NNCL_OPS_H */

@@ -1,7 +1,9 @@
-/* rnn.c - LSTM and GRU layers over [B, T, F] (batch first) built from graph
- * ops, as kann builds them: per layer the input projection of all T steps
- * is one product x W_ih^T + b_ih ([B, T, G*H], G gates), then the
- * recurrence is unrolled in the graph, one hidden product h W_hh^T per step
+/* rnn.c - LSTM and GRU layers over [B, T, F] (batch first). Per layer the
+ * input projection of all T steps is one product x W_ih^T ([B, T, G*H],
+ * G gates); the recurrence is then one fused rnn_scan node (op_rnn.c: the
+ * biases, per step one hidden product and one cell kernel), or, with
+ * NNCL_RNN=graph, built from graph ops as kann builds it, unrolled in the
+ * graph, one hidden product h W_hh^T per step
  * with the gates' nonlinearities and the cell update as elementwise nodes,
  * so the backward through time is the graph's exact autodiff. Each step
  * keeps [B, 1, *] shapes; the steps' hidden states are concatenated along
@@ -13,6 +15,7 @@
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 enum { RNN_LSTM, RNN_GRU };
 
@@ -54,6 +57,13 @@ static nncl_node *rnn_join(nncl_graph *g, nncl_node *const *steps, int n) {
     return a ? nncl_concat(g, a, rnn_join(g, steps + n / 2, n - n / 2), 0) : NULL;
 }
 
+/* Whether the layers are built from graph ops (NNCL_RNN=graph), the
+ * reference the fused recurrence is checked and measured against. */
+static int rnn_unrolled(void) {
+    const char *env = getenv("NNCL_RNN");
+    return env && !strcmp(env, "graph");
+}
+
 /* One layer over x [B, T, F]: returns its output [B, T, hidden]. */
 static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, int layer, const char *name) {
     char nm[NNCL_NAME_MAX + 24];
@@ -72,6 +82,10 @@ static nncl_node *rnn_layer(nncl_graph *g, int kind, nncl_node *x, int hidden, i
     snprintf(nm, sizeof nm, "%s.bias_hh_l%d", name, layer);
     b_hh = b_ih ? nncl_param(g, nm, 1, shape, NNCL_INIT_UNIFORM, bound) : NULL;
     if (!b_hh) return NULL;
+    if (!rnn_unrolled()) {
+        gi = nncl_matmul(g, x, w_ih, 0, 1);
+        return gi ? nncl__rnn_scan(g, kind == RNN_GRU, gi, w_hh, b_ih, b_hh) : NULL;
+    }
     if (!(steps = (nncl_node **)nncl__calloc((size_t)T, sizeof *steps)))
         return nncl__graph_fail(g, NNCL_ERR_OUT_OF_MEMORY, "out of host memory building the graph");
     /* the LSTM's hidden bias adds to every step's gates alike: one bias b_ih + b_hh, one gradient sum */

@@ -62,6 +62,7 @@ typedef struct fit_state {
     int have_best;
     int *shard_zero;           /* per device: last state shown (0 in, 1 left out, 2 failed) */
     int *failed;               /* per device: a step reported it failed */
+    int said_arrangement;      /* the progress says once how the devices were arranged, and why */
 } fit_state;
 
 /* "data parallel, shards 60/40" for the progress line, and a message when a device gets no
@@ -71,6 +72,12 @@ static void fit_split_text(nncl_trainer *t, fit_state *fs, nncl_progress *pr, ch
     size_t used;
     buf[0] = 0;
     if (n < 2) return;
+    if (!fs->said_arrangement) { /* the measured figures behind the choice */
+        char msg[160];
+        snprintf(msg, sizeof msg, "devices arranged: %s", t->why);
+        nncl_progress_message(pr, msg);
+        fs->said_arrangement = 1;
+    }
     for (i = 0; i < n && i < 16; i++) working += t->alive[i] && sizes[i];
     used = (size_t)snprintf(buf, len, "%s, shards ", working > 1 ? "data parallel" : "one device");
     for (i = 0; i < n && i < 16 && used + 8 < len; i++)

@@ -175,6 +175,7 @@ typedef struct nncl_device {
     unsigned mem_base_align;  /* bytes a sub-buffer origin must be a multiple of */
     nncl_program *programs;   /* built programs, one per kernel family */
     unsigned long lookups;    /* kernels looked up by name and programs built (nncl__kernel_lookups) */
+    int clblast_tuned;        /* CLBlast runs a GEMM tuning made for this device (src/gemm/tune.c) */
     nncl__kslot optim_kernels[3][5]; /* the optimizer's per storage type, resolved on first use (optim.c) */
     struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
     /* Releases what the layers above keep on the device (GEMM state),

@@ -119,6 +119,7 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     nncl_program *p;
     char options[448];
     int cached;
+    double t0;
     NNCL_TRY(prog_source(ctx, family, &owned, &len));
     src = owned;
     p = (nncl_program *)nncl__calloc(1, sizeof *p);
@@ -144,7 +145,12 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
         NNCL_FREE(p);
         return nncl__cl_fail(ctx, err, "clCreateProgramWithSource", __FILE__, __LINE__);
     }
+    t0 = nncl__seconds();
     err = clBuildProgram(p->program, 1, &dev->id, options, NULL, NULL);
+    p->build_ms = (nncl__seconds() - t0) * 1e3;
+    if (err == CL_SUCCESS)
+        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: cl/%s.cl%s%s built in %.0f ms", dev->info.index, family,
+                  *extra ? " " : "", extra, p->build_ms);
     if (err == CL_SUCCESS && cached) nncl__bcache_store(ctx, dev, src, len, options, p->program);
     NNCL_FREE(owned);
     if (err != CL_SUCCESS) {

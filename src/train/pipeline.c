@@ -373,13 +373,20 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
     pp->lossv = (float *)nncl__calloc((size_t)pp->m, sizeof(float));
     pp->off = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
     pp->len = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
-    if (!pp->act || !pp->grad || !pp->act_ready || !pp->grad_ready || !pp->lossv || !pp->off || !pp->len)
+    pp->slots = (int *)nncl__calloc((size_t)pp->k, sizeof(int));
+    pp->pin_act = (cl_mem *)nncl__calloc((size_t)pp->k, sizeof(cl_mem));
+    pp->pin_grad = (cl_mem *)nncl__calloc((size_t)pp->k, sizeof(cl_mem));
+    pp->act_ev = (cl_event *)nncl__calloc((size_t)pp->k * (size_t)pp->m, sizeof(cl_event));
+    pp->grad_ev = (cl_event *)nncl__calloc((size_t)pp->k * (size_t)pp->m, sizeof(cl_event));
+    if (!pp->act || !pp->grad || !pp->act_ready || !pp->grad_ready || !pp->lossv || !pp->off || !pp->len ||
+        !pp->slots || !pp->pin_act || !pp->pin_grad || !pp->act_ev || !pp->grad_ev)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (s = 0; s < cuts; s++) {
-        size_t n = nncl__numel(pp->st[s].out, pp->mb) * (size_t)pp->m;
-        pp->act[s] = (float *)nncl__calloc(n, sizeof(float));
-        pp->grad[s] = (float *)nncl__calloc(n, sizeof(float));
-        if (!pp->act[s] || !pp->grad[s]) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        size_t n;
+        pp->slots[s] = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE || pp->k - s > pp->m ? pp->m : pp->k - s;
+        n = nncl__numel(pp->st[s].out, pp->mb) * (size_t)pp->slots[s];
+        NNCL_TRY(nncl__pipe_slots(t, s, 0, n * sizeof(float)));
+        NNCL_TRY(nncl__pipe_slots(t, s, 1, n * sizeof(float)));
     }
     for (s = 0; s < pp->k; s++) {
         nncl__stage *st = &pp->st[s];
@@ -498,8 +505,9 @@ nncl_status nncl__pipe_create(nncl_trainer *t) {
     if (st == NNCL_OK) st = pipe_plans(t);
     if (st == NNCL_OK) {
         pipe_log(t);
-        snprintf(t->why, sizeof t->why, "%s: %d stages, %d micro-batches, cut %s",
+        snprintf(t->why, sizeof t->why, "%s: %d stages, %d micro-batches, %s, cut %s",
                  t->cfg.pipeline > 0 ? "asked for" : "the model fits no device whole", pp.k, t->pipe->m,
+                 t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B",
                  t->cfg.cuts ? "given" : t->fixed_shares ? "by arithmetic over the shares" : "by measured layer times");
     }
 done:
@@ -518,16 +526,14 @@ void nncl__pipe_free(nncl_trainer *t) {
             nncl__buffer_release(nncl__device(t->ctx, t->device[s]), pp->st[s].acc, pp->st[s].g->n_trainable * 4);
         pipe_stage_free(&pp->st[s]);
     }
-    for (s = 0; s < pp->k; s++) {
-        if (pp->act) NNCL_FREE(pp->act[s]);
-        if (pp->grad) NNCL_FREE(pp->grad[s]);
-    }
+    nncl__pipe_slots_free(t);
     if (pp->locks) {
         pthread_mutex_destroy(&pp->lock);
         pthread_cond_destroy(&pp->cond);
     }
     NNCL_FREE(pp->st); NNCL_FREE(pp->act); NNCL_FREE(pp->grad); NNCL_FREE(pp->act_ready); NNCL_FREE(pp->grad_ready);
-    NNCL_FREE(pp->lossv); NNCL_FREE(pp->off); NNCL_FREE(pp->len);
+    NNCL_FREE(pp->lossv); NNCL_FREE(pp->off); NNCL_FREE(pp->len); NNCL_FREE(pp->slots);
+    NNCL_FREE(pp->pin_act); NNCL_FREE(pp->pin_grad); NNCL_FREE(pp->act_ev); NNCL_FREE(pp->grad_ev);
     NNCL_FREE(pp);
     t->pipe = NULL;
 }
@@ -564,6 +570,11 @@ int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max) {
         out[s].busy_seconds = st->busy;
         out[s].idle_seconds = st->idle;
         out[s].transfer_seconds = st->xfer;
+        if (s + 1 < t->pipe->k) {
+            out[s].held_micro_batches = t->pipe->slots[s];
+            /* a slot of values and one of gradients per micro-batch held */
+            out[s].held_bytes = 8 * nncl__numel(st->out, t->pipe->mb) * (size_t)t->pipe->slots[s];
+        }
     }
     return t->pipe->k;
 }

@@ -36,7 +36,17 @@ typedef struct nncl__pipe {
     int k, m;                  /* stages, micro-batches asked for */
     int mb;                    /* samples of the largest micro-batch (the plans' batch) */
     nncl__stage *st;
-    float **act, **grad;       /* per cut: m slots of mb samples of the cut's value, of its gradient */
+    float **act, **grad;       /* per cut: slots[cut] slots of mb samples of the cut's value, of its gradient */
+    int *slots;                /* per cut: m (GPipe) or min(m, k - cut) (1F1B) */
+    /* Per cut, where act and grad live when pinned: a CL_MEM_ALLOC_HOST_PTR
+     * buffer of the stage that writes them (cut c's values: stage c, its
+     * gradients: stage c + 1), mapped for the trainer's life; NULL: host
+     * memory of nncl__calloc. */
+    cl_mem *pin_act, *pin_grad;
+    /* [cut * m + part]: the read that fills the slot, not yet waited for
+     * (the next or previous stage waits before it uses the slot); NULL:
+     * none pending. */
+    cl_event *act_ev, *grad_ev;
     unsigned char *act_ready, *grad_ready; /* [cut * m + part] */
     int abort;
     pthread_mutex_t lock;
@@ -53,6 +63,18 @@ typedef struct nncl__pipe {
  * seed; refuses a configuration it cannot honour, with a message. */
 nncl_status nncl__pipe_create(nncl_trainer *t);
 void nncl__pipe_free(nncl_trainer *t);
+/* The least seconds of reps passes (forward and backward, no update) of
+ * max_batch zeros through the pipeline, after one untimed; the running
+ * statistics are put back. */
+nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec);
+/* Cut c's slots of values (grad 0: pinned for stage c, which reads them
+ * from its device) or of gradients (1: for stage c + 1), bytes each, into
+ * t->pipe's act[c] or grad[c]; host memory where the driver cannot pin
+ * (said in the log). slots_free releases every cut's. */
+nncl_status nncl__pipe_slots(nncl_trainer *t, int c, int grad, size_t bytes);
+void nncl__pipe_slots_free(nncl_trainer *t);
+/* Releases the events of reads no stage waited for (a step that failed). */
+void nncl__pipe_events_release(nncl__pipe *pp);
 /* nncl_trainer_step of a pipelined trainer. */
 nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info);
 /* The graph's parameters (n_params floats), running statistics (n_state)

@@ -1,13 +1,23 @@
-/* pipeline_step.c - a step of a pipelined trainer (GPipe): every stage on
- * its device's thread runs the forward of every micro-batch, handing the
- * value at its cut to the next stage through host memory, then the backward
- * of every micro-batch from the last, taking the cut's gradient from the
- * next stage and handing its input's gradient to the previous one; a stage
- * whose plan last ran another micro-batch first recomputes this one's
- * forward (its running statistics kept as they were). The gradients are
+/* pipeline_step.c - a step of a pipelined trainer: every stage on its
+ * device's thread runs the forwards and backwards of the micro-batches in
+ * the schedule's order (GPipe: every forward, then every backward from the
+ * last; 1F1B: K-1-s forwards, then one backward and one forward in turn,
+ * then the backwards left), handing the value at its cut to the next stage
+ * through host staging slots (micro-batch m in slot m mod the cut's slots:
+ * 1F1B needs K-s of them, since a stage's forward of m waits for its
+ * backward of m-(K-s), which waited for the next stage's use of that
+ * slot), taking the cut's gradient back the same way; a stage whose plan
+ * last ran another micro-batch first recomputes this one's forward (its
+ * running statistics kept as they were). The copies at the cuts do not
+ * block: a stage enqueues its read into the (pinned) slot and goes on
+ * computing; the stage that takes the slot waits for that read's event.
+ * The slot is not refilled too soon, because each handover (a flag and its
+ * read's event) completes only after everything its stage's in-order
+ * queue held before it, the writes from the slots it was given included.
+ * The gradients are
  * accumulated on each stage's device weighted by micro-batch size; the norm, the
  * NaN/Inf verdict and the loss scale are decided over all stages; each
- * stage then steps its optimizer once. Also the gathering and scattering of
+ * stage then steps its optimizer once. Also the slots at the cuts, and the gathering and scattering of
  * parameters and optimizer state between the stages and the graph's
  * layout. */
 #include "train/pipeline.h"
@@ -31,12 +41,43 @@ static nncl_status pipe_wait(nncl_trainer *t, int s, const unsigned char *flag) 
     return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "stopped: another stage failed");
 }
 
+/* Waits for the read that filled a slot (*ev, then released); its time is
+ * stage s's transfer time. */
+static nncl_status pipe_wait_read(nncl_trainer *t, int s, cl_event *ev) {
+    double t0 = nncl__seconds();
+    cl_int err, done = CL_COMPLETE;
+    if (!*ev) return NNCL_OK;
+    err = clWaitForEvents(1, ev);
+    if (err == CL_SUCCESS)
+        err = clGetEventInfo(*ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof done, &done, NULL);
+    clReleaseEvent(*ev);
+    *ev = NULL;
+    t->pipe->st[s].xfer += nncl__seconds() - t0;
+    if (err == CL_SUCCESS && done < 0) err = done;
+    NNCL_CL_CHECK(t->ctx, err, "clWaitForEvents (the copy at a pipeline cut)");
+    return NNCL_OK;
+}
+
+void nncl__pipe_events_release(nncl__pipe *pp) {
+    size_t i;
+    for (i = 0; pp->act_ev && pp->grad_ev && i < (size_t)pp->k * (size_t)pp->m; i++) {
+        if (pp->act_ev[i]) clReleaseEvent(pp->act_ev[i]);
+        if (pp->grad_ev[i]) clReleaseEvent(pp->grad_ev[i]);
+        pp->act_ev[i] = pp->grad_ev[i] = NULL;
+    }
+}
+
 static void pipe_post(nncl__pipe *pp, unsigned char *flag, int abort) {
     pthread_mutex_lock(&pp->lock);
     if (flag) *flag = 1;
     if (abort) pp->abort = 1;
     pthread_cond_broadcast(&pp->cond);
     pthread_mutex_unlock(&pp->lock);
+}
+
+/* Micro-batch m's slot of cut c in bufs (pp->act or pp->grad). */
+static float *pipe_slot(const nncl__pipe *pp, float **bufs, int c, int m) {
+    return bufs[c] + (size_t)(m % pp->slots[c]) * nncl__numel(pp->st[c].out, pp->mb);
 }
 
 /* Feeds micro-batch m to stage s: the graph's inputs it reads, and the
@@ -54,8 +95,7 @@ static nncl_status pipe_feed(nncl_trainer *t, int s, int m) {
         NNCL_TRY(nncl__plan_feed(p, st->inputs[2 * i + 1], pp->feeds[k].data + (size_t)pp->off[m] * full->sample_numel,
                                  pp->len[m]));
     }
-    if (st->in)
-        NNCL_TRY(nncl__plan_feed(p, st->in, pp->act[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb), pp->len[m]));
+    if (st->in) NNCL_TRY(nncl__plan_feed(p, st->in, pipe_slot(pp, pp->act, s - 1, m), pp->len[m]));
     return NNCL_OK;
 }
 
@@ -72,13 +112,16 @@ static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
     nncl__plan *p = t->plan[s];
     double t0;
     if (st->in) NNCL_TRY(pipe_wait(t, s, &pp->act_ready[(s - 1) * pp->m + m]));
+    if (st->in) NNCL_TRY(pipe_wait_read(t, s, &pp->act_ev[(s - 1) * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 0));
     NNCL_TRY(pipe_feed(t, s, m));
     NNCL_TRY(nncl__plan_forward(p, pp->len[m], 1));
     t0 = nncl__seconds();
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, NULL));
     else {
-        NNCL_TRY(nncl__plan_read(p, st->out, pp->act[s] + (size_t)m * nncl__numel(st->out, pp->mb), pp->len[m], NULL));
+        cl_event *ev = &pp->act_ev[s * pp->m + m];
+        NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], ev));
+        NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* under way while the stage goes on */
         pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
     }
     st->xfer += nncl__seconds() - t0;
@@ -96,7 +139,9 @@ static nncl_status pipe_recompute(nncl_trainer *t, int s, int m) {
     return NNCL_OK;
 }
 
-static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
+/* The backward of micro-batch m on stage s, its gradient added to the
+ * stage's sum (the first, accumulate 0: put there). */
+static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, int accumulate) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
@@ -105,24 +150,29 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute) {
     nncl__view acc;
     double t0;
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait(t, s, &pp->grad_ready[s * pp->m + m]));
+    if (s + 1 < pp->k) NNCL_TRY(pipe_wait_read(t, s, &pp->grad_ev[s * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 1));
     if (recompute) NNCL_TRY(pipe_recompute(t, s, m));
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward(p));
-    else NNCL_TRY(nncl__plan_backward_from(p, pp->grad[s] + (size_t)m * nncl__numel(st->out, pp->mb), pp->len[m]));
+    else NNCL_TRY(nncl__plan_backward_from(p, pipe_slot(pp, pp->grad, s, m), pp->len[m]));
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
         nncl__view v = p->x.grad[st->in->id];
-        if (v.mem)
-            NNCL_TRY(nncl__plan_read_view(p, v, pp->grad[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb),
-                                          nncl__numel(st->in, pp->len[m])));
-        else memset(pp->grad[s - 1] + (size_t)m * nncl__numel(st->in, pp->mb), 0, nncl__numel(st->in, pp->len[m]) * 4);
+        if (v.mem) { /* fp32: a pipeline's storage */
+            NNCL_CL(t->ctx, clEnqueueReadBuffer(nncl__plan_device(p)->queue, v.mem, CL_FALSE, v.off * 4,
+                                                nncl__numel(st->in, pp->len[m]) * 4, pipe_slot(pp, pp->grad, s - 1, m),
+                                                0, NULL, &pp->grad_ev[(s - 1) * pp->m + m]));
+            NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue));
+        } else memset(pipe_slot(pp, pp->grad, s - 1, m), 0, nncl__numel(st->in, pp->len[m]) * 4);
     }
+    /* The slot's writes to the device are done before the previous stage may refill it. */
+    if (st->in && !(st->in->needs_grad && p->x.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
     if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
     if (!g->n_trainable) return NNCL_OK;
     acc.mem = st->acc;
     acc.off = 0;
-    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, m != pp->parts - 1);
+    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, accumulate);
 }
 
 /* Stage s's part of a step, ending with the sum of squares of its
@@ -132,10 +182,16 @@ static nncl_status pipe_stage_run(nncl_trainer *t, int s) {
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
     nncl__view acc;
-    int m;
+    int f = 0, b, m, last = -1, P = pp->parts;
+    int warm = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P : pp->k - 1 - s < P ? pp->k - 1 - s : P;
     if (st->g->n_state) NNCL_TRY(nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
-    for (m = 0; m < pp->parts; m++) NNCL_TRY(pipe_forward(t, s, m));
-    for (m = pp->parts - 1; m >= 0; m--) NNCL_TRY(pipe_backward(t, s, m, m != pp->parts - 1));
+    for (; f < warm; f++) NNCL_TRY(pipe_forward(t, s, last = f));
+    for (b = 0; b < P; b++) {
+        if (f < P) NNCL_TRY(pipe_forward(t, s, last = f++));
+        m = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P - 1 - b : b;
+        NNCL_TRY(pipe_backward(t, s, m, last != m, b > 0));
+        last = m;
+    }
     st->sumsq_dev = 0;
     if (!st->g->n_trainable) return nncl__plan_finish(p);
     acc.mem = st->acc;
@@ -205,19 +261,10 @@ static void pipe_scale(nncl_trainer *t, nncl_step_info *info, int overflow) {
     }
 }
 
-nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+/* The step's batch in micro-batches, every flag down: then every stage runs. */
+static void pipe_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch) {
     nncl__pipe *pp = t->pipe;
-    double t0 = nncl__seconds(), ss = 0;
-    int s, m, bad, f;
-    float sumsq;
-    for (s = 0; s < pp->k; s++)
-        if (!t->alive[s])
-            return nncl__fail(t->ctx, NNCL_ERR_STATE, "nncl_trainer_step: the stage on device %d failed; create the "
-                              "trainer again from the last checkpoint", t->device[s]);
-    info->loss_scale = t->scaling ? t->scale : 1.0f;
-    info->arrangement = NNCL_ARRANGE_PIPELINE;
-    snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
-    t->plan[pp->k - 1]->seed = info->loss_scale;
+    int m;
     pp->feeds = feeds;
     pp->n_feeds = n_feeds;
     pp->batch = batch;
@@ -231,6 +278,57 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     memset(t->peer_failed, 0, (size_t)t->nd * sizeof(int));
     pp->abort = 0;
     nncl__trainer_each_device(t, pipe_stage_job, NULL);
+    nncl__pipe_events_release(pp); /* after a failure, reads no stage waited for */
+}
+
+nncl_status nncl__pipe_time(nncl_trainer *t, int reps, double *sec) {
+    nncl_graph *g = t->graph;
+    int i, k = 0, n_feeds = 0, r, f;
+    size_t most = 1;
+    float *zeros;
+    nncl_feed *feeds;
+    nncl_status st = NNCL_OK;
+    for (i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) {
+            n_feeds++;
+            if (g->nodes[i]->sample_numel > most) most = g->nodes[i]->sample_numel;
+        }
+    zeros = (float *)nncl__calloc(most * (size_t)t->cfg.max_batch, sizeof(float));
+    feeds = (nncl_feed *)nncl__calloc((size_t)n_feeds + 1, sizeof *feeds);
+    if (!zeros || !feeds) st = nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; st == NNCL_OK && i < g->n_nodes; i++)
+        if (g->nodes[i]->op == NNCL_OP_INPUT) {
+            feeds[k].node = g->nodes[i];
+            feeds[k++].data = zeros;
+        }
+    t->plan[t->pipe->k - 1]->dloss = 1;
+    for (r = 0; st == NNCL_OK && r <= reps; r++) { /* the first untimed */
+        double w = nncl__seconds();
+        pipe_run(t, feeds, n_feeds, t->cfg.max_batch);
+        w = nncl__seconds() - w;
+        pipe_restore(t);
+        if ((f = pipe_failed(t)) >= 0) st = nncl__fail(t->ctx, t->dev_status[f], "%s", nncl__trainer_dev_msg(t, f));
+        else if (r == 1 || (r > 1 && w < *sec)) *sec = w;
+    }
+    NNCL_FREE(zeros);
+    NNCL_FREE(feeds);
+    return st;
+}
+
+nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int batch, nncl_step_info *info) {
+    nncl__pipe *pp = t->pipe;
+    double t0 = nncl__seconds(), ss = 0;
+    int s, m, bad, f;
+    float sumsq;
+    for (s = 0; s < pp->k; s++)
+        if (!t->alive[s])
+            return nncl__fail(t->ctx, NNCL_ERR_STATE, "nncl_trainer_step: the stage on device %d failed; create the "
+                              "trainer again from the last checkpoint", t->device[s]);
+    info->loss_scale = t->scaling ? t->scale : 1.0f;
+    info->arrangement = NNCL_ARRANGE_PIPELINE;
+    snprintf(info->arrangement_why, sizeof info->arrangement_why, "%s", t->why);
+    t->plan[pp->k - 1]->dloss = info->loss_scale;
+    pipe_run(t, feeds, n_feeds, batch);
     if ((f = pipe_failed(t)) >= 0) { /* nothing stepped: the statistics go back and the trainer is as it was */
         pipe_restore(t);
         if (nncl__device_fault(t->dev_status[f])) t->alive[f] = 0;
@@ -267,6 +365,59 @@ nncl_status nncl__pipe_step(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     for (s = 0; s < pp->k; s++) info->exchange_seconds += pp->st[s].xfer;
     info->seconds = nncl__seconds() - t0;
     return NNCL_OK;
+}
+
+/* ------------------------------------------------------------- the slots at the cuts */
+
+/* bytes of host memory pinned for device d's transfers (a buffer it
+ * allocates in host memory, mapped once), so that its reads and writes of
+ * the slots need no staging copy of the driver's. */
+static nncl_status pipe_pin(nncl_trainer *t, int d, size_t bytes, cl_mem *mem, float **ptr) {
+    nncl_device *dev = nncl__device(t->ctx, t->device[d]);
+    cl_int err;
+    *mem = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+    NNCL_CL_CHECK(t->ctx, err, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
+    *ptr = (float *)clEnqueueMapBuffer(dev->queue, *mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL,
+                                       &err);
+    if (err != CL_SUCCESS) {
+        clReleaseMemObject(*mem);
+        *mem = NULL;
+        *ptr = NULL;
+    }
+    NNCL_CL_CHECK(t->ctx, err, "clEnqueueMapBuffer");
+    memset(*ptr, 0, bytes);
+    return NNCL_OK;
+}
+
+nncl_status nncl__pipe_slots(nncl_trainer *t, int c, int grad, size_t bytes) {
+    nncl__pipe *pp = t->pipe;
+    cl_mem *mem = grad ? &pp->pin_grad[c] : &pp->pin_act[c];
+    float **ptr = grad ? &pp->grad[c] : &pp->act[c];
+    if (pipe_pin(t, c + grad, bytes, mem, ptr) == NNCL_OK) return NNCL_OK;
+    nncl__log(t->ctx, NNCL_LOG_INFO, "pipeline cut %d: no pinned host memory (%s); plain host memory instead", c,
+              nncl__thread_error());
+    *mem = NULL;
+    *ptr = (float *)nncl__calloc(bytes, 1);
+    return *ptr ? NNCL_OK : nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+}
+
+/* Unmaps and releases a pinned buffer on device d (its queue waits for the unmap). */
+static void pipe_unpin(nncl_trainer *t, int d, cl_mem mem, float *ptr) {
+    nncl_device *dev = nncl__device(t->ctx, t->device[d]);
+    if (clEnqueueUnmapMemObject(dev->queue, mem, ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(dev->queue);
+    clReleaseMemObject(mem);
+}
+
+void nncl__pipe_slots_free(nncl_trainer *t) {
+    nncl__pipe *pp = t->pipe;
+    int s;
+    nncl__pipe_events_release(pp);
+    for (s = 0; s < pp->k; s++) {
+        if (pp->act && pp->pin_act && pp->pin_act[s]) pipe_unpin(t, s, pp->pin_act[s], pp->act[s]);
+        else if (pp->act) NNCL_FREE(pp->act[s]);
+        if (pp->grad && pp->pin_grad && pp->pin_grad[s]) pipe_unpin(t, s + 1, pp->pin_grad[s], pp->grad[s]);
+        else if (pp->grad) NNCL_FREE(pp->grad[s]);
+    }
 }
 
 /* ------------------------------------------------------------- the graph's layout */

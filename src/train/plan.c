@@ -29,6 +29,7 @@ void nncl__plan_free(nncl__plan *p) {
     }
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);
+    NNCL_FREE(p->x.kbase);
     NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux);
     nncl__plan_schedule_free(p);
     NNCL_FREE(p);
@@ -275,7 +276,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->loss = loss;
     p->device = device;
     p->max_batch = max_batch;
-    p->seed = 1.0f; /* the plan outlives the non-blocking write of it */
+    p->dloss = 1.0f; /* the plan outlives the non-blocking write of it */
     p->x.ctx = ctx;
     p->x.dev = dev;
     p->x.graph = g;
@@ -291,7 +292,10 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->fvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->faux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
-    p->x.kernels = (nncl__kslot *)nncl__calloc(n * NNCL_OP_KERNELS, sizeof(nncl__kslot));
+    p->x.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
+    for (i = 0; p->x.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
+        p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(g->nodes[i]->op));
+    p->x.kernels = p->x.kbase ? (nncl__kslot *)nncl__calloc(p->x.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
     if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux ||
         !p->x.grad_acc || !p->x.kernels) {
         nncl__plan_free(p);
@@ -314,10 +318,10 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
         const nncl__opdef *d = nncl__opdef_get(nd->op);
         size_t bytes = 0;
         int k;
-        for (k = 0; st == NNCL_OK && k < NNCL_OP_KERNELS; k++)
+        for (k = 0; st == NNCL_OK && k < nncl__op_kernel_count(d); k++)
             if (d->kernels[k].name)
                 st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
-                                              &p->x.kernels[(size_t)nd->id * NNCL_OP_KERNELS + (size_t)k]);
+                                              &p->x.kernels[p->x.kbase[nd->id] + (size_t)k]);
         p->x.gemm_cap = p->gemm_temp_bytes;
         if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, nd, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
@@ -381,16 +385,16 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
     return NNCL_OK;
 }
 
-/* Backward from a seed of count floats at src (the host memory stays valid
- * until the queue has passed it). */
-static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t count) {
-    nncl__view seed;
+/* Backward from the loss's gradient, count floats at src (the host memory
+ * stays valid until the queue has passed it). */
+static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t count) {
+    nncl__view dloss;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
-    seed = p->x.grad[p->loss->id];
-    if (!seed.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, seed.mem, CL_FALSE, seed.off * 4, count * 4, src, 0, NULL,
+    dloss = p->x.grad[p->loss->id];
+    if (!dloss.mem) return NNCL_OK; /* nothing trainable reaches the loss */
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, dloss.mem, CL_FALSE, dloss.off * 4, count * 4, src, 0, NULL,
                                          NULL));
     /* The forward's dropped values are dead now: their readers from here
      * on find the recomputed ones (aliases included). */
@@ -416,11 +420,11 @@ static nncl_status plan_backward_seeded(nncl__plan *p, const float *src, size_t 
     return NNCL_OK;
 }
 
-nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_seeded(p, &p->seed, 1); }
+nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_with(p, &p->dloss, 1); }
 
 nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch) {
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no output");
-    return plan_backward_seeded(p, grad, nncl__numel(p->loss, batch));
+    return plan_backward_with(p, grad, nncl__numel(p->loss, batch));
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {

@@ -31,7 +31,7 @@ typedef struct nncl__plan {
     size_t arena_floats, gemm_temp_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
-    float seed;                  /* the loss's gradient backward starts from: 1, or the loss scale */
+    float dloss;                 /* the loss's gradient backward starts from: 1, or the loss scale */
     /* Half storage (x.store): the arena holds fp16/bf16 elements
      * (arena_floats of them); fp32 blocks (losses, labels) go to arena32;
      * samples fed to a half input are uploaded to the start of the GEMM

@@ -233,7 +233,7 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
             if (nncl__plan_root(c) == n && t.bstep[j] > lastb) lastb = t.bstep[j];
         }
         if (t.bstep[i] > lastb) lastb = t.bstep[i];
-        if (n == p->loss) first = p->n_fwd; /* the seed is written before backward */
+        if (n == p->loss) first = p->n_fwd; /* the loss's gradient is written before backward */
         if (n->op == NNCL_OP_INPUT) lastb = last_step; /* a leaf's gradient is kept for the caller */
         if (first < 0) continue;
         plan_add(b, &nb, i, 1, 0, first, lastb, nncl__numel(n, p->max_batch));
@@ -326,10 +326,28 @@ static nncl_status plan_marks(nncl__plan *p, unsigned char *mark) {
     return NNCL_OK;
 }
 
+/* Arena bytes with boundaries mark (all zero: none), or 0 on failure. */
+static uint64_t plan_try(nncl__plan *p, const unsigned char *mark) {
+    nncl__plan_block *b = NULL;
+    int nb, i, any = 0;
+    for (i = 0; i < p->graph->n_nodes; i++) any |= mark[i];
+    if (plan_pack_all(p, any ? mark : NULL, &b, &nb) != NNCL_OK) return 0;
+    NNCL_FREE(b);
+    return nncl__plan_arena_bytes(p);
+}
+
 /* Automatic boundaries: for about sqrt(n) of them (n the nodes that may be
  * one), k in a few multiples of it, placed at equal steps of the forward's
  * cumulative value size; the layout of least arena memory wins, no
- * checkpointing among the candidates (it wins ties: no recompute). */
+ * checkpointing among the candidates (it wins ties: no recompute). Equal
+ * steps miss what a graph's shape decides: a residual block's input read
+ * across a boundary inside the block is kept, a first layer whose output
+ * is the largest value is dropped only when a boundary follows it. So the
+ * winner is then improved by descent: each node that may be a boundary is
+ * toggled in turn, and a toggle that lowers the arena is kept, until a
+ * pass keeps none (or PLAN_AUTO_PASSES passes). */
+#define PLAN_AUTO_PASSES 4
+#define PLAN_AUTO_NODES 512 /* larger graphs: the equal steps alone (a packing is quadratic in the blocks) */
 static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     static const double f[5] = {0.5, 0.7, 1.0, 1.4, 2.0};
     const nncl_graph *g = p->graph;
@@ -376,9 +394,29 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
             memcpy(mark, try_mark, (size_t)g->n_nodes);
         }
     }
+    for (c = 0, prev_k = 1; c < PLAN_AUTO_PASSES && prev_k && n >= 2 && p->n_fwd <= PLAN_AUTO_NODES; c++)
+        for (i = 0, prev_k = 0; i < p->n_fwd; i++) { /* prev_k: a toggle of this pass was kept */
+            const nncl_node *nd = g->nodes[p->fwd[i]];
+            uint64_t a;
+            if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
+            mark[nd->id] ^= 1;
+            a = plan_try(p, mark);
+            if (!a) {
+                NNCL_FREE(try_mark);
+                return NNCL_ERR_OUT_OF_MEMORY;
+            }
+            if (a < best) {
+                best = a;
+                prev_k = 1;
+            } else {
+                mark[nd->id] ^= 1;
+            }
+        }
     NNCL_FREE(try_mark);
     return NNCL_OK;
 }
+#undef PLAN_AUTO_PASSES
+#undef PLAN_AUTO_NODES
 
 nncl_status nncl__plan_layout(nncl__plan *p, int checkpoint, nncl__plan_block **b, int *nb) {
     unsigned char *mark = NULL;

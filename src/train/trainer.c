@@ -238,6 +238,60 @@ static nncl_status trainer_pipeline_instead(nncl_trainer *t) {
     return NNCL_OK;
 }
 
+/* pipeline -1, arrangement 0, a model that fits every device: the pipeline
+ * is made beside the data-parallel plans, timed on passes of the full
+ * batch as trainer_choose timed those, and kept when it is faster; else
+ * (or when it cannot be made: memory, tied weights, too few layers) it goes
+ * again and the data-parallel arrangement stays as it was measured. */
+static nncl_status trainer_try_pipeline(nncl_trainer *t) {
+    nncl__plan **dp = t->plan;
+    int dev[64], alive[64], left_out = t->left_out, i;
+    char why[sizeof t->why], b[2 * sizeof t->why];
+    double sec = 0;
+    nncl_status st;
+    t->plan = (nncl__plan **)nncl__calloc((size_t)t->nd, sizeof(nncl__plan *));
+    if (!t->plan) {
+        t->plan = dp;
+        return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_trainer_create: out of host memory");
+    }
+    memcpy(why, t->why, sizeof why);
+    for (i = 0; i < t->nd; i++) {
+        dev[i] = t->device[i];
+        alive[i] = t->alive[i];
+        t->alive[i] = 1;
+    }
+    t->left_out = 0;
+    st = nncl__pipe_create(t);
+    if (st == NNCL_OK) st = nncl__pipe_time(t, 2, &sec);
+    if (st == NNCL_OK && sec < t->pass_seconds) {
+        for (i = 0; i < t->nd; i++) nncl__plan_free(dp[i]);
+        NNCL_FREE(dp);
+        snprintf(b, sizeof b, "a pipeline of %d stages is fastest: %.3g s a pass of %d; %s", t->nd, sec,
+                 t->cfg.max_batch, why);
+        b[sizeof t->why - 1] = 0;
+        memcpy(t->why, b, sizeof t->why);
+        nncl__log(t->ctx, NNCL_LOG_INFO, "%s", t->why);
+        return NNCL_OK;
+    }
+    if (st != NNCL_OK)
+        nncl__log(t->ctx, NNCL_LOG_INFO, "no pipeline to measure against data parallelism: %s", nncl__thread_error());
+    for (i = 0; i < t->nd; i++) nncl__plan_free(t->plan[i]);
+    nncl__pipe_free(t); /* on the stages' devices: before their order goes back */
+    for (i = 0; i < t->nd; i++) {
+        t->device[i] = dev[i];
+        t->alive[i] = alive[i];
+    }
+    NNCL_FREE(t->plan);
+    t->plan = dp;
+    t->left_out = left_out;
+    memcpy(t->why, why, sizeof why);
+    if (st == NNCL_OK) {
+        size_t u = strlen(t->why);
+        if (u + 20 < sizeof t->why) snprintf(t->why + u, sizeof t->why - u, " pipeline %.3g", sec);
+    }
+    return NNCL_OK;
+}
+
 static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                                   nncl_trainer **out) {
     nncl_trainer *t;
@@ -257,6 +311,18 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (cfg->pipeline < -1 || cfg->pipeline > 1)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "nncl_trainer_create: pipeline %d must be -1, 0 or 1",
                           cfg->pipeline);
+    if (cfg->arrangement < 0 || cfg->arrangement > NNCL_ARRANGE_PIPELINE)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: arrangement %d must be 0 (measured), NNCL_ARRANGE_ONE, _DATA or "
+                          "_PIPELINE", cfg->arrangement);
+    if ((cfg->arrangement == NNCL_ARRANGE_ONE || cfg->arrangement == NNCL_ARRANGE_DATA) && cfg->pipeline > 0)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: arrangement %s contradicts pipeline 1",
+                          cfg->arrangement == NNCL_ARRANGE_ONE ? "NNCL_ARRANGE_ONE" : "NNCL_ARRANGE_DATA");
+    if (cfg->pipe_schedule != NNCL_PIPE_1F1B && cfg->pipe_schedule != NNCL_PIPE_GPIPE)
+        return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT,
+                          "nncl_trainer_create: pipe_schedule %d must be NNCL_PIPE_1F1B or NNCL_PIPE_GPIPE",
+                          cfg->pipe_schedule);
     NNCL_TRY(nncl__optim_check(ctx, &cfg->optim));
     NNCL_TRY(trainer_check_precision(ctx, g, loss, cfg));
     t = (nncl_trainer *)nncl__calloc(1, sizeof *t);
@@ -294,6 +360,9 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
                               (double)cfg->shares[i]);
         }
     }
+    if (cfg->arrangement == NNCL_ARRANGE_PIPELINE) t->cfg.pipeline = 1;
+    if (cfg->arrangement == NNCL_ARRANGE_ONE || cfg->arrangement == NNCL_ARRANGE_DATA) t->cfg.pipeline = 0;
+    if (cfg->arrangement == NNCL_ARRANGE_ONE) t->nd = 1; /* the first listed */
     st = nncl__graph_layout(g); /* sizes the flat buffers */
     if (st == NNCL_OK) st = trainer_alloc(t);
     if (st == NNCL_OK && t->nd > 64)
@@ -301,9 +370,15 @@ static nncl_status trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *l
     if (st == NNCL_OK) st = nncl__crew_start(ctx, t->nd, &t->crew);
     if (st == NNCL_OK && cfg->shares) /* fixed shares: cost inversely proportional */
         for (i = 0; i < t->nd; i++) t->per_sample[i] = 1.0 / cfg->shares[i];
-    snprintf(t->why, sizeof t->why, "%s", t->nd == 1 ? "the only device asked for" : "shares given");
-    if (st == NNCL_OK) st = cfg->pipeline > 0 ? nncl__pipe_create(t) : trainer_devices(t);
-    if (st == NNCL_ERR_OUT_OF_MEMORY && cfg->pipeline < 0 && t->nd > 1) st = trainer_pipeline_instead(t);
+    snprintf(t->why, sizeof t->why, "%s",
+             cfg->arrangement == NNCL_ARRANGE_ONE ? "the first device listed alone, as asked for (the only one used)"
+             : t->nd == 1                         ? "the only device asked for"
+                                                  : "shares given");
+    if (st == NNCL_OK) st = t->cfg.pipeline > 0 ? nncl__pipe_create(t) : trainer_devices(t);
+    if (st == NNCL_ERR_OUT_OF_MEMORY && t->cfg.pipeline < 0 && t->nd > 1) st = trainer_pipeline_instead(t);
+    else if (st == NNCL_OK && t->cfg.pipeline < 0 && t->nd > 1 && !cfg->arrangement && !t->fixed_shares &&
+             cfg->precision == NNCL_PRECISION_FP32)
+        st = trainer_try_pipeline(t);
     if (st == NNCL_OK && cfg->overlap && !t->pipe) st = nncl__overlap_setup(t);
     if (st == NNCL_OK && !t->pipe) st = nncl__syncbn_setup(t);
     if (st != NNCL_OK) {

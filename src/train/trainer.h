@@ -38,6 +38,7 @@ struct nncl_trainer {
     struct nncl__pipe *pipe;   /* pipeline parallelism (pipeline.h); NULL: data parallel */
     char why[128];             /* why the devices work as they do (nncl_step_info.arrangement_why) */
     int left_out;              /* devices the calibration left out (alive 0, not failed) */
+    double pass_seconds;       /* the calibration's time of a pass of max_batch as arranged */
     /* Overlap: for every backward position the ranges of the gradient
      * buffer that are final after it (read on the plans' transfer queues). */
     struct nncl__bucket *buckets;
@@ -96,7 +97,8 @@ enum { NNCL__TRAINER_CHUNK = 4096 };
 typedef enum nncl__pass_mode {
     NNCL__PASS_STEP,            /* a step: every live device its shard of the batch */
     NNCL__PASS_CALIBRATE_EACH,  /* calibration: every device a shard of t->shard[i] alone (solo) */
-    NNCL__PASS_CALIBRATE_SPLIT  /* calibration: the shards as split, devices without one idle */
+    NNCL__PASS_CALIBRATE_SPLIT  /* calibration: the shards as split, devices without one idle, the gradients
+                                 * read back unless solo */
 } nncl__pass_mode;
 
 /* What the threads of a pass share. */
@@ -115,6 +117,11 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg);
  * creation (the caller restores the running statistics); rebalance moves
  * them towards the last step's times. */
 void nncl__trainer_split(nncl_trainer *t, int batch);
+/* The seconds of a step's exchange after a pass of the shards set (their
+ * gradients read back into gbuf, sbuf): the host's average, and one
+ * device's copy of it (the devices take theirs at once). Overwrites that
+ * device's gradients and running statistics: for calibration only. */
+nncl_status nncl__trainer_exchange_time(nncl_trainer *t, int batch, double *sec);
 nncl_status nncl__trainer_calibrate(nncl_trainer *t);
 void nncl__trainer_rebalance(nncl_trainer *t);
 

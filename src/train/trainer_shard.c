@@ -17,7 +17,8 @@ static double trainer_cost(const nncl_trainer *t, int i, double s) {
  * fixed cost alone exceeds T gets nothing), found by bisection; then the
  * remainder goes, sample by sample, where it finishes soonest. So a device
  * seven times slower gets about an eighth, and one whose launches cost more
- * than it can add gets none. */
+ * than it can add gets none (unless cfg.arrangement asks for data
+ * parallelism: then every device gets one at least). */
 void nncl__trainer_split(nncl_trainer *t, int batch) {
     double lo = 0, hi = 0, T;
     int i, it, given = 0;
@@ -45,6 +46,17 @@ void nncl__trainer_split(nncl_trainer *t, int batch) {
         t->shard[best]++;
         given++;
     }
+    /* Data parallelism asked for: every live device takes part, the
+     * samples it lacks taken from the largest shard. */
+    for (i = 0; t->cfg.arrangement == NNCL_ARRANGE_DATA && i < t->nd; i++)
+        if (t->alive[i] && !t->shard[i]) {
+            int most = 0, k;
+            for (k = 1; k < t->nd; k++)
+                if (t->shard[k] > t->shard[most]) most = k;
+            if (t->shard[most] < 2) break;
+            t->shard[most]--;
+            t->shard[i]++;
+        }
 }
 
 /* Scales each device's cost model towards what its last pass took: a
@@ -87,6 +99,96 @@ static nncl_status trainer_time_passes(nncl_trainer *t, nncl__trainer_pass *job,
 static void trainer_set_shards(nncl_trainer *t, int s) {
     int i;
     for (i = 0; i < t->nd; i++) t->shard[i] = s;
+}
+
+/* Sets t->shard for candidate c of trainer_choose: c < nd, device ord[c]
+ * alone; else data parallel over the c - nd + 2 fastest by the cost model
+ * (ord). Returns the devices given samples. */
+static int trainer_candidate(nncl_trainer *t, const int *ord, int c, int full) {
+    int i, used = 0, keep[64];
+    for (i = 0; i < t->nd; i++) {
+        keep[i] = t->alive[i];
+        t->shard[i] = 0;
+    }
+    if (c < t->nd) {
+        t->shard[ord[c]] = full;
+        return 1;
+    }
+    for (i = c - t->nd + 2; i < t->nd; i++) t->alive[ord[i]] = 0;
+    nncl__trainer_split(t, full);
+    for (i = 0; i < t->nd; i++) {
+        t->alive[i] = keep[i];
+        used += t->shard[i] > 0;
+    }
+    return used;
+}
+
+/* Devices that share a processor (CPU drivers) slow each other down, which
+ * the cost model cannot see, and a device may cost more than it adds: the
+ * arrangements are timed as whole passes of the full batch, interleaved so
+ * that a slow spell hits them all: every device alone, and data parallel
+ * over the 2, 3, .. fastest by the model with their exchange (the read
+ * back, the host's average, its copy to the devices; the update, which
+ * every arrangement runs, is not timed). The fastest is kept (the fewer
+ * devices on a tie); the devices it does not use are left out (alive 0),
+ * unless cfg.arrangement asks for data parallelism over all of them. */
+static nncl_status trainer_choose(nncl_trainer *t, nncl__trainer_pass *job, int reps, int full) {
+    int ord[64], n_cand = 2 * t->nd - 1, c, i, j, r, best = 0, used[128];
+    double sec[128];
+    size_t u;
+    nncl_status st = NNCL_OK;
+    for (i = 0; i < t->nd; i++) ord[i] = i;
+    for (i = 1; i < t->nd; i++) /* by the model's time for the whole batch, fastest first */
+        for (j = i; j > 0 && trainer_cost(t, ord[j], full) < trainer_cost(t, ord[j - 1], full); j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+    if (t->cfg.arrangement == NNCL_ARRANGE_DATA) { /* asked for: all of them, split by the model */
+        nncl__trainer_split(t, full);
+        snprintf(t->why, sizeof t->why, "data parallel over all %d devices asked for", t->nd);
+        return NNCL_OK;
+    }
+    job->mode = NNCL__PASS_CALIBRATE_SPLIT;
+    for (c = 0; c < n_cand; c++) sec[c] = -1;
+    for (r = 0; r <= reps && st == NNCL_OK; r++) /* the first round untimed: the new sizes compile */
+        for (c = 0; c < n_cand && st == NNCL_OK; c++) {
+            double w = 0;
+            used[c] = trainer_candidate(t, ord, c, full);
+            if (c >= t->nd && used[c] < c - t->nd + 2) continue; /* the model gives some of them nothing */
+            job->solo = used[c] == 1; /* together, each reads its gradients back, as a step does */
+            st = trainer_time_passes(t, job, 1, NULL, &w);
+            if (st == NNCL_OK && used[c] > 1) { /* and the host averages them, the devices take the average */
+                double ex = 0;
+                st = nncl__trainer_exchange_time(t, full, &ex);
+                w += ex;
+            }
+            if (r > 0 && (sec[c] < 0 || w < sec[c])) sec[c] = w;
+        }
+    if (st != NNCL_OK) return st;
+    for (c = 1; c < n_cand; c++)
+        if (sec[c] >= 0 && sec[c] < sec[best]) best = c;
+    used[best] = trainer_candidate(t, ord, best, full);
+    t->pass_seconds = sec[best];
+    for (i = 0; i < t->nd; i++)
+        if (!t->shard[i]) { /* it only slows the others: leave it out */
+            t->alive[i] = 0;
+            t->left_out++;
+            nncl__log(t->ctx, NNCL_LOG_INFO, "device %d (%s) left out: %s", t->device[i],
+                      nncl__plan_device(t->plan[i])->info.name, "the arrangement measured fastest does not use it");
+        }
+    if (best < t->nd)
+        u = (size_t)snprintf(t->why, sizeof t->why, "device %d alone is fastest: %.3g s a pass of %d;",
+                             t->device[ord[best]], sec[best], full);
+    else
+        u = (size_t)snprintf(t->why, sizeof t->why, "%d devices together are fastest: %.3g s a pass of %d;",
+                             used[best], sec[best], full);
+    for (c = 0; c < n_cand && u + 24 < sizeof t->why; c++) /* the others' figures, as many as fit */
+        if (c != best && sec[c] >= 0) {
+            if (c < t->nd) u += (size_t)snprintf(t->why + u, sizeof t->why - u, " d%d %.3g", t->device[ord[c]], sec[c]);
+            else u += (size_t)snprintf(t->why + u, sizeof t->why - u, " %d together %.3g", used[c], sec[c]);
+        }
+    return NNCL_OK;
 }
 
 /* Forward+backward passes on zeros, every device at once, timed at a small
@@ -143,50 +245,7 @@ nncl_status nncl__trainer_calibrate(nncl_trainer *t) {
         t->fixed[i] = busy_full[i] - t->per_sample[i] * full;
         if (t->fixed[i] < 0) t->fixed[i] = 0;
     }
-    /* Devices that share a processor (CPU drivers) slow each other down,
-     * which the model cannot see: time the planned split against the
-     * fastest device alone, and keep only that one when it wins. */
-    if (st == NNCL_OK) {
-        int best = 0, used = 0, r;
-        double together = 0, alone = 0;
-        nncl__trainer_split(t, full);
-        for (i = 0; i < t->nd; i++) {
-            used += t->shard[i] > 0;
-            if (trainer_cost(t, i, full) < trainer_cost(t, best, full)) best = i;
-        }
-        if (used > 1) { /* a split that uses one device: the others only cost an exchange */
-            int split[64];
-            for (i = 0; i < t->nd && i < 64; i++) split[i] = t->shard[i];
-            job.mode = NNCL__PASS_CALIBRATE_SPLIT; /* the shards as split; untimed once for the new sizes */
-            st = trainer_time_passes(t, &job, 1, NULL, NULL);
-            for (r = 0; r < reps && st == NNCL_OK; r++) { /* interleaved, so a slow spell hits both */
-                double w = 0;
-                for (i = 0; i < t->nd && i < 64; i++) t->shard[i] = split[i];
-                st = trainer_time_passes(t, &job, 1, NULL, &w);
-                if (r == 0 || w < together) together = w;
-                for (i = 0; i < t->nd; i++) t->shard[i] = i == best ? full : 0;
-                if (st == NNCL_OK) st = trainer_time_passes(t, &job, 1, NULL, &w);
-                if (r == 0 || w < alone) alone = w;
-            }
-        }
-        if (st == NNCL_OK && used > 1 && alone <= together)
-            snprintf(t->why, sizeof t->why, "device %d alone is faster than %d together (%.3g s vs %.3g s a pass)",
-                     t->device[best], used, alone, together);
-        else if (st == NNCL_OK && used > 1)
-            snprintf(t->why, sizeof t->why, "%d devices together are faster than device %d alone (%.3g s vs %.3g s "
-                     "a pass)", used, t->device[best], together, alone);
-        else if (st == NNCL_OK)
-            snprintf(t->why, sizeof t->why, "the measured costs give device %d every sample", t->device[best]);
-        for (i = 0; i < t->nd && st == NNCL_OK; i++)
-            if (used > 1 && alone <= together && i != best) { /* it only slows the group: leave it out */
-                t->alive[i] = 0;
-                t->left_out++;
-                nncl__log(t->ctx, NNCL_LOG_INFO,
-                          "device %d (%s) left out: %s alone is faster (%.3g s vs %.3g s a pass)", t->device[i],
-                          nncl__plan_device(t->plan[i])->info.name, nncl__plan_device(t->plan[best])->info.name, alone,
-                          together);
-            }
-    }
+    if (st == NNCL_OK) st = trainer_choose(t, &job, reps, full);
     NNCL_FREE(zeros);
     NNCL_FREE(feeds);
     return st;

@@ -164,6 +164,21 @@ NNCL_OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 20)))
     return !isfinite(ss);
 }
 
+nncl_status nncl__trainer_exchange_time(nncl_trainer *t, int batch, double *sec) {
+    nncl_graph *g = t->graph;
+    int i;
+    double t0 = nncl__seconds();
+    trainer_average(t, t->gbuf, t->gavg, g->n_trainable, batch, NULL);
+    if (g->n_state) trainer_average(t, t->sbuf, t->savg, g->n_state, batch, NULL);
+    for (i = 0; i < t->nd && !(t->alive[i] && t->shard[i]); i++) {}
+    if (i < t->nd) { /* the devices take theirs at once: one device's copy */
+        NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_GRADS, 0, g->n_trainable, t->gavg, 1));
+        NNCL_TRY(nncl__plan_put(t->plan[i], NNCL__PB_STATE, 0, g->n_state, t->savg, 1));
+    }
+    *sec = nncl__seconds() - t0;
+    return NNCL_OK;
+}
+
 /* Processes training together: the MPI ranks when MPI is in use, else 1. */
 static int trainer_ranks(void) {
     int size = 1;
@@ -281,7 +296,7 @@ nncl_status nncl__trainer_pass_job(nncl_trainer *t, int i, void *arg) {
     if (job->mode == NNCL__PASS_CALIBRATE_EACH)
         return trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1);
     if (job->mode == NNCL__PASS_CALIBRATE_SPLIT)
-        return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, 1) : NNCL_OK;
+        return t->shard[i] ? trainer_device_pass(t, i, job->feeds, job->n_feeds, 0, job->batch, job->solo) : NNCL_OK;
     if (!t->alive[i]) return NNCL_OK;
     if (job->snapshot) NNCL_TRY(trainer_shadow(t, i, 1));
     /* no shard this step: its queue may still be copying the last step's
@@ -343,7 +358,7 @@ static nncl_status step_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds
     NNCL_TRY(trainer_check_feeds(t, feeds, n_feeds, batch));
     if (t->pipe) return nncl__pipe_step(t, feeds, n_feeds, batch, info);
     info->loss_scale = t->scaling ? t->scale : 1.0f;
-    for (i = 0; i < t->nd; i++) t->plan[i]->seed = info->loss_scale;
+    for (i = 0; i < t->nd; i++) t->plan[i]->dloss = info->loss_scale;
     job.snapshot = 1;
     for (;;) { /* until a pass succeeds on every device that is left */
         int failed = 0;

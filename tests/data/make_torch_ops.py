@@ -212,6 +212,18 @@ case("conv1d", (2, 3, 9), lambda h, h2, P, S, t: torch.tanh(F.conv1d(h, P["c.wei
 case("conv_transpose2d", (2, 3, 4, 5),
      lambda h, h2, P, S, t: F.conv_transpose2d(h, P["c.weight"], P["c.bias"], stride=2, padding=1, output_padding=1),
      params={"c.weight": (3, 2, 3, 3), "c.bias": (2,)})
+# depthwise kernels (src/ops/conv_dw.c): 5x5 at stride 2 with 2 outputs per channel, dilation with strides 1 and 2,
+# 1x3 at stride 2 along H; rows of 13 and 29
+case("conv2d_depthwise_5x5_s2", (2, 5, 13, 13),
+     lambda h, h2, P, S, t: F.conv2d(h, P["c.weight"], None, stride=2, padding=2, groups=5),
+     params={"c.weight": (10, 1, 5, 5)})
+case("conv2d_depthwise_dilated", (2, 3, 7, 29),
+     lambda h, h2, P, S, t: torch.sigmoid(F.conv2d(h, P["c.weight"], P["c.bias"], stride=(1, 2), padding=(2, 1),
+                                                   dilation=2, groups=3)),
+     params={"c.weight": (3, 1, 3, 3), "c.bias": (3,)})
+case("conv2d_depthwise_1x3", (2, 7, 5, 13),
+     lambda h, h2, P, S, t: F.conv2d(h, P["c.weight"], P["c.bias"], stride=(2, 1), padding=(0, 1), groups=7),
+     params={"c.weight": (7, 1, 1, 3), "c.bias": (7,)})
 # MobileNet's activations: random inputs, then exactly on every kink (the gradients there are PyTorch's choices)
 KINKS = [-4.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 7.0]
 for nm, f in [("relu6", F.relu6), ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid),
@@ -228,6 +240,28 @@ case("instancenorm", (2, 3, 5, 4), lambda h, h2, P, S, t: F.instance_norm(h, eps
 case("upsample_nearest", (2, 2, 3, 4), lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(2, 3), mode="nearest"))
 case("upsample_bilinear", (2, 2, 3, 4),
      lambda h, h2, P, S, t: F.interpolate(h, scale_factor=(3, 2), mode="bilinear", align_corners=False))
+# recurrent layers: PyTorch's own nn.LSTM / nn.GRU (batch first) run on the case's parameters (its forward
+# reads the list _flat_weights, in the order of _flat_weights_names)
+def recurrent(kind, F_, H):
+    mod = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(F_, H, batch_first=True).double()
+
+    def run(h, h2, P, S, t):
+        mod._flat_weights = [P["r." + k] for k in mod._flat_weights_names]
+        return mod(h)[0]
+    G = 4 if kind == "lstm" else 3
+    return run, {"r.weight_ih_l0": (G * H, F_), "r.weight_hh_l0": (G * H, H), "r.bias_ih_l0": (G * H,),
+                 "r.bias_hh_l0": (G * H,)}
+
+
+for kind in ("lstm", "gru"):
+    f, prm = recurrent(kind, 3, 4)
+    case(kind, (2, 5, 3), f, params=prm)
+# batch norm with its activation and residual in one node (nncl_batchnorm_act)
+case("batchnorm_act_relu_residual", (3, 2, 4, 5), lambda h, h2, P, S, t: F.relu(bn(h, h2, P, S, t) + h2),
+     x2_shape=(3, 2, 4, 5), params={"bn.weight": (2,), "bn.bias": (2,)},
+     stats={"bn.running_mean": (2,), "bn.running_var": (2,)})
+case("batchnorm_act_hardswish", (6, 4), lambda h, h2, P, S, t: F.hardswish(bn(h, h2, P, S, t)),
+     params={"bn.weight": (4,), "bn.bias": (4,)}, stats={"bn.running_mean": (4,), "bn.running_var": (4,)})
 
 # safetensors by hand (F32, little-endian): no dependency beyond torch
 header, blobs, off = {}, [], 0

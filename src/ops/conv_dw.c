@@ -1,0 +1,128 @@
+/* conv_dw.c - depthwise convolution (groups == channels, any channel
+ * multiplier) on kernels of its own (cl/conv_dw.cl): each work-item a
+ * segment of one row in float8 vectors, read in place. The layer reads
+ * kh*kw inputs per output, so it is memory-bound, not a GEMM; these kernels
+ * are faster than the general direct ones (cl/conv_ex.cl) on every layer
+ * measured (bench/membound_dw.c), so they take every layer they fit;
+ * NNCL_CONV_DEPTHWISE=0 leaves them out. The forward applies bias and
+ * activation as it stores; the weight gradient sums chunks of rows apart
+ * into the plan's workspace (ex->gemm_temp), then each tap's chunks in
+ * order: no barriers, no atomics. */
+#include "ops/conv_ex.h"
+#include "ops/conv.h"
+
+#define DW_CHUNKS 32 /* the most chunks of rows the weight gradient sums apart */
+
+/* Work-group of a 3-D launch: all of dimension 0 (a row's segments, or
+ * the weight gradient's chunks), then as much of the others as divides
+ * them, up to 64 work-items (a work-group each would cost CPU devices
+ * more than the work). */
+static void dw_local(const nncl__exec *ex, const size_t *global, size_t *local) {
+    size_t cap = ex->dev->max_work_group < 64 ? ex->dev->max_work_group : 64, i;
+    local[0] = global[0] < cap ? global[0] : cap;
+    for (i = 1; i < 3; i++) {
+        size_t l = cap / (i == 1 ? local[0] : local[0] * local[1]);
+        while (l > 1 && global[i] % l) l--;
+        local[i] = l;
+    }
+}
+
+/* Rows of a plane per work-item: all of them on a CPU device, which runs
+ * a work-item's loop faster than as many work-items; one on others. */
+static int dw_rows(const nncl__exec *ex, int rows) { return ex->dev->info.type == NNCL_DEVICE_CPU ? rows : 1; }
+
+/* The launch of the forward and input gradient: segs work-items along
+ * each row, a plane's rows in runs of rb, planes planes. */
+static nncl_status dw_launch_planes(nncl__args *a, const nncl__exec *ex, size_t segs, int rows, int rb, size_t planes) {
+    size_t global[3], local[3];
+    global[0] = segs;
+    global[1] = (size_t)((rows + rb - 1) / rb);
+    global[2] = planes;
+    dw_local(ex, global, local);
+    return nncl__launch(a, ex->dev, 3, global, local);
+}
+
+int nncl__dw_fits(const nncl__cx_dims *d) { return !d->transposed && d->G == d->C && d->sw <= 2; }
+
+int nncl__dw_on(const nncl__cx_dims *d) {
+    const char *env = getenv("NNCL_CONV_DEPTHWISE");
+    return !(env && !strcmp(env, "0")) && nncl__dw_fits(d);
+}
+
+nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
+                             const nncl_node *bias) {
+    nncl__args a;
+    int rb = dw_rows(ex, d->OH);
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CX_K_DW_FORWARD, &a));
+    nncl__arg_view(&a, xv);
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, y);
+    nncl__arg_view(&a, bias ? nncl__val(ex, bias) : y);
+    nncl__arg_int(&a, bias != NULL);
+    nncl__cx_args_geometry(&a, d);
+    nncl__arg_int(&a, d->act);
+    nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
+    nncl__arg_int(&a, rb);
+    return dw_launch_planes(&a, ex, (size_t)(d->OW + 7) / 8, d->OH, rb, (size_t)d->B * d->O);
+}
+
+nncl_status nncl__dw_backward_input(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view dy,
+                                    nncl__view dx, int acc) {
+    nncl__args a;
+    int L = d->sw == 2 ? 16 : 8, rb = dw_rows(ex, d->H);
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CX_K_DW_INPUT, &a));
+    nncl__arg_view(&a, dy);
+    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(&a, dx);
+    nncl__cx_args_geometry(&a, d);
+    nncl__arg_int(&a, acc);
+    nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
+    nncl__arg_int(&a, rb);
+    return dw_launch_planes(&a, ex, (size_t)(d->W + L - 1) / (size_t)L, d->H, rb, (size_t)d->B * d->C);
+}
+
+/* Chunks of the rows of y the weight gradient sums apart (fixed for a
+ * batch: the order of the sums does not depend on the device). */
+static int dw_chunks(const nncl__cx_dims *d) {
+    int rows = d->B * d->OH;
+    return rows < DW_CHUNKS ? rows : DW_CHUNKS;
+}
+
+size_t nncl__dw_workspace(const nncl__cx_dims *d) {
+    return nncl__dw_fits(d) ? (size_t)d->O * d->kh * d->kw * (size_t)dw_chunks(d) : 0;
+}
+
+nncl_status nncl__dw_backward_weight(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv,
+                                     nncl__view dy) {
+    nncl__args a;
+    int P = dw_chunks(d), taps = d->O * d->kh * d->kw;
+    size_t global[3], local[3], have;
+    NNCL_TRY(nncl__conv_ws(ex, n, nncl__dw_workspace(d), &have));
+    global[0] = (size_t)P;
+    global[1] = (size_t)d->O * d->kh;
+    global[2] = 1;
+    NNCL_TRY(nncl__kbegin(ex, n,
+                          d->kw == 3   ? NNCL_CX_K_DW_WEIGHT3
+                          : d->kw == 5 ? NNCL_CX_K_DW_WEIGHT5
+                                       : NNCL_CX_K_DW_WEIGHT,
+                          &a));
+    nncl__arg_view(&a, xv);
+    nncl__arg_view(&a, dy);
+    nncl__arg_mem(&a, ex->gemm_temp);
+    nncl__cx_args_geometry(&a, d);
+    nncl__arg_int(&a, d->B);
+    nncl__arg_int(&a, P);
+    nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
+    nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
+    dw_local(ex, global, local);
+    NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, local));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CX_K_DW_WEIGHT_SUM, &a));
+    nncl__arg_mem(&a, ex->gemm_temp);
+    nncl__arg_view(&a, nncl__grd(ex, n->in[1]));
+    nncl__arg_int(&a, taps);
+    nncl__arg_int(&a, P);
+    nncl__arg_int(&a, nncl__grad_accumulate(ex, n, 1));
+    return nncl__launch_1d(&a, ex->dev, (size_t)taps);
+}
+
+#undef DW_CHUNKS
