@@ -3,10 +3,12 @@
  * network, its preprocessing and class names. DATA is an IDX images file
  * (its labels found beside it: t10k-images-idx3-ubyte[.gz] ->
  * t10k-labels-idx1-ubyte[.gz], or --labels FILE) or a CSV table, with the
- * model's label column or without it. Prints the class of each row (a
- * count with --quiet) and, where labels are known, the accuracy, the
- * accuracy per class and (up to 50 classes) the confusion matrix; rows
- * whose label is no class of the model are counted and said, not scored. */
+ * model's label column or without it. Prints the class of each row (with
+ * its class probabilities after --probs; a count with --quiet) and, where
+ * labels are known, the accuracy, the accuracy per class and (up to 50
+ * classes) the confusion matrix; rows whose label is no class of the model
+ * are counted and said, not scored. A model trained on a mean squared
+ * error (the autoencoder) is refused as what it is. */
 #include "nncl.h"
 #include "options.h"
 #include <stdio.h>
@@ -152,6 +154,31 @@ static int label_class(const rows *r, size_t i, int C, int *want) {
     return 1;
 }
 
+/* A model trained on a mean squared error (a regression, an autoencoder)
+ * has an output but no classes: 1 after saying what the file holds, 0 for
+ * any other file (nncl_model_load then judges it). */
+static int not_classifier(const char *path) {
+    nncl_safetensors *st = NULL;
+    const char *g, *line;
+    int rc = 0;
+    if (nncl_safetensors_load(path, &st) != NNCL_OK) return 0;
+    g = nncl_safetensors_meta(st, "nncl.graph");
+    for (line = g; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *op = strchr(line, ' ');
+        if (op && !strncmp(op, " mse ", 5)) {
+            fprintf(stderr,
+                    "predict: %s is not a classifier: it was trained on a mean squared error (node %.*s), so its output is "
+                    "values, not classes (an autoencoder's reconstruction, a regression); rebuild it with "
+                    "nncl_graph_from_safetensors and read its output with nncl_trainer_predict\n",
+                    path, (int)strcspn(op + 5, " \n"), op + 5);
+            rc = 1;
+            break;
+        }
+    }
+    nncl_safetensors_free(st);
+    return rc;
+}
+
 /* The accuracy, per class and, for up to CONFUSION_MAX classes, the
  * confusion matrix (C x C counts: 100,000 classes would need 80 GB). Rows
  * whose label is no class of the model are counted and said, not scored.
@@ -211,19 +238,21 @@ static int report(const rows *r, const int *cls, nncl_model *m, int C) {
 
 int main(int argc, char **argv) {
     const char *devices = NULL, *labels = NULL, *pos[2];
-    int quiet = 0, limit = 0, batch = 100;
+    int quiet = 0, limit = 0, batch = 100, show_probs = 0;
     const ex_option opts[] = {
         {"--labels", OPT_STR, &labels, "FILE", "IDX labels of the images (default: found beside them)"},
         {"--devices", OPT_STR, &devices, "SEL", "devices: all, gpu, cpu, an index, a name part (pocl), comma-separated"},
         {"--limit", OPT_INT, &limit, "N", "only the first N rows"},
         {"--batch", OPT_INT, &batch, "N", "rows per device pass (100)"},
         {"--quiet", OPT_FLAG, &quiet, "", "print counts, not the class of every row"},
+        {"--probs", OPT_FLAG, &show_probs, "", "print each row's class probabilities after its class"},
         {NULL, 0, NULL, NULL, NULL}};
     const char *synopsis = "predict MODEL.safetensors DATA [options]   (DATA: IDX images, plain or .gz, or CSV)";
     nncl_context *ctx = NULL;
     nncl_model *m = NULL;
     rows r;
     int *cls = NULL, C, k, rc = 1;
+    float *probs = NULL;
     long *count = NULL;
     size_t i;
     nncl_status st;
@@ -235,7 +264,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     memset(&r, 0, sizeof r);
-    if (ex_init("predict", devices, &ctx)) return 1;
+    if (not_classifier(pos[0]) || ex_init("predict", devices, &ctx)) return 1;
     if ((st = nncl_model_load(ctx, pos[0], batch, &m)) != NNCL_OK) {
         fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
         goto done;
@@ -251,11 +280,12 @@ int main(int argc, char **argv) {
     if (limit > 0 && (size_t)limit < r.n) r.n = (size_t)limit;
     cls = (int *)malloc(sizeof(int) * (r.n + 1));
     count = (long *)calloc((size_t)C, sizeof(long));
-    if (!cls || !count) {
+    if (show_probs) probs = (float *)malloc(sizeof(float) * r.n * (size_t)C + 1);
+    if (!cls || !count || (show_probs && !probs)) {
         fprintf(stderr, "predict: out of memory for %zu rows and %d classes\n", r.n, C);
         goto done;
     }
-    if ((st = nncl_model_predict(m, r.x, r.n, NULL, cls)) != NNCL_OK) {
+    if ((st = nncl_model_predict(m, r.x, r.n, probs, cls)) != NNCL_OK) {
         fprintf(stderr, "predict: %s: %s\n", nncl_status_str(st), nncl_last_error(ctx));
         goto done;
     }
@@ -264,8 +294,10 @@ int main(int argc, char **argv) {
         const char *name = nncl_model_class_name(m, cls[i]) ? shown(nncl_model_class_name(m, cls[i]), buf, sizeof buf) : NULL;
         count[cls[i]]++;
         if (!quiet) {
-            if (name) printf("%zu %d %s\n", i, cls[i], name);
-            else printf("%zu %d\n", i, cls[i]);
+            if (name) printf("%zu %d %s", i, cls[i], name);
+            else printf("%zu %d", i, cls[i]);
+            for (k = 0; probs && k < C; k++) printf(" %.6f", (double)probs[i * (size_t)C + k]);
+            printf("\n");
         }
     }
     printf("%zu rows classified by %s\n", r.n, pos[0]);
@@ -278,6 +310,7 @@ int main(int argc, char **argv) {
     rc = r.y && r.n ? report(&r, cls, m, C) : 0;
 done:
     free(cls);
+    free(probs);
     free(count);
     rows_free(&r);
     nncl_model_free(m);
