@@ -50,13 +50,14 @@ int train_wanted(const bench_opts *o, int kind) {
 }
 
 /* conv 3x3 pad 1 at stride without bias, then batch norm and ReLU of it
- * plus res (NULL: none) in one node (NNCL_BN_FUSE=0: in passes of their
+ * plus res when given in one node (NNCL_BN_FUSE=0: in passes of their
  * own). */
 static nncl_node *train_conv_bn(nncl_graph *g, nncl_node *h, int ch, int stride, nncl_node *res, const char *name) {
     char bn[32];
     snprintf(bn, sizeof bn, "%s.bn", name);
     h = nncl_conv2d(g, h, ch, 3, stride, 1, 0, NNCL_ACT_NONE, name);
-    return nncl_batchnorm_act(g, h, res, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, bn);
+    return res ? nncl_batchnorm_add_act(g, h, res, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, bn)
+               : nncl_batchnorm_act(g, h, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, bn);
 }
 
 /* A basic residual block at ch channels: relu(x + bn(conv(relu(bn(conv x))))). */
@@ -79,7 +80,7 @@ static nncl_node *train_conv_bn6(nncl_graph *g, nncl_node *h, int ch, int k, int
     co.padding_h = co.padding_w = k / 2;
     co.groups = groups;
     co.bias = 0;
-    return nncl_batchnorm_act(g, nncl_conv2d_ex(g, h, ch, &co, cn), NULL, NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
+    return nncl_batchnorm_act(g, nncl_conv2d_ex(g, h, ch, &co, cn), NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
 }
 
 /* examples/fashion_mnist_mobilenet.c's model: conv 3x3 1->16; then three

@@ -48,7 +48,7 @@ static nncl_node *conv_bn(nncl_graph *g, nncl_node *x, int out, int k, int strid
     o.bias = 0;
     snprintf(cn, sizeof cn, "%s.conv", name);
     snprintf(bn, sizeof bn, "%s.bn", name);
-    return nncl_batchnorm_act(g, nncl_conv2d_ex(g, x, out, &o, cn), NULL, NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
+    return nncl_batchnorm_act(g, nncl_conv2d_ex(g, x, out, &o, cn), NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
 }
 
 /* depthwise 3x3 (stride) then pointwise 1x1 to out channels */

@@ -37,19 +37,21 @@ static nncl_status load(const char *dir, const char *part, int limit, nncl_datas
     return st;
 }
 
-/* k x k conv (no bias: the batch norm shifts) -> batch norm, plus res
- * (NULL: none), through act: one node after the conv */
+/* k x k conv (no bias: the batch norm shifts) -> batch norm, plus res when
+ * given, through act: one node after the conv */
 static nncl_node *conv_bn(nncl_graph *g, nncl_node *x, int out, int k, int stride, nncl_node *res, nncl_bn_act act,
                           const char *name) {
     char cn[64], bn[64];
+    nncl_node *c;
     snprintf(cn, sizeof cn, "%s.conv", name);
     snprintf(bn, sizeof bn, "%s.bn", name);
-    return nncl_batchnorm_act(g, nncl_conv2d(g, x, out, k, stride, k / 2, 0, NNCL_ACT_NONE, cn), res, act, 0.1f, 1e-5f,
-                              bn);
+    c = nncl_conv2d(g, x, out, k, stride, k / 2, 0, NNCL_ACT_NONE, cn);
+    return res ? nncl_batchnorm_add_act(g, c, res, act, 0.1f, 1e-5f, bn) : nncl_batchnorm_act(g, c, act, 0.1f, 1e-5f, bn);
 }
 
 /* relu(bn(conv(relu(bn(conv(x))))) + shortcut(x)), the shortcut a strided
- * 1x1 projection where the shape changes */
+ * 1x1 projection where the shape changes; a shortcut whose builder failed
+ * (NULL) stops here instead of becoming "no residual" */
 static nncl_node *residual(nncl_graph *g, nncl_node *x, int in, int out, int stride, const char *name) {
     char n1[64], n2[64], ns[64];
     nncl_node *h, *s = x;
@@ -58,7 +60,7 @@ static nncl_node *residual(nncl_graph *g, nncl_node *x, int in, int out, int str
     snprintf(ns, sizeof ns, "%s.shortcut", name);
     if (stride != 1 || in != out) s = conv_bn(g, x, out, 1, stride, NULL, NNCL_BN_ACT_NONE, ns);
     h = conv_bn(g, x, out, 3, stride, NULL, NNCL_BN_ACT_RELU, n1);
-    return conv_bn(g, h, out, 3, 1, s, NNCL_BN_ACT_RELU, n2);
+    return s ? conv_bn(g, h, out, 3, 1, s, NNCL_BN_ACT_RELU, n2) : NULL;
 }
 
 int main(int argc, char **argv) {

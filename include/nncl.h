@@ -459,13 +459,17 @@ NNCL_API nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, 
 typedef enum nncl_bn_act {
     NNCL_BN_ACT_NONE = 0, NNCL_BN_ACT_RELU, NNCL_BN_ACT_RELU6, NNCL_BN_ACT_HARDSWISH
 } nncl_bn_act;
-/* act(batchnorm(x) + residual) in one node (residual NULL: act(batchnorm(x))),
- * the same values and gradients as nncl_batchnorm, nncl_op_add and the
- * activation's op, in fewer passes over the activations (NNCL_BN_FUSE=0:
- * as many as those ops); residual has x's shape. Parameters and running
- * statistics as nncl_batchnorm's, under NAME. */
-NNCL_API nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act,
-                                       float momentum, float eps, const char *name);
+/* act(batchnorm(x)) in one node, the same values and gradients as
+ * nncl_batchnorm and the activation's op, in fewer passes over the
+ * activations (NNCL_BN_FUSE=0: as many as those ops). Parameters and
+ * running statistics as nncl_batchnorm's, under NAME. */
+NNCL_API nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_bn_act act, float momentum, float eps,
+                                       const char *name);
+/* act(batchnorm(x) + residual) in one node, as nncl_batchnorm_act with
+ * nncl_op_add before the activation; residual has x's shape and must not
+ * be NULL (a NULL from a failed builder is refused, not taken as none). */
+NNCL_API nncl_node *nncl_batchnorm_add_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act,
+                                           float momentum, float eps, const char *name);
 /* Over the last dimension, with NAME.weight and NAME.bias. */
 NNCL_API nncl_node *nncl_layernorm(nncl_graph *g, nncl_node *x, float eps, const char *name);
 /* PyTorch's GroupNorm over x [B, C, ...]: each sample's C/groups channels

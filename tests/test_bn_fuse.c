@@ -32,7 +32,9 @@ typedef struct bf_model {
 /* act(bn(h) + res) as one node (fused) or as batchnorm, add and the
  * activation's op. */
 static nncl_node *bf_bn(nncl_graph *g, nncl_node *h, nncl_node *res, nncl_bn_act act, int fused, const char *name) {
-    if (fused) return nncl_batchnorm_act(g, h, res, act, 0.1f, 1e-5f, name);
+    if (fused)
+        return res ? nncl_batchnorm_add_act(g, h, res, act, 0.1f, 1e-5f, name)
+                   : nncl_batchnorm_act(g, h, act, 0.1f, 1e-5f, name);
     h = nncl_batchnorm(g, h, 0.1f, 1e-5f, name);
     if (res) h = nncl_op_add(g, h, res);
     if (act == NNCL_BN_ACT_RELU) h = nncl_op_relu(g, h);
@@ -274,11 +276,13 @@ static int test_file_and_errors(nncl_context *ctx) {
         int xs[3] = {5, 7, 9}, keep;
         nncl_node *x = nncl_input(g, "x", 3, xs), *o = nncl_input(g, "other", 3, other);
         keep = g->n_nodes;
-        TH_CHECK(name, nncl_batchnorm_act(g, x, NULL, (nncl_bn_act)7, 0.1f, 1e-5f, "bad_act") == NULL &&
+        TH_CHECK(name, nncl_batchnorm_act(g, x, (nncl_bn_act)7, 0.1f, 1e-5f, "bad_act") == NULL &&
                            strstr(nncl_last_error(ctx), "bad_act") && strstr(nncl_last_error(ctx), "activation 7"));
-        TH_CHECK(name, nncl_batchnorm_act(g, x, o, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bad_res") == NULL &&
+        TH_CHECK(name, nncl_batchnorm_add_act(g, x, o, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bad_res") == NULL &&
                            strstr(nncl_last_error(ctx), "bad_res") && strstr(nncl_last_error(ctx), "[B,5,7,7]") &&
                            strstr(nncl_last_error(ctx), "[B,5,7,9]"));
+        TH_CHECK(name, nncl_batchnorm_add_act(g, x, NULL, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "no_res") == NULL &&
+                           strstr(nncl_last_error(ctx), "no_res") && strstr(nncl_last_error(ctx), "residual is NULL"));
         TH_CHECK(name, g->n_nodes == keep && nncl_graph_find(g, "bad_res.weight") == NULL);
         nncl_graph_free(g);
     }

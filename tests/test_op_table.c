@@ -136,7 +136,8 @@ static nncl_node *ot_batchnorm(nncl_graph *g, nncl_node *const *in, const ot_row
  * with in[1] as the residual, 2 with x itself (both gradients into one). */
 static nncl_node *ot_batchnorm_act(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     nncl_node *res = r->a[1] == 1 ? in[1] : r->a[1] == 2 ? in[0] : NULL;
-    nncl_node *h = nncl_batchnorm_act(g, in[0], res, (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn");
+    nncl_node *h = res ? nncl_batchnorm_add_act(g, in[0], res, (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn")
+                       : nncl_batchnorm_act(g, in[0], (nncl_bn_act)r->a[0], 0.1f, 1e-5f, "bn");
     return r->in[0].ndim == 1 ? nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "fc") : h;
 }
 

@@ -58,8 +58,8 @@ static nncl_node *b_avgpool_2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_n
 static nncl_node *b_avgpool_3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_avgpool2d(g, h, 3, 2, 1); }
 static nncl_node *b_global_avgpool(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_global_avgpool(g, h); }
 static nncl_node *b_batchnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm(g, h, 0.1f, 1e-5f, "bn"); }
-static nncl_node *b_bn_relu_res(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_batchnorm_act(g, h, h2, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bn"); }
-static nncl_node *b_bn_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm_act(g, h, NULL, NNCL_BN_ACT_HARDSWISH, 0.1f, 1e-5f, "bn"); }
+static nncl_node *b_bn_relu_res(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_batchnorm_add_act(g, h, h2, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bn"); }
+static nncl_node *b_bn_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm_act(g, h, NNCL_BN_ACT_HARDSWISH, 0.1f, 1e-5f, "bn"); }
 static nncl_node *b_layernorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_layernorm(g, h, 1e-5f, "ln"); }
 static nncl_node *b_embedding(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_embedding(g, h, 9, 5, "e"); }
 static nncl_node *b_flatten(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_flatten(g, h); }

@@ -424,14 +424,10 @@ const nncl__opdef nncl__opdef_batchnorm = {
  * running_mean [C] then running_var [C] (the plan starts them at 0 and 1).
  * A channel with a single value per step (batch 1 of [B,C]) normalises to
  * the bias and leaves running_var unchanged: its unbiased variance is
- * undefined (PyTorch refuses that case). */
-nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name) {
-    return nncl_batchnorm_act(g, x, NULL, NNCL_BN_ACT_NONE, momentum, eps, name);
-}
-
-/* nncl_batchnorm with iattr[0] act and, given a residual, in[3]. */
-nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act, float momentum,
-                              float eps, const char *name) {
+ * undefined (PyTorch refuses that case). The node of the three builders
+ * below: iattr[0] the activation and, given a residual, in[3]. */
+static nncl_node *bn_build(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act, float momentum,
+                           float eps, const char *name) {
     char wn[NNCL_NAME_MAX + 16], bn[NNCL_NAME_MAX + 16], s1[64];
     nncl_node *in[4];
     float fattr[2];
@@ -455,6 +451,23 @@ nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_node *residual, 
     fattr[0] = eps;
     fattr[1] = momentum;
     return nncl__layer_add(g, keep, NNCL_OP_BATCHNORM, name, residual ? 4 : 3, in, &iattr, 1, fattr, 2);
+}
+
+nncl_node *nncl_batchnorm(nncl_graph *g, nncl_node *x, float momentum, float eps, const char *name) {
+    return bn_build(g, x, NULL, NNCL_BN_ACT_NONE, momentum, eps, name);
+}
+
+nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_bn_act act, float momentum, float eps,
+                              const char *name) {
+    return bn_build(g, x, NULL, act, momentum, eps, name);
+}
+
+nncl_node *nncl_batchnorm_add_act(nncl_graph *g, nncl_node *x, nncl_node *residual, nncl_bn_act act,
+                                  float momentum, float eps, const char *name) {
+    if (!residual)
+        return nncl__graph_fail(g, NNCL_ERR_INVALID_ARGUMENT,
+                                "batchnorm \"%s\": residual is NULL (an earlier builder failed?)", name ? name : "");
+    return bn_build(g, x, residual, act, momentum, eps, name);
 }
 
 /* Synchronised batch norm (syncbn.c) exchanges these; aux is
