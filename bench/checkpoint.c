@@ -6,7 +6,9 @@
  * fresh context, samples/s, and the largest batch nncl_train_max_batch
  * finds under a 256 MiB memory cap. One row per model and setting:
  * {item, checkpoint 0|1, peak_mib, samples_s, max_batch}, the
- * checkpointed rows with their ratios to the rows without. */
+ * checkpointed rows with their ratios to the rows without. --quick leaves
+ * the ResNet out: its steps take minutes on a device that compiles each
+ * kernel at each launch (Mesa rusticl). */
 #include "train.h"
 #include <math.h>
 #include <stdio.h>
@@ -138,9 +140,13 @@ done:
     return !ok;
 }
 
+/* Whether the section measures model kind (see the file's header). */
+static int ck_measured(const bench_opts *o, int kind) { return !(o->quick && kind == CK_RESNET); }
+
 int bench_checkpoint_steps(const bench_opts *o, int n_devices) {
-    (void)o;
-    return CK_MODELS * 2 * n_devices;
+    int kind, n = 0;
+    for (kind = 0; kind < CK_MODELS; kind++) n += ck_measured(o, kind);
+    return n * 2 * n_devices;
 }
 
 void bench_checkpoint(const bench_opts *o, nncl_context *ctx) {
@@ -152,6 +158,7 @@ void bench_checkpoint(const bench_opts *o, nncl_context *ctx) {
             double peak[2] = {0, 0};
             bench_stat rate[2];
             int maxb[2] = {0, 0}, good[2] = {0, 0};
+            if (!ck_measured(o, kind)) continue;
             for (ck = 0; ck < 2; ck++) {
                 const char *item = ck_items[kind][ck];
                 char why[300];
