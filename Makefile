@@ -160,16 +160,18 @@ dist/nncl.h: $(B)/tools/amalgamate $(B)/gen/kernels.c include/nncl.h $(HDR) $(DE
 
 # `make test` runs the suite twice: as built, then built with AddressSanitizer
 # and UBSan into $(B)-san; tests/run.sh ends with the total of both runs.
-# test-fast and test-san run one of the two.
-test: lib tests single
-	@$(MAKE) --no-print-directory SANITIZE=1 B=$(SANB) lib tests
+# test-fast and test-san run one of the two. The examples and the bench are
+# built first, so that no test script builds while another pass runs beside
+# it.
+test: lib tests single examples bench
+	@$(MAKE) --no-print-directory SANITIZE=1 B=$(SANB) lib tests examples bench
 	@B="$(B) $(SANB)" CC="$(CC)" MAKE="$(MAKE)" sh tests/run.sh
 
-test-fast: lib tests single
+test-fast: lib tests single examples bench
 	@B="$(B)" CC="$(CC)" MAKE="$(MAKE)" sh tests/run.sh
 
 test-san:
-	@$(MAKE) --no-print-directory SANITIZE=1 B=$(SANB) lib tests single
+	@$(MAKE) --no-print-directory SANITIZE=1 B=$(SANB) lib tests single examples bench
 	@B="$(SANB)" CC="$(CC)" MAKE="$(MAKE)" sh tests/run.sh
 
 # The one command for the tests on a fresh Debian/Ubuntu machine: checks the
