@@ -213,6 +213,15 @@ chosen() {
 }
 [ -n "$NNCL_TESTS" ] && echo "note: NNCL_TESTS=\"$NNCL_TESTS\": only those run"
 
+# folder_one ENTRY NAME: runs one entry of folder's list (p:NAME a program
+# of the folder, s:NAME a script), with folder's settings
+folder_one() {
+    case $1 in
+    p:*) one $san "$2" $tmo "$f_b/tests/$2" ;;
+    *) one $san "$2" env B="$f_b" NNCL_SANITIZE=$san $tmo sh "$top/tests/$2" ;;
+    esac
+}
+
 # folder B DIR LATER: runs folder B's programs, then the scripts, with their
 # logs under DIR, and prints the folder's block: each one's lines and
 # counts, then the folder's total, which also goes to DIR/counts. LATER 1
@@ -247,14 +256,11 @@ folder() {
         for i in $f_list; do case $i in s:*) f_order="$f_order $i" ;; esac; done
         for i in $f_list; do case $i in p:*) f_order="$f_order $i" ;; esac; done
     fi
+    # no descriptor of our own (exec 3>...): make's jobserver, which the
+    # scripts' own makes inherit from `make test`, lives on such numbers
     for i in $f_order; do
         n=${i#?:}
-        if [ "$f_later" = 1 ]; then exec 3>"$fout/$n.out"; else exec 3>&1; fi
-        case $i in
-        p:*) one $san "$n" $tmo "$f_b/tests/$n" >&3 ;;
-        *) one $san "$n" env B="$f_b" NNCL_SANITIZE=$san $tmo sh "$top/tests/$n" >&3 ;;
-        esac
-        exec 3>&-
+        if [ "$f_later" = 1 ]; then folder_one "$i" "$n" >"$fout/$n.out"; else folder_one "$i" "$n"; fi
     done
     if [ "$f_later" = 1 ]; then
         for i in $f_list; do cat "$fout/${i#?:}.out"; done

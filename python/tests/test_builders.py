@@ -183,14 +183,23 @@ def test_batchnorm(ctx):
 
 def test_batchnorm_act(ctx):
     g = nncl.Graph(ctx, 1)
+    x = g.input("x", (3, 2, 2))
+    out = g.batchnorm_act(x, act="relu6", eps=0.5, name="bn")
+    t = nncl.Trainer(g, g.mse(out, g.input("y", (3, 2, 2))), optimizer="sgd", lr=0.0, max_batch=B)
+    X = 8 * rng.standard_normal((B, 3, 2, 2)).astype(np.float32)
+    close(t.predict({x: X}, out), np.clip(X / np.sqrt(1 + 0.5), 0, 6))  # running statistics 0 and 1
+    with pytest.raises(ValueError, match="relu6"):
+        g.batchnorm_act(x, act="gelu", name="bn2")
+
+
+def test_batchnorm_add_act(ctx):
+    g = nncl.Graph(ctx, 1)
     x, r = g.input("x", (3, 2, 2)), g.input("r", (3, 2, 2))
     out = g.batchnorm_add_act(x, r, act="relu6", eps=0.5, name="bn")
     t = nncl.Trainer(g, g.mse(out, g.input("y", (3, 2, 2))), optimizer="sgd", lr=0.0, max_batch=B)
     X = rng.standard_normal((B, 3, 2, 2)).astype(np.float32)
     R = 4 * rng.standard_normal((B, 3, 2, 2)).astype(np.float32)
     close(t.predict({x: X, r: R}, out), np.clip(X / np.sqrt(1 + 0.5) + R, 0, 6))  # running statistics 0 and 1
-    with pytest.raises(ValueError, match="relu6"):
-        g.batchnorm_act(x, act="gelu", name="bn2")
 
 
 def test_layernorm(ctx):
