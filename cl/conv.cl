@@ -407,6 +407,22 @@ __kernel void nncl_conv_wt_f32(__global const act_t *w, int w_off, __global floa
     wt[wt_off + i] = c < C ? NNCL_LD(w, w_off + (o * C + c) * kk + t) : 0.0f;
 }
 
+/* The weights of the input gradient as a convolution of g (stride 1: dx =
+ * g convolved with w turned 180 degrees, channels swapped, padding
+ * k-1-pad), once per step: wf[c, (o*k + ki)*k + kj] = w[o, c, k-1-ki,
+ * k-1-kj], [C, O*k*k] in fp32, the A of the forward's packed product. One
+ * work-item per element of wf. */
+__kernel void nncl_conv_wflip_f32(__global const act_t *w, int w_off, __global float *wf, int wf_off, int O, int C,
+                                  int k) {
+    int i = get_global_id(0), kk = k * k, okk = O * kk, c, o, t;
+    if (i >= C * okk) return;
+    c = i / okk;
+    t = i - c * okk;
+    o = t / kk;
+    t -= o * kk;
+    wf[wf_off + i] = NNCL_LD(w, w_off + (o * C + c) * kk + kk - 1 - t);
+}
+
 /* The output column of input column w under kernel column kj, or -1 where
  * none covers it. */
 int nncl_conv_dx_col(int w, int kj, int st, int pad, int OW) {

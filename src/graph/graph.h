@@ -61,7 +61,7 @@ typedef struct nncl__exec nncl__exec;
 typedef struct nncl__kdecl {
     const char *family, *name;
 } nncl__kdecl;
-#define NNCL_OP_KERNELS 20
+#define NNCL_OP_KERNELS 21
 /* The dense helpers below (bias, activation) run as slots 0-2 of the ops
  * that use them (linear, conv2d): list NNCL_DENSE_KERNELS first. */
 enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END };

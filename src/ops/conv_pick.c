@@ -1,7 +1,8 @@
 /* conv_pick.c - which path a conv2d layer takes: im2col + CLBlast
  * (src/ops/op_conv.c), the implicit GEMM on nncl's own kernels
  * (src/ops/conv_own.c) or, where it fits, the direct kernels
- * (src/ops/conv_direct.c). The faster GEMM for the forward product alone does
+ * (src/ops/conv_direct.c); the own path also with its input gradient as a
+ * product (NNCL__CONV_OWN_DXG, stride 1) instead of the gather. The faster GEMM for the forward product alone does
  * not say which layer is faster (the own path's backward gather, or
  * CLBlast's column matrix, may weigh more on one device than on another),
  * so at a plan's prepare the layer's whole training work (forward, and the
@@ -13,8 +14,9 @@
  * fastest is kept, in memory and in the device's GEMM choice file
  * (src/gemm/gemm_pick.c), so that a later plan or run times nothing.
  * NNCL_GEMM=own|clblast forces the own or the im2col path,
- * NNCL_CONV_DIRECT=1 the direct one where it fits (=0: never). A step only
- * looks the choice up. */
+ * NNCL_CONV_DIRECT=1 the direct one where it fits (=0: never),
+ * NNCL_CONV_DX=gemm the input gradient's product where it fits (=gather:
+ * never). A step only looks the choice up. */
 #include "ops/conv.h"
 #include "gemm/gemm.h"
 #include <math.h>
@@ -33,6 +35,17 @@ static int cpick_direct_mode(void) {
     return env && *env ? (strcmp(env, "0") ? 1 : 0) : -1;
 }
 
+/* $NNCL_CONV_DX: 1 (gemm) the input gradient's product forced where it
+ * fits, 0 (gather) never, -1 unset (timed). */
+static int cpick_dxg_mode(void) {
+    const char *env = getenv("NNCL_CONV_DX");
+    return env && *env ? (strcmp(env, "gather") ? 1 : 0) : -1;
+}
+
+static int cpick_dxg_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    return cpick_dxg_mode() != 0 && nncl__conv_dxg_fits(ex, n, d);
+}
+
 /* Whether the direct path is a candidate for node n: it fits, and
  * NNCL_CONV_DIRECT does not leave it out. */
 static int cpick_direct_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
@@ -45,6 +58,7 @@ static int cpick_forced(nncl__exec *ex, const nncl_node *n, const nncl__conv_dim
     int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), direct = cpick_direct_on(ex, n, d);
     if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
     if (mode == 1) return NNCL__CONV_COL;
+    if (cpick_dxg_on(ex, n, d) && cpick_dxg_mode() == 1) return NNCL__CONV_OWN_DXG;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     if (ex->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     return direct || own ? -1 : NNCL__CONV_COL;
@@ -55,6 +69,7 @@ int nncl__conv_path(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d
     if (path >= 0) return path;
     cpick_key(ex, n, d, key);
     path = nncl__conv_choice_find(ex->ctx, ex->dev, key);
+    if (path == NNCL__CONV_OWN_DXG && !nncl__conv_dxg_fits(ex, n, d)) return NNCL__CONV_OWN;
     return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(ex, n, d)) ? NNCL__CONV_COL : path;
 }
 
@@ -65,7 +80,7 @@ typedef struct cpick_scratch {
     nncl__exec t;
     cl_mem mem[CPICK_N];
     size_t floats[CPICK_N];
-    float *out[3];  /* y, dx, dw, db of each path's first pass, one after another */
+    float *out[NNCL__CONV_PATHS]; /* y, dx, dw, db of each path's first pass, one after another */
     size_t n_out;
 } cpick_scratch;
 
@@ -99,14 +114,13 @@ static void cpick_free(cpick_scratch *s) {
     NNCL_FREE(s->t.value);
     NNCL_FREE(s->t.grad);
     NNCL_FREE(s->t.grad_acc);
-    NNCL_FREE(s->out[0]);
-    NNCL_FREE(s->out[1]);
-    NNCL_FREE(s->out[2]);
+    for (i = 0; i < NNCL__CONV_PATHS; i++) NNCL_FREE(s->out[i]);
 }
 
 static nncl_status cpick_init(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, cpick_scratch *s) {
     size_t nodes = (size_t)ex->graph->n_nodes, xs = (size_t)d->C * (size_t)d->H * (size_t)d->W;
     unsigned seed = 7u;
+    int i;
     nncl__exec *t = &s->t;
     *t = *ex;
     t->batch = d->B;
@@ -143,10 +157,9 @@ static nncl_status cpick_init(nncl__exec *ex, const nncl_node *n, const nncl__co
         t->grad[n->in[2]->id] = cpick_view(s, CPICK_DB);
     }
     s->n_out = s->floats[CPICK_Y] + s->floats[CPICK_DX] + s->floats[CPICK_DW] + s->floats[CPICK_DB];
-    s->out[0] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
-    s->out[1] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
-    s->out[2] = (float *)NNCL_MALLOC(s->n_out * sizeof(float));
-    if (!s->out[0] || !s->out[1] || !s->out[2]) return nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; i < NNCL__CONV_PATHS; i++)
+        if (!(s->out[i] = (float *)NNCL_MALLOC(s->n_out * sizeof(float))))
+            return nncl__fail(ex->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     return NNCL_OK;
 }
 
@@ -197,13 +210,14 @@ static nncl_status cpick_run_one(void *user, int i) {
  * im2col path (im2col + CLBlast, or the own GEMM kernels where CLBlast is
  * not timed), which stays the answer should every other fail. */
 static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *path) {
-    static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
+    static const char *const names[NNCL__CONV_PATHS] = {"im2col + CLBlast", "own", "direct",
+                                                        "own with the input gradient's product"};
     cpick_scratch s;
     cpick_runs runs;
-    nncl__conv_dims dt = *d;
-    double t[3] = {0, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds(), worst;
-    size_t b[3] = {0, 0, 0}, bytes = 0;
-    int p, on[3];
+    nncl__conv_dims dt = *d, dg;
+    double t[NNCL__CONV_PATHS] = {0, HUGE_VAL, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds(), worst;
+    size_t b[NNCL__CONV_PATHS] = {0, 0, 0, 0}, bytes = 0;
+    int p, on[NNCL__CONV_PATHS];
     nncl_status st;
     *path = NNCL__CONV_COL;
     memset(&s, 0, sizeof s);
@@ -212,10 +226,14 @@ static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl_
     on[NNCL__CONV_COL] = 1;
     on[NNCL__CONV_OWN] = nncl__conv_own_fits(d);
     on[NNCL__CONV_DIRECT] = cpick_direct_on(ex, n, d);
+    on[NNCL__CONV_OWN_DXG] = cpick_dxg_on(ex, n, d);
+    dg = dt;
+    dg.dxg = 1;
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &b[NNCL__CONV_COL]);
     if (st == NNCL_OK && on[NNCL__CONV_OWN]) st = nncl__conv_own_prepare(&s.t, n, &dt, &b[NNCL__CONV_OWN]);
     if (st == NNCL_OK && on[NNCL__CONV_DIRECT]) st = nncl__conv_direct_prepare(&s.t, n, &dt, &b[NNCL__CONV_DIRECT]);
-    for (p = 0; p < 3; p++)
+    if (st == NNCL_OK && on[NNCL__CONV_OWN_DXG]) st = nncl__conv_own_prepare(&s.t, n, &dg, &b[NNCL__CONV_OWN_DXG]);
+    for (p = 0; p < NNCL__CONV_PATHS; p++)
         if (b[p] > bytes) bytes = b[p];
     if (st == NNCL_OK && bytes > 0) {
         cl_int err;
@@ -225,7 +243,7 @@ static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl_
         s.t.gemm_temp = s.mem[CPICK_TEMP];
     }
     if (st == NNCL_OK) st = cpick_first(&s, n, &dt, NNCL__CONV_COL);
-    for (p = 1; p < 3 && st == NNCL_OK; p++) {
+    for (p = 1; p < NNCL__CONV_PATHS && st == NNCL_OK; p++) {
         if (!on[p]) continue;
         if (cpick_first(&s, n, &dt, p) != NNCL_OK) {
             nncl__log(ex->ctx, NNCL_LOG_WARN, "conv2d \"%s\": %s path fails: %s", n->name, names[p],
@@ -240,14 +258,14 @@ static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl_
         t[p] = 0;
     }
     runs.s = &s, runs.n = n, runs.d = &dt;
-    if (st == NNCL_OK) st = nncl__choose_time(ex->ctx, ex->dev, 3, cpick_run_one, &runs, t);
-    for (p = 1; p < 3; p++)
+    if (st == NNCL_OK) st = nncl__choose_time(ex->ctx, ex->dev, NNCL__CONV_PATHS, cpick_run_one, &runs, t);
+    for (p = 1; p < NNCL__CONV_PATHS; p++)
         if (t[p] < t[*path]) *path = p;
     if (st == NNCL_OK)
         nncl__log(ex->ctx, NNCL_LOG_DEBUG,
-                  "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms: %s, "
-                  "chosen in %.3f s", ex->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
-                  names[*path], nncl__seconds() - t0);
+                  "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms, "
+                  "own with dx by product %.3f ms: %s, chosen in %.3f s", ex->dev->info.index, n->name, dt.B,
+                  t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, names[*path], nncl__seconds() - t0);
     cpick_free(&s);
     return st;
 }
@@ -269,6 +287,11 @@ nncl_status nncl__conv_pick(nncl__exec *ex, const nncl_node *n, const nncl__conv
         }
     }
     path = nncl__conv_path(ex, n, d); /* what a step will take */
+    if (path == NNCL__CONV_OWN_DXG) {
+        nncl__conv_dims dg = *d;
+        dg.dxg = 1;
+        return nncl__conv_own_prepare(ex, n, &dg, bytes);
+    }
     return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(ex, n, d, bytes)
            : path == NNCL__CONV_OWN  ? nncl__conv_own_prepare(ex, n, d, bytes)
                                      : nncl__conv_col_prepare(ex, n, d, bytes);

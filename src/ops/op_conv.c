@@ -51,6 +51,7 @@ void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d) {
     d->ckk = (size_t)d->C * (size_t)d->k * (size_t)d->k;
     d->ohw = (size_t)d->OH * (size_t)d->OW;
     d->pointwise = d->k == 1 && d->st == 1 && d->pad == 0;
+    d->dxg = 0;
     d->B = (int)(nncl__numel(xin, batch) / ((size_t)d->C * (size_t)d->H * (size_t)d->W));
 }
 
@@ -347,18 +348,23 @@ static nncl_status conv_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
 }
 
 nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int path) {
+    nncl__conv_dims dg = *d;
+    dg.dxg = path == NNCL__CONV_OWN_DXG;
     switch (path) {
     case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(ex, n, d);
-    case NNCL__CONV_OWN: return nncl__conv_own_forward(ex, n, d);
+    case NNCL__CONV_OWN:
+    case NNCL__CONV_OWN_DXG: return nncl__conv_own_forward(ex, n, &dg);
     default: return nncl__conv_col_forward(ex, n, d);
     }
 }
 
 nncl_status nncl__conv_backward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
                                    int path) {
+    nncl__conv_dims dg = *d;
+    dg.dxg = path == NNCL__CONV_OWN_DXG;
     if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(ex, n, d, dy);
-    if (path == NNCL__CONV_OWN && (nncl__need_grad(ex, n, 0) || nncl__need_grad(ex, n, 1)))
-        return nncl__conv_own_backward(ex, n, d, dy);
+    if ((path == NNCL__CONV_OWN || dg.dxg) && (nncl__need_grad(ex, n, 0) || nncl__need_grad(ex, n, 1)))
+        return nncl__conv_own_backward(ex, n, &dg, dy);
     return nncl__conv_col_backward(ex, n, d, dy); /* also the bias gradient alone */
 }
 
@@ -543,7 +549,8 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
                 {"conv", "nncl_conv_pack_dy8_f32"}, {"conv3", "nncl_conv3_f32"}, {"conv3", "nncl_conv3_dw_f32"},
                 {"conv", "nncl_conv_to_f32"}, {"conv", "nncl_conv_pack_colt8_f32"}, {"conv", "nncl_conv_pack_bs_f32"},
-                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}},
+                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"},
+                {"conv", "nncl_conv_wflip_f32"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
     .half = 2};
