@@ -160,7 +160,7 @@ static int pick_line(nncl__gemm_state *s, const char *line, int keep, const char
         int *q = cc.key;
         if (sscanf(line + 5, "%d %d %d %d %d %d %d %d %d %d %d %d", &q[0], &q[1], &q[2], &q[3], &q[4], &q[5], &q[6],
                    &q[7], &q[8], &q[9], &q[10], &cc.path) != NNCL__CONV_KEY + 1 ||
-            cc.path < 0 || cc.path > 3)
+            cc.path < 0 || cc.path > 4)
             return 0;
         return (keep && pick_conv_find(s, cc.key) >= 0) || nncl__gemm_conv_add(s, &cc);
     }

@@ -9,7 +9,8 @@ typedef struct nncl__conv_dims {
     int B, C, H, W, O, k, st, pad, OH, OW, act;
     size_t ckk, ohw;  /* rows of the column matrix; output pixels per plane */
     int pointwise;    /* 1x1, stride 1, no padding: x is its own column matrix */
-    int dxg;          /* the own path's input gradient by a product (NNCL__CONV_OWN_DXG), not the gather */
+    int dxg;          /* the own path's input gradient: 0 the gather, 1 a product (NNCL__CONV_OWN_DXG),
+                       * 2 the direct 3x3 kernel (NNCL__CONV_OWN_DX3) */
 } nncl__conv_dims;
 
 /* Kernel slots of a conv2d node (its row's kernel list, after the dense
@@ -23,8 +24,13 @@ enum {
 
 /* The paths a layer may take (the values stored with its choice); OWN_DXG
  * is the own path with the input gradient as a convolution of G by the
- * flipped weights on the forward's packed product, instead of the gather. */
-enum { NNCL__CONV_COL = 0, NNCL__CONV_OWN = 1, NNCL__CONV_DIRECT = 2, NNCL__CONV_OWN_DXG = 3, NNCL__CONV_PATHS = 4 };
+ * flipped weights on the forward's packed product, instead of the gather,
+ * OWN_DX3 the same convolution on the direct path's 3x3 kernel
+ * (nncl_conv3_f32), reading G in place. */
+enum {
+    NNCL__CONV_COL = 0, NNCL__CONV_OWN = 1, NNCL__CONV_DIRECT = 2, NNCL__CONV_OWN_DXG = 3, NNCL__CONV_OWN_DX3 = 4,
+    NNCL__CONV_PATHS = 5
+};
 
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
 /* The input geometry every conv kernel takes in this order after its
@@ -48,6 +54,9 @@ int nncl__conv_own_fits(const nncl__conv_dims *d);
  * (NNCL__CONV_OWN_DXG): it fits, stride 1, padding below k, fp32 storage,
  * and the plan needs dx. */
 int nncl__conv_dxg_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
+/* The same on the direct 3x3 kernel (NNCL__CONV_OWN_DX3): also a 3x3
+ * kernel, padding 1, within the direct kernels' sizes. */
+int nncl__conv_dx3_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
 /* Whether the direct path (src/ops/conv_direct.c) takes node n: a 3x3 kernel,
  * stride 1, padding 1, and no input gradient. */
 int nncl__conv_direct_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);

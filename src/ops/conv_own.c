@@ -36,7 +36,9 @@
  * the panels of the weight gradient, done by then) and one batched packed
  * product into dx in NCHW, its beta the accumulation. With an activation G
  * is then made in place first (nncl__conv_act_bias_backward, the bias
- * gradient on the way, so no column of ones).
+ * gradient on the way, so no column of ones). NNCL__CONV_OWN_DX3 runs
+ * the same convolution (3x3, padding 1) on the direct path's kernel
+ * (nncl_conv3_f32, cl/conv3.cl), which reads G in place: no panels.
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. In half storage the packing
  * kernels read x, dy and W in the storage type into fp32 panels (so the
@@ -154,6 +156,12 @@ int nncl__conv_dxg_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dim
            nncl__conv_own_fits(&t);
 }
 
+int nncl__conv_dx3_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    size_t xs = (size_t)d->B * (size_t)d->C * (size_t)d->H * (size_t)d->W, ys = (size_t)d->B * (size_t)d->O * d->ohw;
+    return nncl__conv_dxg_fits(ex, n, d) && d->k == 3 && d->pad == 1 && d->OH == d->H && d->OW == d->W &&
+           xs < (size_t)INT_MAX - 64 && ys < (size_t)INT_MAX - 64;
+}
+
 /* Whether the weight gradient's product also sums dy into the bias
  * gradient: an extra column of ones in its B panels (its C then goes
  * through the workspace, nncl_conv_dw_split); not where the product path
@@ -164,8 +172,8 @@ static int cown_ones(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *
 
 /* What the backward keeps at the start of the workspace, in floats, where
  * its chunks' panels start (*g0): the gather's reordered weights, or with
- * d->dxg the flipped weights' A panels (at 0) and the flipped weights
- * themselves (at *flip_at). */
+ * d->dxg the flipped weights' A panels (at 0; none for the direct kernel)
+ * and the flipped weights themselves (at *flip_at). */
 static nncl_status cown_front(nncl__exec *ex, const nncl__conv_dims *d, size_t *g0, size_t *flip_at) {
     nncl__conv_dims t;
     size_t ap;
@@ -175,7 +183,8 @@ static nncl_status cown_front(nncl__exec *ex, const nncl__conv_dims *d, size_t *
         return NNCL_OK;
     }
     cown_dx_dims(d, &t);
-    NNCL_TRY(cown_panels(ex, &t, (size_t)t.O, t.ckk, 0, &ap));
+    ap = 0;
+    if (d->dxg == 1) NNCL_TRY(cown_panels(ex, &t, (size_t)t.O, t.ckk, 0, &ap));
     *flip_at = cown_round(ap);
     *g0 = *flip_at + cown_round((size_t)t.O * t.ckk);
     return NNCL_OK;
@@ -207,7 +216,7 @@ static nncl_status cown_chunk(nncl__exec *ex, const nncl_node *n, const nncl__co
     NNCL_TRY(cown_panels(ex, d, (size_t)d->O, d->ckk, 0, &fixed));
     NNCL_TRY(cown_front(ex, d, &wt, &flip_at));
     fixed = cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
-    if (d->dxg) { /* the input gradient's B panels of G, where the weight gradient's were */
+    if (d->dxg == 1) { /* the input gradient's B panels of G, where the weight gradient's were */
         nncl__conv_dims t;
         cown_dx_dims(d, &t);
         NNCL_TRY(cown_panels(ex, &t, t.ohw, t.ckk, 1, &dxb));
@@ -273,7 +282,7 @@ static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const n
                               n->name, v[i].name, bwd, fwd, floats);
     }
     cown_dx_dims(d, &t);
-    for (i = 0; d->dxg && i < count; i++) /* the input gradient's panels of G */
+    for (i = 0; d->dxg == 1 && i < count; i++) /* the input gradient's panels of G */
         if (cown_packs(v, i, &t) && g0 + (size_t)S * nncl__gemm_pack_floats(v[i].nr, t.ohw, t.ckk) > (ones ? ct_off : floats))
             return nncl__fail(ex->ctx, NNCL_ERR_STATE, "conv2d \"%s\": %s's input gradient panels overrun a %zu-float workspace",
                               n->name, v[i].name, floats);
@@ -298,7 +307,7 @@ nncl_status nncl__conv_own_prepare(nncl__exec *ex, const nncl_node *n, const nnc
         NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, g.n, g.k, &v));
         NNCL_TRY(nncl__gemm_own_resolve(ex->ctx, ex->dev, &v, &g));
     }
-    if (d->dxg) { /* the input gradient's product: C rows, a plane of columns, O*k*k deep */
+    if (d->dxg == 1) { /* the input gradient's product: C rows, a plane of columns, O*k*k deep */
         g.m = (size_t)d->C;
         g.n = (size_t)d->H * (size_t)d->W;
         g.k = (size_t)d->O * (size_t)d->k * (size_t)d->k;
@@ -409,7 +418,7 @@ static nncl_status cown_wt(nncl__exec *ex, const nncl_node *n, const nncl__conv_
         size_t flip_at;
         cown_dx_dims(d, &t);
         NNCL_TRY(cown_front(ex, d, g0, &flip_at));
-        NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)t.O, t.ohw, t.ckk, vx));
+        if (d->dxg == 1) NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)t.O, t.ohw, t.ckk, vx));
         vx->store = 0;
         NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_WFLIP, &a));
         nncl__arg_view(&a, w);
@@ -417,6 +426,7 @@ static nncl_status cown_wt(nncl__exec *ex, const nncl_node *n, const nncl__conv_
         nncl__arg_int(&a, (int)flip_at);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k);
         NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)t.O * t.ckk));
+        if (d->dxg == 2) return NNCL_OK;
         return nncl__gemm_pack_a(ex->ctx, ex->dev, vx, 0, (size_t)t.O, t.ckk, ex->gemm_temp, flip_at, t.ckk, 0, 1,
                                  ex->gemm_temp, 0);
     }
@@ -486,6 +496,32 @@ static nncl_status cown_dx_gemm(nncl__exec *ex, const nncl_node *n, const nncl__
     p.alpha = 1.0f;
     p.beta = acc ? 1.0f : 0.0f;
     return nncl__gemm_packed(ex->ctx, ex->dev, vx, &p);
+}
+
+/* dx (+)= the direct 3x3 convolution of G for samples s0 .. s0+ns-1 by
+ * the flipped weights (at 0 of the workspace; nncl_conv3_f32, 8 pixels of
+ * 8 channels per work-item, in the direct path's groups). */
+static nncl_status cown_dx3(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int s0,
+                            int ns, int acc) {
+    nncl__view dx = nncl__grd(ex, n->in[0]);
+    size_t global[3], local[3] = {8, 1, 1}, hw = (size_t)d->H * (size_t)d->W;
+    nncl__args a;
+    nncl__view w;
+    if (local[0] > ex->dev->max_work_group) local[0] = 1;
+    w.mem = ex->gemm_temp;
+    w.off = 0;
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_DIRECT, &a));
+    nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * (size_t)d->O * d->ohw));
+    nncl__arg_view(&a, w);
+    nncl__arg_view(&a, dx); /* no bias */
+    nncl__arg_view(&a, nncl__conv_at(dx, (size_t)s0 * (size_t)d->C * hw));
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, ns);
+    nncl__arg_int(&a, 0); nncl__arg_int(&a, 0); nncl__arg_int(&a, acc);
+    global[0] = (hw + 7) / 8;
+    global[1] = ((size_t)d->C + 7) / 8;
+    global[2] = (size_t)ns;
+    return nncl__launch(&a, ex->dev, 3, global, local);
 }
 
 /* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy, or dy8);
@@ -581,7 +617,8 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa
          * rusticl (which builds each launch) spends far longer building its
          * conversions than PoCL gains */
-        if (need_x && d->dxg) NNCL_TRY(cown_dx_gemm(ex, n, d, &vx, dy, g0, s0, ns, acc_x));
+        if (need_x && d->dxg == 2) NNCL_TRY(cown_dx3(ex, n, d, dy, s0, ns, acc_x));
+        else if (need_x && d->dxg) NNCL_TRY(cown_dx_gemm(ex, n, d, &vx, dy, g0, s0, ns, acc_x));
         else if (need_x) NNCL_TRY(cown_dx(ex, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !ex->store));
     }
     if (!ones) return NNCL_OK;

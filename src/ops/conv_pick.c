@@ -2,7 +2,8 @@
  * (src/ops/op_conv.c), the implicit GEMM on nncl's own kernels
  * (src/ops/conv_own.c) or, where it fits, the direct kernels
  * (src/ops/conv_direct.c); the own path also with its input gradient as a
- * product (NNCL__CONV_OWN_DXG, stride 1) instead of the gather. The faster GEMM for the forward product alone does
+ * product (NNCL__CONV_OWN_DXG, stride 1) or on the direct 3x3 kernel
+ * (NNCL__CONV_OWN_DX3) instead of the gather. The faster GEMM for the forward product alone does
  * not say which layer is faster (the own path's backward gather, or
  * CLBlast's column matrix, may weigh more on one device than on another),
  * so at a plan's prepare the layer's whole training work (forward, and the
@@ -15,8 +16,8 @@
  * (src/gemm/gemm_pick.c), so that a later plan or run times nothing.
  * NNCL_GEMM=own|clblast forces the own or the im2col path,
  * NNCL_CONV_DIRECT=1 the direct one where it fits (=0: never),
- * NNCL_CONV_DX=gemm the input gradient's product where it fits (=gather:
- * never). A step only looks the choice up. */
+ * NNCL_CONV_DX=gemm the input gradient's product where it fits, =direct
+ * its direct kernel (=gather: neither). A step only looks the choice up. */
 #include "ops/conv.h"
 #include "gemm/gemm.h"
 #include <math.h>
@@ -36,10 +37,12 @@ static int cpick_direct_mode(void) {
 }
 
 /* $NNCL_CONV_DX: 1 (gemm) the input gradient's product forced where it
- * fits, 0 (gather) never, -1 unset (timed). */
+ * fits, 2 (direct) its direct kernel, 0 (gather) neither, -1 unset or
+ * another value (timed). */
 static int cpick_dxg_mode(void) {
     const char *env = getenv("NNCL_CONV_DX");
-    return env && *env ? (strcmp(env, "gather") ? 1 : 0) : -1;
+    if (!env) return -1;
+    return !strcmp(env, "gather") ? 0 : !strcmp(env, "gemm") ? 1 : !strcmp(env, "direct") ? 2 : -1;
 }
 
 static int cpick_dxg_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
@@ -59,6 +62,7 @@ static int cpick_forced(nncl__exec *ex, const nncl_node *n, const nncl__conv_dim
     if (direct && cpick_direct_mode() == 1) return NNCL__CONV_DIRECT;
     if (mode == 1) return NNCL__CONV_COL;
     if (cpick_dxg_on(ex, n, d) && cpick_dxg_mode() == 1) return NNCL__CONV_OWN_DXG;
+    if (cpick_dxg_on(ex, n, d) && cpick_dxg_mode() == 2 && nncl__conv_dx3_fits(ex, n, d)) return NNCL__CONV_OWN_DX3;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     if (ex->store) return direct ? NNCL__CONV_DIRECT : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     return direct || own ? -1 : NNCL__CONV_COL;
@@ -69,7 +73,9 @@ int nncl__conv_path(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d
     if (path >= 0) return path;
     cpick_key(ex, n, d, key);
     path = nncl__conv_choice_find(ex->ctx, ex->dev, key);
-    if (path == NNCL__CONV_OWN_DXG && !nncl__conv_dxg_fits(ex, n, d)) return NNCL__CONV_OWN;
+    if ((path == NNCL__CONV_OWN_DXG && !nncl__conv_dxg_fits(ex, n, d)) ||
+        (path == NNCL__CONV_OWN_DX3 && !nncl__conv_dx3_fits(ex, n, d)))
+        return NNCL__CONV_OWN;
     return path < 0 || (path == NNCL__CONV_DIRECT && !nncl__conv_direct_fits(ex, n, d)) ? NNCL__CONV_COL : path;
 }
 
@@ -211,12 +217,13 @@ static nncl_status cpick_run_one(void *user, int i) {
  * not timed), which stays the answer should every other fail. */
 static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *path) {
     static const char *const names[NNCL__CONV_PATHS] = {"im2col + CLBlast", "own", "direct",
-                                                        "own with the input gradient's product"};
+                                                        "own with the input gradient's product",
+                                                        "own with the input gradient's direct kernel"};
     cpick_scratch s;
     cpick_runs runs;
-    nncl__conv_dims dt = *d, dg;
-    double t[NNCL__CONV_PATHS] = {0, HUGE_VAL, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds(), worst;
-    size_t b[NNCL__CONV_PATHS] = {0, 0, 0, 0}, bytes = 0;
+    nncl__conv_dims dt = *d, dg, d3;
+    double t[NNCL__CONV_PATHS] = {0, HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL}, t0 = nncl__seconds(), worst;
+    size_t b[NNCL__CONV_PATHS] = {0, 0, 0, 0, 0}, bytes = 0;
     int p, on[NNCL__CONV_PATHS];
     nncl_status st;
     *path = NNCL__CONV_COL;
@@ -227,12 +234,15 @@ static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl_
     on[NNCL__CONV_OWN] = nncl__conv_own_fits(d);
     on[NNCL__CONV_DIRECT] = cpick_direct_on(ex, n, d);
     on[NNCL__CONV_OWN_DXG] = cpick_dxg_on(ex, n, d);
-    dg = dt;
+    on[NNCL__CONV_OWN_DX3] = cpick_dxg_on(ex, n, d) && nncl__conv_dx3_fits(ex, n, d);
+    dg = d3 = dt;
     dg.dxg = 1;
+    d3.dxg = 2;
     if (st == NNCL_OK) st = nncl__conv_col_prepare(&s.t, n, &dt, &b[NNCL__CONV_COL]);
     if (st == NNCL_OK && on[NNCL__CONV_OWN]) st = nncl__conv_own_prepare(&s.t, n, &dt, &b[NNCL__CONV_OWN]);
     if (st == NNCL_OK && on[NNCL__CONV_DIRECT]) st = nncl__conv_direct_prepare(&s.t, n, &dt, &b[NNCL__CONV_DIRECT]);
     if (st == NNCL_OK && on[NNCL__CONV_OWN_DXG]) st = nncl__conv_own_prepare(&s.t, n, &dg, &b[NNCL__CONV_OWN_DXG]);
+    if (st == NNCL_OK && on[NNCL__CONV_OWN_DX3]) st = nncl__conv_own_prepare(&s.t, n, &d3, &b[NNCL__CONV_OWN_DX3]);
     for (p = 0; p < NNCL__CONV_PATHS; p++)
         if (b[p] > bytes) bytes = b[p];
     if (st == NNCL_OK && bytes > 0) {
@@ -264,8 +274,9 @@ static nncl_status cpick_measure(nncl__exec *ex, const nncl_node *n, const nncl_
     if (st == NNCL_OK)
         nncl__log(ex->ctx, NNCL_LOG_DEBUG,
                   "device %d: conv2d \"%s\" at batch %d: im2col + CLBlast %.3f ms, own %.3f ms, direct %.3f ms, "
-                  "own with dx by product %.3f ms: %s, chosen in %.3f s", ex->dev->info.index, n->name, dt.B,
-                  t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, names[*path], nncl__seconds() - t0);
+                  "own with dx by product %.3f ms, by direct kernel %.3f ms: %s, chosen in %.3f s",
+                  ex->dev->info.index, n->name, dt.B, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3,
+                  names[*path], nncl__seconds() - t0);
     cpick_free(&s);
     return st;
 }
@@ -287,9 +298,9 @@ nncl_status nncl__conv_pick(nncl__exec *ex, const nncl_node *n, const nncl__conv
         }
     }
     path = nncl__conv_path(ex, n, d); /* what a step will take */
-    if (path == NNCL__CONV_OWN_DXG) {
+    if (path == NNCL__CONV_OWN_DXG || path == NNCL__CONV_OWN_DX3) {
         nncl__conv_dims dg = *d;
-        dg.dxg = 1;
+        dg.dxg = path == NNCL__CONV_OWN_DXG ? 1 : 2;
         return nncl__conv_own_prepare(ex, n, &dg, bytes);
     }
     return path == NNCL__CONV_DIRECT ? nncl__conv_direct_prepare(ex, n, d, bytes)

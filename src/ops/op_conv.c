@@ -349,11 +349,12 @@ static nncl_status conv_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
 
 nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int path) {
     nncl__conv_dims dg = *d;
-    dg.dxg = path == NNCL__CONV_OWN_DXG;
+    dg.dxg = path == NNCL__CONV_OWN_DXG ? 1 : path == NNCL__CONV_OWN_DX3 ? 2 : 0;
     switch (path) {
     case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(ex, n, d);
     case NNCL__CONV_OWN:
-    case NNCL__CONV_OWN_DXG: return nncl__conv_own_forward(ex, n, &dg);
+    case NNCL__CONV_OWN_DXG:
+    case NNCL__CONV_OWN_DX3: return nncl__conv_own_forward(ex, n, &dg);
     default: return nncl__conv_col_forward(ex, n, d);
     }
 }
@@ -361,7 +362,7 @@ nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl
 nncl_status nncl__conv_backward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
                                    int path) {
     nncl__conv_dims dg = *d;
-    dg.dxg = path == NNCL__CONV_OWN_DXG;
+    dg.dxg = path == NNCL__CONV_OWN_DXG ? 1 : path == NNCL__CONV_OWN_DX3 ? 2 : 0;
     if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(ex, n, d, dy);
     if ((path == NNCL__CONV_OWN || dg.dxg) && (nncl__need_grad(ex, n, 0) || nncl__need_grad(ex, n, 1)))
         return nncl__conv_own_backward(ex, n, &dg, dy);
