@@ -461,8 +461,9 @@ static nncl_status cown_dx(nncl__exec *ex, const nncl_node *n, const nncl__conv_
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
     nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
-    global[0] = ((size_t)d->W + 1) / 2;
-    global[1] = quad ? ((size_t)d->H + 1) / 2 : (size_t)d->H;
+    /* pairs of pixels of one phase (nncl_conv_dx_pair) */
+    global[0] = ((size_t)d->W + 2 * (size_t)d->st - 1) / (2 * (size_t)d->st) * (size_t)d->st;
+    global[1] = quad ? ((size_t)d->H + 2 * (size_t)d->st - 1) / (2 * (size_t)d->st) * (size_t)d->st : (size_t)d->H;
     global[2] = (size_t)ns * cb;
     /* A CPU device runs a group on one thread, and these work-items are
      * vector code already: groups of one, which its threads share evenly
