@@ -424,6 +424,7 @@ static const ot_row ot_rows[] = {
     OT_CONV(2, 9, 7, 9, 7, 3, 2, 1, 1, RELU), OT_CONV(2, 9, 7, 9, 5, 5, 1, 2, 0, NONE),
     OT_CONV(3, 9, 6, 7, 13, 1, 1, 0, 1, TANH),
     OT_CONV(2, 18, 7, 6, 3, 3, 2, 1, 1, SIGMOID), /* two blocks of 16 channels in the dx gather */
+    OT_CONV(2, 40, 6, 5, 3, 3, 1, 1, 1, RELU), OT_CONV(2, 36, 7, 6, 3, 3, 2, 1, 0, NONE), /* three blocks */
     /* on the input: planes of 35 and 1 pixels (blocks of 8 cut short),
      * outputs off the 8 per work-item and the 2 per gradient item */
     OT_CONV_IN(3, 1, 5, 7, 9, 1, RELU), OT_CONV_IN(2, 3, 8, 8, 16, 0, NONE), OT_CONV_IN(1, 2, 1, 1, 3, 1, TANH),
