@@ -6,20 +6,21 @@
  * through host staging slots (micro-batch m in slot m mod the cut's slots:
  * 1F1B needs K-s of them, since a stage's forward of m waits for its
  * backward of m-(K-s), which waited for the next stage's use of that
- * slot), taking the cut's gradient back the same way; a stage whose plan
- * last ran another micro-batch first recomputes this one's forward (its
- * running statistics kept as they were). The copies at the cuts do not
- * block: a stage enqueues its read into the (pinned) slot and goes on
- * computing; the stage that takes the slot waits for that read's event.
- * The slot is not refilled too soon, because each handover (a flag and its
- * read's event) completes only after everything its stage's in-order
- * queue held before it, the writes from the slots it was given included.
- * The gradients are
- * accumulated on each stage's device weighted by micro-batch size; the norm, the
- * NaN/Inf verdict and the loss scale are decided over all stages; each
- * stage then steps its optimizer once. Also the slots at the cuts, and the gathering and scattering of
- * parameters and optimizer state between the stages and the graph's
- * layout. */
+ * slot), taking the cut's gradient back the same way. A stage keeps each
+ * micro-batch it holds in an activation arena of its own where memory
+ * allows; one whose arena another micro-batch has taken since first
+ * recomputes its forward (its running statistics kept as they were). The
+ * copies at the cuts do not block: a stage enqueues its read into the
+ * (pinned) slot and goes on computing; the stage that takes the slot waits
+ * for that read's event. The slot is not refilled too soon, because each
+ * handover (a flag and its read's event) completes only after everything
+ * its stage's in-order queue held before it, the writes from the slots it
+ * was given included. The gradients are summed in each stage's plan, a
+ * micro-batch's weight (its share of the batch) in the loss's gradient it
+ * starts from; the norm, the NaN/Inf verdict and the loss scale are decided
+ * over all stages; each stage then steps its optimizer once. Also the
+ * slots at the cuts, and the gathering and scattering of parameters and
+ * optimizer state between the stages and the graph's layout. */
 #include "train/pipeline.h"
 #include "train/optim.h"
 #include <float.h>
@@ -114,6 +115,8 @@ static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
     if (st->in) NNCL_TRY(pipe_wait(t, s, &pp->act_ready[(s - 1) * pp->m + m]));
     if (st->in) NNCL_TRY(pipe_wait_read(t, s, &pp->act_ev[(s - 1) * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 0));
+    nncl__plan_use_arena(p, m % st->n_arenas);
+    st->holds[m % st->n_arenas] = m;
     NNCL_TRY(pipe_feed(t, s, m));
     NNCL_TRY(nncl__plan_forward(p, pp->len[m], 1));
     t0 = nncl__seconds();
@@ -140,20 +143,22 @@ static nncl_status pipe_recompute(nncl_trainer *t, int s, int m) {
 }
 
 /* The backward of micro-batch m on stage s, its gradient added to the
- * stage's sum (the first, accumulate 0: put there). */
-static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, int accumulate) {
+ * plan's (the first, accumulate 0: put there); its forward again first
+ * when its arena now holds another's. */
+static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int accumulate) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
-    nncl_graph *g = st->g;
-    float w = (float)((double)pp->len[m] / pp->batch);
-    nncl__view acc;
+    int a = m % st->n_arenas;
     double t0;
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait(t, s, &pp->grad_ready[s * pp->m + m]));
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait_read(t, s, &pp->grad_ev[s * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 1));
-    if (recompute) NNCL_TRY(pipe_recompute(t, s, m));
-    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward(p));
+    nncl__plan_use_arena(p, a);
+    if (st->holds[a] != m) NNCL_TRY(pipe_recompute(t, s, m));
+    st->holds[a] = m;
+    p->accumulate = accumulate;
+    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward_scaled(p, &pp->dloss[m]));
     else NNCL_TRY(nncl__plan_backward_from(p, pipe_slot(pp, pp->grad, s, m), pp->len[m]));
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
@@ -169,10 +174,7 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, i
     if (st->in && !(st->in->needs_grad && p->x.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
     if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
-    if (!g->n_trainable) return NNCL_OK;
-    acc.mem = st->acc;
-    acc.off = 0;
-    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, accumulate);
+    return NNCL_OK;
 }
 
 /* Stage s's part of a step, ending with the sum of squares of its
@@ -181,23 +183,20 @@ static nncl_status pipe_stage_run(nncl_trainer *t, int s) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
-    nncl__view acc;
-    int f = 0, b, m, last = -1, P = pp->parts;
+    int f = 0, b, m, P = pp->parts;
     int warm = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P : pp->k - 1 - s < P ? pp->k - 1 - s : P;
+    for (m = 0; m < st->n_arenas; m++) st->holds[m] = -1;
     if (st->g->n_state) NNCL_TRY(nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
-    for (; f < warm; f++) NNCL_TRY(pipe_forward(t, s, last = f));
+    for (; f < warm; f++) NNCL_TRY(pipe_forward(t, s, f));
     for (b = 0; b < P; b++) {
-        if (f < P) NNCL_TRY(pipe_forward(t, s, last = f++));
+        if (f < P) NNCL_TRY(pipe_forward(t, s, f++));
         m = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P - 1 - b : b;
-        NNCL_TRY(pipe_backward(t, s, m, last != m, b > 0));
-        last = m;
+        NNCL_TRY(pipe_backward(t, s, m, b > 0));
     }
     st->sumsq_dev = 0;
     if (!st->g->n_trainable) return nncl__plan_finish(p);
-    acc.mem = st->acc;
-    acc.off = 0;
-    NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), acc, nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                               st->g->n_trainable));
+    NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), nncl__plan_view(p, NNCL__PB_GRADS),
+                               nncl__plan_view(p, NNCL__PB_SCRATCH).mem, st->g->n_trainable));
     return nncl__plan_get(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &st->sumsq_dev, 1);
 }
 
@@ -218,15 +217,13 @@ static nncl_status pipe_update_job(nncl_trainer *t, int s, void *arg) {
     nncl__plan *p = t->plan[s];
     nncl_graph *g = t->pipe->st[s].g;
     float *sumsq = (float *)arg;
-    nncl__view none, acc;
+    nncl__view none;
     if (!g->n_trainable) return NNCL_OK;
     none.mem = NULL;
     none.off = 0;
-    acc.mem = t->pipe->st[s].acc;
-    acc.off = 0;
     NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, sumsq, 0));
     NNCL_TRY(nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
-                                      nncl__plan_view(p, NNCL__PB_PARAMS), acc,
+                                      nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
                                       nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
                                       g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, none, 0,
                                       g->n_decay));
@@ -272,6 +269,7 @@ static void pipe_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int b
     for (m = 0; m < pp->parts; m++) {
         pp->len[m] = batch / pp->parts + (m < batch % pp->parts);
         pp->off[m] = m ? pp->off[m - 1] + pp->len[m - 1] : 0;
+        pp->dloss[m] = t->plan[pp->k - 1]->dloss * (float)((double)pp->len[m] / batch);
     }
     memset(pp->act_ready, 0, (size_t)pp->k * (size_t)pp->m);
     memset(pp->grad_ready, 0, (size_t)pp->k * (size_t)pp->m);
