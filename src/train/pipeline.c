@@ -425,7 +425,7 @@ static nncl_status pipe_plans(nncl_trainer *t) {
      * (1F1B: K-s, GPipe: all), else fewer and recomputed forwards. */
     for (s = 0; st == NNCL_OK && s < pp->k; s++) {
         nncl__stage *sg = &pp->st[s];
-        int want = s + 1 == pp->k ? 1 : t->cfg.pipe_schedule == NNCL_PIPE_GPIPE || pp->k - s > pp->m ? pp->m : pp->k - s;
+        int want = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE || pp->k - s > pp->m ? pp->m : pp->k - s;
         sg->n_arenas = nncl__plan_arenas(t->plan[s], want);
         if (sg->n_arenas < want)
             nncl__log(t->ctx, NNCL_LOG_INFO, "pipeline stage %d: %d of %d activation arenas fit; the others' forwards "
@@ -574,6 +574,8 @@ int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max) {
         out[s].busy_seconds = st->busy;
         out[s].idle_seconds = st->idle;
         out[s].transfer_seconds = st->xfer;
+        out[s].arenas = st->n_arenas;
+        out[s].recomputed = st->recomputed;
         if (s + 1 < t->pipe->k) {
             out[s].held_micro_batches = t->pipe->slots[s];
             /* a slot of values and one of gradients per micro-batch held */

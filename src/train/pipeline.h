@@ -31,8 +31,9 @@ typedef struct nncl__stage {
      * forward each holds this step (-1: none): a backward finding its own
      * needs no recompute. */
     int n_arenas, *holds;
+    int recomputed;            /* forwards run again in the last step */
     float *saved;              /* running statistics kept across a recomputed forward */
-    double busy, idle, xfer;   /* the last step's seconds: computing, waiting, copying at the cuts */
+    double busy, idle, xfer;   /* the last step's seconds: working (xfer included), waiting, copying at the cuts */
 } nncl__stage;
 
 typedef struct nncl__pipe {

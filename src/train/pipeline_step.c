@@ -42,8 +42,8 @@ static nncl_status pipe_wait(nncl_trainer *t, int s, const unsigned char *flag) 
     return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "stopped: another stage failed");
 }
 
-/* Waits for the read that filled a slot (*ev, then released); its time is
- * stage s's transfer time. */
+/* Waits for the read that filled a slot (*ev, then released): stage s
+ * idles while the neighbour's queue computes up to that read and runs it. */
 static nncl_status pipe_wait_read(nncl_trainer *t, int s, cl_event *ev) {
     double t0 = nncl__seconds();
     cl_int err, done = CL_COMPLETE;
@@ -53,7 +53,7 @@ static nncl_status pipe_wait_read(nncl_trainer *t, int s, cl_event *ev) {
         err = clGetEventInfo(*ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof done, &done, NULL);
     clReleaseEvent(*ev);
     *ev = NULL;
-    t->pipe->st[s].xfer += nncl__seconds() - t0;
+    t->pipe->st[s].idle += nncl__seconds() - t0;
     if (err == CL_SUCCESS && done < 0) err = done;
     NNCL_CL_CHECK(t->ctx, err, "clWaitForEvents (the copy at a pipeline cut)");
     return NNCL_OK;
@@ -119,14 +119,19 @@ static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
     st->holds[m % st->n_arenas] = m;
     NNCL_TRY(pipe_feed(t, s, m));
     NNCL_TRY(nncl__plan_forward(p, pp->len[m], 1));
-    t0 = nncl__seconds();
-    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, NULL));
-    else {
-        cl_event *ev = &pp->act_ev[s * pp->m + m];
-        NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], ev));
-        NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* under way while the stage goes on */
-        pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
+    if (s + 1 == pp->k) { /* waited for by the stage's last read of the step, its queue being in order */
+        cl_event ev;
+        NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, &ev));
+        if (ev) clReleaseEvent(ev);
+        return NNCL_OK;
     }
+    /* The forward under way first (a driver that runs commands in the
+     * flushing thread runs it here), so that the time below is the copy's. */
+    NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue));
+    t0 = nncl__seconds();
+    NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], &pp->act_ev[s * pp->m + m]));
+    NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* under way while the stage goes on */
+    pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
     return NNCL_OK;
 }
@@ -155,11 +160,15 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int accumulate) 
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait_read(t, s, &pp->grad_ev[s * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 1));
     nncl__plan_use_arena(p, a);
-    if (st->holds[a] != m) NNCL_TRY(pipe_recompute(t, s, m));
+    if (st->holds[a] != m) {
+        NNCL_TRY(pipe_recompute(t, s, m));
+        st->recomputed++;
+    }
     st->holds[a] = m;
     p->accumulate = accumulate;
     if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward_scaled(p, &pp->dloss[m]));
     else NNCL_TRY(nncl__plan_backward_from(p, pipe_slot(pp, pp->grad, s, m), pp->len[m]));
+    if (st->in) NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* as in pipe_forward */
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
         nncl__view v = p->x.grad[st->in->id];
@@ -205,6 +214,7 @@ static nncl_status pipe_stage_job(nncl_trainer *t, int s, void *arg) {
     nncl_status st;
     (void)arg;
     t->pipe->st[s].idle = t->pipe->st[s].xfer = 0;
+    t->pipe->st[s].recomputed = 0;
     st = pipe_stage_run(t, s);
     if (st != NNCL_OK) pipe_post(t->pipe, NULL, 1); /* release the stages waiting for this one */
     t->pipe->st[s].busy = nncl__seconds() - t0 - t->pipe->st[s].idle;
