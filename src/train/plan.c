@@ -437,13 +437,12 @@ nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch
 int nncl__plan_arenas(nncl__plan *p, int n) {
     nncl_device *dev = p->x.dev;
     size_t bytes = p->arena_floats * 4;
-    if (p->x.store || !p->arena || n <= 1) return p->n_arenas ? p->n_arenas : 1;
-    if (!p->arenas) {
-        if (!(p->arenas = (cl_mem *)nncl__calloc((size_t)n, sizeof(cl_mem)))) return 1;
-        p->arenas[0] = p->arena;
-        p->n_arenas = 1;
-        p->cur_arena = 0;
-    }
+    if (p->arenas) return p->n_arenas; /* made once: the list is sized for that call's n */
+    if (p->x.store || !p->arena || n <= 1) return 1;
+    if (!(p->arenas = (cl_mem *)nncl__calloc((size_t)n, sizeof(cl_mem)))) return 1;
+    p->arenas[0] = p->arena;
+    p->n_arenas = 1;
+    p->cur_arena = 0;
     while (p->n_arenas < n) {
         uint64_t lim = nncl__device_memory_limit(p->ctx, dev);
         if (dev->mem_in_use + bytes > lim || nncl__buffer_create(p->ctx, dev, bytes, &p->arenas[p->n_arenas]) != NNCL_OK)

@@ -148,7 +148,7 @@ nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);
 /* Activation arenas, up to n in all (fp32 storage), as many as the device's
  * memory (or the cap) holds beside what nncl has there: returns how many
- * there are, 1 when none could be added. A pipeline stage keeps each
+ * there are, 1 when none could be added; a later call adds none. A pipeline stage keeps each
  * micro-batch it holds in one of its own, so its backward needs no
  * recomputed forward. */
 int nncl__plan_arenas(nncl__plan *p, int n);
