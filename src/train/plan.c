@@ -247,6 +247,32 @@ static nncl_status plan_check_fits(nncl__plan *p, uint64_t held, uint64_t need, 
                       p->n_segments > 1 ? ": on already" : "", p->x.store ? ": on already" : "");
 }
 
+/* The kernel families of p's ops, the storage conversion's with half
+ * storage and (train) the optimizer's, built as one program with options
+ * (nncl__program_bundle): one build, and one load when cached, instead of
+ * one for each family. */
+static nncl_status plan_bundle(nncl__plan *p, int train, const char *options) {
+    const char *fam[32];
+    char list[256];
+    size_t at = 0;
+    int i, k, j, n = 0;
+    for (i = -2; i < p->n_fwd; i++) {
+        const nncl__opdef *d = i >= 0 ? nncl__opdef_get(p->graph->nodes[p->fwd[i]]->op) : NULL;
+        int nk = d ? nncl__op_kernel_count(d) : 1;
+        for (k = 0; k < nk; k++) {
+            const char *f = d ? (d->kernels[k].name ? d->kernels[k].family : NULL)
+                              : i == -2 ? (p->x.store ? "half" : NULL) : train ? "optimizer" : NULL;
+            for (j = 0; f && j < n; j++)
+                if (!strcmp(fam[j], f)) f = NULL;
+            if (!f) continue;
+            if (n == 32 || at + strlen(f) + 2 > sizeof list) return NNCL_OK; /* too many: each built on first use */
+            fam[n++] = f;
+            at += (size_t)sprintf(list + at, "%s%s", at ? "," : "", f);
+        }
+    }
+    return n ? nncl__program_bundle(p->ctx, p->x.dev, list, options) : NNCL_OK;
+}
+
 nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device,
                                    const nncl__plan_opts *o, nncl__plan **out) {
     static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
@@ -315,7 +341,9 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
     NNCL_FREE(blocks);
     /* Every op's kernels are resolved and its GEMM workspace sized now, so
-     * that a step neither compiles, nor looks up, nor allocates. */
+     * that a step neither compiles, nor looks up, nor allocates; their
+     * families first built as one program. */
+    if (st == NNCL_OK) st = plan_bundle(p, loss != NULL, opts[store]);
     for (i = 0; st == NNCL_OK && i < p->n_fwd; i++) {
         nncl_node *nd = g->nodes[p->fwd[i]];
         const nncl__opdef *d = nncl__opdef_get(nd->op);
