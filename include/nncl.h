@@ -711,6 +711,10 @@ typedef struct nncl_batch_fit {
     uint64_t need_bytes;       /* that device's plan at batch (0 when batch is 0: at 1) */
     uint64_t have_bytes;       /* its memory (or the cap) less what nncl holds there, less the margin */
     int segments;              /* checkpoint segments of that plan (1: none) */
+    /* That plan's activation memory: the most bytes of activations (values
+     * kept for backward, their recomputed copies, saved statistics) live
+     * at one step, gradients and workspace apart. */
+    uint64_t activation_bytes;
 } nncl_batch_fit;
 
 /* The memory margin nncl_train_max_batch leaves free on each device: this

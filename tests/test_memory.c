@@ -436,6 +436,51 @@ static int test_fits_only_with(nncl_context *ctx) {
     return 0;
 }
 
+/* What nncl_train_max_batch counts (nncl__plan_measure, the workspace by
+ * the ops' declared bounds) covers what the trainer then allocates, with
+ * and without checkpointing, in fp32 and bf16; checkpointing lowers the
+ * activation memory it reports. */
+static int test_measure_covers(nncl_context *ctx) {
+    static const struct { int kind, batch; nncl_precision prec; } cases[4] = {
+        {0, 64, NNCL_PRECISION_FP32}, {1, 64, NNCL_PRECISION_FP32}, {1, 48, NNCL_PRECISION_BF16},
+        {3, 8, NNCL_PRECISION_FP32}};
+    const char *name = "a plan's measured need covers what its trainer allocates (MLP, CNN, GPT; fp32, bf16)";
+    double worst = 0;
+    int c, ck, d0 = 0;
+    for (c = 0; c < 4; c++) {
+        uint64_t act[2] = {0, 0};
+        for (ck = 0; ck < 2; ck++) {
+            tm_model m;
+            nncl_train_config tc = tm_config(ck ? NNCL_CHECKPOINT_AUTO : 0, cases[c].batch, cases[c].prec);
+            nncl__plan_opts o;
+            nncl_trainer *t = NULL;
+            uint64_t need = 0, before = 0, after = 0;
+            TH_CHECK(name, tm_build(ctx, &m, cases[c].kind, 4, 64));
+            tc.devices = &d0;
+            tc.n_devices = 1;
+            TH_OK(name, ctx, nncl__trainer_plan_opts(m.g, &tc, &o));
+            TH_OK(name, ctx, nncl__plan_measure(ctx, m.g, m.loss, &o, &need, &act[ck], NULL));
+            TH_OK(name, ctx, nncl_device_memory(ctx, 0, &before, NULL));
+            TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &tc, &t));
+            TH_OK(name, ctx, nncl_device_memory(ctx, 0, &after, NULL));
+            if (after - before > need) {
+                th_fail(name, "kind %d, checkpoint %d: the trainer holds %llu bytes, %llu measured", cases[c].kind,
+                        ck, (unsigned long long)(after - before), (unsigned long long)need);
+                nncl_trainer_free(t);
+                nncl_graph_free(m.g);
+                return 1;
+            }
+            TH_CHECK(name, t->plan[0]->act_bytes == act[ck] && act[ck] <= nncl__plan_arena_bytes(t->plan[0]));
+            if ((double)(after - before) / (double)need > worst) worst = (double)(after - before) / (double)need;
+            nncl_trainer_free(t);
+            nncl_graph_free(m.g);
+        }
+        TH_CHECK(name, act[1] < act[0]);
+    }
+    th_pass("%s (allocated at most %.2f of the measured need)", name, worst);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx;
     static const int devs[2] = {0, 1};
@@ -464,6 +509,7 @@ int main(void) {
                    NNCL_CHECKPOINT_AUTO, NNCL_PRECISION_FP32, 0, devs, 2, 1, "fp32, 2 devices, overlap");
     test_two_devices(ctx);
     test_fits_only_with(ctx);
+    test_measure_covers(ctx);
     nncl_free(ctx);
     return th_exit_code();
 }

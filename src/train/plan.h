@@ -29,6 +29,10 @@ typedef struct nncl__plan {
     int n_segments;              /* 1: no checkpointing */
     nncl__view *rvalue, *raux, *fvalue, *faux;
     size_t arena_floats, gemm_temp_bytes;
+    /* Activation memory: the most bytes of values and aux (recomputed ones
+     * included) live at one step of the timeline, gradients and workspace
+     * apart (plan_memory.c). */
+    uint64_t act_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
     float dloss;                 /* the loss's gradient backward starts from: 1, or the loss scale */
@@ -89,7 +93,8 @@ uint64_t nncl__plan_arena_bytes(const nncl__plan *p);
 uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats);
 /* The same for a plan not made, host work only, no device touched: its
  * need with a bound on the GEMM workspace (the panels of the largest
- * product's operands), which a made plan sizes by timing its kernels. */
+ * product's operands), which a made plan sizes by timing its kernels;
+ * *activations its act_bytes. */
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
                                uint64_t *need, uint64_t *activations, int *segments);
 /* Whether input node n is read as fp32 (labels, targets: an f32_in slot of

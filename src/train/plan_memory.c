@@ -9,10 +9,12 @@
  * Checkpointing: boundaries split the forward into segments. A value of a
  * segment before the last is dropped when no op of another segment reads
  * it and it is no boundary: it lives from its forward to its last forward
- * reader, and again, recomputed, from its recompute to its last use in the
- * segment's backward. Everything else (boundaries, values read across
- * segments, the last segment, inputs) is kept as without checkpointing. */
+ * reader, and again, recomputed, from its recompute (just before the
+ * first backward op that needs it) to its last use in backward.
+ * Everything else (boundaries, values read across segments, the last
+ * segment, inputs) is kept as without checkpointing. */
 #include "train/plan.h"
+#include <limits.h>
 #include <math.h>
 
 #define PLAN_ALIGN 16 /* floats: 64-byte block alignment */
@@ -56,6 +58,13 @@ static size_t plan_pack(nncl__plan_block *b, int n) {
     }
     NNCL_FREE(order);
     return top;
+}
+
+/* What n's backward reads (NNCL_BW_*) in the plan's storage. */
+static int plan_bw_reads(const nncl__plan *p, const nncl_node *n) {
+    const nncl__opdef *d = nncl__opdef_get(n->op);
+    if (d->bw_reads_of) return d->bw_reads_of(n, p->x.store);
+    return p->x.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads;
 }
 
 /* Which nodes run backward: those needing a gradient on a path to the loss. */
@@ -136,7 +145,7 @@ static nncl__plan_block *plan_add(nncl__plan_block *b, int *nb, int node, int ki
  * NNCL_FREE). */
 static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl__plan_block **out, int *n_out) {
     nncl_graph *g = p->graph;
-    int N = g->n_nodes, i, j, nb = 0, last_step, done_seg = -1;
+    int N = g->n_nodes, i, j, k, nb = 0, last_step;
     plan_time t;
     nncl__plan_block *b;
     memset(&t, 0, sizeof t);
@@ -171,40 +180,60 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
         p->fwd[p->n_fwd++] = i;
     }
     plan_segments(p, &t, mark);
-    /* Backward, each checkpointed segment's recompute before the first of
-     * its backward ops (a segment's nodes are contiguous in id, and
-     * backward runs in descending id). */
-    last_step = p->n_fwd;
+    /* Backward runs in descending id. A dropped value is recomputed just
+     * before the first backward op that reads it (its value or the aux its
+     * forward writes again), or before the recompute of a dropped node
+     * that reads it, whichever comes first (need: that op's place in bwd),
+     * so that it lives no longer than it must; those recomputed before one
+     * op run in ascending id, inputs before their readers. A dropped value
+     * nothing reads again is not recomputed. */
     for (i = N - 1; i >= 0; i--) {
         nncl_node *n = g->nodes[i];
-        if (!t.on_path[i] || n->op == NNCL_OP_PARAM || n->op == NNCL_OP_INPUT) continue;
-        p->rec_before[p->n_bwd] = p->n_rec;
-        if (t.seg[i] >= 0 && t.seg[i] != done_seg) {
-            done_seg = t.seg[i];
-            for (j = 0; j < p->n_fwd; j++)
-                if (t.seg[p->fwd[j]] == done_seg && t.dropped[p->fwd[j]]) {
-                    t.rstep[p->fwd[j]] = last_step++;
-                    p->rec[p->n_rec++] = p->fwd[j];
-                }
+        if (t.on_path[i] && n->op != NNCL_OP_PARAM && n->op != NNCL_OP_INPUT) p->bwd[p->n_bwd++] = i;
+    }
+    for (i = 0; i < N; i++) t.rstep[i] = INT_MAX; /* need, for now */
+    for (k = 0; mark && k < p->n_bwd; k++) {
+        const nncl_node *n = g->nodes[p->bwd[k]];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
+        int reads = plan_bw_reads(p, n), r = nncl__plan_root(n)->id;
+        if ((reads & NNCL_BW_OUTPUT || (d->aux_size && !d->keep_aux)) && t.rstep[r] > k) t.rstep[r] = k;
+        for (j = 0; reads & NNCL_BW_INPUTS && j < n->n_in; j++) {
+            r = nncl__plan_root(n->in[j])->id;
+            if (t.rstep[r] > k) t.rstep[r] = k;
         }
-        t.bstep[i] = last_step++;
-        p->bwd[p->n_bwd++] = i;
+    }
+    for (i = N - 1; mark && i >= 0; i--) {
+        const nncl_node *n = g->nodes[i];
+        if (!t.dropped[i] || t.rstep[i] == INT_MAX) continue;
+        for (j = 0; j < n->n_in; j++) {
+            int r = nncl__plan_root(n->in[j])->id;
+            if (t.rstep[r] > t.rstep[i]) t.rstep[r] = t.rstep[i];
+        }
+    }
+    last_step = p->n_fwd;
+    for (k = 0; k < p->n_bwd; k++) {
+        p->rec_before[k] = p->n_rec;
+        for (j = 0; mark && j < p->n_fwd; j++)
+            if (t.dropped[p->fwd[j]] && t.rstep[p->fwd[j]] == k) {
+                t.rstep[p->fwd[j]] = -2 - last_step++; /* negative: placed */
+                p->rec[p->n_rec++] = p->fwd[j];
+            }
+        t.bstep[p->bwd[k]] = last_step++;
     }
     p->rec_before[p->n_bwd] = p->n_rec;
+    for (i = 0; i < N; i++) t.rstep[i] = t.rstep[i] <= -2 ? -2 - t.rstep[i] : -1;
     /* Values: from their forward step to their last reader; a dropped
      * value's forward block to its last forward reader, its recomputed
      * block from the recompute to its last reader after it. */
     for (i = 0; i < N; i++) {
         nncl_node *n = g->nodes[i];
         const nncl__opdef *d = nncl__opdef_get(n->op);
-        int own = t.bstep[i] >= 0 &&
-                  ((p->x.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads) & NNCL_BW_OUTPUT);
+        int own = t.bstep[i] >= 0 && (plan_bw_reads(p, n) & NNCL_BW_OUTPUT);
         int lastf = t.fstep[i], lastr = t.rstep[i];
         if (n->op == NNCL_OP_PARAM || d->alias) continue;
         for (j = i + 1; j < N; j++) {
             const nncl_node *c = g->nodes[j];
-            const nncl__opdef *cd = nncl__opdef_get(c->op);
-            int reads = p->x.store && cd->half_bw_reads ? cd->half_bw_reads : cd->bw_reads;
+            int reads = plan_bw_reads(p, c);
             int rd = reads & NNCL_BW_OUTPUT && t.bstep[j] >= 0 && nncl__plan_root(c) == n;
             if (!plan_reads(c, n) && !rd) continue;
             if (plan_reads(c, n) && t.fstep[j] > lastf) lastf = t.fstep[j];
@@ -288,12 +317,36 @@ static nncl_status plan_split_f32(nncl__plan *p, nncl__plan_block *b, int nb, in
     return NNCL_OK;
 }
 
+/* p->act_bytes from the blocks (their f32 marks set): a sweep over the
+ * steps, each value or aux block counted from its first step to its last. */
+static nncl_status plan_activations(nncl__plan *p, const nncl__plan_block *b, int nb) {
+    int64_t *delta, live = 0;
+    int i, steps = 1;
+    for (i = 0; i < nb; i++)
+        if (b[i].last + 1 > steps) steps = b[i].last + 1;
+    delta = (int64_t *)nncl__calloc((size_t)steps + 1, sizeof *delta);
+    if (!delta) return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; i < nb; i++) {
+        int64_t bytes = (int64_t)b[i].size * (b[i].f32 || !p->x.store ? 4 : 2);
+        if (b[i].kind == 1) continue;
+        delta[b[i].first] += bytes;
+        delta[b[i].last + 1] -= bytes;
+    }
+    p->act_bytes = 0;
+    for (i = 0; i < steps; i++) {
+        live += delta[i];
+        if ((uint64_t)live > p->act_bytes) p->act_bytes = (uint64_t)live;
+    }
+    NNCL_FREE(delta);
+    return NNCL_OK;
+}
+
 /* Schedules and packs with boundaries mark (NULL: none). */
 static nncl_status plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__plan_block **b, int *nb) {
     int n32 = 0;
     p->arena32_floats = p->stage_floats = 0;
     NNCL_TRY(plan_schedule(p, mark, b, nb));
-    if (p->x.store && plan_split_f32(p, *b, *nb, &n32) != NNCL_OK) {
+    if ((p->x.store && plan_split_f32(p, *b, *nb, &n32) != NNCL_OK) || plan_activations(p, *b, *nb) != NNCL_OK) {
         NNCL_FREE(*b);
         return NNCL_ERR_OUT_OF_MEMORY;
     }
@@ -326,25 +379,35 @@ static nncl_status plan_marks(nncl__plan *p, unsigned char *mark) {
     return NNCL_OK;
 }
 
-/* Arena bytes with boundaries mark (all zero: none), or 0 on failure. */
-static uint64_t plan_try(nncl__plan *p, const unsigned char *mark) {
+/* Arena bytes with boundaries mark (all zero: none), or 0 on failure;
+ * *act its activation bytes. */
+static uint64_t plan_try(nncl__plan *p, const unsigned char *mark, uint64_t *act) {
     nncl__plan_block *b = NULL;
     int nb, i, any = 0;
     for (i = 0; i < p->graph->n_nodes; i++) any |= mark[i];
     if (plan_pack_all(p, any ? mark : NULL, &b, &nb) != NNCL_OK) return 0;
     NNCL_FREE(b);
+    *act = p->act_bytes;
     return nncl__plan_arena_bytes(p);
+}
+
+/* Whether a layout of arena bytes a and activation bytes act is better
+ * than the best so far: less arena, or as much and fewer activations. */
+static int plan_better(uint64_t a, uint64_t act, uint64_t best, uint64_t best_act) {
+    return a < best || (a == best && act < best_act);
 }
 
 /* Automatic boundaries: for about sqrt(n) of them (n the nodes that may be
  * one), k in a few multiples of it, placed at equal steps of the forward's
- * cumulative value size; the layout of least arena memory wins, no
- * checkpointing among the candidates (it wins ties: no recompute). Equal
+ * cumulative value size; the layout of least arena memory wins (of equal
+ * arenas, the one of least activation memory: the room a larger batch
+ * needs less of), no checkpointing among the candidates (it wins full
+ * ties: no recompute). Equal
  * steps miss what a graph's shape decides: a residual block's input read
  * across a boundary inside the block is kept, a first layer whose output
  * is the largest value is dropped only when a boundary follows it. So the
  * winner is then improved by descent: each node that may be a boundary is
- * toggled in turn, and a toggle that lowers the arena is kept, until a
+ * toggled in turn, and a toggle that improves the layout so is kept, until a
  * pass keeps none (or PLAN_AUTO_PASSES passes). */
 #define PLAN_AUTO_PASSES 4
 #define PLAN_AUTO_NODES 512 /* larger graphs: the equal steps alone (a packing is quadratic in the blocks) */
@@ -354,7 +417,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     unsigned char *try_mark = (unsigned char *)nncl__calloc((size_t)g->n_nodes, 1);
     nncl__plan_block *b = NULL;
     double total = 0, acc;
-    uint64_t best;
+    uint64_t best, best_act;
     int nb, i, c, n = 0, k, prev_k = -1;
     if (!try_mark) return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     if (plan_pack_all(p, NULL, &b, &nb) != NNCL_OK) {
@@ -363,6 +426,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     }
     NNCL_FREE(b);
     best = nncl__plan_arena_bytes(p);
+    best_act = p->act_bytes;
     for (i = 0; i < p->n_fwd; i++) {
         const nncl_node *nd = g->nodes[p->fwd[i]];
         if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
@@ -389,24 +453,26 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
             return NNCL_ERR_OUT_OF_MEMORY;
         }
         NNCL_FREE(b);
-        if (nncl__plan_arena_bytes(p) < best) {
+        if (plan_better(nncl__plan_arena_bytes(p), p->act_bytes, best, best_act)) {
             best = nncl__plan_arena_bytes(p);
+            best_act = p->act_bytes;
             memcpy(mark, try_mark, (size_t)g->n_nodes);
         }
     }
     for (c = 0, prev_k = 1; c < PLAN_AUTO_PASSES && prev_k && n >= 2 && p->n_fwd <= PLAN_AUTO_NODES; c++)
         for (i = 0, prev_k = 0; i < p->n_fwd; i++) { /* prev_k: a toggle of this pass was kept */
             const nncl_node *nd = g->nodes[p->fwd[i]];
-            uint64_t a;
+            uint64_t a, act = 0;
             if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
             mark[nd->id] ^= 1;
-            a = plan_try(p, mark);
+            a = plan_try(p, mark, &act);
             if (!a) {
                 NNCL_FREE(try_mark);
                 return NNCL_ERR_OUT_OF_MEMORY;
             }
-            if (a < best) {
+            if (plan_better(a, act, best, best_act)) {
                 best = a;
+                best_act = act;
                 prev_k = 1;
             } else {
                 mark[nd->id] ^= 1;
@@ -443,22 +509,30 @@ uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats) {
     return need;
 }
 
-/* A bound on the GEMM workspace, known exactly only once kernels are
- * timed: the packed panels of a product's operands, fp32, with room for
- * tile rounding, twice (the timing packs into the device's scratch, which
- * stays, before the plan's own workspace is made). */
+/* A bound on the workspace, known exactly only once kernels are timed:
+ * the plan has one, as large as the most any op's prepare asks for; each
+ * op's bound is what it declares (nncl__opdef.workspace), or for an op
+ * that declares none the packed panels of its operands, fp32, with room
+ * for tile rounding, twice (its timing may pack into a scratch of its
+ * own beside the plan's workspace). */
 static uint64_t plan_workspace_bound(const nncl__plan *p) {
     const nncl_graph *g = p->graph;
-    uint64_t most = 0;
+    uint64_t most = 0, arena = (uint64_t)p->arena_floats * (p->x.store ? 2 : 4);
     int i, k;
     for (i = 0; i < p->n_fwd; i++) {
         const nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl__opdef *d = nncl__opdef_get(n->op);
         uint64_t f = 0;
-        if (!nncl__opdef_get(n->op)->prepare) continue;
-        for (k = 0; k < n->n_in; k++) f += nncl__numel(n->in[k], p->max_batch);
+        if (!d->prepare) continue;
+        if (d->workspace) {
+            f = d->workspace(n, p->max_batch, arena, p->x.store);
+        } else {
+            for (k = 0; k < n->n_in; k++) f += nncl__numel(n->in[k], p->max_batch);
+            f = f * 4 * 5 / 4 * 2;
+        }
         if (f > most) most = f;
     }
-    return most * 4 * 5 / 4 * 2;
+    return most;
 }
 
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
@@ -479,7 +553,7 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
     if (st == NNCL_OK) {
         uint64_t stage = o->store ? (uint64_t)p.stage_floats * 4 : 0, ws = plan_workspace_bound(&p);
         *need = nncl__plan_need(&p, o->train_floats) + (ws > stage ? ws : stage);
-        if (activations) *activations = nncl__plan_arena_bytes(&p);
+        if (activations) *activations = p.act_bytes;
         if (segments) *segments = p.n_segments;
     }
     nncl__plan_schedule_free(&p);
