@@ -141,6 +141,11 @@ typedef struct nncl__opdef {
      * when in half storage the op keeps no aux and its backward reads these
      * (NNCL_BW_*) instead of bw_reads, recomputing what aux held. */
     int half, f32_in, f32_out, f32_aux, half_bw_reads;
+    /* Bit i: backward writes input i's gradient element by element after
+     * it has read the node's own gradient at that element (and reads that
+     * element of it no more), so that where this node writes input i's
+     * gradient first the plan may give both gradients one place. */
+    int bw_inplace;
     /* Checkpointing: 1 when the op's recompute (nncl__exec.recompute)
      * reuses the aux its forward saved instead of writing it again (batch
      * norm's batch statistics), so the plan keeps that aux to backward. */

@@ -26,6 +26,10 @@ typedef struct nncl__plan {
      * rvalue/raux (mem NULL: the node is not recomputed); fvalue/faux keep
      * the forward's places, which x.value/x.aux get back for a forward. */
     int *rec, n_rec, *rec_before;
+    /* rec_again[r] 1: rec[r] is a value's second recompute, for its last
+     * reader, into rec_place[r] (its first went to rvalue). */
+    unsigned char *rec_again;
+    nncl__view *rec_place;
     int n_segments;              /* 1: no checkpointing */
     nncl__view *rvalue, *raux, *fvalue, *faux;
     size_t arena_floats, gemm_temp_bytes;
@@ -62,8 +66,9 @@ typedef struct nncl__plan_block {
     int first, last;
     size_t size, off;     /* floats */
     int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
-    int rec;              /* 1: the place of a recomputed value or aux */
+    int rec;              /* 1: the place of a recomputed value or aux; 2: of a value's second recompute */
     int f32;              /* half storage: the block stays fp32 (arena32) */
+    int share;            /* a gradient written in place: 1 + the node whose gradient's place it takes (0: none) */
 } nncl__plan_block;
 
 /* What a plan is made for. */
@@ -86,6 +91,10 @@ const nncl_node *nncl__plan_root(const nncl_node *n);
  * (NNCL_FREE). A boundary marked where none can be is an argument error. */
 nncl_status nncl__plan_layout(nncl__plan *p, int checkpoint, nncl__plan_block **b, int *nb);
 void nncl__plan_schedule_free(nncl__plan *p);
+/* Schedules and packs p with boundaries mark (NULL: none; bit 1 a
+ * boundary, bit 2 a second recompute of a dropped value for its last
+ * reader), setting act_bytes; the blocks to *b (NNCL_FREE). */
+nncl_status nncl__plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__plan_block **b, int *nb);
 /* Bytes of the laid-out arenas, and of the whole plan with train_floats of
  * training buffers (the GEMM workspace apart: sized when kernels are
  * timed; measure counts half storage's upload stage, its least size). */
