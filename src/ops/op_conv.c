@@ -573,8 +573,7 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .bw_reads_of = conv_bw_reads, .workspace = conv_workspace,
-    .ref_forward = conv_ref_forward,
-    .ref_backward = conv_ref_backward, .half = 2};
+    .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward, .half = 2};
 
 /* ------------------------------------------------------------- builder */
 

@@ -182,15 +182,17 @@ static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb
         nncl__view v;
         v.mem = b[i].f32 ? p->arena32 : p->arena;
         v.off = b[i].off;
-        if (b[i].kind == 0 && b[i].rec == 2) {
+        if (b[i].kind == 0 && b[i].rec == 2) { /* a second recompute's place, at its entry of rec */
             int r;
             for (r = 0; r < p->n_rec; r++)
                 if (p->rec[r] == b[i].node && p->rec_again[r]) p->rec_place[r] = v;
         } else if (b[i].kind == 0) {
             (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
+        } else if (b[i].kind == 1) {
+            p->x.grad[b[i].node] = v;
+        } else {
+            (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
         }
-        else if (b[i].kind == 1) p->x.grad[b[i].node] = v;
-        else (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
     }
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];

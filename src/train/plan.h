@@ -101,8 +101,8 @@ nncl_status nncl__plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__
 uint64_t nncl__plan_arena_bytes(const nncl__plan *p);
 uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats);
 /* The same for a plan not made, host work only, no device touched: its
- * need with a bound on the GEMM workspace (the panels of the largest
- * product's operands), which a made plan sizes by timing its kernels;
+ * need with a bound on the workspace (the most any op declares,
+ * nncl__opdef.workspace), which a made plan sizes by timing its kernels;
  * *activations its act_bytes. */
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
                                uint64_t *need, uint64_t *activations, int *segments);
