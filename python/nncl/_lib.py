@@ -120,13 +120,13 @@ class ConvTranspose2dOptions(Structure):
 
 class BatchFitC(Structure):
     _fields_ = [("batch", c_int), ("device", c_int), ("need_bytes", c_uint64), ("have_bytes", c_uint64),
-                ("segments", c_int)]
+                ("segments", c_int), ("activation_bytes", c_uint64)]
 
 
 class StageInfoC(Structure):
     _fields_ = [("device", c_int), ("first", c_char * 64), ("last", c_char * 64), ("params", c_size_t),
                 ("busy_seconds", c_double), ("idle_seconds", c_double), ("transfer_seconds", c_double),
-                ("held_micro_batches", c_int), ("held_bytes", c_size_t)]
+                ("held_micro_batches", c_int), ("held_bytes", c_size_t), ("arenas", c_int), ("recomputed", c_int)]
 
 
 class Feed(Structure):

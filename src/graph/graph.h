@@ -101,6 +101,13 @@ typedef struct nncl__opdef {
      * resolved): report the CLBlast workspace the op's GEMMs need. NULL:
      * nothing to prepare. */
     nncl_status (*prepare)(nncl__exec *x, nncl_node *n, size_t *gemm_temp_bytes);
+    /* The most bytes prepare can report for n at batch samples, whatever
+     * the device and the kernels timed, given an activation arena of
+     * arena_bytes and storage store: what a plan counts for the workspace
+     * before it has one. Every way the op runs (each path a timing may
+     * choose) must stay within it. NULL: the plan counts twice the panels
+     * of n's operands. */
+    uint64_t (*workspace)(const nncl_node *n, int batch, uint64_t arena_bytes, int store);
     nncl_status (*forward)(nncl__exec *x, nncl_node *n);
     /* Adds this node's contribution to the gradients of its inputs that
      * need one (nncl__need_grad); nncl__grad_accumulate() says whether to
@@ -108,6 +115,11 @@ typedef struct nncl__opdef {
      * gradient at nncl__grd(x, n). */
     nncl_status (*backward)(nncl__exec *x, nncl_node *n);
     int bw_reads;              /* NNCL_BW_* flags */
+    /* The same for node n where it depends on the node's attributes (a
+     * product without a fused activation reads no output), in half storage
+     * (store) as half_bw_reads would say: the plan frees what it names not.
+     * NULL: bw_reads (half_bw_reads) for every node. */
+    int (*bw_reads_of)(const nncl_node *n, int store);
     int alias;                 /* output shares input 0's memory (reshape) */
     /* Host reference in double: in[i] are the input values, out the
      * output, aux scratch of aux_size floats. */
@@ -129,6 +141,11 @@ typedef struct nncl__opdef {
      * when in half storage the op keeps no aux and its backward reads these
      * (NNCL_BW_*) instead of bw_reads, recomputing what aux held. */
     int half, f32_in, f32_out, f32_aux, half_bw_reads;
+    /* Bit i: backward writes input i's gradient element by element after
+     * it has read the node's own gradient at that element (and reads that
+     * element of it no more), so that where this node writes input i's
+     * gradient first the plan may give both gradients one place. */
+    int bw_inplace;
     /* Checkpointing: 1 when the op's recompute (nncl__exec.recompute)
      * reuses the aux its forward saved instead of writing it again (batch
      * norm's batch statistics), so the plan keeps that aux to backward. */

@@ -198,6 +198,27 @@ nncl_status nncl__conv_budget(nncl__exec *ex, const nncl_node *n, size_t *floats
     return NNCL_OK;
 }
 
+/* Every path's workspace stays within the budget (1.5 times it: the own
+ * path's fp32 panels in half storage), or, where one sample is more than
+ * the budget, within that sample's operands twice over (the own path's
+ * weight panels beside its column panels, CLBlast's padded copies beside
+ * the column matrix, tile rounding), or (the direct path) its partial
+ * sums of the weight gradient, at most 4096 of them (a first layer's:
+ * its input needs no gradient). */
+static uint64_t conv_workspace(const nncl_node *n, int batch, uint64_t arena_bytes, int store) {
+    nncl__conv_dims d;
+    uint64_t budget = arena_bytes / sizeof(float) / CONV_WS_DIV, one, direct, most;
+    nncl__conv_dims_of(n, batch, &d);
+    if (budget < CONV_WS_FLOOR) budget = CONV_WS_FLOOR;
+    if (store) budget += budget / 2;
+    one = ((uint64_t)d.ckk * d.ohw + (uint64_t)d.O * d.ohw + (uint64_t)d.O * d.ckk + (uint64_t)d.C * d.H * d.W) * 5 / 2;
+    direct = (uint64_t)d.B * ((d.ohw + 7) / 8); /* its parts: at most one per block of 8 pixels */
+    direct = (direct < 4096 ? direct : 4096) * (uint64_t)d.O * (d.ckk + 1) + (uint64_t)d.O * d.ckk;
+    most = budget > one ? budget : one;
+    if (d.k == 3 && d.st == 1 && d.pad == 1 && !n->in[0]->needs_grad && direct > most) most = direct;
+    return (most + 64 * CONV_ALIGN) * sizeof(float);
+}
+
 nncl_status nncl__conv_col_chunk(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk) {
     size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap, S;
     NNCL_TRY(nncl__conv_budget(ex, n, &budget));
@@ -542,6 +563,12 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
     conv_ref(n, r->batch, in, NULL, out, gout, gin);
 }
 
+/* Backward reads y only for act'(y): without an activation, x alone. */
+static int conv_bw_reads(const nncl_node *n, int store) {
+    (void)store;
+    return NNCL_BW_INPUTS | (n->iattr[3] != NNCL_ACT_NONE ? NNCL_BW_OUTPUT : 0);
+}
+
 const nncl__opdef nncl__opdef_conv2d = {
     .name = "conv2d",
     .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
@@ -553,8 +580,8 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"},
                 {"conv", "nncl_conv_wflip_f32"}},
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
-    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
-    .half = 2};
+    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .bw_reads_of = conv_bw_reads, .workspace = conv_workspace,
+    .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward, .half = 2};
 
 /* ------------------------------------------------------------- builder */
 

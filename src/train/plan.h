@@ -26,9 +26,17 @@ typedef struct nncl__plan {
      * rvalue/raux (mem NULL: the node is not recomputed); fvalue/faux keep
      * the forward's places, which x.value/x.aux get back for a forward. */
     int *rec, n_rec, *rec_before;
+    /* rec_again[r] 1: rec[r] is a value's second recompute, for its last
+     * reader, into rec_place[r] (its first went to rvalue). */
+    unsigned char *rec_again;
+    nncl__view *rec_place;
     int n_segments;              /* 1: no checkpointing */
     nncl__view *rvalue, *raux, *fvalue, *faux;
     size_t arena_floats, gemm_temp_bytes;
+    /* Activation memory: the most bytes of values and aux (recomputed ones
+     * included) live at one step of the timeline, gradients and workspace
+     * apart (plan_memory.c). */
+    uint64_t act_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
     float dloss;                 /* the loss's gradient backward starts from: 1, or the loss scale */
@@ -45,6 +53,14 @@ typedef struct nncl__plan {
     cl_mem opt, scratch, shadow;
     size_t opt_floats, scratch_floats;
     cl_command_queue xfer;       /* second queue for reads while backward runs, or NULL */
+    /* 1: backward adds the parameters' gradients to the gradient buffer
+     * instead of overwriting it (a pipeline stage's sum over its
+     * micro-batches). */
+    int accumulate;
+    /* fp32 activation arenas of arena_floats each (nncl__plan_arenas), the
+     * first the plan's own; arena is arenas[cur_arena]. NULL: only arena. */
+    cl_mem *arenas;
+    int n_arenas, cur_arena;
     /* Called after the i-th backward op is queued (the trainer starts
      * reading finished gradients from there); NULL: none. */
     nncl_status (*after_backward)(void *user, int i);
@@ -58,8 +74,9 @@ typedef struct nncl__plan_block {
     int first, last;
     size_t size, off;     /* floats */
     int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
-    int rec;              /* 1: the place of a recomputed value or aux */
+    int rec;              /* 1: the place of a recomputed value or aux; 2: of a value's second recompute */
     int f32;              /* half storage: the block stays fp32 (arena32) */
+    int share;            /* a gradient written in place: 1 + the node whose gradient's place it takes (0: none) */
 } nncl__plan_block;
 
 /* What a plan is made for. */
@@ -82,14 +99,19 @@ const nncl_node *nncl__plan_root(const nncl_node *n);
  * (NNCL_FREE). A boundary marked where none can be is an argument error. */
 nncl_status nncl__plan_layout(nncl__plan *p, int checkpoint, nncl__plan_block **b, int *nb);
 void nncl__plan_schedule_free(nncl__plan *p);
+/* Schedules and packs p with boundaries mark (NULL: none; bit 1 a
+ * boundary, bit 2 a second recompute of a dropped value for its last
+ * reader), setting act_bytes; the blocks to *b (NNCL_FREE). */
+nncl_status nncl__plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__plan_block **b, int *nb);
 /* Bytes of the laid-out arenas, and of the whole plan with train_floats of
  * training buffers (the GEMM workspace apart: sized when kernels are
  * timed; measure counts half storage's upload stage, its least size). */
 uint64_t nncl__plan_arena_bytes(const nncl__plan *p);
 uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats);
 /* The same for a plan not made, host work only, no device touched: its
- * need with a bound on the GEMM workspace (the panels of the largest
- * product's operands), which a made plan sizes by timing its kernels. */
+ * need with a bound on the workspace (the most any op declares,
+ * nncl__opdef.workspace), which a made plan sizes by timing its kernels;
+ * *activations its act_bytes. */
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
                                uint64_t *need, uint64_t *activations, int *segments);
 /* Whether input node n is read as fp32 (labels, targets: an f32_in slot of
@@ -129,12 +151,24 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
  * samples; waits for nothing. */
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
 nncl_status nncl__plan_backward(nncl__plan *p);
+/* Backward from the loss's gradient *dloss instead of p->dloss (host
+ * memory valid until the queue has passed it). */
+nncl_status nncl__plan_backward_scaled(nncl__plan *p, const float *dloss);
 /* Backward of a stage plan from the gradient of its output node (batch
  * samples at grad, host memory valid until the queue has passed it). */
 nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch);
 /* Forward up to and including node last: its value is then intact (no
  * later op has reused its memory). */
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);
+/* Activation arenas, up to n in all (fp32 storage), as many as the device's
+ * memory (or the cap) holds beside what nncl has there: returns how many
+ * there are, 1 when none could be added; a later call adds none. A pipeline stage keeps each
+ * micro-batch it holds in one of its own, so its backward needs no
+ * recomputed forward. */
+int nncl__plan_arenas(nncl__plan *p, int n);
+/* Points every value, gradient and aux of the plan at arena i (0 ..
+ * n_arenas - 1): what the next forward writes and backward reads. */
+void nncl__plan_use_arena(nncl__plan *p, int i);
 /* Non-blocking read of a node's value (batch samples) into host memory. */
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done);
 
