@@ -1,6 +1,6 @@
-/* test_torch_ops.c - every graph op against PyTorch through the public API:
- * tests/data/torch_ops.safetensors (made by make_torch_ops.py) holds, per
- * case, a batch, the parameters, PyTorch's output in evaluation mode, its
+/* test_torch_ops.c - every graph op against PyTorch through the public API,
+ * the OP_TORCH rows of tests/op_cases.def: tests/data/torch_ops.safetensors
+ * (made from the same rows by make_torch_ops.py) holds, per case, a batch, the parameters, PyTorch's output in evaluation mode, its
  * training-mode loss and the parameters after one SGD step. Each case
  * builds h = x + p, z = OP(h) and mse(z, t) (or OP itself for a loss) with
  * nncl's builders, sets the parameters by name, predicts, steps, and
@@ -180,39 +180,12 @@ typedef struct tto_case {
     float wd;
 } tto_case;
 
+/* The cases: the OP_TORCH rows of op_cases.def (its OP_REF rows are
+ * tests/test_op_table.c's). */
+#define OP_REF(...)
+#define OP_TORCH(name, builder, loss, wd, python) {name, builder, loss, wd},
 static const tto_case tto_cases[] = {
-    {"relu", b_relu, 0, 0}, {"leaky_relu", b_leaky, 0, 0}, {"sigmoid", b_sigmoid, 0, 0}, {"tanh", b_tanh, 0, 0},
-    {"gelu", b_gelu, 0, 0}, {"gelu_tanh", b_gelu_tanh, 0, 0}, {"silu", b_silu, 0, 0}, {"elu", b_elu, 0, 0},
-    {"elu_half", b_elu_half, 0, 0}, {"softplus", b_softplus, 0, 0}, {"softplus_large", b_softplus, 0, 0},
-    {"scale", b_scale, 0, 0}, {"softmax", b_softmax, 0, 0}, {"log_softmax", b_log_softmax, 0, 0},
-    {"add", b_add, 0, 0}, {"sub", b_sub, 0, 0}, {"mul", b_mul, 0, 0}, {"add_vector", b_add_vector, 0, 0},
-    {"mul_vector", b_mul_vector, 0, 0}, {"linear_none", b_linear_none, 0, 0}, {"linear_relu", b_linear_relu, 0, 0},
-    {"linear_sigmoid", b_linear_sigmoid, 0, 0}, {"linear_tanh", b_linear_tanh, 0, 0},
-    {"linear_nobias", b_linear_nobias, 0, 0}, {"linear_3d", b_linear_3d, 0, 0}, {"conv_3x3", b_conv_3x3, 0, 0},
-    {"conv_stride2", b_conv_stride2, 0, 0}, {"conv_1x1", b_conv_1x1, 0, 0}, {"conv_5x5", b_conv_5x5, 0, 0},
-    {"maxpool_2", b_maxpool_2, 0, 0}, {"maxpool_3s2p1", b_maxpool_3, 0, 0}, {"avgpool_2", b_avgpool_2, 0, 0},
-    {"avgpool_3s2p1", b_avgpool_3, 0, 0}, {"global_avgpool", b_global_avgpool, 0, 0},
-    {"batchnorm_2d", b_batchnorm, 0, 0}, {"batchnorm_4d", b_batchnorm, 0, 0}, {"layernorm", b_layernorm, 0, 0},
-    {"embedding", b_embedding, 0, 0}, {"flatten", b_flatten, 0, 0}, {"reshape", b_reshape, 0, 0},
-    {"concat_0", b_concat_0, 0, 0}, {"concat_1", b_concat_1, 0, 0}, {"softmax_cross_entropy", b_ce, 2, 0},
-    {"bce_with_logits", b_bce, 1, 0}, {"mse", b_mse, 1, 0},
-    {"matmul_shared_bt", b_matmul_shared_bt, 0, 0}, {"matmul_batched", b_matmul, 0, 0},
-    {"matmul_batched_ta", b_matmul_ta, 0, 0}, {"transpose", b_transpose, 0, 0}, {"slice", b_slice, 0, 0},
-    {"add_positions", b_add_positions, 0, 0}, {"layernorm_nobias", b_layernorm_nobias, 0, 0}, {"rmsnorm", b_rmsnorm, 0, 0},
-    {"sequence_cross_entropy", b_seq_ce, 1, 0}, {"tied_head", b_tied_head, 0, 0},
-    {"linear_decay_2d", b_linear_none, 0, 0.1f},
-    {"causal_attention", b_attention, 0, 0},
-    {"conv2d_depthwise", b_conv_depthwise, 0, 0}, {"conv2d_grouped_dilated", b_conv_grouped_dilated, 0, 0},
-    {"conv1d", b_conv1d, 0, 0}, {"conv_transpose2d", b_conv_transpose2d, 0, 0},
-    {"conv2d_depthwise_5x5_s2", b_conv_dw_5x5, 0, 0}, {"conv2d_depthwise_dilated", b_conv_dw_dilated, 0, 0},
-    {"conv2d_depthwise_1x3", b_conv_dw_1x3, 0, 0},
-    {"relu6", b_relu6, 0, 0}, {"relu6_kinks", b_relu6, 0, 0}, {"hardswish", b_hardswish, 0, 0},
-    {"hardswish_kinks", b_hardswish, 0, 0}, {"hardsigmoid", b_hardsigmoid, 0, 0},
-    {"hardsigmoid_kinks", b_hardsigmoid, 0, 0}, {"clamp", b_clamp, 0, 0}, {"clamp_kinks", b_clamp, 0, 0},
-    {"groupnorm", b_groupnorm, 0, 0}, {"instancenorm", b_instancenorm, 0, 0},
-    {"upsample_nearest", b_up_nearest, 0, 0}, {"upsample_bilinear", b_up_bilinear, 0, 0},
-    {"lstm", b_lstm, 0, 0}, {"gru", b_gru, 0, 0},
-    {"batchnorm_act_relu_residual", b_bn_relu_res, 0, 0}, {"batchnorm_act_hardswish", b_bn_hardswish, 0, 0},
+#include "op_cases.def"
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */
