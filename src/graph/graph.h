@@ -61,7 +61,11 @@ typedef struct nncl__exec nncl__exec;
 typedef struct nncl__kdecl {
     const char *family, *name;
 } nncl__kdecl;
-#define NNCL_OP_KERNELS 20
+/* An opdef's kernel list, any length: NNCL_KERNELS({"family", "name"},
+ * ...) sets .kernels and .n_kernels ({NULL, NULL}: a slot left empty). */
+#define NNCL_KERNELS(...)                                                                                      \
+    .kernels = (const nncl__kdecl[]){__VA_ARGS__},                                                             \
+    .n_kernels = (int)(sizeof((const nncl__kdecl[]){__VA_ARGS__}) / sizeof(nncl__kdecl))
 /* The dense helpers below (bias, activation) run as slots 0-2 of the ops
  * that use them (linear, conv2d): list NNCL_DENSE_KERNELS first. */
 enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END };
@@ -83,7 +87,8 @@ typedef struct nncl__opdef {
     /* Every kernel the op launches, listed once: the plan resolves them on
      * its device when it is made, and a launch names its slot
      * (nncl__kbegin), so a step neither builds nor looks anything up. */
-    nncl__kdecl kernels[NNCL_OP_KERNELS];
+    const nncl__kdecl *kernels;
+    int n_kernels;
     /* Sets n->ndim/shape/batched (and state_size) from the inputs and
      * attributes; a mismatch returns NNCL_ERR_SHAPE with a message naming the
      * node and both shapes (nncl__graph_fail). */
@@ -244,7 +249,7 @@ int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i);
  * it), 0 when this is the first (overwrite it). Marks it written: call once
  * per input per backward, just before the launch that writes it. */
 int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
-/* Slots op d declares: one past the last kernels[] entry named. */
+/* Slots op d declares: the length of its kernel list. */
 int nncl__op_kernel_count(const nncl__opdef *d);
 /* Kernel `slot` of n's op on the exec's device as resolved at plan
  * creation; NULL when the op declares no such slot. */

@@ -537,13 +537,13 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 
 const nncl__opdef nncl__opdef_conv2d = {
     .name = "conv2d",
-    .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
+    NNCL_KERNELS(NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
                 {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"},
                 {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
                 {"conv", "nncl_conv_pack_dy8_f32"}, {"conv3", "nncl_conv3_f32"}, {"conv3", "nncl_conv3_dw_f32"},
                 {"conv", "nncl_conv_to_f32"}, {"conv", "nncl_conv_pack_colt8_f32"}, {"conv", "nncl_conv_pack_bs_f32"},
-                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}},
+                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}),
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
     .half = 2};

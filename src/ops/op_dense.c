@@ -227,7 +227,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 }
 
 const nncl__opdef nncl__opdef_linear = {
-    .name = "linear", .kernels = {NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}}, .shape = linear_shape,
+    .name = "linear", NNCL_KERNELS(NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}), .shape = linear_shape,
     .check = linear_check, .prepare = linear_prepare,
     .forward = linear_forward, .backward = linear_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
     .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 2};

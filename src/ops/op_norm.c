@@ -236,9 +236,9 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_layernorm = {
     .name = "layernorm",
-    .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
+    NNCL_KERNELS({"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
                 {"norm", "nncl_layernorm_backward_f32_params"}, {"norm", "nncl_layernorm_f32_rows"},
-                {"norm", "nncl_layernorm_backward_f32_rows"}, {"norm", "nncl_layernorm_backward_f32_params_rows"}},
+                {"norm", "nncl_layernorm_backward_f32_rows"}, {"norm", "nncl_layernorm_backward_f32_params_rows"}),
     .shape = ln_shape, .check = ln_check, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
@@ -278,9 +278,9 @@ static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, bat
 
 const nncl__opdef nncl__opdef_rmsnorm = {
     .name = "rmsnorm",
-    .kernels = {{"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
+    NNCL_KERNELS({"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
                 {"norm", "nncl_rmsnorm_backward_f32_params"}, {"norm", "nncl_rmsnorm_f32_rows"},
-                {"norm", "nncl_rmsnorm_backward_f32_rows"}, {"norm", "nncl_rmsnorm_backward_f32_params_rows"}},
+                {"norm", "nncl_rmsnorm_backward_f32_rows"}, {"norm", "nncl_rmsnorm_backward_f32_params_rows"}),
     .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = ln_forward, .backward = ln_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2,
     .f32_aux = 1};

@@ -358,9 +358,9 @@ static void rs_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_rnn_scan = {
     .name = "rnn_scan",
-    .kernels = {{"rnn", "nncl_lstm_cell_f32"}, {"rnn", "nncl_lstm_cell_backward_f32"}, {"rnn", "nncl_gru_cell_f32"},
+    NNCL_KERNELS({"rnn", "nncl_lstm_cell_f32"}, {"rnn", "nncl_lstm_cell_backward_f32"}, {"rnn", "nncl_gru_cell_f32"},
                 {"rnn", "nncl_gru_cell_backward_f32"}, {"rnn", "nncl_rnn_colsum_f32"},
-                {"rnn", "nncl_rnn_transpose_f32"}},
+                {"rnn", "nncl_rnn_transpose_f32"}),
     .shape = rs_shape, .check = rs_check, .aux_size = rs_aux, .prepare = rs_prepare, .forward = rs_forward,
     .backward = rs_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = rs_ref_forward, .ref_backward = rs_ref_backward,
     .half = 2};
