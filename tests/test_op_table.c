@@ -341,8 +341,8 @@ static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
 #define OT_UN2(op, p) OT_UN(op, p, 2, 1, 1, 1), OT_UN(op, p, 2, 3, 7, 13)
 #define OT_CONV(b, C, H, W, O, k, s, pad, bias, act)                                                              \
     {"conv2d o" #O " k" #k " s" #s " p" #pad " bias" #bias " " #act, ot_conv, {O, k, s, pad, bias, NNCL_ACT_##act}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
-/* the same on a network's input (no input gradient: the direct path's
- * layers, src/ops/conv_direct.c) */
+/* the same on a network's input (no input gradient: the 3x3 path's
+ * layers, src/ops/conv3.c) */
 #define OT_CONV_IN(b, C, H, W, O, bias, act)                                                                       \
     {"conv2d on the input o" #O " k3 s1 p1 bias" #bias " " #act, ot_conv, {O, 3, 1, 1, bias, NNCL_ACT_##act}, 0,     \
      {{OT_DATA, -1, 1, 3, {C, H, W}}}, b, OT_TOL}

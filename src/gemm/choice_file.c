@@ -29,7 +29,7 @@
 #include "gemm/gemm.h"
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 7" /* 3: the direct conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8; 7: close contenders timed longer */
+#define PICK_MAGIC "nncl-gemm-choice 7" /* 3: the 3x3 conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8; 7: close contenders timed longer */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 
 /* ------------------------------------------------------------- device classes */
@@ -160,7 +160,7 @@ static int pick_line(nncl__gemm_state *s, const char *line, int keep, const char
         int *q = cc.key;
         if (sscanf(line + 5, "%d %d %d %d %d %d %d %d %d %d %d %d", &q[0], &q[1], &q[2], &q[3], &q[4], &q[5], &q[6],
                    &q[7], &q[8], &q[9], &q[10], &cc.path) != NNCL__CONV_KEY + 1 ||
-            cc.path < 0 || cc.path > 2)
+            cc.path < 0 || cc.path > NNCL__CONV_PATH_MAX)
             return 0;
         return (keep && pick_conv_find(s, cc.key) >= 0) || nncl__gemm_conv_add(s, &cc);
     }

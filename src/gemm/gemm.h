@@ -193,8 +193,10 @@ typedef struct nncl__gemm_choice {
 
 /* A conv2d layer's path (src/ops/conv_pick.c), measured on the whole layer:
  * key C H W O k stride pad act bias dx dw; path 0 im2col + CLBlast, 1 the
- * implicit GEMM on own kernels, 2 direct (NNCL__CONV_*, src/ops/conv.h). */
+ * implicit GEMM on own kernels, 2 the 3x3 kernels, up to NNCL__CONV_PATH_MAX
+ * (NNCL__CONV_*, src/ops/conv.h, which checks that its paths fit). */
 #define NNCL__CONV_KEY 11
+#define NNCL__CONV_PATH_MAX 2
 typedef struct nncl__conv_choice {
     int key[NNCL__CONV_KEY];
     int path;

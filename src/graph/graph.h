@@ -72,6 +72,19 @@ enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END 
 #define NNCL_DENSE_KERNELS                                                                                     \
     {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_f32_inplace"}, {"dense", "nncl_bias_backward_f32"}
 
+/* One implementation of an op, a candidate that the op's chooser times
+ * against the op's others at a plan's prepare (conv2d: src/ops/conv_pick.c):
+ * whether it takes node n, its preparation (kernel choices, workspace
+ * bytes), its forward, and its backward from the node's incoming gradient
+ * dy. All read the exec's batch. */
+typedef struct nncl__impl {
+    const char *name; /* in logs */
+    int (*fits)(nncl__exec *ex, const nncl_node *n);
+    nncl_status (*prepare)(nncl__exec *ex, const nncl_node *n, size_t *bytes);
+    nncl_status (*forward)(nncl__exec *ex, const nncl_node *n);
+    nncl_status (*backward)(nncl__exec *ex, const nncl_node *n, nncl__view dy);
+} nncl__impl;
+
 /* What the host reference of an op sees besides its arrays. */
 typedef struct nncl__refctx {
     int batch;                 /* samples */
@@ -121,6 +134,12 @@ typedef struct nncl__opdef {
     void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                          const double *gout, double *const *gin, double *aux);
     const void *impl;          /* what the family's shared functions read for this op */
+    /* The op's implementations, n_impls of them, when it has several to
+     * choose from: impls[0] the one every other must agree with. The index
+     * is what a stored choice holds, so a new one is appended. NULL: its
+     * forward and backward alone. */
+    const nncl__impl *impls;
+    int n_impls;
     /* The op's contract on host data fed to its input `in` (batch samples),
      * checked before any device works (class labels in range): an
      * argument error naming the input. NULL: any data. */

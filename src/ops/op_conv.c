@@ -2,7 +2,7 @@
  * over chunks of samples, with bias and fused activation by the dense
  * helpers; or, where timing the layer found it faster (or forced;
  * src/ops/conv_pick.c), as the implicit GEMM of src/ops/conv_own.c or, for a first
- * 3x3 layer, directly (src/ops/conv_direct.c). Nothing is kept from forward to
+ * 3x3 layer, on the 3x3 path (src/ops/conv3.c). Nothing is kept from forward to
  * backward: backward recomputes the column matrix, so a conv layer costs no
  * memory beyond x, y and dy.
  *
@@ -346,26 +346,10 @@ static nncl_status conv_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
     return nncl__conv_pick(ex, n, &d, bytes);
 }
 
-nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int path) {
-    switch (path) {
-    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(ex, n, d);
-    case NNCL__CONV_OWN: return nncl__conv_own_forward(ex, n, d);
-    default: return nncl__conv_col_forward(ex, n, d);
-    }
-}
-
-nncl_status nncl__conv_backward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
-                                   int path) {
-    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(ex, n, d, dy);
-    if (path == NNCL__CONV_OWN && (nncl__need_grad(ex, n, 0) || nncl__need_grad(ex, n, 1)))
-        return nncl__conv_own_backward(ex, n, d, dy);
-    return nncl__conv_col_backward(ex, n, d, dy); /* also the bias gradient alone */
-}
-
 static nncl_status conv_forward(nncl__exec *ex, nncl_node *n) {
     nncl__conv_dims d;
     nncl__conv_dims_of(n, ex->batch, &d);
-    return nncl__conv_forward_on(ex, n, &d, nncl__conv_path(ex, n, &d));
+    return nncl__conv_impls[nncl__conv_path(ex, n, &d)].forward(ex, n);
 }
 
 /* The forward's chunks of S samples, GEMM temp in temp. */
@@ -414,7 +398,7 @@ nncl_status nncl__conv_col_forward(nncl__exec *ex, const nncl_node *n, const nnc
 static nncl_status conv_backward(nncl__exec *ex, nncl_node *n) {
     nncl__conv_dims d;
     nncl__conv_dims_of(n, ex->batch, &d);
-    return nncl__conv_backward_on(ex, n, &d, nncl__grd(ex, n), nncl__conv_path(ex, n, &d));
+    return nncl__conv_impls[nncl__conv_path(ex, n, &d)].backward(ex, n, nncl__grd(ex, n));
 }
 
 /* dy *= act'(y) in place, and the bias gradient from it. */
@@ -546,7 +530,7 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}),
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
-    .half = 2};
+    .impls = nncl__conv_impls, .n_impls = NNCL__CONV_PATHS, .half = 2};
 
 /* ------------------------------------------------------------- builder */
 

@@ -1,6 +1,6 @@
 /* op_conv_ex.c - convolutions of any geometry, PyTorch's Conv2d, Conv1d and
  * ConvTranspose2d: groups (depthwise: groups == channels), dilation, kernel,
- * stride and padding per axis, as direct kernels (cl/conv_ex.cl) with the
+ * stride and padding per axis, on kernels of no GEMM (cl/conv_ex.cl) with the
  * bias and activation of the dense helpers; depthwise layers on kernels of
  * their own (src/ops/conv_dw.c). A conv2d_ex of plain geometry
  * (groups 1, dilation 1, square kernel, one stride and padding) is built as
