@@ -78,17 +78,9 @@ static nncl_status ew_axpy(nncl__exec *ex, const nncl_node *n, nncl__view dy, nn
  * gradient, fp32 whatever the storage. */
 static nncl_status ew_param_sum(nncl__exec *ex, nncl_node *n, nncl__view dy, nncl__view out, size_t rows, size_t cols,
                                 float alpha, int acc) {
-    nncl__args a;
     if (!nncl__row_kernels(ex))
         return nncl__k_sum(nncl__kl_of(ex, n, EW_K_COLSUM_PARAM), 0, dy, out, rows, cols, alpha, acc);
-    NNCL_TRY(nncl__kbegin(ex, n, EW_K_COLSUM_PARAM_COLS, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, out);
-    nncl__arg_count(&a, rows);
-    nncl__arg_count(&a, cols);
-    nncl__arg_float(&a, alpha);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, ex->dev, cols);
+    return nncl__k_sum_cols(nncl__kl_of(ex, n, EW_K_COLSUM_PARAM_COLS), dy, out, rows, cols, alpha, acc);
 }
 
 static nncl_status ew_binary_backward(nncl__exec *ex, nncl_node *n) {

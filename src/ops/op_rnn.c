@@ -186,17 +186,7 @@ static nncl_status rs_forward(nncl__exec *ex, nncl_node *n) {
  * from `from` on taken `shift` further; rows 0: zeros. */
 static nncl_status rs_colsum(nncl__exec *ex, const nncl_node *n, nncl__view m, size_t rows, size_t cols, size_t ld,
                              size_t from, size_t shift, nncl__view db, int acc) {
-    nncl__args a;
-    NNCL_TRY(nncl__kbegin(ex, n, RS_K_COLSUM, &a));
-    nncl__arg_view(&a, m);
-    nncl__arg_count(&a, rows);
-    nncl__arg_count(&a, cols);
-    nncl__arg_count(&a, ld);
-    nncl__arg_count(&a, from);
-    nncl__arg_count(&a, shift);
-    nncl__arg_view(&a, db);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, ex->dev, (cols + 7) / 8);
+    return nncl__k_rnn_colsum(nncl__kl_of(ex, n, RS_K_COLSUM), m, rows, cols, ld, from, shift, db, acc);
 }
 
 static nncl_status rs_backward(nncl__exec *ex, nncl_node *n) {
