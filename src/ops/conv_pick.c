@@ -24,7 +24,7 @@
 /* ------------------------------------------------------------- the paths */
 
 /* Each path's functions on node n's geometry at the exec's batch. */
-#define CPICK_PATH(P, FITS, BACKWARD)                                                                                 \
+#define CPICK_PATH(P, FITS, BACKWARD)                                                                          \
     static int cpick_##P##_fits(nncl__exec *ex, const nncl_node *n) {                                          \
         nncl__conv_dims d;                                                                                     \
         nncl__conv_dims_of(n, ex->batch, &d);                                                                  \
@@ -63,7 +63,6 @@ const nncl__impl nncl__conv_impls[NNCL__CONV_PATHS] = {
 #undef CPICK_ROW
 /* The choice file stores every path's index (src/gemm/choice_file.c). */
 typedef char cpick_paths_stored[NNCL__CONV_PATHS - 1 == NNCL__CONV_PATH_MAX ? 1 : -1];
-
 
 /* A conv layer's key among the stored paths: its geometry and gradients. */
 static void cpick_key(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *key) {
