@@ -37,7 +37,7 @@
  * product into dx in NCHW, its beta the accumulation. With an activation G
  * is then made in place first (nncl__conv_act_bias_backward, the bias
  * gradient on the way, so no column of ones). NNCL__CONV_OWN_DX3 runs
- * the same convolution (3x3, padding 1) on the direct path's kernel
+ * the same convolution (3x3, padding 1) on the 3x3 path's kernel
  * (nncl_conv3_f32, cl/conv3.cl), which reads G in place: no panels.
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. In half storage the packing
@@ -172,7 +172,7 @@ static int cown_ones(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *
 
 /* What the backward keeps at the start of the workspace, in floats, where
  * its chunks' panels start (*g0): the gather's reordered weights, or with
- * d->dxg the flipped weights' A panels (at 0; none for the direct kernel)
+ * d->dxg the flipped weights' A panels (at 0; none for the 3x3 kernel)
  * and the flipped weights themselves (at *flip_at). */
 static nncl_status cown_front(nncl__exec *ex, const nncl__conv_dims *d, size_t *g0, size_t *flip_at) {
     nncl__conv_dims t;
@@ -501,7 +501,7 @@ static nncl_status cown_dx_gemm(nncl__exec *ex, const nncl_node *n, const nncl__
 
 /* dx (+)= the direct 3x3 convolution of G for samples s0 .. s0+ns-1 by
  * the flipped weights (at 0 of the workspace; nncl_conv3_f32, 8 pixels of
- * 8 channels per work-item, in the direct path's groups). */
+ * 8 channels per work-item, in the 3x3 path's groups). */
 static nncl_status cown_dx3(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int s0,
                             int ns, int acc) {
     nncl__view dx = nncl__grd(ex, n->in[0]);
@@ -511,7 +511,7 @@ static nncl_status cown_dx3(nncl__exec *ex, const nncl_node *n, const nncl__conv
     if (local[0] > ex->dev->max_work_group) local[0] = 1;
     w.mem = ex->gemm_temp;
     w.off = 0;
-    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_DIRECT, &a));
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_CONV3, &a));
     nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * (size_t)d->O * d->ohw));
     nncl__arg_view(&a, w);
     nncl__arg_view(&a, dx); /* no bias */
