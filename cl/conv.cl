@@ -452,7 +452,8 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
                                            __global const float *wt, int wt_off, __global act_t *dx, int dx_off, int C,
                                            int H, int W, int O, int k, int st, int pad, int OH, int OW, int acc) {
     int w = nncl_conv_dx_pair(get_global_id(0), st), h = get_global_id(1), z = get_global_id(2), cb = (C + 15) / 16;
-    int Cp = cb * 16, s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o0, r, rn, ki, kj, e, two;
+    int Cp = cb * 16, s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o0, r, rn, ki, kj, e;
+    int two;
     float16 s0 = (float16)(0.0f), s1 = (float16)(0.0f);
     float t[32];
     __global act_t *out;
@@ -526,7 +527,8 @@ __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_o
     two = w + st < W;
     rows = h + st < H ? 2 : 1;
     for (ki = 0; ki < k; ki++) {
-        int oh0 = nncl_conv_dx_col(h, ki, st, pad, OH), oh1 = rows == 2 ? nncl_conv_dx_col(h + st, ki, st, pad, OH) : -1;
+        int oh0 = nncl_conv_dx_col(h, ki, st, pad, OH);
+        int oh1 = rows == 2 ? nncl_conv_dx_col(h + st, ki, st, pad, OH) : -1;
         if (oh0 < 0 && oh1 < 0) continue;
         for (kj = 0; kj < k; kj++) {
             int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + st, kj, st, pad, OW) : -1;

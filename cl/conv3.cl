@@ -114,9 +114,9 @@ void nncl_c3_fwd_taps(__global const float *x, int lo, int hi, int at, int hw, i
 
 /* y[n, o, p] = act(b[o] + sum over c, ki, kj of w[o, c, ki, kj] x[n, c, p
  * shifted by the tap]), added to y with add (the own path's input
- * gradient, src/ops/conv_own.c: x then G, w the flipped weights). NDRange (ceil(H*W / 8), ceil(O / 8), B): 8 pixels
- * of 8 outputs per work-item, 64 accumulators in 8 vectors; a tap's vector
- * serves all 8 outputs. */
+ * gradient, src/ops/conv_own.c: x then G, w the flipped weights). NDRange
+ * (ceil(H*W / 8), ceil(O / 8), B): 8 pixels of 8 outputs per work-item, 64
+ * accumulators in 8 vectors; a tap's vector serves all 8 outputs. */
 __kernel void nncl_conv3_f32(__global const float *x, int x_off, __global const float *w, int w_off,
                              __global const act_t *b, int b_off, __global act_t *y, int y_off, int C, int H, int W,
                              int O, int B, int has_b, int act, int add) {

@@ -283,9 +283,11 @@ static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const n
     }
     cown_dx_dims(d, &t);
     for (i = 0; d->dxg == 1 && i < count; i++) /* the input gradient's panels of G */
-        if (cown_packs(v, i, &t) && g0 + (size_t)S * nncl__gemm_pack_floats(v[i].nr, t.ohw, t.ckk) > (ones ? ct_off : floats))
-            return nncl__fail(ex->ctx, NNCL_ERR_STATE, "conv2d \"%s\": %s's input gradient panels overrun a %zu-float workspace",
-                              n->name, v[i].name, floats);
+        if (cown_packs(v, i, &t) &&
+            g0 + (size_t)S * nncl__gemm_pack_floats(v[i].nr, t.ohw, t.ckk) > (ones ? ct_off : floats))
+            return nncl__fail(ex->ctx, NNCL_ERR_STATE,
+                              "conv2d \"%s\": %s's input gradient panels overrun a %zu-float workspace", n->name,
+                              v[i].name, floats);
     return NNCL_OK;
 }
 
