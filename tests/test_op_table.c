@@ -631,10 +631,10 @@ int main(int argc, char **argv) {
     } else
         th_skip("conv2d's im2col path in half storage", "NNCL_GEMM is set; the run without it checks the path");
     /* conv2d's input gradient on the own path by a product and by the 3x3
-     * kernel (NNCL_CONV_DX=gemm, =direct) where each fits: fp32 storage,
+     * kernel (NNCL_CONV_DX=gemm, =3x3) where each fits: fp32 storage,
      * which they take (src/ops/conv_own.c) */
     {
-        static const char *const modes[2][2] = {{"gemm", ", dx by product"}, {"direct", ", dx by 3x3 kernel"}};
+        static const char *const modes[2][2] = {{"gemm", ", dx by product"}, {"3x3", ", dx by 3x3 kernel"}};
         const char *env = getenv("NNCL_CONV_DX");
         char keep[32] = "";
         int m;

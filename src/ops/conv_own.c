@@ -44,16 +44,15 @@
  * kernels read x, dy and W in the storage type into fp32 panels (so the
  * gather converts nothing), the forward product stores y in it, and dW, db
  * and the workspace stay fp32. */
-#include "ops/conv.h"
-#include "gemm/gemm.h"
+#include "ops/conv_own.h"
 #include <limits.h>
 
 #define COWN_ALIGN 64    /* floats: panels start on a cache line */
 #define COWN_GROUP 1024  /* work-items per group of the packing kernels, at most */
 #define COWN_QUOT (1 << 20) /* dim 0 of the packing kernels stays below (exact float quotients) */
 
-static size_t cown_round(size_t f) { return (f + COWN_ALIGN - 1) / COWN_ALIGN * COWN_ALIGN; }
-
+size_t nncl__cown_round(size_t f) { return (f + COWN_ALIGN - 1) / COWN_ALIGN * COWN_ALIGN; }
+                        
 /* Work-items per group of the packing kernels: enough for whole rows of
  * panels, few enough to spread over the device's cores. */
 static size_t cown_group_cap(nncl__exec *ex) {
@@ -125,14 +124,14 @@ static nncl_status cown_panels(nncl__exec *ex, const nncl__conv_dims *d, size_t 
 
 /* Floats of the weights reordered for the input gradient's gather
  * (nncl_conv_wt: channels padded to 16). */
-static size_t cown_wt_floats(const nncl__conv_dims *d) {
+size_t nncl__cown_wt_floats(const nncl__conv_dims *d) {
     return (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16);
 }
 
 /* The input gradient of a stride-1 layer d as a forward convolution: G's
  * O channels of OH x OW in, d's C channels of H x W out, kernel k,
  * padding k-1-pad. */
-static void cown_dx_dims(const nncl__conv_dims *d, nncl__conv_dims *t) {
+void nncl__cown_dx_dims(const nncl__conv_dims *d, nncl__conv_dims *t) {
     *t = *d;
     t->C = d->O;
     t->H = d->OH;
@@ -151,7 +150,7 @@ static void cown_dx_dims(const nncl__conv_dims *d, nncl__conv_dims *t) {
 
 int nncl__conv_dxg_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__conv_dims t;
-    cown_dx_dims(d, &t);
+    nncl__cown_dx_dims(d, &t);
     return !ex->store && d->st == 1 && d->pad <= d->k - 1 && nncl__need_grad(ex, n, 0) && nncl__conv_own_fits(d) &&
            nncl__conv_own_fits(&t);
 }
@@ -174,19 +173,19 @@ static int cown_ones(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *
  * its chunks' panels start (*g0): the gather's reordered weights, or with
  * d->dxg the flipped weights' A panels (at 0; none for the 3x3 kernel)
  * and the flipped weights themselves (at *flip_at). */
-static nncl_status cown_front(nncl__exec *ex, const nncl__conv_dims *d, size_t *g0, size_t *flip_at) {
+nncl_status nncl__cown_front(nncl__exec *ex, const nncl__conv_dims *d, size_t *g0, size_t *flip_at) {
     nncl__conv_dims t;
     size_t ap;
     *flip_at = 0;
     if (!d->dxg) {
-        *g0 = cown_round(cown_wt_floats(d));
+        *g0 = nncl__cown_round(nncl__cown_wt_floats(d));
         return NNCL_OK;
     }
-    cown_dx_dims(d, &t);
+    nncl__cown_dx_dims(d, &t);
     ap = 0;
     if (d->dxg == 1) NNCL_TRY(cown_panels(ex, &t, (size_t)t.O, t.ckk, 0, &ap));
-    *flip_at = cown_round(ap);
-    *g0 = *flip_at + cown_round((size_t)t.O * t.ckk);
+    *flip_at = nncl__cown_round(ap);
+    *g0 = *flip_at + nncl__cown_round((size_t)t.O * t.ckk);
     return NNCL_OK;
 }
 
@@ -214,11 +213,11 @@ static nncl_status cown_chunk(nncl__exec *ex, const nncl_node *n, const nncl__co
      * saves memory against fp32 */
     if (ex->store) budget += budget / 2;
     NNCL_TRY(cown_panels(ex, d, (size_t)d->O, d->ckk, 0, &fixed));
-    NNCL_TRY(cown_front(ex, d, &wt, &flip_at));
-    fixed = cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
+    NNCL_TRY(nncl__cown_front(ex, d, &wt, &flip_at));
+    fixed = nncl__cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
     if (d->dxg == 1) { /* the input gradient's B panels of G, where the weight gradient's were */
         nncl__conv_dims t;
-        cown_dx_dims(d, &t);
+        nncl__cown_dx_dims(d, &t);
         NNCL_TRY(cown_panels(ex, &t, t.ohw, t.ckk, 1, &dxb));
     }
     NNCL_TRY(cown_panels(ex, d, d->ohw, d->ckk, 1, &fwd));
@@ -251,7 +250,7 @@ static void cown_tail(nncl__exec *ex, const nncl__conv_dims *d, int S, size_t fl
  * of mr rows: after the A panels or ns samples of x as fp32, the larger. */
 static size_t cown_bp_off(nncl__exec *ex, const nncl__conv_dims *d, size_t g0, int mr, size_t k) {
     size_t a = nncl__gemm_pack_floats(mr, (size_t)d->O, k), xs = cown_xs(ex, d, k / d->ohw);
-    return g0 + cown_round(a > xs ? a : xs);
+    return g0 + nncl__cown_round(a > xs ? a : xs);
 }
 
 /* Once per plan: with every packed variant a product may get, the
@@ -266,14 +265,14 @@ static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const n
     nncl__conv_dims t;
     int count = 0, i;
     NNCL_TRY(nncl__gemm_variants(ex->ctx, ex->dev, 0, &v, &count));
-    NNCL_TRY(cown_front(ex, d, &g0, &flip_at));
+    NNCL_TRY(nncl__cown_front(ex, d, &g0, &flip_at));
     if (!nncl__need_grad(ex, n, 0)) g0 = 0;
     cown_tail(ex, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
         if (!cown_packs(v, i, d)) continue;
         bwd = cown_bp_off(ex, d, g0, v[i].mr, k) + nncl__gemm_pack_floats(v[i].nr, d->ckk + ones, k);
-        fwd = cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
+        fwd = nncl__cown_round(nncl__gemm_pack_floats(v[i].mr, (size_t)d->O, d->ckk)) +
               (size_t)S * nncl__gemm_pack_floats(v[i].nr, d->ohw, d->ckk);
         if (bwd > (ones ? ct_off : floats) || fwd > x_at)
             return nncl__fail(ex->ctx, NNCL_ERR_STATE,
@@ -281,7 +280,7 @@ static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const n
                               "workspace",
                               n->name, v[i].name, bwd, fwd, floats);
     }
-    cown_dx_dims(d, &t);
+    nncl__cown_dx_dims(d, &t);
     for (i = 0; d->dxg == 1 && i < count; i++) /* the input gradient's panels of G */
         if (cown_packs(v, i, &t) &&
             g0 + (size_t)S * nncl__gemm_pack_floats(v[i].nr, t.ohw, t.ckk) > (ones ? ct_off : floats))
@@ -332,9 +331,9 @@ nncl_status nncl__conv_own_prepare(nncl__exec *ex, const nncl_node *n, const nnc
 /* The forward's B panels of ns samples of x (fp32) for variant v at
  * bp_off: nncl_conv_pack_bs for same-size layers on a CPU's kernel set,
  * else nncl_conv_pack_b. d is the layer's geometry, or (the input
- * gradient's product) cown_dx_dims's, x then G. */
-static nncl_status cown_pack_fwd_b(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d,
-                                   const nncl__gemm_variant *v, nncl__view xv, size_t bp_off, int ns) {
+ * gradient's product) nncl__cown_dx_dims's, x then G. */
+nncl_status nncl__cown_pack_fwd_b(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d,
+                                  const nncl__gemm_variant *v, nncl__view xv, size_t bp_off, int ns) {
     size_t global[3], local[3] = {1, 1, 1};
     nncl__gemm_state *gs = NULL;
     nncl__args a;
@@ -378,7 +377,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nnc
     p.n = d->ohw;
     p.k = d->ckk;
     p.ap = p.bp = ex->gemm_temp;
-    p.bp_off = cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
+    p.bp_off = nncl__cown_round(nncl__gemm_pack_floats(v.mr, p.m, p.k));
     p.bp_stride = per_b;
     p.c = y.mem;
     p.c_stride = ys_n;
@@ -395,7 +394,7 @@ nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nnc
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
         NNCL_TRY(nncl__conv_x_f32(ex, n, d, x_at, s0, ns, &xv));
-        NNCL_TRY(cown_pack_fwd_b(ex, n, d, &v, xv, p.bp_off, ns));
+        NNCL_TRY(nncl__cown_pack_fwd_b(ex, n, d, &v, xv, p.bp_off, ns));
         p.batch = (size_t)ns;
         p.c_off = y.off + (size_t)s0 * ys_n;
         NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
@@ -403,136 +402,12 @@ nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nnc
     return NNCL_OK;
 }
 
-/* Once per step, what the input gradient reads at the start of the
- * workspace: the weights reordered for the gather, or with d->dxg the
- * flipped weights (nncl_conv_wflip) packed as A panels of *vx, the
- * variant of its product; *g0 where the chunks' panels start (0 without
- * an input gradient). */
-static nncl_status cown_wt(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int need_x,
-                           nncl__gemm_variant *vx, size_t *g0) {
-    nncl__view w = nncl__val(ex, n->in[1]);
-    nncl__args a;
-    size_t count = cown_wt_floats(d);
-    *g0 = 0;
-    if (!need_x) return NNCL_OK;
-    if (d->dxg) {
-        nncl__conv_dims t;
-        size_t flip_at;
-        cown_dx_dims(d, &t);
-        NNCL_TRY(cown_front(ex, d, g0, &flip_at));
-        if (d->dxg == 1) NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)t.O, t.ohw, t.ckk, vx));
-        vx->store = 0;
-        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_WFLIP, &a));
-        nncl__arg_view(&a, w);
-        nncl__arg_mem(&a, ex->gemm_temp);
-        nncl__arg_int(&a, (int)flip_at);
-        nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k);
-        NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)t.O * t.ckk));
-        if (d->dxg == 2) return NNCL_OK;
-        return nncl__gemm_pack_a(ex->ctx, ex->dev, vx, 0, (size_t)t.O, t.ckk, ex->gemm_temp, flip_at, t.ckk, 0, 1,
-                                 ex->gemm_temp, 0);
-    }
-    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_WT, &a));
-    nncl__arg_view(&a, w);
-    nncl__arg_mem(&a, ex->gemm_temp);
-    nncl__arg_int(&a, 0);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k);
-    nncl__arg_int(&a, (int)(((size_t)d->C + 15) / 16 * 16));
-    NNCL_TRY(nncl__launch_1d(&a, ex->dev, count));
-    *g0 = cown_round(count);
-    return NNCL_OK;
-}
-
-/* dx (+)= the gather of the chunk's G panels (at g0) and the reordered
- * weights (at 0), for samples s0 .. s0+ns-1; with quad, 2 x 2 pixels per
- * work-item (nncl_conv_backward_f32_input2x2). */
-static nncl_status cown_dx(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t g0, int mr, int s0,
-                           int ns, int acc, int quad) {
-    nncl__view dx = nncl__grd(ex, n->in[0]);
-    nncl__args a;
-    size_t global[3], local[3] = {1, 1, 1}, cb = ((size_t)d->C + 15) / 16;
-    size_t xs_n = (size_t)d->C * (size_t)d->H * (size_t)d->W;
-    NNCL_TRY(nncl__kbegin(ex, n, quad ? NNCL_CONV_K_DX2X2 : NNCL_CONV_K_DX, &a));
-    nncl__arg_mem(&a, ex->gemm_temp);
-    nncl__arg_int(&a, (int)g0);
-    nncl__arg_int(&a, (int)((size_t)ns * d->ohw));
-    nncl__arg_int(&a, mr);
-    nncl__arg_mem(&a, ex->gemm_temp);
-    nncl__arg_int(&a, 0);
-    nncl__arg_view(&a, nncl__conv_at(dx, (size_t)s0 * xs_n));
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
-    nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
-    /* pairs of pixels of one phase (nncl_conv_dx_pair) */
-    global[0] = ((size_t)d->W + 2 * (size_t)d->st - 1) / (2 * (size_t)d->st) * (size_t)d->st;
-    global[1] = quad ? ((size_t)d->H + 2 * (size_t)d->st - 1) / (2 * (size_t)d->st) * (size_t)d->st : (size_t)d->H;
-    global[2] = (size_t)ns * cb;
-    /* A CPU device runs a group on one thread, and these work-items are
-     * vector code already: groups of one, which its threads share evenly
-     * (PoCL's own choice, a sample's rows per group, leaves a handful of
-     * groups per launch). GPUs choose their groups. */
-    return nncl__launch(&a, ex->dev, 3, global, ex->dev->info.type == NNCL_DEVICE_CPU ? local : NULL);
-}
-
-/* dx (+)= the product of the flipped weights' panels (at 0, variant vx)
- * and G's panels for samples s0 .. s0+ns-1, packed at g0 as the forward
- * packs x (cown_dx_dims): dy is G here. */
-static nncl_status cown_dx_gemm(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d,
-                                const nncl__gemm_variant *vx, nncl__view dy, size_t g0, int s0, int ns, int acc) {
-    nncl__view dx = nncl__grd(ex, n->in[0]);
-    nncl__gemm_packed_args p;
-    nncl__conv_dims t;
-    cown_dx_dims(d, &t);
-    NNCL_TRY(cown_pack_fwd_b(ex, n, &t, vx, nncl__conv_at(dy, (size_t)s0 * (size_t)t.C * d->ohw), g0, ns));
-    memset(&p, 0, sizeof p);
-    p.m = (size_t)t.O;
-    p.n = t.ohw;
-    p.k = t.ckk;
-    p.batch = (size_t)ns;
-    p.ap = p.bp = ex->gemm_temp;
-    p.bp_off = g0;
-    p.bp_stride = nncl__gemm_pack_floats(vx->nr, t.ohw, t.ckk);
-    p.c = dx.mem;
-    p.c_off = dx.off + (size_t)s0 * (size_t)t.O * t.ohw;
-    p.c_stride = (size_t)t.O * t.ohw;
-    p.ldc = t.ohw;
-    p.alpha = 1.0f;
-    p.beta = acc ? 1.0f : 0.0f;
-    return nncl__gemm_packed(ex->ctx, ex->dev, vx, &p);
-}
-
-/* dx (+)= the direct 3x3 convolution of G for samples s0 .. s0+ns-1 by
- * the flipped weights (at 0 of the workspace; nncl_conv3_f32, 8 pixels of
- * 8 channels per work-item, in the 3x3 path's groups). */
-static nncl_status cown_dx3(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int s0,
-                            int ns, int acc) {
-    nncl__view dx = nncl__grd(ex, n->in[0]);
-    size_t global[3], local[3] = {8, 1, 1}, hw = (size_t)d->H * (size_t)d->W;
-    nncl__args a;
-    nncl__view w;
-    if (local[0] > ex->dev->max_work_group) local[0] = 1;
-    w.mem = ex->gemm_temp;
-    w.off = 0;
-    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_CONV3, &a));
-    nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * (size_t)d->O * d->ohw));
-    nncl__arg_view(&a, w);
-    nncl__arg_view(&a, dx); /* no bias */
-    nncl__arg_view(&a, nncl__conv_at(dx, (size_t)s0 * (size_t)d->C * hw));
-    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
-    nncl__arg_int(&a, d->C); nncl__arg_int(&a, ns);
-    nncl__arg_int(&a, 0); nncl__arg_int(&a, 0); nncl__arg_int(&a, acc);
-    global[0] = (hw + 7) / 8;
-    global[1] = ((size_t)d->C + 7) / 8;
-    global[2] = (size_t)ns;
-    return nncl__launch(&a, ex->dev, 3, global, local);
-}
-
 /* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy, or dy8);
  * with need_w dW (+)= G col^T over the chunk, and with ones (cown_ones) the
  * product has one more column, the bias gradient, and goes through the
  * end of the workspace, split into dW and db by nncl_conv_dw_split at the
  * end; with need_x the chunk's dx by the gather of the same panels, or
- * with d->dxg by a product (cown_dx_gemm, the G panels packed only for
+ * with d->dxg by a product (nncl__cown_dx_gemm, the G panels packed only for
  * dW). act 0: dy is G already (nncl__conv_act_bias_backward ran). */
 static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int act,
                                  int need_w, int need_x) {
@@ -557,7 +432,7 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
     NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
     colt8 = cown_vec8(gs, &v);
     flat = colt8 && cown_same(d);
-    NNCL_TRY(cown_wt(ex, n, d, need_x, &vx, &g0));
+    NNCL_TRY(nncl__cown_wt(ex, n, d, need_x, &vx, &g0));
     cown_tail(ex, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
     p.m = (size_t)d->O;
@@ -620,9 +495,9 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa
          * rusticl (which builds each launch) spends far longer building its
          * conversions than PoCL gains */
-        if (need_x && d->dxg == 2) NNCL_TRY(cown_dx3(ex, n, d, dy, s0, ns, acc_x));
-        else if (need_x && d->dxg) NNCL_TRY(cown_dx_gemm(ex, n, d, &vx, dy, g0, s0, ns, acc_x));
-        else if (need_x) NNCL_TRY(cown_dx(ex, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !ex->store));
+        if (need_x && d->dxg == 2) NNCL_TRY(nncl__cown_dx3(ex, n, d, dy, s0, ns, acc_x));
+        else if (need_x && d->dxg) NNCL_TRY(nncl__cown_dx_gemm(ex, n, d, &vx, dy, g0, s0, ns, acc_x));
+        else if (need_x) NNCL_TRY(nncl__cown_dx(ex, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !ex->store));
     }
     if (!ones) return NNCL_OK;
     {

@@ -15,7 +15,7 @@
  * NNCL_GEMM=own|clblast forces the own or the im2col path,
  * NNCL_CONV_3X3=1 the 3x3 one where it fits (=0: never; NNCL_CONV_DIRECT,
  * its former name, is read where it is unset), NNCL_CONV_DX=gemm or
- * =direct the own path with its input gradient by a product or by the
+ * =3x3 the own path with its input gradient by a product or by the
  * 3x3 kernel where it fits (=gather: neither). A step only looks the
  * choice up. A new path: its NNCL__CONV_* value (src/ops/conv.h), its
  * functions and its row of nncl__conv_impls below. */
@@ -113,12 +113,12 @@ static int cpick_3x3_mode(void) {
 }
 
 /* $NNCL_CONV_DX: 1 (gemm) NNCL__CONV_OWN_DXG forced where it fits, 2
- * (direct) NNCL__CONV_OWN_DX3, 0 (gather) neither, -1 unset or another
+ * (3x3) NNCL__CONV_OWN_DX3, 0 (gather) neither, -1 unset or another
  * value (timed). */
 static int cpick_dx_mode(void) {
     const char *env = getenv("NNCL_CONV_DX");
     if (!env) return -1;
-    return !strcmp(env, "gather") ? 0 : !strcmp(env, "gemm") ? 1 : !strcmp(env, "direct") ? 2 : -1;
+    return !strcmp(env, "gather") ? 0 : !strcmp(env, "gemm") ? 1 : !strcmp(env, "3x3") ? 2 : -1;
 }
 
 /* Whether path p is a candidate for node n: it fits, and NNCL_CONV_3X3
