@@ -26,7 +26,7 @@ const bench_section bench_sections[] = {
     {"kernels", "kernels of one training step, per device alone (profiling events)", NULL, NULL, "training"},
     {"checkpoint", "gradient checkpointing: peak memory, samples/s, largest batch under a 256 MiB cap",
      bench_checkpoint, bench_checkpoint_steps, NULL},
-    {"pipeline", "pipeline parallelism: a deep MLP over 2 and 3 devices, 8 micro-batches", bench_pipeline, NULL, NULL},
+    {"pipeline", "pipeline parallelism: a deep MLP (784-6x1024-10, batch 256) over 2 and 3 devices, 8 micro-batches", bench_pipeline, NULL, NULL},
     {"membound", "memory-bound kernels of a batch-norm block's and depthwise layers' steps: GB/s beside the copy's",
      bench_membound, main_per_device, NULL},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
@@ -42,7 +42,9 @@ static void main_usage(FILE *f) {
           "                  (default 5, quick 3)\n"
           "  --seconds S     least duration of one timed repeat (default 0.2, quick 0.03);\n"
           "                  a training repeat lasts 5x (quick 2x) this\n"
-          "  --batch N       global batch of the training section (default 100)\n"
+          "  --batch N       global batch of the training section (default 100); the pipeline\n"
+          "                  section's model is its own: 784, six hidden layers of 1024, 10, at\n"
+          "                  batch 256 (8 micro-batches of 32 rows; quick: width 128 at this batch)\n"
           "  --quick         small sizes, synthetic data, short runs (what the tests run); each GEMM\n"
           "                  kernel timed where a call takes under 0.2 s, fp16 and bf16 trained\n"
           "                  where an fp32 step takes under 1 s\n"

@@ -1,7 +1,10 @@
-/* pipeline.c - the pipeline section: a deep MLP (784, six hidden layers,
- * 10) on synthetic data trained by pipeline parallelism over the first 2
- * (and, with three or more devices, 3) devices with 8 micro-batches (quick:
- * 4), 1F1B, beside GPipe, an even cut (equal shares: the layers' arithmetic
+/* pipeline.c - the pipeline section: a deep MLP (784, six hidden layers of
+ * 1024, 10: 6.1M parameters) at a global batch of 256 (micro-batches of 32
+ * rows, so that a stage's micro-batch is real work rather than launch
+ * cost; quick: width 128 at the bench's --batch) on synthetic data
+ * trained by pipeline parallelism over the first 2 (and, with three or
+ * more devices, 3) devices with 8 micro-batches (quick: 4), 1F1B, beside
+ * GPipe, an even cut (equal shares: the layers' arithmetic
  * split evenly, whatever the devices' speeds), each of those devices
  * alone, data parallelism over the same devices and the arrangement the
  * trainer measures and keeps by itself, every trainer open at once and
@@ -12,6 +15,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PIPE_WIDTH 1024
+#define PIPE_QUICK_WIDTH 128
+#define PIPE_BATCH 256 /* the section's global batch (quick: the bench's --batch) */
 
 typedef struct pipe_model {
     nncl_graph *g;
@@ -55,7 +62,7 @@ static int pipe_open(const bench_opts *o, nncl_context *ctx, const int *devs, in
     nncl_train_config tc = nncl_train_default();
     nncl_feed f[2];
     memset(r, 0, sizeof *r);
-    if (pipe_build(ctx, o->quick ? 128 : 512, &r->m)) {
+    if (pipe_build(ctx, o->quick ? PIPE_QUICK_WIDTH : PIPE_WIDTH, &r->m)) {
         snprintf(r->why, sizeof r->why, "n/a: the model does not build: %s", nncl_last_error(ctx));
         return 1;
     }
@@ -212,7 +219,7 @@ static void pipe_row(const bench_opts *o, nncl_context *ctx, int k, const float 
 }
 
 void bench_pipeline(const bench_opts *o, nncl_context *ctx) {
-    int nd = nncl_device_count(ctx), batch = o->batch, k;
+    int nd = nncl_device_count(ctx), batch = o->quick ? o->batch : PIPE_BATCH, k;
     size_t i;
     float *x = (float *)malloc((size_t)batch * 784 * sizeof(float));
     float *y = (float *)malloc((size_t)batch * sizeof(float));
