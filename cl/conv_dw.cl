@@ -36,12 +36,29 @@ float8 nncl_dw_ld8(__global const act_t *base, int r, int s, int st, int W, int 
     return select((float8)0.0f, v, i == c);
 }
 
-/* The first n < 8 lanes of v to row[0..n), added to what is there with acc. */
+/* The first n < 8 lanes of v to row[0..n), added to what is there with
+ * acc; stored as 4, 2 and 1 lanes. */
 void nncl_dw_st_part(float8 v, __global act_t *row, int n, int acc) {
-    float s[8];
-    int t;
-    vstore8(v, 0, s);
-    for (t = 0; t < n; t++) NNCL_ST(s[t] + (acc ? NNCL_LD(row, t) : 0.0f), row, t);
+#if defined(NNCL_STORE) && NNCL_STORE
+    ushort8 h;
+#else
+    float8 h;
+#endif
+    if (acc) {
+        float s[8];
+        int t;
+        vstore8(v, 0, s);
+        for (t = 0; t < n; t++) NNCL_ST(s[t] + NNCL_LD(row, t), row, t);
+        return;
+    }
+#if defined(NNCL_STORE) && NNCL_STORE
+    h = NNCL_RNE8(v);
+#else
+    h = v;
+#endif
+    if (n & 4) vstore4(h.lo, 0, row), h.lo = h.hi, row += 4;
+    if (n & 2) vstore2(h.s01, 0, row), h.s01 = h.s23, row += 2;
+    if (n & 1) row[0] = h.s0;
 }
 
 /* 8 lanes of v to row[0..8) (fewer where the row ends at n). */
@@ -57,10 +74,11 @@ void nncl_dw_st8(float8 v, __global act_t *row, int n, int acc) {
 /* y = act(conv(x) + b): one work-item per 8 outputs (global id 0) of rb
  * rows from rb id 1 of plane b O + o (id 2). Where all of a kernel row's
  * taps fall inside the input row, their loads go unchecked. */
-__kernel void nncl_conv_dw_f32(__global const act_t *x, int x_off, __global const act_t *w, int w_off,
-                               __global act_t *y, int y_off, __global const act_t *bias, int b_off, int has_bias,
-                               int C, int H, int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph,
-                               int pw, int dh, int dw, int G, int act, int xn, int rb) {
+#define NNCL_DW_FORWARD_ARGS                                                                                          \
+    __global const act_t *x, int x_off, __global const act_t *w, int w_off, __global act_t *y, int y_off, int C,      \
+        int H, int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int G,   \
+        __global const act_t *bias, int b_off, int has_bias, int act, int xn, int rb
+__kernel void nncl_conv_dw_f32(NNCL_DW_FORWARD_ARGS) {
     int ow0 = get_global_id(0) << 3, oh = get_global_id(1) * rb, z = get_global_id(2), M = O / C, o = z % O, ki, kj;
     int s0 = ow0 * sw - pw, inside = s0 >= 0 && s0 + (kw - 1) * dw + 7 * sw < W, oh1 = min(oh + rb, OH);
     int xp = (M == 1 ? z : z / M) * H * W;
@@ -88,10 +106,11 @@ __kernel void nncl_conv_dw_f32(__global const act_t *x, int x_off, __global cons
  * dh, ow sw - pw + kj dw); at stride 2 along W, the inputs of a segment a
  * tap reaches are every other one, from consecutive outputs: 8 of dy,
  * spread over 16 lanes. */
-__kernel void nncl_conv_dw_backward_f32_input(__global const act_t *dy, int dy_off, __global const act_t *w,
-                                              int w_off, __global act_t *dx, int dx_off, int C, int H, int W, int O,
-                                              int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
-                                              int dw, int G, int acc, int dyn, int rb) {
+#define NNCL_DW_INPUT_ARGS                                                                                            \
+    __global const act_t *dy, int dy_off, __global const act_t *w, int w_off, __global act_t *dx, int dx_off, int C,  \
+        int H, int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int G,   \
+        int acc, int dyn, int rb
+__kernel void nncl_conv_dw_backward_f32_input(NNCL_DW_INPUT_ARGS) {
     int L = sw == 2 ? 16 : 8, iw0 = get_global_id(0) * L, ih = get_global_id(1) * rb, z = get_global_id(2);
     int M = O / C, c = z % C, m, ki, kj, ih1 = min(ih + rb, H);
     __global act_t *row;
@@ -183,33 +202,6 @@ __kernel void nncl_conv_dw_backward_f32_weight(NNCL_DW_PART_ARGS) {
     }
 }
 
-#define NNCL_DW_WEIGHT_K(KW)                                                                                          \
-    __kernel void nncl_conv_dw_backward_f32_weight_k##KW(NNCL_DW_PART_ARGS) {                                         \
-        float8 s[KW];                                                                                                 \
-        int t;                                                                                                        \
-        for (t = 0; t < KW; t++) s[t] = (float8)0.0f;                                                                 \
-        NNCL_DW_ROWS({                                                                                                \
-            int ow0, s0;                                                                                              \
-            for (ow0 = 0; ow0 + 8 <= OW; ow0 += 8) {                                                                  \
-                float8 dv = NNCL_LD8(dyr + ow0);                                                                      \
-                s0 = ow0 * sw - pw;                                                                                   \
-                if (s0 >= 0 && s0 + (KW - 1) * dw + 7 * sw < W)                                                       \
-                    for (t = 0; t < KW; t++) s[t] += dv * nncl_dw_in8(x + x_off + xr + s0 + t * dw, sw);            \
-                else                                                                                                  \
-                    for (t = 0; t < KW; t++) s[t] += dv * nncl_dw_ld8(x + x_off, xr, s0 + t * dw, sw, W, xn);       \
-            }                                                                                                         \
-            if (ow0 < OW) {                                                                                           \
-                int8 live = (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(OW - ow0);                                        \
-                float8 dv = select((float8)0.0f, nncl_dw_ld8(dy + dy_off, yr, ow0, 1, OW, dyn), live);                \
-                s0 = ow0 * sw - pw;                                                                                   \
-                for (t = 0; t < KW; t++)                                                                              \
-                    s[t] += select((float8)0.0f, dv * nncl_dw_ld8(x + x_off, xr, s0 + t * dw, sw, W, xn), live);    \
-            }                                                                                                         \
-        })                                                                                                            \
-        for (t = 0; t < KW; t++) part[((int)get_global_id(1) * KW + t) * P + (int)get_global_id(0)] = nncl_sum8(s[t]); \
-    }
-NNCL_DW_WEIGHT_K(3)
-NNCL_DW_WEIGHT_K(5)
 
 /* dw[i] (+)= the P partial sums of tap i, in order. */
 __kernel void nncl_conv_dw_backward_f32_weight_sum(__global const float *part, __global float *dwt, int dw_off, int n,
@@ -220,3 +212,223 @@ __kernel void nncl_conv_dw_backward_f32_weight_sum(__global const float *part, _
     for (p = 0; p < P; p++) s += part[i * P + p];
     dwt[dw_off + i] = (acc ? dwt[dw_off + i] : 0.0f) + s;
 }
+
+/* ---- square kernels of 3 or 5 taps, stride 1 or 2, dilation 1 (the
+ * layers of MobileNet-style nets). A work-item holds 16 consecutive
+ * positions of its row at stride 1 as one float16 per tap, the taps' weights
+ * in registers: a tap is one vector load and one multiply-add; at stride 2
+ * the even lanes are the outputs (computing the odd ones costs less than
+ * gathering the even inputs). Masks zero the lanes outside the row; a
+ * work-item whose lanes all lie inside its rows (the same for every row)
+ * goes without them. */
+#define NNCL_DW_IOTA16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+
+float16 nncl_dw_ld16(__global const act_t *p) { return (float16)(NNCL_LD8(p), NNCL_LD8(p + 8)); }
+
+/* row[s + t] for t < 16 at indices clamped into [0, W) (zero outside),
+ * for rows whose vector would leave the tensor at its ends. */
+float16 nncl_dw_gather16(__global const act_t *row, int s, int W) {
+    float t[16];
+    int j;
+    for (j = 0; j < 16; j++) t[j] = NNCL_LDG(row, clamp(s + j, 0, W - 1));
+    return select((float16)0.0f, vload16(0, t), (int16)s + NNCL_DW_IOTA16 >= 0 && (int16)s + NNCL_DW_IOTA16 < W);
+}
+
+/* The K taps of a row, wk[kj] * row[s + kj + t] into v: unmasked (edge 0),
+ * masked to [0, W) (1), or gathered (2: the vectors would leave the
+ * tensor). Unrolled, the masks do not depend on the row. */
+#define NNCL_DW_TAPS16(K, v, wk, row, s, W, edge)                                                                     \
+    {                                                                                                                 \
+        int kj_;                                                                                                      \
+        if ((edge) == 0) {                                                                                            \
+            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) v += (wk)[kj_] * nncl_dw_ld16((row) + (s) + kj_);        \
+        } else if ((edge) == 1) {                                                                                     \
+            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) {                                                         \
+                int16 i_ = (int16)((s) + kj_) + NNCL_DW_IOTA16;                                                       \
+                v += (wk)[kj_] * select((float16)0.0f, nncl_dw_ld16((row) + (s) + kj_), i_ >= 0 && i_ < (W));         \
+            }                                                                                                         \
+        } else {                                                                                                      \
+            for (kj_ = 0; kj_ < K; kj_++) v += (wk)[kj_] * nncl_dw_gather16(row, (s) + kj_, W);                      \
+        }                                                                                                             \
+    }
+
+/* The 8 outputs of v (at stride 2 its even lanes, else its low or high
+ * half) to row[0..n), through act, added to what is there with acc. */
+__attribute__((always_inline)) void nncl_dw_st16(float16 v, int S, float b, int act, __global act_t *row, int n,
+                                                 int acc) {
+    v += b;
+    if (S == 2) {
+        nncl_dw_st8(nncl_act8(v.even, act), row, n, acc);
+    } else {
+        nncl_dw_st8(nncl_act8(v.lo, act), row, n, acc);
+        if (n > 8) nncl_dw_st8(nncl_act8(v.hi, act), row + 8, n - 8, acc);
+    }
+}
+
+/* Rows oh0..oh1 of output plane y (OW outputs a row) from ow0: the K x K
+ * taps wk over input plane xp of x (H x W, n elements in the tensor) at
+ * stride S, padding ph, pw, then + b, act, (+)= y. Whether the lanes need
+ * masks, and whether the vectors could leave the tensor (only in its
+ * first and last planes), is the same for every row. */
+__attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const act_t *x, int xp, int n,
+                                                   const float *wk, int H, int W, int S, int ph, int pw, float b,
+                                                   int act, __global act_t *y, int OW, int ow0, int oh0, int oh1,
+                                                   int acc) {
+    int s = ow0 * S - pw, edge = s < 0 || s + 16 + K - 1 > W, oh, ki;
+    if (edge && (xp + s < 0 || xp + (H - 1) * W + s + 15 + K > n)) edge = 2;
+    for (oh = oh0; oh < oh1; oh++) {
+        float16 v = (float16)0.0f;
+        _Pragma("unroll") for (ki = 0; ki < K; ki++) {
+            int ih = oh * S - ph + ki;
+            if (ih < 0 || ih >= H) continue;
+            NNCL_DW_TAPS16(K, v, wk + ki * K, x + xp + ih * W, s, W, edge)
+        }
+        nncl_dw_st16(v, S, b, act, y + oh * OW + ow0, OW - ow0, acc);
+    }
+}
+
+/* The same with the products of d instead: acc[kj] += d * row[s + kj + t]. */
+#define NNCL_DW_WTAPS16(K, acc, d, row, s, W, edge)                                                                   \
+    {                                                                                                                 \
+        int kj_;                                                                                                      \
+        if ((edge) == 0) {                                                                                            \
+            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) (acc)[kj_] += (d) * nncl_dw_ld16((row) + (s) + kj_);     \
+        } else if ((edge) == 1) {                                                                                     \
+            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) {                                                         \
+                int16 i_ = (int16)((s) + kj_) + NNCL_DW_IOTA16;                                                       \
+                (acc)[kj_] += (d) * select((float16)0.0f, nncl_dw_ld16((row) + (s) + kj_), i_ >= 0 && i_ < (W));      \
+            }                                                                                                         \
+        } else {                                                                                                      \
+            for (kj_ = 0; kj_ < K; kj_++) (acc)[kj_] += (d) * nncl_dw_gather16(row, (s) + kj_, W);                   \
+        }                                                                                                             \
+    }
+
+/* y = act(conv(x) + b): one work-item per 16 / sw outputs (global id 0)
+ * of rb rows from rb id 1 of plane b O + o (id 2), as nncl_conv_dw_f32. */
+#define NNCL_DW_FORWARD_K(K)                                                                                          \
+    __kernel void nncl_conv_dw_f32_k##K(NNCL_DW_FORWARD_ARGS) {                                                    \
+        int ow0 = get_global_id(0) * (16 / sw), oh = get_global_id(1) * rb, z = get_global_id(2), o = z % O, t;      \
+        float wk[K * K];                                                                                              \
+        if (ow0 >= OW) return; /* the launch rounded up */                                                            \
+        for (t = 0; t < K * K; t++) wk[t] = NNCL_LDG(w + w_off, o * K * K + t);                                       \
+        nncl_dw_rows_k(K, x + x_off, z / (O / C) * H * W, xn, wk, H, W, sw, ph, pw,                                  \
+                       has_bias ? NNCL_LDG(bias, b_off + o) : 0.0f, act, y + y_off + z * OH * OW, OW, ow0, oh,        \
+                       min(oh + rb, OH), 0);                                                                          \
+    }
+NNCL_DW_FORWARD_K(3)
+NNCL_DW_FORWARD_K(5)
+
+/* dx (+)= conv^T(dy) at stride 1: the forward's rows over dy with the taps
+ * reversed and padding K - 1 - p, summed over the M outputs of channel c
+ * (the first stores, the others add); one work-item per 16 inputs (global
+ * id 0) of rb rows from rb id 1 of plane b C + c (id 2). */
+#define NNCL_DW_INPUT_K(K)                                                                                            \
+    __kernel void nncl_conv_dw_backward_f32_input_k##K(NNCL_DW_INPUT_ARGS) {                                  \
+        int iw0 = get_global_id(0) * 16, ih = get_global_id(1) * rb, z = get_global_id(2), M = O / C, m, t;          \
+        float wk[K * K];                                                                                              \
+        if (iw0 >= W) return; /* the launch rounded up */                                                             \
+        for (m = 0; m < M; m++) {                                                                                     \
+            int o = z % C * M + m;                                                                                    \
+            for (t = 0; t < K * K; t++) wk[t] = NNCL_LDG(w + w_off, o * K * K + K * K - 1 - t);                       \
+            nncl_dw_rows_k(K, dy + dy_off, (z * M + m) * OH * OW, dyn, wk, OH, OW, 1, K - 1 - ph, K - 1 - pw, 0.0f,  \
+                           0, dx + dx_off + z * H * W, W, iw0, ih, min(ih + rb, H), acc || m);                        \
+        }                                                                                                             \
+    }
+NNCL_DW_INPUT_K(3)
+NNCL_DW_INPUT_K(5)
+
+/* dy[b, o, oh, s + u] for u < 8, zero outside [0, OW): masked where edge. */
+__attribute__((always_inline)) float8 nncl_dw_ld8m(__global const act_t *base, int r, int s, int W, int n,
+                                                   int edge) {
+    int8 i = (int8)s + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    float8 v;
+    if (!edge) return NNCL_LD8(base + r + s);
+    if (r + s >= 0 && r + s + 8 <= n) {
+        v = NNCL_LD8(base + r + s);
+    } else {
+        float t[8];
+        int j;
+        for (j = 0; j < 8; j++) t[j] = NNCL_LDG(base + r, clamp(s + j, 0, W - 1));
+        v = vload8(0, t);
+    }
+    return select((float8)0.0f, v, i >= 0 && i < W);
+}
+
+/* dx (+)= conv^T(dy) at stride 2: one work-item per 16 inputs iw0 + t
+ * (global id 0) of rb rows from rb id 1 of plane b C + c (id 2). Tap kj
+ * reaches the lanes t with iw0 + t + pw - kj even, from ow = (iw0 + t + pw
+ * - kj) / 2: 8 consecutive outputs of dy into the even lanes (e) or the odd
+ * ones (d), interleaved at the store. */
+#define NNCL_DW_INPUT2_K(K)                                                                                           \
+    __kernel void nncl_conv_dw_backward_f32_input_s2_k##K(NNCL_DW_INPUT_ARGS) {                               \
+        int iw0 = get_global_id(0) * 16, ih0 = get_global_id(1) * rb, z = get_global_id(2), M = O / C, m, t, ki, kj; \
+        int ih1 = min(ih0 + rb, H), lo = (iw0 + pw - K + 1 - 1) >> 1, edge = lo < 0 || ((iw0 + pw + 1) >> 1) + 8 > OW; \
+        float wk[K * K];                                                                                              \
+        if (iw0 >= W) return; /* the launch rounded up */                                                             \
+        for (m = 0; m < M; m++) {                                                                                     \
+            int o = z % C * M + m, ih, yp = (z * M + m) * OH * OW;                                                    \
+            for (t = 0; t < K * K; t++) wk[t] = NNCL_LDG(w + w_off, o * K * K + t);                                   \
+            for (ih = ih0; ih < ih1; ih++) {                                                                          \
+                float8 e = (float8)0.0f, d = (float8)0.0f;                                                            \
+                __global act_t *row = dx + dx_off + (z * H + ih) * W + iw0;                                           \
+                for (ki = 0; ki < K; ki++) {                                                                          \
+                    int th = ih + ph - ki, r = yp + (th >> 1) * OW;                                                   \
+                    if (th < 0 || (th & 1) || (th >> 1) >= OH) continue;                                              \
+                    for (kj = 0; kj < K; kj++) {                                                                      \
+                        int q = iw0 + pw - kj, odd = q & 1;                                                           \
+                        float8 v = wk[ki * K + kj] * nncl_dw_ld8m(dy + dy_off, r, (q + odd) >> 1, OW, dyn, edge);     \
+                        if (odd) d += v;                                                                              \
+                        else e += v;                                                                                  \
+                    }                                                                                                 \
+                }                                                                                                     \
+                nncl_dw_st8((float8)(e.s0, d.s0, e.s1, d.s1, e.s2, d.s2, e.s3, d.s3), row, W - iw0, acc || m);        \
+                if (W - iw0 > 8)                                                                                      \
+                    nncl_dw_st8((float8)(e.s4, d.s4, e.s5, d.s5, e.s6, d.s6, e.s7, d.s7), row + 8, W - iw0 - 8,       \
+                                acc || m);                                                                            \
+            }                                                                                                         \
+        }                                                                                                             \
+    }
+NNCL_DW_INPUT2_K(3)
+NNCL_DW_INPUT2_K(5)
+
+float nncl_dw_sum16(float16 v) { return nncl_sum8(v.lo) + nncl_sum8(v.hi); }
+
+/* The weight gradient's first pass: one work-item per chunk p of P over
+ * the B OH rows of y (global id 0) and output o (id 1) sums every tap's
+ * products in a float16 of its own, a segment of 16 / sw outputs of dy at
+ * a time against the 16 positions of x the segment's lanes reach (at
+ * stride 2 dy spread over the even lanes, the odd ones zero), into
+ * part[(o K K + tap) P + p]; nncl_conv_dw_backward_f32_weight_sum then
+ * adds each tap's P sums in order. */
+#define NNCL_DW_WEIGHT_FAST(K)                                                                                        \
+    __kernel void nncl_conv_dw_backward_f32_weight_k##K(NNCL_DW_PART_ARGS) {                                          \
+        int p = get_global_id(0), o = get_global_id(1), c = o / (O / C), R = B * OH, S = sw, ow0, t, ki, kj;         \
+        int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P);                                       \
+        float16 acc[K * K];                                                                                           \
+        for (t = 0; t < K * K; t++) acc[t] = (float16)0.0f;                                                           \
+        for (ow0 = 0; ow0 < OW; ow0 += 16 / S) {                                                                      \
+            int s = ow0 * S - pw, edge = s < 0 || s + 16 + K - 1 > W, dedge = ow0 + 16 / S > OW;                      \
+            int b = j0 / OH, oh = j0 - b * OH, j;                                                                     \
+            for (j = j0; j < j1; j++) {                                                                               \
+                int yr = ((b * O + o) * OH + oh) * OW, xp = (b * C + c) * H * W;                                      \
+                float16 d;                                                                                            \
+                if (S == 2) {                                                                                         \
+                    float8 v = nncl_dw_ld8m(dy + dy_off, yr, ow0, OW, dyn, dedge);                                    \
+                    d = (float16)(v.s0, 0.0f, v.s1, 0.0f, v.s2, 0.0f, v.s3, 0.0f, v.s4, 0.0f, v.s5, 0.0f, v.s6, 0.0f, \
+                                  v.s7, 0.0f);                                                                        \
+                } else {                                                                                              \
+                    d = dedge ? nncl_dw_gather16(dy + dy_off + yr, ow0, OW) : nncl_dw_ld16(dy + dy_off + yr + ow0);  \
+                }                                                                                                     \
+                for (ki = 0; ki < K; ki++) {                                                                          \
+                    int ih = oh * S - ph + ki, r = xp + ih * W;                                                       \
+                    if (ih < 0 || ih >= H) continue;                                                                  \
+                    NNCL_DW_WTAPS16(K, acc + ki * K, d, x + x_off + r, s, W,                                          \
+                                    edge ? 1 + (r + s < 0 || r + s + 15 + K > xn) : 0)                                \
+                }                                                                                                     \
+                if (++oh == OH) oh = 0, b++;                                                                          \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (t = 0; t < K * K; t++) part[(o * K * K + t) * P + p] = nncl_dw_sum16(acc[t]);                           \
+    }
+NNCL_DW_WEIGHT_FAST(3)
+NNCL_DW_WEIGHT_FAST(5)

@@ -278,6 +278,16 @@ static const struct ot_cx_opts {
     {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 7 */
     {0, 3, 3, 3, 3, 3, 1, 1, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 3: the general kernels */
     {0, 4, 3, 1, 1, 1, 1, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x1: the weight gradient a work-group per tap */
+    /* the square-kernel variants (16 lanes a work-item): rows wide enough
+     * for lanes that need no masks, paddings 0 and 2, 1-pixel images */
+    {0, 4, 3, 3, 1, 1, 0, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x3, padding 0, width 37 */
+    {0, 6, 3, 3, 1, 1, 2, 2, 1, 1, 3, 0, NNCL_ACT_NONE},     /* 3x3, padding 2, 2 per channel, width 35 */
+    {0, 4, 3, 3, 2, 2, 0, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* stride 2, padding 0, width 37 */
+    {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 40 */
+    {0, 3, 3, 3, 2, 2, 2, 2, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 2, padding 2, 1 pixel */
+    {0, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* 1 pixel, 2 per channel */
+    {0, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 1, NNCL_ACT_NONE},     /* 5x5, width 40 */
+    {0, 6, 5, 5, 2, 2, 1, 1, 1, 1, 3, 0, NNCL_ACT_NONE},     /* 5x5, stride 2, padding 1, 2 per channel, width 38 */
 };
 
 static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
@@ -533,6 +543,8 @@ static const ot_row ot_rows[] = {
     OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
     OT_CX(2, 14, 3, 5, 6, 29), OT_CX(2, 15, 3, 5, 13, 13), OT_CX(1, 16, 3, 3, 7, 29), OT_CX(2, 17, 3, 7, 5, 13),
     OT_CX(2, 18, 3, 3, 9, 29), OT_CX(3, 19, 3, 4, 7, 7), OT_CX(2, 20, 3, 3, 8, 10), OT_CX(2, 21, 3, 4, 9, 13),
+    OT_CX(2, 22, 3, 4, 5, 37), OT_CX(2, 23, 3, 3, 4, 35), OT_CX(2, 24, 3, 4, 9, 37), OT_CX(2, 25, 3, 4, 6, 40),
+    OT_CX(3, 26, 3, 3, 1, 1), OT_CX(3, 27, 3, 4, 1, 1), OT_CX(2, 28, 3, 3, 6, 40), OT_CX(2, 29, 3, 3, 7, 38),
     /* MobileNet's activations over both kinks (clamp to [p, 1]) */
     OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
     OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
