@@ -3,10 +3,13 @@
  * stride along W of 1 or 2 (any along H), dilation and padding per axis,
  * NCHW (1-D as H = 1). x [B,C,H,W], w [O,1,kh,kw], y [B,O,OH,OW]. A tap
  * reads one input per output: memory-bound, so each work-item computes a
- * segment of 8 (the input gradient at stride 2: 16) consecutive outputs of
- * one row as float8 vectors, reading the rows in place with one vector
- * load per tap (nncl_dw_ld8). Every kernel takes
- * the geometry arguments of cl/conv_ex.cl (C, H, W, O, OH, OW, kh, kw, sh,
+ * segment of consecutive outputs of one row as vectors, reading the rows
+ * in place with one vector load per tap. The general kernels (any
+ * geometry above) take 8 outputs as float8 (the input gradient at stride
+ * 2: 16); square 3x3 and 5x5 kernels at stride 1 or 2 and dilation 1
+ * (the _k3, _k5 variants, second half of the file) 16 positions as one
+ * float16 with the taps' weights in registers. Every kernel takes the
+ * geometry arguments of cl/conv_ex.cl (C, H, W, O, OH, OW, kh, kw, sh,
  * sw, ph, pw, dh, dw, G). */
 
 /* x[s + t st] for t < 8 where the 8 lie inside the tensor (stride 1 or 2). */
@@ -157,19 +160,18 @@ __kernel void nncl_conv_dw_backward_f32_input(NNCL_DW_INPUT_ARGS) {
  * one work-item per chunk (global id 0) and kernel row (o, ki) (id 1) sums
  * the products of its rows for each tap of the row into part[tap P +
  * chunk]; then nncl_conv_dw_backward_f32_weight_sum adds each tap's P
- * partial sums in order. The kernels of kw 3 and 5 (_k3, _k5) read each
- * row of dy once against kw shifted reads of x, summed in registers; the
- * others a tap at a time. */
+ * partial sums in order. This kernel takes a tap at a time; the square
+ * kernels' variants below all taps at once. */
 #define NNCL_DW_PART_ARGS                                                                                             \
     __global const act_t *x, int x_off, __global const act_t *dy, int dy_off, __global float *part, int C, int H,     \
         int W, int O, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int G, int B,   \
         int P, int xn, int dyn
 /* The rows of chunk p of P over B OH rows; the row's pointers into dy and
  * x (kernel row ki of output channel o), or skipped outside x. */
-#define NNCL_DW_ROWS(...)                                                                                            \
+#define NNCL_DW_ROWS(...)                                                                                             \
     {                                                                                                                 \
-        int p = get_global_id(0), e = get_global_id(1), ki = e % kh, o = e / kh, c = o / (O / C), R = B * OH, j;     \
-        int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P), b = j0 / OH, oh = j0 - b * OH;       \
+        int p = get_global_id(0), e = get_global_id(1), ki = e % kh, o = e / kh, c = o / (O / C), R = B * OH, j;      \
+        int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P), b = j0 / OH, oh = j0 - b * OH;        \
         for (j = j0; j < j1; j++) {                                                                                   \
             int ih = oh * sh - ph + ki * dh;                                                                          \
             int yr = ((b * O + o) * OH + oh) * OW, xr = ((b * C + c) * H + ih) * W;                                   \
@@ -241,14 +243,14 @@ float16 nncl_dw_gather16(__global const act_t *row, int s, int W) {
     {                                                                                                                 \
         int kj_;                                                                                                      \
         if ((edge) == 0) {                                                                                            \
-            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) v += (wk)[kj_] * nncl_dw_ld16((row) + (s) + kj_);        \
+            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) v += (wk)[kj_] * nncl_dw_ld16((row) + (s) + kj_);         \
         } else if ((edge) == 1) {                                                                                     \
             _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) {                                                         \
                 int16 i_ = (int16)((s) + kj_) + NNCL_DW_IOTA16;                                                       \
                 v += (wk)[kj_] * select((float16)0.0f, nncl_dw_ld16((row) + (s) + kj_), i_ >= 0 && i_ < (W));         \
             }                                                                                                         \
         } else {                                                                                                      \
-            for (kj_ = 0; kj_ < K; kj_++) v += (wk)[kj_] * nncl_dw_gather16(row, (s) + kj_, W);                      \
+            for (kj_ = 0; kj_ < K; kj_++) v += (wk)[kj_] * nncl_dw_gather16(row, (s) + kj_, W);                       \
         }                                                                                                             \
     }
 
@@ -270,7 +272,7 @@ __attribute__((always_inline)) void nncl_dw_st16(float16 v, int S, float b, int 
  * stride S, padding ph, pw, then + b, act, (+)= y. Whether the lanes need
  * masks, and whether the vectors could leave the tensor (only in its
  * first and last planes), is the same for every row. */
-__attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const act_t *x, int xp, int n,
+static __attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const act_t *x, int xp, int n,
                                                    const float *wk, int H, int W, int S, int ph, int pw, float b,
                                                    int act, __global act_t *y, int OW, int ow0, int oh0, int oh1,
                                                    int acc) {
@@ -287,31 +289,15 @@ __attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const a
     }
 }
 
-/* The same with the products of d instead: acc[kj] += d * row[s + kj + t]. */
-#define NNCL_DW_WTAPS16(K, acc, d, row, s, W, edge)                                                                   \
-    {                                                                                                                 \
-        int kj_;                                                                                                      \
-        if ((edge) == 0) {                                                                                            \
-            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) (acc)[kj_] += (d) * nncl_dw_ld16((row) + (s) + kj_);     \
-        } else if ((edge) == 1) {                                                                                     \
-            _Pragma("unroll") for (kj_ = 0; kj_ < K; kj_++) {                                                         \
-                int16 i_ = (int16)((s) + kj_) + NNCL_DW_IOTA16;                                                       \
-                (acc)[kj_] += (d) * select((float16)0.0f, nncl_dw_ld16((row) + (s) + kj_), i_ >= 0 && i_ < (W));      \
-            }                                                                                                         \
-        } else {                                                                                                      \
-            for (kj_ = 0; kj_ < K; kj_++) (acc)[kj_] += (d) * nncl_dw_gather16(row, (s) + kj_, W);                   \
-        }                                                                                                             \
-    }
-
 /* y = act(conv(x) + b): one work-item per 16 / sw outputs (global id 0)
  * of rb rows from rb id 1 of plane b O + o (id 2), as nncl_conv_dw_f32. */
 #define NNCL_DW_FORWARD_K(K)                                                                                          \
-    __kernel void nncl_conv_dw_f32_k##K(NNCL_DW_FORWARD_ARGS) {                                                    \
-        int ow0 = get_global_id(0) * (16 / sw), oh = get_global_id(1) * rb, z = get_global_id(2), o = z % O, t;      \
+    __kernel void nncl_conv_dw_f32_k##K(NNCL_DW_FORWARD_ARGS) {                                                       \
+        int ow0 = get_global_id(0) * (16 / sw), oh = get_global_id(1) * rb, z = get_global_id(2), o = z % O, t;       \
         float wk[K * K];                                                                                              \
         if (ow0 >= OW) return; /* the launch rounded up */                                                            \
         for (t = 0; t < K * K; t++) wk[t] = NNCL_LDG(w + w_off, o * K * K + t);                                       \
-        nncl_dw_rows_k(K, x + x_off, z / (O / C) * H * W, xn, wk, H, W, sw, ph, pw,                                  \
+        nncl_dw_rows_k(K, x + x_off, z / (O / C) * H * W, xn, wk, H, W, sw, ph, pw,                                   \
                        has_bias ? NNCL_LDG(bias, b_off + o) : 0.0f, act, y + y_off + z * OH * OW, OW, ow0, oh,        \
                        min(oh + rb, OH), 0);                                                                          \
     }
@@ -323,35 +309,43 @@ NNCL_DW_FORWARD_K(5)
  * (the first stores, the others add); one work-item per 16 inputs (global
  * id 0) of rb rows from rb id 1 of plane b C + c (id 2). */
 #define NNCL_DW_INPUT_K(K)                                                                                            \
-    __kernel void nncl_conv_dw_backward_f32_input_k##K(NNCL_DW_INPUT_ARGS) {                                  \
-        int iw0 = get_global_id(0) * 16, ih = get_global_id(1) * rb, z = get_global_id(2), M = O / C, m, t;          \
+    __kernel void nncl_conv_dw_backward_f32_input_k##K(NNCL_DW_INPUT_ARGS) {                                          \
+        int iw0 = get_global_id(0) * 16, ih = get_global_id(1) * rb, z = get_global_id(2), M = O / C, m, t;           \
         float wk[K * K];                                                                                              \
         if (iw0 >= W) return; /* the launch rounded up */                                                             \
         for (m = 0; m < M; m++) {                                                                                     \
             int o = z % C * M + m;                                                                                    \
             for (t = 0; t < K * K; t++) wk[t] = NNCL_LDG(w + w_off, o * K * K + K * K - 1 - t);                       \
-            nncl_dw_rows_k(K, dy + dy_off, (z * M + m) * OH * OW, dyn, wk, OH, OW, 1, K - 1 - ph, K - 1 - pw, 0.0f,  \
+            nncl_dw_rows_k(K, dy + dy_off, (z * M + m) * OH * OW, dyn, wk, OH, OW, 1, K - 1 - ph, K - 1 - pw, 0.0f,   \
                            0, dx + dx_off + z * H * W, W, iw0, ih, min(ih + rb, H), acc || m);                        \
         }                                                                                                             \
     }
 NNCL_DW_INPUT_K(3)
 NNCL_DW_INPUT_K(5)
 
-/* dy[b, o, oh, s + u] for u < 8, zero outside [0, OW): masked where edge. */
-__attribute__((always_inline)) float8 nncl_dw_ld8m(__global const act_t *base, int r, int s, int W, int n,
-                                                   int edge) {
+/* row[s + t] for t < 8 (16), zero outside [0, W), row at r of a tensor of
+ * n elements: unmasked (mode 0), masked (1), or gathered where the
+ * vector would leave the tensor (2, else as 1). */
+__attribute__((always_inline)) float8 nncl_dw_ld8e(__global const act_t *base, int r, int s, int W, int n,
+                                                   int mode) {
     int8 i = (int8)s + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
     float8 v;
-    if (!edge) return NNCL_LD8(base + r + s);
-    if (r + s >= 0 && r + s + 8 <= n) {
-        v = NNCL_LD8(base + r + s);
-    } else {
-        float t[8];
-        int j;
-        for (j = 0; j < 8; j++) t[j] = NNCL_LDG(base + r, clamp(s + j, 0, W - 1));
-        v = vload8(0, t);
-    }
+    if (mode == 0) return NNCL_LD8(base + r + s);
+    if (mode == 1 || (r + s >= 0 && r + s + 8 <= n))
+        return select((float8)0.0f, NNCL_LD8(base + r + s), i >= 0 && i < W);
+    v = (float8)(NNCL_LDG(base + r, clamp(i.s0, 0, W - 1)), NNCL_LDG(base + r, clamp(i.s1, 0, W - 1)),
+                 NNCL_LDG(base + r, clamp(i.s2, 0, W - 1)), NNCL_LDG(base + r, clamp(i.s3, 0, W - 1)),
+                 NNCL_LDG(base + r, clamp(i.s4, 0, W - 1)), NNCL_LDG(base + r, clamp(i.s5, 0, W - 1)),
+                 NNCL_LDG(base + r, clamp(i.s6, 0, W - 1)), NNCL_LDG(base + r, clamp(i.s7, 0, W - 1)));
     return select((float8)0.0f, v, i >= 0 && i < W);
+}
+__attribute__((always_inline)) float16 nncl_dw_ld16e(__global const act_t *base, int r, int s, int W, int n,
+                                                     int mode) {
+    int16 i = (int16)s + NNCL_DW_IOTA16;
+    if (mode == 0) return nncl_dw_ld16(base + r + s);
+    if (mode == 1 || (r + s >= 0 && r + s + 16 <= n))
+        return select((float16)0.0f, nncl_dw_ld16(base + r + s), i >= 0 && i < W);
+    return nncl_dw_gather16(base + r, s, W);
 }
 
 /* dx (+)= conv^T(dy) at stride 2: one work-item per 16 inputs iw0 + t
@@ -360,23 +354,25 @@ __attribute__((always_inline)) float8 nncl_dw_ld8m(__global const act_t *base, i
  * - kj) / 2: 8 consecutive outputs of dy into the even lanes (e) or the odd
  * ones (d), interleaved at the store. */
 #define NNCL_DW_INPUT2_K(K)                                                                                           \
-    __kernel void nncl_conv_dw_backward_f32_input_s2_k##K(NNCL_DW_INPUT_ARGS) {                               \
-        int iw0 = get_global_id(0) * 16, ih0 = get_global_id(1) * rb, z = get_global_id(2), M = O / C, m, t, ki, kj; \
-        int ih1 = min(ih0 + rb, H), lo = (iw0 + pw - K + 1 - 1) >> 1, edge = lo < 0 || ((iw0 + pw + 1) >> 1) + 8 > OW; \
+    __kernel void nncl_conv_dw_backward_f32_input_s2_k##K(NNCL_DW_INPUT_ARGS) {                                       \
+        int iw0 = get_global_id(0) * 16, ih0 = get_global_id(1) * rb, z = get_global_id(2), M = O / C, m, t, ki, kj;  \
+        int ih1 = min(ih0 + rb, H), lo = (iw0 + pw - K) >> 1, hi = ((iw0 + pw + 1) >> 1) + 8;                         \
+        int edge = lo < 0 || hi > OW;                                                                                 \
         float wk[K * K];                                                                                              \
         if (iw0 >= W) return; /* the launch rounded up */                                                             \
         for (m = 0; m < M; m++) {                                                                                     \
             int o = z % C * M + m, ih, yp = (z * M + m) * OH * OW;                                                    \
+            int mode = edge ? 1 + (yp + lo < 0 || yp + (OH - 1) * OW + hi > dyn) : 0;                                 \
             for (t = 0; t < K * K; t++) wk[t] = NNCL_LDG(w + w_off, o * K * K + t);                                   \
             for (ih = ih0; ih < ih1; ih++) {                                                                          \
                 float8 e = (float8)0.0f, d = (float8)0.0f;                                                            \
                 __global act_t *row = dx + dx_off + (z * H + ih) * W + iw0;                                           \
-                for (ki = 0; ki < K; ki++) {                                                                          \
+                _Pragma("unroll") for (ki = 0; ki < K; ki++) {                                                        \
                     int th = ih + ph - ki, r = yp + (th >> 1) * OW;                                                   \
                     if (th < 0 || (th & 1) || (th >> 1) >= OH) continue;                                              \
-                    for (kj = 0; kj < K; kj++) {                                                                      \
+                    _Pragma("unroll") for (kj = 0; kj < K; kj++) {                                                    \
                         int q = iw0 + pw - kj, odd = q & 1;                                                           \
-                        float8 v = wk[ki * K + kj] * nncl_dw_ld8m(dy + dy_off, r, (q + odd) >> 1, OW, dyn, edge);     \
+                        float8 v = wk[ki * K + kj] * nncl_dw_ld8e(dy + dy_off, r, (q + odd) >> 1, OW, dyn, mode);     \
                         if (odd) d += v;                                                                              \
                         else e += v;                                                                                  \
                     }                                                                                                 \
@@ -399,36 +395,68 @@ float nncl_dw_sum16(float16 v) { return nncl_sum8(v.lo) + nncl_sum8(v.hi); }
  * a time against the 16 positions of x the segment's lanes reach (at
  * stride 2 dy spread over the even lanes, the odd ones zero), into
  * part[(o K K + tap) P + p]; nncl_conv_dw_backward_f32_weight_sum then
- * adds each tap's P sums in order. */
-#define NNCL_DW_WEIGHT_FAST(K)                                                                                        \
-    __kernel void nncl_conv_dw_backward_f32_weight_k##K(NNCL_DW_PART_ARGS) {                                          \
-        int p = get_global_id(0), o = get_global_id(1), c = o / (O / C), R = B * OH, S = sw, ow0, t, ki, kj;         \
-        int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P);                                       \
-        float16 acc[K * K];                                                                                           \
-        for (t = 0; t < K * K; t++) acc[t] = (float16)0.0f;                                                           \
-        for (ow0 = 0; ow0 < OW; ow0 += 16 / S) {                                                                      \
-            int s = ow0 * S - pw, edge = s < 0 || s + 16 + K - 1 > W, dedge = ow0 + 16 / S > OW;                      \
-            int b = j0 / OH, oh = j0 - b * OH, j;                                                                     \
-            for (j = j0; j < j1; j++) {                                                                               \
-                int yr = ((b * O + o) * OH + oh) * OW, xp = (b * C + c) * H * W;                                      \
-                float16 d;                                                                                            \
-                if (S == 2) {                                                                                         \
-                    float8 v = nncl_dw_ld8m(dy + dy_off, yr, ow0, OW, dyn, dedge);                                    \
-                    d = (float16)(v.s0, 0.0f, v.s1, 0.0f, v.s2, 0.0f, v.s3, 0.0f, v.s4, 0.0f, v.s5, 0.0f, v.s6, 0.0f, \
-                                  v.s7, 0.0f);                                                                        \
-                } else {                                                                                              \
-                    d = dedge ? nncl_dw_gather16(dy + dy_off + yr, ow0, OW) : nncl_dw_ld16(dy + dy_off + yr + ow0);  \
-                }                                                                                                     \
-                for (ki = 0; ki < K; ki++) {                                                                          \
-                    int ih = oh * S - ph + ki, r = xp + ih * W;                                                       \
-                    if (ih < 0 || ih >= H) continue;                                                                  \
-                    NNCL_DW_WTAPS16(K, acc + ki * K, d, x + x_off + r, s, W,                                          \
-                                    edge ? 1 + (r + s < 0 || r + s + 15 + K > xn) : 0)                                \
-                }                                                                                                     \
-                if (++oh == OH) oh = 0, b++;                                                                          \
-            }                                                                                                         \
-        }                                                                                                             \
-        for (t = 0; t < K * K; t++) part[(o * K * K + t) * P + p] = nncl_dw_sum16(acc[t]);                           \
+ * adds each tap's P sums in order. The sums are named variables, not an
+ * array: PoCL keeps a private array that is written in a loop in memory. */
+#define NNCL_DW_WROW3(ki, a0, a1, a2)                                                                                 \
+    if (oh * S - ph + (ki) >= 0 && oh * S - ph + (ki) < H) {                                                          \
+        int r_ = xp + (oh * S - ph + (ki)) * W;                                                                       \
+        a0 += d * nncl_dw_ld16e(x + x_off, r_, s, W, xn, mode);                                                       \
+        a1 += d * nncl_dw_ld16e(x + x_off, r_, s + 1, W, xn, mode);                                                   \
+        a2 += d * nncl_dw_ld16e(x + x_off, r_, s + 2, W, xn, mode);                                                   \
     }
-NNCL_DW_WEIGHT_FAST(3)
-NNCL_DW_WEIGHT_FAST(5)
+#define NNCL_DW_WROW5(ki, a0, a1, a2, a3, a4)                                                                         \
+    if (oh * S - ph + (ki) >= 0 && oh * S - ph + (ki) < H) {                                                          \
+        int r_ = xp + (oh * S - ph + (ki)) * W;                                                                       \
+        a0 += d * nncl_dw_ld16e(x + x_off, r_, s, W, xn, mode);                                                       \
+        a1 += d * nncl_dw_ld16e(x + x_off, r_, s + 1, W, xn, mode);                                                   \
+        a2 += d * nncl_dw_ld16e(x + x_off, r_, s + 2, W, xn, mode);                                                   \
+        a3 += d * nncl_dw_ld16e(x + x_off, r_, s + 3, W, xn, mode);                                                   \
+        a4 += d * nncl_dw_ld16e(x + x_off, r_, s + 4, W, xn, mode);                                                   \
+    }
+/* The loops of the first pass around BODY, which reads d (16 lanes of dy
+ * against row oh of plane xp of x from s, masked by mode). */
+#define NNCL_DW_WLOOPS(K, BODY)                                                                                       \
+    int p = get_global_id(0), o = get_global_id(1), c = o / (O / C), R = B * OH, S = sw, ow0;                         \
+    int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P);                                           \
+    for (ow0 = 0; ow0 < OW; ow0 += 16 / S) {                                                                          \
+        int s = ow0 * S - pw, mode = s < 0 || s + 16 + K - 1 > W ? 2 : 0, dmode = ow0 + 16 / S > OW ? 2 : 0;          \
+        int b = j0 / OH, oh = j0 - b * OH, j;                                                                         \
+        for (j = j0; j < j1; j++) {                                                                                   \
+            int yr = ((b * O + o) * OH + oh) * OW, xp = (b * C + c) * H * W;                                          \
+            float16 d;                                                                                                \
+            if (S == 2) {                                                                                             \
+                float8 v = nncl_dw_ld8e(dy + dy_off, yr, ow0, OW, dyn, dmode);                                        \
+                d = (float16)(v.s0, 0.0f, v.s1, 0.0f, v.s2, 0.0f, v.s3, 0.0f, v.s4, 0.0f, v.s5, 0.0f, v.s6, 0.0f,     \
+                              v.s7, 0.0f);                                                                            \
+            } else {                                                                                                  \
+                d = nncl_dw_ld16e(dy + dy_off, yr, ow0, OW, dyn, dmode);                                              \
+            }                                                                                                         \
+            BODY                                                                                                      \
+            if (++oh == OH) oh = 0, b++;                                                                              \
+        }                                                                                                             \
+    }
+#define NNCL_DW_WPART(t, a) part[(o * K * K + (t)) * P + p] = nncl_dw_sum16(a)
+
+__kernel void nncl_conv_dw_backward_f32_weight_k3(NNCL_DW_PART_ARGS) {
+    float16 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f, a8 = 0.0f;
+    const int K = 3;
+    NNCL_DW_WLOOPS(3, NNCL_DW_WROW3(0, a0, a1, a2) NNCL_DW_WROW3(1, a3, a4, a5) NNCL_DW_WROW3(2, a6, a7, a8))
+    NNCL_DW_WPART(0, a0), NNCL_DW_WPART(1, a1), NNCL_DW_WPART(2, a2), NNCL_DW_WPART(3, a3), NNCL_DW_WPART(4, a4);
+    NNCL_DW_WPART(5, a5), NNCL_DW_WPART(6, a6), NNCL_DW_WPART(7, a7), NNCL_DW_WPART(8, a8);
+}
+
+__kernel void nncl_conv_dw_backward_f32_weight_k5(NNCL_DW_PART_ARGS) {
+    float16 a00 = 0.0f, a01 = 0.0f, a02 = 0.0f, a03 = 0.0f, a04 = 0.0f, a05 = 0.0f, a06 = 0.0f, a07 = 0.0f, a08 = 0.0f;
+    float16 a09 = 0.0f, a10 = 0.0f, a11 = 0.0f, a12 = 0.0f, a13 = 0.0f, a14 = 0.0f, a15 = 0.0f, a16 = 0.0f, a17 = 0.0f;
+    float16 a18 = 0.0f, a19 = 0.0f, a20 = 0.0f, a21 = 0.0f, a22 = 0.0f, a23 = 0.0f, a24 = 0.0f;
+    const int K = 5;
+    NNCL_DW_WLOOPS(5, NNCL_DW_WROW5(0, a00, a01, a02, a03, a04) NNCL_DW_WROW5(1, a05, a06, a07, a08, a09)
+                          NNCL_DW_WROW5(2, a10, a11, a12, a13, a14) NNCL_DW_WROW5(3, a15, a16, a17, a18, a19)
+                              NNCL_DW_WROW5(4, a20, a21, a22, a23, a24))
+    NNCL_DW_WPART(0, a00), NNCL_DW_WPART(1, a01), NNCL_DW_WPART(2, a02), NNCL_DW_WPART(3, a03), NNCL_DW_WPART(4, a04);
+    NNCL_DW_WPART(5, a05), NNCL_DW_WPART(6, a06), NNCL_DW_WPART(7, a07), NNCL_DW_WPART(8, a08), NNCL_DW_WPART(9, a09);
+    NNCL_DW_WPART(10, a10), NNCL_DW_WPART(11, a11), NNCL_DW_WPART(12, a12), NNCL_DW_WPART(13, a13);
+    NNCL_DW_WPART(14, a14), NNCL_DW_WPART(15, a15), NNCL_DW_WPART(16, a16), NNCL_DW_WPART(17, a17);
+    NNCL_DW_WPART(18, a18), NNCL_DW_WPART(19, a19), NNCL_DW_WPART(20, a20), NNCL_DW_WPART(21, a21);
+    NNCL_DW_WPART(22, a22), NNCL_DW_WPART(23, a23), NNCL_DW_WPART(24, a24);
+}

@@ -59,7 +59,10 @@ nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_
                              const nncl_node *bias) {
     nncl__args a;
     int rb = dw_rows(ex, d->OH), k = dw_k(d), per = k ? 16 / d->sw : 8;
-    NNCL_TRY(nncl__kbegin(ex, n, k == 3 ? NNCL_CX_K_DW_FORWARD3 : k == 5 ? NNCL_CX_K_DW_FORWARD5 : NNCL_CX_K_DW_FORWARD,
+    NNCL_TRY(nncl__kbegin(ex, n,
+                          k == 3   ? NNCL_CX_K_DW_FORWARD3
+                          : k == 5 ? NNCL_CX_K_DW_FORWARD5
+                                   : NNCL_CX_K_DW_FORWARD,
                           &a));
     nncl__cx_args_map(&a, ex, n, xv, y, d);
     nncl__arg_view(&a, bias ? nncl__val(ex, bias) : y);
@@ -74,8 +77,9 @@ nncl_status nncl__dw_backward_input(nncl__exec *ex, const nncl_node *n, const nn
                                     nncl__view dx, int acc) {
     nncl__args a;
     int k = dw_k(d), L = k || d->sw == 2 ? 16 : 8, rb = dw_rows(ex, d->H), slot = NNCL_CX_K_DW_INPUT;
-    if (k) slot = d->sw == 2 ? (k == 3 ? NNCL_CX_K_DW_INPUT3_S2 : NNCL_CX_K_DW_INPUT5_S2)
-                             : (k == 3 ? NNCL_CX_K_DW_INPUT3 : NNCL_CX_K_DW_INPUT5);
+    if (k)
+        slot = d->sw == 2 ? (k == 3 ? NNCL_CX_K_DW_INPUT3_S2 : NNCL_CX_K_DW_INPUT5_S2)
+                          : (k == 3 ? NNCL_CX_K_DW_INPUT3 : NNCL_CX_K_DW_INPUT5);
     NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
     nncl__cx_args_map(&a, ex, n, dy, dx, d);
     nncl__arg_int(&a, acc);
@@ -104,7 +108,10 @@ nncl_status nncl__dw_backward_weight(nncl__exec *ex, const nncl_node *n, const n
     global[0] = (size_t)P;
     global[1] = (size_t)d->O * (k ? 1 : d->kh);
     global[2] = 1;
-    NNCL_TRY(nncl__kbegin(ex, n, k == 3 ? NNCL_CX_K_DW_WEIGHT3 : k == 5 ? NNCL_CX_K_DW_WEIGHT5 : NNCL_CX_K_DW_WEIGHT,
+    NNCL_TRY(nncl__kbegin(ex, n,
+                          k == 3   ? NNCL_CX_K_DW_WEIGHT3
+                          : k == 5 ? NNCL_CX_K_DW_WEIGHT5
+                                   : NNCL_CX_K_DW_WEIGHT,
                           &a));
     nncl__arg_view(&a, xv);
     nncl__arg_view(&a, dy);
