@@ -399,19 +399,19 @@ float nncl_dw_sum16(float16 v) { return nncl_sum8(v.lo) + nncl_sum8(v.hi); }
  * array: PoCL keeps a private array that is written in a loop in memory. */
 #define NNCL_DW_WROW3(ki, a0, a1, a2)                                                                                 \
     if (oh * S - ph + (ki) >= 0 && oh * S - ph + (ki) < H) {                                                          \
-        int r_ = xp + (oh * S - ph + (ki)) * W;                                                                       \
-        a0 += d * nncl_dw_ld16e(x + x_off, r_, s, W, xn, mode);                                                       \
-        a1 += d * nncl_dw_ld16e(x + x_off, r_, s + 1, W, xn, mode);                                                   \
-        a2 += d * nncl_dw_ld16e(x + x_off, r_, s + 2, W, xn, mode);                                                   \
+        int r_ = xp + (oh * S - ph + (ki)) * W, m_ = mode ? 1 + (r_ + s < 0 || r_ + s + 15 + K > xn) : 0;            \
+        a0 += d * nncl_dw_ld16e(x + x_off, r_, s, W, xn, m_);                                                         \
+        a1 += d * nncl_dw_ld16e(x + x_off, r_, s + 1, W, xn, m_);                                                     \
+        a2 += d * nncl_dw_ld16e(x + x_off, r_, s + 2, W, xn, m_);                                                     \
     }
 #define NNCL_DW_WROW5(ki, a0, a1, a2, a3, a4)                                                                         \
     if (oh * S - ph + (ki) >= 0 && oh * S - ph + (ki) < H) {                                                          \
-        int r_ = xp + (oh * S - ph + (ki)) * W;                                                                       \
-        a0 += d * nncl_dw_ld16e(x + x_off, r_, s, W, xn, mode);                                                       \
-        a1 += d * nncl_dw_ld16e(x + x_off, r_, s + 1, W, xn, mode);                                                   \
-        a2 += d * nncl_dw_ld16e(x + x_off, r_, s + 2, W, xn, mode);                                                   \
-        a3 += d * nncl_dw_ld16e(x + x_off, r_, s + 3, W, xn, mode);                                                   \
-        a4 += d * nncl_dw_ld16e(x + x_off, r_, s + 4, W, xn, mode);                                                   \
+        int r_ = xp + (oh * S - ph + (ki)) * W, m_ = mode ? 1 + (r_ + s < 0 || r_ + s + 15 + K > xn) : 0;            \
+        a0 += d * nncl_dw_ld16e(x + x_off, r_, s, W, xn, m_);                                                         \
+        a1 += d * nncl_dw_ld16e(x + x_off, r_, s + 1, W, xn, m_);                                                     \
+        a2 += d * nncl_dw_ld16e(x + x_off, r_, s + 2, W, xn, m_);                                                     \
+        a3 += d * nncl_dw_ld16e(x + x_off, r_, s + 3, W, xn, m_);                                                     \
+        a4 += d * nncl_dw_ld16e(x + x_off, r_, s + 4, W, xn, m_);                                                     \
     }
 /* The loops of the first pass around BODY, which reads d (16 lanes of dy
  * against row oh of plane xp of x from s, masked by mode). */
@@ -419,7 +419,7 @@ float nncl_dw_sum16(float16 v) { return nncl_sum8(v.lo) + nncl_sum8(v.hi); }
     int p = get_global_id(0), o = get_global_id(1), c = o / (O / C), R = B * OH, S = sw, ow0;                         \
     int j0 = (int)(((long)R * p) / P), j1 = (int)(((long)R * (p + 1)) / P);                                           \
     for (ow0 = 0; ow0 < OW; ow0 += 16 / S) {                                                                          \
-        int s = ow0 * S - pw, mode = s < 0 || s + 16 + K - 1 > W ? 2 : 0, dmode = ow0 + 16 / S > OW ? 2 : 0;          \
+        int s = ow0 * S - pw, mode = s < 0 || s + 16 + K - 1 > W, dmode = ow0 + 16 / S > OW ? 2 : 0;          \
         int b = j0 / OH, oh = j0 - b * OH, j;                                                                         \
         for (j = j0; j < j1; j++) {                                                                                   \
             int yr = ((b * O + o) * OH + oh) * OW, xp = (b * C + c) * H * W;                                          \

@@ -1,6 +1,8 @@
 /* conv_dw.c - depthwise convolution (groups == channels, any channel
  * multiplier) on kernels of its own (cl/conv_dw.cl): each work-item a
- * segment of one row in float8 vectors, read in place. The layer reads
+ * segment of one row in vectors, read in place (square 3x3 and 5x5
+ * kernels at stride 1 or 2 and dilation 1: 16 positions with the weights
+ * in registers; any other geometry: 8 outputs). The layer reads
  * kh*kw inputs per output, so it is memory-bound, not a GEMM; these kernels
  * are faster than the general direct ones (cl/conv_ex.cl) on every layer
  * measured (bench/membound_dw.c), so they take every layer they fit;
