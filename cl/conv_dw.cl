@@ -254,8 +254,8 @@ float16 nncl_dw_gather16(__global const act_t *row, int s, int W) {
         }                                                                                                             \
     }
 
-/* The 8 outputs of v (at stride 2 its even lanes, else its low or high
- * half) to row[0..n), through act, added to what is there with acc. */
+/* The outputs of v (at stride 2 its 8 even lanes, else all 16) + b to
+ * row[0..n), through act, added to what is there with acc. */
 __attribute__((always_inline)) void nncl_dw_st16(float16 v, int S, float b, int act, __global act_t *row, int n,
                                                  int acc) {
     v += b;
@@ -273,9 +273,9 @@ __attribute__((always_inline)) void nncl_dw_st16(float16 v, int S, float b, int 
  * masks, and whether the vectors could leave the tensor (only in its
  * first and last planes), is the same for every row. */
 static __attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const act_t *x, int xp, int n,
-                                                   const float *wk, int H, int W, int S, int ph, int pw, float b,
-                                                   int act, __global act_t *y, int OW, int ow0, int oh0, int oh1,
-                                                   int acc) {
+                                                          const float *wk, int H, int W, int S, int ph, int pw,
+                                                          float b, int act, __global act_t *y, int OW, int ow0,
+                                                          int oh0, int oh1, int acc) {
     int s = ow0 * S - pw, edge = s < 0 || s + 16 + K - 1 > W, oh, ki;
     if (edge && (xp + s < 0 || xp + (H - 1) * W + s + 15 + K > n)) edge = 2;
     for (oh = oh0; oh < oh1; oh++) {
