@@ -32,7 +32,7 @@ void nncl__plan_free(nncl__plan *p) {
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);
     NNCL_FREE(p->x.kbase);
-    NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux);
+    NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux); NNCL_FREE(p->rec_place);
     NNCL_FREE(p->arenas);
     nncl__plan_schedule_free(p);
     NNCL_FREE(p);
@@ -185,9 +185,17 @@ static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb
         nncl__view v;
         v.mem = b[i].f32 ? p->arena32 : p->arena;
         v.off = b[i].off;
-        if (b[i].kind == 0) (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
-        else if (b[i].kind == 1) p->x.grad[b[i].node] = v;
-        else (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
+        if (b[i].kind == 0 && b[i].rec == 2) { /* a second recompute's place, at its entry of rec */
+            int r;
+            for (r = 0; r < p->n_rec; r++)
+                if (p->rec[r] == b[i].node && p->rec_again[r]) p->rec_place[r] = v;
+        } else if (b[i].kind == 0) {
+            (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
+        } else if (b[i].kind == 1) {
+            p->x.grad[b[i].node] = v;
+        } else {
+            (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
+        }
     }
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
@@ -320,12 +328,13 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->raux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->fvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->faux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->rec_place = (nncl__view *)nncl__calloc(2 * n, sizeof(nncl__view));
     p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
     p->x.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
     for (i = 0; p->x.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
         p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(g->nodes[i]->op));
     p->x.kernels = p->x.kbase ? (nncl__kslot *)nncl__calloc(p->x.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
-    if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux ||
+    if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux || !p->rec_place ||
         !p->x.grad_acc || !p->x.kernels) {
         nncl__plan_free(p);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -442,6 +451,7 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
         for (r = p->rec_before[i]; r < p->rec_before[i + 1]; r++) { /* the segment's forward again */
             nncl_node *c = p->graph->nodes[p->rec[r]];
             nncl_status st;
+            if (p->rec_again[r]) p->x.value[c->id] = p->rec_place[r];
             p->x.recompute = 1;
             st = nncl__opdef_get(c->op)->forward(&p->x, c);
             p->x.recompute = 0;
@@ -500,6 +510,7 @@ void nncl__plan_use_arena(nncl__plan *p, int i) {
     plan_move_views(p->raux, n, from, to);
     plan_move_views(p->fvalue, n, from, to);
     plan_move_views(p->faux, n, from, to);
+    plan_move_views(p->rec_place, 2 * n, from, to);
     p->arena = to;
     p->cur_arena = i;
 }
