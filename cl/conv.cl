@@ -407,6 +407,22 @@ __kernel void nncl_conv_wt_f32(__global const act_t *w, int w_off, __global floa
     wt[wt_off + i] = c < C ? NNCL_LD(w, w_off + (o * C + c) * kk + t) : 0.0f;
 }
 
+/* The weights of the input gradient as a convolution of g (stride 1: dx =
+ * g convolved with w turned 180 degrees, channels swapped, padding
+ * k-1-pad), once per step: wf[c, (o*k + ki)*k + kj] = w[o, c, k-1-ki,
+ * k-1-kj], [C, O*k*k] in fp32, the A of the forward's packed product. One
+ * work-item per element of wf. */
+__kernel void nncl_conv_wflip_f32(__global const act_t *w, int w_off, __global float *wf, int wf_off, int O, int C,
+                                  int k) {
+    int i = get_global_id(0), kk = k * k, okk = O * kk, c, o, t;
+    if (i >= C * okk) return;
+    c = i / okk;
+    t = i - c * okk;
+    o = t / kk;
+    t -= o * kk;
+    wf[wf_off + i] = NNCL_LD(w, w_off + (o * C + c) * kk + kk - 1 - t);
+}
+
 /* The output column of input column w under kernel column kj, or -1 where
  * none covers it. */
 int nncl_conv_dx_col(int w, int kj, int st, int pad, int OW) {
@@ -414,34 +430,42 @@ int nncl_conv_dx_col(int w, int kj, int st, int pad, int OW) {
     return t >= 0 && t % st == 0 && t / st < OW ? t / st : -1;
 }
 
+/* The first of the two pixels along a row of W that work-item i of a
+ * gather takes, i counted over ceil(W/(2*st))*st: runs of 2*st pixels,
+ * each split into st pairs p, p + st of one phase. */
+int nncl_conv_dx_pair(int i, int st) { return i / st * 2 * st + i % st; }
+
 /* Input gradient by a gather: dx[s, c, h, w] (+)= sum over o, ki, kj of
  * w[o, c, ki, kj] * g(o, s, oh, ow) where oh*st = h + pad - ki and ow*st =
  * w + pad - kj fall on the output, g = dy * act'(y) from the weight
  * gradient's A panels of this chunk of samples (nncl_conv_pack_dy: fp32,
  * so half storage converts nothing in this loop; K = S*OH*OW columns,
- * panels of mr rows). One work-item per (s, h) and two neighbouring
- * columns w, w + 1 of 16 neighbouring channels, accumulated as two float16
- * from wt (nncl_conv_wt): per tap and o, one vector of weights serves two
- * scalars of g. Each dx element has one writer and one order of additions
- * (no atomics: the same result on every device), and there is no barrier.
- * NDRange (ceil(W/2), H, S*ceil(C/16)). */
+ * panels of mr rows). One work-item per (s, h) and two columns w, w + st
+ * of 16 neighbouring channels (nncl_conv_dx_pair: of one phase, so that
+ * under stride st both have an output under the same taps, and both
+ * multiply-adds count; neighbours at stride 1), accumulated as two
+ * float16 from wt (nncl_conv_wt): per tap and o, one vector of weights
+ * serves two scalars of g. Each dx element has one writer and one order of
+ * additions (no atomics: the same result on every device), and there is
+ * no barrier. NDRange (ceil(W/(2*st))*st, H, S*ceil(C/16)). */
 __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off, int K, int mr,
                                            __global const float *wt, int wt_off, __global act_t *dx, int dx_off, int C,
                                            int H, int W, int O, int k, int st, int pad, int OH, int OW, int acc) {
-    int w = get_global_id(0) * 2, h = get_global_id(1), z = get_global_id(2), cb = (C + 15) / 16, Cp = cb * 16;
-    int s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o0, r, rn, ki, kj, e, two;
+    int w = nncl_conv_dx_pair(get_global_id(0), st), h = get_global_id(1), z = get_global_id(2), cb = (C + 15) / 16;
+    int Cp = cb * 16, s = z / cb, c0 = (z - s * cb) * 16, ohw = OH * OW, ostride = k * k * Cp, o0, r, rn, ki, kj, e;
+    int two;
     float16 s0 = (float16)(0.0f), s1 = (float16)(0.0f);
     float t[32];
     __global act_t *out;
     if (w >= W || h >= H) return;
-    two = w + 1 < W;
+    two = w + st < W;
     for (ki = 0; ki < k; ki++) {
         int th = h + pad - ki, oh;
         if (th < 0 || th % st) continue;
         oh = th / st;
         if (oh >= OH) continue;
         for (kj = 0; kj < k; kj++) {
-            int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
+            int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + st, kj, st, pad, OW) : -1;
             __global const float *g = gp + gp_off + (s * ohw + oh * OW) * mr;
             __global const float *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
             if (ow0 < 0 && ow1 < 0) continue;
@@ -465,7 +489,7 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
         u[3] = NNCL_RNE8(s1.hi);
         for (e = 0; e < 16 && c0 + e < C; e++) {
             out[e * H * W] = ((ushort *)u)[e];
-            if (two) out[e * H * W + 1] = ((ushort *)u)[16 + e];
+            if (two) out[e * H * W + st] = ((ushort *)u)[16 + e];
         }
         return;
     }
@@ -474,37 +498,40 @@ __kernel void nncl_conv_backward_f32_input(__global const float *gp, int gp_off,
     vstore16(s1, 0, t + 16);
     for (e = 0; e < 16 && c0 + e < C; e++) {
         NNCL_ST(acc ? NNCL_LD(out, e * H * W) + t[e] : t[e], out, e * H * W);
-        if (two) NNCL_ST(acc ? NNCL_LD(out, e * H * W + 1) + t[16 + e] : t[16 + e], out, e * H * W + 1);
+        if (two) NNCL_ST(acc ? NNCL_LD(out, e * H * W + st) + t[16 + e] : t[16 + e], out, e * H * W + st);
     }
 }
 
 /* nncl_conv_backward_f32_input for a CPU's kernel set: one work-item per
- * 2 x 2 pixels (rows h, h+1, columns w, w+1) of 16 channels, four float16
+ * 2 x 2 pixels (rows h, h+st, columns w, w+st: nncl_conv_dx_pair both
+ * ways, neighbours at stride 1) of 16 channels, four float16
  * sums with fma(): per weight vector loaded, eight independent
  * multiply-adds of AVX2's vectors where the two-pixel kernel has four (and
  * mad(), which PoCL compiles to a multiply and an add). Taps whose four
  * pixels all have an output run without a test per multiply-add (a
  * branch-free masked load is compiled back into branches, and slower).
  * Taken in fp32 storage only (src/ops/conv_own.c says why).
- * NDRange (ceil(W/2), ceil(H/2), S*ceil(C/16)). */
+ * NDRange (ceil(W/(2*st))*st, ceil(H/(2*st))*st, S*ceil(C/16)). */
 __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_off, int K, int mr,
                                               __global const float *wt, int wt_off, __global act_t *dx, int dx_off,
                                               int C, int H, int W, int O, int k, int st, int pad, int OH, int OW,
                                               int acc) {
-    int w = get_global_id(0) * 2, h = get_global_id(1) * 2, z = get_global_id(2), cb = (C + 15) / 16, Cp = cb * 16;
+    int w = nncl_conv_dx_pair(get_global_id(0), st), h = nncl_conv_dx_pair(get_global_id(1), st), z = get_global_id(2);
+    int cb = (C + 15) / 16, Cp = cb * 16;
     int s = z / cb, c0 = (z - s * cb) * 16, ostride = k * k * Cp, o0, r, rn, ki, kj, e, q, two, rows;
     float16 s00 = (float16)(0.0f), s01 = (float16)(0.0f), s10 = (float16)(0.0f), s11 = (float16)(0.0f);
     float t[64];
     __global const float *gs = gp + gp_off + s * OH * OW * mr; /* sample s's columns of G */
     __global act_t *out;
     if (w >= W || h >= H) return;
-    two = w + 1 < W;
-    rows = h + 1 < H ? 2 : 1;
+    two = w + st < W;
+    rows = h + st < H ? 2 : 1;
     for (ki = 0; ki < k; ki++) {
-        int oh0 = nncl_conv_dx_col(h, ki, st, pad, OH), oh1 = rows == 2 ? nncl_conv_dx_col(h + 1, ki, st, pad, OH) : -1;
+        int oh0 = nncl_conv_dx_col(h, ki, st, pad, OH);
+        int oh1 = rows == 2 ? nncl_conv_dx_col(h + st, ki, st, pad, OH) : -1;
         if (oh0 < 0 && oh1 < 0) continue;
         for (kj = 0; kj < k; kj++) {
-            int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + 1, kj, st, pad, OW) : -1;
+            int ow0 = nncl_conv_dx_col(w, kj, st, pad, OW), ow1 = two ? nncl_conv_dx_col(w + st, kj, st, pad, OW) : -1;
             int i00, i01, i10, i11;
             __global const float *g = gs, *wv = wt + wt_off + (ki * k + kj) * Cp + c0;
             if (ow0 < 0 && ow1 < 0) continue;
@@ -542,7 +569,7 @@ __kernel void nncl_conv_backward_f32_input2x2(__global const float *gp, int gp_o
     for (q = 0; q < 4; q++) /* pixel (q / 2, q % 2) of the block, where it lies inside */
         if (q / 2 < rows && (q % 2 == 0 || two))
             for (e = 0; e < 16 && c0 + e < C; e++) {
-                int at = e * H * W + q / 2 * W + q % 2;
+                int at = e * H * W + (q / 2 * W + q % 2) * st;
                 NNCL_ST(acc ? NNCL_LD(out, at) + t[q * 16 + e] : t[q * 16 + e], out, at);
             }
 }

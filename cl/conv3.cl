@@ -113,12 +113,13 @@ void nncl_c3_fwd_taps(__global const float *x, int lo, int hi, int at, int hw, i
 }
 
 /* y[n, o, p] = act(b[o] + sum over c, ki, kj of w[o, c, ki, kj] x[n, c, p
- * shifted by the tap]). NDRange (ceil(H*W / 8), ceil(O / 8), B): 8 pixels
- * of 8 outputs per work-item, 64 accumulators in 8 vectors; a tap's vector
- * serves all 8 outputs. */
+ * shifted by the tap]), added to y with add (the own path's input
+ * gradient, src/ops/conv_own.c: x then G, w the flipped weights). NDRange
+ * (ceil(H*W / 8), ceil(O / 8), B): 8 pixels of 8 outputs per work-item, 64
+ * accumulators in 8 vectors; a tap's vector serves all 8 outputs. */
 __kernel void nncl_conv3_f32(__global const float *x, int x_off, __global const float *w, int w_off,
                              __global const act_t *b, int b_off, __global act_t *y, int y_off, int C, int H, int W,
-                             int O, int B, int has_b, int act) {
+                             int O, int B, int has_b, int act, int add) {
     int p0 = get_global_id(0) * 8, og = get_global_id(1) * 8, n = get_global_id(2), hw = H * W, o, on;
     int lo = x_off, hi = x_off + B * C * hw, wr[8];
     float8 acc[8];
@@ -143,11 +144,12 @@ __kernel void nncl_conv3_f32(__global const float *x, int x_off, __global const 
         int at = y_off + (n * O + og + o) * hw + p0, e;
         if (o < on) {
             if (p0 + 8 <= hw) {
+                if (add) v += NNCL_LD8(y + at);
                 NNCL_ST8(v, y + at);
             } else {
                 float t[8];
                 vstore8(v, 0, t);
-                for (e = 0; e < hw - p0; e++) NNCL_ST(t[e], y, at + e);
+                for (e = 0; e < hw - p0; e++) NNCL_ST(t[e] + (add ? NNCL_LD(y, at + e) : 0.0f), y, at + e);
             }
         }
     }

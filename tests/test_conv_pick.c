@@ -28,19 +28,24 @@ static void cp_log(void *user, int level, const char *msg) {
 }
 
 /* Whether the debug line of the path choice names as chosen path `path`
- * and that path's time is the least of the three it prints ("inf" for a
+ * and that path's time is the least of those it prints ("inf" for a
  * path not timed; a tie in the last digit is one). */
 static int cp_timed_fastest(int path) {
     static const char *const names[3] = {"im2col + CLBlast", "own", "3x3"};
     const char *p = strstr(cp_timed, "im2col + CLBlast ");
-    double t[3];
+    double t[5];
     char chosen[64];
-    if (!p || sscanf(p + strlen("im2col + CLBlast "), "%lf ms, own %lf ms, 3x3 %lf ms: %63[^,]", &t[0], &t[1], &t[2],
-                     chosen) != 4) {
+    /* then the own path with its input gradient by product or 3x3 kernel:
+     * never timed here (the layer has no input gradient), inf */
+    if (!p || sscanf(p + strlen("im2col + CLBlast "),
+                     "%lf ms, own %lf ms, 3x3 %lf ms, own with dx by product %lf ms, own with dx by 3x3 kernel %lf ms: "
+                     "%63[^,]",
+                     &t[0], &t[1], &t[2], &t[3], &t[4], chosen) != 6) {
         printf("    (no path times in the log: %s)\n", cp_timed);
         return 0;
     }
-    if (strcmp(chosen, names[path]) != 0 || t[path] > t[0] || t[path] > t[1] || t[path] > t[2]) {
+    if (strcmp(chosen, names[path]) != 0 || t[path] > t[0] || t[path] > t[1] || t[path] > t[2] || t[3] < t[path] ||
+        t[4] < t[path]) {
         printf("    (the step ran %s: %s)\n", names[path], cp_timed);
         return 0;
     }

@@ -640,6 +640,26 @@ int main(int argc, char **argv) {
         unsetenv("NNCL_GEMM");
     } else
         th_skip("conv2d's im2col path in half storage", "NNCL_GEMM is set; the run without it checks the path");
+    /* conv2d's input gradient on the own path by a product and by the 3x3
+     * kernel (NNCL_CONV_DX=gemm, =direct) where each fits: fp32 storage,
+     * which they take (src/ops/conv_own.c) */
+    {
+        static const char *const modes[2][2] = {{"gemm", ", dx by product"}, {"direct", ", dx by 3x3 kernel"}};
+        const char *env = getenv("NNCL_CONV_DX");
+        char keep[32] = "";
+        int m;
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        for (m = 0; m < 2; m++) {
+            setenv("NNCL_CONV_DX", modes[m][0], 1);
+            ot_path = modes[m][1];
+            oc_store = 0;
+            for (k = 0; k < OT_NROWS; k++)
+                if (!strncmp(ot_rows[k].name, "conv", 4) && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+        }
+        ot_path = "";
+        if (env) setenv("NNCL_CONV_DX", keep, 1);
+        else unsetenv("NNCL_CONV_DX");
+    }
     /* depthwise layers on the general direct kernels (NNCL_CONV_DEPTHWISE=0;
      * the depthwise ones run above, src/ops/conv_dw.c) */
     {

@@ -193,10 +193,11 @@ typedef struct nncl__gemm_choice {
 
 /* A conv2d layer's path (src/ops/conv_pick.c), measured on the whole layer:
  * key C H W O k stride pad act bias dx dw; path 0 im2col + CLBlast, 1 the
- * implicit GEMM on own kernels, 2 the 3x3 kernels, up to NNCL__CONV_PATH_MAX
+ * implicit GEMM on own kernels, 2 the 3x3 kernels, 3 and 4 the own path with
+ * the input gradient by a product or the 3x3 kernel, up to NNCL__CONV_PATH_MAX
  * (NNCL__CONV_*, src/ops/conv.h, which checks that its paths fit). */
 #define NNCL__CONV_KEY 11
-#define NNCL__CONV_PATH_MAX 2
+#define NNCL__CONV_PATH_MAX 4
 typedef struct nncl__conv_choice {
     int key[NNCL__CONV_KEY];
     int path;

@@ -10,6 +10,8 @@ typedef struct nncl__conv_dims {
     int B, C, H, W, O, k, st, pad, OH, OW, act;
     size_t ckk, ohw;  /* rows of the column matrix; output pixels per plane */
     int pointwise;    /* 1x1, stride 1, no padding: x is its own column matrix */
+    int dxg;          /* the own path's input gradient: 0 the gather, 1 a product (NNCL__CONV_OWN_DXG),
+                       * 2 the 3x3 kernel (NNCL__CONV_OWN_DX3) */
 } nncl__conv_dims;
 
 /* Kernel slots of a conv2d node (its row's kernel list, after the dense
@@ -18,13 +20,19 @@ enum {
     NNCL_CONV_K_IM2COL = NNCL_K_DENSE_END, NNCL_CONV_K_COL2IM, NNCL_CONV_K_REORDER,
     NNCL_CONV_K_PACK_B, NNCL_CONV_K_PACK_DY, NNCL_CONV_K_PACK_COLT, NNCL_CONV_K_WT, NNCL_CONV_K_DX,
     NNCL_CONV_K_DW_SPLIT, NNCL_CONV_K_PACK_DY8, NNCL_CONV_K_CONV3, NNCL_CONV_K_CONV3_DW, NNCL_CONV_K_TO_F32,
-    NNCL_CONV_K_PACK_COLT8, NNCL_CONV_K_PACK_BS, NNCL_CONV_K_PACK_COLTS, NNCL_CONV_K_DX2X2
+    NNCL_CONV_K_PACK_COLT8, NNCL_CONV_K_PACK_BS, NNCL_CONV_K_PACK_COLTS, NNCL_CONV_K_DX2X2, NNCL_CONV_K_WFLIP
 };
 
 /* The paths a layer may take: conv2d's implementations
  * (nncl__conv_impls, src/ops/conv_pick.c), the value the choice stores. A
  * new path is a value appended before NNCL__CONV_PATHS and its row there. */
-enum { NNCL__CONV_COL = 0, NNCL__CONV_OWN = 1, NNCL__CONV_3X3 = 2, NNCL__CONV_PATHS };
+enum {
+    NNCL__CONV_COL = 0, NNCL__CONV_OWN = 1, NNCL__CONV_3X3 = 2,
+    NNCL__CONV_OWN_DXG = 3, /* own, the input gradient as a convolution of G by the flipped weights on the
+                             * forward's packing and product instead of the gather */
+    NNCL__CONV_OWN_DX3 = 4, /* own, that convolution on the 3x3 kernel (nncl_conv3_f32), G read in place */
+    NNCL__CONV_PATHS
+};
 extern const nncl__impl nncl__conv_impls[NNCL__CONV_PATHS];
 
 void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d);
@@ -45,6 +53,13 @@ int nncl__conv_path(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d
 /* Whether the own path's kernels take d's sizes (their coordinates come
  * from float quotients, exact below 2^20); else im2col + CLBlast runs. */
 int nncl__conv_own_fits(const nncl__conv_dims *d);
+/* Whether the own path may take node n's input gradient as a product
+ * (NNCL__CONV_OWN_DXG): it fits, stride 1, padding below k, fp32 storage,
+ * and the plan needs dx. */
+int nncl__conv_dxg_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
+/* The same on the 3x3 kernel (NNCL__CONV_OWN_DX3): also a 3x3 kernel,
+ * padding 1, within the 3x3 kernels' sizes. */
+int nncl__conv_dx3_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);
 /* Whether the 3x3 path (src/ops/conv3.c) takes node n: a 3x3 kernel,
  * stride 1, padding 1, and no input gradient. */
 int nncl__conv_3x3_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d);

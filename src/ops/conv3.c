@@ -118,7 +118,7 @@ nncl_status nncl__conv_3x3_forward(nncl__exec *ex, const nncl_node *n, const nnc
         nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * (size_t)d->O * d->ohw));
         nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
         nncl__arg_int(&a, d->O); nncl__arg_int(&a, ns);
-        nncl__arg_int(&a, n->n_in == 3); nncl__arg_int(&a, d->act);
+        nncl__arg_int(&a, n->n_in == 3); nncl__arg_int(&a, d->act); nncl__arg_int(&a, 0);
         global[0] = (d->ohw + 7) / 8;
         global[1] = ((size_t)d->O + 7) / 8;
         global[2] = (size_t)ns;

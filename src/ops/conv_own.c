@@ -28,6 +28,17 @@
  *             reordered once per step channel-minor by nncl_conv_wt in
  *             front of the panels; no atomics, no barriers, so the same
  *             result on every device).
+ * On the path NNCL__CONV_OWN_DXG (stride 1) the input gradient is instead
+ * the forward's machinery run on G: dx = G convolved with W turned 180
+ * degrees, its channels swapped (wf [C, O*k*k], nncl_conv_wflip_f32, packed
+ * once per step at the start of the workspace), padding k-1-pad: per
+ * chunk, G's panels as the forward packs x (nncl_conv_pack_bs or _b, over
+ * the panels of the weight gradient, done by then) and one batched packed
+ * product into dx in NCHW, its beta the accumulation. With an activation G
+ * is then made in place first (nncl__conv_act_bias_backward, the bias
+ * gradient on the way, so no column of ones). NNCL__CONV_OWN_DX3 runs
+ * the same convolution (3x3, padding 1) on the 3x3 path's kernel
+ * (nncl_conv3_f32, cl/conv3.cl), which reads G in place: no panels.
  * A 1x1 convolution is the same with k = 1: its packing copies x into
  * panels and its products are plain GEMMs. In half storage the packing
  * kernels read x, dy and W in the storage type into fp32 panels (so the
@@ -118,11 +129,65 @@ static size_t cown_wt_floats(const nncl__conv_dims *d) {
     return (size_t)d->O * (size_t)d->k * (size_t)d->k * (((size_t)d->C + 15) / 16 * 16);
 }
 
+/* The input gradient of a stride-1 layer d as a forward convolution: G's
+ * O channels of OH x OW in, d's C channels of H x W out, kernel k,
+ * padding k-1-pad. */
+static void cown_dx_dims(const nncl__conv_dims *d, nncl__conv_dims *t) {
+    *t = *d;
+    t->C = d->O;
+    t->H = d->OH;
+    t->W = d->OW;
+    t->O = d->C;
+    t->OH = d->H;
+    t->OW = d->W;
+    t->st = 1;
+    t->pad = d->k - 1 - d->pad;
+    t->act = 0;
+    t->ckk = (size_t)t->C * (size_t)d->k * (size_t)d->k;
+    t->ohw = (size_t)t->OH * (size_t)t->OW;
+    t->pointwise = d->k == 1 && t->pad == 0;
+    t->dxg = 0;
+}
+
+int nncl__conv_dxg_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    nncl__conv_dims t;
+    cown_dx_dims(d, &t);
+    return !ex->store && d->st == 1 && d->pad <= d->k - 1 && nncl__need_grad(ex, n, 0) && nncl__conv_own_fits(d) &&
+           nncl__conv_own_fits(&t);
+}
+
+int nncl__conv_dx3_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    size_t xs = (size_t)d->B * (size_t)d->C * (size_t)d->H * (size_t)d->W, ys = (size_t)d->B * (size_t)d->O * d->ohw;
+    return nncl__conv_dxg_fits(ex, n, d) && d->k == 3 && d->pad == 1 && d->OH == d->H && d->OW == d->W &&
+           xs < (size_t)INT_MAX - 64 && ys < (size_t)INT_MAX - 64;
+}
+
 /* Whether the weight gradient's product also sums dy into the bias
  * gradient: an extra column of ones in its B panels (its C then goes
- * through the workspace, nncl_conv_dw_split). */
-static int cown_ones(nncl__exec *ex, const nncl_node *n) {
-    return n->n_in == 3 && nncl__need_grad(ex, n, 1) && nncl__need_grad(ex, n, 2);
+ * through the workspace, nncl_conv_dw_split); not where the product path
+ * of the input gradient makes G in place first. */
+static int cown_ones(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+    return n->n_in == 3 && nncl__need_grad(ex, n, 1) && nncl__need_grad(ex, n, 2) && !(d->dxg && d->act);
+}
+
+/* What the backward keeps at the start of the workspace, in floats, where
+ * its chunks' panels start (*g0): the gather's reordered weights, or with
+ * d->dxg the flipped weights' A panels (at 0; none for the 3x3 kernel)
+ * and the flipped weights themselves (at *flip_at). */
+static nncl_status cown_front(nncl__exec *ex, const nncl__conv_dims *d, size_t *g0, size_t *flip_at) {
+    nncl__conv_dims t;
+    size_t ap;
+    *flip_at = 0;
+    if (!d->dxg) {
+        *g0 = cown_round(cown_wt_floats(d));
+        return NNCL_OK;
+    }
+    cown_dx_dims(d, &t);
+    ap = 0;
+    if (d->dxg == 1) NNCL_TRY(cown_panels(ex, &t, (size_t)t.O, t.ckk, 0, &ap));
+    *flip_at = cown_round(ap);
+    *g0 = *flip_at + cown_round((size_t)t.O * t.ckk);
+    return NNCL_OK;
 }
 
 /* Floats of S samples of x as fp32 (half storage; 0 in fp32, read in
@@ -136,11 +201,12 @@ static size_t cown_xs(nncl__exec *ex, const nncl__conv_dims *d, size_t S) {
  * weight gradient: S samples' A and B panels (in half storage their x as
  * fp32 first where the A panels go: packing B reads it, then the A panels
  * overwrite it), and at the end the product [O, C*k*k + 1] when it carries
- * the bias gradient. Bounded by nncl__conv_budget (never by the batch, so S
+ * the bias gradient; with d->dxg the input gradient's panels of G too.
+ * Bounded by nncl__conv_budget (never by the batch, so S
  * only shrinks with it), by the kernels' int offsets and by their
  * quotients (S*OH*OW < 2^20). */
 static nncl_status cown_chunk(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int *S, size_t *floats) {
-    size_t budget, fixed, wt, fwd, bwd, bwd_b, per, cap, ones = (size_t)cown_ones(ex, n);
+    size_t budget, fixed, wt, fwd, bwd, bwd_b, dxb = 0, per, cap, ones = (size_t)cown_ones(ex, n, d), flip_at;
     NNCL_TRY(nncl__conv_budget(ex, n, &budget));
     /* the budget is a share of the arena's bytes, the panels fp32 also in
      * half storage: half as many samples per chunk as fp32 would double the
@@ -148,14 +214,20 @@ static nncl_status cown_chunk(nncl__exec *ex, const nncl_node *n, const nncl__co
      * saves memory against fp32 */
     if (ex->store) budget += budget / 2;
     NNCL_TRY(cown_panels(ex, d, (size_t)d->O, d->ckk, 0, &fixed));
-    wt = cown_wt_floats(d);
+    NNCL_TRY(cown_front(ex, d, &wt, &flip_at));
     fixed = cown_round(fixed > wt ? fixed : wt) + 4 * COWN_ALIGN + (ones ? (size_t)d->O * (d->ckk + 1) : 0);
+    if (d->dxg == 1) { /* the input gradient's B panels of G, where the weight gradient's were */
+        nncl__conv_dims t;
+        cown_dx_dims(d, &t);
+        NNCL_TRY(cown_panels(ex, &t, t.ohw, t.ckk, 1, &dxb));
+    }
     NNCL_TRY(cown_panels(ex, d, d->ohw, d->ckk, 1, &fwd));
     NNCL_TRY(cown_panels(ex, d, (size_t)d->O, d->ohw, 0, &bwd));
     NNCL_TRY(cown_panels(ex, d, d->ckk + ones, d->ohw, 1, &bwd_b));
     fwd += cown_xs(ex, d, 1);
     bwd = (bwd > cown_xs(ex, d, 1) ? bwd : cown_xs(ex, d, 1)) + bwd_b;
     per = fwd > bwd ? fwd : bwd;
+    if (dxb > per) per = dxb;
     cap = budget > fixed ? (budget - fixed) / per : 1;
     if (cap > ((size_t)INT_MAX / 2 - fixed) / per) cap = ((size_t)INT_MAX / 2 - fixed) / per;
     if (cap > (COWN_QUOT - 1) / d->ohw) cap = (COWN_QUOT - 1) / d->ohw;
@@ -190,10 +262,12 @@ static size_t cown_bp_off(nncl__exec *ex, const nncl__conv_dims *d, size_t g0, i
 static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int S,
                                      size_t floats) {
     const nncl__gemm_variant *v;
-    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(ex, n), g0, x_at, ct_off;
+    size_t k = (size_t)S * d->ohw, ones = (size_t)cown_ones(ex, n, d), g0, x_at, ct_off, flip_at;
+    nncl__conv_dims t;
     int count = 0, i;
     NNCL_TRY(nncl__gemm_variants(ex->ctx, ex->dev, 0, &v, &count));
-    g0 = nncl__need_grad(ex, n, 0) ? cown_round(cown_wt_floats(d)) : 0;
+    NNCL_TRY(cown_front(ex, d, &g0, &flip_at));
+    if (!nncl__need_grad(ex, n, 0)) g0 = 0;
     cown_tail(ex, d, S, floats, &x_at, &ct_off);
     for (i = 0; i < count; i++) {
         size_t bwd, fwd;
@@ -207,6 +281,13 @@ static nncl_status cown_check_layout(nncl__exec *ex, const nncl_node *n, const n
                               "workspace",
                               n->name, v[i].name, bwd, fwd, floats);
     }
+    cown_dx_dims(d, &t);
+    for (i = 0; d->dxg == 1 && i < count; i++) /* the input gradient's panels of G */
+        if (cown_packs(v, i, &t) &&
+            g0 + (size_t)S * nncl__gemm_pack_floats(v[i].nr, t.ohw, t.ckk) > (ones ? ct_off : floats))
+            return nncl__fail(ex->ctx, NNCL_ERR_STATE,
+                              "conv2d \"%s\": %s's input gradient panels overrun a %zu-float workspace", n->name,
+                              v[i].name, floats);
     return NNCL_OK;
 }
 
@@ -222,10 +303,18 @@ nncl_status nncl__conv_own_prepare(nncl__exec *ex, const nncl_node *n, const nnc
     NNCL_TRY(cown_chunk(ex, n, d, &S, &floats));
     NNCL_TRY(cown_check_layout(ex, n, d, S, floats));
     if (nncl__need_grad(ex, n, 1)) { /* the weight gradient's product, for its kernel */
-        g.n = d->ckk + (size_t)cown_ones(ex, n);
+        g.n = d->ckk + (size_t)cown_ones(ex, n, d);
         g.k = (size_t)S * d->ohw;
         NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &ignored));
         NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, g.n, g.k, &v));
+        NNCL_TRY(nncl__gemm_own_resolve(ex->ctx, ex->dev, &v, &g));
+    }
+    if (d->dxg == 1) { /* the input gradient's product: C rows, a plane of columns, O*k*k deep */
+        g.m = (size_t)d->C;
+        g.n = (size_t)d->H * (size_t)d->W;
+        g.k = (size_t)d->O * (size_t)d->k * (size_t)d->k;
+        NNCL_TRY(nncl__sgemm_prepare(ex->ctx, ex->dev, &g, &ignored));
+        NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, g.m, g.n, g.k, &v));
         NNCL_TRY(nncl__gemm_own_resolve(ex->ctx, ex->dev, &v, &g));
     }
     /* the packed kernels the steps launch: the forward's (in half storage
@@ -240,22 +329,49 @@ nncl_status nncl__conv_own_prepare(nncl__exec *ex, const nncl_node *n, const nnc
     return NNCL_OK;
 }
 
+/* The forward's B panels of ns samples of x (fp32) for variant v at
+ * bp_off: nncl_conv_pack_bs for same-size layers on a CPU's kernel set,
+ * else nncl_conv_pack_b. d is the layer's geometry, or (the input
+ * gradient's product) cown_dx_dims's, x then G. */
+static nncl_status cown_pack_fwd_b(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d,
+                                   const nncl__gemm_variant *v, nncl__view xv, size_t bp_off, int ns) {
+    size_t global[3], local[3] = {1, 1, 1};
+    nncl__gemm_state *gs = NULL;
+    nncl__args a;
+    int flat;
+    NNCL_TRY(nncl__gemm_state_get(ex->ctx, ex->dev, &gs));
+    flat = cown_vec8(gs, v) && cown_same(d);
+    NNCL_TRY(nncl__kbegin(ex, n, flat ? NNCL_CONV_K_PACK_BS : NNCL_CONV_K_PACK_B, &a));
+    nncl__arg_view(&a, xv);
+    nncl__arg_mem(&a, ex->gemm_temp);
+    nncl__arg_int(&a, (int)bp_off);
+    nncl__conv_arg_geometry(&a, d);
+    nncl__arg_int(&a, v->nr);
+    if (flat) { /* up to 64 rows of a panel per group (one row per group is slower on PoCL) */
+        local[0] = d->ckk < 64 ? d->ckk : 64;
+        global[0] = (d->ckk + local[0] - 1) / local[0] * local[0];
+        global[1] = (d->ohw + (size_t)v->nr - 1) / (size_t)v->nr;
+        global[2] = (size_t)ns;
+    } else {
+        cown_local(ex, v->nr, local);
+        global[0] = (size_t)v->nr;
+        global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
+        global[2] = (size_t)ns * ((d->ohw + (size_t)v->nr - 1) / (size_t)v->nr);
+    }
+    return nncl__launch(&a, ex->dev, 3, global, local);
+}
+
 nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__gemm_variant v;
     nncl__gemm_packed_args p;
     nncl__view xv, w = nncl__val(ex, n->in[1]), y = nncl__val(ex, n);
     size_t floats, have, per_b, ys_n = (size_t)d->O * d->ohw, x_at, ct_off;
-    size_t global[3], local[3] = {1, 1, 1};
-    int S, s0, flat;
-    nncl__gemm_state *gs = NULL;
-    NNCL_TRY(nncl__gemm_state_get(ex->ctx, ex->dev, &gs));
+    int S, s0;
     NNCL_TRY(cown_chunk(ex, n, d, &S, &floats));
     NNCL_TRY(nncl__conv_ws(ex, n, floats, &have));
     cown_tail(ex, d, S, floats, &x_at, &ct_off);
     NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, d->ohw, d->ckk, &v));
     v.store = ex->store; /* W and y (and the bias) in the storage type, the panels fp32 */
-    flat = cown_vec8(gs, &v) && cown_same(d);
-    cown_local(ex, v.nr, local);
     memset(&p, 0, sizeof p);
     per_b = nncl__gemm_pack_floats(v.nr, d->ohw, d->ckk);
     p.m = (size_t)d->O;
@@ -278,26 +394,8 @@ nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nnc
     NNCL_TRY(nncl__gemm_pack_a(ex->ctx, ex->dev, &v, 0, p.m, p.k, w.mem, w.off, d->ckk, 0, 1, ex->gemm_temp, 0));
     for (s0 = 0; s0 < d->B; s0 += S) {
         int ns = d->B - s0 < S ? d->B - s0 : S;
-        nncl__args a;
         NNCL_TRY(nncl__conv_x_f32(ex, n, d, x_at, s0, ns, &xv));
-        NNCL_TRY(nncl__kbegin(ex, n, flat ? NNCL_CONV_K_PACK_BS : NNCL_CONV_K_PACK_B, &a));
-        nncl__arg_view(&a, xv);
-        nncl__arg_mem(&a, ex->gemm_temp);
-        nncl__arg_int(&a, (int)p.bp_off);
-        nncl__conv_arg_geometry(&a, d);
-        nncl__arg_int(&a, v.nr);
-        if (flat) { /* up to 64 rows of a panel per group (one row per group is slower on PoCL) */
-            local[0] = d->ckk < 64 ? d->ckk : 64;
-            local[1] = local[2] = 1;
-            global[0] = (d->ckk + local[0] - 1) / local[0] * local[0];
-            global[1] = (d->ohw + (size_t)v.nr - 1) / (size_t)v.nr;
-            global[2] = (size_t)ns;
-        } else {
-            global[0] = (size_t)v.nr;
-            global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
-            global[2] = (size_t)ns * ((d->ohw + (size_t)v.nr - 1) / (size_t)v.nr);
-        }
-        NNCL_TRY(nncl__launch(&a, ex->dev, 3, global, local));
+        NNCL_TRY(cown_pack_fwd_b(ex, n, d, &v, xv, p.bp_off, ns));
         p.batch = (size_t)ns;
         p.c_off = y.off + (size_t)s0 * ys_n;
         NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
@@ -305,14 +403,35 @@ nncl_status nncl__conv_own_forward(nncl__exec *ex, const nncl_node *n, const nnc
     return NNCL_OK;
 }
 
-/* The weights reordered for the input gradient's gather, at the start of
- * the workspace: its floats (0 without the gather). */
-static nncl_status cown_wt(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int need_x, size_t *g0) {
+/* Once per step, what the input gradient reads at the start of the
+ * workspace: the weights reordered for the gather, or with d->dxg the
+ * flipped weights (nncl_conv_wflip) packed as A panels of *vx, the
+ * variant of its product; *g0 where the chunks' panels start (0 without
+ * an input gradient). */
+static nncl_status cown_wt(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int need_x,
+                           nncl__gemm_variant *vx, size_t *g0) {
     nncl__view w = nncl__val(ex, n->in[1]);
     nncl__args a;
     size_t count = cown_wt_floats(d);
     *g0 = 0;
     if (!need_x) return NNCL_OK;
+    if (d->dxg) {
+        nncl__conv_dims t;
+        size_t flip_at;
+        cown_dx_dims(d, &t);
+        NNCL_TRY(cown_front(ex, d, g0, &flip_at));
+        if (d->dxg == 1) NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)t.O, t.ohw, t.ckk, vx));
+        vx->store = 0;
+        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_WFLIP, &a));
+        nncl__arg_view(&a, w);
+        nncl__arg_mem(&a, ex->gemm_temp);
+        nncl__arg_int(&a, (int)flip_at);
+        nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->k);
+        NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)t.O * t.ckk));
+        if (d->dxg == 2) return NNCL_OK;
+        return nncl__gemm_pack_a(ex->ctx, ex->dev, vx, 0, (size_t)t.O, t.ckk, ex->gemm_temp, flip_at, t.ckk, 0, 1,
+                                 ex->gemm_temp, 0);
+    }
     NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_WT, &a));
     nncl__arg_view(&a, w);
     nncl__arg_mem(&a, ex->gemm_temp);
@@ -344,8 +463,9 @@ static nncl_status cown_dx(nncl__exec *ex, const nncl_node *n, const nncl__conv_
     nncl__arg_int(&a, d->C); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
     nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->k); nncl__arg_int(&a, d->st); nncl__arg_int(&a, d->pad);
     nncl__arg_int(&a, d->OH); nncl__arg_int(&a, d->OW); nncl__arg_int(&a, acc);
-    global[0] = ((size_t)d->W + 1) / 2;
-    global[1] = quad ? ((size_t)d->H + 1) / 2 : (size_t)d->H;
+    /* pairs of pixels of one phase (nncl_conv_dx_pair) */
+    global[0] = ((size_t)d->W + 2 * (size_t)d->st - 1) / (2 * (size_t)d->st) * (size_t)d->st;
+    global[1] = quad ? ((size_t)d->H + 2 * (size_t)d->st - 1) / (2 * (size_t)d->st) * (size_t)d->st : (size_t)d->H;
     global[2] = (size_t)ns * cb;
     /* A CPU device runs a group on one thread, and these work-items are
      * vector code already: groups of one, which its threads share evenly
@@ -354,21 +474,75 @@ static nncl_status cown_dx(nncl__exec *ex, const nncl_node *n, const nncl__conv_
     return nncl__launch(&a, ex->dev, 3, global, ex->dev->info.type == NNCL_DEVICE_CPU ? local : NULL);
 }
 
+/* dx (+)= the product of the flipped weights' panels (at 0, variant vx)
+ * and G's panels for samples s0 .. s0+ns-1, packed at g0 as the forward
+ * packs x (cown_dx_dims): dy is G here. */
+static nncl_status cown_dx_gemm(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d,
+                                const nncl__gemm_variant *vx, nncl__view dy, size_t g0, int s0, int ns, int acc) {
+    nncl__view dx = nncl__grd(ex, n->in[0]);
+    nncl__gemm_packed_args p;
+    nncl__conv_dims t;
+    cown_dx_dims(d, &t);
+    NNCL_TRY(cown_pack_fwd_b(ex, n, &t, vx, nncl__conv_at(dy, (size_t)s0 * (size_t)t.C * d->ohw), g0, ns));
+    memset(&p, 0, sizeof p);
+    p.m = (size_t)t.O;
+    p.n = t.ohw;
+    p.k = t.ckk;
+    p.batch = (size_t)ns;
+    p.ap = p.bp = ex->gemm_temp;
+    p.bp_off = g0;
+    p.bp_stride = nncl__gemm_pack_floats(vx->nr, t.ohw, t.ckk);
+    p.c = dx.mem;
+    p.c_off = dx.off + (size_t)s0 * (size_t)t.O * t.ohw;
+    p.c_stride = (size_t)t.O * t.ohw;
+    p.ldc = t.ohw;
+    p.alpha = 1.0f;
+    p.beta = acc ? 1.0f : 0.0f;
+    return nncl__gemm_packed(ex->ctx, ex->dev, vx, &p);
+}
+
+/* dx (+)= the direct 3x3 convolution of G for samples s0 .. s0+ns-1 by
+ * the flipped weights (at 0 of the workspace; nncl_conv3_f32, 8 pixels of
+ * 8 channels per work-item, in the 3x3 path's groups). */
+static nncl_status cown_dx3(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int s0,
+                            int ns, int acc) {
+    nncl__view dx = nncl__grd(ex, n->in[0]);
+    size_t global[3], local[3] = {8, 1, 1}, hw = (size_t)d->H * (size_t)d->W;
+    nncl__args a;
+    nncl__view w;
+    if (local[0] > ex->dev->max_work_group) local[0] = 1;
+    w.mem = ex->gemm_temp;
+    w.off = 0;
+    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_CONV3, &a));
+    nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * (size_t)d->O * d->ohw));
+    nncl__arg_view(&a, w);
+    nncl__arg_view(&a, dx); /* no bias */
+    nncl__arg_view(&a, nncl__conv_at(dx, (size_t)s0 * (size_t)d->C * hw));
+    nncl__arg_int(&a, d->O); nncl__arg_int(&a, d->H); nncl__arg_int(&a, d->W);
+    nncl__arg_int(&a, d->C); nncl__arg_int(&a, ns);
+    nncl__arg_int(&a, 0); nncl__arg_int(&a, 0); nncl__arg_int(&a, acc);
+    global[0] = (hw + 7) / 8;
+    global[1] = ((size_t)d->C + 7) / 8;
+    global[2] = (size_t)ns;
+    return nncl__launch(&a, ex->dev, 3, global, local);
+}
+
 /* Per chunk: G = dy * act'(y) packed as A panels (nncl_conv_pack_dy, or dy8);
  * with need_w dW (+)= G col^T over the chunk, and with ones (cown_ones) the
  * product has one more column, the bias gradient, and goes through the
  * end of the workspace, split into dW and db by nncl_conv_dw_split at the
- * end; with need_x the chunk's dx by the gather of the same panels. act 0:
- * dy is G already (nncl__conv_act_bias_backward ran). */
+ * end; with need_x the chunk's dx by the gather of the same panels, or
+ * with d->dxg by a product (cown_dx_gemm, the G panels packed only for
+ * dW). act 0: dy is G already (nncl__conv_act_bias_backward ran). */
 static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy, int act,
                                  int need_w, int need_x) {
-    nncl__gemm_variant v;
+    nncl__gemm_variant v, vx;
     nncl__gemm_packed_args p;
     nncl__view xv = nncl__val(ex, n->in[0]), dw = need_w ? nncl__grd(ex, n->in[1]) : xv, y = nncl__val(ex, n);
     size_t floats, have, ys_n = (size_t)d->O * d->ohw, global[3];
     size_t local[3], ct_off, x_at, g0;
     /* nncl__grad_accumulate marks the gradient written: asked once */
-    int S, s0, ones = need_w && cown_ones(ex, n), acc = need_w && nncl__grad_accumulate(ex, n, 1);
+    int S, s0, ones = need_w && cown_ones(ex, n, d), acc = need_w && nncl__grad_accumulate(ex, n, 1);
     int acc_x = need_x && nncl__grad_accumulate(ex, n, 0), cpu_set, dy8, colt8, flat;
     nncl__args a;
     nncl__gemm_state *gs = NULL;
@@ -383,7 +557,7 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
     NNCL_TRY(nncl__gemm_packed_variant(ex->ctx, ex->dev, (size_t)d->O, d->ckk + (size_t)ones, (size_t)S * d->ohw, &v));
     colt8 = cown_vec8(gs, &v);
     flat = colt8 && cown_same(d);
-    NNCL_TRY(cown_wt(ex, n, d, need_x, &g0));
+    NNCL_TRY(cown_wt(ex, n, d, need_x, &vx, &g0));
     cown_tail(ex, d, S, floats, &x_at, &ct_off);
     memset(&p, 0, sizeof p);
     p.m = (size_t)d->O;
@@ -430,21 +604,25 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
             }
             NNCL_TRY(nncl__launch(&a, ex->dev, 3, global, local));
         }
-        NNCL_TRY(nncl__kbegin(ex, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
-        nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys_n));
-        nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys_n));
-        nncl__arg_mem(&a, ex->gemm_temp);
-        nncl__arg_int(&a, (int)g0);
-        nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
-        nncl__arg_int(&a, act);
-        global[0] = dy8 ? (p.k + 7) / 8 : p.k;
-        global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
-        NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, NULL));
+        if (need_w || !d->dxg) {
+            NNCL_TRY(nncl__kbegin(ex, n, dy8 ? NNCL_CONV_K_PACK_DY8 : NNCL_CONV_K_PACK_DY, &a));
+            nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys_n));
+            nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys_n));
+            nncl__arg_mem(&a, ex->gemm_temp);
+            nncl__arg_int(&a, (int)g0);
+            nncl__arg_int(&a, d->O); nncl__arg_int(&a, (int)d->ohw); nncl__arg_int(&a, ns); nncl__arg_int(&a, v.mr);
+            nncl__arg_int(&a, act);
+            global[0] = dy8 ? (p.k + 7) / 8 : p.k;
+            global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
+            NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, NULL));
+        }
         if (need_w) NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa
          * rusticl (which builds each launch) spends far longer building its
          * conversions than PoCL gains */
-        if (need_x) NNCL_TRY(cown_dx(ex, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !ex->store));
+        if (need_x && d->dxg == 2) NNCL_TRY(cown_dx3(ex, n, d, dy, s0, ns, acc_x));
+        else if (need_x && d->dxg) NNCL_TRY(cown_dx_gemm(ex, n, d, &vx, dy, g0, s0, ns, acc_x));
+        else if (need_x) NNCL_TRY(cown_dx(ex, n, d, g0, v.mr, s0, ns, acc_x, cpu_set && !ex->store));
     }
     if (!ones) return NNCL_OK;
     {
@@ -463,7 +641,9 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
 
 nncl_status nncl__conv_own_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
     int need_w = nncl__need_grad(ex, n, 1), need_x = nncl__need_grad(ex, n, 0), act = d->act;
-    if (!need_w) { /* the bias gradient (if any) apart; dy becomes G in place */
+    /* the bias gradient (if any) apart; dy becomes G in place, for the
+     * input gradient's product to read */
+    if (!need_w || (d->dxg && need_x && act)) {
         NNCL_TRY(nncl__conv_act_bias_backward(ex, n, d, dy));
         act = 0;
     }

@@ -14,7 +14,9 @@
  * (src/gemm/gemm_pick.c), so that a later plan or run times nothing.
  * NNCL_GEMM=own|clblast forces the own or the im2col path,
  * NNCL_CONV_3X3=1 the 3x3 one where it fits (=0: never; NNCL_CONV_DIRECT,
- * its former name, is read where it is unset). A step only looks the
+ * its former name, is read where it is unset), NNCL_CONV_DX=gemm or
+ * =direct the own path with its input gradient by a product or by the
+ * 3x3 kernel where it fits (=gather: neither). A step only looks the
  * choice up. A new path: its NNCL__CONV_* value (src/ops/conv.h), its
  * functions and its row of nncl__conv_impls below. */
 #include "ops/conv.h"
@@ -55,11 +57,42 @@ CPICK_PATH(own, nncl__conv_own_fits(&d), cpick_own_bwd)
 CPICK_PATH(3x3, nncl__conv_3x3_fits(ex, n, &d), nncl__conv_3x3_backward)
 #undef CPICK_PATH
 
+/* The own path with its input gradient by a product (V 1) or by the 3x3
+ * kernel (V 2): the own path's functions on geometry marked so. */
+#define CPICK_OWN_DX(P, V, FITS)                                                                               \
+    static int cpick_##P##_fits(nncl__exec *ex, const nncl_node *n) {                                          \
+        nncl__conv_dims d;                                                                                     \
+        nncl__conv_dims_of(n, ex->batch, &d);                                                                  \
+        return FITS(ex, n, &d);                                                                                \
+    }                                                                                                          \
+    static nncl_status cpick_##P##_prepare(nncl__exec *ex, const nncl_node *n, size_t *bytes) {                \
+        nncl__conv_dims d;                                                                                     \
+        nncl__conv_dims_of(n, ex->batch, &d);                                                                  \
+        d.dxg = V;                                                                                             \
+        return nncl__conv_own_prepare(ex, n, &d, bytes);                                                       \
+    }                                                                                                          \
+    static nncl_status cpick_##P##_forward(nncl__exec *ex, const nncl_node *n) {                               \
+        nncl__conv_dims d;                                                                                     \
+        nncl__conv_dims_of(n, ex->batch, &d);                                                                  \
+        d.dxg = V;                                                                                             \
+        return nncl__conv_own_forward(ex, n, &d);                                                              \
+    }                                                                                                          \
+    static nncl_status cpick_##P##_backward(nncl__exec *ex, const nncl_node *n, nncl__view dy) {               \
+        nncl__conv_dims d;                                                                                     \
+        nncl__conv_dims_of(n, ex->batch, &d);                                                                  \
+        d.dxg = V;                                                                                             \
+        return cpick_own_bwd(ex, n, &d, dy);                                                                   \
+    }
+CPICK_OWN_DX(dxg, 1, nncl__conv_dxg_fits)
+CPICK_OWN_DX(dx3, 2, nncl__conv_dx3_fits)
+#undef CPICK_OWN_DX
+
 /* conv2d's implementations, indexed by NNCL__CONV_*: the first is the one
  * the others must agree with, and takes every layer. */
 #define CPICK_ROW(P, NAME) {NAME, cpick_##P##_fits, cpick_##P##_prepare, cpick_##P##_forward, cpick_##P##_backward}
 const nncl__impl nncl__conv_impls[NNCL__CONV_PATHS] = {
-    CPICK_ROW(col, "im2col + CLBlast"), CPICK_ROW(own, "own"), CPICK_ROW(3x3, "3x3")};
+    CPICK_ROW(col, "im2col + CLBlast"), CPICK_ROW(own, "own"), CPICK_ROW(3x3, "3x3"),
+    CPICK_ROW(dxg, "own with dx by product"), CPICK_ROW(dx3, "own with dx by 3x3 kernel")};
 #undef CPICK_ROW
 /* The choice file stores every path's index (src/gemm/choice_file.c). */
 typedef char cpick_paths_stored[NNCL__CONV_PATHS - 1 == NNCL__CONV_PATH_MAX ? 1 : -1];
@@ -79,10 +112,21 @@ static int cpick_3x3_mode(void) {
     return env && *env ? (strcmp(env, "0") ? 1 : 0) : -1;
 }
 
+/* $NNCL_CONV_DX: 1 (gemm) NNCL__CONV_OWN_DXG forced where it fits, 2
+ * (direct) NNCL__CONV_OWN_DX3, 0 (gather) neither, -1 unset or another
+ * value (timed). */
+static int cpick_dx_mode(void) {
+    const char *env = getenv("NNCL_CONV_DX");
+    if (!env) return -1;
+    return !strcmp(env, "gather") ? 0 : !strcmp(env, "gemm") ? 1 : !strcmp(env, "direct") ? 2 : -1;
+}
+
 /* Whether path p is a candidate for node n: it fits, and NNCL_CONV_3X3
- * does not leave the 3x3 path out. */
+ * or NNCL_CONV_DX does not leave it out. */
 static int cpick_on(nncl__exec *ex, const nncl_node *n, int p) {
-    return (p != NNCL__CONV_3X3 || cpick_3x3_mode() != 0) && nncl__conv_impls[p].fits(ex, n);
+    if (p == NNCL__CONV_3X3 && cpick_3x3_mode() == 0) return 0;
+    if ((p == NNCL__CONV_OWN_DXG || p == NNCL__CONV_OWN_DX3) && cpick_dx_mode() == 0) return 0;
+    return nncl__conv_impls[p].fits(ex, n);
 }
 
 /* The path forced by the environment or half storage (see
@@ -91,6 +135,8 @@ static int cpick_forced(nncl__exec *ex, const nncl_node *n, const nncl__conv_dim
     int mode = nncl__gemm_mode(), own = nncl__conv_own_fits(d), c3 = cpick_on(ex, n, NNCL__CONV_3X3);
     if (c3 && cpick_3x3_mode() == 1) return NNCL__CONV_3X3;
     if (mode == 1) return NNCL__CONV_COL;
+    if (cpick_dx_mode() == 1 && cpick_on(ex, n, NNCL__CONV_OWN_DXG)) return NNCL__CONV_OWN_DXG;
+    if (cpick_dx_mode() == 2 && cpick_on(ex, n, NNCL__CONV_OWN_DX3)) return NNCL__CONV_OWN_DX3;
     if (mode == 2) return own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     if (ex->store) return c3 ? NNCL__CONV_3X3 : own ? NNCL__CONV_OWN : NNCL__CONV_COL;
     return c3 || own ? -1 : NNCL__CONV_COL;

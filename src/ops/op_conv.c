@@ -51,6 +51,7 @@ void nncl__conv_dims_of(const nncl_node *n, int batch, nncl__conv_dims *d) {
     d->ckk = (size_t)d->C * (size_t)d->k * (size_t)d->k;
     d->ohw = (size_t)d->OH * (size_t)d->OW;
     d->pointwise = d->k == 1 && d->st == 1 && d->pad == 0;
+    d->dxg = 0;
     d->B = (int)(nncl__numel(xin, batch) / ((size_t)d->C * (size_t)d->H * (size_t)d->W));
 }
 
@@ -554,7 +555,8 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
                 {"conv", "nncl_conv_pack_dy8_f32"}, {"conv3", "nncl_conv3_f32"}, {"conv3", "nncl_conv3_dw_f32"},
                 {"conv", "nncl_conv_to_f32"}, {"conv", "nncl_conv_pack_colt8_f32"}, {"conv", "nncl_conv_pack_bs_f32"},
-                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}),
+                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"},
+                {"conv", "nncl_conv_wflip_f32"}),
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .bw_reads_of = conv_bw_reads, .workspace = conv_workspace,
     .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward, .impls = nncl__conv_impls,
