@@ -279,6 +279,16 @@ static const struct ot_cx_opts {
     {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 7 */
     {0, 3, 3, 3, 3, 3, 1, 1, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 3: the general kernels */
     {0, 4, 3, 1, 1, 1, 1, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x1: the weight gradient a work-group per tap */
+    /* the square-kernel variants (16 lanes a work-item): rows wide enough
+     * for lanes that need no masks, paddings 0 and 2, 1-pixel images */
+    {0, 4, 3, 3, 1, 1, 0, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* 3x3, padding 0, width 37 */
+    {0, 6, 3, 3, 1, 1, 2, 2, 1, 1, 3, 0, NNCL_ACT_NONE},     /* 3x3, padding 2, 2 per channel, width 35 */
+    {0, 4, 3, 3, 2, 2, 0, 0, 1, 1, 4, 1, NNCL_ACT_NONE},     /* stride 2, padding 0, width 37 */
+    {0, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* stride 2, width 40 */
+    {0, 3, 3, 3, 2, 2, 2, 2, 1, 1, 3, 1, NNCL_ACT_NONE},     /* stride 2, padding 2, 1 pixel */
+    {0, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, NNCL_ACT_NONE},     /* 1 pixel, 2 per channel */
+    {0, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 1, NNCL_ACT_NONE},     /* 5x5, width 40 */
+    {0, 6, 5, 5, 2, 2, 1, 1, 1, 1, 3, 0, NNCL_ACT_NONE},     /* 5x5, stride 2, padding 1, 2 per channel, width 38 */
 };
 
 static nncl_node *ot_conv_ex(nncl_graph *g, nncl_node *const *in, const ot_row *r) {

@@ -1,6 +1,8 @@
 /* conv_dw.c - depthwise convolution (groups == channels, any channel
  * multiplier) on kernels of its own (cl/conv_dw.cl): each work-item a
- * segment of one row in float8 vectors, read in place. The layer reads
+ * segment of one row in vectors, read in place (square 3x3 and 5x5
+ * kernels at stride 1 or 2 and dilation 1: 16 positions with the weights
+ * in registers; any other geometry: 8 outputs). The layer reads
  * kh*kw inputs per output, so it is memory-bound, not a GEMM; these kernels
  * are faster than the general direct ones (cl/conv_ex.cl) on every layer
  * measured (bench/membound_dw.c), so they take every layer they fit;
@@ -49,36 +51,43 @@ int nncl__dw_on(const nncl__cx_dims *d) {
     return !(env && !strcmp(env, "0")) && nncl__dw_fits(d);
 }
 
+/* The kernel size of the square-kernel variants (_k3, _k5: stride 1 or 2
+ * along both axes, dilation 1) that fit d, else 0. */
+static int dw_k(const nncl__cx_dims *d) {
+    return d->kh == d->kw && (d->kw == 3 || d->kw == 5) && d->sh == d->sw && d->dh == 1 && d->dw == 1 ? d->kw : 0;
+}
+
 nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
                              const nncl_node *bias) {
     nncl__args a;
-    int rb = dw_rows(ex, d->OH);
-    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CX_K_DW_FORWARD, &a));
-    nncl__arg_view(&a, xv);
-    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
-    nncl__arg_view(&a, y);
+    int rb = dw_rows(ex, d->OH), k = dw_k(d), per = k ? 16 / d->sw : 8;
+    NNCL_TRY(nncl__kbegin(ex, n,
+                          k == 3   ? NNCL_CX_K_DW_FORWARD3
+                          : k == 5 ? NNCL_CX_K_DW_FORWARD5
+                                   : NNCL_CX_K_DW_FORWARD,
+                          &a));
+    nncl__cx_args_map(&a, ex, n, xv, y, d);
     nncl__arg_view(&a, bias ? nncl__val(ex, bias) : y);
     nncl__arg_int(&a, bias != NULL);
-    nncl__cx_args_geometry(&a, d);
     nncl__arg_int(&a, d->act);
     nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
     nncl__arg_int(&a, rb);
-    return dw_launch_planes(&a, ex, (size_t)(d->OW + 7) / 8, d->OH, rb, (size_t)d->B * d->O);
+    return dw_launch_planes(&a, ex, (size_t)((d->OW + per - 1) / per), d->OH, rb, (size_t)d->B * d->O);
 }
 
 nncl_status nncl__dw_backward_input(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view dy,
                                     nncl__view dx, int acc) {
     nncl__args a;
-    int L = d->sw == 2 ? 16 : 8, rb = dw_rows(ex, d->H);
-    NNCL_TRY(nncl__kbegin(ex, n, NNCL_CX_K_DW_INPUT, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
-    nncl__arg_view(&a, dx);
-    nncl__cx_args_geometry(&a, d);
+    int k = dw_k(d), L = k || d->sw == 2 ? 16 : 8, rb = dw_rows(ex, d->H), slot = NNCL_CX_K_DW_INPUT;
+    if (k)
+        slot = d->sw == 2 ? (k == 3 ? NNCL_CX_K_DW_INPUT3_S2 : NNCL_CX_K_DW_INPUT5_S2)
+                          : (k == 3 ? NNCL_CX_K_DW_INPUT3 : NNCL_CX_K_DW_INPUT5);
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
+    nncl__cx_args_map(&a, ex, n, dy, dx, d);
     nncl__arg_int(&a, acc);
     nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
     nncl__arg_int(&a, rb);
-    return dw_launch_planes(&a, ex, (size_t)(d->W + L - 1) / (size_t)L, d->H, rb, (size_t)d->B * d->C);
+    return dw_launch_planes(&a, ex, (size_t)((d->W + L - 1) / L), d->H, rb, (size_t)d->B * d->C);
 }
 
 /* Chunks of the rows of y the weight gradient sums apart (fixed for a
@@ -95,16 +104,16 @@ size_t nncl__dw_workspace(const nncl__cx_dims *d) {
 nncl_status nncl__dw_backward_weight(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv,
                                      nncl__view dy) {
     nncl__args a;
-    int P = dw_chunks(d), taps = d->O * d->kh * d->kw;
+    int P = dw_chunks(d), taps = d->O * d->kh * d->kw, k = dw_k(d);
     size_t global[3], local[3], have;
     NNCL_TRY(nncl__conv_ws(ex, n, nncl__dw_workspace(d), &have));
     global[0] = (size_t)P;
-    global[1] = (size_t)d->O * d->kh;
+    global[1] = (size_t)d->O * (k ? 1 : d->kh);
     global[2] = 1;
     NNCL_TRY(nncl__kbegin(ex, n,
-                          d->kw == 3   ? NNCL_CX_K_DW_WEIGHT3
-                          : d->kw == 5 ? NNCL_CX_K_DW_WEIGHT5
-                                       : NNCL_CX_K_DW_WEIGHT,
+                          k == 3   ? NNCL_CX_K_DW_WEIGHT3
+                          : k == 5 ? NNCL_CX_K_DW_WEIGHT5
+                                   : NNCL_CX_K_DW_WEIGHT,
                           &a));
     nncl__arg_view(&a, xv);
     nncl__arg_view(&a, dy);

@@ -15,12 +15,17 @@ typedef struct nncl__cx_dims {
 enum {
     NNCL_CX_K_FORWARD = NNCL_K_DENSE_END, NNCL_CX_K_BACKWARD_INPUT, NNCL_CX_K_BACKWARD_WEIGHT,
     NNCL_CX_K_DW_FORWARD, NNCL_CX_K_DW_INPUT, NNCL_CX_K_DW_WEIGHT, NNCL_CX_K_DW_WEIGHT3, NNCL_CX_K_DW_WEIGHT5,
-    NNCL_CX_K_DW_WEIGHT_SUM
+    NNCL_CX_K_DW_WEIGHT_SUM, NNCL_CX_K_DW_FORWARD3, NNCL_CX_K_DW_FORWARD5, NNCL_CX_K_DW_INPUT3, NNCL_CX_K_DW_INPUT5,
+    NNCL_CX_K_DW_INPUT3_S2, NNCL_CX_K_DW_INPUT5_S2
 };
 
 /* C, H, W, O, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, G: every conv_ex and
  * conv_dw kernel's geometry arguments, in this order after its buffers. */
 void nncl__cx_args_geometry(nncl__args *a, const nncl__cx_dims *d);
+/* The first arguments of the kernels that map one tensor to another
+ * through node n's weight: from, the weight, to, then the geometry. */
+void nncl__cx_args_map(nncl__args *a, nncl__exec *ex, const nncl_node *n, nncl__view from, nncl__view to,
+                       const nncl__cx_dims *d);
 
 /* Whether geometry d fits the depthwise kernels: a convolution (not
  * transposed) with groups == C and stride 1 or 2 along W; nncl__dw_on:

@@ -175,6 +175,14 @@ void nncl__cx_args_geometry(nncl__args *a, const cx_dims *d) {
     nncl__arg_int(a, d->G);
 }
 
+void nncl__cx_args_map(nncl__args *a, nncl__exec *ex, const nncl_node *n, nncl__view from, nncl__view to,
+                       const cx_dims *d) {
+    nncl__arg_view(a, from);
+    nncl__arg_view(a, nncl__val(ex, n->in[1]));
+    nncl__arg_view(a, to);
+    nncl__cx_args_geometry(a, d);
+}
+
 static size_t cx_xn(const cx_dims *d) { return (size_t)d->B * d->C * d->H * d->W; }
 static size_t cx_yn(const cx_dims *d) { return (size_t)d->B * d->O * d->OH * d->OW; }
 
@@ -185,10 +193,7 @@ static nncl_status cx_launch_map(nncl__exec *ex, const nncl_node *n, const cx_di
     nncl__args a;
     size_t count = slot == CX_K_FORWARD ? cx_yn(d) : cx_xn(d);
     NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
-    nncl__arg_view(&a, from);
-    nncl__arg_view(&a, nncl__val(ex, n->in[1]));
-    nncl__arg_view(&a, to);
-    nncl__cx_args_geometry(&a, d);
+    nncl__cx_args_map(&a, ex, n, from, to, d);
     nncl__arg_count(&a, count);
     nncl__arg_int(&a, acc);
     return nncl__launch_1d(&a, ex->dev, count);
@@ -338,7 +343,10 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
             {"conv_ex", "nncl_conv_ex_backward_f32_weight"}, {"conv_dw", "nncl_conv_dw_f32"},                          \
             {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"},           \
             {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"},    \
-            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"})
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}, {"conv_dw", "nncl_conv_dw_f32_k3"},                   \
+            {"conv_dw", "nncl_conv_dw_f32_k5"}, {"conv_dw", "nncl_conv_dw_backward_f32_input_k3"},                     \
+            {"conv_dw", "nncl_conv_dw_backward_f32_input_k5"}, {"conv_dw", "nncl_conv_dw_backward_f32_input_s2_k3"},   \
+            {"conv_dw", "nncl_conv_dw_backward_f32_input_s2_k5"})
 #define CX_ROW(nm)                                                                                                     \
     .name = nm, CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
     .forward = cx_forward, .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,                       \
