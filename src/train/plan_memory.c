@@ -59,19 +59,21 @@ static size_t plan_pack(nncl__plan_block *b, int n) {
 }
 
 /* Which nodes run backward: those needing a gradient on a path to the loss. */
-static void plan_mark_backward(const nncl_graph *g, const nncl_node *loss, unsigned char *on_path) {
+static void plan_mark_backward(const nncl__plan *p, unsigned char *on_path) {
+    const nncl_graph *g = p->graph;
+    const nncl_node *loss = p->loss;
     int i, k;
     memset(on_path, 0, (size_t)g->n_nodes);
     if (!loss) return;
     on_path[loss->id] = 1;
     for (i = loss->id; i >= 0; i--) {
-        const nncl_node *n = g->nodes[i];
-        if (!on_path[i]) continue;
+        const nncl_node *n = nncl__plan_node(p, i);
+        if (!on_path[i] || nncl__plan_away(p, i)) continue;
         for (k = 0; k < n->n_in; k++)
             if (n->in[k]->needs_grad) on_path[n->in[k]->id] = 1;
     }
     for (i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i]->needs_grad) on_path[i] = 0;
+        if (!g->nodes[i]->needs_grad || nncl__plan_away(p, i)) on_path[i] = 0;
 }
 
 /* The timeline: step of each node's forward, recompute (-1: none) and
@@ -96,7 +98,7 @@ void nncl__plan_schedule_free(nncl__plan *p) {
 static int plan_reads(const nncl_node *c, const nncl_node *r) {
     int k;
     for (k = 0; k < c->n_in; k++)
-        if (nncl__plan_root(c->in[k]) == r) return 1;
+        if (nncl__plan_root(c->in[k])->id == r->id) return 1; /* by id: r may be a fused node */
     return 0;
 }
 
@@ -112,12 +114,13 @@ static void plan_segments(nncl__plan *p, plan_time *t, const unsigned char *mark
     }
     if (!mark || !p->loss) return;
     for (i = 0; i < p->n_fwd; i++) {
-        const nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         int drop = t->seg[n->id] < s && !mark[n->id] && n != p->loss && n->n_consumers > 0 &&
                    !nncl__opdef_get(n->op)->alias && nncl__opdef_get(n->op)->forward;
         for (j = n->id + 1; drop && j <= p->loss->id; j++) {
-            const nncl_node *c = g->nodes[j];
-            if (!nncl__opdef_get(c->op)->alias && plan_reads(c, n) && t->seg[j] != t->seg[n->id]) drop = 0;
+            const nncl_node *c = nncl__plan_node(p, j);
+            if (!nncl__opdef_get(c->op)->alias && !nncl__plan_away(p, j) && plan_reads(c, n) && t->seg[j] != t->seg[n->id])
+                drop = 0;
         }
         t->dropped[n->id] = (unsigned char)drop;
     }
@@ -158,14 +161,14 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
         NNCL_FREE(b);
         return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory planning the graph");
     }
-    plan_mark_backward(g, p->loss, t.on_path);
+    plan_mark_backward(p, t.on_path);
     /* Forward: every op node up to the loss (or all, without one); inputs
      * are written at step 0 by the feed. */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         t.fstep[i] = 0;
         t.bstep[i] = t.rstep[i] = -1;
-        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
+        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM || nncl__plan_away(p, i)) continue;
         if (p->loss && i > p->loss->id) continue;
         t.fstep[i] = p->n_fwd;
         p->fwd[p->n_fwd++] = i;
@@ -176,7 +179,7 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
      * backward runs in descending id). */
     last_step = p->n_fwd;
     for (i = N - 1; i >= 0; i--) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         if (!t.on_path[i] || n->op == NNCL_OP_PARAM || n->op == NNCL_OP_INPUT) continue;
         p->rec_before[p->n_bwd] = p->n_rec;
         if (t.seg[i] >= 0 && t.seg[i] != done_seg) {
@@ -195,18 +198,18 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
      * value's forward block to its last forward reader, its recomputed
      * block from the recompute to its last reader after it. */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         int own = t.bstep[i] >= 0 &&
                   ((p->x.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads) & NNCL_BW_OUTPUT);
         int lastf = t.fstep[i], lastr = t.rstep[i];
-        if (n->op == NNCL_OP_PARAM || d->alias) continue;
+        if (n->op == NNCL_OP_PARAM || d->alias || nncl__plan_away(p, i)) continue; /* an away node: F's views */
         for (j = i + 1; j < N; j++) {
-            const nncl_node *c = g->nodes[j];
+            const nncl_node *c = nncl__plan_node(p, j);
             const nncl__opdef *cd = nncl__opdef_get(c->op);
             int reads = p->x.store && cd->half_bw_reads ? cd->half_bw_reads : cd->bw_reads;
-            int rd = reads & NNCL_BW_OUTPUT && t.bstep[j] >= 0 && nncl__plan_root(c) == n;
-            if (!plan_reads(c, n) && !rd) continue;
+            int rd = reads & NNCL_BW_OUTPUT && t.bstep[j] >= 0 && nncl__plan_root(c)->id == n->id;
+            if (nncl__plan_away(p, j) || (!plan_reads(c, n) && !rd)) continue;
             if (plan_reads(c, n) && t.fstep[j] > lastf) lastf = t.fstep[j];
             if (plan_reads(c, n) && t.rstep[j] > lastr) lastr = t.rstep[j];
             if (t.bstep[j] >= 0 && ((plan_reads(c, n) && (reads & NNCL_BW_INPUTS)) || rd) && t.bstep[j] > lastr)
@@ -224,13 +227,13 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
     /* Gradients of activations: from the first writer to the node's own
      * backward (an alias's reader counts for its root). */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         int first = -1, lastb = -1;
         if (!t.on_path[i] || n->op == NNCL_OP_PARAM || nncl__opdef_get(n->op)->alias) continue;
         for (j = i + 1; j < N; j++) { /* consumers of i or of aliases of i */
-            nncl_node *c = g->nodes[j];
+            nncl_node *c = nncl__plan_node(p, j);
             if (plan_reads(c, n) && t.bstep[j] >= 0 && (first < 0 || t.bstep[j] < first)) first = t.bstep[j];
-            if (nncl__plan_root(c) == n && t.bstep[j] > lastb) lastb = t.bstep[j];
+            if (nncl__plan_root(c)->id == n->id && t.bstep[j] > lastb) lastb = t.bstep[j];
         }
         if (t.bstep[i] > lastb) lastb = t.bstep[i];
         if (n == p->loss) first = p->n_fwd; /* the loss's gradient is written before backward */
@@ -241,11 +244,11 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
     /* Aux: from the node's forward to its backward; a dropped node's from
      * its recompute, unless the op keeps what its forward saved (keep_aux). */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         size_t a = d->aux_size && !(p->x.store && d->half_bw_reads) ? d->aux_size(n, p->max_batch) : 0;
         int end;
-        if (!a) continue;
+        if (!a || nncl__plan_away(p, i)) continue;
         end = t.bstep[i] >= 0 ? t.bstep[i] : t.fstep[i];
         if (t.dropped[i] && !d->keep_aux) {
             plan_add(b, &nb, i, 2, 0, t.fstep[i], t.fstep[i], a);
@@ -268,7 +271,7 @@ static nncl_status plan_split_f32(nncl__plan *p, nncl__plan_block *b, int nb, in
     int i, j = 0;
     nncl__plan_block t;
     for (i = 0; i < nb; i++) {
-        const nncl_node *n = g->nodes[b[i].node];
+        const nncl_node *n = nncl__plan_node(p, b[i].node);
         b[i].f32 = nncl__opdef_get(n->op)->f32_out || (b[i].kind == 2 && nncl__opdef_get(n->op)->f32_aux) ||
                    (n->op == NNCL_OP_INPUT && nncl__plan_input_f32(g, n, NULL));
         if (n->op == NNCL_OP_INPUT && b[i].kind == 0 && !b[i].f32 && nncl__numel(n, p->max_batch) > p->stage_floats)
@@ -315,7 +318,7 @@ static nncl_status plan_marks(nncl__plan *p, unsigned char *mark) {
     const nncl_graph *g = p->graph;
     int i;
     for (i = 0; i < g->n_nodes; i++) {
-        const nncl_node *n = g->nodes[i];
+        const nncl_node *n = nncl__plan_node(p, i);
         if (!n->checkpoint) continue;
         if (!p->loss || i >= p->loss->id)
             return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT,
@@ -364,7 +367,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     NNCL_FREE(b);
     best = nncl__plan_arena_bytes(p);
     for (i = 0; i < p->n_fwd; i++) {
-        const nncl_node *nd = g->nodes[p->fwd[i]];
+        const nncl_node *nd = nncl__plan_node(p, p->fwd[i]);
         if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
         n++;
         total += (double)nncl__numel(nd, p->max_batch);
@@ -376,7 +379,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
         memset(try_mark, 0, (size_t)g->n_nodes);
         acc = 0;
         for (i = 0, nb = 1; i < p->n_fwd && nb <= k; i++) { /* nb: the next boundary's number */
-            const nncl_node *nd = g->nodes[p->fwd[i]];
+            const nncl_node *nd = nncl__plan_node(p, p->fwd[i]);
             if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
             acc += (double)nncl__numel(nd, p->max_batch);
             if (acc >= total * nb / (k + 1)) {
@@ -396,7 +399,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     }
     for (c = 0, prev_k = 1; c < PLAN_AUTO_PASSES && prev_k && n >= 2 && p->n_fwd <= PLAN_AUTO_NODES; c++)
         for (i = 0, prev_k = 0; i < p->n_fwd; i++) { /* prev_k: a toggle of this pass was kept */
-            const nncl_node *nd = g->nodes[p->fwd[i]];
+            const nncl_node *nd = nncl__plan_node(p, p->fwd[i]);
             uint64_t a;
             if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
             mark[nd->id] ^= 1;
@@ -448,11 +451,10 @@ uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats) {
  * tile rounding, twice (the timing packs into the device's scratch, which
  * stays, before the plan's own workspace is made). */
 static uint64_t plan_workspace_bound(const nncl__plan *p) {
-    const nncl_graph *g = p->graph;
     uint64_t most = 0;
     int i, k;
     for (i = 0; i < p->n_fwd; i++) {
-        const nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         uint64_t f = 0;
         if (!nncl__opdef_get(n->op)->prepare) continue;
         for (k = 0; k < n->n_in; k++) f += nncl__numel(n->in[k], p->max_batch);
@@ -474,7 +476,8 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
     p.loss = loss;
     p.max_batch = o->max_batch;
     p.x.store = o->store;
-    st = nncl__plan_layout(&p, o->checkpoint, &b, &nb);
+    st = nncl__plan_fuse(&p);
+    if (st == NNCL_OK) st = nncl__plan_layout(&p, o->checkpoint, &b, &nb);
     NNCL_FREE(b);
     if (st == NNCL_OK) {
         uint64_t stage = o->store ? (uint64_t)p.stage_floats * 4 : 0, ws = plan_workspace_bound(&p);
@@ -483,6 +486,7 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
         if (segments) *segments = p.n_segments;
     }
     nncl__plan_schedule_free(&p);
+    nncl__plan_fuse_free(&p);
     return st;
 }
 
