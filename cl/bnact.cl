@@ -83,10 +83,23 @@ __kernel void nncl_batchnorm_apply_f32_act(__global const act_t *x, int x_off, _
     BNA_DISPATCH(act, has_r, BNA_APPLY_LOOP)
 }
 
-/* Work-item c P + q: sum g and sum g (x - mean) over its images, g = dy
- * act'(pre) (as nncl_batchnorm_grad_partial_f32 on dy). */
+/* Work-item q C + c: sum g and sum g (x - mean) over its images, g = dy
+ * act'(pre) (as nncl_batchnorm_grad_partial_f32 on dy, in its order:
+ * two accumulators per sum). */
 #define BNA_PARTIAL_LOOP(A, R)                                                                                      \
-    for (k = 0; k + 8 <= inner; k += 8) {                                                                            \
+    for (k = 0; k + 16 <= inner; k += 16) {                                                                          \
+        float8 xv = NNCL_LD8(xr + k), p = xv * a + sh + BNA_R8(R, k), gv = NNCL_LD8(gr + k);                         \
+        float8 xw = NNCL_LD8(xr + k + 8), pw = xw * a + sh + BNA_R8(R, k + 8), gw = NNCL_LD8(gr + k + 8);            \
+        gv = BNA_GRAD##A##_8(p, gv);                                                                                 \
+        gw = BNA_GRAD##A##_8(pw, gw);                                                                                \
+        v8 += gv;                                                                                                    \
+        w8 += gv * (xv - mean);                                                                                      \
+        v8b += gw;                                                                                                   \
+        w8b += gw * (xw - mean);                                                                                     \
+    }                                                                                                                \
+    v8 += v8b;                                                                                                       \
+    w8 += w8b;                                                                                                       \
+    for (; k + 8 <= inner; k += 8) {                                                                                 \
         float8 xv = NNCL_LD8(xr + k), p = xv * a + sh + BNA_R8(R, k), gv = NNCL_LD8(gr + k);                         \
         gv = BNA_GRAD##A##_8(p, gv);                                                                                 \
         v8 += gv;                                                                                                    \
@@ -107,8 +120,8 @@ __kernel void nncl_batchnorm_backward_f32_actpartial(__global const act_t *x, in
     int gid = (int)get_global_id(0), c, q, bi, b1, k;
     float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, mean, a, sh;
     if (gid >= C * P) return;
-    c = gid / P;
-    q = gid - c * P;
+    q = gid / C; /* image-major: consecutive work-items read consecutive rows */
+    c = gid - q * C;
     mean = aux[aux_off + c];
     a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
     sh = NNCL_LD(b, b_off + c) - mean * a;
@@ -116,7 +129,7 @@ __kernel void nncl_batchnorm_backward_f32_actpartial(__global const act_t *x, in
     for (bi = (int)(((long)q * B) / P); bi < b1; bi++) {
         size_t o = ((size_t)bi * C + c) * inner;
         __global const act_t *xr = x + x_off + o, *gr = dy + dy_off + o, *rr = res + res_off + o;
-        float8 v8 = 0.0f, w8 = 0.0f;
+        float8 v8 = 0.0f, w8 = 0.0f, v8b = 0.0f, w8b = 0.0f;
         float v = 0.0f, wv = 0.0f;
         BNA_DISPATCH(act, has_r, BNA_PARTIAL_LOOP)
         v += (v8.s0 + v8.s1) + (v8.s2 + v8.s3) + ((v8.s4 + v8.s5) + (v8.s6 + v8.s7));
@@ -124,8 +137,8 @@ __kernel void nncl_batchnorm_backward_f32_actpartial(__global const act_t *x, in
         nncl_kahan_add(&s, &cs, v);
         nncl_kahan_add(&s2, &cs2, wv);
     }
-    part[part_off + 2 * gid] = s;
-    part[part_off + 2 * gid + 1] = s2 * aux[aux_off + C + c];
+    part[part_off + 2 * (c * P + q)] = s;
+    part[part_off + 2 * (c * P + q) + 1] = s2 * aux[aux_off + C + c];
 }
 
 /* g = dy act'(pre); want_x: dx (+)= w invstd (g - (sum g + xhat sum

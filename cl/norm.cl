@@ -131,23 +131,34 @@ __kernel void nncl_batchnorm_backward_f32(__global const act_t *x, int x_off, __
  * where values live across a barrier are spilled. Partials: part[(c P +
  * q) 2 + {0,1}] for channel c, q < P over images [q B / P, (q+1) B / P).
  * The statistics sum x - x[0, c, 0] and its square: shifted by a value of
- * the channel, the variance E[d^2] - E[d]^2 cancels little. */
+ * the channel, the variance E[d^2] - E[d]^2 cancels little. The partial
+ * sums keep two float8 accumulators per sum (16 values a step): one
+ * would be bound by the latency of its adds, not by memory. */
 
-/* Work-item c P + q: sum and sum of squares of x - K over its images. */
+/* Work-item q C + c: sum and sum of squares of x - K over its images. */
 __kernel void nncl_batchnorm_partial_f32(__global const act_t *x, int x_off, __global float *part, int part_off,
                                          int B, int C, int inner, int P) {
     int gid = (int)get_global_id(0), c, q, b, b1, k;
     float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, K;
     if (gid >= C * P) return;
-    c = gid / P;
-    q = gid - c * P;
+    q = gid / C; /* image-major: consecutive work-items read consecutive rows */
+    c = gid - q * C;
     K = NNCL_LD(x, x_off + c * inner);
     b1 = (int)(((long)(q + 1) * B) / P);
     for (b = (int)(((long)q * B) / P); b < b1; b++) {
         __global const act_t *r = x + x_off + ((size_t)b * C + c) * inner;
-        float8 v8 = 0.0f, w8 = 0.0f;
+        float8 v8 = 0.0f, w8 = 0.0f, v8b = 0.0f, w8b = 0.0f;
         float v = 0.0f, w = 0.0f;
-        for (k = 0; k + 8 <= inner; k += 8) {
+        for (k = 0; k + 16 <= inner; k += 16) {
+            float8 d = NNCL_LD8(r + k) - K, e = NNCL_LD8(r + k + 8) - K;
+            v8 += d;
+            w8 += d * d;
+            v8b += e;
+            w8b += e * e;
+        }
+        v8 += v8b;
+        w8 += w8b;
+        for (; k + 8 <= inner; k += 8) {
             float8 d = NNCL_LD8(r + k) - K;
             v8 += d;
             w8 += d * d;
@@ -162,8 +173,8 @@ __kernel void nncl_batchnorm_partial_f32(__global const act_t *x, int x_off, __g
         nncl_kahan_add(&s, &cs, v);
         nncl_kahan_add(&s2, &cs2, w);
     }
-    part[part_off + 2 * gid] = s;
-    part[part_off + 2 * gid + 1] = s2;
+    part[part_off + 2 * (c * P + q)] = s;
+    part[part_off + 2 * (c * P + q) + 1] = s2;
 }
 
 /* One work-item per channel: merges its P partials into aux's mean and
@@ -188,23 +199,32 @@ __kernel void nncl_batchnorm_merge_f32(__global const act_t *x, int x_off, __glo
         st[st_off + C + c] = (1.0f - momentum) * st[st_off + C + c] + momentum * (var * ((float)count / (float)(count - 1)));
 }
 
-/* Work-item c P + q: sum dy and sum dy * xhat over its images. */
+/* Work-item q C + c: sum dy and sum dy * xhat over its images. */
 __kernel void nncl_batchnorm_grad_partial_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
                                               __global const float *aux, int aux_off, __global float *part,
                                               int part_off, int B, int C, int inner, int P) {
     int gid = (int)get_global_id(0), c, q, b, b1, k;
     float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, mean;
     if (gid >= C * P) return;
-    c = gid / P;
-    q = gid - c * P;
+    q = gid / C; /* image-major: consecutive work-items read consecutive rows */
+    c = gid - q * C;
     mean = aux[aux_off + c];
     b1 = (int)(((long)(q + 1) * B) / P);
     for (b = (int)(((long)q * B) / P); b < b1; b++) {
         size_t o = ((size_t)b * C + c) * inner;
         __global const act_t *xr = x + x_off + o, *gr = dy + dy_off + o;
-        float8 v8 = 0.0f, w8 = 0.0f;
+        float8 v8 = 0.0f, w8 = 0.0f, v8b = 0.0f, w8b = 0.0f;
         float v = 0.0f, w = 0.0f;
-        for (k = 0; k + 8 <= inner; k += 8) {
+        for (k = 0; k + 16 <= inner; k += 16) { /* as nncl_batchnorm_backward_f32_actpartial's BNA_PARTIAL_LOOP */
+            float8 g = NNCL_LD8(gr + k), h = NNCL_LD8(gr + k + 8);
+            v8 += g;
+            w8 += g * (NNCL_LD8(xr + k) - mean);
+            v8b += h;
+            w8b += h * (NNCL_LD8(xr + k + 8) - mean);
+        }
+        v8 += v8b;
+        w8 += w8b;
+        for (; k + 8 <= inner; k += 8) {
             float8 g = NNCL_LD8(gr + k);
             v8 += g;
             w8 += g * (NNCL_LD8(xr + k) - mean);
@@ -219,8 +239,8 @@ __kernel void nncl_batchnorm_grad_partial_f32(__global const act_t *x, int x_off
         nncl_kahan_add(&s, &cs, v);
         nncl_kahan_add(&s2, &cs2, w);
     }
-    part[part_off + 2 * gid] = s;
-    part[part_off + 2 * gid + 1] = s2 * aux[aux_off + C + c];
+    part[part_off + 2 * (c * P + q)] = s;
+    part[part_off + 2 * (c * P + q) + 1] = s2 * aux[aux_off + C + c];
 }
 
 /* One work-item per channel: the sums of its P partials into aux (sum dy,

@@ -393,7 +393,17 @@ const nncl__opdef nncl__opdef_scale = {
     .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
     .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
     .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale, .half = 1};
-EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
+/* The same on 8 elements a work-item, kernels nncl_<op>_f32_v8 and
+ * nncl_<op>_backward_f32_v8. */
+#define EW_UNARY8(NAME, READS)                                                                              \
+    static const ew_unary_def ew_def_##NAME = {0, ew_##NAME, ew_##NAME##_d, 1};                             \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME,                                                                                      \
+        .kernels = {EW_KERNEL("nncl_" #NAME "_f32_v8"), EW_KERNEL("nncl_" #NAME "_backward_f32_v8")},       \
+        .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward,                      \
+        .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
+        .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
+EW_UNARY8(relu, NNCL_BW_OUTPUT)
 EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
 EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)
 EW_UNARY(tanh, NNCL_BW_OUTPUT, 0)
@@ -408,8 +418,8 @@ EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
 EW_UNARY(silu, NNCL_BW_INPUTS, 0)
 EW_UNARY(elu, NNCL_BW_INPUTS, 1)
 EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
-EW_UNARY(relu6, NNCL_BW_INPUTS, 0)
-EW_UNARY(hardswish, NNCL_BW_INPUTS, 0)
+EW_UNARY8(relu6, NNCL_BW_INPUTS)
+EW_UNARY8(hardswish, NNCL_BW_INPUTS)
 EW_UNARY(hardsigmoid, NNCL_BW_INPUTS, 0)
 
 /* clamp: fattr[0] lo, fattr[1] hi, both finite; y = min(max(x, lo), hi) (hi
