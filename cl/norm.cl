@@ -535,19 +535,26 @@ void nncl_kahan_add8(float8 *s, float8 *c, float8 v) {
     *s = t;
 }
 
-/* nncl_layernorm_backward_f32_params with work-item j summing columns
- * [8j, 8j + 8) over every row, each column in a lane. */
+/* nncl_layernorm_backward_f32_params with work-item p n8 + j summing
+ * columns [8j, 8j + 8) (n8 = ceil(D / 8)), each column in a lane, over
+ * rows [p rows / P, (p + 1) rows / P): neighbouring work-items read the
+ * same rows, which stay in cache, where one work-item down all the rows
+ * would read the whole tensors again for every 8 columns. P 1: into dw
+ * and db; else into part[2 p D + d] (weight) and part[(2 p + 1) D + d]
+ * (bias), which nncl_layernorm_backward_f32_params_merge sums. */
 __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, int x_off, __global const act_t *dy,
                                                       int dy_off, __global const float *aux, int aux_off,
                                                       __global float *dw, int dw_off, int want_w, int acc_w,
-                                                      __global float *db, int db_off, int want_b, int acc_b, int rows,
-                                                      int D) {
-    int d0 = (int)get_global_id(0) * 8, r, k;
+                                                      __global float *db, int db_off, int want_b, int acc_b,
+                                                      __global float *part, int part_off, int P, int rows, int D) {
+    int n8 = (D + 7) / 8, p = (int)get_global_id(0) / n8, d0 = ((int)get_global_id(0) - p * n8) * 8, r, k, r0, r1;
     float8 sw = (float8)0.0f, cw = (float8)0.0f, sb = (float8)0.0f, cb = (float8)0.0f;
     float tw[8], tb[8];
-    if (d0 >= D) return;
+    if (p >= P) return;
+    r0 = (int)(((long)p * rows) / P);
+    r1 = (int)(((long)(p + 1) * rows) / P);
     if (d0 + 8 <= D) {
-        for (r = 0; r < rows; r++) {
+        for (r = r0; r < r1; r++) {
             size_t i = (size_t)r * D + d0;
             float8 g = NNCL_LD8(dy + dy_off + i);
             nncl_kahan_add8(&sb, &cb, g);
@@ -558,7 +565,7 @@ __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, i
     } else /* the last D % 8 columns */
         for (k = 0; d0 + k < D; k++) {
             float a = 0.0f, ca = 0.0f, c = 0.0f, cc = 0.0f;
-            for (r = 0; r < rows; r++) {
+            for (r = r0; r < r1; r++) {
                 size_t i = (size_t)r * D + d0 + k;
                 float g = NNCL_LD(dy, dy_off + i);
                 nncl_kahan_add(&c, &cc, g);
@@ -568,9 +575,31 @@ __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, i
             tb[k] = c;
         }
     for (k = 0; k < 8 && d0 + k < D; k++) {
+        if (P > 1) {
+            part[part_off + 2 * p * D + d0 + k] = tw[k];
+            part[part_off + (2 * p + 1) * D + d0 + k] = tb[k];
+            continue;
+        }
         if (want_w) dw[dw_off + d0 + k] = (acc_w ? dw[dw_off + d0 + k] : 0.0f) + tw[k];
         if (want_b) db[db_off + d0 + k] = (acc_b ? db[db_off + d0 + k] : 0.0f) + tb[k];
     }
+}
+
+/* Work-item d: column d's P partial sums into dw and db. */
+__kernel void nncl_layernorm_backward_f32_params_merge(__global const act_t *x, int x_off, __global const act_t *dy,
+                                                       int dy_off, __global const float *aux, int aux_off,
+                                                       __global float *dw, int dw_off, int want_w, int acc_w,
+                                                       __global float *db, int db_off, int want_b, int acc_b,
+                                                       __global const float *part, int part_off, int P, int D) {
+    int d = (int)get_global_id(0), p;
+    float a = 0.0f, ca = 0.0f, c = 0.0f, cc = 0.0f;
+    if (d >= D) return;
+    for (p = 0; p < P; p++) {
+        nncl_kahan_add(&a, &ca, part[part_off + 2 * p * D + d]);
+        nncl_kahan_add(&c, &cc, part[part_off + (2 * p + 1) * D + d]);
+    }
+    if (want_w) dw[dw_off + d] = (acc_w ? dw[dw_off + d] : 0.0f) + a;
+    if (want_b) db[db_off + d] = (acc_b ? db[db_off + d] : 0.0f) + c;
 }
 
 /* nncl_rmsnorm_f32 a row per work-item. */

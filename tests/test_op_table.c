@@ -457,7 +457,7 @@ static const ot_row ot_rows[] = {
      4, OT_TOL},
     /* layer norm; 40 rows make the weight gradient stride over row lanes */
     OT_LN(1, 1, 5, 0, 0), OT_LN(3, 1, 1, 0, 0), OT_LN(4, 1, 7, 0, 0), OT_LN(2, 1, 300, 0, 0), OT_LN(2, 2, 3, 6, 0),
-    OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0),
+    OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0), OT_LN(5, 2, 13, 11, 0), /* blocks of rows: 2, 4 */
     /* dropout (the masks themselves: test_norm.c) */
     {"dropout p0.5", ot_dropout, {0}, 0.5f, {OT_X1(-2, 2, 13)}, 1, OT_TOL},
     {"dropout p0.2", ot_dropout, {0}, 0.2f, {OT_X1(-2, 2, 33)}, 7, OT_TOL},
