@@ -269,20 +269,16 @@ __kernel void nncl_batchnorm_apply_f32_vec(__global const act_t *x, int x_off, _
                                            __global const act_t *w, int w_off, __global const act_t *b, int b_off,
                                            __global act_t *y, int y_off, int C, int inner, int rows, int nch,
                                            int chunk) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float a, sh;
     __global const act_t *xr;
     __global act_t *yr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
-    a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
-    sh = NNCL_LD(b, b_off + c) - aux[aux_off + c] * a;
+    nncl_bn_affine(aux, aux_off, w, w_off, b, b_off, C, c, &a, &sh);
     xr = x + x_off + (size_t)r * inner;
     yr = y + y_off + (size_t)r * inner;
-    hi = min(inner, (q + 1) * chunk);
-    for (k = q * chunk; k + 8 <= hi; k += 8) NNCL_ST8(NNCL_LD8(xr + k) * a + sh, yr + k);
+    for (k = lo; k + 8 <= hi; k += 8) NNCL_ST8(NNCL_LD8(xr + k) * a + sh, yr + k);
     for (; k < hi; k++) NNCL_ST(NNCL_LD(xr, k) * a + sh, yr, k);
 }
 
@@ -292,14 +288,12 @@ __kernel void nncl_batchnorm_backward_f32_vec(__global const act_t *x, int x_off
                                               __global const float *aux, int aux_off, __global const act_t *w, int w_off,
                                               __global act_t *dx, int dx_off, int acc, int C, int inner, int rows,
                                               int nch, int chunk, int count, int training) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float inv, k1, m, t1, t2;
     size_t o;
     __global const act_t *xr, *gr;
     __global act_t *dr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
     inv = aux[aux_off + C + c];
     k1 = NNCL_LD(w, w_off + c) * inv;
@@ -310,8 +304,7 @@ __kernel void nncl_batchnorm_backward_f32_vec(__global const act_t *x, int x_off
     xr = x + x_off + o;
     gr = dy + dy_off + o;
     dr = dx + dx_off + o;
-    hi = min(inner, (q + 1) * chunk);
-    for (k = q * chunk; k + 8 <= hi; k += 8) {
+    for (k = lo; k + 8 <= hi; k += 8) {
         float8 d = k1 * (NNCL_LD8(gr + k) - t1 - (NNCL_LD8(xr + k) - m) * t2);
         NNCL_ST8(acc ? NNCL_LD8(dr + k) + d : d, dr + k);
     }
