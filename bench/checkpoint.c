@@ -3,10 +3,14 @@
  * section's, batch 64) and the GPT (the char_gpt example's), each
  * without and with automatic checkpointing (nncl_train_config.checkpoint),
  * on each device alone: the peak device memory of the training plan on a
- * fresh context, samples/s, and the largest batch nncl_train_max_batch
- * finds under a 256 MiB memory cap. One row per model and setting:
- * {item, checkpoint 0|1, peak_mib, samples_s, max_batch}, the
- * checkpointed rows with their ratios to the rows without. --quick leaves
+ * fresh context, its activation memory (nncl_batch_fit.activation_bytes:
+ * the activations live at once, as distinct from the whole plan's peak),
+ * samples/s, and the largest batch nncl_train_max_batch finds under a
+ * 256 MiB memory cap. One row per model and setting: {item, checkpoint
+ * 0|1, peak_mib, activation_mib, samples_s, max_batch}, the checkpointed
+ * rows with their ratios to the rows without. Peak, activations and the
+ * largest batch are planned memory, the same under any load; samples/s
+ * is a time. --quick leaves
  * the ResNet out: its steps take minutes on a device that compiles each
  * kernel at each launch (Mesa rusticl). */
 #include "train.h"
@@ -79,16 +83,17 @@ static nncl_context *ck_context(int li, uint64_t cap) {
     return nncl_init(&cfg, &c) == NNCL_OK ? c : NULL;
 }
 
-/* Peak memory and samples/s of model kind with checkpointing ck on a fresh
- * context: 0, or 1 with why. */
-static int ck_train(const bench_opts *o, int li, int kind, int ck, double *peak_mib, bench_stat *rate, char *why,
-                    size_t len) {
+/* Peak memory, activation memory and samples/s of model kind with
+ * checkpointing ck on a fresh context: 0, or 1 with why. */
+static int ck_train(const bench_opts *o, int li, int kind, int ck, double *peak_mib, double *act_mib, bench_stat *rate,
+                    char *why, size_t len) {
     nncl_context *c = ck_context(li, 0);
     train_model m;
     train_data td;
     nncl_train_config tc;
     nncl_trainer *t = NULL;
     nncl_step_info info;
+    nncl_batch_fit f;
     uint64_t in_use = 0, peak = 0;
     double r[64], t0, one, min_s = o->quick ? o->seconds * 2 : o->seconds * 5;
     int i, k, reps = o->repeats > 64 ? 64 : o->repeats, steps, ok = 0;
@@ -110,6 +115,12 @@ static int ck_train(const bench_opts *o, int li, int kind, int ck, double *peak_
     }
     nncl_device_memory(c, 0, &in_use, &peak);
     *peak_mib = peak / 1048576.0;
+    /* the trainer's plan again on the host, at its batch (limit), for its activations */
+    if (nncl_train_max_batch(c, m.g, m.loss, &tc, m.batch, &f) != NNCL_OK || f.batch != m.batch) {
+        snprintf(why, len, "n/a: the plan at batch %d does not measure: %s", m.batch, nncl_last_error(c));
+        goto done;
+    }
+    *act_mib = f.activation_bytes / 1048576.0;
     for (i = 0; i < (o->quick ? 1 : 5); i++) /* warm-up */
         if (train_step(o, t, &m, &td, &info) != NNCL_OK) goto step_failed;
     t0 = bench_now();
@@ -155,7 +166,7 @@ void bench_checkpoint(const bench_opts *o, nncl_context *ctx) {
         int li = bench_list_index(ctx, d);
         nncl_context *capped = li >= 0 ? ck_context(li, CK_CAP) : NULL;
         for (kind = 0; kind < CK_MODELS; kind++) {
-            double peak[2] = {0, 0};
+            double peak[2] = {0, 0}, act[2] = {0, 0};
             bench_stat rate[2];
             int maxb[2] = {0, 0}, good[2] = {0, 0};
             if (!ck_measured(o, kind)) continue;
@@ -166,13 +177,16 @@ void bench_checkpoint(const bench_opts *o, nncl_context *ctx) {
                 nncl_batch_fit f;
                 bench_progress("checkpoint %s d%d: plan, memory and steps", item, d);
                 bench_put_num("checkpoint", d, item, "checkpoint", ck, "", ck ? "NNCL_CHECKPOINT_AUTO" : "none");
-                good[ck] = li >= 0 && !ck_train(o, li, kind, ck, &peak[ck], &rate[ck], why, sizeof why);
+                good[ck] = li >= 0 && !ck_train(o, li, kind, ck, &peak[ck], &act[ck], &rate[ck], why, sizeof why);
                 if (li < 0) snprintf(why, sizeof why, "n/a: device not found in the list");
                 if (good[ck]) {
                     bench_put_num("checkpoint", d, item, "peak_mib", peak[ck], "MiB", why);
+                    bench_put_num("checkpoint", d, item, "activation_mib", act[ck], "MiB",
+                                  "nncl_batch_fit.activation_bytes of the plan at the batch above (planned on the host)");
                     bench_put("checkpoint", d, item, "samples_s", rate[ck], "samples/s", why);
                 } else {
                     bench_put("checkpoint", d, item, "peak_mib", bench_stat_na(), "MiB", why);
+                    bench_put("checkpoint", d, item, "activation_mib", bench_stat_na(), "MiB", why);
                     bench_put("checkpoint", d, item, "samples_s", bench_stat_na(), "samples/s", why);
                 }
                 memset(&m, 0, sizeof m);
@@ -193,6 +207,8 @@ void bench_checkpoint(const bench_opts *o, nncl_context *ctx) {
             if (good[0] && good[1]) {
                 bench_put_num("checkpoint", d, ck_items[kind][1], "peak_vs_none", peak[1] / peak[0], "x",
                               "peak memory with checkpointing / without; target <= 0.6");
+                bench_put_num("checkpoint", d, ck_items[kind][1], "activation_vs_none", act[1] / act[0], "x",
+                              "activation memory with checkpointing / without; target <= 0.4");
                 bench_put_num("checkpoint", d, ck_items[kind][1], "speed_vs_none",
                               rate[1].median / rate[0].median, "x",
                               "samples/s with / without (step time 1/x; target >= 1/1.35)");

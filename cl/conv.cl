@@ -8,8 +8,8 @@
  * Half storage (NNCL_STORE, cl/common.cl): x, y, their gradients, the
  * column matrix and the weights' working copy in the storage type (act_t);
  * GEMM panels, the gather's reordered weights, the parameter gradients and
- * the copies of x (and the direct path's weights) that the packing and
- * direct kernels read fp32 (nncl_conv_to_f32), and so is all arithmetic. */
+ * the copies of x (and the 3x3 path's weights) that the packing and
+ * 3x3 kernels read fp32 (nncl_conv_to_f32), and so is all arithmetic. */
 
 /* col[(c*k + ki)*k + kj, s*OH*OW + oh*OW + ow] = x[s, c, oh*st - pad + ki,
  * ow*st - pad + kj], zero outside the input. */

@@ -1,4 +1,4 @@
-/* conv3.cl - the direct 3x3 convolution (src/ops/conv_direct.c): 3x3 kernels,
+/* conv3.cl - the 3x3 convolution path (src/ops/conv3.c): 3x3 kernels,
  * stride 1, padding 1 (OH = H, OW = W), no GEMM, no panels, no workspace but
  * the weight gradient's partial sums. A work-item holds 8 neighbouring
  * pixels of a plane (p0 .. p0+7 of H*W, crossing rows) as one vector: with a
@@ -7,7 +7,7 @@
  * masked where they fall into the padding. Loops run inside a work-item on
  * explicit vectors (what PoCL runs near peak; it does not vectorise across
  * work-items that loop). x and the weights are read as fp32: in half storage
- * src/ops/conv_direct.c converts them into the workspace first
+ * src/ops/conv3.c converts them into the workspace first
  * (nncl_conv_to_f32), once per step rather than in every work-item that
  * reads them (the weight gradient rereads each tap for every output pair,
  * and converting each time costs more than the arithmetic). */

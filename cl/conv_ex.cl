@@ -1,4 +1,4 @@
-/* conv_ex.cl - direct convolution of any geometry (src/ops/op_conv_ex.c):
+/* conv_ex.cl - convolution of any geometry, no GEMM (src/ops/op_conv_ex.c):
  * groups, dilation, kernel, stride and padding per axis, NCHW (1-D as
  * H = 1). x [B,C,H,W], w [O,C/G,kh,kw], y [B,O,OH,OW]; group g takes
  * channels g*C/G.. and outputs g*O/G... Three kernels, each the adjoint of

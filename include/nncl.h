@@ -628,8 +628,8 @@ typedef struct nncl_train_config {
     float loss_scale_init;     /* 0: 65536 (2^16); else in [NNCL_LOSS_SCALE_MIN, NNCL_LOSS_SCALE_MAX] */
     int loss_scale_growth_interval; /* 0: 2000 */
     /* Gradient checkpointing: keep the values of a few boundaries of the
-     * forward pass and recompute the rest of each segment's forward just
-     * before its backward (bit-identical: dropout masks from the same
+     * forward pass and recompute the rest of each segment's forward in its
+     * backward, each value just before it is needed (bit-identical: dropout masks from the same
      * counters, batch norm from the batch statistics it saved, running
      * statistics moved once). Less activation memory for about one more
      * forward pass. */
@@ -713,13 +713,17 @@ typedef struct nncl_batch_fit {
     uint64_t need_bytes;       /* that device's plan at batch (0 when batch is 0: at 1) */
     uint64_t have_bytes;       /* its memory (or the cap) less what nncl holds there, less the margin */
     int segments;              /* checkpoint segments of that plan (1: none) */
+    /* That plan's activation memory: the most bytes of activations (values
+     * kept for backward, their recomputed copies, saved statistics) live
+     * at one step, gradients and workspace apart. */
+    uint64_t activation_bytes;
 } nncl_batch_fit;
 
 /* The memory margin nncl_train_max_batch leaves free on each device: this
  * fraction of its memory (or the cap), for what the driver keeps (the GEMM
  * workspaces, sized exactly only when a plan times its kernels, are
- * counted in a plan's need by a bound: the panels of the largest
- * product's operands). */
+ * counted in a plan's need by a bound: the most each op declares it can
+ * take). */
 #define NNCL_FIT_MARGIN 0.10
 
 /* One host array per input node, of batch samples. */

@@ -187,7 +187,7 @@ for d in range(n):
             f = {k: (v["median"] if isinstance(v, dict) else v) for k, v in r.items()}
             if f.get("checkpoint") != ck:
                 bad.append("d%d checkpoint %s: checkpoint is %r, not %d" % (d, item, f.get("checkpoint"), ck))
-            for key in ("peak_mib", "samples_s", "max_batch"):
+            for key in ("peak_mib", "activation_mib", "samples_s", "max_batch"):
                 if not pos(f.get(key)):
                     bad.append("d%d checkpoint %s/%s is %r" % (d, item, key, f.get(key)))
             if pos(f.get("max_batch")) and f["max_batch"] != int(f["max_batch"]):

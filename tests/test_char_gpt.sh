@@ -11,17 +11,8 @@
 # fixed estimate near char_gpt's, and that script's training run going
 # through. Builds $B/examples when missing. Run by
 # tests/run.sh (B, NNCL_SANITIZE, MAKE).
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-build}
-case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
-ex=$bdir/examples
-MAKE=${MAKE:-make}
-san=0
-[ "${NNCL_SANITIZE:-0}" = 1 ] && san=1
-if ! (cd "$top" && $MAKE --no-print-directory SANITIZE=$san B="$B" "$B/examples/char_gpt") >/dev/null 2>&1; then
-    echo "FAIL char_gpt: it does not build (make SANITIZE=$san B=$B $B/examples/char_gpt)"
-    exit 1
-fi
+. "$(dirname "$0")/build_target.sh"
+build_target char_gpt "it does not build" "$B/examples/char_gpt"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-char-gpt.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 dev=${NNCL_TEST_DEVICES:-0}

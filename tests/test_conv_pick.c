@@ -1,12 +1,12 @@
 /* test_conv_pick.c - the path a conv2d layer takes (im2col + CLBlast, the
- * implicit GEMM on own kernels, or the direct kernels of a 3x3 layer on the
+ * implicit GEMM on own kernels, or the 3x3 kernels of a 3x3 layer on the
  * network's input) with NNCL_GEMM=auto is chosen once, by timing the layer
  * each way when the plan is made (the fastest of the times it logs), and
  * stored as a "conv" line of the device's GEMM choice file: a step runs
  * the stored path (seen in the kernels a profiled step launches), a later
  * context reuses the stored line instead of timing again (shown by editing
  * it), a damaged file is ignored and rewritten, and NNCL_GEMM=own|clblast
- * and NNCL_CONV_DIRECT override it. */
+ * and NNCL_CONV_3X3 (or its former name NNCL_CONV_DIRECT) override it. */
 #include "harness.h"
 #include <dirent.h>
 #include <stdint.h>
@@ -31,11 +31,11 @@ static void cp_log(void *user, int level, const char *msg) {
  * and that path's time is the least of the three it prints ("inf" for a
  * path not timed; a tie in the last digit is one). */
 static int cp_timed_fastest(int path) {
-    static const char *const names[3] = {"im2col + CLBlast", "own", "direct"};
+    static const char *const names[3] = {"im2col + CLBlast", "own", "3x3"};
     const char *p = strstr(cp_timed, "im2col + CLBlast ");
     double t[3];
     char chosen[64];
-    if (!p || sscanf(p + strlen("im2col + CLBlast "), "%lf ms, own %lf ms, direct %lf ms: %63[^,]", &t[0], &t[1], &t[2],
+    if (!p || sscanf(p + strlen("im2col + CLBlast "), "%lf ms, own %lf ms, 3x3 %lf ms: %63[^,]", &t[0], &t[1], &t[2],
                      chosen) != 4) {
         printf("    (no path times in the log: %s)\n", cp_timed);
         return 0;
@@ -48,7 +48,7 @@ static int cp_timed_fastest(int path) {
 }
 
 /* Trains one step of a small CNN on device 0 in a fresh context; *own the
- * path the step ran: 0 im2col, 1 own, 2 direct, -1 none or several. */
+ * path the step ran: 0 im2col, 1 own, 2 3x3, -1 none or several. */
 static int cp_step(const char *name, int *own) {
     const char *sel = getenv("NNCL_TEST_DEVICES");
     nncl_config cfg = nncl_config_default();
@@ -58,7 +58,7 @@ static int cp_step(const char *name, int *own) {
     nncl_trainer *t = NULL;
     nncl_train_config c = nncl_train_default();
     nncl_feed f[2];
-    int xs[3] = {3, 9, 7}, d = 0, n, i, pack = 0, col = 0, direct = 0;
+    int xs[3] = {3, 9, 7}, d = 0, n, i, pack = 0, col = 0, c3 = 0;
     nncl_graph *g;
     nncl_node *x, *y, *h, *loss;
     float xd[4 * 3 * 9 * 7], yd[4] = {0, 1, 1, 0};
@@ -88,12 +88,12 @@ static int cp_step(const char *name, int *own) {
         /* the own path's forward packing: _bs for same-size layers on CPUs */
         pack |= !strcmp(k[i].name, "nncl_conv_pack_b_f32") || !strcmp(k[i].name, "nncl_conv_pack_bs_f32");
         col |= !strcmp(k[i].name, "nncl_im2col_f32");
-        direct |= !strcmp(k[i].name, "nncl_conv3_f32");
+        c3 |= !strcmp(k[i].name, "nncl_conv3_f32");
     }
     nncl_trainer_free(t);
     nncl_graph_free(g);
     nncl_free(ctx);
-    *own = pack + col + direct != 1 ? -1 : direct ? 2 : pack;
+    *own = pack + col + c3 != 1 ? -1 : c3 ? 2 : pack;
     return 0;
 }
 
@@ -141,7 +141,7 @@ static int cp_write(char *buf, int own, int seal) {
 }
 
 static int check_pick(void) {
-    static const char *const paths[3] = {"im2col + CLBlast", "implicit GEMM on own kernels", "direct"};
+    static const char *const paths[3] = {"im2col + CLBlast", "implicit GEMM on own kernels", "3x3"};
     const char *name = "conv2d path timed at plan creation, stored, reused and forced by NNCL_GEMM";
     static char buf[1 << 20];
     int first, own, other;
@@ -169,7 +169,10 @@ static int check_pick(void) {
     setenv("NNCL_GEMM", "clblast", 1);
     TH_CHECK(name, cp_step(name, &own) == 0 && own == 0);
     unsetenv("NNCL_GEMM");
-    setenv("NNCL_CONV_DIRECT", "1", 1);
+    setenv("NNCL_CONV_3X3", "1", 1);
+    TH_CHECK(name, cp_step(name, &own) == 0 && own == 2);
+    unsetenv("NNCL_CONV_3X3");
+    setenv("NNCL_CONV_DIRECT", "1", 1); /* the former name */
     TH_CHECK(name, cp_step(name, &own) == 0 && own == 2);
     unsetenv("NNCL_CONV_DIRECT");
     th_pass("%s (auto took %s)", name, paths[first]);
@@ -179,8 +182,8 @@ static int check_pick(void) {
 int main(void) {
     const char *mode = getenv("NNCL_GEMM");
     strcpy(cp_dir, "/tmp/nncl-conv-pick-XXXXXX");
-    if ((mode && strcmp(mode, "auto") != 0) || getenv("NNCL_CONV_DIRECT")) {
-        th_skip("conv2d path timed at plan creation", "NNCL_GEMM or NNCL_CONV_DIRECT forces a path");
+    if ((mode && strcmp(mode, "auto") != 0) || getenv("NNCL_CONV_3X3") || getenv("NNCL_CONV_DIRECT")) {
+        th_skip("conv2d path timed at plan creation", "NNCL_GEMM or NNCL_CONV_3X3 forces a path");
         return th_exit_code();
     }
     if (!mkdtemp(cp_dir)) {

@@ -12,17 +12,8 @@
 # 100,000 classes and labels that are no class, and its error paths say
 # why and free everything. Builds $B/examples when missing. Run by
 # tests/run.sh (B, NNCL_SANITIZE, MAKE).
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-build}
-case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
-ex=$bdir/examples
-MAKE=${MAKE:-make}
-san=0
-[ "${NNCL_SANITIZE:-0}" = 1 ] && san=1
-if ! (cd "$top" && $MAKE --no-print-directory SANITIZE=$san B="$B" examples) >/dev/null 2>&1; then
-    echo "FAIL examples: they do not build (make SANITIZE=$san B=$B examples)"
-    exit 1
-fi
+. "$(dirname "$0")/build_target.sh"
+build_target examples "they do not build" examples
 dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-examples.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 # One device: the model and predict must see the very same arithmetic.

@@ -7,17 +7,8 @@
 # device each check is a SKIP that tests/run.sh covers by running this
 # again on two PoCL devices and on PoCL beside rusticl. Builds
 # $B/examples when missing. Run by tests/run.sh (B, NNCL_SANITIZE, MAKE).
-top=$(cd "$(dirname "$0")/.." && pwd)
-B=${B:-build}
-case "$B" in /*) bdir=$B ;; *) bdir=$top/$B ;; esac
-ex=$bdir/examples
-MAKE=${MAKE:-make}
-san=0
-[ "${NNCL_SANITIZE:-0}" = 1 ] && san=1
-if ! (cd "$top" && $MAKE --no-print-directory SANITIZE=$san B="$B" examples) >/dev/null 2>&1; then
-    echo "FAIL examples on two devices: they do not build (make SANITIZE=$san B=$B examples)"
-    exit 1
-fi
+. "$(dirname "$0")/build_target.sh"
+build_target "examples on two devices" "they do not build" examples
 data=${NNCL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 if [ ! -r "$data/t10k-images-idx3-ubyte.gz" ] || [ ! -r "$data/train-images-idx3-ubyte.gz" ]; then
     echo "SKIP examples on two devices: no $data (apt-get install dataset-fashion-mnist)"

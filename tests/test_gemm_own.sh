@@ -9,8 +9,8 @@
 # every GEMM variant, conv2d's op checks and the PyTorch comparisons (half
 # storage included), marked "[gpu set]" (the op table's passes in the plain
 # build only, see below). Then the op checks on a network's
-# input with the direct path forced (NNCL_CONV_DIRECT=1, src/ops/conv_direct.c;
-# the plain pass times it against the others), marked "[direct]". Run by
+# input with the 3x3 path forced (NNCL_CONV_3X3=1, src/ops/conv3.c;
+# the plain pass times it against the others), marked "[3x3]". Run by
 # tests/run.sh (B).
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
@@ -77,5 +77,5 @@ done
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_gemm
 [ $full = 1 ] && pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_op_table conv2d
 pass "gpu set" "$dir/gpu" NNCL_GEMM_VARIANTS=gpu -- test_torch_ops
-pass direct "$dir/direct" NNCL_CONV_DIRECT=1 -- test_op_table "on the input"
+pass 3x3 "$dir/3x3" NNCL_CONV_3X3=1 -- test_op_table "on the input"
 exit $status

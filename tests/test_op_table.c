@@ -1,5 +1,6 @@
-/* test_op_table.c - every graph op of src/graph/ops.def as rows of one table
- * {name, builder, attributes, inputs, batch, tolerance}, in the manner of a
+/* test_op_table.c - every graph op of src/graph/ops.def through the OP_REF
+ * rows of tests/op_cases.def {name, builder, attributes, inputs, batch,
+ * tolerance}, in the manner of a
  * backend-ops test: each row builds a small graph, ends it in mse against a
  * random target (unless the row builds its own loss, so that every output
  * element gets a gradient of its own), and goes through tests/opcheck.h:
@@ -340,8 +341,8 @@ static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
 #define OT_UN2(op, p) OT_UN(op, p, 2, 1, 1, 1), OT_UN(op, p, 2, 3, 7, 13)
 #define OT_CONV(b, C, H, W, O, k, s, pad, bias, act)                                                              \
     {"conv2d o" #O " k" #k " s" #s " p" #pad " bias" #bias " " #act, ot_conv, {O, k, s, pad, bias, NNCL_ACT_##act}, 0, {OT_X3(-1, 1, C, H, W)}, b, OT_TOL}
-/* the same on a network's input (no input gradient: the direct path's
- * layers, src/ops/conv_direct.c) */
+/* the same on a network's input (no input gradient: the 3x3 path's
+ * layers, src/ops/conv3.c) */
 #define OT_CONV_IN(b, C, H, W, O, bias, act)                                                                       \
     {"conv2d on the input o" #O " k3 s1 p1 bias" #bias " " #act, ot_conv, {O, 3, 1, 1, bias, NNCL_ACT_##act}, 0,     \
      {{OT_DATA, -1, 1, 3, {C, H, W}}}, b, OT_TOL}
@@ -395,162 +396,12 @@ static nncl_node *ot_rnn(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
     {"upsample2d " #fh "x" #fw " bilinear" #bilinear, ot_upsample, {fh, fw, bilinear}, 0, {OT_X3(-2, 2, C, H, W)},  \
      b, OT_TOL}
 
+/* The rows: the OP_REF rows of op_cases.def (its OP_TORCH rows are
+ * tests/test_torch_ops.c's). */
+#define OP_REF(...) __VA_ARGS__,
+#define OP_TORCH(name, builder, loss, wd, python)
 static const ot_row ot_rows[] = {
-    /* elementwise: odd shapes, batch 1 and more, same-shape and broadcast b */
-    OT_BIN(ADD, 1, 1, 1), OT_BIN(ADD, 3, 7, 13), OT_BCAST(ADD, 2, 5, 33),
-    OT_BIN(SUB, 1, 1, 1), OT_BIN(SUB, 3, 7, 13), OT_BCAST(SUB, 2, 5, 33),
-    OT_BIN(MUL, 1, 1, 1), OT_BIN(MUL, 3, 7, 13), OT_BCAST(MUL, 2, 5, 33),
-    OT_UN2(SCALE, -1.5f), OT_UN2(RELU, 0), OT_UN2(LEAKY_RELU, 0.1f), OT_UN2(SIGMOID, 0), OT_UN2(TANH, 0),
-    OT_UN2(GELU, 0), OT_UN2(GELU_TANH, 0), OT_UN2(SILU, 0), OT_UN2(ELU, 0.7f), OT_UN2(SOFTPLUS, 0),
-    OT_UN2(SOFTMAX, 0), OT_UN2(LOG_SOFTMAX, 0), OT_UN(SOFTMAX, 0, 2, 2, 3, 300),
-    /* past softplus's threshold (20) and far into the tails */
-    OT_UN(SOFTPLUS, 0, 30, 2, 5, 21), OT_UN(SILU, 0, 30, 2, 5, 21), OT_UN(ELU, 0.7f, 30, 2, 5, 21),
-    /* dense and the losses */
-    {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 1), OT_LABELS(2)}, 1, OT_TOL},
-    {"linear+softmax_ce", ot_linear_ce, {1, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 13), OT_LABELS(10)}, 7, OT_TOL},
-    {"linear(no bias)+softmax_ce", ot_linear_ce, {0, NNCL_ACT_NONE}, 0, {OT_X1(-1, 1, 5), OT_LABELS(3)}, 33, OT_TOL},
-    {"linear(sigmoid)+softmax_ce", ot_linear_ce, {1, NNCL_ACT_SIGMOID}, 0, {OT_X1(-1, 1, 6), OT_LABELS(4)}, 5, OT_TOL},
-    {"linear(3-D)+mse", ot_pair_loss, {1}, 0, {OT_X2(-2, 2, 3, 5), OT_X2(0, 1, 3, 5)}, 7, OT_TOL},
-    {"linear(3-D)+bce_with_logits", ot_pair_loss, {0}, 0, {OT_X2(-2, 2, 3, 5), OT_X2(0, 1, 3, 5)}, 7, OT_TOL},
-    /* conv2d: per-sample GEMMs (batch 1, or samples too big to share one
-     * GEMM), chunked GEMMs over several samples, pointwise kernels */
-    OT_CONV(1, 1, 5, 7, 2, 3, 1, 1, 1, NONE), OT_CONV(3, 3, 5, 7, 4, 3, 2, 0, 0, RELU),
-    OT_CONV(3, 3, 6, 5, 2, 5, 1, 2, 1, RELU), OT_CONV(2, 2, 5, 5, 3, 3, 2, 1, 0, NONE),
-    OT_CONV(1, 3, 7, 5, 3, 1, 1, 0, 1, NONE), OT_CONV(3, 3, 7, 5, 3, 1, 1, 0, 1, SIGMOID),
-    OT_CONV(3, 2, 5, 7, 2, 1, 2, 1, 1, NONE),
-    OT_CONV(3, 1, 28, 28, 4, 5, 1, 2, 1, TANH),  /* chunks of 2 and 1 */
-    OT_CONV(3, 16, 14, 14, 4, 5, 1, 2, 1, RELU), /* one sample per GEMM */
-    /* channels and outputs off every tile (GEMM tiles, 16-channel gather) */
-    OT_CONV(2, 9, 7, 9, 7, 3, 2, 1, 1, RELU), OT_CONV(2, 9, 7, 9, 5, 5, 1, 2, 0, NONE),
-    OT_CONV(3, 9, 6, 7, 13, 1, 1, 0, 1, TANH),
-    OT_CONV(2, 18, 7, 6, 3, 3, 2, 1, 1, SIGMOID), /* two blocks of 16 channels in the dx gather */
-    /* on the input: planes of 35 and 1 pixels (blocks of 8 cut short),
-     * outputs off the 8 per work-item and the 2 per gradient item */
-    OT_CONV_IN(3, 1, 5, 7, 9, 1, RELU), OT_CONV_IN(2, 3, 8, 8, 16, 0, NONE), OT_CONV_IN(1, 2, 1, 1, 3, 1, TANH),
-    OT_CONV_IN(4, 1, 28, 28, 5, 1, SIGMOID),
-    /* half storage: x in two chunks of one sample (more than the 64 Ki
-     * floats of the smallest conv budget) */
-    OT_CONV_IN(2, 3, 105, 106, 1, 1, TANH),
-    /* pooling */
-    OT_POOL(MAXPOOL2D, 3, 2, 5, 7, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 1, 7, 5, 3, 1, 1),
-    OT_POOL(MAXPOOL2D, 3, 3, 6, 6, 3, 2, 1), OT_POOL(MAXPOOL2D, 2, 1, 5, 5, 5, 1, 2),
-    OT_POOL(MAXPOOL2D, 1, 2, 28, 28, 2, 2, 0), OT_POOL(AVGPOOL2D, 3, 2, 5, 7, 2, 2, 0),
-    OT_POOL(AVGPOOL2D, 1, 1, 7, 5, 3, 1, 1), OT_POOL(AVGPOOL2D, 3, 3, 6, 6, 3, 2, 1),
-    OT_POOL(AVGPOOL2D, 2, 1, 5, 5, 5, 1, 2), OT_POOL(AVGPOOL2D, 1, 2, 28, 28, 2, 2, 0),
-    OT_GAP(3, 4, 5, 7), OT_GAP(1, 1, 1, 1), OT_GAP(2, 3, 28, 28),
-    /* windows far larger than the plane (PyTorch's rules allow any kernel
-     * with padding <= k/2): a window costs its overlap with the plane, not
-     * k^2 taps (2^62 here), and the output size does not overflow int */
-    OT_POOL(MAXPOOL2D, 2, 2, 4, 5, 2147483646, 1, 1073741823), OT_POOL(AVGPOOL2D, 2, 2, 4, 5, 31, 1, 15),
-    /* batch norm: batch 1 of [B,C] has one value per channel (y = bias,
-     * dx = 0); batch 1 with 3x3 positions takes statistics over 9 values;
-     * 1445 values per channel make the work-items stride */
-    OT_BN(3, 1, 3, 0, 0), OT_BN(7, 1, 1, 0, 0), OT_BN(1, 1, 3, 0, 0), OT_BN(4, 1, 5, 0, 0), OT_BN(2, 2, 3, 7, 0),
-    OT_BN(2, 3, 3, 5, 3), OT_BN(3, 3, 1, 4, 4), OT_BN(1, 3, 2, 3, 3), OT_BN(5, 3, 4, 17, 17),
-    OT_BN(5, 2, 96, 3, 0), /* fewer partial sums than images (cl/norm.cl) */
-    /* batch norm with its activation and residual (cl/bnact.cl) */
-    OT_BNA(2, RELU, 3, 7, 7), OT_BNA(3, HARDSWISH, 5, 13, 13), OT_BNA(2, RELU6, 17, 7, 7), OT_BNA(1, RELU, 5, 1, 9),
-    OT_BNAR(2, RELU, 3, 13, 13), OT_BNAR(3, RELU6, 5, 7, 7), OT_BNAR(2, HARDSWISH, 17, 7, 7), OT_BNAR(2, NONE, 5, 7, 7),
-    {"batchnorm_act RELU of x plus itself", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 2}, 0, {OT_X3(-2, 2, 5, 7, 7)}, 2,
-     OT_TOL},
-    {"batchnorm_act RELU residual [B,C]", ot_batchnorm_act, {NNCL_BN_ACT_RELU, 1}, 0, {OT_X1(-2, 2, 5), OT_X1(-2, 2, 5)},
-     4, OT_TOL},
-    /* layer norm; 40 rows make the weight gradient stride over row lanes */
-    OT_LN(1, 1, 5, 0, 0), OT_LN(3, 1, 1, 0, 0), OT_LN(4, 1, 7, 0, 0), OT_LN(2, 1, 300, 0, 0), OT_LN(2, 2, 3, 6, 0),
-    OT_LN(1, 3, 2, 2, 257), OT_LN(40, 1, 7, 0, 0), OT_LN(5, 2, 13, 11, 0), /* blocks of rows: 2, 4 */
-    /* dropout (the masks themselves: test_norm.c) */
-    {"dropout p0.5", ot_dropout, {0}, 0.5f, {OT_X1(-2, 2, 13)}, 1, OT_TOL},
-    {"dropout p0.2", ot_dropout, {0}, 0.2f, {OT_X1(-2, 2, 33)}, 7, OT_TOL},
-    {"dropout p0", ot_dropout, {0}, 0.0f, {OT_X1(-2, 2, 5)}, 3, OT_TOL},
-    {"dropout p1", ot_dropout, {0}, 1.0f, {OT_X1(-2, 2, 9)}, 2, OT_TOL},
-    /* embedding: indices [B] or [B,L] into num rows */
-    {"embedding", ot_embedding, {4}, 0, {OT_LABELS(1)}, 1, OT_TOL},
-    {"embedding", ot_embedding, {5}, 0, {OT_LABELS(7)}, 5, OT_TOL},
-    {"embedding", ot_embedding, {40}, 0, {{OT_LABEL, 0, 4, 1, {6, 0, 0}}}, 3, OT_TOL},
-    {"embedding", ot_embedding, {3}, 0, {{OT_LABEL, 0, 11, 1, {9, 0, 0}}}, 2, OT_TOL},
-    /* reshape, flatten, concat */
-    {"reshape/flatten", ot_reshape, {0}, 0, {OT_X3(-2, 2, 2, 3, 4)}, 1, OT_TOL},
-    {"reshape/flatten", ot_reshape, {0}, 0, {OT_X3(-2, 2, 2, 3, 4)}, 3, OT_TOL},
-    OT_CAT(2, 0, 1, 3, 0, 0, 5, 0, 0), OT_CAT(3, 0, 2, 3, 4, 0, 2, 4, 0), OT_CAT(1, 1, 2, 3, 4, 0, 3, 5, 0),
-    OT_CAT(2, -1, 3, 2, 3, 4, 2, 3, 1),
-    {"concat (a, a)", ot_concat, {-2}, 0, {OT_X2(-2, 2, 3, 4)}, 2, OT_TOL},
-    /* the broadcast in half storage (the rows above train b, which mul
-     * refuses there); last, so that the rows above keep their data */
-    OT_BCAST_FROZEN(ADD, 2, 5, 33), OT_BCAST_FROZEN(SUB, 2, 5, 33), OT_BCAST_FROZEN(MUL, 2, 5, 33),
-    {"conv2d+linear", ot_conv_linear, {2, 64}, 0, {OT_X3(-1, 1, 1, 28, 28)}, 2, OT_TOL},
-    OT_POOL_TWICE(2, 3, 7, 5),
-    /* 2x2 max pools that CPU devices run by rows of outputs in fp32: rows of
-     * 7 (two overlapping steps of 4), of 8 with odd H and W (the backward
-     * takes the kernel by inputs), and added into (likewise) */
-    OT_POOL(MAXPOOL2D, 2, 3, 14, 14, 2, 2, 0), OT_POOL(MAXPOOL2D, 1, 2, 9, 17, 2, 2, 0), OT_POOL_TWICE(2, 2, 8, 10),
-    /* a batch of 6: CPU kernel sets pack the weight gradient's columns for
-     * groups of 4 samples, the second cut short; width 10: rows of 8 and 2
-     * pixels (last, so that the rows above keep their data) */
-    OT_CONV(6, 3, 7, 10, 4, 3, 1, 1, 1, NONE),
-    /* the GPT's ops (last, so that the rows above keep their data).
-     * matmul: either side transposed, b batched or a shared parameter
-     * (one product over all rows, or per item: a transposed, or a
-     * parameter with leading dimensions); odd sizes */
-    OT_MM(3, 0, 0, 2, 5, 3, 3, 4), OT_MM(2, 1, 0, 2, 3, 5, 3, 4), OT_MM(2, 0, 1, 2, 5, 3, 4, 3),
-    OT_MM(1, 1, 1, 3, 3, 5, 4, 3), OT_MMP(3, 0, 0, 5, 7, 7, 9, 0), OT_MMP(2, 0, 1, 5, 7, 9, 7, 0),
-    OT_MMP(2, 1, 0, 7, 5, 7, 3, 0), OT_MMP(2, 1, 1, 7, 5, 3, 7, 0), OT_MMP(1, 0, 0, 5, 7, 7, 3, 0),
-    {"matmul b [H,K,N] shared", ot_matmul, {0, 0, 1, 5, 3, 2}, 0, {OT_X3(-1, 1, 2, 3, 5)}, 3, OT_TOL},
-    {"matmul b [H,N,K]^T shared", ot_matmul, {1, 1, 1, 3, 5, 2}, 0, {OT_X3(-1, 1, 2, 5, 3)}, 2, OT_TOL},
-    {"matmul 4-D", ot_matmul, {0, 1}, 0, {{OT_GRAD, -1, 1, 3, {2, 3, 5}}, {OT_GRAD, -1, 1, 3, {2, 4, 5}}}, 2, OT_TOL},
-    /* transpose and slice over every kind of axis pair and length */
-    OT_TR(2, 0, 1, 3, 5, 7, 0, 0, 0, 0), OT_TR(2, 0, 2, 3, 5, 7, 0, 0, 0, 0), OT_TR(3, 1, 2, 3, 5, 7, 0, 0, 0, 0),
-    OT_TR(1, -1, 0, 4, 3, 2, 0, 0, 0, 0), OT_TR(2, 0, 0, 3, 5, 7, 1, 0, 1, 2), OT_TR(2, 0, 0, 3, 5, 7, 1, 1, 2, 3),
-    OT_TR(2, 0, 0, 3, 5, 7, 1, -1, 6, 1), OT_TR(3, 0, 1, 3, 5, 7, 1, 1, 0, 3), OT_TR(2, 0, 0, 3, 5, 7, 1, 0, 0, 3),
-    {"slice q,k,v", ot_qkv, {0}, 0, {OT_X2(-1, 1, 4, 9)}, 2, OT_TOL},
-    {"slice q,k,v", ot_qkv, {0}, 0, {OT_X2(-1, 1, 7, 15)}, 3, OT_TOL},
-    /* learned positions: an unbatched parameter of a's sample shape */
-    {"add [T,C] parameter", ot_add_sample, {0}, 0, {OT_X2(-2, 2, 5, 7)}, 3, OT_TOL},
-    {"add [T,C] parameter", ot_add_sample, {0}, 0, {OT_X2(-2, 2, 1, 1)}, 1, OT_TOL},
-    {"sub [C,H,W] parameter", ot_add_sample, {1}, 0, {OT_X3(-2, 2, 2, 3, 5)}, 2, OT_TOL},
-    {"mul [T,C] parameter", ot_add_sample, {2}, 0, {OT_X2(-2, 2, 3, 5)}, 2, OT_TOL},
-    /* layer norm without bias, RMS norm */
-    OT_NORM(0, 1, 1, 5, 0), OT_NORM(0, 3, 2, 4, 7), OT_NORM(0, 2, 1, 300, 0), OT_NORM(0, 40, 1, 7, 0),
-    OT_NORM(1, 1, 1, 5, 0), OT_NORM(1, 3, 2, 4, 7), OT_NORM(1, 2, 1, 300, 0), OT_NORM(1, 40, 1, 7, 0),
-    /* sequence cross-entropy: V off every work-group size, labels equal
-     * to ignore_index (0, -1: none), a whole batch ignored (labels all 0) */
-    OT_SEQ(-100, 3, 5, 7, 7), OT_SEQ(0, 2, 4, 65, 3), OT_SEQ(-1, 1, 1, 1, 1), OT_SEQ(2, 2, 6, 300, 4),
-    OT_SEQ(0, 3, 4, 9, 1),
-    /* weight tying: one parameter, an embedding's and a matmul's */
-    {"tied embedding+matmul+sequence_ce", ot_tied, {6, -100}, 0, {OT_SEQ_LAB(5, 11), OT_SEQ_LAB(5, 11)}, 3, OT_TOL},
-    {"tied embedding+matmul+sequence_ce", ot_tied, {5, 3}, 0, {OT_SEQ_LAB(7, 5), OT_SEQ_LAB(7, 5)}, 2, OT_TOL},
-    /* causal attention: odd heads (D 3, 5, 35), one and several heads, T
-     * of 1 and off every multiple, dropout (p 1: every weight dropped) */
-    OT_ATT("h1", 2, 5, 3, 1, 0), OT_ATT("h3", 2, 7, 9, 3, 0), OT_ATT("h2 dropout 0.3", 3, 13, 10, 2, 0.3f),
-    OT_ATT("T1", 3, 1, 4, 2, 0), OT_ATT("h2 D35", 1, 37, 70, 2, 0), OT_ATT("dropout 1", 2, 4, 4, 2, 1.0f),
-    {"causal_attention self h2 dropout 0.2", ot_attention, {2, 1}, 0.2f, {OT_X2(-2, 2, 6, 6)}, 2, OT_TOL},
-    /* one node as both operands (a^T a): both gradients add into it */
-    {"matmul (a^T, a)", ot_matmul_self, {0}, 0, {OT_X2(-1, 1, 5, 3)}, 2, OT_TOL},
-    /* convolutions of any geometry (last, so that the rows above keep their data) */
-    OT_CX(3, 0, 3, 4, 7, 9), OT_CX(2, 1, 3, 3, 9, 8), OT_CX(2, 2, 3, 4, 6, 7), OT_CX(1, 3, 3, 2, 9, 10),
-    OT_CX(3, 4, 3, 3, 5, 11), OT_CX(2, 5, 3, 2, 11, 13), OT_CX(3, 6, 2, 4, 13, 0), OT_CX(2, 7, 2, 3, 17, 0),
-    OT_CX(4, 8, 2, 2, 9, 0), OT_CX(2, 9, 3, 3, 4, 5), OT_CX(3, 10, 3, 4, 5, 3), OT_CX(1, 11, 3, 2, 3, 4),
-    OT_CX(2, 12, 3, 2, 3, 3),
-    OT_CX(7, 13, 3, 4, 14, 14), /* the weight gradient's lanes stride over 1372 products */
-    OT_CX(2, 14, 3, 5, 6, 29), OT_CX(2, 15, 3, 5, 13, 13), OT_CX(1, 16, 3, 3, 7, 29), OT_CX(2, 17, 3, 7, 5, 13),
-    OT_CX(2, 18, 3, 3, 9, 29), OT_CX(3, 19, 3, 4, 7, 7), OT_CX(2, 20, 3, 3, 8, 10), OT_CX(2, 21, 3, 4, 9, 13),
-    /* MobileNet's activations over both kinks (clamp to [p, 1]) */
-    OT_UN(RELU6, 0, 8, 1, 1, 1), OT_UN(RELU6, 0, 8, 3, 7, 13), OT_UN(HARDSWISH, 0, 5, 1, 1, 1),
-    OT_UN(HARDSWISH, 0, 5, 3, 7, 13), OT_UN(HARDSIGMOID, 0, 5, 1, 1, 1), OT_UN(HARDSIGMOID, 0, 5, 3, 7, 13),
-    OT_UN(CLAMP, -0.5f, 2, 1, 1, 1), OT_UN(CLAMP, -0.5f, 2, 3, 7, 13),
-    /* group norm: groups 1, 2 and C (instance norm), [B,C] to [B,C,H,W] (groups
-     * of 3 or more values: the gradient of two is near 0, lost to rounding);
-     * rows of 680 make the work-items stride */
-    OT_GN(2, 1, 1, 3, 4, 5, 3), OT_GN(3, 2, 1, 3, 4, 3, 5), OT_GN(2, 0, 0, 2, 3, 7, 0), OT_GN(1, 2, 1, 1, 6, 0, 0),
-    OT_GN(2, 0, 1, 3, 5, 2, 3), OT_GN(2, 4, 1, 2, 8, 170, 0),
-    /* upsampling: nearest and bilinear, factors 1 to 3, planes of 1 pixel up */
-    OT_UP(2, 2, 2, 0, 2, 3, 4), OT_UP(1, 3, 2, 0, 2, 5, 3), OT_UP(2, 2, 2, 1, 2, 4, 5), OT_UP(3, 3, 1, 1, 1, 3, 4),
-    OT_UP(2, 1, 3, 1, 3, 2, 7), OT_UP(2, 2, 2, 1, 3, 1, 1), OT_UP(1, 3, 3, 1, 2, 5, 6),
-    /* the fused recurrence: one step (no hidden product), steps and units
-     * off every tile, and two stacked layers through the builders */
-    OT_RNN(2, 0, 3, 1, 0, 0), OT_RNN(3, 0, 3, 5, 0, 0), OT_RNN(2, 0, 17, 4, 0, 0), OT_RNN(2, 1, 3, 1, 0, 0),
-    OT_RNN(3, 1, 4, 6, 0, 0), OT_RNN(1, 1, 19, 3, 0, 0), OT_RNN(2, 0, 4, 3, 1, 5), OT_RNN(2, 1, 3, 4, 1, 2),
-    /* gelu far into its tails */
-    OT_UN(GELU, 0, 8, 2, 5, 21),
+#include "op_cases.def"
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 

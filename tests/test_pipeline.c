@@ -212,6 +212,24 @@ static int tp_compare(const char *name, nncl_context *ctx, nncl_trainer *a, cons
     return 0;
 }
 
+/* Model kind built twice, trainer a (config ca) on the first and b (cb) on
+ * the second: 0, or 1 after a FAIL line. */
+static int tp_pair(const char *name, nncl_context *ctx, int kind, const nncl_train_config *ca, tp_model *ma,
+                   nncl_trainer **a, const nncl_train_config *cb, tp_model *mb, nncl_trainer **b) {
+    TH_CHECK(name, tp_build(ctx, ma, kind) && tp_build(ctx, mb, kind));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, ma->g, ma->loss, ca, a));
+    TH_OK(name, ctx, nncl_trainer_create(ctx, mb->g, mb->loss, cb, b));
+    return 0;
+}
+
+/* Frees what tp_pair made. */
+static void tp_free(nncl_trainer *a, tp_model *ma, nncl_trainer *b, tp_model *mb) {
+    nncl_trainer_free(a);
+    nncl_trainer_free(b);
+    nncl_graph_free(ma->g);
+    nncl_graph_free(mb->g);
+}
+
 /* 1: test_equal's stages keep one activation arena each, so every
  * micro-batch but the latest has its forward run again before its
  * backward (what a stage short of memory does). */
@@ -237,9 +255,7 @@ static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int re
         th_skip(name, "needs three devices (POCL_DEVICES=\"pthread pthread pthread\")");
         return 0;
     }
-    TH_CHECK(name, tp_build(ctx, &ma, kind) && tp_build(ctx, &mb, kind));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    if (tp_pair(name, ctx, kind, &ca, &ma, &a, &cb, &mb, &b)) return 1;
     /* the values held at each cut: every micro-batch (GPipe), at most K-s (1F1B) */
     TH_CHECK(name, nncl_trainer_stages(a, si, 3) == stages);
     for (s = 0; s < stages; s++) {
@@ -266,10 +282,7 @@ static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int re
         }
     }
 done:
-    nncl_trainer_free(a);
-    nncl_trainer_free(b);
-    nncl_graph_free(ma.g);
-    nncl_graph_free(mb.g);
+    tp_free(a, &ma, b, &mb);
     if (!r) th_pass("%s", name);
     return r;
 }
@@ -284,14 +297,9 @@ static int test_grad_checkpoint(nncl_context *ctx) {
     nncl_train_config ca = tp_config(devs, 2, 1, 3), cb = tp_config(devs, 1, 0, 0);
     if (th_devices_lack(ctx, 2, name)) return 0;
     ca.checkpoint = NNCL_CHECKPOINT_AUTO;
-    TH_CHECK(name, tp_build(ctx, &ma, TP_CNN) && tp_build(ctx, &mb, TP_CNN));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    if (tp_pair(name, ctx, TP_CNN, &ca, &ma, &a, &cb, &mb, &b)) return 1;
     r = tp_compare(name, ctx, a, &ma, b, &mb);
-    nncl_trainer_free(a);
-    nncl_trainer_free(b);
-    nncl_graph_free(ma.g);
-    nncl_graph_free(mb.g);
+    tp_free(a, &ma, b, &mb);
     if (!r) th_pass("%s", name);
     return r;
 }
@@ -308,9 +316,7 @@ static int test_checkpoint(nncl_context *ctx) {
     float *va, *vb, la, lb;
     if (th_devices_lack(ctx, 2, name)) return 0;
     snprintf(path, sizeof path, "/tmp/nncl-pipeline-ckpt-%ld.safetensors", (long)getpid());
-    TH_CHECK(name, tp_build(ctx, &ma, TP_MLP) && tp_build(ctx, &mb, TP_MLP));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    if (tp_pair(name, ctx, TP_MLP, &ca, &ma, &a, &cb, &mb, &b)) return 1;
     TH_OK(name, ctx, tp_step(a, &ma, 0, NULL));
     TH_OK(name, ctx, tp_step(a, &ma, 1, NULL));
     TH_OK(name, ctx, nncl_trainer_save_checkpoint(a, path));
@@ -330,25 +336,48 @@ static int test_checkpoint(nncl_context *ctx) {
     free(va);
     free(vb);
     TH_CHECK(name, r);
-    nncl_trainer_free(a);
-    nncl_trainer_free(b);
-    nncl_graph_free(ma.g);
-    nncl_graph_free(mb.g);
+    tp_free(a, &ma, b, &mb);
     remove(path);
     th_pass("%s", name);
+    return 0;
+}
+
+/* Trainer t (of model m) after one step, then a failure injected on stage
+ * 1's device in its forward or backward at the next: the step ends with an
+ * error naming that device, the state is what the first step left (*v0,
+ * the caller's to free) and a further step is refused. 0, or 1 after a
+ * FAIL line. */
+static int tp_fail_stage1(const char *name, nncl_context *ctx, nncl_trainer *t, const tp_model *m, int backward,
+                          float **v0) {
+    char want[64];
+    float *v1;
+    nncl_status st;
+    int same;
+    TH_OK(name, ctx, tp_step(t, m, 0, NULL));
+    TH_CHECK(name, !tp_dump(t, v0));
+    t->fail_device = 1;
+    t->fail_step = 1;
+    t->fail_in_backward = backward;
+    st = tp_step(t, m, 1, NULL);
+    snprintf(want, sizeof want, "device %d", t->device[1]);
+    TH_CHECK(name, st == NNCL_ERR_DEVICE && strstr(nncl_last_error(ctx), want) != NULL);
+    TH_CHECK(name, nncl_trainer_step_count(t) == 1 && !tp_dump(t, &v1));
+    same = memcmp(*v0, v1, (m->g->n_params + m->g->n_state + t->opt_floats) * sizeof(float)) == 0;
+    free(v1);
+    TH_CHECK(name, same);
+    TH_CHECK(name, tp_step(t, m, 2, NULL) == NNCL_ERR_STATE); /* refused until created again */
     return 0;
 }
 
 /* A failure injected in stage 1's forward or backward: an error naming the
  * device, and parameters, statistics, optimizer state and step as before. */
 static int test_failure(nncl_context *ctx, int backward, int sched) {
-    char name[160], want[64];
+    char name[160];
     int devs[2] = {0, 1}, r, left;
     tp_model m;
     nncl_trainer *t = NULL;
     nncl_train_config c = tp_config(devs, 2, 1, 3);
-    float *v0, *v1;
-    nncl_status st;
+    float *v0;
     char path[64];
     snprintf(name, sizeof name, "a device failing in a stage's %s (%s): an error naming it, nothing lost, resumed "
              "on the other", backward ? "backward" : "forward", sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B");
@@ -357,20 +386,7 @@ static int test_failure(nncl_context *ctx, int backward, int sched) {
     snprintf(path, sizeof path, "/tmp/nncl-pipeline-fail-%ld.safetensors", (long)getpid());
     TH_CHECK(name, tp_build(ctx, &m, TP_BN));
     TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
-    TH_OK(name, ctx, tp_step(t, &m, 0, NULL));
-    TH_CHECK(name, !tp_dump(t, &v0));
-    t->fail_device = 1;
-    t->fail_step = 1;
-    t->fail_in_backward = backward;
-    st = tp_step(t, &m, 1, NULL);
-    snprintf(want, sizeof want, "device %d", t->device[1]);
-    TH_CHECK(name, st == NNCL_ERR_DEVICE && strstr(nncl_last_error(ctx), want) != NULL);
-    TH_CHECK(name, nncl_trainer_step_count(t) == 1);
-    TH_CHECK(name, !tp_dump(t, &v1));
-    r = memcmp(v0, v1, (m.g->n_params + m.g->n_state + t->opt_floats) * sizeof(float)) == 0;
-    free(v1);
-    TH_CHECK(name, r);
-    TH_CHECK(name, tp_step(t, &m, 2, NULL) == NNCL_ERR_STATE); /* refused until created again */
+    if (tp_fail_stage1(name, ctx, t, &m, backward, &v0)) return 1;
     TH_OK(name, ctx, nncl_trainer_save_checkpoint(t, path));
     left = t->device[0]; /* stage 1's device failed */
     nncl_trainer_free(t);
@@ -399,13 +415,12 @@ static int test_failure(nncl_context *ctx, int backward, int sched) {
  * backward (the others wait on it both ways) ends the step with an error
  * naming its device, everything as before, and the trainer refusing steps. */
 static int test_failure3(nncl_context *ctx, int backward, int sched) {
-    char name[160], want[64];
-    int devs[3] = {0, 1, 2}, r;
+    char name[160];
+    int devs[3] = {0, 1, 2};
     tp_model m;
     nncl_trainer *t = NULL;
     nncl_train_config c = tp_config(devs, 3, 1, 4);
-    float *v0, *v1;
-    nncl_status st;
+    float *v0;
     snprintf(name, sizeof name, "3 stages, the middle one failing in its %s (%s): an error naming it, nothing lost",
              backward ? "backward" : "forward", sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B");
     if (nncl_device_count(ctx) < 3) {
@@ -415,20 +430,8 @@ static int test_failure3(nncl_context *ctx, int backward, int sched) {
     c.pipe_schedule = sched;
     TH_CHECK(name, tp_build(ctx, &m, TP_MLP));
     TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &c, &t));
-    TH_OK(name, ctx, tp_step(t, &m, 0, NULL));
-    TH_CHECK(name, !tp_dump(t, &v0));
-    t->fail_device = 1;
-    t->fail_step = 1;
-    t->fail_in_backward = backward;
-    st = tp_step(t, &m, 1, NULL);
-    snprintf(want, sizeof want, "device %d", t->device[1]);
-    TH_CHECK(name, st == NNCL_ERR_DEVICE && strstr(nncl_last_error(ctx), want) != NULL);
-    TH_CHECK(name, nncl_trainer_step_count(t) == 1 && !tp_dump(t, &v1));
-    r = memcmp(v0, v1, (m.g->n_params + m.g->n_state + t->opt_floats) * sizeof(float)) == 0;
+    if (tp_fail_stage1(name, ctx, t, &m, backward, &v0)) return 1;
     free(v0);
-    free(v1);
-    TH_CHECK(name, r);
-    TH_CHECK(name, tp_step(t, &m, 2, NULL) == NNCL_ERR_STATE);
     nncl_trainer_free(t);
     nncl_graph_free(m.g);
     th_pass("%s", name);
@@ -712,9 +715,7 @@ static int test_measured_equal(nncl_context *ctx, int kind) {
     snprintf(name, sizeof name, "%s on 2 devices, the arrangement measured at creation, equals one device on the "
              "whole batch", tp_names[kind]);
     if (th_devices_lack(ctx, 2, name)) return 0;
-    TH_CHECK(name, tp_build(ctx, &ma, kind) && tp_build(ctx, &mb, kind));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, ma.g, ma.loss, &ca, &a));
-    TH_OK(name, ctx, nncl_trainer_create(ctx, mb.g, mb.loss, &cb, &b));
+    if (tp_pair(name, ctx, kind, &ca, &ma, &a, &cb, &mb, &b)) return 1;
     r = tp_compare(name, ctx, a, &ma, b, &mb);
     if (!r) {
         nncl_feed f[2];
@@ -727,10 +728,7 @@ static int test_measured_equal(nncl_context *ctx, int kind) {
                 info.arrangement == NNCL_ARRANGE_ONE ? "one device" : info.arrangement == NNCL_ARRANGE_DATA ?
                 "data parallel" : "pipeline", info.arrangement_why);
     }
-    nncl_trainer_free(a);
-    nncl_trainer_free(b);
-    nncl_graph_free(ma.g);
-    nncl_graph_free(mb.g);
+    tp_free(a, &ma, b, &mb);
     return r;
 }
 

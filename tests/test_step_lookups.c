@@ -2,7 +2,8 @@
  * made: after nncl_trainer_create, training steps and evaluation-mode
  * forwards build no program and look no kernel up by name on any device
  * (the library counts both per device), on a model that runs most op
- * families, with gradient clipping on. */
+ * families, with gradient clipping on; and the plan built those families
+ * as one program on each device (cl/ files it names share it). */
 #include "harness.h"
 #include "train/trainer.h"
 #include <stdlib.h>
@@ -71,6 +72,18 @@ int main(void) {
     TH_OK(name, ctx, nncl_relu(ctx, probe, probe));
     TH_CHECK(name, sl_lookups(ctx) > after);
     nncl_tensor_free(probe);
+    for (i = 0; i < ctx->n_devices; i++) {
+        static const char *const fams[4] = {"conv", "pool", "loss", "optimizer"};
+        void *first = NULL, *p = NULL;
+        int f, same = 1;
+        for (f = 0; f < 4; f++) {
+            TH_OK("a plan builds its kernel families as one program", ctx, nncl_kernel_program(ctx, i, fams[f], &p));
+            if (f == 0) first = p;
+            same = same && p == first && p != NULL;
+        }
+        TH_CHECK("a plan builds its kernel families as one program", same);
+    }
+    th_pass("a plan builds its kernel families as one program");
     nncl_trainer_free(t);
     nncl_graph_free(g);
     th_pass("%s (%lu look-ups at creation, none in 3 steps and a prediction)", name, before);

@@ -1,6 +1,6 @@
-/* test_torch_ops.c - every graph op against PyTorch through the public API:
- * tests/data/torch_ops.safetensors (made by make_torch_ops.py) holds, per
- * case, a batch, the parameters, PyTorch's output in evaluation mode, its
+/* test_torch_ops.c - every graph op against PyTorch through the public API,
+ * the OP_TORCH rows of tests/op_cases.def: tests/data/torch_ops.safetensors
+ * (made from the same rows by make_torch_ops.py) holds, per case, a batch, the parameters, PyTorch's output in evaluation mode, its
  * training-mode loss and the parameters after one SGD step. Each case
  * builds h = x + p, z = OP(h) and mse(z, t) (or OP itself for a loss) with
  * nncl's builders, sets the parameters by name, predicts, steps, and
@@ -17,79 +17,27 @@
 
 typedef nncl_node *(*tto_builder)(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t);
 
-static nncl_node *b_relu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_relu(g, h); }
-static nncl_node *b_leaky(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_leaky_relu(g, h, 0.1f); }
-static nncl_node *b_sigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_sigmoid(g, h); }
-static nncl_node *b_tanh(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_tanh(g, h); }
-static nncl_node *b_gelu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_gelu(g, h); }
-static nncl_node *b_gelu_tanh(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_gelu_tanh(g, h); }
-static nncl_node *b_silu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_silu(g, h); }
-static nncl_node *b_elu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_elu(g, h, 1.0f); }
-static nncl_node *b_elu_half(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_elu(g, h, 0.5f); }
-static nncl_node *b_softplus(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_softplus(g, h); }
-static nncl_node *b_scale(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_scale(g, h, 2.5f); }
-static nncl_node *b_softmax(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_softmax(g, h); }
-static nncl_node *b_log_softmax(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_log_softmax(g, h); }
-static nncl_node *b_add(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_op_add(g, h, h2); }
-static nncl_node *b_sub(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_op_sub(g, h, h2); }
-static nncl_node *b_mul(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_op_mul(g, h, h2); }
-
+/* A parameter vector over h's last dimension. */
 static nncl_node *tto_vector(nncl_graph *g, nncl_node *h) {
     int shape[8], n = nncl_node_shape(h, shape);
     return nncl_param(g, "v", 1, &shape[n - 1], NNCL_INIT_ZEROS, 0);
 }
-static nncl_node *b_add_vector(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_add(g, h, tto_vector(g, h)); }
-static nncl_node *b_mul_vector(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_mul(g, h, tto_vector(g, h)); }
 
-static nncl_node *b_linear_none(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_NONE, "l"); }
-static nncl_node *b_linear_relu(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_RELU, "l"); }
-static nncl_node *b_linear_sigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_SIGMOID, "l"); }
-static nncl_node *b_linear_tanh(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 1, NNCL_ACT_TANH, "l"); }
-static nncl_node *b_linear_nobias(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 3, 0, NNCL_ACT_NONE, "l"); }
-static nncl_node *b_linear_3d(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_linear(g, h, 4, 1, NNCL_ACT_NONE, "l"); }
-
-static nncl_node *b_conv_3x3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 3, 3, 1, 1, 1, NNCL_ACT_RELU, "c"); }
-static nncl_node *b_conv_stride2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 3, 3, 2, 0, 1, NNCL_ACT_NONE, "c"); }
-static nncl_node *b_conv_1x1(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 4, 1, 1, 0, 1, NNCL_ACT_NONE, "c"); }
-static nncl_node *b_conv_5x5(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_conv2d(g, h, 2, 5, 2, 2, 0, NNCL_ACT_TANH, "c"); }
-static nncl_node *b_maxpool_2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_maxpool2d(g, h, 2, 2, 0); }
-static nncl_node *b_maxpool_3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_maxpool2d(g, h, 3, 2, 1); }
-static nncl_node *b_avgpool_2(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_avgpool2d(g, h, 2, 2, 0); }
-static nncl_node *b_avgpool_3(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_avgpool2d(g, h, 3, 2, 1); }
-static nncl_node *b_global_avgpool(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_global_avgpool(g, h); }
-static nncl_node *b_batchnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm(g, h, 0.1f, 1e-5f, "bn"); }
-static nncl_node *b_bn_relu_res(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_batchnorm_add_act(g, h, h2, NNCL_BN_ACT_RELU, 0.1f, 1e-5f, "bn"); }
-static nncl_node *b_bn_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_batchnorm_act(g, h, NNCL_BN_ACT_HARDSWISH, 0.1f, 1e-5f, "bn"); }
-static nncl_node *b_layernorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_layernorm(g, h, 1e-5f, "ln"); }
-static nncl_node *b_embedding(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_embedding(g, h, 9, 5, "e"); }
-static nncl_node *b_flatten(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_flatten(g, h); }
 static nncl_node *b_reshape(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     int shape[2] = {3, 4};
     (void)h2; (void)t;
     return nncl_reshape(g, h, 2, shape);
 }
-static nncl_node *b_concat_0(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_concat(g, h, h2, 0); }
-static nncl_node *b_concat_1(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_concat(g, h, h2, 1); }
-static nncl_node *b_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_softmax_cross_entropy(g, h, t); }
-static nncl_node *b_bce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_bce_with_logits(g, h, t); }
-static nncl_node *b_mse(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_mse(g, h, h2); }
 static nncl_node *b_matmul_shared_bt(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     int shape[2] = {5, 4};
     (void)h2; (void)t;
     return nncl_matmul(g, h, nncl_param(g, "w", 2, shape, NNCL_INIT_ZEROS, 0), 0, 1);
 }
-static nncl_node *b_matmul(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_matmul(g, h, h2, 0, 0); }
-static nncl_node *b_matmul_ta(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)t; return nncl_matmul(g, h, h2, 1, 0); }
-static nncl_node *b_transpose(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_transpose(g, h, 0, 2); }
-static nncl_node *b_slice(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_slice(g, h, 1, 2, 4); }
 static nncl_node *b_add_positions(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     int shape[2] = {3, 4};
     (void)h2; (void)t;
     return nncl_op_add(g, h, nncl_param(g, "pos", 2, shape, NNCL_INIT_ZEROS, 0));
 }
-static nncl_node *b_layernorm_nobias(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_layernorm_ex(g, h, 1e-5f, 0, "ln"); }
-static nncl_node *b_rmsnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_rmsnorm(g, h, 1e-5f, "rms"); }
-static nncl_node *b_seq_ce(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; return nncl_sequence_cross_entropy(g, h, t, -100); }
 /* the embedding's weight is also the output head: one parameter, two uses */
 static nncl_node *b_tied_head(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     nncl_node *e = nncl_embedding(g, h, 7, 5, "wte");
@@ -103,14 +51,6 @@ static nncl_node *b_attention(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_n
     return nncl_causal_attention(g, q, k, nncl_linear(g, h, 6, 0, NNCL_ACT_NONE, "v"), 2, 0.0f);
 }
 
-static nncl_node *b_relu6(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_relu6(g, h); }
-static nncl_node *b_hardswish(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardswish(g, h); }
-static nncl_node *b_hardsigmoid(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_hardsigmoid(g, h); }
-static nncl_node *b_clamp(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_op_clamp(g, h, -1.0f, 1.0f); }
-static nncl_node *b_groupnorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_groupnorm(g, h, 3, 1e-5f, 1, "gn"); }
-static nncl_node *b_instancenorm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_instancenorm(g, h, 1e-5f, 0, "in"); }
-static nncl_node *b_up_nearest(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_upsample2d(g, h, 2, 3, 0); }
-static nncl_node *b_up_bilinear(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_upsample2d(g, h, 3, 2, 1); }
 static nncl_node *b_conv_depthwise(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {
     nncl_conv2d_options o = nncl_conv2d_default();
     (void)h2; (void)t;
@@ -171,8 +111,6 @@ static nncl_node *b_conv_transpose2d(nncl_graph *g, nncl_node *h, nncl_node *h2,
 /* loss: the builder gives the loss itself; 2: and t holds one class per sample.
  * wd: SGD's weight decay, on the parameters of two or more dimensions
  * alone (nncl_param_decay 0 on the others, as nanoGPT decays). */
-static nncl_node *b_lstm(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_lstm(g, h, 4, 1, "r"); }
-static nncl_node *b_gru(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) { (void)h2; (void)t; return nncl_gru(g, h, 4, 1, "r"); }
 typedef struct tto_case {
     const char *name;
     tto_builder build;
@@ -180,39 +118,23 @@ typedef struct tto_case {
     float wd;
 } tto_case;
 
+/* The cases: the OP_TORCH rows of op_cases.def (its OP_REF rows are
+ * tests/test_op_table.c's). A row's builder is an expression of g, h, h2
+ * and t; its first pass here makes it a function named after the row's
+ * line, the second lists the rows. */
+#define TTO_PASTE(a, b) a##b
+#define TTO_FN(line) TTO_PASTE(tto_build_, line)
+#define OP_REF(...)
+#define OP_TORCH(name, builder, loss, wd, python)                                                       \
+    static nncl_node *TTO_FN(__LINE__)(nncl_graph *g, nncl_node *h, nncl_node *h2, nncl_node *t) {      \
+        (void)g, (void)h, (void)h2, (void)t;                                                            \
+        return builder;                                                                                 \
+    }
+#include "op_cases.def"
+#undef OP_TORCH
+#define OP_TORCH(name, builder, loss, wd, python) {name, TTO_FN(__LINE__), loss, wd},
 static const tto_case tto_cases[] = {
-    {"relu", b_relu, 0, 0}, {"leaky_relu", b_leaky, 0, 0}, {"sigmoid", b_sigmoid, 0, 0}, {"tanh", b_tanh, 0, 0},
-    {"gelu", b_gelu, 0, 0}, {"gelu_tanh", b_gelu_tanh, 0, 0}, {"silu", b_silu, 0, 0}, {"elu", b_elu, 0, 0},
-    {"elu_half", b_elu_half, 0, 0}, {"softplus", b_softplus, 0, 0}, {"softplus_large", b_softplus, 0, 0},
-    {"scale", b_scale, 0, 0}, {"softmax", b_softmax, 0, 0}, {"log_softmax", b_log_softmax, 0, 0},
-    {"add", b_add, 0, 0}, {"sub", b_sub, 0, 0}, {"mul", b_mul, 0, 0}, {"add_vector", b_add_vector, 0, 0},
-    {"mul_vector", b_mul_vector, 0, 0}, {"linear_none", b_linear_none, 0, 0}, {"linear_relu", b_linear_relu, 0, 0},
-    {"linear_sigmoid", b_linear_sigmoid, 0, 0}, {"linear_tanh", b_linear_tanh, 0, 0},
-    {"linear_nobias", b_linear_nobias, 0, 0}, {"linear_3d", b_linear_3d, 0, 0}, {"conv_3x3", b_conv_3x3, 0, 0},
-    {"conv_stride2", b_conv_stride2, 0, 0}, {"conv_1x1", b_conv_1x1, 0, 0}, {"conv_5x5", b_conv_5x5, 0, 0},
-    {"maxpool_2", b_maxpool_2, 0, 0}, {"maxpool_3s2p1", b_maxpool_3, 0, 0}, {"avgpool_2", b_avgpool_2, 0, 0},
-    {"avgpool_3s2p1", b_avgpool_3, 0, 0}, {"global_avgpool", b_global_avgpool, 0, 0},
-    {"batchnorm_2d", b_batchnorm, 0, 0}, {"batchnorm_4d", b_batchnorm, 0, 0}, {"layernorm", b_layernorm, 0, 0},
-    {"embedding", b_embedding, 0, 0}, {"flatten", b_flatten, 0, 0}, {"reshape", b_reshape, 0, 0},
-    {"concat_0", b_concat_0, 0, 0}, {"concat_1", b_concat_1, 0, 0}, {"softmax_cross_entropy", b_ce, 2, 0},
-    {"bce_with_logits", b_bce, 1, 0}, {"mse", b_mse, 1, 0},
-    {"matmul_shared_bt", b_matmul_shared_bt, 0, 0}, {"matmul_batched", b_matmul, 0, 0},
-    {"matmul_batched_ta", b_matmul_ta, 0, 0}, {"transpose", b_transpose, 0, 0}, {"slice", b_slice, 0, 0},
-    {"add_positions", b_add_positions, 0, 0}, {"layernorm_nobias", b_layernorm_nobias, 0, 0}, {"rmsnorm", b_rmsnorm, 0, 0},
-    {"sequence_cross_entropy", b_seq_ce, 1, 0}, {"tied_head", b_tied_head, 0, 0},
-    {"linear_decay_2d", b_linear_none, 0, 0.1f},
-    {"causal_attention", b_attention, 0, 0},
-    {"conv2d_depthwise", b_conv_depthwise, 0, 0}, {"conv2d_grouped_dilated", b_conv_grouped_dilated, 0, 0},
-    {"conv1d", b_conv1d, 0, 0}, {"conv_transpose2d", b_conv_transpose2d, 0, 0},
-    {"conv2d_depthwise_5x5_s2", b_conv_dw_5x5, 0, 0}, {"conv2d_depthwise_dilated", b_conv_dw_dilated, 0, 0},
-    {"conv2d_depthwise_1x3", b_conv_dw_1x3, 0, 0},
-    {"relu6", b_relu6, 0, 0}, {"relu6_kinks", b_relu6, 0, 0}, {"hardswish", b_hardswish, 0, 0},
-    {"hardswish_kinks", b_hardswish, 0, 0}, {"hardsigmoid", b_hardsigmoid, 0, 0},
-    {"hardsigmoid_kinks", b_hardsigmoid, 0, 0}, {"clamp", b_clamp, 0, 0}, {"clamp_kinks", b_clamp, 0, 0},
-    {"groupnorm", b_groupnorm, 0, 0}, {"instancenorm", b_instancenorm, 0, 0},
-    {"upsample_nearest", b_up_nearest, 0, 0}, {"upsample_bilinear", b_up_bilinear, 0, 0},
-    {"lstm", b_lstm, 0, 0}, {"gru", b_gru, 0, 0},
-    {"batchnorm_act_relu_residual", b_bn_relu_res, 0, 0}, {"batchnorm_act_hardswish", b_bn_hardswish, 0, 0},
+#include "op_cases.def"
 };
 
 /* The tensor CASE.what, or NULL; its per-sample shape in shape[0..*ndim). */
@@ -277,6 +199,10 @@ static int tto_compare(const char *name, const char *what, const float *got, con
 }
 
 static int tto_is_depthwise(const tto_case *c) { return !strncmp(c->name, "conv2d_depthwise", 16); }
+/* A batch norm case; fused 1: one with its activation (and residual) fused in. */
+static int tto_is_bn(const tto_case *c, int fused) {
+    return fused ? !strncmp(c->name, "batchnorm_act", 13) : !strncmp(c->name, "batchnorm", 9);
+}
 
 static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const tto_case *c, float lr, int prec) {
     char name[200], key[200];
@@ -294,10 +220,10 @@ static int tto_run(nncl_context *ctx, int d, const nncl_safetensors *st, const t
     double tol = tto_tol[prec], worst = 0;
     nncl_status st_create;
     const char *bn = getenv("NNCL_BN"), *fuse = getenv("NNCL_BN_FUSE"), *dwk = getenv("NNCL_CONV_DEPTHWISE");
-    int is_bn = c->build == b_batchnorm || c->build == b_bn_relu_res || c->build == b_bn_hardswish;
+    int is_bn = tto_is_bn(c, 0);
     snprintf(name, sizeof name, "%s as in PyTorch (%s%s%s%s) on %s", c->name, tto_precision[prec],
              is_bn && bn && !strcmp(bn, "groups") ? ", per-channel groups" : "",
-             is_bn && c->build != b_batchnorm && fuse && !strcmp(fuse, "0") ? ", separate passes" : "",
+             tto_is_bn(c, 1) && fuse && !strcmp(fuse, "0") ? ", separate passes" : "",
              tto_is_depthwise(c) && dwk && !strcmp(dwk, "0") ? ", general direct kernels" : "",
              th_device_label(ctx, d));
     TH_CHECK(name, g && tto_get(st, c->name, "x", &ex, NULL, NULL) && tto_get(st, c->name, "t", &et, &ndim, shape));
@@ -395,8 +321,7 @@ int main(void) {
     for (d = 0; d < nncl_device_count(ctx); d++)
         for (p = 0; p < 3; p++)
             for (i = 0; i < n; i++)
-                if (tto_cases[i].build == b_batchnorm || tto_cases[i].build == b_bn_relu_res ||
-                    tto_cases[i].build == b_bn_hardswish)
+                if (tto_is_bn(&tto_cases[i], 0))
                     tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
     unsetenv("NNCL_BN");
     /* depthwise layers on the general direct kernels (NNCL_CONV_DEPTHWISE, src/ops/conv_dw.c) */
@@ -411,7 +336,7 @@ int main(void) {
     for (d = 0; d < nncl_device_count(ctx); d++)
         for (p = 0; p < 3; p++)
             for (i = 0; i < n; i++)
-                if (tto_cases[i].build == b_bn_relu_res || tto_cases[i].build == b_bn_hardswish)
+                if (tto_is_bn(&tto_cases[i], 1))
                     tto_run(ctx, d, st, &tto_cases[i], (float)atof(lr), p);
     unsetenv("NNCL_BN_FUSE");
     nncl_safetensors_free(st);

@@ -353,9 +353,15 @@ static int test_nan_skip(nncl_context *ctx) {
 int main(int argc, char **argv) {
     nncl_context *ctx;
     int d;
+    char cache[] = "/tmp/nncl-trainer-XXXXXX";
+    int own_cache;
     static const float uneven[8] = {3, 1, 1, 1, 1, 1, 1, 1}, even[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     tt_data();
     if (argc == 4 && strcmp(argv[1], "--resume-child") == 0) return tt_resume_child(argv[2], argv[3]);
+    /* A cache folder of its own, which the resume child inherits: another
+     * process rewriting a shared choice file between the two would let the
+     * child pick another kernel and round differently. */
+    own_cache = mkdtemp(cache) && setenv("NNCL_CACHE_DIR", cache, 1) == 0;
     if (!(ctx = th_context())) return th_exit_code();
     for (d = 0; d < nncl_device_count(ctx); d++) test_learns(ctx, d);
     test_repeatable(ctx);
@@ -378,5 +384,10 @@ int main(int argc, char **argv) {
     test_parallel(ctx, even, "device 1 fails at step 4", 4);
     tt_cnn = 0;
     nncl_free(ctx);
+    if (own_cache) {
+        char rm[64];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", cache);
+        if (system(rm) != 0) th_fail("trainer", "could not remove %s", cache);
+    }
     return th_exit_code();
 }

@@ -120,7 +120,7 @@ class ConvTranspose2dOptions(Structure):
 
 class BatchFitC(Structure):
     _fields_ = [("batch", c_int), ("device", c_int), ("need_bytes", c_uint64), ("have_bytes", c_uint64),
-                ("segments", c_int)]
+                ("segments", c_int), ("activation_bytes", c_uint64)]
 
 
 class StageInfoC(Structure):

@@ -83,6 +83,7 @@ class BatchFit:
     need_bytes: int
     have_bytes: int
     segments: int
+    activation_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def max_batch_fit(graph, loss, limit=0, **options):
     ctx = graph.ctx
     check(lib.nncl_train_max_batch(ctx._handle(), graph._handle(), loss._h, ctypes.byref(cfg), int(limit),
                                    ctypes.byref(r)), ctx._h, "nncl_train_max_batch")
-    return BatchFit(r.batch, r.device, r.need_bytes, r.have_bytes, r.segments)
+    return BatchFit(r.batch, r.device, r.need_bytes, r.have_bytes, r.segments, r.activation_bytes)
 
 
 @dataclass

@@ -6,7 +6,8 @@
  * line per choice,
  *   choice TA TB M N K EPI BEST BEST_OWN     (a product: variant names, "clblast")
  *   conv C H W O K STRIDE PAD ACT BIAS DX DW PATH   (a conv2d layer's path)
- * and a checksum line. A file that is damaged, foreign, of another version
+ * and a checksum line: the format (nncl__sealed_body, gemm.h) that
+ * CLBlast's tuning file (src/gemm/tune.c) is stored in too. A file that is damaged, foreign, of another version
  * or names kernels this build lacks is ignored whole and rewritten at the
  * next choice; reading never trusts a length or a number it did not check.
  *
@@ -29,7 +30,7 @@
 #include "gemm/gemm.h"
 #include <stdio.h>
 
-#define PICK_MAGIC "nncl-gemm-choice 7" /* 3: the direct conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8; 7: close contenders timed longer */
+#define PICK_MAGIC "nncl-gemm-choice 7" /* 3: the 3x3 conv path; 4: the dot kernel; 5: direct 4 x 4 vectors; 6: dot groups of 8; 7: close contenders timed longer */
 #define PICK_FILE_MAX (1u << 20) /* a larger file is not one of ours */
 
 /* ------------------------------------------------------------- device classes */
@@ -111,12 +112,7 @@ static int pick_choice_find(const nncl__gemm_state *s, const nncl__gemm_choice *
 
 /* ------------------------------------------------------------- the file */
 
-static uint64_t pick_fnv(const char *p, size_t n) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001B3ull;
-    return h;
-}
+static uint64_t pick_fnv(const char *p, size_t n) { return nncl__fnv1a(0xCBF29CE484222325ull, p, n); }
 
 const char *nncl__gemm_variant_name(const nncl__gemm_state *s, int idx) {
     return idx < 0 ? "clblast" : s->all[idx].name;
@@ -160,7 +156,7 @@ static int pick_line(nncl__gemm_state *s, const char *line, int keep, const char
         int *q = cc.key;
         if (sscanf(line + 5, "%d %d %d %d %d %d %d %d %d %d %d %d", &q[0], &q[1], &q[2], &q[3], &q[4], &q[5], &q[6],
                    &q[7], &q[8], &q[9], &q[10], &cc.path) != NNCL__CONV_KEY + 1 ||
-            cc.path < 0 || cc.path > 2)
+            cc.path < 0 || cc.path > NNCL__CONV_PATH_MAX)
             return 0;
         return (keep && pick_conv_find(s, cc.key) >= 0) || nncl__gemm_conv_add(s, &cc);
     }
@@ -183,26 +179,40 @@ static int pick_line(nncl__gemm_state *s, const char *line, int keep, const char
     return (keep && pick_choice_find(s, &c) >= 0) || nncl__gemm_choice_add(s, &c);
 }
 
-int nncl__gemm_choices_parse(nncl__gemm_state *s, const char *id, char *buf, size_t n, const char **why) {
-    char *line, *next, *check;
-    size_t hl = strlen(PICK_MAGIC);
+char *nncl__sealed_body(char *buf, size_t n, const char *magic, const char *id, const char *idmiss, const char **why) {
+    char *check;
+    size_t hl = strlen(magic), name = hl;
     unsigned long long sum;
     *why = "damaged";
-    if (n == 0 || memchr(buf, 0, n)) return 0;
+    if (n == 0 || memchr(buf, 0, n)) return NULL;
     buf[n] = 0;
-    if (!strncmp(buf, "nncl-gemm-choice ", 17) && (strncmp(buf, PICK_MAGIC, hl) != 0 || buf[hl] != '\n')) {
+    while (name > 0 && magic[name - 1] != ' ') name--; /* "nncl-gemm-choice " of "nncl-gemm-choice 7" */
+    if (name && !strncmp(buf, magic, name) && (strncmp(buf, magic, hl) != 0 || buf[hl] != '\n')) {
         *why = "written by another version of nncl";
-        return 0;
+        return NULL;
     }
     check = strstr(buf, "\ncheck ");
-    if (!check || sscanf(check + 7, "%16llx", &sum) != 1 || pick_fnv(buf, (size_t)(check + 1 - buf)) != sum) return 0;
+    if (!check || sscanf(check + 7, "%16llx", &sum) != 1 || pick_fnv(buf, (size_t)(check + 1 - buf)) != sum)
+        return NULL;
     check[1] = 0;
-    if (strncmp(buf, PICK_MAGIC, hl) != 0 || buf[hl] != '\n') return 0;
+    if (strncmp(buf, magic, hl) != 0 || buf[hl] != '\n') return NULL;
     if (strncmp(buf + hl + 1, id, strlen(id)) != 0) {
-        *why = "written for another device, driver, CLBlast or kernel text";
-        return 0;
+        *why = idmiss;
+        return NULL;
     }
-    for (line = buf + hl + 1 + strlen(id); *line; line = next) {
+    return buf + hl + 1 + strlen(id);
+}
+
+size_t nncl__sealed_seal(char *text, size_t len, size_t cap) {
+    if (len + 32 >= cap) return 0;
+    return len + (size_t)snprintf(text + len, cap - len, "check %016llx\n", (unsigned long long)pick_fnv(text, len));
+}
+
+int nncl__gemm_choices_parse(nncl__gemm_state *s, const char *id, char *buf, size_t n, const char **why) {
+    char *line, *next;
+    line = nncl__sealed_body(buf, n, PICK_MAGIC, id, "written for another device, driver, CLBlast or kernel text", why);
+    if (!line) return 0;
+    for (; *line; line = next) {
         char *nl = strchr(line, '\n');
         if (!nl) return 0;
         *nl = 0;
@@ -270,8 +280,7 @@ void nncl__gemm_choices_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_st
         len += (size_t)snprintf(text + len, cap - len, "conv %d %d %d %d %d %d %d %d %d %d %d %d\n", q[0], q[1], q[2], q[3],
                                 q[4], q[5], q[6], q[7], q[8], q[9], q[10], s->convs[i].path);
     }
-    if (len + 32 < cap) {
-        snprintf(text + len, cap - len, "check %016llx\n", (unsigned long long)pick_fnv(text, len));
+    if (nncl__sealed_seal(text, len, cap)) {
         if (nncl__afile_open(&af, path, "GEMM choices") == NNCL_OK) {
             if (fputs(text, af.f) == EOF) nncl__afile_abort(&af);
             else if (nncl__afile_commit(&af, "GEMM choices") != NNCL_OK)

@@ -193,8 +193,10 @@ typedef struct nncl__gemm_choice {
 
 /* A conv2d layer's path (src/ops/conv_pick.c), measured on the whole layer:
  * key C H W O k stride pad act bias dx dw; path 0 im2col + CLBlast, 1 the
- * implicit GEMM on own kernels, 2 direct (NNCL__CONV_*, src/ops/conv.h). */
+ * implicit GEMM on own kernels, 2 the 3x3 kernels, up to NNCL__CONV_PATH_MAX
+ * (NNCL__CONV_*, src/ops/conv.h, which checks that its paths fit). */
 #define NNCL__CONV_KEY 11
+#define NNCL__CONV_PATH_MAX 2
 typedef struct nncl__conv_choice {
     int key[NNCL__CONV_KEY];
     int path;
@@ -241,6 +243,18 @@ int nncl__gemm_conv_add(nncl__gemm_state *s, const nncl__conv_choice *c);
 void nncl__gemm_choices_load(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s);
 void nncl__gemm_choices_store(nncl_context *ctx, nncl_device *dev, nncl__gemm_state *s);
 int nncl__gemm_choices_parse(nncl__gemm_state *s, const char *id, char *buf, size_t n, const char **why);
+/* The one format of the files that store choices, the GEMM choices and
+ * conv2d paths above and CLBlast's tuning (src/gemm/tune.c):
+ *     MAGIC "\n" IDENTITY BODY "check " 16 hex digits "\n"
+ * IDENTITY and BODY whole lines, the check FNV-1a over all before it.
+ * nncl__sealed_body checks buf (n bytes and one more for a NUL): its
+ * body, NUL-terminated where the check line was, or NULL with *why
+ * "damaged", "written by another version of nncl" (MAGIC's name with
+ * another version number) or idmiss (another identity than id).
+ * nncl__sealed_seal appends the check line to text (len bytes, cap in
+ * all): the new length, 0 where it does not fit. */
+char *nncl__sealed_body(char *buf, size_t n, const char *magic, const char *id, const char *idmiss, const char **why);
+size_t nncl__sealed_seal(char *text, size_t len, size_t cap);
 /* Variant idx's name ("clblast" for -1); whether variant i is timed for a
  * product of these transposes and [m,n] shape (what a choice may name). */
 const char *nncl__gemm_variant_name(const nncl__gemm_state *s, int idx);

@@ -114,9 +114,7 @@ static void tune_format(const nncl_device *dev, const tune_set *s, char *out, si
     len = strlen(out);
     nncl__tune_format_family(line, sizeof line, "GemmRoutine", 1, tune_tname, &s->min_indirect, 1);
     snprintf(out + len, size - len, "%s\n", line);
-    len = strlen(out);
-    snprintf(out + len, size - len, "check %016llx\n",
-             (unsigned long long)nncl__fnv1a(0xCBF29CE484222325ull, out, len));
+    nncl__sealed_seal(out, strlen(out), size);
 }
 
 /* Parses "FAMILY default" or "FAMILY N1=v1 N2=v2 ..." (names in order). */
@@ -149,33 +147,21 @@ static int tune_parse_family(const char *line, const char *family, const char *c
 /* Reads the tuning stored for dev. 1: *s holds it; 0: none stored; -1: a
  * file that is damaged, foreign or invalid for dev (why in *why). */
 static int tune_load(const nncl_device *dev, const char *path, tune_set *s, const char **why) {
-    char buf[TUNE_FILE_MAX + 1], id[1024], *line, *check, *next;
-    size_t n, hl;
+    char buf[TUNE_FILE_MAX + 1], id[1024], *line, *next;
+    size_t n;
     FILE *f = fopen(path, "rb");
-    unsigned long long sum = 0;
     tune_limits L;
     int has_t = 0, lineno = 0;
     if (!f) return 0;
     n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     *why = "damaged";
-    if (n == 0 || n > TUNE_FILE_MAX || memchr(buf, 0, n)) return -1;
-    buf[n] = 0;
-    /* the checksum line covers everything before it */
-    check = strstr(buf, "\ncheck ");
-    if (!check || sscanf(check + 7, "%16llx", &sum) != 1 ||
-        nncl__fnv1a(0xCBF29CE484222325ull, buf, (size_t)(check + 1 - buf)) != (uint64_t)sum)
-        return -1;
-    check[1] = 0;
-    hl = strlen(TUNE_MAGIC);
-    if (strncmp(buf, TUNE_MAGIC, hl) != 0 || buf[hl] != '\n') return -1;
+    if (n > TUNE_FILE_MAX) return -1;
     nncl__device_identity(dev, id, sizeof id);
-    if (strncmp(buf + hl + 1, id, strlen(id)) != 0) {
-        *why = "stored for another device, driver or CLBlast";
-        return -1;
-    }
+    line = nncl__sealed_body(buf, n, TUNE_MAGIC, id, "stored for another device, driver or CLBlast", why);
+    if (!line) return -1;
     memset(s, 0, sizeof *s);
-    for (line = buf + hl + 1 + strlen(id); *line; line = next) {
+    for (; *line; line = next) {
         char *nl = strchr(line, '\n');
         if (!nl) return -1;
         *nl = 0;

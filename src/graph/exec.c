@@ -26,9 +26,7 @@ int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
 }
 
 int nncl__op_kernel_count(const nncl__opdef *d) {
-    int k = NNCL_OP_KERNELS;
-    while (k > 0 && !d->kernels[k - 1].name) k--;
-    return k;
+    return d->n_kernels;
 }
 
 const nncl__kslot *nncl__kslot_of(const nncl__exec *x, const nncl_node *n, int slot) {

@@ -61,12 +61,29 @@ typedef struct nncl__exec nncl__exec;
 typedef struct nncl__kdecl {
     const char *family, *name;
 } nncl__kdecl;
-#define NNCL_OP_KERNELS 20
+/* An opdef's kernel list, any length: NNCL_KERNELS({"family", "name"},
+ * ...) sets .kernels and .n_kernels ({NULL, NULL}: a slot left empty). */
+#define NNCL_KERNELS(...)                                                                                      \
+    .kernels = (const nncl__kdecl[]){__VA_ARGS__},                                                             \
+    .n_kernels = (int)(sizeof((const nncl__kdecl[]){__VA_ARGS__}) / sizeof(nncl__kdecl))
 /* The dense helpers below (bias, activation) run as slots 0-2 of the ops
  * that use them (linear, conv2d): list NNCL_DENSE_KERNELS first. */
 enum { NNCL_K_BIAS_ACT, NNCL_K_ACT_BACKWARD, NNCL_K_BIAS_GRAD, NNCL_K_DENSE_END };
 #define NNCL_DENSE_KERNELS                                                                                     \
     {"dense", "nncl_bias_act_f32"}, {"dense", "nncl_act_backward_f32_inplace"}, {"dense", "nncl_bias_backward_f32"}
+
+/* One implementation of an op, a candidate that the op's chooser times
+ * against the op's others at a plan's prepare (conv2d: src/ops/conv_pick.c):
+ * whether it takes node n, its preparation (kernel choices, workspace
+ * bytes), its forward, and its backward from the node's incoming gradient
+ * dy. All read the exec's batch. */
+typedef struct nncl__impl {
+    const char *name; /* in logs */
+    int (*fits)(nncl__exec *ex, const nncl_node *n);
+    nncl_status (*prepare)(nncl__exec *ex, const nncl_node *n, size_t *bytes);
+    nncl_status (*forward)(nncl__exec *ex, const nncl_node *n);
+    nncl_status (*backward)(nncl__exec *ex, const nncl_node *n, nncl__view dy);
+} nncl__impl;
 
 /* What the host reference of an op sees besides its arrays. */
 typedef struct nncl__refctx {
@@ -83,7 +100,8 @@ typedef struct nncl__opdef {
     /* Every kernel the op launches, listed once: the plan resolves them on
      * its device when it is made, and a launch names its slot
      * (nncl__kbegin), so a step neither builds nor looks anything up. */
-    nncl__kdecl kernels[NNCL_OP_KERNELS];
+    const nncl__kdecl *kernels;
+    int n_kernels;
     /* Sets n->ndim/shape/batched (and state_size) from the inputs and
      * attributes; a mismatch returns NNCL_ERR_SHAPE with a message naming the
      * node and both shapes (nncl__graph_fail). */
@@ -101,6 +119,13 @@ typedef struct nncl__opdef {
      * resolved): report the CLBlast workspace the op's GEMMs need. NULL:
      * nothing to prepare. */
     nncl_status (*prepare)(nncl__exec *x, nncl_node *n, size_t *gemm_temp_bytes);
+    /* The most bytes prepare can report for n at batch samples, whatever
+     * the device and the kernels timed, given an activation arena of
+     * arena_bytes and storage store: what a plan counts for the workspace
+     * before it has one. Every way the op runs (each path a timing may
+     * choose) must stay within it. NULL: the plan counts twice the panels
+     * of n's operands. */
+    uint64_t (*workspace)(const nncl_node *n, int batch, uint64_t arena_bytes, int store);
     nncl_status (*forward)(nncl__exec *x, nncl_node *n);
     /* Adds this node's contribution to the gradients of its inputs that
      * need one (nncl__need_grad); nncl__grad_accumulate() says whether to
@@ -108,6 +133,11 @@ typedef struct nncl__opdef {
      * gradient at nncl__grd(x, n). */
     nncl_status (*backward)(nncl__exec *x, nncl_node *n);
     int bw_reads;              /* NNCL_BW_* flags */
+    /* The same for node n where it depends on the node's attributes (a
+     * product without a fused activation reads no output), in half storage
+     * (store) as half_bw_reads would say: the plan frees what it names not.
+     * NULL: bw_reads (half_bw_reads) for every node. */
+    int (*bw_reads_of)(const nncl_node *n, int store);
     int alias;                 /* output shares input 0's memory (reshape) */
     /* Host reference in double: in[i] are the input values, out the
      * output, aux scratch of aux_size floats. */
@@ -116,6 +146,12 @@ typedef struct nncl__opdef {
     void (*ref_backward)(const nncl_node *n, const nncl__refctx *r, const double *const *in, const double *out,
                          const double *gout, double *const *gin, double *aux);
     const void *impl;          /* what the family's shared functions read for this op */
+    /* The op's implementations, n_impls of them, when it has several to
+     * choose from: impls[0] the one every other must agree with. The index
+     * is what a stored choice holds, so a new one is appended. NULL: its
+     * forward and backward alone. */
+    const nncl__impl *impls;
+    int n_impls;
     /* The op's contract on host data fed to its input `in` (batch samples),
      * checked before any device works (class labels in range): an
      * argument error naming the input. NULL: any data. */
@@ -129,6 +165,11 @@ typedef struct nncl__opdef {
      * when in half storage the op keeps no aux and its backward reads these
      * (NNCL_BW_*) instead of bw_reads, recomputing what aux held. */
     int half, f32_in, f32_out, f32_aux, half_bw_reads;
+    /* Bit i: backward writes input i's gradient element by element after
+     * it has read the node's own gradient at that element (and reads that
+     * element of it no more), so that where this node writes input i's
+     * gradient first the plan may give both gradients one place. */
+    int bw_inplace;
     /* Checkpointing: 1 when the op's recompute (nncl__exec.recompute)
      * reuses the aux its forward saved instead of writing it again (batch
      * norm's batch statistics), so the plan keeps that aux to backward. */
@@ -244,7 +285,7 @@ int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i);
  * it), 0 when this is the first (overwrite it). Marks it written: call once
  * per input per backward, just before the launch that writes it. */
 int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
-/* Slots op d declares: one past the last kernels[] entry named. */
+/* Slots op d declares: the length of its kernel list. */
 int nncl__op_kernel_count(const nncl__opdef *d);
 /* Kernel `slot` of n's op on the exec's device as resolved at plan
  * creation; NULL when the op declares no such slot. */

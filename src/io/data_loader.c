@@ -166,15 +166,8 @@ nncl_status nncl_loader_create(const nncl_dataset *ds, size_t batch_size, uint64
                           batch, d);
     L = (nncl_loader *)nncl__calloc(1, sizeof *L);
     if (!L) return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_loader_create: out of memory");
-    L->ds = ds;
-    L->n = n;
-    L->d = d;
-    L->batch = batch;
-    L->n_batches = n_batches;
-    L->seed = seed;
-    L->flags = flags;
-    L->held = -1;
-    L->perm_epoch = -1;
+    *L = (nncl_loader){.ds = ds, .n = n, .d = d, .batch = batch, .n_batches = n_batches, .seed = seed, .flags = flags,
+                       .held = -1, .perm_epoch = -1};
     L->perm = (size_t *)nncl__calloc(L->n, sizeof(size_t));
     for (k = 0; k < LD_RING; k++) {
         L->slots[k].x = (float *)nncl__calloc(xsz, sizeof(float));

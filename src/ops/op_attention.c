@@ -264,10 +264,10 @@ static void att_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_causal_attention = {
     .name = "causal_attention",
-    .kernels = {{"attention", "nncl_attention_f32"}, {"attention", "nncl_attention_backward_f32_dq"},
+    NNCL_KERNELS({"attention", "nncl_attention_f32"}, {"attention", "nncl_attention_backward_f32_dq"},
                 {"attention", "nncl_attention_backward_f32_dkv"}, {"attention", "nncl_attention_f32_tiles"},
                 {"attention", "nncl_attention_backward_f32_dq_tiles"},
-                {"attention", "nncl_attention_backward_f32_dkv_tiles"}},
+                {"attention", "nncl_attention_backward_f32_dkv_tiles"}),
     .shape = att_shape, .aux_size = att_aux, .forward = att_forward, .backward = att_backward,
     .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = att_ref_forward, .ref_backward = att_ref_backward,
     .half = 1, .f32_aux = 1};

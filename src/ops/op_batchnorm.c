@@ -406,16 +406,16 @@ static void bn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_batchnorm = {
     .name = "batchnorm",
-    .kernels = {{"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
+    NNCL_KERNELS({"norm", "nncl_batchnorm_stats_f32"}, {"norm", "nncl_batchnorm_eval_stats_f32"},
                 {"norm", "nncl_batchnorm_apply_f32"}, {"norm", "nncl_batchnorm_backward_f32_params"},
                 {"norm", "nncl_batchnorm_backward_f32"}, {"norm", "nncl_batchnorm_partial_f32"},
                 {"norm", "nncl_batchnorm_merge_f32"}, {"norm", "nncl_batchnorm_grad_partial_f32"},
                 {"norm", "nncl_batchnorm_grad_merge_f32"}, {"norm", "nncl_batchnorm_apply_f32_vec"},
                 {"norm", "nncl_batchnorm_backward_f32_vec"}, {"bnact", "nncl_batchnorm_apply_f32_act"},
                 {"bnact", "nncl_batchnorm_backward_f32_actpartial"}, {"bnact", "nncl_batchnorm_backward_f32_act"},
-                {"bnact", "nncl_batchnorm_f32_actpass"}, {"bnact", "nncl_batchnorm_backward_f32_actpass"}},
+                {"bnact", "nncl_batchnorm_f32_actpass"}, {"bnact", "nncl_batchnorm_backward_f32_actpass"}),
     .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
-    .bw_reads = NNCL_BW_INPUTS,
+    .bw_reads = NNCL_BW_INPUTS, .bw_inplace = 1, /* every dx kernel: dy[i] read, then dx[i] written */
     .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1, .keep_aux = 1};
 #undef BN_CHUNK
 #undef BN_PARTS

@@ -2,7 +2,7 @@
  * over chunks of samples, with bias and fused activation by the dense
  * helpers; or, where timing the layer found it faster (or forced;
  * src/ops/conv_pick.c), as the implicit GEMM of src/ops/conv_own.c or, for a first
- * 3x3 layer, directly (src/ops/conv_direct.c). Nothing is kept from forward to
+ * 3x3 layer, on the 3x3 path (src/ops/conv3.c). Nothing is kept from forward to
  * backward: backward recomputes the column matrix, so a conv layer costs no
  * memory beyond x, y and dy.
  *
@@ -197,6 +197,27 @@ nncl_status nncl__conv_budget(nncl__exec *ex, const nncl_node *n, size_t *floats
     return NNCL_OK;
 }
 
+/* Every path's workspace stays within the budget (1.5 times it: the own
+ * path's fp32 panels in half storage), or, where one sample is more than
+ * the budget, within that sample's operands twice over (the own path's
+ * weight panels beside its column panels, CLBlast's padded copies beside
+ * the column matrix, tile rounding), or (the 3x3 path) its partial sums
+ * of the weight gradient, at most 4096 (a first layer's: its input needs
+ * no gradient). */
+static uint64_t conv_workspace(const nncl_node *n, int batch, uint64_t arena_bytes, int store) {
+    nncl__conv_dims d;
+    uint64_t budget = arena_bytes / sizeof(float) / CONV_WS_DIV, one, k3, most;
+    nncl__conv_dims_of(n, batch, &d);
+    if (budget < CONV_WS_FLOOR) budget = CONV_WS_FLOOR;
+    if (store) budget += budget / 2;
+    one = ((uint64_t)d.ckk * d.ohw + (uint64_t)d.O * d.ohw + (uint64_t)d.O * d.ckk + (uint64_t)d.C * d.H * d.W) * 5 / 2;
+    k3 = (uint64_t)d.B * ((d.ohw + 7) / 8); /* its parts: at most one per block of 8 pixels */
+    k3 = (k3 < 4096 ? k3 : 4096) * (uint64_t)d.O * (d.ckk + 1) + (uint64_t)d.O * d.ckk;
+    most = budget > one ? budget : one;
+    if (d.k == 3 && d.st == 1 && d.pad == 1 && !n->in[0]->needs_grad && k3 > most) most = k3;
+    return (most + 64 * CONV_ALIGN) * sizeof(float);
+}
+
 nncl_status nncl__conv_col_chunk(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int choose, int *chunk) {
     size_t budget, per = (d->ckk + (size_t)d->O) * d->ohw, probe, tp, cap, S;
     NNCL_TRY(nncl__conv_budget(ex, n, &budget));
@@ -346,26 +367,10 @@ static nncl_status conv_prepare(nncl__exec *ex, nncl_node *n, size_t *bytes) {
     return nncl__conv_pick(ex, n, &d, bytes);
 }
 
-nncl_status nncl__conv_forward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, int path) {
-    switch (path) {
-    case NNCL__CONV_DIRECT: return nncl__conv_direct_forward(ex, n, d);
-    case NNCL__CONV_OWN: return nncl__conv_own_forward(ex, n, d);
-    default: return nncl__conv_col_forward(ex, n, d);
-    }
-}
-
-nncl_status nncl__conv_backward_on(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy,
-                                   int path) {
-    if (path == NNCL__CONV_DIRECT) return nncl__conv_direct_backward(ex, n, d, dy);
-    if (path == NNCL__CONV_OWN && (nncl__need_grad(ex, n, 0) || nncl__need_grad(ex, n, 1)))
-        return nncl__conv_own_backward(ex, n, d, dy);
-    return nncl__conv_col_backward(ex, n, d, dy); /* also the bias gradient alone */
-}
-
 static nncl_status conv_forward(nncl__exec *ex, nncl_node *n) {
     nncl__conv_dims d;
     nncl__conv_dims_of(n, ex->batch, &d);
-    return nncl__conv_forward_on(ex, n, &d, nncl__conv_path(ex, n, &d));
+    return nncl__conv_impls[nncl__conv_path(ex, n, &d)].forward(ex, n);
 }
 
 /* The forward's chunks of S samples, GEMM temp in temp. */
@@ -414,7 +419,7 @@ nncl_status nncl__conv_col_forward(nncl__exec *ex, const nncl_node *n, const nnc
 static nncl_status conv_backward(nncl__exec *ex, nncl_node *n) {
     nncl__conv_dims d;
     nncl__conv_dims_of(n, ex->batch, &d);
-    return nncl__conv_backward_on(ex, n, &d, nncl__grd(ex, n), nncl__conv_path(ex, n, &d));
+    return nncl__conv_impls[nncl__conv_path(ex, n, &d)].backward(ex, n, nncl__grd(ex, n));
 }
 
 /* dy *= act'(y) in place, and the bias gradient from it. */
@@ -535,18 +540,25 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
     conv_ref(n, r->batch, in, NULL, out, gout, gin);
 }
 
+/* Backward reads y only for act'(y): without an activation, x alone. */
+static int conv_bw_reads(const nncl_node *n, int store) {
+    (void)store;
+    return NNCL_BW_INPUTS | (n->iattr[3] != NNCL_ACT_NONE ? NNCL_BW_OUTPUT : 0);
+}
+
 const nncl__opdef nncl__opdef_conv2d = {
     .name = "conv2d",
-    .kernels = {NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
+    NNCL_KERNELS(NNCL_DENSE_KERNELS, {"conv", "nncl_im2col_f32"}, {"conv", "nncl_col2im_f32"},
                 {"conv", "nncl_conv_reorder_f32"}, {"conv", "nncl_conv_pack_b_f32"},
                 {"conv", "nncl_conv_pack_dy_f32"}, {"conv", "nncl_conv_pack_colt_f32"}, {"conv", "nncl_conv_wt_f32"},
                 {"conv", "nncl_conv_backward_f32_input"}, {"conv", "nncl_conv_dw_split_f32"},
                 {"conv", "nncl_conv_pack_dy8_f32"}, {"conv3", "nncl_conv3_f32"}, {"conv3", "nncl_conv3_dw_f32"},
                 {"conv", "nncl_conv_to_f32"}, {"conv", "nncl_conv_pack_colt8_f32"}, {"conv", "nncl_conv_pack_bs_f32"},
-                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}},
+                {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"}),
     .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
-    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward,
-    .half = 2};
+    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .bw_reads_of = conv_bw_reads, .workspace = conv_workspace,
+    .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward, .impls = nncl__conv_impls,
+    .n_impls = NNCL__CONV_PATHS, .half = 2};
 
 /* ------------------------------------------------------------- builder */
 

@@ -1,6 +1,6 @@
 /* op_conv_ex.c - convolutions of any geometry, PyTorch's Conv2d, Conv1d and
  * ConvTranspose2d: groups (depthwise: groups == channels), dilation, kernel,
- * stride and padding per axis, as direct kernels (cl/conv_ex.cl) with the
+ * stride and padding per axis, on kernels of no GEMM (cl/conv_ex.cl) with the
  * bias and activation of the dense helpers; depthwise layers on kernels of
  * their own (src/ops/conv_dw.c). A conv2d_ex of plain geometry
  * (groups 1, dilation 1, square kernel, one stride and padding) is built as
@@ -333,15 +333,14 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 #define CX_KERNELS                                                                                                     \
-    {                                                                                                                  \
+    NNCL_KERNELS(                                                                                                      \
         NNCL_DENSE_KERNELS, {"conv_ex", "nncl_conv_ex_f32"}, {"conv_ex", "nncl_conv_ex_backward_f32_input"},           \
             {"conv_ex", "nncl_conv_ex_backward_f32_weight"}, {"conv_dw", "nncl_conv_dw_f32"},                          \
             {"conv_dw", "nncl_conv_dw_backward_f32_input"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight"},           \
             {"conv_dw", "nncl_conv_dw_backward_f32_weight_k3"}, {"conv_dw", "nncl_conv_dw_backward_f32_weight_k5"},    \
-            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}                                                        \
-    }
+            {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"})
 #define CX_ROW(nm)                                                                                                     \
-    .name = nm, .kernels = CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
+    .name = nm, CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
     .forward = cx_forward, .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,                       \
     .ref_forward = cx_ref_forward, .ref_backward = cx_ref_backward, .half = 2
 

@@ -55,20 +55,7 @@ nncl_status nncl__act_backward_inplace(nncl__exec *ex, const nncl_node *n, nncl_
 
 nncl_status nncl__bias_grad(nncl__exec *ex, const nncl_node *n, nncl__view dy, int rows, int cols, int inner,
                             nncl__view db, int acc) {
-    nncl__args a;
-    size_t local = 64, global;
-    if (local > ex->dev->max_work_group) local = ex->dev->max_work_group;
-    while (local > 1 && local / 2 >= (size_t)rows * (size_t)inner) local /= 2; /* no idle items in a small sum */
-    global = (size_t)cols * local;
-    NNCL_TRY(nncl__kbegin(ex, n, NNCL_K_BIAS_GRAD, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_int(&a, rows);
-    nncl__arg_int(&a, cols);
-    nncl__arg_int(&a, inner);
-    nncl__arg_view(&a, db);
-    nncl__arg_int(&a, acc);
-    nncl__arg_local(&a, local * sizeof(float));
-    return nncl__launch(&a, ex->dev, 1, &global, &local);
+    return nncl__k_bias_backward(nncl__kl_of(ex, n, NNCL_K_BIAS_GRAD), dy, rows, cols, inner, db, acc);
 }
 
 /* ------------------------------------------------------------- linear */
@@ -227,7 +214,7 @@ static void linear_ref_backward(const nncl_node *n, const nncl__refctx *r, const
 }
 
 const nncl__opdef nncl__opdef_linear = {
-    .name = "linear", .kernels = {NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}}, .shape = linear_shape,
+    .name = "linear", NNCL_KERNELS(NNCL_DENSE_KERNELS, {"dense", "nncl_bias_backward_f32_act"}), .shape = linear_shape,
     .check = linear_check, .prepare = linear_prepare,
     .forward = linear_forward, .backward = linear_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,
     .ref_forward = linear_ref_forward, .ref_backward = linear_ref_backward, .half = 2};

@@ -78,17 +78,9 @@ static nncl_status ew_axpy(nncl__exec *ex, const nncl_node *n, nncl__view dy, nn
  * gradient, fp32 whatever the storage. */
 static nncl_status ew_param_sum(nncl__exec *ex, nncl_node *n, nncl__view dy, nncl__view out, size_t rows, size_t cols,
                                 float alpha, int acc) {
-    nncl__args a;
     if (!nncl__row_kernels(ex))
         return nncl__k_sum(nncl__kl_of(ex, n, EW_K_COLSUM_PARAM), 0, dy, out, rows, cols, alpha, acc);
-    NNCL_TRY(nncl__kbegin(ex, n, EW_K_COLSUM_PARAM_COLS, &a));
-    nncl__arg_view(&a, dy);
-    nncl__arg_view(&a, out);
-    nncl__arg_count(&a, rows);
-    nncl__arg_count(&a, cols);
-    nncl__arg_float(&a, alpha);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, ex->dev, (cols + 15) / 16); /* 16 columns a work-item */
+    return nncl__k_sum_cols(nncl__kl_of(ex, n, EW_K_COLSUM_PARAM_COLS), dy, out, rows, cols, alpha, acc);
 }
 
 static nncl_status ew_binary_backward(nncl__exec *ex, nncl_node *n) {
@@ -205,10 +197,11 @@ static nncl_status ew_unary_forward(nncl__exec *ex, nncl_node *n) {
 static nncl_status ew_unary_backward(nncl__exec *ex, nncl_node *n) {
     const ew_unary_def *u = ew_unary_of(n);
     size_t count = nncl__numel(n, ex->batch);
-    int acc, from_y = nncl__opdef_get(n->op)->bw_reads == NNCL_BW_OUTPUT;
+    const nncl__opdef *def = nncl__opdef_get(n->op);
+    int acc, from_y = def->bw_reads == NNCL_BW_OUTPUT;
     if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
     acc = nncl__grad_accumulate(ex, n, 0);
-    if (!nncl__opdef_get(n->op)->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
+    if (def->n_kernels <= EW_K_BACKWARD || !def->kernels[EW_K_BACKWARD].name) /* linear: dx (+)= p dy */
         return ew_axpy(ex, n, nncl__grd(ex, n), nncl__grd(ex, n->in[0]), count, n->fattr[0], acc);
     if (u->per8) {
         nncl__view dx = nncl__grd(ex, n->in[0]);
@@ -387,19 +380,19 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
  * sub pass gradients on with axpy and a column sum, mul with its own. */
 #define EW_BINARY(NAME, KERNELS, HALF)                                                                      \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
-        .name = #NAME, .kernels = KERNELS, .shape = ew_binary_shape, .forward = ew_binary_forward,          \
+        .name = #NAME, KERNELS, .shape = ew_binary_shape, .forward = ew_binary_forward,          \
         .backward = ew_binary_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_binary_ref_forward,   \
         .ref_backward = ew_binary_ref_backward, .half = HALF};
 /* add and sub sum a parameter's gradient into fp32 (half 2: a learned
  * position or bias trains in half storage too) */
 #define EW_SUM_KERNELS(NAME)                                                                                \
-    {EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM, {NULL, NULL},                            \
-     {"reduce", "nncl_sum_f32_axis0_param"}, {"reduce", "nncl_sum_f32_axis0_param_cols"}}
+    NNCL_KERNELS(EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM, {NULL, NULL},                  \
+                 {"reduce", "nncl_sum_f32_axis0_param"}, {"reduce", "nncl_sum_f32_axis0_param_cols"})
 EW_BINARY(add, EW_SUM_KERNELS(add), 2)
 EW_BINARY(sub, EW_SUM_KERNELS(sub), 2)
 #define EW_MUL_KERNELS                                                                                      \
-    {EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},              \
-     EW_KERNEL("nncl_mul_backward_f32_bcast")}
+    NNCL_KERNELS(EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},    \
+                 EW_KERNEL("nncl_mul_backward_f32_bcast"))
 EW_BINARY(mul, EW_MUL_KERNELS, 1)
 
 /* One unary op: its row in the op table and its ew_unary_def, kernels
@@ -409,14 +402,14 @@ EW_BINARY(mul, EW_MUL_KERNELS, 1)
     static const ew_unary_def ew_def_##NAME = {HAS_P, ew_##NAME, ew_##NAME##_d, 0};                         \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
-        .kernels = {EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")},             \
+        NNCL_KERNELS(EW_KERNEL("nncl_" #NAME "_f32"), EW_KERNEL("nncl_" #NAME "_backward_f32")),             \
         .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward,                      \
         .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
         .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
 /* scale has no backward kernel: axpy with alpha */
 static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d, 0};
 const nncl__opdef nncl__opdef_scale = {
-    .name = "scale", .kernels = {EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")},
+    .name = "scale", NNCL_KERNELS(EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")),
     .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
     .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale, .half = 1};
 /* The same on 8 elements a work-item, kernels nncl_<op>_f32_v8 and
@@ -425,7 +418,7 @@ const nncl__opdef nncl__opdef_scale = {
     static const ew_unary_def ew_def_##NAME = {0, ew_##NAME, ew_##NAME##_d, 1};                             \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
-        .kernels = {EW_KERNEL("nncl_" #NAME "_f32_v8"), EW_KERNEL("nncl_" #NAME "_backward_f32_v8")},       \
+        NNCL_KERNELS(EW_KERNEL("nncl_" #NAME "_f32_v8"), EW_KERNEL("nncl_" #NAME "_backward_f32_v8")),      \
         .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward,                      \
         .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
         .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
@@ -436,7 +429,7 @@ EW_UNARY(tanh, NNCL_BW_OUTPUT, 0)
 /* gelu on 8 elements a work-item */
 static const ew_unary_def ew_def_gelu = {0, ew_gelu, ew_gelu_d, 1};
 const nncl__opdef nncl__opdef_gelu = {
-    .name = "gelu", .kernels = {EW_KERNEL("nncl_gelu_f32_v8"), EW_KERNEL("nncl_gelu_backward_f32_v8")},
+    .name = "gelu", NNCL_KERNELS(EW_KERNEL("nncl_gelu_f32_v8"), EW_KERNEL("nncl_gelu_backward_f32_v8")),
     .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward,
     .impl = &ew_def_gelu, .half = 1};
@@ -499,7 +492,7 @@ static void clamp_ref_backward(const nncl_node *n, const nncl__refctx *r, const 
 }
 
 const nncl__opdef nncl__opdef_clamp = {
-    .name = "clamp", .kernels = {EW_KERNEL("nncl_clamp_f32"), EW_KERNEL("nncl_clamp_backward_f32")},
+    .name = "clamp", NNCL_KERNELS(EW_KERNEL("nncl_clamp_f32"), EW_KERNEL("nncl_clamp_backward_f32")),
     .shape = ew_unary_shape, .check = clamp_check, .forward = clamp_forward, .backward = clamp_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = clamp_ref_forward, .ref_backward = clamp_ref_backward, .half = 1};
 
@@ -507,8 +500,8 @@ const nncl__opdef nncl__opdef_clamp = {
 #define EW_SOFTMAX(NAME)                                                                                    \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
-        .kernels = {{"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"},           \
-                    {"softmax", "nncl_" #NAME "_f32_rows"}, {"softmax", "nncl_" #NAME "_backward_f32_rows"}},  \
+        NNCL_KERNELS({"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"},         \
+                     {"softmax", "nncl_" #NAME "_f32_rows"}, {"softmax", "nncl_" #NAME "_backward_f32_rows"}), \
         .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,            \
         .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward,                                  \
         .ref_backward = ew_softmax_ref_backward, .half = 1};

@@ -191,8 +191,8 @@ static void gn_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_groupnorm = {
     .name = "groupnorm",
-    .kernels = {{"groupnorm", "nncl_groupnorm_f32"}, {"groupnorm", "nncl_groupnorm_backward_f32"},
-                {"groupnorm", "nncl_groupnorm_backward_f32_params"}},
+    NNCL_KERNELS({"groupnorm", "nncl_groupnorm_f32"}, {"groupnorm", "nncl_groupnorm_backward_f32"},
+                {"groupnorm", "nncl_groupnorm_backward_f32_params"}),
     .shape = gn_shape, .check = gn_check, .aux_size = gn_aux, .forward = gn_forward, .backward = gn_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = gn_ref_forward, .ref_backward = gn_ref_backward, .half = 2,
     .f32_aux = 1};

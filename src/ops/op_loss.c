@@ -11,7 +11,7 @@
 
 /* Kernel slots of every loss: its terms (forward), its gradient, the sum. */
 enum { LOSS_K_TERMS, LOSS_K_BACKWARD, LOSS_K_SUM };
-#define LOSS_KERNELS(TERMS, BACKWARD) {{"loss", TERMS}, {"loss", BACKWARD}, {"loss", "nncl_sum_scalar_f32"}}
+#define LOSS_KERNELS(TERMS, BACKWARD) NNCL_KERNELS({"loss", TERMS}, {"loss", BACKWARD}, {"loss", "nncl_sum_scalar_f32"})
 
 static nncl_status loss_sum(nncl__exec *ex, const nncl_node *n, nncl__view terms, size_t count, double scale,
                             nncl__view out) {
@@ -108,7 +108,7 @@ static nncl_status ce_check_feed(nncl_context *ctx, const nncl_node *n, int in, 
 
 const nncl__opdef nncl__opdef_softmax_ce = {
     .name = "softmax_cross_entropy",
-    .kernels = LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"), .shape = ce_shape,
+    LOSS_KERNELS("nncl_softmax_ce_rows_f32", "nncl_softmax_ce_backward_f32"), .shape = ce_shape,
     .aux_size = ce_aux, .forward = ce_forward, .backward = ce_backward, .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = ce_ref_forward, .ref_backward = ce_ref_backward, .check_feed = ce_check_feed,
     .half = 1, .f32_in = 2, .f32_out = 1};
@@ -225,8 +225,8 @@ static nncl_status seq_check_feed(nncl_context *ctx, const nncl_node *n, int in,
 
 const nncl__opdef nncl__opdef_sequence_ce = {
     .name = "sequence_cross_entropy",
-    .kernels = {{"loss", "nncl_seq_ce_rows_f32"}, {"loss", "nncl_seq_ce_sum_f32"},
-                {"loss", "nncl_seq_ce_backward_f32"}, {"loss", "nncl_seq_ce_rows_f32_rows"}},
+    NNCL_KERNELS({"loss", "nncl_seq_ce_rows_f32"}, {"loss", "nncl_seq_ce_sum_f32"},
+                {"loss", "nncl_seq_ce_backward_f32"}, {"loss", "nncl_seq_ce_rows_f32_rows"}),
     .shape = seq_shape, .aux_size = seq_aux, .forward = seq_forward, .backward = seq_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = seq_ref_forward, .ref_backward = seq_ref_backward,
     .check_feed = seq_check_feed, .half = 1, .f32_in = 2, .f32_out = 1};
@@ -299,12 +299,12 @@ static void pair_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_bce_logits = {
-    .name = "bce_with_logits", .kernels = LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
+    .name = "bce_with_logits", LOSS_KERNELS("nncl_bce_terms_f32", "nncl_bce_backward_f32"),
     .shape = loss_same_shape, .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward,
     .bw_reads = NNCL_BW_INPUTS, .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &bce_impl,
     .half = 1, .f32_in = 2, .f32_out = 1};
 const nncl__opdef nncl__opdef_mse = {
-    .name = "mse", .kernels = LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
+    .name = "mse", LOSS_KERNELS("nncl_mse_terms_f32", "nncl_mse_backward_f32"), .shape = loss_same_shape,
     .aux_size = pair_aux, .forward = pair_forward, .backward = pair_backward, .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = pair_ref_forward, .ref_backward = pair_ref_backward, .impl = &mse_impl, .half = 1, .f32_in = 2,
     .f32_out = 1};

@@ -154,7 +154,7 @@ static void drop_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 }
 
 const nncl__opdef nncl__opdef_dropout = {
-    .name = "dropout", .kernels = {{"misc", "nncl_dropout_f32"}}, .shape = drop_shape, .check = drop_check,
+    .name = "dropout", NNCL_KERNELS({"misc", "nncl_dropout_f32"}), .shape = drop_shape, .check = drop_check,
     .forward = drop_forward,
     .backward = drop_backward, .ref_forward = drop_ref_forward, .ref_backward = drop_ref_backward, .half = 1};
 
@@ -277,7 +277,7 @@ static nncl_status emb_check_feed(nncl_context *ctx, const nncl_node *n, int in,
 
 const nncl__opdef nncl__opdef_embedding = {
     .name = "embedding",
-    .kernels = {{"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}},
+    NNCL_KERNELS({"misc", "nncl_embedding_f32"}, {"misc", "nncl_embedding_backward_f32"}, {"misc", "nncl_misc_zero_f32"}),
     .shape = emb_shape, .check = emb_check, .forward = emb_forward, .backward = emb_backward,
     .bw_reads = NNCL_BW_INPUTS,
     .ref_forward = emb_ref_forward, .ref_backward = emb_ref_backward, .check_feed = emb_check_feed, .half = 2,
@@ -470,7 +470,7 @@ static void cat_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 }
 
 const nncl__opdef nncl__opdef_concat = {
-    .name = "concat", .kernels = {{"misc", "nncl_concat_f32"}, {"misc", "nncl_concat_backward_f32"}}, .shape = cat_shape,
+    .name = "concat", NNCL_KERNELS({"misc", "nncl_concat_f32"}, {"misc", "nncl_concat_backward_f32"}), .shape = cat_shape,
     .forward = cat_forward, .backward = cat_backward, .ref_forward = cat_ref_forward, .ref_backward = cat_ref_backward,
     .half = 1};
 

@@ -271,15 +271,23 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
     }
 }
 
-const nncl__opdef nncl__opdef_layernorm = {
-    .name = "layernorm",
-    .kernels = {{"norm", "nncl_layernorm_f32"}, {"norm", "nncl_layernorm_backward_f32"},
-                {"norm", "nncl_layernorm_backward_f32_params"}, {"norm", "nncl_layernorm_f32_rows"},
-                {"norm", "nncl_layernorm_backward_f32_rows"}, {"norm", "nncl_layernorm_backward_f32_params_rows"},
-                {"norm", "nncl_layernorm_backward_f32_params_merge"}},
-    .shape = ln_shape, .check = ln_check, .aux_size = ln_aux, .forward = ln_forward, .backward = ln_backward,
-    .bw_reads = NNCL_BW_INPUTS,
-    .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2, .f32_aux = 1};
+/* The layer norm's and RMS norm's rows of the op table: kernels
+ * nncl_<op>_f32, its backward for the input and for the parameters, and the
+ * same by a work-item per row (_rows), then EXTRA (LN_NO_EXTRA, or a comma
+ * and more kernels); aux, the saved statistics. */
+#define LN_NO_EXTRA
+#define LN_MERGE , {"norm", "nncl_layernorm_backward_f32_params_merge"}
+#define LN_OPDEF(NAME, AUX, EXTRA)                                                                              \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                    \
+        .name = #NAME,                                                                                          \
+        NNCL_KERNELS({"norm", "nncl_" #NAME "_f32"}, {"norm", "nncl_" #NAME "_backward_f32"},                   \
+                     {"norm", "nncl_" #NAME "_backward_f32_params"}, {"norm", "nncl_" #NAME "_f32_rows"},       \
+                     {"norm", "nncl_" #NAME "_backward_f32_rows"},                                              \
+                     {"norm", "nncl_" #NAME "_backward_f32_params_rows"} EXTRA),                                \
+        .shape = ln_shape, .check = ln_check, .aux_size = AUX, .forward = ln_forward, .backward = ln_backward,   \
+        .bw_reads = NNCL_BW_INPUTS, .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2,  \
+        .f32_aux = 1}
+LN_OPDEF(layernorm, ln_aux, LN_MERGE);
 
 /* The layer norms' and RMS norm's builder: checks, then the node. */
 static nncl_node *ln_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, float eps, int bias,
@@ -314,14 +322,10 @@ nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, c
 /* aux: invrms = 1 / sqrt(mean(x^2) + eps) per row. */
 static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch) / (size_t)ln_dim(n); }
 
-const nncl__opdef nncl__opdef_rmsnorm = {
-    .name = "rmsnorm",
-    .kernels = {{"norm", "nncl_rmsnorm_f32"}, {"norm", "nncl_rmsnorm_backward_f32"},
-                {"norm", "nncl_rmsnorm_backward_f32_params"}, {"norm", "nncl_rmsnorm_f32_rows"},
-                {"norm", "nncl_rmsnorm_backward_f32_rows"}, {"norm", "nncl_rmsnorm_backward_f32_params_rows"}},
-    .shape = ln_shape, .check = ln_check, .aux_size = rms_aux, .forward = ln_forward, .backward = ln_backward,
-    .bw_reads = NNCL_BW_INPUTS, .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2,
-    .f32_aux = 1};
+LN_OPDEF(rmsnorm, rms_aux, LN_NO_EXTRA);
+#undef LN_OPDEF
+#undef LN_NO_EXTRA
+#undef LN_MERGE
 
 nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
     return ln_build(g, NNCL_OP_RMSNORM, "nncl_rmsnorm", x, eps, 0, name);

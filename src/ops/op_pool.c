@@ -209,10 +209,10 @@ static void maxpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 
 const nncl__opdef nncl__opdef_maxpool2d = {
     .name = "maxpool2d",
-    .kernels = {{"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
+    NNCL_KERNELS({"pool", "nncl_maxpool2d_f32"}, {"pool", "nncl_maxpool2d_backward_f32"}, {"pool", "nncl_maxpool2d_f32_2x2"},
                 {"pool", "nncl_maxpool2d_backward_f32_2x2"}, {"pool", "nncl_maxpool2d_backward_f32_2x2p"},
                 {"pool", "nncl_maxpool2d_f32_2x2w"}, {"pool", "nncl_maxpool2d_backward_f32_2x2w"},
-                {"pool", "nncl_maxpool2d_f32_2x2r"}, {"pool", "nncl_maxpool2d_backward_f32_2x2r"}},
+                {"pool", "nncl_maxpool2d_f32_2x2r"}, {"pool", "nncl_maxpool2d_backward_f32_2x2r"}),
     .shape = pool_shape, .aux_size = maxpool_aux, .forward = pool_forward, .backward = pool_backward,
     .ref_forward = maxpool_ref_forward, .ref_backward = maxpool_ref_backward, .half = 1,
     .half_bw_reads = NNCL_BW_INPUTS};
@@ -258,7 +258,7 @@ static void avgpool_ref_backward(const nncl_node *n, const nncl__refctx *r, cons
 }
 
 const nncl__opdef nncl__opdef_avgpool2d = {
-    .name = "avgpool2d", .kernels = {{"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}},
+    .name = "avgpool2d", NNCL_KERNELS({"pool", "nncl_avgpool2d_f32"}, {"pool", "nncl_avgpool2d_backward_f32"}),
     .shape = pool_shape, .forward = pool_forward, .backward = pool_backward, .ref_forward = avgpool_ref_forward,
     .ref_backward = avgpool_ref_backward, .half = 1};
 
@@ -326,7 +326,7 @@ static void gap_ref_backward(const nncl_node *n, const nncl__refctx *r, const do
 
 const nncl__opdef nncl__opdef_global_avgpool = {
     .name = "global_avgpool",
-    .kernels = {{"pool", "nncl_global_avgpool_f32"}, {"pool", "nncl_global_avgpool_backward_f32"}}, .shape = gap_shape,
+    NNCL_KERNELS({"pool", "nncl_global_avgpool_f32"}, {"pool", "nncl_global_avgpool_backward_f32"}), .shape = gap_shape,
     .forward = gap_forward, .backward = gap_backward, .ref_forward = gap_ref_forward, .ref_backward = gap_ref_backward,
     .half = 1};
 

@@ -186,17 +186,7 @@ static nncl_status rs_forward(nncl__exec *ex, nncl_node *n) {
  * from `from` on taken `shift` further; rows 0: zeros. */
 static nncl_status rs_colsum(nncl__exec *ex, const nncl_node *n, nncl__view m, size_t rows, size_t cols, size_t ld,
                              size_t from, size_t shift, nncl__view db, int acc) {
-    nncl__args a;
-    NNCL_TRY(nncl__kbegin(ex, n, RS_K_COLSUM, &a));
-    nncl__arg_view(&a, m);
-    nncl__arg_count(&a, rows);
-    nncl__arg_count(&a, cols);
-    nncl__arg_count(&a, ld);
-    nncl__arg_count(&a, from);
-    nncl__arg_count(&a, shift);
-    nncl__arg_view(&a, db);
-    nncl__arg_int(&a, acc);
-    return nncl__launch_1d(&a, ex->dev, (cols + 7) / 8);
+    return nncl__k_rnn_colsum(nncl__kl_of(ex, n, RS_K_COLSUM), m, rows, cols, ld, from, shift, db, acc);
 }
 
 static nncl_status rs_backward(nncl__exec *ex, nncl_node *n) {
@@ -358,9 +348,9 @@ static void rs_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_rnn_scan = {
     .name = "rnn_scan",
-    .kernels = {{"rnn", "nncl_lstm_cell_f32"}, {"rnn", "nncl_lstm_cell_backward_f32"}, {"rnn", "nncl_gru_cell_f32"},
+    NNCL_KERNELS({"rnn", "nncl_lstm_cell_f32"}, {"rnn", "nncl_lstm_cell_backward_f32"}, {"rnn", "nncl_gru_cell_f32"},
                 {"rnn", "nncl_gru_cell_backward_f32"}, {"rnn", "nncl_rnn_colsum_f32"},
-                {"rnn", "nncl_rnn_transpose_f32"}},
+                {"rnn", "nncl_rnn_transpose_f32"}),
     .shape = rs_shape, .check = rs_check, .aux_size = rs_aux, .prepare = rs_prepare, .forward = rs_forward,
     .backward = rs_backward, .bw_reads = NNCL_BW_INPUTS, .ref_forward = rs_ref_forward, .ref_backward = rs_ref_backward,
     .half = 2};

@@ -114,7 +114,7 @@ static void tr_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_transpose = {
-    .name = "transpose", .kernels = {{"shape", "nncl_transpose_f32"}}, .shape = tr_shape, .forward = tr_forward,
+    .name = "transpose", NNCL_KERNELS({"shape", "nncl_transpose_f32"}), .shape = tr_shape, .forward = tr_forward,
     .backward = tr_backward, .ref_forward = tr_ref_forward, .ref_backward = tr_ref_backward, .half = 1};
 
 nncl_node *nncl_transpose(nncl_graph *g, nncl_node *x, int axis0, int axis1) {
@@ -224,7 +224,7 @@ static void sl_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 }
 
 const nncl__opdef nncl__opdef_slice = {
-    .name = "slice", .kernels = {{"shape", "nncl_slice_f32"}, {"shape", "nncl_slice_backward_f32"}},
+    .name = "slice", NNCL_KERNELS({"shape", "nncl_slice_f32"}, {"shape", "nncl_slice_backward_f32"}),
     .shape = sl_shape, .forward = sl_forward, .backward = sl_backward, .ref_forward = sl_ref_forward,
     .ref_backward = sl_ref_backward, .half = 1};
 

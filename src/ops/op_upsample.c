@@ -127,7 +127,7 @@ static void up_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 const nncl__opdef nncl__opdef_upsample2d = {
     .name = "upsample2d",
-    .kernels = {{"upsample", "nncl_upsample2d_f32"}, {"upsample", "nncl_upsample2d_backward_f32"}},
+    NNCL_KERNELS({"upsample", "nncl_upsample2d_f32"}, {"upsample", "nncl_upsample2d_backward_f32"}),
     .shape = up_shape, .check = up_check, .forward = up_forward, .backward = up_backward,
     .ref_forward = up_ref_forward, .ref_backward = up_ref_backward, .half = 1};
 

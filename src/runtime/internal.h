@@ -299,6 +299,12 @@ nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *
                                nncl_program **out);
 nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                               const char *name, cl_kernel *out);
+/* One program of the families (comma-separated) not yet built on dev
+ * with options, for a plan that will use them all: a program's build has
+ * a cost of its own beside its source's (PoCL links its kernel library
+ * into each), and so does every load of a cached one. Builds nothing when
+ * fewer than two are missing (the first use builds one alone). */
+nncl_status nncl__program_bundle(nncl_context *ctx, nncl_device *dev, const char *families, const char *options);
 /* FNV-1a of family's program text, cl/common.cl included, as the device
  * would build it (NNCL_KERNEL_DIR honoured); 0 when it cannot be read. */
 uint64_t nncl__program_hash(nncl_context *ctx, const char *family);

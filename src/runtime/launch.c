@@ -126,6 +126,23 @@ nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, s
     return nncl__launch_1d(&g, k.dev, (cols + 7) / 8); /* 8 columns per work-item */
 }
 
+nncl_status nncl__k_bias_backward(nncl__kl k, nncl__view dy, int rows, int cols, int inner, nncl__view db, int acc) {
+    nncl__args g;
+    size_t local = 64, global;
+    if (local > k.dev->max_work_group) local = k.dev->max_work_group;
+    while (local > 1 && local / 2 >= (size_t)rows * (size_t)inner) local /= 2; /* no idle items in a small sum */
+    global = (size_t)cols * local;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, dy);
+    nncl__arg_int(&g, rows);
+    nncl__arg_int(&g, cols);
+    nncl__arg_int(&g, inner);
+    nncl__arg_view(&g, db);
+    nncl__arg_int(&g, acc);
+    nncl__arg_local(&g, local * sizeof(float));
+    return nncl__launch(&g, k.dev, 1, &global, &local);
+}
+
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols) {
     nncl__args g;
     NNCL_TRY(launch_begin(&k, &g));
@@ -160,6 +177,33 @@ nncl_status nncl__k_sum(nncl__kl k, int axis, nncl__view x, nncl__view out, size
     nncl__arg_float(&g, alpha);
     nncl__arg_int(&g, acc);
     return axis ? nncl__launch_rows(&g, k.dev, rows, cols) : nncl__launch_cols(&g, k.dev, rows, cols);
+}
+
+nncl_status nncl__k_sum_cols(nncl__kl k, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha, int acc) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, x);
+    nncl__arg_view(&g, out);
+    nncl__arg_count(&g, rows);
+    nncl__arg_count(&g, cols);
+    nncl__arg_float(&g, alpha);
+    nncl__arg_int(&g, acc);
+    return nncl__launch_1d(&g, k.dev, (cols + 15) / 16);
+}
+
+nncl_status nncl__k_rnn_colsum(nncl__kl k, nncl__view m, size_t rows, size_t cols, size_t ld, size_t from, size_t shift,
+                               nncl__view db, int acc) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, m);
+    nncl__arg_count(&g, rows);
+    nncl__arg_count(&g, cols);
+    nncl__arg_count(&g, ld);
+    nncl__arg_count(&g, from);
+    nncl__arg_count(&g, shift);
+    nncl__arg_view(&g, db);
+    nncl__arg_int(&g, acc);
+    return nncl__launch_1d(&g, k.dev, (cols + 7) / 8);
 }
 
 nncl_status nncl__k_ce_rows(nncl__kl k, nncl__view x, nncl__view labels, nncl__view probs, nncl__view terms,

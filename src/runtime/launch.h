@@ -52,6 +52,9 @@ nncl_status nncl__k_store(nncl__kl k, nncl__view dst, nncl__view src, size_t n);
  * its column sums, one work-item per 8 columns (nncl_bias_backward_f32_act). */
 nncl_status nncl__k_bias_backward_act(nncl__kl k, nncl__view dy, nncl__view y, size_t rows, size_t cols, nncl__view db,
                                       int acc, int act);
+/* db [cols] (+)= the sums of dy [rows, cols, inner] over rows and inner, a
+ * work-group per column (nncl_bias_backward_f32). */
+nncl_status nncl__k_bias_backward(nncl__kl k, nncl__view dy, int rows, int cols, int inner, nncl__view db, int acc);
 
 /* cl/softmax.cl: per row of [rows, cols]. y may be x; dx may be dy. */
 nncl_status nncl__k_softmax(nncl__kl k, nncl__view x, nncl__view y, size_t rows, size_t cols);
@@ -63,6 +66,15 @@ nncl_status nncl__k_softmax_backward(nncl__kl k, nncl__view dy, nncl__view y, nn
  * nncl_sum_f32_axis1: rows sums). out must not overlap x. */
 nncl_status nncl__k_sum(nncl__kl k, int axis, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha,
                         int acc);
+/* The sums over rows again, a work-item per 16 columns
+ * (nncl_sum_f32_axis0_param_cols). */
+nncl_status nncl__k_sum_cols(nncl__kl k, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha, int acc);
+
+/* cl/rnn.cl: db (+)= the column sums of rows of m (leading dimension ld),
+ * columns from `from` on taken `shift` further; rows 0: zeros
+ * (nncl_rnn_colsum_f32). */
+nncl_status nncl__k_rnn_colsum(nncl__kl k, nncl__view m, size_t rows, size_t cols, size_t ld, size_t from, size_t shift,
+                               nncl__view db, int acc);
 
 /* cl/loss.cl. Softmax cross-entropy over rows of C logits x with class
  * labels: probabilities into probs [rows, C], per-row terms into terms. */

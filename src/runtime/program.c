@@ -1,6 +1,8 @@
 /* program.c - building the kernel programs of cl/ once per device (from the
  * sources embedded at build time, or from $NNCL_KERNEL_DIR while developing),
- * a per-device cache of kernel objects, and the checked launch helpers. */
+ * one family each or several in one program (a bundle: a plan's families,
+ * nncl__program_bundle), a per-device cache of kernel objects, and the
+ * checked launch helpers. */
 #include "runtime/internal.h"
 #include <stdio.h>
 #include <unistd.h>
@@ -16,7 +18,7 @@ typedef struct prog_kernel {
 
 struct nncl_program {
     nncl_program *next;
-    char family[32];
+    char family[256];   /* its families, comma-separated (several: a bundle) */
     char options[160];  /* build options beyond the defaults (variants of a family) */
     cl_program program;
     prog_kernel *kernels;
@@ -74,30 +76,49 @@ static nncl_status prog_file(nncl_context *ctx, const char *file, int optional, 
     return prog_file_embedded(ctx, file, src, len);
 }
 
-/* The program text of a family: cl/common.cl, then cl/<family>.cl, in one
- * buffer the caller frees (one text, so the binary cache keys on both);
- * #line makes a build log count the family's lines from its own first. */
+/* The program text of families (comma-separated): cl/common.cl, then each
+ * cl/<family>.cl, in one buffer the caller frees (one text, so the binary
+ * cache keys on all); #line makes a build log count each family's lines
+ * from its own first (in a bundle, under its file's name). */
 #define PROG_LINE1 "\n#line 1\n"
-static nncl_status prog_source(nncl_context *ctx, const char *family, char **text, size_t *len) {
-    const char *common, *own = "";
-    size_t common_len = 0, own_len = 0;
-    char *common_owned, *own_owned = NULL, file[48];
+#define PROG_LINE1_NAMED "\n#line 1 \"%s\"\n" /* in a bundle */
+#define PROG_PARTS 32 /* families in one program at most */
+static nncl_status prog_source(nncl_context *ctx, const char *families, char **text, size_t *len) {
+    const char *src[PROG_PARTS + 1], *f = families;
+    size_t lens[PROG_PARTS + 1], total = 0, at = 0;
+    char *owned[PROG_PARTS + 1], files[PROG_PARTS + 1][48];
+    int n = 0, i;
     nncl_status st;
     *text = NULL;
-    snprintf(file, sizeof file, "%s.cl", family);
-    NNCL_TRY(prog_file(ctx, "common.cl", 1, &common, &common_len, &common_owned));
-    st = strcmp(family, "common") == 0 ? NNCL_OK : prog_file(ctx, file, 0, &own, &own_len, &own_owned);
-    if (st == NNCL_OK && !(*text = (char *)nncl__calloc(common_len + own_len + sizeof PROG_LINE1, 1)))
-        st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
-    if (st == NNCL_OK) {
-        memcpy(*text, common, common_len);
-        memcpy(*text + common_len, PROG_LINE1, sizeof PROG_LINE1 - 1);
-        memcpy(*text + common_len + sizeof PROG_LINE1 - 1, own, own_len);
-        *len = common_len + sizeof PROG_LINE1 - 1 + own_len;
+    st = prog_file(ctx, "common.cl", 1, &src[0], &lens[0], &owned[0]);
+    if (st != NNCL_OK) return st;
+    n = 1;
+    while (st == NNCL_OK && *f && strcmp(families, "common") != 0) {
+        size_t k = strcspn(f, ",");
+        if (n > PROG_PARTS) {
+            st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "more than %d kernel families in one program", PROG_PARTS);
+            break;
+        }
+        snprintf(files[n], sizeof files[n], "%.*s.cl", (int)(k < 40 ? k : 40), f);
+        st = prog_file(ctx, files[n], 0, &src[n], &lens[n], &owned[n]);
+        if (st == NNCL_OK) n++;
+        f += k + (f[k] == ',');
     }
-    NNCL_FREE(common_owned);
-    NNCL_FREE(own_owned);
-    return st;
+    for (i = 0; i < n; i++) total += lens[i] + (i ? sizeof PROG_LINE1_NAMED + strlen(files[i]) : 0);
+    if (st == NNCL_OK && !(*text = (char *)NNCL_MALLOC(total + 1)))
+        st = nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (i = 0; i < n; i++) {
+        if (st == NNCL_OK) {
+            if (i) at += (size_t)(n > 2 ? sprintf(*text + at, PROG_LINE1_NAMED, files[i]) : sprintf(*text + at, PROG_LINE1));
+            memcpy(*text + at, src[i], lens[i]);
+            at += lens[i];
+        }
+        NNCL_FREE(owned[i]);
+    }
+    if (st != NNCL_OK) return st;
+    (*text)[at] = 0;
+    *len = at;
+    return NNCL_OK;
 }
 
 uint64_t nncl__program_hash(nncl_context *ctx, const char *family) {
@@ -149,8 +170,9 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     err = clBuildProgram(p->program, 1, &dev->id, options, NULL, NULL);
     p->build_ms = (nncl__seconds() - t0) * 1e3;
     if (err == CL_SUCCESS)
-        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: cl/%s.cl%s%s built in %.0f ms", dev->info.index, family,
-                  *extra ? " " : "", extra, p->build_ms);
+        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: cl/%s%s%s.cl%s%s built in %.0f ms", dev->info.index,
+                  strchr(family, ',') ? "{" : "", family, strchr(family, ',') ? "}" : "", *extra ? " " : "", extra,
+                  p->build_ms);
     if (err == CL_SUCCESS && cached) nncl__bcache_store(ctx, dev, src, len, options, p->program);
     NNCL_FREE(owned);
     if (err != CL_SUCCESS) {
@@ -171,18 +193,50 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     return NNCL_OK;
 }
 
+/* The program of dev built with options that holds family (its first
+ * len characters), alone or in a bundle; NULL when none is built. */
+static nncl_program *prog_find(nncl_device *dev, const char *family, size_t len, const char *options) {
+    nncl_program *p;
+    for (p = dev->programs; p; p = p->next) {
+        const char *f = p->family;
+        if (strcmp(p->options, options) != 0) continue;
+        while (*f) {
+            size_t k = strcspn(f, ",");
+            if (k == len && !strncmp(f, family, len)) return p;
+            f += k + (f[k] == ',');
+        }
+    }
+    return NULL;
+}
+
 nncl_status nncl__program_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                                nncl_program **out) {
     nncl_program *p;
     dev->lookups++;
     if (strlen(options) >= sizeof p->options)
         return nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "build options of cl/%s.cl too long: %s", family, options);
-    for (p = dev->programs; p; p = p->next)
-        if (strcmp(p->family, family) == 0 && strcmp(p->options, options) == 0) {
-            *out = p;
-            return NNCL_OK;
-        }
+    if ((p = prog_find(dev, family, strlen(family), options)) != NULL) {
+        *out = p;
+        return NNCL_OK;
+    }
     return prog_build(ctx, dev, family, options, out);
+}
+
+nncl_status nncl__program_bundle(nncl_context *ctx, nncl_device *dev, const char *families, const char *options) {
+    char want[sizeof ((nncl_program *)0)->family];
+    size_t at = 0, k;
+    int n = 0;
+    nncl_program *p;
+    const char *f;
+    for (f = families; *f; f += k + (f[k] == ',')) {
+        k = strcspn(f, ",");
+        if (!k || prog_find(dev, f, k, options)) continue;
+        if (at + k + 2 > sizeof want) return NNCL_OK; /* too many for one: each is built on first use */
+        at += (size_t)sprintf(want + at, "%s%.*s", at ? "," : "", (int)k, f);
+        n++;
+    }
+    if (n < 2) return NNCL_OK; /* one alone is built on first use as always */
+    return prog_build(ctx, dev, want, options, &p);
 }
 
 nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
@@ -346,6 +400,8 @@ nncl_status nncl__launch_cols(nncl__args *a, nncl_device *dev, size_t rows, size
 }
 
 #undef PROG_LINE1
+#undef PROG_LINE1_NAMED
+#undef PROG_PARTS
 
 const char *nncl_kernel_family(int i) {
     int n = 0;

@@ -32,7 +32,7 @@ void nncl__plan_free(nncl__plan *p) {
     NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
     NNCL_FREE(p->x.kernels);
     NNCL_FREE(p->x.kbase);
-    NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux);
+    NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux); NNCL_FREE(p->rec_place);
     NNCL_FREE(p->arenas);
     nncl__plan_schedule_free(p);
     nncl__plan_fuse_free(p);
@@ -186,9 +186,17 @@ static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb
         nncl__view v;
         v.mem = b[i].f32 ? p->arena32 : p->arena;
         v.off = b[i].off;
-        if (b[i].kind == 0) (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
-        else if (b[i].kind == 1) p->x.grad[b[i].node] = v;
-        else (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
+        if (b[i].kind == 0 && b[i].rec == 2) { /* a second recompute's place, at its entry of rec */
+            int r;
+            for (r = 0; r < p->n_rec; r++)
+                if (p->rec[r] == b[i].node && p->rec_again[r]) p->rec_place[r] = v;
+        } else if (b[i].kind == 0) {
+            (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
+        } else if (b[i].kind == 1) {
+            p->x.grad[b[i].node] = v;
+        } else {
+            (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
+        }
     }
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
@@ -253,6 +261,32 @@ static nncl_status plan_check_fits(nncl__plan *p, uint64_t held, uint64_t need, 
                       p->n_segments > 1 ? ": on already" : "", p->x.store ? ": on already" : "");
 }
 
+/* The kernel families of p's ops, the storage conversion's with half
+ * storage and (train) the optimizer's, built as one program with options
+ * (nncl__program_bundle): one build, and one load when cached, instead of
+ * one for each family. */
+static nncl_status plan_bundle(nncl__plan *p, int train, const char *options) {
+    const char *fam[32];
+    char list[256];
+    size_t at = 0;
+    int i, k, j, n = 0;
+    for (i = -2; i < p->n_fwd; i++) {
+        const nncl__opdef *d = i >= 0 ? nncl__opdef_get(nncl__plan_node(p, p->fwd[i])->op) : NULL;
+        int nk = d ? nncl__op_kernel_count(d) : 1;
+        for (k = 0; k < nk; k++) {
+            const char *f = d ? (d->kernels[k].name ? d->kernels[k].family : NULL)
+                              : i == -2 ? (p->x.store ? "half" : NULL) : train ? "optimizer" : NULL;
+            for (j = 0; f && j < n; j++)
+                if (!strcmp(fam[j], f)) f = NULL;
+            if (!f) continue;
+            if (n == 32 || at + strlen(f) + 2 > sizeof list) return NNCL_OK; /* too many: each built on first use */
+            fam[n++] = f;
+            at += (size_t)sprintf(list + at, "%s%s", at ? "," : "", f);
+        }
+    }
+    return n ? nncl__program_bundle(p->ctx, p->x.dev, list, options) : NNCL_OK;
+}
+
 nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device,
                                    const nncl__plan_opts *o, nncl__plan **out) {
     static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
@@ -304,12 +338,13 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->raux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->fvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->faux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->rec_place = (nncl__view *)nncl__calloc(2 * n, sizeof(nncl__view));
     p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
     p->x.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
     for (i = 0; p->x.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
         p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(nncl__plan_node(p, i)->op));
     p->x.kernels = p->x.kbase ? (nncl__kslot *)nncl__calloc(p->x.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
-    if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux ||
+    if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux || !p->rec_place ||
         !p->x.grad_acc || !p->x.kernels) {
         nncl__plan_free(p);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -325,7 +360,9 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
     NNCL_FREE(blocks);
     /* Every op's kernels are resolved and its GEMM workspace sized now, so
-     * that a step neither compiles, nor looks up, nor allocates. */
+     * that a step neither compiles, nor looks up, nor allocates; their
+     * families first built as one program. */
+    if (st == NNCL_OK) st = plan_bundle(p, loss != NULL, opts[store]);
     for (i = 0; st == NNCL_OK && i < p->n_fwd + g->n_nodes; i++) { /* and the nodes fused away, for a prediction */
         nncl_node *nd = i < p->n_fwd ? nncl__plan_node(p, p->fwd[i]) : g->nodes[i - p->n_fwd];
         const nncl__opdef *d = nncl__opdef_get(nd->op);
@@ -442,6 +479,7 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
         for (r = p->rec_before[i]; r < p->rec_before[i + 1]; r++) { /* the segment's forward again */
             nncl_node *c = nncl__plan_node(p, p->rec[r]);
             nncl_status st;
+            if (p->rec_again[r]) p->x.value[c->id] = p->rec_place[r];
             p->x.recompute = 1;
             st = nncl__opdef_get(c->op)->forward(&p->x, c);
             p->x.recompute = 0;
@@ -500,6 +538,7 @@ void nncl__plan_use_arena(nncl__plan *p, int i) {
     plan_move_views(p->raux, n, from, to);
     plan_move_views(p->fvalue, n, from, to);
     plan_move_views(p->faux, n, from, to);
+    plan_move_views(p->rec_place, 2 * n, from, to);
     p->arena = to;
     p->cur_arena = i;
 }

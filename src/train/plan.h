@@ -33,9 +33,17 @@ typedef struct nncl__plan {
      * rvalue/raux (mem NULL: the node is not recomputed); fvalue/faux keep
      * the forward's places, which x.value/x.aux get back for a forward. */
     int *rec, n_rec, *rec_before;
+    /* rec_again[r] 1: rec[r] is a value's second recompute, for its last
+     * reader, into rec_place[r] (its first went to rvalue). */
+    unsigned char *rec_again;
+    nncl__view *rec_place;
     int n_segments;              /* 1: no checkpointing */
     nncl__view *rvalue, *raux, *fvalue, *faux;
     size_t arena_floats, gemm_temp_bytes;
+    /* Activation memory: the most bytes of values and aux (recomputed ones
+     * included) live at one step of the timeline, gradients and workspace
+     * apart (plan_memory.c). */
+    uint64_t act_bytes;
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
     float dloss;                 /* the loss's gradient backward starts from: 1, or the loss scale */
@@ -86,8 +94,9 @@ typedef struct nncl__plan_block {
     int first, last;
     size_t size, off;     /* floats */
     int node, kind;       /* kind 0 value, 1 gradient, 2 aux */
-    int rec;              /* 1: the place of a recomputed value or aux */
+    int rec;              /* 1: the place of a recomputed value or aux; 2: of a value's second recompute */
     int f32;              /* half storage: the block stays fp32 (arena32) */
+    int share;            /* a gradient written in place: 1 + the node whose gradient's place it takes (0: none) */
 } nncl__plan_block;
 
 /* What a plan is made for. */
@@ -110,14 +119,19 @@ const nncl_node *nncl__plan_root(const nncl_node *n);
  * (NNCL_FREE). A boundary marked where none can be is an argument error. */
 nncl_status nncl__plan_layout(nncl__plan *p, int checkpoint, nncl__plan_block **b, int *nb);
 void nncl__plan_schedule_free(nncl__plan *p);
+/* Schedules and packs p with boundaries mark (NULL: none; bit 1 a
+ * boundary, bit 2 a second recompute of a dropped value for its last
+ * reader), setting act_bytes; the blocks to *b (NNCL_FREE). */
+nncl_status nncl__plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__plan_block **b, int *nb);
 /* Bytes of the laid-out arenas, and of the whole plan with train_floats of
  * training buffers (the GEMM workspace apart: sized when kernels are
  * timed; measure counts half storage's upload stage, its least size). */
 uint64_t nncl__plan_arena_bytes(const nncl__plan *p);
 uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats);
 /* The same for a plan not made, host work only, no device touched: its
- * need with a bound on the GEMM workspace (the panels of the largest
- * product's operands), which a made plan sizes by timing its kernels. */
+ * need with a bound on the workspace (the most any op declares,
+ * nncl__opdef.workspace), which a made plan sizes by timing its kernels;
+ * *activations its act_bytes. */
 nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl__plan_opts *o,
                                uint64_t *need, uint64_t *activations, int *segments);
 /* Whether input node n is read as fp32 (labels, targets: an f32_in slot of

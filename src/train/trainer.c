@@ -405,12 +405,12 @@ nncl_status nncl_trainer_create(nncl_context *ctx, nncl_graph *g, nncl_node *los
 static nncl_status fit_try(nncl_context *ctx, nncl_graph *g, nncl_node *loss, const nncl_train_config *cfg,
                            const int *dev, int nd, int batch, nncl_batch_fit *worst, int *fits) {
     nncl__plan_opts o;
-    uint64_t need = 0;
+    uint64_t need = 0, act = 0;
     int i, seg = 1;
     nncl_train_config c = *cfg;
     c.max_batch = batch;
     NNCL_TRY(nncl__trainer_plan_opts(g, &c, &o));
-    NNCL_TRY(nncl__plan_measure(ctx, g, loss, &o, &need, NULL, &seg));
+    NNCL_TRY(nncl__plan_measure(ctx, g, loss, &o, &need, &act, &seg));
     *fits = 1;
     for (i = 0; i < nd; i++) {
         nncl_device *d = nncl__device(ctx, dev[i]);
@@ -424,6 +424,7 @@ static nncl_status fit_try(nncl_context *ctx, nncl_graph *g, nncl_node *loss, co
     }
     worst->need_bytes = need;
     worst->segments = seg;
+    worst->activation_bytes = act;
     if (need > worst->have_bytes) *fits = 0;
     return NNCL_OK;
 }

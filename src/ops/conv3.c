@@ -1,5 +1,5 @@
-/* conv_direct.c - 2-D convolution (the node of src/ops/op_conv.c) computed
- * directly, with no GEMM, for the layers products serve worst: a 3x3
+/* conv3.c - the 3x3 path of 2-D convolution (the node of src/ops/op_conv.c):
+ * with no GEMM, for the layers products serve worst: a 3x3
  * kernel at stride 1 with padding 1 whose input needs no gradient, which is
  * how most networks start (on the data, with 1 or 3 channels). There the
  * other paths' products have k = C*9 (9 or 27) and their time goes to
@@ -24,14 +24,14 @@
  * each element is converted once rather than in every work-item reading
  * it. A smaller batch takes no more chunks than prepare sized for. Taken
  * where timing the layer against the other two paths found it fastest
- * (src/ops/conv_pick.c), or forced by NNCL_CONV_DIRECT. */
+ * (src/ops/conv_pick.c), or forced by NNCL_CONV_3X3. */
 #include "ops/conv.h"
 #include <limits.h>
 
 #define CDIR_ITEMS 32 /* weight-gradient work-items per compute unit */
 #define CDIR_QUOT (1 << 20) /* a plane's pixels stay below (the kernels' float quotients) */
 
-int nncl__conv_direct_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+int nncl__conv_3x3_fits(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
     size_t xs = (size_t)d->B * (size_t)d->C * (size_t)d->H * (size_t)d->W, ys = (size_t)d->B * (size_t)d->O * d->ohw;
     return d->k == 3 && d->st == 1 && d->pad == 1 && d->OH == d->H && d->OW == d->W && !nncl__need_grad(ex, n, 0) &&
            d->ohw + 8 < CDIR_QUOT && xs < (size_t)INT_MAX - 64 && ys < (size_t)INT_MAX - 64;
@@ -77,7 +77,7 @@ static nncl_status cdir_layout_of(nncl__exec *ex, const nncl_node *n, const nncl
     each = (size_t)l->chunks * (size_t)d->O * (d->ckk + 1);
     if (each > (size_t)INT_MAX / 2)
         return nncl__fail(ex->ctx, NNCL_ERR_UNSUPPORTED, "conv2d \"%s\": %d outputs of %zu weights in %d chunks are too "
-                          "many partial sums for the direct path", n->name, d->O, d->ckk, l->chunks);
+                          "many partial sums for the 3x3 path", n->name, d->O, d->ckk, l->chunks);
     if ((size_t)l->parts > (size_t)INT_MAX / 2 / each) l->parts = (int)((size_t)INT_MAX / 2 / each);
     grads = nncl__need_grad(ex, n, 1) || (n->n_in == 3 && nncl__need_grad(ex, n, 2));
     l->part_floats = grads ? (size_t)l->chunks * (size_t)l->parts * (size_t)d->O * (d->ckk + 1) : 0;
@@ -87,14 +87,14 @@ static nncl_status cdir_layout_of(nncl__exec *ex, const nncl_node *n, const nncl
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_direct_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
+nncl_status nncl__conv_3x3_prepare(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, size_t *bytes) {
     cdir_layout l;
     NNCL_TRY(cdir_layout_of(ex, n, d, &l));
     *bytes = l.floats * sizeof(float);
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_direct_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
+nncl_status nncl__conv_3x3_forward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d) {
     nncl__view xv, w = nncl__val(ex, n->in[1]), y = nncl__val(ex, n);
     size_t local[3] = {8, 1, 1}, global[3], have;
     cdir_layout l;
@@ -111,7 +111,7 @@ nncl_status nncl__conv_direct_forward(nncl__exec *ex, const nncl_node *n, const 
     for (s0 = 0; s0 < d->B; s0 += l.S) {
         int ns = d->B - s0 < l.S ? d->B - s0 : l.S;
         NNCL_TRY(nncl__conv_x_f32(ex, n, d, l.x_at, s0, ns, &xv));
-        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_DIRECT, &a));
+        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_CONV3, &a));
         nncl__arg_view(&a, xv);
         nncl__arg_view(&a, w);
         nncl__arg_view(&a, n->n_in == 3 ? nncl__val(ex, n->in[2]) : y);
@@ -127,7 +127,7 @@ nncl_status nncl__conv_direct_forward(nncl__exec *ex, const nncl_node *n, const 
     return NNCL_OK;
 }
 
-nncl_status nncl__conv_direct_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
+nncl_status nncl__conv_3x3_backward(nncl__exec *ex, const nncl_node *n, const nncl__conv_dims *d, nncl__view dy) {
     int need_w = nncl__need_grad(ex, n, 1), need_b = n->n_in == 3 && nncl__need_grad(ex, n, 2), s0;
     nncl__view xv, y = nncl__val(ex, n), dw, db;
     size_t global[3], local[3] = {1, 1, 1}, have, ys = (size_t)d->O * d->ohw;
@@ -141,7 +141,7 @@ nncl_status nncl__conv_direct_backward(nncl__exec *ex, const nncl_node *n, const
     for (s0 = 0; s0 < d->B; s0 += l.S) {
         int ns = d->B - s0 < l.S ? d->B - s0 : l.S;
         NNCL_TRY(nncl__conv_x_f32(ex, n, d, l.x_at, s0, ns, &xv));
-        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_DIRECT_DW, &a));
+        NNCL_TRY(nncl__kbegin(ex, n, NNCL_CONV_K_CONV3_DW, &a));
         nncl__arg_view(&a, xv);
         nncl__arg_view(&a, nncl__conv_at(dy, (size_t)s0 * ys));
         nncl__arg_view(&a, nncl__conv_at(y, (size_t)s0 * ys));
