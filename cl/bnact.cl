@@ -9,10 +9,11 @@
  * at the kinks and NaN kept. The derivative is taken at the
  * pre-activation, recomputed from x and the saved statistics: hard-swish's
  * output does not give it. The streaming kernels' layout is
- * cl/norm.cl's: work-item r nch + q takes values [q chunk, (q + 1) chunk)
- * of row r = b C + c; r (has_r 0: a dummy) is laid out as x. Each kernel
- * dispatches once on act and has_r to a loop of its own (BNA_DISPATCH),
- * so that no loop tests them per value. */
+ * cl/norm.cl's (nncl_bn_chunk, cl/common.cl): work-item r nch + q takes
+ * values [q chunk, (q + 1) chunk) of row r = b C + c; r (has_r 0: a
+ * dummy) is laid out as x. Each kernel dispatches once on act and has_r
+ * to a loop of its own (BNA_DISPATCH), so that no loop tests them per
+ * value. */
 
 /* The activation of v and g times its derivative at v, for float and float8. */
 #define BNA_ACT1(v) ((v) < 0.0f ? 0.0f : (v))
@@ -51,7 +52,7 @@
 
 /* y = act(x a + s + r), a = invstd w, s = b - mean a. */
 #define BNA_APPLY_LOOP(A, R)                                                                                        \
-    for (k = q * chunk; k + 8 <= hi; k += 8) {                                                                       \
+    for (k = lo; k + 8 <= hi; k += 8) {                                                                              \
         float8 v = NNCL_LD8(xr + k) * a + sh + BNA_R8(R, k);                                                         \
         NNCL_ST8(BNA_ACT##A##_8(v), yr + k);                                                                         \
     }                                                                                                                \
@@ -64,29 +65,38 @@ __kernel void nncl_batchnorm_apply_f32_act(__global const act_t *x, int x_off, _
                                            __global const act_t *res, int res_off, int has_r, int act,
                                            __global act_t *y, int y_off, int C, int inner, int rows, int nch,
                                            int chunk) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float a, sh;
     size_t o;
     __global const act_t *xr, *rr;
     __global act_t *yr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
-    a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
-    sh = NNCL_LD(b, b_off + c) - aux[aux_off + c] * a;
+    nncl_bn_affine(aux, aux_off, w, w_off, b, b_off, C, c, &a, &sh);
     o = (size_t)r * inner;
     xr = x + x_off + o;
     rr = res + res_off + o;
     yr = y + y_off + o;
-    hi = min(inner, (q + 1) * chunk);
     BNA_DISPATCH(act, has_r, BNA_APPLY_LOOP)
 }
 
-/* Work-item c P + q: sum g and sum g (x - mean) over its images, g = dy
- * act'(pre) (as nncl_batchnorm_grad_partial_f32 on dy). */
+/* Work-item q C + c: sum g and sum g (x - mean) over its images, g = dy
+ * act'(pre) (as nncl_batchnorm_grad_partial_f32 on dy, in its order:
+ * two accumulators per sum). */
 #define BNA_PARTIAL_LOOP(A, R)                                                                                      \
-    for (k = 0; k + 8 <= inner; k += 8) {                                                                            \
+    for (k = 0; k + 16 <= inner; k += 16) {                                                                          \
+        float8 xv = NNCL_LD8(xr + k), p = xv * a + sh + BNA_R8(R, k), gv = NNCL_LD8(gr + k);                         \
+        float8 xw = NNCL_LD8(xr + k + 8), pw = xw * a + sh + BNA_R8(R, k + 8), gw = NNCL_LD8(gr + k + 8);            \
+        gv = BNA_GRAD##A##_8(p, gv);                                                                                 \
+        gw = BNA_GRAD##A##_8(pw, gw);                                                                                \
+        v8 += gv;                                                                                                    \
+        w8 += gv * (xv - mean);                                                                                      \
+        v8b += gw;                                                                                                   \
+        w8b += gw * (xw - mean);                                                                                     \
+    }                                                                                                                \
+    v8 += v8b;                                                                                                       \
+    w8 += w8b;                                                                                                       \
+    for (; k + 8 <= inner; k += 8) {                                                                                 \
         float8 xv = NNCL_LD8(xr + k), p = xv * a + sh + BNA_R8(R, k), gv = NNCL_LD8(gr + k);                         \
         gv = BNA_GRAD##A##_8(p, gv);                                                                                 \
         v8 += gv;                                                                                                    \
@@ -107,16 +117,15 @@ __kernel void nncl_batchnorm_backward_f32_actpartial(__global const act_t *x, in
     int gid = (int)get_global_id(0), c, q, bi, b1, k;
     float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, mean, a, sh;
     if (gid >= C * P) return;
-    c = gid / P;
-    q = gid - c * P;
+    q = gid / C; /* image-major: consecutive work-items read consecutive rows */
+    c = gid - q * C;
     mean = aux[aux_off + c];
-    a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
-    sh = NNCL_LD(b, b_off + c) - mean * a;
+    nncl_bn_affine(aux, aux_off, w, w_off, b, b_off, C, c, &a, &sh);
     b1 = (int)(((long)(q + 1) * B) / P);
     for (bi = (int)(((long)q * B) / P); bi < b1; bi++) {
         size_t o = ((size_t)bi * C + c) * inner;
         __global const act_t *xr = x + x_off + o, *gr = dy + dy_off + o, *rr = res + res_off + o;
-        float8 v8 = 0.0f, w8 = 0.0f;
+        float8 v8 = 0.0f, w8 = 0.0f, v8b = 0.0f, w8b = 0.0f;
         float v = 0.0f, wv = 0.0f;
         BNA_DISPATCH(act, has_r, BNA_PARTIAL_LOOP)
         v += (v8.s0 + v8.s1) + (v8.s2 + v8.s3) + ((v8.s4 + v8.s5) + (v8.s6 + v8.s7));
@@ -124,15 +133,15 @@ __kernel void nncl_batchnorm_backward_f32_actpartial(__global const act_t *x, in
         nncl_kahan_add(&s, &cs, v);
         nncl_kahan_add(&s2, &cs2, wv);
     }
-    part[part_off + 2 * gid] = s;
-    part[part_off + 2 * gid + 1] = s2 * aux[aux_off + C + c];
+    part[part_off + 2 * (c * P + q)] = s;
+    part[part_off + 2 * (c * P + q) + 1] = s2 * aux[aux_off + C + c];
 }
 
 /* g = dy act'(pre); want_x: dx (+)= w invstd (g - (sum g + xhat sum
  * g xhat) / count) (training; w invstd g in evaluation); want_r: dr (+)= g,
  * after dx: x may be its own residual, the host taking dx's acc first. */
 #define BNA_DX_LOOP(A, R)                                                                                           \
-    for (k = q * chunk; k + 8 <= hi; k += 8) {                                                                       \
+    for (k = lo; k + 8 <= hi; k += 8) {                                                                              \
         float8 xv = NNCL_LD8(xr + k), p = xv * a + sh + BNA_R8(R, k), g = NNCL_LD8(gr + k);                          \
         g = BNA_GRAD##A##_8(p, g);                                                                                   \
         if (want_x) {                                                                                                \
@@ -157,20 +166,17 @@ __kernel void nncl_batchnorm_backward_f32_act(__global const act_t *x, int x_off
                                               int want_x, int acc, __global act_t *dres, int dres_off, int want_r,
                                               int acc_r, int C, int inner, int rows, int nch, int chunk, int count,
                                               int training) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float inv, k1, m, t1, t2, a, sh;
     size_t o;
     __global const act_t *xr, *gr, *rr;
     __global act_t *dxr, *drr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
     inv = aux[aux_off + C + c];
-    k1 = NNCL_LD(w, w_off + c) * inv;
     m = aux[aux_off + c];
-    a = k1;
-    sh = NNCL_LD(b, b_off + c) - m * a;
+    nncl_bn_affine(aux, aux_off, w, w_off, b, b_off, C, c, &a, &sh);
+    k1 = a; /* w invstd */
     t1 = training ? aux[aux_off + 2 * C + c] / (float)count : 0.0f;
     t2 = training ? aux[aux_off + 3 * C + c] / (float)count * inv : 0.0f;
     o = (size_t)r * inner;
@@ -179,14 +185,13 @@ __kernel void nncl_batchnorm_backward_f32_act(__global const act_t *x, int x_off
     rr = res + res_off + o;
     dxr = dx + dx_off + o;
     drr = dres + dres_off + o;
-    hi = min(inner, (q + 1) * chunk);
     BNA_DISPATCH(act, has_r, BNA_DX_LOOP)
 }
 
 /* The unfused path's forward pass after batch norm's own, in the
  * streaming layout: y = act(y + r) in place. */
 #define BNA_PASS_LOOP(A, R)                                                                                         \
-    for (k = q * chunk; k + 8 <= hi; k += 8) {                                                                       \
+    for (k = lo; k + 8 <= hi; k += 8) {                                                                              \
         float8 v = NNCL_LD8(yr + k) + BNA_R8(R, k);                                                                  \
         NNCL_ST8(BNA_ACT##A##_8(v), yr + k);                                                                         \
     }                                                                                                                \
@@ -196,17 +201,14 @@ __kernel void nncl_batchnorm_backward_f32_act(__global const act_t *x, int x_off
     }
 __kernel void nncl_batchnorm_f32_actpass(__global act_t *y, int y_off, __global const act_t *res, int res_off,
                                          int has_r, int act, int inner, int rows, int nch, int chunk) {
-    int gid = (int)get_global_id(0), r, q, k, hi;
+    int gid = (int)get_global_id(0), r, lo, k, hi;
     size_t o;
     __global const act_t *rr;
     __global act_t *yr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     o = (size_t)r * inner;
     rr = res + res_off + o;
     yr = y + y_off + o;
-    hi = min(inner, (q + 1) * chunk);
     BNA_DISPATCH(act, has_r, BNA_PASS_LOOP)
 }
 
@@ -214,7 +216,7 @@ __kernel void nncl_batchnorm_f32_actpass(__global act_t *y, int y_off, __global 
  * streaming layout: dy = dy act'(pre) in place (pre from x and the saved
  * statistics); want_r: dr (+)= that. */
 #define BNA_PASS_BW_LOOP(A, R)                                                                                      \
-    for (k = q * chunk; k + 8 <= hi; k += 8) {                                                                       \
+    for (k = lo; k + 8 <= hi; k += 8) {                                                                              \
         float8 p = NNCL_LD8(xr + k) * a + sh + BNA_R8(R, k), g = NNCL_LD8(gr + k);                                   \
         g = BNA_GRAD##A##_8(p, g);                                                                                   \
         NNCL_ST8(g, gr + k);                                                                                         \
@@ -232,22 +234,18 @@ __kernel void nncl_batchnorm_backward_f32_actpass(__global const act_t *x, int x
                                                   __global const act_t *res, int res_off, int has_r, int act,
                                                   __global act_t *dres, int dres_off, int want_r, int acc_r, int C,
                                                   int inner, int rows, int nch, int chunk) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float a, sh;
     size_t o;
     __global const act_t *xr, *rr;
     __global act_t *gr, *drr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
-    a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
-    sh = NNCL_LD(b, b_off + c) - aux[aux_off + c] * a;
+    nncl_bn_affine(aux, aux_off, w, w_off, b, b_off, C, c, &a, &sh);
     o = (size_t)r * inner;
     xr = x + x_off + o;
     rr = res + res_off + o;
     gr = dy + dy_off + o;
     drr = dres + dres_off + o;
-    hi = min(inner, (q + 1) * chunk);
     BNA_DISPATCH(act, has_r, BNA_PASS_BW_LOOP)
 }

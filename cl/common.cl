@@ -230,3 +230,24 @@ float8 nncl_act_grad8(float8 y, int act) {
     if (act == 3) return 1.0f - y * y;
     return (float8)1.0f;
 }
+
+/* Batch norm's streaming layout (cl/norm.cl, cl/bnact.cl): work-item gid
+ * takes values [*lo, *hi) of row *r = gid / nch (image b, channel r % C)
+ * of an [B, C, inner] tensor, chunk values each; 0 past the last row. */
+int nncl_bn_chunk(int gid, int rows, int nch, int chunk, int inner, int *r, int *lo, int *hi) {
+    int q;
+    if (gid >= rows * nch) return 0;
+    *r = gid / nch;
+    q = gid - *r * nch;
+    *lo = q * chunk;
+    *hi = min(inner, (q + 1) * chunk);
+    return 1;
+}
+
+/* Channel c's normalisation as y = x a + sh: a = invstd w, sh = b - mean
+ * a (aux: mean [C], invstd [C]). */
+void nncl_bn_affine(__global const float *aux, int aux_off, __global const act_t *w, int w_off,
+                    __global const act_t *b, int b_off, int C, int c, float *a, float *sh) {
+    *a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
+    *sh = NNCL_LD(b, b_off + c) - aux[aux_off + c] * *a;
+}

@@ -100,7 +100,10 @@ __kernel void NAME(__global const act_t *x, int x_off,                       \
     }                                                                        \
 }
 /* v < 0 rather than max(v, 0): a NaN stays a NaN, as in PyTorch. */
-NNCL_UNARY(nncl_relu_f32, v < 0.0f ? 0.0f : v)
+#define NNCL_RELU_EXPR(v) ((v) < 0.0f ? 0.0f : (v))
+#define NNCL_RELU6_EXPR(v) ((v) <= 0.0f ? 0.0f : (v) >= 6.0f ? 6.0f : (v))
+#define NNCL_HARDSWISH_EXPR(v) ((v) <= -3.0f ? 0.0f * (v) : (v) >= 3.0f ? (v) : (v) * ((v) + 3.0f) / 6.0f)
+NNCL_UNARY(nncl_relu_f32, NNCL_RELU_EXPR(v))
 NNCL_UNARY(nncl_sigmoid_f32, 1.0f / (1.0f + exp(-v)))
 NNCL_UNARY(nncl_tanh_f32, tanh(v))
 NNCL_UNARY(nncl_gelu_f32, nncl_gelu_fwd(v))
@@ -112,9 +115,45 @@ NNCL_UNARY(nncl_silu_f32, v / (1.0f + exp(-v)))
 NNCL_UNARY(nncl_softplus_f32, v > 20.0f ? v : log1p(exp(v)))
 NNCL_UNARY_P(nncl_elu_f32, v > 0.0f ? v : p * expm1(v)) /* p: alpha */
 /* MobileNet's activations (comparisons that keep a NaN a NaN) */
-NNCL_UNARY(nncl_relu6_f32, v <= 0.0f ? 0.0f : v >= 6.0f ? 6.0f : v)
-NNCL_UNARY(nncl_hardswish_f32, v <= -3.0f ? 0.0f * v : v >= 3.0f ? v : v * (v + 3.0f) / 6.0f)
+NNCL_UNARY(nncl_relu6_f32, NNCL_RELU6_EXPR(v))
+NNCL_UNARY(nncl_hardswish_f32, NNCL_HARDSWISH_EXPR(v))
 NNCL_UNARY(nncl_hardsigmoid_f32, v <= -3.0f ? 0.0f : v >= 3.0f ? 1.0f : v / 6.0f + 0.5f)
+
+/* The cheap activations on 8 elements a work-item, ceil(n / 8) of them,
+ * the last taking the n % 8 left alone (the graph ops'; eager ops take the
+ * forms above): one element a work-item is bound by the work-item loop,
+ * not by memory, on CPU drivers. EXPR is written once for float and
+ * float8 (a vector condition selects per lane, NaN comparing false as in
+ * the scalar form). Forward (x, x_off, y, y_off, n), backward as
+ * NNCL_BACKWARD's. */
+#define NNCL_UNARY8(NAME, EXPR)                                                                                        \
+__kernel void NAME(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n) {                         \
+    int i = (int)get_global_id(0) * 8, k;                                                                              \
+    if (i + 8 <= n) {                                                                                                  \
+        float8 v = NNCL_LD8(x + x_off + i);                                                                            \
+        NNCL_ST8(EXPR, y + y_off + i);                                                                                 \
+    } else                                                                                                             \
+        for (k = i; k < n; k++) {                                                                                      \
+            float v = NNCL_LD(x, x_off + k);                                                                           \
+            NNCL_ST(EXPR, y, y_off + k);                                                                               \
+        }                                                                                                              \
+}
+#define NNCL_BACKWARD8(NAME, EXPR)                                                                                     \
+__kernel void NAME(__global const act_t *dy, int dy_off, __global const act_t *vbuf, int v_off, __global act_t *dx,   \
+                   int dx_off, int n, int acc) {                                                                       \
+    int i = (int)get_global_id(0) * 8, k;                                                                              \
+    if (i + 8 <= n) {                                                                                                  \
+        float8 g = NNCL_LD8(dy + dy_off + i), v = NNCL_LD8(vbuf + v_off + i), d = EXPR;                                \
+        NNCL_ST8(acc ? NNCL_LD8(dx + dx_off + i) + d : d, dx + dx_off + i);                                            \
+    } else                                                                                                             \
+        for (k = i; k < n; k++) {                                                                                      \
+            float g = NNCL_LD(dy, dy_off + k), v = NNCL_LD(vbuf, v_off + k), d = EXPR;                                 \
+            NNCL_ST(acc ? NNCL_LD(dx, dx_off + k) + d : d, dx, dx_off + k);                                            \
+        }                                                                                                              \
+}
+NNCL_UNARY8(nncl_relu_f32_v8, NNCL_RELU_EXPR(v))
+NNCL_UNARY8(nncl_relu6_f32_v8, NNCL_RELU6_EXPR(v))
+NNCL_UNARY8(nncl_hardswish_f32_v8, NNCL_HARDSWISH_EXPR(v))
 
 /* y = min(max(x, lo), hi): (x, x_off, y, y_off, n, lo, hi) */
 __kernel void nncl_clamp_f32(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n, float lo,
@@ -158,7 +197,10 @@ __kernel void NAME(__global const act_t *dy, int dy_off,                     \
         NNCL_ST(acc ? NNCL_LD(dx, dx_off + i) + d : d, dx, dx_off + i);      \
     }                                                                        \
 }
-NNCL_BACKWARD(nncl_relu_backward_f32, v > 0.0f ? g : 0.0f)       /* v = y */
+#define NNCL_RELU_GRAD(v, g) ((v) > 0.0f ? (g) : 0.0f)
+#define NNCL_RELU6_GRAD(v, g) ((v) <= 0.0f || (v) >= 6.0f ? 0.0f : (g))
+#define NNCL_HARDSWISH_GRAD(v, g) ((v) < -3.0f ? 0.0f : (v) <= 3.0f ? (g) * ((v) / 3.0f + 0.5f) : (g))
+NNCL_BACKWARD(nncl_relu_backward_f32, NNCL_RELU_GRAD(v, g))       /* v = y */
 NNCL_BACKWARD(nncl_sigmoid_backward_f32, g * v * (1.0f - v))     /* v = y */
 NNCL_BACKWARD(nncl_tanh_backward_f32, g * (1.0f - v * v))        /* v = y */
 NNCL_BACKWARD(nncl_gelu_backward_f32, g * nncl_gelu_grad(v))     /* v = x */
@@ -190,8 +232,11 @@ __kernel void nncl_gelu_backward_f32_v8(__global const act_t *dy, int dy_off, __
 NNCL_BACKWARD(nncl_silu_backward_f32, g * nncl_silu_grad(v))     /* v = x */
 NNCL_BACKWARD(nncl_softplus_backward_f32, v > 20.0f ? g : g / (1.0f + exp(-v))) /* v = x */
 /* PyTorch's gradients at the kinks (op_elementwise.c); v = x */
-NNCL_BACKWARD(nncl_relu6_backward_f32, v <= 0.0f || v >= 6.0f ? 0.0f : g)
-NNCL_BACKWARD(nncl_hardswish_backward_f32, v < -3.0f ? 0.0f : v <= 3.0f ? g * (v / 3.0f + 0.5f) : g)
+NNCL_BACKWARD(nncl_relu6_backward_f32, NNCL_RELU6_GRAD(v, g))
+NNCL_BACKWARD(nncl_hardswish_backward_f32, NNCL_HARDSWISH_GRAD(v, g))
+NNCL_BACKWARD8(nncl_relu_backward_f32_v8, NNCL_RELU_GRAD(v, g))   /* v = y */
+NNCL_BACKWARD8(nncl_relu6_backward_f32_v8, NNCL_RELU6_GRAD(v, g))
+NNCL_BACKWARD8(nncl_hardswish_backward_f32_v8, NNCL_HARDSWISH_GRAD(v, g))
 NNCL_BACKWARD(nncl_hardsigmoid_backward_f32, v > -3.0f && v < 3.0f ? g / 6.0f : 0.0f)
 
 /* dx (+)= dy on lo <= x <= hi, the ends included: (dy, dy_off, x, x_off,

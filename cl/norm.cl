@@ -131,23 +131,34 @@ __kernel void nncl_batchnorm_backward_f32(__global const act_t *x, int x_off, __
  * where values live across a barrier are spilled. Partials: part[(c P +
  * q) 2 + {0,1}] for channel c, q < P over images [q B / P, (q+1) B / P).
  * The statistics sum x - x[0, c, 0] and its square: shifted by a value of
- * the channel, the variance E[d^2] - E[d]^2 cancels little. */
+ * the channel, the variance E[d^2] - E[d]^2 cancels little. The partial
+ * sums keep two float8 accumulators per sum (16 values a step): one
+ * would be bound by the latency of its adds, not by memory. */
 
-/* Work-item c P + q: sum and sum of squares of x - K over its images. */
+/* Work-item q C + c: sum and sum of squares of x - K over its images. */
 __kernel void nncl_batchnorm_partial_f32(__global const act_t *x, int x_off, __global float *part, int part_off,
                                          int B, int C, int inner, int P) {
     int gid = (int)get_global_id(0), c, q, b, b1, k;
     float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, K;
     if (gid >= C * P) return;
-    c = gid / P;
-    q = gid - c * P;
+    q = gid / C; /* image-major: consecutive work-items read consecutive rows */
+    c = gid - q * C;
     K = NNCL_LD(x, x_off + c * inner);
     b1 = (int)(((long)(q + 1) * B) / P);
     for (b = (int)(((long)q * B) / P); b < b1; b++) {
         __global const act_t *r = x + x_off + ((size_t)b * C + c) * inner;
-        float8 v8 = 0.0f, w8 = 0.0f;
+        float8 v8 = 0.0f, w8 = 0.0f, v8b = 0.0f, w8b = 0.0f;
         float v = 0.0f, w = 0.0f;
-        for (k = 0; k + 8 <= inner; k += 8) {
+        for (k = 0; k + 16 <= inner; k += 16) {
+            float8 d = NNCL_LD8(r + k) - K, e = NNCL_LD8(r + k + 8) - K;
+            v8 += d;
+            w8 += d * d;
+            v8b += e;
+            w8b += e * e;
+        }
+        v8 += v8b;
+        w8 += w8b;
+        for (; k + 8 <= inner; k += 8) {
             float8 d = NNCL_LD8(r + k) - K;
             v8 += d;
             w8 += d * d;
@@ -162,8 +173,8 @@ __kernel void nncl_batchnorm_partial_f32(__global const act_t *x, int x_off, __g
         nncl_kahan_add(&s, &cs, v);
         nncl_kahan_add(&s2, &cs2, w);
     }
-    part[part_off + 2 * gid] = s;
-    part[part_off + 2 * gid + 1] = s2;
+    part[part_off + 2 * (c * P + q)] = s;
+    part[part_off + 2 * (c * P + q) + 1] = s2;
 }
 
 /* One work-item per channel: merges its P partials into aux's mean and
@@ -188,23 +199,32 @@ __kernel void nncl_batchnorm_merge_f32(__global const act_t *x, int x_off, __glo
         st[st_off + C + c] = (1.0f - momentum) * st[st_off + C + c] + momentum * (var * ((float)count / (float)(count - 1)));
 }
 
-/* Work-item c P + q: sum dy and sum dy * xhat over its images. */
+/* Work-item q C + c: sum dy and sum dy * xhat over its images. */
 __kernel void nncl_batchnorm_grad_partial_f32(__global const act_t *x, int x_off, __global const act_t *dy, int dy_off,
                                               __global const float *aux, int aux_off, __global float *part,
                                               int part_off, int B, int C, int inner, int P) {
     int gid = (int)get_global_id(0), c, q, b, b1, k;
     float s = 0.0f, cs = 0.0f, s2 = 0.0f, cs2 = 0.0f, mean;
     if (gid >= C * P) return;
-    c = gid / P;
-    q = gid - c * P;
+    q = gid / C; /* image-major: consecutive work-items read consecutive rows */
+    c = gid - q * C;
     mean = aux[aux_off + c];
     b1 = (int)(((long)(q + 1) * B) / P);
     for (b = (int)(((long)q * B) / P); b < b1; b++) {
         size_t o = ((size_t)b * C + c) * inner;
         __global const act_t *xr = x + x_off + o, *gr = dy + dy_off + o;
-        float8 v8 = 0.0f, w8 = 0.0f;
+        float8 v8 = 0.0f, w8 = 0.0f, v8b = 0.0f, w8b = 0.0f;
         float v = 0.0f, w = 0.0f;
-        for (k = 0; k + 8 <= inner; k += 8) {
+        for (k = 0; k + 16 <= inner; k += 16) { /* as nncl_batchnorm_backward_f32_actpartial's BNA_PARTIAL_LOOP */
+            float8 g = NNCL_LD8(gr + k), h = NNCL_LD8(gr + k + 8);
+            v8 += g;
+            w8 += g * (NNCL_LD8(xr + k) - mean);
+            v8b += h;
+            w8b += h * (NNCL_LD8(xr + k + 8) - mean);
+        }
+        v8 += v8b;
+        w8 += w8b;
+        for (; k + 8 <= inner; k += 8) {
             float8 g = NNCL_LD8(gr + k);
             v8 += g;
             w8 += g * (NNCL_LD8(xr + k) - mean);
@@ -219,8 +239,8 @@ __kernel void nncl_batchnorm_grad_partial_f32(__global const act_t *x, int x_off
         nncl_kahan_add(&s, &cs, v);
         nncl_kahan_add(&s2, &cs2, w);
     }
-    part[part_off + 2 * gid] = s;
-    part[part_off + 2 * gid + 1] = s2 * aux[aux_off + C + c];
+    part[part_off + 2 * (c * P + q)] = s;
+    part[part_off + 2 * (c * P + q) + 1] = s2 * aux[aux_off + C + c];
 }
 
 /* One work-item per channel: the sums of its P partials into aux (sum dy,
@@ -249,20 +269,16 @@ __kernel void nncl_batchnorm_apply_f32_vec(__global const act_t *x, int x_off, _
                                            __global const act_t *w, int w_off, __global const act_t *b, int b_off,
                                            __global act_t *y, int y_off, int C, int inner, int rows, int nch,
                                            int chunk) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float a, sh;
     __global const act_t *xr;
     __global act_t *yr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
-    a = aux[aux_off + C + c] * NNCL_LD(w, w_off + c);
-    sh = NNCL_LD(b, b_off + c) - aux[aux_off + c] * a;
+    nncl_bn_affine(aux, aux_off, w, w_off, b, b_off, C, c, &a, &sh);
     xr = x + x_off + (size_t)r * inner;
     yr = y + y_off + (size_t)r * inner;
-    hi = min(inner, (q + 1) * chunk);
-    for (k = q * chunk; k + 8 <= hi; k += 8) NNCL_ST8(NNCL_LD8(xr + k) * a + sh, yr + k);
+    for (k = lo; k + 8 <= hi; k += 8) NNCL_ST8(NNCL_LD8(xr + k) * a + sh, yr + k);
     for (; k < hi; k++) NNCL_ST(NNCL_LD(xr, k) * a + sh, yr, k);
 }
 
@@ -272,14 +288,12 @@ __kernel void nncl_batchnorm_backward_f32_vec(__global const act_t *x, int x_off
                                               __global const float *aux, int aux_off, __global const act_t *w, int w_off,
                                               __global act_t *dx, int dx_off, int acc, int C, int inner, int rows,
                                               int nch, int chunk, int count, int training) {
-    int gid = (int)get_global_id(0), r, q, c, k, hi;
+    int gid = (int)get_global_id(0), r, lo, c, k, hi;
     float inv, k1, m, t1, t2;
     size_t o;
     __global const act_t *xr, *gr;
     __global act_t *dr;
-    if (gid >= rows * nch) return;
-    r = gid / nch;
-    q = gid - r * nch;
+    if (!nncl_bn_chunk(gid, rows, nch, chunk, inner, &r, &lo, &hi)) return;
     c = r % C;
     inv = aux[aux_off + C + c];
     k1 = NNCL_LD(w, w_off + c) * inv;
@@ -290,8 +304,7 @@ __kernel void nncl_batchnorm_backward_f32_vec(__global const act_t *x, int x_off
     xr = x + x_off + o;
     gr = dy + dy_off + o;
     dr = dx + dx_off + o;
-    hi = min(inner, (q + 1) * chunk);
-    for (k = q * chunk; k + 8 <= hi; k += 8) {
+    for (k = lo; k + 8 <= hi; k += 8) {
         float8 d = k1 * (NNCL_LD8(gr + k) - t1 - (NNCL_LD8(xr + k) - m) * t2);
         NNCL_ST8(acc ? NNCL_LD8(dr + k) + d : d, dr + k);
     }
@@ -515,19 +528,26 @@ void nncl_kahan_add8(float8 *s, float8 *c, float8 v) {
     *s = t;
 }
 
-/* nncl_layernorm_backward_f32_params with work-item j summing columns
- * [8j, 8j + 8) over every row, each column in a lane. */
+/* nncl_layernorm_backward_f32_params with work-item p n8 + j summing
+ * columns [8j, 8j + 8) (n8 = ceil(D / 8)), each column in a lane, over
+ * rows [p rows / P, (p + 1) rows / P): neighbouring work-items read the
+ * same rows, which stay in cache, where one work-item down all the rows
+ * would read the whole tensors again for every 8 columns. P 1: into dw
+ * and db; else into part[2 p D + d] (weight) and part[(2 p + 1) D + d]
+ * (bias), which nncl_layernorm_backward_f32_params_merge sums. */
 __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, int x_off, __global const act_t *dy,
                                                       int dy_off, __global const float *aux, int aux_off,
                                                       __global float *dw, int dw_off, int want_w, int acc_w,
-                                                      __global float *db, int db_off, int want_b, int acc_b, int rows,
-                                                      int D) {
-    int d0 = (int)get_global_id(0) * 8, r, k;
+                                                      __global float *db, int db_off, int want_b, int acc_b,
+                                                      __global float *part, int part_off, int P, int rows, int D) {
+    int n8 = (D + 7) / 8, p = (int)get_global_id(0) / n8, d0 = ((int)get_global_id(0) - p * n8) * 8, r, k, r0, r1;
     float8 sw = (float8)0.0f, cw = (float8)0.0f, sb = (float8)0.0f, cb = (float8)0.0f;
     float tw[8], tb[8];
-    if (d0 >= D) return;
+    if (p >= P) return;
+    r0 = (int)(((long)p * rows) / P);
+    r1 = (int)(((long)(p + 1) * rows) / P);
     if (d0 + 8 <= D) {
-        for (r = 0; r < rows; r++) {
+        for (r = r0; r < r1; r++) {
             size_t i = (size_t)r * D + d0;
             float8 g = NNCL_LD8(dy + dy_off + i);
             nncl_kahan_add8(&sb, &cb, g);
@@ -538,7 +558,7 @@ __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, i
     } else /* the last D % 8 columns */
         for (k = 0; d0 + k < D; k++) {
             float a = 0.0f, ca = 0.0f, c = 0.0f, cc = 0.0f;
-            for (r = 0; r < rows; r++) {
+            for (r = r0; r < r1; r++) {
                 size_t i = (size_t)r * D + d0 + k;
                 float g = NNCL_LD(dy, dy_off + i);
                 nncl_kahan_add(&c, &cc, g);
@@ -548,9 +568,31 @@ __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, i
             tb[k] = c;
         }
     for (k = 0; k < 8 && d0 + k < D; k++) {
+        if (P > 1) {
+            part[part_off + 2 * p * D + d0 + k] = tw[k];
+            part[part_off + (2 * p + 1) * D + d0 + k] = tb[k];
+            continue;
+        }
         if (want_w) dw[dw_off + d0 + k] = (acc_w ? dw[dw_off + d0 + k] : 0.0f) + tw[k];
         if (want_b) db[db_off + d0 + k] = (acc_b ? db[db_off + d0 + k] : 0.0f) + tb[k];
     }
+}
+
+/* Work-item d: column d's P partial sums into dw and db. */
+__kernel void nncl_layernorm_backward_f32_params_merge(__global const act_t *x, int x_off, __global const act_t *dy,
+                                                       int dy_off, __global const float *aux, int aux_off,
+                                                       __global float *dw, int dw_off, int want_w, int acc_w,
+                                                       __global float *db, int db_off, int want_b, int acc_b,
+                                                       __global const float *part, int part_off, int P, int D) {
+    int d = (int)get_global_id(0), p;
+    float a = 0.0f, ca = 0.0f, c = 0.0f, cc = 0.0f;
+    if (d >= D) return;
+    for (p = 0; p < P; p++) {
+        nncl_kahan_add(&a, &ca, part[part_off + 2 * p * D + d]);
+        nncl_kahan_add(&c, &cc, part[part_off + (2 * p + 1) * D + d]);
+    }
+    if (want_w) dw[dw_off + d] = (acc_w ? dw[dw_off + d] : 0.0f) + a;
+    if (want_b) db[db_off + d] = (acc_b ? db[db_off + d] : 0.0f) + c;
 }
 
 /* nncl_rmsnorm_f32 a row per work-item. */

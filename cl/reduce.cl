@@ -45,15 +45,39 @@ __kernel void nncl_sum_f32_axis0_param(__global const act_t *x, int x_off, __glo
     if (lane == 0 && c < (size_t)cols) out[out_off + c] = (acc ? out[out_off + c] : 0.0f) + alpha * s;
 }
 
-/* The same one work-item a column, a Kahan sum down the rows, no local
- * memory or barrier (CPU devices: src/ops/op_elementwise.c). */
+/* The same with no local memory or barrier (CPU devices:
+ * src/ops/op_elementwise.c): work-item q takes columns [16 q, 16 q + 16),
+ * a whole cache line of each row, Kahan sums down the rows per column (one
+ * column at a time past the last full 16). */
 __kernel void nncl_sum_f32_axis0_param_cols(__global const act_t *x, int x_off, __global float *out, int out_off,
                                             int rows, int cols, float alpha, int acc) {
-    int c = (int)get_global_id(0), r;
-    float s = 0.0f, comp = 0.0f;
+    int c = (int)get_global_id(0) * 16, r, k;
     if (c >= cols) return;
-    for (r = 0; r < rows; r++) nncl_kahan_add(&s, &comp, NNCL_LD(x, x_off + (size_t)r * cols + c));
-    out[out_off + c] = (acc ? out[out_off + c] : 0.0f) + alpha * s;
+    if (c + 16 <= cols) {
+        float8 s0 = 0.0f, s1 = 0.0f, e0 = 0.0f, e1 = 0.0f;
+        for (r = 0; r < rows; r++) {
+            __global const act_t *row = x + x_off + (size_t)r * cols + c;
+            float8 y0 = NNCL_LD8(row) - e0, y1 = NNCL_LD8(row + 8) - e1, t0 = s0 + y0, t1 = s1 + y1;
+            e0 = (t0 - s0) - y0;
+            e1 = (t1 - s1) - y1;
+            s0 = t0;
+            s1 = t1;
+        }
+        s0 = alpha * s0;
+        s1 = alpha * s1;
+        if (acc) {
+            s0 += vload8(0, out + out_off + c);
+            s1 += vload8(0, out + out_off + c + 8);
+        }
+        vstore8(s0, 0, out + out_off + c);
+        vstore8(s1, 0, out + out_off + c + 8);
+        return;
+    }
+    for (k = c; k < cols; k++) {
+        float s = 0.0f, comp = 0.0f;
+        for (r = 0; r < rows; r++) nncl_kahan_add(&s, &comp, NNCL_LD(x, x_off + (size_t)r * cols + k));
+        out[out_off + k] = (acc ? out[out_off + k] : 0.0f) + alpha * s;
+    }
 }
 
 /* Axis 1, out[r] over the columns: one 1-D group per row

@@ -77,3 +77,82 @@ void nncl_sm_backward(__global const act_t *dy, __global const act_t *y, __globa
     }
 NNCL_SM_BACKWARD(nncl_softmax_backward_f32, 0)
 NNCL_SM_BACKWARD(nncl_log_softmax_backward_f32, 1)
+
+/* The same on CPU-like devices (nncl__row_kernels): one work-item per row,
+ * 8 values at a time, no barrier (a work-group of PoCL runs its
+ * work-items one after the other on one core, and values kept across a
+ * barrier spill). Arguments as above. */
+float nncl_sm_hsum8(float8 v) { return (v.s0 + v.s1) + (v.s2 + v.s3) + ((v.s4 + v.s5) + (v.s6 + v.s7)); }
+
+void nncl_sm_forward_row(__global const act_t *x, __global act_t *y, int cols, int log_out) {
+    float8 m8 = -INFINITY, s8 = 0.0f;
+    float m = -INFINITY, s = 0.0f, ls;
+    int c;
+    for (c = 0; c + 8 <= cols; c += 8) m8 = fmax(m8, NNCL_LD8(x + c));
+    for (; c < cols; c++) m = fmax(m, NNCL_LD(x, c));
+    m = fmax(fmax(fmax(m8.s0, m8.s1), fmax(m8.s2, m8.s3)), fmax(fmax(m8.s4, m8.s5), fmax(fmax(m8.s6, m8.s7), m)));
+    for (c = 0; c + 8 <= cols; c += 8) s8 += exp(NNCL_LD8(x + c) - m);
+    for (; c < cols; c++) s += exp(NNCL_LD(x, c) - m);
+    s += nncl_sm_hsum8(s8);
+    if (log_out) {
+        ls = log(s);
+        for (c = 0; c + 8 <= cols; c += 8) NNCL_ST8((NNCL_LD8(x + c) - m) - ls, y + c);
+        for (; c < cols; c++) NNCL_ST((NNCL_LD(x, c) - m) - ls, y, c);
+    } else {
+        for (c = 0; c + 8 <= cols; c += 8) NNCL_ST8(exp(NNCL_LD8(x + c) - m) / s, y + c);
+        for (; c < cols; c++) NNCL_ST(exp(NNCL_LD(x, c) - m) / s, y, c);
+    }
+}
+
+__kernel void nncl_softmax_f32_rows(__global const act_t *x, int x_off, __global act_t *y, int y_off, int rows,
+                                    int cols) {
+    size_t r = get_global_id(0);
+    if (r < (size_t)rows) nncl_sm_forward_row(x + x_off + r * cols, y + y_off + r * cols, cols, 0);
+}
+
+__kernel void nncl_log_softmax_f32_rows(__global const act_t *x, int x_off, __global act_t *y, int y_off, int rows,
+                                        int cols) {
+    size_t r = get_global_id(0);
+    if (r < (size_t)rows) nncl_sm_forward_row(x + x_off + r * cols, y + y_off + r * cols, cols, 1);
+}
+
+/* EXPR of the row's sum s and of one value's dy, y (g, v) and dx (o). */
+#define NNCL_SM_ROW_LOOP(EXPR)                                                                               \
+    for (c = 0; c + 8 <= cols; c += 8) {                                                                     \
+        float8 g = NNCL_LD8(dy + c), v = NNCL_LD8(y + c), o = acc ? NNCL_LD8(dx + c) : (float8)0.0f;          \
+        NNCL_ST8(EXPR, dx + c);                                                                              \
+    }                                                                                                        \
+    for (; c < cols; c++) {                                                                                  \
+        float g = NNCL_LD(dy, c), v = NNCL_LD(y, c), o = acc ? NNCL_LD(dx, c) : 0.0f;                         \
+        NNCL_ST(EXPR, dx, c);                                                                                \
+    }
+void nncl_sm_backward_row(__global const act_t *dy, __global const act_t *y, __global act_t *dx, int cols,
+                          int log_in, int acc) {
+    float8 s8 = 0.0f;
+    float s = 0.0f;
+    int c;
+    if (log_in) {
+        for (c = 0; c + 8 <= cols; c += 8) s8 += NNCL_LD8(dy + c);
+        for (; c < cols; c++) s += NNCL_LD(dy, c);
+    } else {
+        for (c = 0; c + 8 <= cols; c += 8) s8 += NNCL_LD8(dy + c) * NNCL_LD8(y + c);
+        for (; c < cols; c++) s += NNCL_LD(dy, c) * NNCL_LD(y, c);
+    }
+    s += nncl_sm_hsum8(s8);
+    if (log_in) {
+        NNCL_SM_ROW_LOOP(o + (g - exp(v) * s))
+    } else {
+        NNCL_SM_ROW_LOOP(o + v * (g - s))
+    }
+}
+
+#define NNCL_SM_BACKWARD_ROWS(NAME, LOG_IN)                                                                  \
+    __kernel void NAME(__global const act_t *dy, int dy_off, __global const act_t *y, int y_off,             \
+                       __global act_t *dx, int dx_off, int rows, int cols, int acc) {                         \
+        size_t r = get_global_id(0);                                                                         \
+        if (r < (size_t)rows)                                                                                \
+            nncl_sm_backward_row(dy + dy_off + r * cols, y + y_off + r * cols, dx + dx_off + r * cols, cols,  \
+                                 LOG_IN, acc);                                                               \
+    }
+NNCL_SM_BACKWARD_ROWS(nncl_softmax_backward_f32_rows, 0)
+NNCL_SM_BACKWARD_ROWS(nncl_log_softmax_backward_f32_rows, 1)

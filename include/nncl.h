@@ -462,7 +462,9 @@ typedef enum nncl_bn_act {
 /* act(batchnorm(x)) in one node, the same values and gradients as
  * nncl_batchnorm and the activation's op, in fewer passes over the
  * activations (NNCL_BN_FUSE=0: as many as those ops). Parameters and
- * running statistics as nncl_batchnorm's, under NAME. */
+ * running statistics as nncl_batchnorm's, under NAME. A trainer's plan
+ * makes this node itself of nncl_batchnorm followed by the activation's op
+ * (and nncl_op_add) where the inner values have no other reader. */
 NNCL_API nncl_node *nncl_batchnorm_act(nncl_graph *g, nncl_node *x, nncl_bn_act act, float momentum, float eps,
                                        const char *name);
 /* act(batchnorm(x) + residual) in one node, as nncl_batchnorm_act with

@@ -148,7 +148,7 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
     p->x.training = 1;
     p->x.step_seed = r->r.step_seed;
     for (i = 0; i < p->n_fwd && !bad; i++) {
-        nncl_node *n = g->nodes[p->fwd[i]];
+        nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         const nncl__opdef *def = nncl__opdef_get(n->op);
         size_t count = nncl__numel(n, batch);
         if (def->forward) TH_OK(name, ctx, def->forward(&p->x, n));
@@ -162,7 +162,7 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
         memset(p->x.grad_acc, 0, (size_t)g->n_nodes);
         if (seed.mem) bad |= oc_write(name, dev, seed.mem, seed.off * 4, 4, &one);
         for (i = 0; i < p->n_bwd && !bad; i++) {
-            nncl_node *n = g->nodes[p->bwd[i]];
+            nncl_node *n = nncl__plan_node(p, p->bwd[i]);
             const nncl__opdef *def = nncl__opdef_get(n->op);
             size_t count = nncl__numel(n, batch);
             if (!def->alias) {

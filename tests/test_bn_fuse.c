@@ -6,7 +6,11 @@
  * in fp32 and half storage, on the fused kernels and on the separate
  * passes (NNCL_BN_FUSE=0); checkpointing's recompute bit-identical; two
  * devices as one; a NaN step skipped with nothing moved; a model file
- * read back; a bad activation or residual refused. The op itself
+ * read back; a bad activation or residual refused. The plan's rewrite of
+ * the separate nodes into the fused node: bit for bit as the fused
+ * builders, with checkpointing and on two devices; chains whose
+ * intermediate has a second reader or is a marked boundary left apart;
+ * a prediction of a fused-away node. The op itself
  * (double reference, finite differences, poisoned outputs, both paths) is
  * in tests/test_op_table.c. */
 #include "harness.h"
@@ -24,19 +28,29 @@
 
 static float bf_x[BF_N * BF_IN], bf_y[BF_N];
 
+/* How bf_build builds the blocks: as one fused node each, or as separate
+ * nodes (which the plan fuses); BF_SHARED gives bn2's sum and bn5's batch
+ * norm a second consumer, BF_MARKED marks bn2's batch norm a checkpoint
+ * boundary, so that the plan leaves those chains (partly) apart. */
+enum { BF_SEPARATE, BF_FUSED, BF_SHARED, BF_MARKED };
+
 typedef struct bf_model {
     nncl_graph *g;
     nncl_node *x, *y, *logits, *loss;
+    nncl_node *bn2, *sum2; /* separate: bn2's batch norm and its sum with the residual */
 } bf_model;
 
 /* act(bn(h) + res) as one node (fused) or as batchnorm, add and the
- * activation's op. */
-static nncl_node *bf_bn(nncl_graph *g, nncl_node *h, nncl_node *res, nncl_bn_act act, int fused, const char *name) {
-    if (fused)
+ * activation's op; *bn and *sum (where not NULL) get the separate nodes. */
+static nncl_node *bf_bn(nncl_graph *g, nncl_node *h, nncl_node *res, nncl_bn_act act, int fused, const char *name,
+                        nncl_node **bn, nncl_node **sum) {
+    if (fused == BF_FUSED)
         return res ? nncl_batchnorm_add_act(g, h, res, act, 0.1f, 1e-5f, name)
                    : nncl_batchnorm_act(g, h, act, 0.1f, 1e-5f, name);
     h = nncl_batchnorm(g, h, 0.1f, 1e-5f, name);
+    if (bn) *bn = h;
     if (res) h = nncl_op_add(g, h, res);
+    if (sum) *sum = h;
     if (act == NNCL_BN_ACT_RELU) h = nncl_op_relu(g, h);
     if (act == NNCL_BN_ACT_RELU6) h = nncl_op_relu6(g, h);
     if (act == NNCL_BN_ACT_HARDSWISH) h = nncl_op_hardswish(g, h);
@@ -50,15 +64,19 @@ static int bf_build(nncl_context *ctx, bf_model *m, int fused) {
     m->g = nncl_graph_create(ctx, 9);
     m->x = nncl_input(m->g, "x", 3, in);
     h = nncl_conv2d(m->g, m->x, 5, 3, 1, 1, 0, NNCL_ACT_NONE, "c1");
-    h = bf_bn(m->g, h, NULL, NNCL_BN_ACT_RELU, fused, "bn1");
+    nncl_node *bn5 = NULL;
+    h = bf_bn(m->g, h, NULL, NNCL_BN_ACT_RELU, fused, "bn1", NULL, NULL);
     a = nncl_conv2d(m->g, h, 5, 3, 1, 1, 0, NNCL_ACT_NONE, "c2");
-    h = bf_bn(m->g, a, h, NNCL_BN_ACT_RELU, fused, "bn2");
+    h = bf_bn(m->g, a, h, NNCL_BN_ACT_RELU, fused, "bn2", &m->bn2, &m->sum2);
+    if (fused == BF_SHARED) h = nncl_op_add(m->g, h, m->sum2);
+    if (fused == BF_MARKED && nncl_checkpoint_mark(m->g, m->bn2) != NNCL_OK) return 0;
     a = nncl_conv2d(m->g, h, 17, 3, 2, 1, 0, NNCL_ACT_NONE, "c3"); /* 7x7 */
-    h = bf_bn(m->g, a, NULL, NNCL_BN_ACT_HARDSWISH, fused, "bn3");
+    h = bf_bn(m->g, a, NULL, NNCL_BN_ACT_HARDSWISH, fused, "bn3", NULL, NULL);
     a = nncl_conv2d(m->g, h, 17, 3, 1, 1, 0, NNCL_ACT_NONE, "c4");
-    h = bf_bn(m->g, a, h, NNCL_BN_ACT_RELU6, fused, "bn4");
+    h = bf_bn(m->g, a, h, NNCL_BN_ACT_RELU6, fused, "bn4", NULL, NULL);
     a = nncl_conv2d(m->g, h, 17, 1, 1, 0, 0, NNCL_ACT_NONE, "c5");
-    h = bf_bn(m->g, a, h, NNCL_BN_ACT_NONE, fused, "bn5");
+    h = bf_bn(m->g, a, h, NNCL_BN_ACT_NONE, fused, "bn5", &bn5, NULL);
+    if (fused == BF_SHARED) h = nncl_op_add(m->g, h, bn5);
     m->logits = nncl_linear(m->g, nncl_global_avgpool(m->g, h), BF_CLASSES, 1, NNCL_ACT_NONE, "fc");
     m->y = nncl_input(m->g, "y", 0, NULL);
     m->loss = nncl_softmax_cross_entropy(m->g, m->logits, m->y);
@@ -114,7 +132,7 @@ static nncl_status bf_params(nncl_trainer *t, const nncl_graph *g) {
  * the losses of BF_STEPS steps and the evaluation-mode logits of the
  * first batch: into a new array of *n floats. */
 static float *bf_run(nncl_context *ctx, const char *name, int fused, const char *env, nncl_precision prec,
-                     int checkpoint, int nd, size_t *n, int *rec) {
+                     int checkpoint, int nd, size_t *n, int *rec, int *n_fused) {
     static const int devs[2] = {0, 1};
     bf_model m;
     nncl_train_config tc = bf_config(prec, checkpoint, devs, nd);
@@ -141,6 +159,7 @@ static float *bf_run(nncl_context *ctx, const char *name, int fused, const char 
     no = t->opt_floats;
     *n = np + ns + no + BF_STEPS + BF_B * BF_CLASSES;
     if (rec) *rec = t->plan[0]->n_rec;
+    if (n_fused) *n_fused = t->plan[0]->n_fused;
     s = (float *)calloc(*n, sizeof *s);
     for (i = 0; ok && s && i < BF_STEPS; i++) {
         bf_feeds(&m, f, i);
@@ -173,16 +192,17 @@ static double bf_nsd(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-/* Run a against run b: within tol (0: bit for bit). */
+/* Run a against run b: within tol (0: bit for bit); the plan of b fuses
+ * fused_b chains (-1: any number). */
 static int bf_compare(nncl_context *ctx, const char *name, int fa, const char *ea, int fb, const char *eb,
-                      nncl_precision prec, int ca, int cb, int nda, int ndb, double tol) {
+                      nncl_precision prec, int ca, int cb, int nda, int ndb, double tol, int fused_b) {
     size_t na = 0, nb = 0, i;
-    int rec = 0, finite = 1;
+    int rec = 0, finite = 1, nf = 0;
     float *a, *b;
     double d;
     if (ndb > 1 && th_devices_lack(ctx, ndb, name)) return 0;
-    a = bf_run(ctx, name, fa, ea, prec, ca, nda, &na, NULL);
-    b = bf_run(ctx, name, fb, eb, prec, cb, ndb, &nb, &rec);
+    a = bf_run(ctx, name, fa, ea, prec, ca, nda, &na, NULL, NULL);
+    b = bf_run(ctx, name, fb, eb, prec, cb, ndb, &nb, &rec, &nf);
     if (!a || !b || na != nb) {
         free(a); free(b);
         if (a && b) th_fail(name, "%zu values against %zu", na, nb);
@@ -190,9 +210,10 @@ static int bf_compare(nncl_context *ctx, const char *name, int fa, const char *e
     }
     for (i = 0; i < na; i++) finite &= isfinite(a[i]) != 0;
     d = bf_nsd(a, b, na);
-    if (!finite || (tol == 0 ? memcmp(a, b, na * sizeof *a) != 0 : !(d <= tol)) || (cb && rec == 0)) {
-        th_fail(name, "normalised squared difference %.3g (allowed %.3g), %s, %d ops recomputed", d, tol,
-                finite ? "finite" : "not finite", rec);
+    if (!finite || (tol == 0 ? memcmp(a, b, na * sizeof *a) != 0 : !(d <= tol)) || (cb && rec == 0) ||
+        (fused_b >= 0 && nf != fused_b)) {
+        th_fail(name, "normalised squared difference %.3g (allowed %.3g), %s, %d ops recomputed, %d chains fused "
+                "(want %d)", d, tol, finite ? "finite" : "not finite", rec, nf, fused_b);
         free(a); free(b);
         return 1;
     }
@@ -298,6 +319,44 @@ static int test_file_and_errors(nncl_context *ctx) {
     return 0;
 }
 
+/* A value the plan fused away is still what a prediction of it returns:
+ * bn2's batch norm and its sum, bit for bit as with the nodes apart, and
+ * a read of it after a step (which keeps none) is refused. */
+static int test_predict_inner(nncl_context *ctx) {
+    const char *name = "a prediction of a node fused away equals the separate nodes' bit for bit";
+    static const int d0 = 0;
+    nncl_train_config tc = bf_config(NNCL_PRECISION_FP32, 0, &d0, 1);
+    static float out[2][2][BF_B * 5 * 13 * 13];
+    int run, k, nf = -1;
+    for (run = 0; run < 2; run++) {
+        bf_model m;
+        nncl_trainer *t = NULL;
+        nncl_feed f[2];
+        nncl_step_info info;
+        if (run == 0) setenv("NNCL_BN_FUSE", "0", 1);
+        TH_CHECK(name, bf_build(ctx, &m, BF_SEPARATE));
+        TH_OK(name, ctx, nncl_trainer_create(ctx, m.g, m.loss, &tc, &t));
+        TH_OK(name, ctx, bf_params(t, m.g));
+        bf_feeds(&m, f, 0);
+        TH_OK(name, ctx, nncl_trainer_step(t, f, 2, BF_B, &info));
+        if (run == 1) {
+            nf = t->plan[0]->n_fused;
+            /* after a step, the fused node's value is the activation's, not bn2's */
+            TH_CHECK(name, nncl__plan_read(t->plan[0], m.bn2, out[1][0], BF_B, NULL) == NNCL_ERR_STATE &&
+                               strstr(nncl_last_error(ctx), "fused batch norm"));
+        }
+        for (k = 0; k < 2; k++)
+            TH_OK(name, ctx, nncl_trainer_predict(t, f, 1, BF_B, k ? m.sum2 : m.bn2, out[run][k]));
+        nncl_trainer_free(t);
+        nncl_graph_free(m.g);
+        unsetenv("NNCL_BN_FUSE");
+    }
+    TH_CHECK(name, nf == 5);
+    TH_CHECK(name, memcmp(out[0], out[1], sizeof out[0]) == 0);
+    th_pass("%s", name);
+    return 0;
+}
+
 int main(void) {
     nncl_context *ctx = th_context();
     unsigned seed = 5;
@@ -305,26 +364,44 @@ int main(void) {
     if (!ctx) return 1;
     th_fill_uniform(bf_x, sizeof bf_x / sizeof bf_x[0], -1, 1, &seed);
     for (i = 0; i < BF_N; i++) bf_y[i] = (float)(i % BF_CLASSES);
-    bf_compare(ctx, "fused batch norm + activation + residual trains as the separate nodes, fp32", 0, NULL, 1, NULL,
-               NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10);
-    bf_compare(ctx, "fused batch norm's separate passes (NNCL_BN_FUSE=0) train as the separate nodes, fp32", 0, NULL,
-               1, "NNCL_BN_FUSE=0", NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10);
-    bf_compare(ctx, "fused batch norm with per-channel groups (NNCL_BN=groups) trains as the separate nodes, fp32", 0,
-               NULL, 1, "NNCL_BN=groups", NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10);
-    bf_compare(ctx, "fused batch norm trains as the separate nodes, fp16 storage", 0, NULL, 1, NULL,
-               NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4);
-    bf_compare(ctx, "fused batch norm trains as the separate nodes, bf16 storage", 0, NULL, 1, NULL,
-               NNCL_PRECISION_BF16, 0, 0, 1, 1, 1e-3);
-    bf_compare(ctx, "fused batch norm: separate passes (NNCL_BN_FUSE=0) as the fused ones, fp16 storage", 1,
-               "NNCL_BN_FUSE=0", 1, NULL, NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4);
-    bf_compare(ctx, "fused batch norm with checkpointing bit-identical to without, fp32", 1, NULL, 1, NULL,
-               NNCL_PRECISION_FP32, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 0);
-    bf_compare(ctx, "fused batch norm with checkpointing as without, fp16 storage", 1, NULL, 1, NULL,
-               NNCL_PRECISION_FP16, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 1e-10);
-    bf_compare(ctx, "fused batch norm on 2 devices (synchronised) as on 1", 1, NULL, 1, NULL, NNCL_PRECISION_FP32, 0,
-               0, 1, 2, 1e-10);
-    bf_compare(ctx, "fused batch norm's separate passes on 2 devices as the fused ones on 1", 1, NULL, 1,
-               "NNCL_BN_FUSE=0", NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10);
+    /* the separate nodes as built: NNCL_BN_FUSE=0 (the plan fuses them otherwise) */
+    bf_compare(ctx, "fused batch norm + activation + residual trains as the separate nodes, fp32", BF_SEPARATE,
+               "NNCL_BN_FUSE=0", BF_FUSED, NULL, NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10, 0);
+    bf_compare(ctx, "fused batch norm's separate passes (NNCL_BN_FUSE=0) train as the separate nodes, fp32",
+               BF_SEPARATE, "NNCL_BN_FUSE=0", BF_FUSED, "NNCL_BN_FUSE=0", NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10, 0);
+    bf_compare(ctx, "fused batch norm with per-channel groups (NNCL_BN=groups) trains as the separate nodes, fp32",
+               BF_SEPARATE, "NNCL_BN_FUSE=0", BF_FUSED, "NNCL_BN=groups", NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10, 0);
+    bf_compare(ctx, "fused batch norm trains as the separate nodes, fp16 storage", BF_SEPARATE, "NNCL_BN_FUSE=0",
+               BF_FUSED, NULL, NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4, 0);
+    bf_compare(ctx, "fused batch norm trains as the separate nodes, bf16 storage", BF_SEPARATE, "NNCL_BN_FUSE=0",
+               BF_FUSED, NULL, NNCL_PRECISION_BF16, 0, 0, 1, 1, 1e-3, 0);
+    bf_compare(ctx, "fused batch norm: separate passes (NNCL_BN_FUSE=0) as the fused ones, fp16 storage", BF_FUSED,
+               "NNCL_BN_FUSE=0", BF_FUSED, NULL, NNCL_PRECISION_FP16, 0, 0, 1, 1, 1e-4, 0);
+    bf_compare(ctx, "fused batch norm with checkpointing bit-identical to without, fp32", BF_FUSED, NULL, BF_FUSED,
+               NULL, NNCL_PRECISION_FP32, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 0, 0);
+    bf_compare(ctx, "fused batch norm with checkpointing as without, fp16 storage", BF_FUSED, NULL, BF_FUSED, NULL,
+               NNCL_PRECISION_FP16, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 1e-10, 0);
+    bf_compare(ctx, "fused batch norm on 2 devices (synchronised) as on 1", BF_FUSED, NULL, BF_FUSED, NULL,
+               NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10, 0);
+    bf_compare(ctx, "fused batch norm's separate passes on 2 devices as the fused ones on 1", BF_FUSED, NULL,
+               BF_FUSED, "NNCL_BN_FUSE=0", NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10, 0);
+    /* the plan's rewrite of the separate nodes into the fused node */
+    bf_compare(ctx, "separate batch norm, add and activation nodes fused by the plan (5 chains) train bit for bit "
+               "as the fused builders, fp32", BF_FUSED, NULL, BF_SEPARATE, NULL, NNCL_PRECISION_FP32, 0, 0, 1, 1, 0, 5);
+    bf_compare(ctx, "separate nodes fused by the plan bit for bit as the fused builders, fp16 storage", BF_FUSED,
+               NULL, BF_SEPARATE, NULL, NNCL_PRECISION_FP16, 0, 0, 1, 1, 0, 5);
+    bf_compare(ctx, "separate nodes fused by the plan train as left apart (NNCL_BN_FUSE=0), fp32", BF_SEPARATE,
+               "NNCL_BN_FUSE=0", BF_SEPARATE, NULL, NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10, 5);
+    bf_compare(ctx, "separate nodes fused by the plan: checkpointing bit-identical to without, fp32", BF_SEPARATE,
+               NULL, BF_SEPARATE, NULL, NNCL_PRECISION_FP32, 0, NNCL_CHECKPOINT_AUTO, 1, 1, 0, 5);
+    bf_compare(ctx, "separate nodes fused by the plan on 2 devices (synchronised) as on 1", BF_SEPARATE, NULL,
+               BF_SEPARATE, NULL, NNCL_PRECISION_FP32, 0, 0, 1, 2, 1e-10, 5);
+    bf_compare(ctx, "a batch norm or sum read twice is not fused away (4 chains), trains as left apart, fp32",
+               BF_SHARED, "NNCL_BN_FUSE=0", BF_SHARED, NULL, NNCL_PRECISION_FP32, 0, 0, 1, 1, 1e-10, 4);
+    bf_compare(ctx, "a batch norm marked as a checkpoint boundary is not fused away (4 chains), fp32", BF_MARKED,
+               "NNCL_BN_FUSE=0", BF_MARKED, NULL, NNCL_PRECISION_FP32, NNCL_CHECKPOINT_MARKED,
+               NNCL_CHECKPOINT_MARKED, 1, 1, 1e-10, 4);
+    test_predict_inner(ctx);
     test_nan_skip(ctx);
     test_file_and_errors(ctx);
     nncl_free(ctx);

@@ -715,7 +715,8 @@ int main(int argc, char **argv) {
     for (oc_store = 0; oc_store <= 2; oc_store++)
         for (k = 0; k < OT_NROWS; k++)
             if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7) ||
-                 !strncmp(ot_rows[k].name, "sequence_ce", 11) || ot_rows[k].build == ot_add_sample) &&
+                 !strncmp(ot_rows[k].name, "sequence_ce", 11) || !strcmp(ot_rows[k].name, "SOFTMAX") ||
+                 !strcmp(ot_rows[k].name, "LOG_SOFTMAX") || ot_rows[k].build == ot_add_sample) &&
                 ot_chosen[k])
                 ot_run(ctx, &ot_rows[k], (int)k);
     ot_path = "";

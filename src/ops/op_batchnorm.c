@@ -149,7 +149,7 @@ static nncl_status bn_stats_stream(nncl__exec *ex, nncl_node *n, nncl__view st) 
 /* Whether a node with an activation or a residual takes them in batch
  * norm's own passes (the streaming kernels) rather than in passes of their
  * own; NNCL_BN_FUSE=0 or 1 decides (tests run both). */
-static int bn_fuse(void) {
+int nncl__batchnorm_fuse_on(void) {
     const char *env = getenv("NNCL_BN_FUSE");
     return !(env && (!strcmp(env, "0") || !strcmp(env, "off")));
 }
@@ -228,7 +228,7 @@ static void bn_arg_dres(nncl__args *a, nncl__exec *ex, nncl_node *n, int want_r)
 static nncl_status bn_forward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     int C = bn_channels(n), inner = bn_inner(n), B = ex->batch, stream = bn_stream();
-    int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
+    int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && nncl__batchnorm_fuse_on();
     nncl__view st;
     st.mem = ex->state;
     st.off = n->state_off;
@@ -269,7 +269,7 @@ static nncl_status bn_backward(nncl__exec *ex, nncl_node *n) {
     nncl__args a;
     int C = bn_channels(n), inner = bn_inner(n), B = ex->batch, stream = bn_stream();
     int want_x = nncl__need_grad(ex, n, 0), want_w = nncl__need_grad(ex, n, 1), want_b = nncl__need_grad(ex, n, 2);
-    int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && bn_fuse();
+    int epi = n->iattr[0] || n->n_in == 4, fused = epi && stream && nncl__batchnorm_fuse_on();
     int want_r = n->n_in == 4 && nncl__need_grad(ex, n, 3);
     size_t total = nncl__numel(n, B);
     if (epi && !fused) {

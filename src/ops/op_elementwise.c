@@ -293,8 +293,29 @@ static double ew_softplus_d(double x, double y, double p) { (void)y; (void)p; re
 
 /* ------------------------------------------------------------- softmax */
 
+/* Softmax's slots: a work-group per row (forward, backward), then a
+ * work-item per row, which CPU-like devices take (nncl__row_kernels). */
+enum { SM_K_ROWS = 2, SM_K_ROWS_BACKWARD };
+
+/* The per-row kernel in slot: buffers a0, a1 (a2), rows, cols (acc). */
+static nncl_status ew_softmax_rows(nncl__exec *ex, nncl_node *n, int slot, nncl__view a0, nncl__view a1,
+                                   const nncl__view *a2, size_t rows, size_t cols, int acc) {
+    nncl__args a;
+    NNCL_TRY(nncl__kbegin(ex, n, slot, &a));
+    nncl__arg_view(&a, a0);
+    nncl__arg_view(&a, a1);
+    if (a2) nncl__arg_view(&a, *a2);
+    nncl__arg_count(&a, rows);
+    nncl__arg_count(&a, cols);
+    if (a2) nncl__arg_int(&a, acc);
+    return nncl__launch_1d(&a, ex->dev, rows);
+}
+
 static nncl_status ew_softmax_forward(nncl__exec *ex, nncl_node *n) {
     size_t cols = (size_t)ew_cols(n);
+    if (nncl__row_kernels(ex))
+        return ew_softmax_rows(ex, n, SM_K_ROWS, nncl__val(ex, n->in[0]), nncl__val(ex, n), NULL,
+                               nncl__numel(n, ex->batch) / cols, cols, 0);
     return nncl__k_softmax(nncl__kl_of(ex, n, EW_K_FORWARD), nncl__val(ex, n->in[0]), nncl__val(ex, n),
                            nncl__numel(n, ex->batch) / cols, cols);
 }
@@ -302,6 +323,11 @@ static nncl_status ew_softmax_forward(nncl__exec *ex, nncl_node *n) {
 static nncl_status ew_softmax_backward(nncl__exec *ex, nncl_node *n) {
     size_t cols = (size_t)ew_cols(n);
     if (!nncl__need_grad(ex, n, 0)) return NNCL_OK;
+    if (nncl__row_kernels(ex)) {
+        nncl__view dx = nncl__grd(ex, n->in[0]);
+        return ew_softmax_rows(ex, n, SM_K_ROWS_BACKWARD, nncl__grd(ex, n), nncl__val(ex, n), &dx,
+                               nncl__numel(n, ex->batch) / cols, cols, nncl__grad_accumulate(ex, n, 0));
+    }
     return nncl__k_softmax_backward(nncl__kl_of(ex, n, EW_K_BACKWARD), nncl__grd(ex, n), nncl__val(ex, n),
                                     nncl__grd(ex, n->in[0]), nncl__numel(n, ex->batch) / cols, cols,
                                     nncl__grad_accumulate(ex, n, 0));
@@ -386,7 +412,17 @@ const nncl__opdef nncl__opdef_scale = {
     .name = "scale", NNCL_KERNELS(EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")),
     .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
     .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale, .half = 1};
-EW_UNARY(relu, NNCL_BW_OUTPUT, 0)
+/* The same on 8 elements a work-item, kernels nncl_<op>_f32_v8 and
+ * nncl_<op>_backward_f32_v8. */
+#define EW_UNARY8(NAME, READS)                                                                              \
+    static const ew_unary_def ew_def_##NAME = {0, ew_##NAME, ew_##NAME##_d, 1};                             \
+    const nncl__opdef nncl__opdef_##NAME = {                                                                \
+        .name = #NAME,                                                                                      \
+        NNCL_KERNELS(EW_KERNEL("nncl_" #NAME "_f32_v8"), EW_KERNEL("nncl_" #NAME "_backward_f32_v8")),      \
+        .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward,                      \
+        .backward = ew_unary_backward, .bw_reads = READS, .ref_forward = ew_unary_ref_forward,              \
+        .ref_backward = ew_unary_ref_backward, .impl = &ew_def_##NAME, .half = 1};
+EW_UNARY8(relu, NNCL_BW_OUTPUT)
 EW_UNARY(leaky_relu, NNCL_BW_INPUTS, 1)
 EW_UNARY(sigmoid, NNCL_BW_OUTPUT, 0)
 EW_UNARY(tanh, NNCL_BW_OUTPUT, 0)
@@ -401,8 +437,8 @@ EW_UNARY(gelu_tanh, NNCL_BW_INPUTS, 0)
 EW_UNARY(silu, NNCL_BW_INPUTS, 0)
 EW_UNARY(elu, NNCL_BW_INPUTS, 1)
 EW_UNARY(softplus, NNCL_BW_INPUTS, 0)
-EW_UNARY(relu6, NNCL_BW_INPUTS, 0)
-EW_UNARY(hardswish, NNCL_BW_INPUTS, 0)
+EW_UNARY8(relu6, NNCL_BW_INPUTS)
+EW_UNARY8(hardswish, NNCL_BW_INPUTS)
 EW_UNARY(hardsigmoid, NNCL_BW_INPUTS, 0)
 
 /* clamp: fattr[0] lo, fattr[1] hi, both finite; y = min(max(x, lo), hi) (hi
@@ -464,7 +500,8 @@ const nncl__opdef nncl__opdef_clamp = {
 #define EW_SOFTMAX(NAME)                                                                                    \
     const nncl__opdef nncl__opdef_##NAME = {                                                                \
         .name = #NAME,                                                                                      \
-        NNCL_KERNELS({"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"}),         \
+        NNCL_KERNELS({"softmax", "nncl_" #NAME "_f32"}, {"softmax", "nncl_" #NAME "_backward_f32"},         \
+                     {"softmax", "nncl_" #NAME "_f32_rows"}, {"softmax", "nncl_" #NAME "_backward_f32_rows"}), \
         .shape = ew_unary_shape, .forward = ew_softmax_forward, .backward = ew_softmax_backward,            \
         .bw_reads = NNCL_BW_OUTPUT, .ref_forward = ew_softmax_ref_forward,                                  \
         .ref_backward = ew_softmax_ref_backward, .half = 1};

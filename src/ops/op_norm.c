@@ -10,7 +10,17 @@
 
 /* Kernel slots of layer and RMS norm (cl/norm.cl), in the order of the
  * rows' kernel lists; LN_K_DW sums layer norm's bias gradient too. */
-enum { LN_K_FORWARD, LN_K_DX, LN_K_DW, LN_K_ROWS };
+enum { LN_K_FORWARD, LN_K_DX, LN_K_DW, LN_K_ROWS, LN_K_DW_MERGE = 2 * LN_K_ROWS };
+
+/* Layer norm's per-row weight and bias gradient sums over blocks of rows:
+ * at most LN_PARTS blocks, each of at least LN_PART_ROWS rows; their
+ * partial sums (2 D floats a block) follow the per-row statistics in aux. */
+#define LN_PARTS 64
+#define LN_PART_ROWS 16
+static size_t ln_parts(size_t rows) {
+    size_t p = rows / LN_PART_ROWS;
+    return p < 1 ? 1 : p > LN_PARTS ? LN_PARTS : p;
+}
 
 int nncl__row_kernels(const nncl__exec *ex) {
     const char *env = getenv("NNCL_REDUCE");
@@ -34,7 +44,7 @@ static int norm_want(nncl__exec *ex, const nncl_node *n, int i) { return i < n->
  * nncl_layernorm_backward_f32_params), with their shared
  * leading arguments: x, dy, aux, then dw, want_w, acc_w, db, want_b, acc_b
  * (aux stands in for a gradient not wanted). */
-nncl_status nncl__norm_param_grads(nncl__exec *ex, nncl_node *n, int slot, nncl__args *a) {
+static nncl_status norm_param_args(nncl__exec *ex, nncl_node *n, int slot, nncl__args *a, int acc_w, int acc_b) {
     int want_w = norm_want(ex, n, 1), want_b = norm_want(ex, n, 2);
     NNCL_TRY(nncl__kbegin(ex, n, slot, a));
     nncl__arg_view(a, nncl__val(ex, n->in[0]));
@@ -42,11 +52,16 @@ nncl_status nncl__norm_param_grads(nncl__exec *ex, nncl_node *n, int slot, nncl_
     nncl__arg_view(a, nncl__auxv(ex, n));
     nncl__arg_view(a, want_w ? nncl__grd(ex, n->in[1]) : nncl__auxv(ex, n));
     nncl__arg_int(a, want_w);
-    nncl__arg_int(a, want_w ? nncl__grad_accumulate(ex, n, 1) : 0);
+    nncl__arg_int(a, acc_w);
     nncl__arg_view(a, want_b ? nncl__grd(ex, n->in[2]) : nncl__auxv(ex, n));
     nncl__arg_int(a, want_b);
-    nncl__arg_int(a, want_b ? nncl__grad_accumulate(ex, n, 2) : 0);
+    nncl__arg_int(a, acc_b);
     return NNCL_OK;
+}
+
+nncl_status nncl__norm_param_grads(nncl__exec *ex, nncl_node *n, int slot, nncl__args *a) {
+    int acc_w = norm_want(ex, n, 1) ? nncl__grad_accumulate(ex, n, 1) : 0;
+    return norm_param_args(ex, n, slot, a, acc_w, norm_want(ex, n, 2) ? nncl__grad_accumulate(ex, n, 2) : 0);
 }
 
 /* A norm layer's node over `features` with its weight and (bias 1) bias,
@@ -95,7 +110,10 @@ static nncl_status ln_shape(nncl_graph *g, nncl_node *n) {
 }
 
 /* aux: (mean, invstd) per row. */
-static size_t ln_aux(const nncl_node *n, int batch) { return 2 * (nncl__numel(n, batch) / (size_t)ln_dim(n)); }
+static size_t ln_aux(const nncl_node *n, int batch) {
+    size_t rows = nncl__numel(n, batch) / (size_t)ln_dim(n), parts = ln_parts(rows);
+    return 2 * rows + (n->op == NNCL_OP_LAYERNORM && parts > 1 ? 2 * parts * (size_t)ln_dim(n) : 0);
+}
 
 /* The rows and width of a row norm's input. */
 static int ln_rows(const nncl__exec *ex, const nncl_node *n, size_t *rows) {
@@ -168,8 +186,27 @@ static nncl_status ln_backward(nncl__exec *ex, nncl_node *n) {
     size_t rows;
     int D = ln_rows(ex, n, &rows);
     int per_row = nncl__row_kernels(ex), k = per_row ? LN_K_ROWS : 0;
-    if (n->op == NNCL_OP_LAYERNORM && (nncl__need_grad(ex, n, 1) || norm_want(ex, n, 2))) {
-        NNCL_TRY(nncl__norm_param_grads(ex, n, LN_K_DW + k, &a));
+    if (n->op == NNCL_OP_LAYERNORM && (nncl__need_grad(ex, n, 1) || norm_want(ex, n, 2)) && per_row) {
+        size_t P = ln_parts(rows);
+        int acc_w = norm_want(ex, n, 1) ? nncl__grad_accumulate(ex, n, 1) : 0;
+        int acc_b = norm_want(ex, n, 2) ? nncl__grad_accumulate(ex, n, 2) : 0;
+        nncl__view part = nncl__auxv(ex, n);
+        part.off += 2 * rows; /* the partial sums, past this batch's statistics */
+        NNCL_TRY(norm_param_args(ex, n, LN_K_DW + k, &a, acc_w, acc_b));
+        nncl__arg_view(&a, part);
+        nncl__arg_int(&a, (int)P);
+        nncl__arg_int(&a, (int)rows);
+        nncl__arg_int(&a, D);
+        NNCL_TRY(nncl__launch_1d(&a, ex->dev, P * (((size_t)D + 7) / 8)));
+        if (P > 1) {
+            NNCL_TRY(norm_param_args(ex, n, LN_K_DW_MERGE, &a, acc_w, acc_b));
+            nncl__arg_view(&a, part);
+            nncl__arg_int(&a, (int)P);
+            nncl__arg_int(&a, D);
+            NNCL_TRY(nncl__launch_1d(&a, ex->dev, (size_t)D));
+        }
+    } else if (n->op == NNCL_OP_LAYERNORM && (nncl__need_grad(ex, n, 1) || norm_want(ex, n, 2))) {
+        NNCL_TRY(nncl__norm_param_grads(ex, n, LN_K_DW, &a));
         NNCL_TRY(ln_launch_cols(&a, ex, per_row, rows, D));
     } else if (n->op == NNCL_OP_RMSNORM && nncl__need_grad(ex, n, 1)) {
         NNCL_TRY(nncl__kbegin(ex, n, LN_K_DW + k, &a));
@@ -236,18 +273,21 @@ static void ln_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
 
 /* The layer norm's and RMS norm's rows of the op table: kernels
  * nncl_<op>_f32, its backward for the input and for the parameters, and the
- * same by a work-item per row (_rows); aux, the saved statistics. */
-#define LN_OPDEF(NAME, AUX)                                                                                     \
+ * same by a work-item per row (_rows), then EXTRA (LN_NO_EXTRA, or a comma
+ * and more kernels); aux, the saved statistics. */
+#define LN_NO_EXTRA
+#define LN_MERGE , {"norm", "nncl_layernorm_backward_f32_params_merge"}
+#define LN_OPDEF(NAME, AUX, EXTRA)                                                                              \
     const nncl__opdef nncl__opdef_##NAME = {                                                                    \
         .name = #NAME,                                                                                          \
         NNCL_KERNELS({"norm", "nncl_" #NAME "_f32"}, {"norm", "nncl_" #NAME "_backward_f32"},                   \
                      {"norm", "nncl_" #NAME "_backward_f32_params"}, {"norm", "nncl_" #NAME "_f32_rows"},       \
                      {"norm", "nncl_" #NAME "_backward_f32_rows"},                                              \
-                     {"norm", "nncl_" #NAME "_backward_f32_params_rows"}),                                      \
+                     {"norm", "nncl_" #NAME "_backward_f32_params_rows"} EXTRA),                                \
         .shape = ln_shape, .check = ln_check, .aux_size = AUX, .forward = ln_forward, .backward = ln_backward,   \
         .bw_reads = NNCL_BW_INPUTS, .ref_forward = ln_ref_forward, .ref_backward = ln_ref_backward, .half = 2,  \
         .f32_aux = 1}
-LN_OPDEF(layernorm, ln_aux);
+LN_OPDEF(layernorm, ln_aux, LN_MERGE);
 
 /* The layer norms' and RMS norm's builder: checks, then the node. */
 static nncl_node *ln_build(nncl_graph *g, nncl__op op, const char *fn, nncl_node *x, float eps, int bias,
@@ -282,9 +322,13 @@ nncl_node *nncl_layernorm_ex(nncl_graph *g, nncl_node *x, float eps, int bias, c
 /* aux: invrms = 1 / sqrt(mean(x^2) + eps) per row. */
 static size_t rms_aux(const nncl_node *n, int batch) { return nncl__numel(n, batch) / (size_t)ln_dim(n); }
 
-LN_OPDEF(rmsnorm, rms_aux);
+LN_OPDEF(rmsnorm, rms_aux, LN_NO_EXTRA);
 #undef LN_OPDEF
+#undef LN_NO_EXTRA
+#undef LN_MERGE
 
 nncl_node *nncl_rmsnorm(nncl_graph *g, nncl_node *x, float eps, const char *name) {
     return ln_build(g, NNCL_OP_RMSNORM, "nncl_rmsnorm", x, eps, 0, name);
 }
+#undef LN_PARTS
+#undef LN_PART_ROWS

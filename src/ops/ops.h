@@ -54,6 +54,9 @@ nncl_status nncl__batchnorm_stats_io(nncl__exec *ex, const nncl_node *n, int pha
 /* Node n's running mean and variance (C floats each) in a host copy of the
  * graph's state buffer. */
 void nncl__batchnorm_running(const nncl_node *n, float *state, float **mean, float **var);
+/* Whether batch norm takes its activation and residual in its own passes
+ * (NNCL_BN_FUSE unset or not 0/off), and so whether a plan fuses them. */
+int nncl__batchnorm_fuse_on(void);
 
 /* The fused activations (nncl_act) and their derivative from the output, in
  * double, for the host references of linear and conv2d. */

@@ -188,7 +188,7 @@ nncl_status nncl__k_sum_cols(nncl__kl k, nncl__view x, nncl__view out, size_t ro
     nncl__arg_count(&g, cols);
     nncl__arg_float(&g, alpha);
     nncl__arg_int(&g, acc);
-    return nncl__launch_1d(&g, k.dev, cols);
+    return nncl__launch_1d(&g, k.dev, (cols + 15) / 16);
 }
 
 nncl_status nncl__k_rnn_colsum(nncl__kl k, nncl__view m, size_t rows, size_t cols, size_t ld, size_t from, size_t shift,

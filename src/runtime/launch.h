@@ -66,7 +66,7 @@ nncl_status nncl__k_softmax_backward(nncl__kl k, nncl__view dy, nncl__view y, nn
  * nncl_sum_f32_axis1: rows sums). out must not overlap x. */
 nncl_status nncl__k_sum(nncl__kl k, int axis, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha,
                         int acc);
-/* The sums over rows again, a work-item per column
+/* The sums over rows again, a work-item per 16 columns
  * (nncl_sum_f32_axis0_param_cols). */
 nncl_status nncl__k_sum_cols(nncl__kl k, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha, int acc);
 

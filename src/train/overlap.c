@@ -32,7 +32,7 @@ static nncl_status overlap_buckets(nncl_trainer *t) {
         int pos = -1;
         if (w->op != NNCL_OP_PARAM || !w->trainable) continue;
         for (j = 0; j < p->n_bwd; j++) {
-            nncl_node *c = g->nodes[p->bwd[j]];
+            nncl_node *c = nncl__plan_node(p, p->bwd[j]);
             for (k = 0; k < c->n_in; k++)
                 if (c->in[k] == w) pos = j;
         }

@@ -35,6 +35,7 @@ void nncl__plan_free(nncl__plan *p) {
     NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux); NNCL_FREE(p->rec_place);
     NNCL_FREE(p->arenas);
     nncl__plan_schedule_free(p);
+    nncl__plan_fuse_free(p);
     NNCL_FREE(p);
 }
 
@@ -213,6 +214,11 @@ static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb
             p->rvalue[i] = p->rvalue[r->id];
         }
     }
+    for (i = 0; i < g->n_nodes; i++)
+        if (nncl__plan_away(p, i)) { /* computed only by a prediction of it, into the fused node's places */
+            p->x.value[i] = p->x.value[p->into[i]];
+            p->x.aux[i] = p->x.aux[p->into[i]];
+        }
     memcpy(p->fvalue, p->x.value, (size_t)g->n_nodes * sizeof *p->fvalue);
     memcpy(p->faux, p->x.aux, (size_t)g->n_nodes * sizeof *p->faux);
     return NNCL_OK;
@@ -265,7 +271,7 @@ static nncl_status plan_bundle(nncl__plan *p, int train, const char *options) {
     size_t at = 0;
     int i, k, j, n = 0;
     for (i = -2; i < p->n_fwd; i++) {
-        const nncl__opdef *d = i >= 0 ? nncl__opdef_get(p->graph->nodes[p->fwd[i]]->op) : NULL;
+        const nncl__opdef *d = i >= 0 ? nncl__opdef_get(nncl__plan_node(p, p->fwd[i])->op) : NULL;
         int nk = d ? nncl__op_kernel_count(d) : 1;
         for (k = 0; k < nk; k++) {
             const char *f = d ? (d->kernels[k].name ? d->kernels[k].family : NULL)
@@ -321,6 +327,10 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->x.global_batch = max_batch;
     p->x.store = store;
     n = (size_t)g->n_nodes;
+    if (nncl__plan_fuse(p) != NNCL_OK) {
+        nncl__plan_free(p);
+        return NNCL_ERR_OUT_OF_MEMORY;
+    }
     p->x.value = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->x.grad = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->x.aux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
@@ -332,7 +342,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
     p->x.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
     for (i = 0; p->x.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
-        p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(g->nodes[i]->op));
+        p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(nncl__plan_node(p, i)->op));
     p->x.kernels = p->x.kbase ? (nncl__kslot *)nncl__calloc(p->x.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
     if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux || !p->rec_place ||
         !p->x.grad_acc || !p->x.kernels) {
@@ -353,11 +363,12 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
      * that a step neither compiles, nor looks up, nor allocates; their
      * families first built as one program. */
     if (st == NNCL_OK) st = plan_bundle(p, loss != NULL, opts[store]);
-    for (i = 0; st == NNCL_OK && i < p->n_fwd; i++) {
-        nncl_node *nd = g->nodes[p->fwd[i]];
+    for (i = 0; st == NNCL_OK && i < p->n_fwd + g->n_nodes; i++) { /* and the nodes fused away, for a prediction */
+        nncl_node *nd = i < p->n_fwd ? nncl__plan_node(p, p->fwd[i]) : g->nodes[i - p->n_fwd];
         const nncl__opdef *d = nncl__opdef_get(nd->op);
         size_t bytes = 0;
         int k;
+        if (i >= p->n_fwd && !nncl__plan_away(p, nd->id)) continue;
         for (k = 0; st == NNCL_OK && k < nncl__op_kernel_count(d); k++)
             if (d->kernels[k].name)
                 st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
@@ -407,6 +418,21 @@ nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training) {
     return nncl__plan_forward_to(p, batch, training, NULL);
 }
 
+/* Forward to last, a node fused away (plan_fuse.c): every node before the
+ * fused one, then the chain's own nodes from its batch norm up to last, in
+ * the fused node's value (an add in place) and aux. */
+static nncl_status plan_forward_away(nncl__plan *p, const nncl_node *last) {
+    int i, f = p->into[last->id];
+    for (i = 0; i < p->n_fwd && p->fwd[i] < f; i++) {
+        nncl_node *n = nncl__plan_node(p, p->fwd[i]);
+        if (nncl__opdef_get(n->op)->forward) NNCL_TRY(nncl__opdef_get(n->op)->forward(&p->x, n));
+    }
+    for (i = 0; i <= last->id; i++)
+        if (p->into[i] == f) NNCL_TRY(nncl__opdef_get(p->graph->nodes[i]->op)->forward(&p->x, p->graph->nodes[i]));
+    p->away_read = last->id;
+    return NNCL_OK;
+}
+
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last) {
     int i;
     if (batch <= 0 || batch > p->max_batch)
@@ -417,8 +443,10 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
         memcpy(p->x.value, p->fvalue, (size_t)p->graph->n_nodes * sizeof *p->fvalue);
         memcpy(p->x.aux, p->faux, (size_t)p->graph->n_nodes * sizeof *p->faux);
     }
+    p->away_read = -1;
+    if (last && nncl__plan_away(p, last->id)) return plan_forward_away(p, last);
     for (i = 0; i < p->n_fwd && (!last || p->fwd[i] <= last->id); i++) {
-        nncl_node *n = p->graph->nodes[p->fwd[i]];
+        nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         if (d->forward) NNCL_TRY(d->forward(&p->x, n));
     }
@@ -445,11 +473,11 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
         if (p->raux[i].mem) p->x.aux[i] = p->raux[i];
     }
     for (i = 0; i < p->n_bwd; i++) {
-        nncl_node *n = p->graph->nodes[p->bwd[i]];
+        nncl_node *n = nncl__plan_node(p, p->bwd[i]);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         int r;
         for (r = p->rec_before[i]; r < p->rec_before[i + 1]; r++) { /* the segment's forward again */
-            nncl_node *c = p->graph->nodes[p->rec[r]];
+            nncl_node *c = nncl__plan_node(p, p->rec[r]);
             nncl_status st;
             if (p->rec_again[r]) p->x.value[c->id] = p->rec_place[r];
             p->x.recompute = 1;
@@ -519,6 +547,10 @@ nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int b
     nncl__view v = p->x.value[n->id];
     size_t count = nncl__numel(n, batch);
     if (!v.mem) return nncl__fail(p->ctx, NNCL_ERR_STATE, "node \"%s\" has no value in this plan", n->name);
+    if (nncl__plan_away(p, n->id) && p->away_read != n->id)
+        return nncl__fail(p->ctx, NNCL_ERR_STATE, "node \"%s\" is computed inside the fused batch norm \"%s\" in this "
+                          "plan, which keeps no value of it; predict it (nncl_trainer_predict), or set NNCL_BN_FUSE=0",
+                          n->name, nncl__plan_node(p, p->into[n->id])->name);
     if (nncl__plan_view_half(p, v)) { /* converted on the host: a blocking read */
         if (done) *done = NULL;
         return nncl__plan_read_view(p, v, dst, count);

@@ -18,6 +18,13 @@ typedef struct nncl__plan {
     int device;
     int max_batch;
     nncl__exec x;
+    /* Batch norm fused with what follows it (plan_fuse.c): node[i] is the
+     * node run at id i, the graph's or a fused one the plan owns (fused,
+     * n_fused of them); into[i] >= 0 for a node computed inside the
+     * fused node at id into[i] (-1 otherwise). node NULL: none fused. */
+    nncl_node **node, *fused;
+    int *into, n_fused;
+    int away_read;               /* the fused-away node forward_to last left intact, or -1 */
     int *fwd, n_fwd;             /* node ids run forward, in order */
     int *bwd, n_bwd;             /* node ids run backward, in order */
     /* Gradient checkpointing (plan_memory.c): node ids whose forward runs
@@ -66,6 +73,19 @@ typedef struct nncl__plan {
     nncl_status (*after_backward)(void *user, int i);
     void *after_user;
 } nncl__plan;
+
+/* ------------------------------------------------------------- fusion (plan_fuse.c) */
+
+/* Rewrites p's chains batchnorm -> [add(residual)] -> relu/relu6/hardswish
+ * (or batchnorm -> add) into one fused batch-norm node where the
+ * intermediate values have no other consumer, are not the loss and not
+ * marked checkpoint boundaries; NNCL_BN_FUSE=0 keeps them apart. */
+nncl_status nncl__plan_fuse(nncl__plan *p);
+void nncl__plan_fuse_free(nncl__plan *p);
+/* The node run at id i (the graph's, or the fused node replacing it). */
+nncl_node *nncl__plan_node(const nncl__plan *p, int i);
+/* Whether node id i is computed inside a fused node of p. */
+int nncl__plan_away(const nncl__plan *p, int i);
 
 /* ------------------------------------------------------------- memory (plan_memory.c) */
 

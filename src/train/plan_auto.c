@@ -11,7 +11,7 @@ static nncl_status plan_marks(nncl__plan *p, unsigned char *mark) {
     const nncl_graph *g = p->graph;
     int i;
     for (i = 0; i < g->n_nodes; i++) {
-        const nncl_node *n = g->nodes[i];
+        const nncl_node *n = nncl__plan_node(p, i);
         if (!n->checkpoint) continue;
         if (!p->loss || i >= p->loss->id)
             return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT,
@@ -73,7 +73,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     best = nncl__plan_arena_bytes(p);
     best_act = p->act_bytes;
     for (i = 0; i < p->n_fwd; i++) {
-        const nncl_node *nd = g->nodes[p->fwd[i]];
+        const nncl_node *nd = nncl__plan_node(p, p->fwd[i]);
         if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
         n++;
         total += (double)nncl__numel(nd, p->max_batch);
@@ -85,7 +85,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
         memset(try_mark, 0, (size_t)g->n_nodes);
         acc = 0;
         for (i = 0, nb = 1; i < p->n_fwd && nb <= k; i++) { /* nb: the next boundary's number */
-            const nncl_node *nd = g->nodes[p->fwd[i]];
+            const nncl_node *nd = nncl__plan_node(p, p->fwd[i]);
             if (nd == p->loss || nncl__opdef_get(nd->op)->alias) continue;
             acc += (double)nncl__numel(nd, p->max_batch);
             if (acc >= total * nb / (k + 1)) {
@@ -106,7 +106,7 @@ static nncl_status plan_auto(nncl__plan *p, unsigned char *mark) {
     }
     for (c = 0, prev_k = 1; c < PLAN_AUTO_PASSES && prev_k && n >= 2 && p->n_fwd <= PLAN_AUTO_NODES; c++)
         for (i = 0, prev_k = 0; i < 2 * p->n_fwd; i++) { /* prev_k: a toggle of this pass was kept */
-            const nncl_node *nd = g->nodes[p->fwd[i / 2]];
+            const nncl_node *nd = nncl__plan_node(p, p->fwd[i / 2]);
             unsigned char bit = (unsigned char)(i % 2 ? 2 : 1); /* a boundary; a second recompute */
             uint64_t a, act = 0;
             if (nd == p->loss || nncl__opdef_get(nd->op)->alias || (bit == 2 && (mark[nd->id] & 1))) continue;

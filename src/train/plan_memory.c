@@ -96,19 +96,21 @@ static int plan_bw_reads(const nncl__plan *p, const nncl_node *n) {
 }
 
 /* Which nodes run backward: those needing a gradient on a path to the loss. */
-static void plan_mark_backward(const nncl_graph *g, const nncl_node *loss, unsigned char *on_path) {
+static void plan_mark_backward(const nncl__plan *p, unsigned char *on_path) {
+    const nncl_graph *g = p->graph;
+    const nncl_node *loss = p->loss;
     int i, k;
     memset(on_path, 0, (size_t)g->n_nodes);
     if (!loss) return;
     on_path[loss->id] = 1;
     for (i = loss->id; i >= 0; i--) {
-        const nncl_node *n = g->nodes[i];
-        if (!on_path[i]) continue;
+        const nncl_node *n = nncl__plan_node(p, i);
+        if (!on_path[i] || nncl__plan_away(p, i)) continue;
         for (k = 0; k < n->n_in; k++)
             if (n->in[k]->needs_grad) on_path[n->in[k]->id] = 1;
     }
     for (i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i]->needs_grad) on_path[i] = 0;
+        if (!g->nodes[i]->needs_grad || nncl__plan_away(p, i)) on_path[i] = 0;
 }
 
 /* The timeline: step of each node's forward, recompute (-1: none) and
@@ -134,7 +136,7 @@ void nncl__plan_schedule_free(nncl__plan *p) {
 static int plan_reads(const nncl_node *c, const nncl_node *r) {
     int k;
     for (k = 0; k < c->n_in; k++)
-        if (nncl__plan_root(c->in[k]) == r) return 1;
+        if (nncl__plan_root(c->in[k])->id == r->id) return 1; /* by id: r may be a fused node */
     return 0;
 }
 
@@ -150,12 +152,13 @@ static void plan_segments(nncl__plan *p, plan_time *t, const unsigned char *mark
     }
     if (!mark || !p->loss) return;
     for (i = 0; i < p->n_fwd; i++) {
-        const nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         int drop = t->seg[n->id] < s && !(mark[n->id] & 1) && n != p->loss && n->n_consumers > 0 &&
                    !nncl__opdef_get(n->op)->alias && nncl__opdef_get(n->op)->forward;
         for (j = n->id + 1; drop && j <= p->loss->id; j++) {
-            const nncl_node *c = g->nodes[j];
-            if (!nncl__opdef_get(c->op)->alias && plan_reads(c, n) && t->seg[j] != t->seg[n->id]) drop = 0;
+            const nncl_node *c = nncl__plan_node(p, j);
+            if (!nncl__opdef_get(c->op)->alias && !nncl__plan_away(p, j) && plan_reads(c, n) && t->seg[j] != t->seg[n->id])
+                drop = 0;
         }
         t->dropped[n->id] = (unsigned char)drop;
     }
@@ -174,7 +177,7 @@ static void plan_inplace(const nncl__plan *p, const plan_time *t, nncl__plan_blo
     for (i = 0; i < nb; i++)
         if (b[i].kind == 1) grad_block[b[i].node] = i;
     for (k = 0; k < p->n_bwd; k++) {
-        const nncl_node *n = g->nodes[p->bwd[k]], *r;
+        const nncl_node *n = nncl__plan_node(p, p->bwd[k]), *r;
         const nncl__opdef *d = nncl__opdef_get(n->op);
         nncl__plan_block *own, *in, *host;
         if (!(d->bw_inplace & 1)) continue;
@@ -213,19 +216,19 @@ static void plan_inplace_places(const nncl__plan *p, nncl__plan_block *b, int nb
  * first. t->rstep holds the first's place in bwd (INT_MAX: none). */
 static int plan_again(const nncl__plan *p, const plan_time *t, int x) {
     const nncl_graph *g = p->graph;
-    const nncl_node *n = g->nodes[x];
+    const nncl_node *n = nncl__plan_node(p, x);
     const nncl__opdef *d = nncl__opdef_get(n->op);
     int j, k, last = -1, before = -1;
     if (t->rstep[x] == INT_MAX || (d->aux_size && !d->keep_aux)) return -1;
     for (j = 0; j < n->n_in; j++)
         if (t->dropped[nncl__plan_root(n->in[j])->id]) return -1;
     for (j = x + 1; j < g->n_nodes; j++) {
-        const nncl_node *c = g->nodes[j];
-        if (nncl__opdef_get(c->op)->alias && c->in[0] == n) return -1;
+        const nncl_node *c = nncl__plan_node(p, j);
+        if (nncl__opdef_get(c->op)->alias && c->in[0]->id == n->id) return -1;
         if (t->dropped[j] && plan_reads(c, n) && t->rstep[j] != INT_MAX && t->rstep[j] > before) before = t->rstep[j];
     }
     for (k = 0; k < p->n_bwd; k++) { /* backward readers, in bwd order */
-        const nncl_node *c = g->nodes[p->bwd[k]];
+        const nncl_node *c = nncl__plan_node(p, p->bwd[k]);
         int reads = plan_bw_reads(p, c);
         if (((reads & NNCL_BW_INPUTS) && plan_reads(c, n)) || ((reads & NNCL_BW_OUTPUT) && c == n)) {
             if (last >= 0 && last > before) before = last;
@@ -249,12 +252,12 @@ static int plan_recomputes(nncl__plan *p, plan_time *t, const unsigned char *mar
      * op run in ascending id, inputs before their readers. A dropped value
      * nothing reads again is not recomputed. */
     for (i = N - 1; i >= 0; i--) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         if (t->on_path[i] && n->op != NNCL_OP_PARAM && n->op != NNCL_OP_INPUT) p->bwd[p->n_bwd++] = i;
     }
     for (i = 0; i < N; i++) t->rstep[i] = INT_MAX; /* need, for now */
     for (k = 0; mark && k < p->n_bwd; k++) {
-        const nncl_node *n = g->nodes[p->bwd[k]];
+        const nncl_node *n = nncl__plan_node(p, p->bwd[k]);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         int reads = plan_bw_reads(p, n), r = nncl__plan_root(n)->id;
         if ((reads & NNCL_BW_OUTPUT || (d->aux_size && !d->keep_aux)) && t->rstep[r] > k) t->rstep[r] = k;
@@ -264,7 +267,7 @@ static int plan_recomputes(nncl__plan *p, plan_time *t, const unsigned char *mar
         }
     }
     for (i = N - 1; mark && i >= 0; i--) {
-        const nncl_node *n = g->nodes[i];
+        const nncl_node *n = nncl__plan_node(p, i);
         if (!t->dropped[i] || t->rstep[i] == INT_MAX) continue;
         for (j = 0; j < n->n_in; j++) {
             int r = nncl__plan_root(n->in[j])->id;
@@ -329,14 +332,14 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
         NNCL_FREE(b);
         return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory planning the graph");
     }
-    plan_mark_backward(g, p->loss, t.on_path);
+    plan_mark_backward(p, t.on_path);
     /* Forward: every op node up to the loss (or all, without one); inputs
      * are written at step 0 by the feed. */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         t.fstep[i] = 0;
         t.bstep[i] = t.rstep[i] = -1;
-        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM) continue;
+        if (n->op == NNCL_OP_INPUT || n->op == NNCL_OP_PARAM || nncl__plan_away(p, i)) continue;
         if (p->loss && i > p->loss->id) continue;
         t.fstep[i] = p->n_fwd;
         p->fwd[p->n_fwd++] = i;
@@ -348,15 +351,16 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
      * block from the recompute to its last reader after it (with a second
      * recompute, the first's to its last reader before the second). */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         int own = t.bstep[i] >= 0 && (plan_bw_reads(p, n) & NNCL_BW_OUTPUT);
         int lastf = t.fstep[i], lastr = t.rstep[i], last1 = t.rstep[i], use[3], u;
-        if (n->op == NNCL_OP_PARAM || d->alias) continue;
+        if (n->op == NNCL_OP_PARAM || d->alias || nncl__plan_away(p, i)) continue; /* an away node: F's views */
         for (j = i + 1; j <= N; j++) {
-            const nncl_node *c = j < N ? g->nodes[j] : n; /* j == N: n's own backward */
+            const nncl_node *c = j < N ? nncl__plan_node(p, j) : n; /* j == N: n's own backward */
             int reads = plan_bw_reads(p, c), in = j < N && plan_reads(c, n);
-            int rd = reads & NNCL_BW_OUTPUT && t.bstep[c->id] >= 0 && nncl__plan_root(c) == n && (j < N || own);
+            if (j < N && nncl__plan_away(p, j)) continue;
+            int rd = reads & NNCL_BW_OUTPUT && t.bstep[c->id] >= 0 && nncl__plan_root(c)->id == n->id && (j < N || own);
             if (!in && !rd) continue;
             if (in && t.fstep[j] > lastf) lastf = t.fstep[j];
             use[0] = in ? t.rstep[j] : -1;
@@ -380,13 +384,13 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
     /* Gradients of activations: from the first writer to the node's own
      * backward (an alias's reader counts for its root). */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         int first = -1, lastb = -1;
         if (!t.on_path[i] || n->op == NNCL_OP_PARAM || nncl__opdef_get(n->op)->alias) continue;
         for (j = i + 1; j < N; j++) { /* consumers of i or of aliases of i */
-            nncl_node *c = g->nodes[j];
+            nncl_node *c = nncl__plan_node(p, j);
             if (plan_reads(c, n) && t.bstep[j] >= 0 && (first < 0 || t.bstep[j] < first)) first = t.bstep[j];
-            if (nncl__plan_root(c) == n && t.bstep[j] > lastb) lastb = t.bstep[j];
+            if (nncl__plan_root(c)->id == n->id && t.bstep[j] > lastb) lastb = t.bstep[j];
         }
         if (t.bstep[i] > lastb) lastb = t.bstep[i];
         if (n == p->loss) first = p->n_fwd; /* the loss's gradient is written before backward */
@@ -398,11 +402,11 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
     /* Aux: from the node's forward to its backward; a dropped node's from
      * its recompute, unless the op keeps what its forward saved (keep_aux). */
     for (i = 0; i < N; i++) {
-        nncl_node *n = g->nodes[i];
+        nncl_node *n = nncl__plan_node(p, i);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         size_t a = d->aux_size && !(p->x.store && d->half_bw_reads) ? d->aux_size(n, p->max_batch) : 0;
         int end;
-        if (!a) continue;
+        if (!a || nncl__plan_away(p, i)) continue;
         end = t.bstep[i] >= 0 ? t.bstep[i] : t.fstep[i];
         if (t.dropped[i] && !d->keep_aux) {
             plan_add(b, &nb, i, 2, 0, t.fstep[i], t.fstep[i], a);
@@ -425,7 +429,7 @@ static nncl_status plan_split_f32(nncl__plan *p, nncl__plan_block *b, int nb, in
     int i, j = 0;
     nncl__plan_block t;
     for (i = 0; i < nb; i++) {
-        const nncl_node *n = g->nodes[b[i].node];
+        const nncl_node *n = nncl__plan_node(p, b[i].node);
         b[i].f32 = nncl__opdef_get(n->op)->f32_out || (b[i].kind == 2 && nncl__opdef_get(n->op)->f32_aux) ||
                    (n->op == NNCL_OP_INPUT && nncl__plan_input_f32(g, n, NULL));
         if (n->op == NNCL_OP_INPUT && b[i].kind == 0 && !b[i].f32 && nncl__numel(n, p->max_batch) > p->stage_floats)
@@ -517,7 +521,7 @@ static uint64_t plan_workspace_bound(const nncl__plan *p) {
     uint64_t most = 0, arena = (uint64_t)p->arena_floats * (p->x.store ? 2 : 4);
     int i, k;
     for (i = 0; i < p->n_fwd; i++) {
-        const nncl_node *n = g->nodes[p->fwd[i]];
+        const nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         const nncl__opdef *d = nncl__opdef_get(n->op);
         uint64_t f = 0;
         if (!d->prepare) continue;
@@ -545,7 +549,8 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
     p.loss = loss;
     p.max_batch = o->max_batch;
     p.x.store = o->store;
-    st = nncl__plan_layout(&p, o->checkpoint, &b, &nb);
+    st = nncl__plan_fuse(&p);
+    if (st == NNCL_OK) st = nncl__plan_layout(&p, o->checkpoint, &b, &nb);
     NNCL_FREE(b);
     if (st == NNCL_OK) {
         uint64_t stage = o->store ? (uint64_t)p.stage_floats * 4 : 0, ws = plan_workspace_bound(&p);
@@ -554,6 +559,7 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
         if (segments) *segments = p.n_segments;
     }
     nncl__plan_schedule_free(&p);
+    nncl__plan_fuse_free(&p);
     return st;
 }
 

@@ -174,6 +174,8 @@ nncl_status nncl__syncbn_setup(nncl_trainer *t) {
     for (i = 0, total = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == NNCL_OP_BATCHNORM) {
             s->off[i] = total;
+            /* fused with what follows it, the node the hook sees has that node's id (plan_fuse.c) */
+            if (nncl__plan_away(t->plan[0], i)) s->off[t->plan[0]->into[i]] = total;
             total += 2 * (size_t)g->nodes[i]->in[0]->shape[1];
         }
     return NNCL_OK;
