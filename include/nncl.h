@@ -814,6 +814,10 @@ typedef struct nncl_stage_info {
      * (the host staging slots; 0 on the last stage), and their bytes. */
     int held_micro_batches;
     size_t held_bytes;
+    /* Activation arenas of the stage (one per micro-batch it holds where
+     * memory allows) and the forwards it ran again in the last step for
+     * micro-batches whose arena another had taken. */
+    int arenas, recomputed;
 } nncl_stage_info;
 /* Fills up to max stages in pipeline order; returns the number of stages
  * (0: not pipelined). */

@@ -210,6 +210,13 @@ if n > 1:
                     + ["stage%d_s" % s for s in range(k)]):
             if not pos(val("pipeline", None, item, key)):
                 bad.append("pipeline %s/%s is %r" % (item, key, val("pipeline", None, item, key)))
+        for s in range(k):
+            w = val("pipeline", None, item, "stage%d_idle_s" % s)
+            if not (isinstance(w, (int, float)) and w >= 0):
+                bad.append("pipeline %s stage %d idle %r" % (item, s, w))
+        # memory is ample here: every micro-batch a stage holds has its arena
+        if val("pipeline", None, item, "recomputed") != 0:
+            bad.append("pipeline %s recomputed %r forwards" % (item, val("pipeline", None, item, "recomputed")))
         b = val("pipeline", None, item, "bubble")
         if not (isinstance(b, (int, float)) and 0 <= b < 1):
             bad.append("pipeline %s bubble %r" % (item, b))

@@ -212,6 +212,11 @@ static int tp_compare(const char *name, nncl_context *ctx, nncl_trainer *a, cons
     return 0;
 }
 
+/* 1: test_equal's stages keep one activation arena each, so every
+ * micro-batch but the latest has its forward run again before its
+ * backward (what a stage short of memory does). */
+static int tp_one_arena;
+
 /* stages devices (0..stages-1), micro micro-batches, against a trainer
  * without pipeline on device 0 (ref_micro 0) or one stage with ref_micro
  * micro-batches. */
@@ -226,6 +231,7 @@ static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int re
     snprintf(name, sizeof name, "%s over %d stage%s, %d micro-batches, %s, equals %s", tp_names[kind], stages,
              stages > 1 ? "s" : "", micro, sched == NNCL_PIPE_GPIPE ? "GPipe" : "1F1B",
              ref_micro ? "one stage running the micro-batches apart" : "one device on the whole batch");
+    if (tp_one_arena) snprintf(name + strlen(name), sizeof name - strlen(name), ", one arena per stage (recomputed)");
     if (stages == 2 && th_devices_lack(ctx, 2, name)) return 0;
     if (stages == 3 && nncl_device_count(ctx) < 3) {
         th_skip(name, "needs three devices (POCL_DEVICES=\"pthread pthread pthread\")");
@@ -244,8 +250,21 @@ static int test_equal(nncl_context *ctx, int kind, int stages, int micro, int re
             r = 1;
             goto done;
         }
+        if (tp_one_arena) a->pipe->st[s].n_arenas = 1;
     }
     r = tp_compare(name, ctx, a, &ma, b, &mb);
+    /* An arena per micro-batch a stage holds (memory is ample here), and no
+     * forward run again; with one arena, 1F1B recomputes every backward's
+     * forward where a stage holds several, GPipe all but the latest. */
+    for (s = 0; !r && s < stages && nncl_trainer_stages(a, si, 3) == stages; s++) {
+        int held = sched == NNCL_PIPE_GPIPE || stages - s > micro ? micro : stages - s;
+        int want = !tp_one_arena || held == 1 ? 0 : sched == NNCL_PIPE_GPIPE ? micro - 1 : micro;
+        if (si[s].arenas != (tp_one_arena ? 1 : held) || si[s].recomputed != want) {
+            th_fail(name, "stage %d: %d arenas, %d forwards recomputed in the last step, want %d and %d", s,
+                    si[s].arenas, si[s].recomputed, tp_one_arena ? 1 : held, want);
+            r = 1;
+        }
+    }
 done:
     nncl_trainer_free(a);
     nncl_trainer_free(b);
@@ -741,6 +760,12 @@ int main(int argc, char **argv) {
         return th_exit_code();
     }
     test_equal(ctx, TP_MLP, 2, 8, 0, NNCL_PIPE_1F1B);
+    tp_one_arena = 1;
+    for (sched = NNCL_PIPE_1F1B; sched <= NNCL_PIPE_GPIPE; sched++) {
+        test_equal(ctx, TP_CNN, 2, 3, 0, sched);
+        test_equal(ctx, TP_BN, 2, 3, 3, sched);
+    }
+    tp_one_arena = 0;
     test_equal(ctx, TP_BN, 2, 3, 3, NNCL_PIPE_1F1B);
     test_equal(ctx, TP_BN, 2, 3, 3, NNCL_PIPE_GPIPE);
     test_grad_checkpoint(ctx);

@@ -126,7 +126,7 @@ class BatchFitC(Structure):
 class StageInfoC(Structure):
     _fields_ = [("device", c_int), ("first", c_char * 64), ("last", c_char * 64), ("params", c_size_t),
                 ("busy_seconds", c_double), ("idle_seconds", c_double), ("transfer_seconds", c_double),
-                ("held_micro_batches", c_int), ("held_bytes", c_size_t)]
+                ("held_micro_batches", c_int), ("held_bytes", c_size_t), ("arenas", c_int), ("recomputed", c_int)]
 
 
 class Feed(Structure):

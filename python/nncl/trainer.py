@@ -97,6 +97,8 @@ class StageInfo:
     transfer_seconds: float
     held_micro_batches: int = 0  # micro-batches held at its output cut (0: the last stage)
     held_bytes: int = 0
+    arenas: int = 1  # activation arenas: one per micro-batch held where memory allows
+    recomputed: int = 0  # forwards run again in the last step (micro-batches without an arena of their own)
 
 
 def train_config(max_batch=None, optimizer="adam", precision="fp32", devices=None, shares=None, rebalance_every=None,
@@ -411,7 +413,8 @@ class Trainer(Owned):
         arr = (_lib.StageInfoC * max(1, n))()
         n = min(n, lib.nncl_trainer_stages(self._h, arr, n))
         return [StageInfo(c.device, c.first.decode("utf-8", "replace"), c.last.decode("utf-8", "replace"), c.params,
-                          c.busy_seconds, c.idle_seconds, c.transfer_seconds, c.held_micro_batches, c.held_bytes)
+                          c.busy_seconds, c.idle_seconds, c.transfer_seconds, c.held_micro_batches, c.held_bytes,
+                          c.arenas, c.recomputed)
                 for c in arr[:n]]
 
     def stage_device(self, name):

@@ -103,6 +103,7 @@ def test_pipeline(ctx):
     assert stages[0].params == 6 * 16 + 16 and stages[1].params == 16 * 3 + 3
     assert t.stage_device("fc1") == 0 and t.stage_device("fc2") == 1 and t.stage_device("nope") == -1
     assert stages[0].held_micro_batches == 2 and stages[0].held_bytes > 0 and stages[1].held_micro_batches == 0
+    assert [s.arenas for s in stages] == [2, 1] and [s.recomputed for s in stages] == [0, 0]
     forced = nncl.Trainer(g, loss, max_batch=4, devices=[0, 1], arrangement="data", pipe_schedule="gpipe")
     forced.step({x: xs, y: ys})
     assert forced.last_step.arrangement == "data" and forced.last_step.n_devices == 2

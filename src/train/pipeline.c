@@ -278,7 +278,7 @@ static nncl_status pipe_plan_opts(nncl_trainer *t, nncl_graph *g, int inner, int
 static void pipe_stage_free(nncl__stage *st) {
     nncl_graph_free(st->g);
     NNCL_FREE(st->params); NNCL_FREE(st->state); NNCL_FREE(st->inputs);
-    NNCL_FREE(st->saved);
+    NNCL_FREE(st->saved); NNCL_FREE(st->holds);
 }
 
 /* Seconds of a forward and backward of the op nodes (lo, hi] on device d
@@ -371,6 +371,7 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
     pp->act_ready = (unsigned char *)nncl__calloc((size_t)pp->k * (size_t)pp->m, 1);
     pp->grad_ready = (unsigned char *)nncl__calloc((size_t)pp->k * (size_t)pp->m, 1);
     pp->lossv = (float *)nncl__calloc((size_t)pp->m, sizeof(float));
+    pp->dloss = (float *)nncl__calloc((size_t)pp->m, sizeof(float));
     pp->off = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
     pp->len = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
     pp->slots = (int *)nncl__calloc((size_t)pp->k, sizeof(int));
@@ -378,7 +379,7 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
     pp->pin_grad = (cl_mem *)nncl__calloc((size_t)pp->k, sizeof(cl_mem));
     pp->act_ev = (cl_event *)nncl__calloc((size_t)pp->k * (size_t)pp->m, sizeof(cl_event));
     pp->grad_ev = (cl_event *)nncl__calloc((size_t)pp->k * (size_t)pp->m, sizeof(cl_event));
-    if (!pp->act || !pp->grad || !pp->act_ready || !pp->grad_ready || !pp->lossv || !pp->off || !pp->len ||
+    if (!pp->act || !pp->grad || !pp->act_ready || !pp->grad_ready || !pp->lossv || !pp->dloss || !pp->off || !pp->len ||
         !pp->slots || !pp->pin_act || !pp->pin_grad || !pp->act_ev || !pp->grad_ev)
         return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (s = 0; s < cuts; s++) {
@@ -391,7 +392,8 @@ static nncl_status pipe_alloc(nncl_trainer *t) {
     for (s = 0; s < pp->k; s++) {
         nncl__stage *st = &pp->st[s];
         st->saved = (float *)nncl__calloc(st->g->n_state + 1, sizeof(float));
-        if (!st->saved) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+        st->holds = (int *)nncl__calloc((size_t)pp->m, sizeof(int));
+        if (!st->saved || !st->holds) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     if (pthread_mutex_init(&pp->lock, NULL)) return nncl__fail(t->ctx, NNCL_ERR_OUT_OF_MEMORY, "no mutex");
     if (pthread_cond_init(&pp->cond, NULL)) {
@@ -418,10 +420,16 @@ static nncl_status pipe_plans(nncl_trainer *t) {
         if (st == NNCL_OK) st = nncl__plan_create_opts(t->ctx, sg->g, sg->out, t->device[s], &o, &t->plan[s]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[s], sg->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK) st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[s]), &t->cfg.optim, 0);
-        if (st == NNCL_OK && sg->g->n_trainable)
-            st = nncl__buffer_create(t->ctx, nncl__plan_device(t->plan[s]), sg->g->n_trainable * 4, &sg->acc);
-        if (st == NNCL_OK)
-            st = nncl__kl_find(t->ctx, nncl__plan_device(t->plan[s]), "elementwise", "nncl_axpy_f32", &sg->axpy);
+    }
+    /* Last, from what memory is left: an arena per micro-batch a stage holds
+     * (1F1B: K-s, GPipe: all), else fewer and recomputed forwards. */
+    for (s = 0; st == NNCL_OK && s < pp->k; s++) {
+        nncl__stage *sg = &pp->st[s];
+        int want = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE || pp->k - s > pp->m ? pp->m : pp->k - s;
+        sg->n_arenas = nncl__plan_arenas(t->plan[s], want);
+        if (sg->n_arenas < want)
+            nncl__log(t->ctx, NNCL_LOG_INFO, "pipeline stage %d: %d of %d activation arenas fit; the others' forwards "
+                      "run again before their backwards", s, sg->n_arenas, want);
     }
     if (st == NNCL_OK) {
         nncl__graph_init_values(g, init, state);
@@ -521,18 +529,14 @@ void nncl__pipe_free(nncl_trainer *t) {
     nncl__pipe *pp = t->pipe;
     int s;
     if (!pp) return;
-    for (s = 0; pp->st && s < pp->k; s++) {
-        if (pp->st[s].acc) /* the plan's queue, finished as it was freed, has passed every use */
-            nncl__buffer_release(nncl__device(t->ctx, t->device[s]), pp->st[s].acc, pp->st[s].g->n_trainable * 4);
-        pipe_stage_free(&pp->st[s]);
-    }
+    for (s = 0; pp->st && s < pp->k; s++) pipe_stage_free(&pp->st[s]);
     nncl__pipe_slots_free(t);
     if (pp->locks) {
         pthread_mutex_destroy(&pp->lock);
         pthread_cond_destroy(&pp->cond);
     }
     NNCL_FREE(pp->st); NNCL_FREE(pp->act); NNCL_FREE(pp->grad); NNCL_FREE(pp->act_ready); NNCL_FREE(pp->grad_ready);
-    NNCL_FREE(pp->lossv); NNCL_FREE(pp->off); NNCL_FREE(pp->len); NNCL_FREE(pp->slots);
+    NNCL_FREE(pp->lossv); NNCL_FREE(pp->dloss); NNCL_FREE(pp->off); NNCL_FREE(pp->len); NNCL_FREE(pp->slots);
     NNCL_FREE(pp->pin_act); NNCL_FREE(pp->pin_grad); NNCL_FREE(pp->act_ev); NNCL_FREE(pp->grad_ev);
     NNCL_FREE(pp);
     t->pipe = NULL;
@@ -570,6 +574,8 @@ int nncl_trainer_stages(const nncl_trainer *t, nncl_stage_info *out, int max) {
         out[s].busy_seconds = st->busy;
         out[s].idle_seconds = st->idle;
         out[s].transfer_seconds = st->xfer;
+        out[s].arenas = st->n_arenas;
+        out[s].recomputed = st->recomputed;
         if (s + 1 < t->pipe->k) {
             out[s].held_micro_batches = t->pipe->slots[s];
             /* a slot of values and one of gradients per micro-batch held */

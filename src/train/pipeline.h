@@ -23,13 +23,17 @@ typedef struct nncl__stage {
     nncl_node **inputs;        /* the graph's inputs it reads: [2k] the graph's node, [2k+1] its copy */
     int n_inputs;
     size_t opt_floats;
-    /* The gradient accumulated over the micro-batches on the stage's device
-     * (n_trainable floats, by axpy), and its sum of squares read back. */
-    cl_mem acc;
-    nncl__kl axpy;
+    /* Its plan's gradients summed over the micro-batches (each weighted by
+     * its share of the batch through the loss's gradient), their sum of
+     * squares read back. */
     float sumsq_dev;
+    /* Its plan's arenas (nncl__plan_arenas) and the micro-batch whose
+     * forward each holds this step (-1: none): a backward finding its own
+     * needs no recompute. */
+    int n_arenas, *holds;
+    int recomputed;            /* forwards run again in the last step */
     float *saved;              /* running statistics kept across a recomputed forward */
-    double busy, idle, xfer;   /* the last step's seconds: computing, waiting, copying at the cuts */
+    double busy, idle, xfer;   /* the last step's seconds: working (xfer included), waiting, copying at the cuts */
 } nncl__stage;
 
 typedef struct nncl__pipe {
@@ -53,6 +57,7 @@ typedef struct nncl__pipe {
     pthread_cond_t cond;
     int locks;                 /* lock and cond initialised */
     float *lossv;              /* the loss of each micro-batch */
+    float *dloss;              /* the loss's gradient for each: the loss scale times its share of the batch */
     /* the step's batch: parts, their offsets and sizes */
     const nncl_feed *feeds;
     int n_feeds, batch, parts, *off, *len;

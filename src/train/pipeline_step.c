@@ -6,20 +6,21 @@
  * through host staging slots (micro-batch m in slot m mod the cut's slots:
  * 1F1B needs K-s of them, since a stage's forward of m waits for its
  * backward of m-(K-s), which waited for the next stage's use of that
- * slot), taking the cut's gradient back the same way; a stage whose plan
- * last ran another micro-batch first recomputes this one's forward (its
- * running statistics kept as they were). The copies at the cuts do not
- * block: a stage enqueues its read into the (pinned) slot and goes on
- * computing; the stage that takes the slot waits for that read's event.
- * The slot is not refilled too soon, because each handover (a flag and its
- * read's event) completes only after everything its stage's in-order
- * queue held before it, the writes from the slots it was given included.
- * The gradients are
- * accumulated on each stage's device weighted by micro-batch size; the norm, the
- * NaN/Inf verdict and the loss scale are decided over all stages; each
- * stage then steps its optimizer once. Also the slots at the cuts, and the gathering and scattering of
- * parameters and optimizer state between the stages and the graph's
- * layout. */
+ * slot), taking the cut's gradient back the same way. A stage keeps each
+ * micro-batch it holds in an activation arena of its own where memory
+ * allows; one whose arena another micro-batch has taken since first
+ * recomputes its forward (its running statistics kept as they were). The
+ * copies at the cuts do not block: a stage enqueues its read into the
+ * (pinned) slot and goes on computing; the stage that takes the slot waits
+ * for that read's event. The slot is not refilled too soon, because each
+ * handover (a flag and its read's event) completes only after everything
+ * its stage's in-order queue held before it, the writes from the slots it
+ * was given included. The gradients are summed in each stage's plan, a
+ * micro-batch's weight (its share of the batch) in the loss's gradient it
+ * starts from; the norm, the NaN/Inf verdict and the loss scale are decided
+ * over all stages; each stage then steps its optimizer once. Also the
+ * slots at the cuts, and the gathering and scattering of parameters and
+ * optimizer state between the stages and the graph's layout. */
 #include "train/pipeline.h"
 #include "train/optim.h"
 #include <float.h>
@@ -41,8 +42,8 @@ static nncl_status pipe_wait(nncl_trainer *t, int s, const unsigned char *flag) 
     return nncl__fail(t->ctx, NNCL_ERR_DEVICE, "stopped: another stage failed");
 }
 
-/* Waits for the read that filled a slot (*ev, then released); its time is
- * stage s's transfer time. */
+/* Waits for the read that filled a slot (*ev, then released): stage s
+ * idles while the neighbour's queue computes up to that read and runs it. */
 static nncl_status pipe_wait_read(nncl_trainer *t, int s, cl_event *ev) {
     double t0 = nncl__seconds();
     cl_int err, done = CL_COMPLETE;
@@ -52,7 +53,7 @@ static nncl_status pipe_wait_read(nncl_trainer *t, int s, cl_event *ev) {
         err = clGetEventInfo(*ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof done, &done, NULL);
     clReleaseEvent(*ev);
     *ev = NULL;
-    t->pipe->st[s].xfer += nncl__seconds() - t0;
+    t->pipe->st[s].idle += nncl__seconds() - t0;
     if (err == CL_SUCCESS && done < 0) err = done;
     NNCL_CL_CHECK(t->ctx, err, "clWaitForEvents (the copy at a pipeline cut)");
     return NNCL_OK;
@@ -114,16 +115,23 @@ static nncl_status pipe_forward(nncl_trainer *t, int s, int m) {
     if (st->in) NNCL_TRY(pipe_wait(t, s, &pp->act_ready[(s - 1) * pp->m + m]));
     if (st->in) NNCL_TRY(pipe_wait_read(t, s, &pp->act_ev[(s - 1) * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 0));
+    nncl__plan_use_arena(p, m % st->n_arenas);
+    st->holds[m % st->n_arenas] = m;
     NNCL_TRY(pipe_feed(t, s, m));
     NNCL_TRY(nncl__plan_forward(p, pp->len[m], 1));
-    t0 = nncl__seconds();
-    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, NULL));
-    else {
-        cl_event *ev = &pp->act_ev[s * pp->m + m];
-        NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], ev));
-        NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* under way while the stage goes on */
-        pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
+    if (s + 1 == pp->k) { /* waited for by the stage's last read of the step, its queue being in order */
+        cl_event ev;
+        NNCL_TRY(nncl__plan_read(p, st->out, &pp->lossv[m], 1, &ev));
+        if (ev) clReleaseEvent(ev);
+        return NNCL_OK;
     }
+    /* The forward under way first (a driver that runs commands in the
+     * flushing thread runs it here), so that the time below is the copy's. */
+    NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue));
+    t0 = nncl__seconds();
+    NNCL_TRY(nncl__plan_read(p, st->out, pipe_slot(pp, pp->act, s, m), pp->len[m], &pp->act_ev[s * pp->m + m]));
+    NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* under way while the stage goes on */
+    pipe_post(pp, &pp->act_ready[s * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
     return NNCL_OK;
 }
@@ -140,21 +148,27 @@ static nncl_status pipe_recompute(nncl_trainer *t, int s, int m) {
 }
 
 /* The backward of micro-batch m on stage s, its gradient added to the
- * stage's sum (the first, accumulate 0: put there). */
-static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, int accumulate) {
+ * plan's (the first, accumulate 0: put there); its forward again first
+ * when its arena now holds another's. */
+static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int accumulate) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
-    nncl_graph *g = st->g;
-    float w = (float)((double)pp->len[m] / pp->batch);
-    nncl__view acc;
+    int a = m % st->n_arenas;
     double t0;
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait(t, s, &pp->grad_ready[s * pp->m + m]));
     if (s + 1 < pp->k) NNCL_TRY(pipe_wait_read(t, s, &pp->grad_ev[s * pp->m + m]));
     NNCL_TRY(pipe_inject(t, s, 1));
-    if (recompute) NNCL_TRY(pipe_recompute(t, s, m));
-    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward(p));
+    nncl__plan_use_arena(p, a);
+    if (st->holds[a] != m) {
+        NNCL_TRY(pipe_recompute(t, s, m));
+        st->recomputed++;
+    }
+    st->holds[a] = m;
+    p->accumulate = accumulate;
+    if (s + 1 == pp->k) NNCL_TRY(nncl__plan_backward_scaled(p, &pp->dloss[m]));
     else NNCL_TRY(nncl__plan_backward_from(p, pipe_slot(pp, pp->grad, s, m), pp->len[m]));
+    if (st->in) NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* as in pipe_forward */
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
         nncl__view v = p->x.grad[st->in->id];
@@ -169,10 +183,7 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int recompute, i
     if (st->in && !(st->in->needs_grad && p->x.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
     if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
-    if (!g->n_trainable) return NNCL_OK;
-    acc.mem = st->acc;
-    acc.off = 0;
-    return nncl__k_axpy(st->axpy, nncl__plan_view(p, NNCL__PB_GRADS), acc, g->n_trainable, w, accumulate);
+    return NNCL_OK;
 }
 
 /* Stage s's part of a step, ending with the sum of squares of its
@@ -181,23 +192,20 @@ static nncl_status pipe_stage_run(nncl_trainer *t, int s) {
     nncl__pipe *pp = t->pipe;
     nncl__stage *st = &pp->st[s];
     nncl__plan *p = t->plan[s];
-    nncl__view acc;
-    int f = 0, b, m, last = -1, P = pp->parts;
+    int f = 0, b, m, P = pp->parts;
     int warm = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P : pp->k - 1 - s < P ? pp->k - 1 - s : P;
+    for (m = 0; m < st->n_arenas; m++) st->holds[m] = -1;
     if (st->g->n_state) NNCL_TRY(nncl__plan_copy(p, NNCL__PB_STATE, NNCL__PB_SHADOW));
-    for (; f < warm; f++) NNCL_TRY(pipe_forward(t, s, last = f));
+    for (; f < warm; f++) NNCL_TRY(pipe_forward(t, s, f));
     for (b = 0; b < P; b++) {
-        if (f < P) NNCL_TRY(pipe_forward(t, s, last = f++));
+        if (f < P) NNCL_TRY(pipe_forward(t, s, f++));
         m = t->cfg.pipe_schedule == NNCL_PIPE_GPIPE ? P - 1 - b : b;
-        NNCL_TRY(pipe_backward(t, s, m, last != m, b > 0));
-        last = m;
+        NNCL_TRY(pipe_backward(t, s, m, b > 0));
     }
     st->sumsq_dev = 0;
     if (!st->g->n_trainable) return nncl__plan_finish(p);
-    acc.mem = st->acc;
-    acc.off = 0;
-    NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), acc, nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                               st->g->n_trainable));
+    NNCL_TRY(nncl__optim_sumsq(t->ctx, nncl__plan_device(p), nncl__plan_view(p, NNCL__PB_GRADS),
+                               nncl__plan_view(p, NNCL__PB_SCRATCH).mem, st->g->n_trainable));
     return nncl__plan_get(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &st->sumsq_dev, 1);
 }
 
@@ -206,6 +214,7 @@ static nncl_status pipe_stage_job(nncl_trainer *t, int s, void *arg) {
     nncl_status st;
     (void)arg;
     t->pipe->st[s].idle = t->pipe->st[s].xfer = 0;
+    t->pipe->st[s].recomputed = 0;
     st = pipe_stage_run(t, s);
     if (st != NNCL_OK) pipe_post(t->pipe, NULL, 1); /* release the stages waiting for this one */
     t->pipe->st[s].busy = nncl__seconds() - t0 - t->pipe->st[s].idle;
@@ -218,15 +227,13 @@ static nncl_status pipe_update_job(nncl_trainer *t, int s, void *arg) {
     nncl__plan *p = t->plan[s];
     nncl_graph *g = t->pipe->st[s].g;
     float *sumsq = (float *)arg;
-    nncl__view none, acc;
+    nncl__view none;
     if (!g->n_trainable) return NNCL_OK;
     none.mem = NULL;
     none.off = 0;
-    acc.mem = t->pipe->st[s].acc;
-    acc.off = 0;
     NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, sumsq, 0));
     NNCL_TRY(nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
-                                      nncl__plan_view(p, NNCL__PB_PARAMS), acc,
+                                      nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
                                       nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
                                       g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, none, 0,
                                       g->n_decay));
@@ -272,6 +279,7 @@ static void pipe_run(nncl_trainer *t, const nncl_feed *feeds, int n_feeds, int b
     for (m = 0; m < pp->parts; m++) {
         pp->len[m] = batch / pp->parts + (m < batch % pp->parts);
         pp->off[m] = m ? pp->off[m - 1] + pp->len[m - 1] : 0;
+        pp->dloss[m] = t->plan[pp->k - 1]->dloss * (float)((double)pp->len[m] / batch);
     }
     memset(pp->act_ready, 0, (size_t)pp->k * (size_t)pp->m);
     memset(pp->grad_ready, 0, (size_t)pp->k * (size_t)pp->m);

@@ -16,7 +16,9 @@ void nncl__plan_free(nncl__plan *p) {
     }
     if (dev) {
         clFinish(dev->queue);
-        nncl__buffer_release(dev, p->arena, p->arena_floats * (p->x.store ? 2 : 4));
+        int a;
+        for (a = 0; a < p->n_arenas; a++) nncl__buffer_release(dev, p->arenas[a], p->arena_floats * 4);
+        if (!p->n_arenas) nncl__buffer_release(dev, p->arena, p->arena_floats * (p->x.store ? 2 : 4));
         nncl__buffer_release(dev, p->arena32, p->arena32_floats * 4);
         nncl__buffer_release(dev, p->x.params_h, p->graph->n_params * 2);
         nncl__buffer_release(dev, p->x.params, p->graph->n_params * 4);
@@ -31,6 +33,7 @@ void nncl__plan_free(nncl__plan *p) {
     NNCL_FREE(p->x.kernels);
     NNCL_FREE(p->x.kbase);
     NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux);
+    NNCL_FREE(p->arenas);
     nncl__plan_schedule_free(p);
     NNCL_FREE(p);
 }
@@ -392,6 +395,8 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
     memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
+    for (i = 0; p->accumulate && i < p->graph->n_nodes; i++) /* as if already written this step: added to */
+        if (p->graph->nodes[i]->op == NNCL_OP_PARAM && p->graph->nodes[i]->trainable) p->x.grad_acc[i] = 1;
     dloss = p->x.grad[p->loss->id];
     if (!dloss.mem) return NNCL_OK; /* nothing trainable reaches the loss */
     NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, dloss.mem, CL_FALSE, dloss.off * 4, count * 4, src, 0, NULL,
@@ -422,9 +427,53 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
 
 nncl_status nncl__plan_backward(nncl__plan *p) { return plan_backward_with(p, &p->dloss, 1); }
 
+nncl_status nncl__plan_backward_scaled(nncl__plan *p, const float *dloss) { return plan_backward_with(p, dloss, 1); }
+
 nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch) {
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no output");
     return plan_backward_with(p, grad, nncl__numel(p->loss, batch));
+}
+
+int nncl__plan_arenas(nncl__plan *p, int n) {
+    nncl_device *dev = p->x.dev;
+    size_t bytes = p->arena_floats * 4;
+    if (p->arenas) return p->n_arenas; /* made once: the list is sized for that call's n */
+    if (p->x.store || !p->arena || n <= 1) return 1;
+    if (!(p->arenas = (cl_mem *)nncl__calloc((size_t)n, sizeof(cl_mem)))) return 1;
+    p->arenas[0] = p->arena;
+    p->n_arenas = 1;
+    p->cur_arena = 0;
+    while (p->n_arenas < n) {
+        uint64_t lim = nncl__device_memory_limit(p->ctx, dev);
+        if (dev->mem_in_use + bytes > lim || nncl__buffer_create(p->ctx, dev, bytes, &p->arenas[p->n_arenas]) != NNCL_OK)
+            break;
+        p->n_arenas++;
+        p->bytes += bytes;
+    }
+    return p->n_arenas;
+}
+
+static void plan_move_views(nncl__view *v, int n, cl_mem from, cl_mem to) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (v[i].mem == from) v[i].mem = to;
+}
+
+void nncl__plan_use_arena(nncl__plan *p, int i) {
+    cl_mem from, to;
+    int n = p->graph->n_nodes;
+    if (i < 0 || i >= p->n_arenas || i == p->cur_arena) return;
+    from = p->arenas[p->cur_arena];
+    to = p->arenas[i];
+    plan_move_views(p->x.value, n, from, to);
+    plan_move_views(p->x.grad, n, from, to);
+    plan_move_views(p->x.aux, n, from, to);
+    plan_move_views(p->rvalue, n, from, to);
+    plan_move_views(p->raux, n, from, to);
+    plan_move_views(p->fvalue, n, from, to);
+    plan_move_views(p->faux, n, from, to);
+    p->arena = to;
+    p->cur_arena = i;
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {

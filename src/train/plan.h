@@ -45,6 +45,14 @@ typedef struct nncl__plan {
     cl_mem opt, scratch, shadow;
     size_t opt_floats, scratch_floats;
     cl_command_queue xfer;       /* second queue for reads while backward runs, or NULL */
+    /* 1: backward adds the parameters' gradients to the gradient buffer
+     * instead of overwriting it (a pipeline stage's sum over its
+     * micro-batches). */
+    int accumulate;
+    /* fp32 activation arenas of arena_floats each (nncl__plan_arenas), the
+     * first the plan's own; arena is arenas[cur_arena]. NULL: only arena. */
+    cl_mem *arenas;
+    int n_arenas, cur_arena;
     /* Called after the i-th backward op is queued (the trainer starts
      * reading finished gradients from there); NULL: none. */
     nncl_status (*after_backward)(void *user, int i);
@@ -129,12 +137,24 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
  * samples; waits for nothing. */
 nncl_status nncl__plan_forward(nncl__plan *p, int batch, int training);
 nncl_status nncl__plan_backward(nncl__plan *p);
+/* Backward from the loss's gradient *dloss instead of p->dloss (host
+ * memory valid until the queue has passed it). */
+nncl_status nncl__plan_backward_scaled(nncl__plan *p, const float *dloss);
 /* Backward of a stage plan from the gradient of its output node (batch
  * samples at grad, host memory valid until the queue has passed it). */
 nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch);
 /* Forward up to and including node last: its value is then intact (no
  * later op has reused its memory). */
 nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const nncl_node *last);
+/* Activation arenas, up to n in all (fp32 storage), as many as the device's
+ * memory (or the cap) holds beside what nncl has there: returns how many
+ * there are, 1 when none could be added; a later call adds none. A pipeline stage keeps each
+ * micro-batch it holds in one of its own, so its backward needs no
+ * recomputed forward. */
+int nncl__plan_arenas(nncl__plan *p, int n);
+/* Points every value, gradient and aux of the plan at arena i (0 ..
+ * n_arenas - 1): what the next forward writes and backward reads. */
+void nncl__plan_use_arena(nncl__plan *p, int i);
 /* Non-blocking read of a node's value (batch samples) into host memory. */
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done);
 
