@@ -83,7 +83,8 @@ static nncl_node *train_conv_bn6(nncl_graph *g, nncl_node *h, int ch, int k, int
     return nncl_batchnorm_act(g, nncl_conv2d_ex(g, h, ch, &co, cn), NNCL_BN_ACT_RELU6, 0.1f, 1e-5f, bn);
 }
 
-/* examples/fashion_mnist_mobilenet.c's model: conv 3x3 1->16; then three
+/* examples/fashion_mnist_mobilenet.c's model at half its pointwise widths
+ * (the figures of bench/RESULTS.md are this one's): conv 3x3 1->16; then three
  * depthwise-separable blocks (depthwise 3x3, groups == channels, then
  * pointwise 1x1, each with batch norm and ReLU6): 16->32 stride 2, 32->64
  * stride 2, 64->128; global average pool; dense 10. */
