@@ -199,7 +199,8 @@ int bench_checkpoint_steps(const bench_opts *o, int n_devices);
 void bench_pipeline(const bench_opts *o, nncl_context *ctx);
 void bench_membound(const bench_opts *o, nncl_context *ctx);
 /* membound_dw.c: the depthwise kernels' rows of that table on profiling context pc */
-void bench_membound_dw(const bench_opts *o, nncl_context *pc, int d, double copy_gbs);
+/* skip: put each layer as n/a for this reason instead (no plausible profile). */
+void bench_membound_dw(const bench_opts *o, nncl_context *pc, int d, double copy_gbs, const char *skip);
 /* Units of the progress line each section reports. */
 int bench_gemm_steps(const bench_opts *o, int n_devices);
 int bench_training_steps(const bench_opts *o, int n_devices);

@@ -124,13 +124,17 @@ done:
     nncl_graph_free(g);
 }
 
-void bench_membound_dw(const bench_opts *o, nncl_context *pc, int d, double copy_gbs) {
+void bench_membound_dw(const bench_opts *o, nncl_context *pc, int d, double copy_gbs, const char *skip) {
     const char *env = getenv("NNCL_CONV_DEPTHWISE");
     char keep[32] = "";
     size_t i;
     if (env) snprintf(keep, sizeof keep, "%s", env);
     for (i = 0; i < sizeof dw_layers / sizeof dw_layers[0]; i++) {
         if (o->quick && !dw_layers[i].quick) continue;
+        if (skip) {
+            bench_put("membound", d, dw_layers[i].name, "gbs", bench_stat_na(), "GB/s", skip);
+            continue;
+        }
         bench_progress("membound d%d: depthwise %s, its kernels and the general ones interleaved", d,
                        dw_layers[i].name);
         dw_layer_run(o, pc, d, &dw_layers[i], copy_gbs);
