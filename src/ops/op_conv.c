@@ -1,10 +1,9 @@
 /* op_conv.c - 2-D convolution, NCHW, square kernel, as im2col + CLBlast GEMM
- * over chunks of samples, with bias and fused activation by the dense
- * helpers; or, where timing the layer found it faster (or forced;
- * src/ops/conv_pick.c), as the implicit GEMM of src/ops/conv_own.c or, for a first
- * 3x3 layer, on the 3x3 path (src/ops/conv3.c). Nothing is kept from forward to
- * backward: backward recomputes the column matrix, so a conv layer costs no
- * memory beyond x, y and dy.
+ * over chunks of samples, bias and activation by the dense helpers; or where
+ * timing the layer found it faster (or forced; src/ops/conv_pick.c) as the
+ * implicit GEMM of src/ops/conv_own.c or, for a first 3x3 layer, on the 3x3
+ * path (src/ops/conv3.c). Nothing is kept from forward to backward: backward
+ * recomputes the column matrix: no memory beyond x, y and dy.
  *
  * Node: in[0] x [B,C,H,W], in[1] NAME.weight [O,C,k,k], optional in[2]
  * NAME.bias [O]. iattr: [0] kernel k, [1] stride, [2] padding, [3] nncl_act.
@@ -198,13 +197,11 @@ nncl_status nncl__conv_budget(nncl__exec *ex, const nncl_node *n, size_t *floats
     return NNCL_OK;
 }
 
-/* Every path's workspace stays within the budget (1.5 times it: the own
- * path's fp32 panels in half storage), or, where one sample is more than
- * the budget, within that sample's operands twice over (the own path's
- * weight panels beside its column panels, CLBlast's padded copies beside
- * the column matrix, tile rounding), or (the 3x3 path) its partial sums
- * of the weight gradient, at most 4096 (a first layer's: its input needs
- * no gradient). */
+/* Every path's workspace: within the budget (1.5 times it in half storage:
+ * the own path's fp32 panels), or one sample's operands twice over where
+ * that is more (panels beside panels, CLBlast's padded copies, tile
+ * rounding), or the 3x3 path's weight-gradient partial sums (at most 4096:
+ * a first layer's, whose input needs no gradient). */
 static uint64_t conv_workspace(const nncl_node *n, int batch, uint64_t arena_bytes, int store) {
     nncl__conv_dims d;
     uint64_t budget = arena_bytes / sizeof(float) / CONV_WS_DIV, one, k3, most;
@@ -543,7 +540,7 @@ static void conv_ref_backward(const nncl_node *n, const nncl__refctx *r, const d
 
 /* Backward reads y only for act'(y): without an activation, x alone. */
 static int conv_bw_reads(const nncl_node *n, int store) {
-    (void)store;
+    (void)store; /* the same in every storage */
     return NNCL_BW_INPUTS | (n->iattr[3] != NNCL_ACT_NONE ? NNCL_BW_OUTPUT : 0);
 }
 
