@@ -27,7 +27,7 @@ const bench_section bench_sections[] = {
     {"checkpoint", "gradient checkpointing: peak memory, samples/s, largest batch under a 256 MiB cap",
      bench_checkpoint, bench_checkpoint_steps, NULL},
     {"pipeline", "pipeline parallelism: a deep MLP (784-6x1024-10, batch 256) over 2 and 3 devices, 8 micro-batches", bench_pipeline, NULL, NULL},
-    {"membound", "memory-bound kernels of a batch-norm block's, a rows' (layer norm, softmax) and depthwise layers' steps: GB/s beside the copy's",
+    {"membound", "memory-bound kernels of batch-norm, rows (layer norm, softmax) and depthwise steps: GB/s vs copy",
      bench_membound, main_per_device, NULL},
     {"monitor", "monitor: profiling busy time, nncl memory, driver telemetry", NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
