@@ -166,28 +166,29 @@ nncl_status nncl__k_softmax_backward(nncl__kl k, nncl__view dy, nncl__view y, nn
     return nncl__launch_rows(&g, k.dev, rows, cols);
 }
 
+/* The arguments both column-sum launches take. */
+static nncl_status sum_begin(nncl__kl *k, nncl__args *g, nncl__view x, nncl__view out, size_t rows, size_t cols,
+                             float alpha, int acc) {
+    NNCL_TRY(launch_begin(k, g));
+    nncl__arg_view(g, x);
+    nncl__arg_view(g, out);
+    nncl__arg_count(g, rows);
+    nncl__arg_count(g, cols);
+    nncl__arg_float(g, alpha);
+    nncl__arg_int(g, acc);
+    return NNCL_OK;
+}
+
 nncl_status nncl__k_sum(nncl__kl k, int axis, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha,
                         int acc) {
     nncl__args g;
-    NNCL_TRY(launch_begin(&k, &g));
-    nncl__arg_view(&g, x);
-    nncl__arg_view(&g, out);
-    nncl__arg_count(&g, rows);
-    nncl__arg_count(&g, cols);
-    nncl__arg_float(&g, alpha);
-    nncl__arg_int(&g, acc);
+    NNCL_TRY(sum_begin(&k, &g, x, out, rows, cols, alpha, acc));
     return axis ? nncl__launch_rows(&g, k.dev, rows, cols) : nncl__launch_cols(&g, k.dev, rows, cols);
 }
 
 nncl_status nncl__k_sum_cols(nncl__kl k, nncl__view x, nncl__view out, size_t rows, size_t cols, float alpha, int acc) {
     nncl__args g;
-    NNCL_TRY(launch_begin(&k, &g));
-    nncl__arg_view(&g, x);
-    nncl__arg_view(&g, out);
-    nncl__arg_count(&g, rows);
-    nncl__arg_count(&g, cols);
-    nncl__arg_float(&g, alpha);
-    nncl__arg_int(&g, acc);
+    NNCL_TRY(sum_begin(&k, &g, x, out, rows, cols, alpha, acc));
     return nncl__launch_1d(&g, k.dev, (cols + 15) / 16);
 }
 
