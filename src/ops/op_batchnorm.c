@@ -415,8 +415,9 @@ const nncl__opdef nncl__opdef_batchnorm = {
                 {"bnact", "nncl_batchnorm_backward_f32_actpartial"}, {"bnact", "nncl_batchnorm_backward_f32_act"},
                 {"bnact", "nncl_batchnorm_f32_actpass"}, {"bnact", "nncl_batchnorm_backward_f32_actpass"}),
     .shape = bn_shape, .check = bn_check, .aux_size = bn_aux, .forward = bn_forward, .backward = bn_backward,
-    .bw_reads = NNCL_BW_INPUTS, .bw_inplace = 1, /* every dx kernel: dy[i] read, then dx[i] written */
-    .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2, .f32_aux = 1, .keep_aux = 1};
+    .bw_reads = NNCL_BW_INPUTS, .ref_forward = bn_ref_forward, .ref_backward = bn_ref_backward, .half = 2,
+    .f32_aux = 1, .bw_inplace = 1, /* every dx kernel: dy[i] read, then dx[i] written */
+    .keep_aux = 1};
 #undef BN_CHUNK
 #undef BN_PARTS
 

@@ -554,8 +554,8 @@ const nncl__opdef nncl__opdef_conv2d = {
                 {"conv", "nncl_conv_to_f32"}, {"conv", "nncl_conv_pack_colt8_f32"}, {"conv", "nncl_conv_pack_bs_f32"},
                 {"conv", "nncl_conv_pack_colts_f32"}, {"conv", "nncl_conv_backward_f32_input2x2"},
                 {"conv", "nncl_conv_wflip_f32"}),
-    .shape = conv_shape, .prepare = conv_prepare, .forward = conv_forward, .backward = conv_backward,
-    .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .bw_reads_of = conv_bw_reads, .workspace = conv_workspace,
+    .shape = conv_shape, .prepare = conv_prepare, .workspace = conv_workspace, .forward = conv_forward,
+    .backward = conv_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT, .bw_reads_of = conv_bw_reads,
     .ref_forward = conv_ref_forward, .ref_backward = conv_ref_backward, .impls = nncl__conv_impls,
     .n_impls = NNCL__CONV_PATHS, .half = 2};
 

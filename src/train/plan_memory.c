@@ -517,7 +517,6 @@ uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats) {
  * for tile rounding, twice (its timing may pack into a scratch of its
  * own beside the plan's workspace). */
 static uint64_t plan_workspace_bound(const nncl__plan *p) {
-    const nncl_graph *g = p->graph;
     uint64_t most = 0, arena = (uint64_t)p->arena_floats * (p->x.store ? 2 : 4);
     int i, k;
     for (i = 0; i < p->n_fwd; i++) {
