@@ -462,15 +462,29 @@ __kernel void nncl_layernorm_f32_rows(__global const act_t *x, int x_off, __glob
     int r = (int)get_global_id(0), d;
     __global const act_t *xr = x + x_off + (size_t)r * D, *wr = w + w_off, *br = b + b_off;
     __global act_t *yr = y + y_off + (size_t)r * D;
-    float8 s8 = (float8)0.0f;
+    float8 s8 = (float8)0.0f, t8 = (float8)0.0f;
     float s = 0.0f, mean, inv;
     if (r >= rows) return;
-    for (d = 0; d + 8 <= D; d += 8) s8 += NNCL_LD8(xr + d);
+    /* two accumulators a sum (here and below): one would wait on its own
+     * latency */
+    for (d = 0; d + 16 <= D; d += 16) {
+        s8 += NNCL_LD8(xr + d);
+        t8 += NNCL_LD8(xr + d + 8);
+    }
+    s8 += t8;
+    for (; d + 8 <= D; d += 8) s8 += NNCL_LD8(xr + d);
     for (; d < D; d++) s += NNCL_LDG(xr, d);
     mean = (s + nncl_sum8(s8)) / (float)D;
     s8 = (float8)0.0f;
+    t8 = (float8)0.0f;
     s = 0.0f;
-    for (d = 0; d + 8 <= D; d += 8) {
+    for (d = 0; d + 16 <= D; d += 16) {
+        float8 c = NNCL_LD8(xr + d) - mean, e = NNCL_LD8(xr + d + 8) - mean;
+        s8 += c * c;
+        t8 += e * e;
+    }
+    s8 += t8;
+    for (; d + 8 <= D; d += 8) {
         float8 c = NNCL_LD8(xr + d) - mean;
         s8 += c * c;
     }
@@ -547,7 +561,20 @@ __kernel void nncl_layernorm_backward_f32_params_rows(__global const act_t *x, i
     r0 = (int)(((long)p * rows) / P);
     r1 = (int)(((long)(p + 1) * rows) / P);
     if (d0 + 8 <= D) {
-        for (r = r0; r < r1; r++) {
+        /* four rows summed pairwise, then one compensated addition: a
+         * compensated addition a row would wait on its own latency */
+        for (r = r0; r + 4 <= r1; r += 4) {
+            size_t i = (size_t)r * D + d0;
+            float8 g0 = NNCL_LD8(dy + dy_off + i), g1 = NNCL_LD8(dy + dy_off + i + D);
+            float8 g2 = NNCL_LD8(dy + dy_off + i + 2 * D), g3 = NNCL_LD8(dy + dy_off + i + 3 * D);
+            float8 h0 = g0 * (NNCL_LD8(x + x_off + i) - aux[aux_off + 2 * r]) * aux[aux_off + 2 * r + 1];
+            float8 h1 = g1 * (NNCL_LD8(x + x_off + i + D) - aux[aux_off + 2 * r + 2]) * aux[aux_off + 2 * r + 3];
+            float8 h2 = g2 * (NNCL_LD8(x + x_off + i + 2 * D) - aux[aux_off + 2 * r + 4]) * aux[aux_off + 2 * r + 5];
+            float8 h3 = g3 * (NNCL_LD8(x + x_off + i + 3 * D) - aux[aux_off + 2 * r + 6]) * aux[aux_off + 2 * r + 7];
+            nncl_kahan_add8(&sb, &cb, (g0 + g1) + (g2 + g3));
+            nncl_kahan_add8(&sw, &cw, (h0 + h1) + (h2 + h3));
+        }
+        for (; r < r1; r++) {
             size_t i = (size_t)r * D + d0;
             float8 g = NNCL_LD8(dy + dy_off + i);
             nncl_kahan_add8(&sb, &cb, g);

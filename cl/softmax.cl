@@ -85,13 +85,53 @@ NNCL_SM_BACKWARD(nncl_log_softmax_backward_f32, 1)
 float nncl_sm_hsum8(float8 v) { return (v.s0 + v.s1) + (v.s2 + v.s3) + ((v.s4 + v.s5) + (v.s6 + v.s7)); }
 
 void nncl_sm_forward_row(__global const act_t *x, __global act_t *y, int cols, int log_out) {
-    float8 m8 = -INFINITY, s8 = 0.0f;
+    float8 m8 = -INFINITY, m8b = -INFINITY, s8 = 0.0f, s8b = 0.0f;
     float m = -INFINITY, s = 0.0f, ls;
     int c;
-    for (c = 0; c + 8 <= cols; c += 8) m8 = fmax(m8, NNCL_LD8(x + c));
+    /* two accumulators a reduction: one would wait on its own latency */
+    for (c = 0; c + 16 <= cols; c += 16) {
+        m8 = fmax(m8, NNCL_LD8(x + c));
+        m8b = fmax(m8b, NNCL_LD8(x + c + 8));
+    }
+    m8 = fmax(m8, m8b);
+    for (; c + 8 <= cols; c += 8) m8 = fmax(m8, NNCL_LD8(x + c));
     for (; c < cols; c++) m = fmax(m, NNCL_LD(x, c));
     m = fmax(fmax(fmax(m8.s0, m8.s1), fmax(m8.s2, m8.s3)), fmax(fmax(m8.s4, m8.s5), fmax(fmax(m8.s6, m8.s7), m)));
-    for (c = 0; c + 8 <= cols; c += 8) s8 += exp(NNCL_LD8(x + c) - m);
+#if !(defined(NNCL_STORE) && NNCL_STORE)
+    if (!log_out) {
+        /* fp32: exp once a value, kept in y and divided by the sum after
+         * (the exponentials bound this kernel, not memory; a 16-bit y would
+         * round them before the division) */
+        for (c = 0; c + 16 <= cols; c += 16) {
+            float8 e = exp(NNCL_LD8(x + c) - m), f = exp(NNCL_LD8(x + c + 8) - m);
+            NNCL_ST8(e, y + c);
+            NNCL_ST8(f, y + c + 8);
+            s8 += e;
+            s8b += f;
+        }
+        s8 += s8b;
+        for (; c + 8 <= cols; c += 8) {
+            float8 e = exp(NNCL_LD8(x + c) - m);
+            NNCL_ST8(e, y + c);
+            s8 += e;
+        }
+        for (; c < cols; c++) {
+            float e = exp(NNCL_LD(x, c) - m);
+            NNCL_ST(e, y, c);
+            s += e;
+        }
+        s += nncl_sm_hsum8(s8);
+        for (c = 0; c + 8 <= cols; c += 8) NNCL_ST8(NNCL_LD8(y + c) / s, y + c);
+        for (; c < cols; c++) NNCL_ST(NNCL_LD(y, c) / s, y, c);
+        return;
+    }
+#endif
+    for (c = 0; c + 16 <= cols; c += 16) {
+        s8 += exp(NNCL_LD8(x + c) - m);
+        s8b += exp(NNCL_LD8(x + c + 8) - m);
+    }
+    s8 += s8b;
+    for (; c + 8 <= cols; c += 8) s8 += exp(NNCL_LD8(x + c) - m);
     for (; c < cols; c++) s += exp(NNCL_LD(x, c) - m);
     s += nncl_sm_hsum8(s8);
     if (log_out) {
@@ -128,14 +168,24 @@ __kernel void nncl_log_softmax_f32_rows(__global const act_t *x, int x_off, __gl
     }
 void nncl_sm_backward_row(__global const act_t *dy, __global const act_t *y, __global act_t *dx, int cols,
                           int log_in, int acc) {
-    float8 s8 = 0.0f;
+    float8 s8 = 0.0f, s8b = 0.0f;
     float s = 0.0f;
     int c;
     if (log_in) {
-        for (c = 0; c + 8 <= cols; c += 8) s8 += NNCL_LD8(dy + c);
+        for (c = 0; c + 16 <= cols; c += 16) {
+            s8 += NNCL_LD8(dy + c);
+            s8b += NNCL_LD8(dy + c + 8);
+        }
+        s8 += s8b;
+        for (; c + 8 <= cols; c += 8) s8 += NNCL_LD8(dy + c);
         for (; c < cols; c++) s += NNCL_LD(dy, c);
     } else {
-        for (c = 0; c + 8 <= cols; c += 8) s8 += NNCL_LD8(dy + c) * NNCL_LD8(y + c);
+        for (c = 0; c + 16 <= cols; c += 16) {
+            s8 += NNCL_LD8(dy + c) * NNCL_LD8(y + c);
+            s8b += NNCL_LD8(dy + c + 8) * NNCL_LD8(y + c + 8);
+        }
+        s8 += s8b;
+        for (; c + 8 <= cols; c += 8) s8 += NNCL_LD8(dy + c) * NNCL_LD8(y + c);
         for (; c < cols; c++) s += NNCL_LD(dy, c) * NNCL_LD(y, c);
     }
     s += nncl_sm_hsum8(s8);
