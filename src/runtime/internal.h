@@ -184,7 +184,9 @@ typedef struct nncl_device {
      * different global sizes fails an assertion in
      * pocl_release_dlhandle_cache or runs a binary already unloaded.
      * Programs built for the second and later such device carry a define of
-     * this number, so that every device has build hashes of its own. */
+     * this number, so that every device has build hashes of its own
+     * (CLBlast's programs cannot: nncl runs them on PoCL's CPU devices only
+     * when NNCL_GEMM or NNCL_TIME_CLBLAST asks). */
     int pocl_twin;
     nncl__kslot optim_kernels[3][5]; /* the optimizer's per storage type, resolved on first use (optim.c) */
     struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
