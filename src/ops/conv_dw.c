@@ -57,10 +57,43 @@ static int dw_k(const nncl__cx_dims *d) {
     return d->kh == d->kw && (d->kw == 3 || d->kw == 5) && d->sh == d->sw && d->dh == 1 && d->dw == 1 ? d->kw : 0;
 }
 
+/* Whether d takes the flat kernels (cl/conv_dw_flat.cl: stride 1 and
+ * padding K / 2 on both axes, so that output and input planes match):
+ * NNCL_CONV_DW_FLAT=0 leaves them out. */
+static int dw_flat(const nncl__cx_dims *d) {
+    const char *env = getenv("NNCL_CONV_DW_FLAT");
+    int k = dw_k(d);
+    return k && d->sw == 1 && d->ph == k / 2 && d->pw == k / 2 && !(env && !strcmp(env, "0"));
+}
+
+/* Chunks of 16 of a plane per work-item of the flat kernels: all of them
+ * on a CPU device, as dw_rows. */
+static int dw_flat_chunks(const nncl__exec *ex, int plane) {
+    int chunks = (plane + 15) / 16;
+    return ex->dev->info.type == NNCL_DEVICE_CPU ? chunks : 1;
+}
+
+/* The flat forward (fwd) or input gradient: a plane's chunks in runs of
+ * cb, planes planes. */
+static nncl_status dw_flat_launch(nncl__args *a, const nncl__exec *ex, int plane, int cb, size_t planes) {
+    return dw_launch_planes(a, ex, (size_t)(((plane + 15) / 16 + cb - 1) / cb), 1, 1, planes);
+}
+
 nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
                              const nncl_node *bias) {
     nncl__args a;
     int rb = dw_rows(ex, d->OH), k = dw_k(d), per = k ? 16 / d->sw : 8;
+    if (dw_flat(d)) {
+        rb = dw_flat_chunks(ex, d->H * d->W);
+        NNCL_TRY(nncl__kbegin(ex, n, k == 3 ? NNCL_CX_K_DW_FORWARD3_FLAT : NNCL_CX_K_DW_FORWARD5_FLAT, &a));
+        nncl__cx_args_map(&a, ex, n, xv, y, d);
+        nncl__arg_view(&a, bias ? nncl__val(ex, bias) : y);
+        nncl__arg_int(&a, bias != NULL);
+        nncl__arg_int(&a, d->act);
+        nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
+        nncl__arg_int(&a, rb);
+        return dw_flat_launch(&a, ex, d->H * d->W, rb, (size_t)d->B * d->O);
+    }
     NNCL_TRY(nncl__kbegin(ex, n,
                           k == 3   ? NNCL_CX_K_DW_FORWARD3
                           : k == 5 ? NNCL_CX_K_DW_FORWARD5
@@ -79,6 +112,15 @@ nncl_status nncl__dw_backward_input(nncl__exec *ex, const nncl_node *n, const nn
                                     nncl__view dx, int acc) {
     nncl__args a;
     int k = dw_k(d), L = k || d->sw == 2 ? 16 : 8, rb = dw_rows(ex, d->H), slot = NNCL_CX_K_DW_INPUT;
+    if (dw_flat(d)) {
+        rb = dw_flat_chunks(ex, d->H * d->W);
+        NNCL_TRY(nncl__kbegin(ex, n, k == 3 ? NNCL_CX_K_DW_INPUT3_FLAT : NNCL_CX_K_DW_INPUT5_FLAT, &a));
+        nncl__cx_args_map(&a, ex, n, dy, dx, d);
+        nncl__arg_int(&a, acc);
+        nncl__arg_int(&a, (int)((size_t)d->B * d->O * d->OH * d->OW));
+        nncl__arg_int(&a, rb);
+        return dw_flat_launch(&a, ex, d->H * d->W, rb, (size_t)d->B * d->C);
+    }
     if (k)
         slot = d->sw == 2 ? (k == 3 ? NNCL_CX_K_DW_INPUT3_S2 : NNCL_CX_K_DW_INPUT5_S2)
                           : (k == 3 ? NNCL_CX_K_DW_INPUT3 : NNCL_CX_K_DW_INPUT5);
@@ -111,9 +153,10 @@ nncl_status nncl__dw_backward_weight(nncl__exec *ex, const nncl_node *n, const n
     global[1] = (size_t)d->O * (k ? 1 : d->kh);
     global[2] = 1;
     NNCL_TRY(nncl__kbegin(ex, n,
-                          k == 3   ? NNCL_CX_K_DW_WEIGHT3
-                          : k == 5 ? NNCL_CX_K_DW_WEIGHT5
-                                   : NNCL_CX_K_DW_WEIGHT,
+                          dw_flat(d) ? (k == 3 ? NNCL_CX_K_DW_WEIGHT3_FLAT : NNCL_CX_K_DW_WEIGHT5_FLAT)
+                          : k == 3   ? NNCL_CX_K_DW_WEIGHT3
+                          : k == 5   ? NNCL_CX_K_DW_WEIGHT5
+                                     : NNCL_CX_K_DW_WEIGHT,
                           &a));
     nncl__arg_view(&a, xv);
     nncl__arg_view(&a, dy);

@@ -346,7 +346,12 @@ static void cx_ref_backward(const nncl_node *n, const nncl__refctx *r, const dou
             {"conv_dw", "nncl_conv_dw_backward_f32_weight_sum"}, {"conv_dw", "nncl_conv_dw_f32_k3"},                   \
             {"conv_dw", "nncl_conv_dw_f32_k5"}, {"conv_dw", "nncl_conv_dw_backward_f32_input_k3"},                     \
             {"conv_dw", "nncl_conv_dw_backward_f32_input_k5"}, {"conv_dw", "nncl_conv_dw_backward_f32_input_s2_k3"},   \
-            {"conv_dw", "nncl_conv_dw_backward_f32_input_s2_k5"})
+            {"conv_dw", "nncl_conv_dw_backward_f32_input_s2_k5"},   \
+            {"conv_dw_flat", "nncl_conv_dw_f32_flat_k3"}, {"conv_dw_flat", "nncl_conv_dw_f32_flat_k5"}, \
+            {"conv_dw_flat", "nncl_conv_dw_backward_f32_input_flat_k3"},                                     \
+            {"conv_dw_flat", "nncl_conv_dw_backward_f32_input_flat_k5"},                                     \
+            {"conv_dw_flat", "nncl_conv_dw_backward_f32_weight_flat_k3"},                                    \
+            {"conv_dw_flat", "nncl_conv_dw_backward_f32_weight_flat_k5"})
 #define CX_ROW(nm)                                                                                                     \
     .name = nm, CX_KERNELS, .shape = cx_shape, .check = cx_check, .prepare = cx_prepare,                    \
     .forward = cx_forward, .backward = cx_backward, .bw_reads = NNCL_BW_INPUTS | NNCL_BW_OUTPUT,                       \

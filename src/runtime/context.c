@@ -392,6 +392,14 @@ nncl_status nncl__context_open(const nncl_config *config, nncl_context **out) {
             return st;
         }
         ctx->devices[i].info.index = i;
+        if (ctx->devices[i].info.type == NNCL_DEVICE_CPU &&
+            strstr(ctx->devices[i].info.platform, "Portable Computing Language")) {
+            int j;
+            for (j = 0; j < i; j++)
+                if (ctx->devices[j].info.type == NNCL_DEVICE_CPU &&
+                    strstr(ctx->devices[j].info.platform, "Portable Computing Language"))
+                    ctx->devices[i].pocl_twin++;
+        }
         nncl__log(ctx, NNCL_LOG_INFO, "device %d: %s / %s", i, ctx->devices[i].info.platform,
                   ctx->devices[i].info.name);
     }

@@ -176,6 +176,18 @@ typedef struct nncl_device {
     nncl_program *programs;   /* built programs, one per kernel family */
     unsigned long lookups;    /* kernels looked up by name and programs built (nncl__kernel_lookups) */
     int clblast_tuned;        /* CLBlast runs a GEMM tuning made for this device (src/gemm/tune.c) */
+    /* PoCL CPU devices before this one in the context. PoCL 3.1 keeps one
+     * process-wide table of loaded kernel binaries, keyed by the program's
+     * build hash and the kernel, and, when a launch ends, lowers the count of
+     * the first entry of that kernel and local size, not of the one the
+     * launch used: the same kernel running at once on two such devices at
+     * different global sizes fails an assertion in
+     * pocl_release_dlhandle_cache or runs a binary already unloaded.
+     * Programs built for the second and later such device carry a define of
+     * this number, so that every device has build hashes of its own
+     * (CLBlast's programs cannot: nncl runs them on PoCL's CPU devices only
+     * when NNCL_GEMM or NNCL_TIME_CLBLAST asks). */
+    int pocl_twin;
     nncl__kslot optim_kernels[3][5]; /* the optimizer's per storage type, resolved on first use (optim.c) */
     struct nncl__gemm_state *gemm; /* own GEMM variants, choices, scratch (gemm_own.c) */
     /* Releases what the layers above keep on the device (GEMM state),

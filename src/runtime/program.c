@@ -138,7 +138,7 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     char *owned;
     cl_int err;
     nncl_program *p;
-    char options[448];
+    char options[480], twin[32];
     int cached;
     double t0;
     NNCL_TRY(prog_source(ctx, family, &owned, &len));
@@ -150,8 +150,10 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     }
     snprintf(p->family, sizeof p->family, "%s", family);
     snprintf(p->options, sizeof p->options, "%s", extra);
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s", NNCL_RED_WG,
-             dev->info.fp64 ? " -DNNCL_FP64=1" : "", *extra ? " " : "", extra);
+    twin[0] = 0;
+    if (dev->pocl_twin) snprintf(twin, sizeof twin, " -DNNCL_POCL_TWIN=%d", dev->pocl_twin); /* see nncl_device */
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s%s", NNCL_RED_WG,
+             dev->info.fp64 ? " -DNNCL_FP64=1" : "", twin, *extra ? " " : "", extra);
     cached = nncl__bcache_enabled(ctx, dev);
     if (cached && (p->program = nncl__bcache_load(ctx, dev, src, len, options)) != NULL) {
         NNCL_FREE(owned);
