@@ -44,6 +44,7 @@ int bench_first_step(const bench_opts *o, const char *model) {
     train_data td;
     first_log l;
     double t0, t_init, t_create, t_step1, t_step2;
+    float loss1 = 0;
     int kind;
     nncl_status st;
     for (kind = 0; kind < TRAIN_MODELS; kind++)
@@ -53,6 +54,7 @@ int bench_first_step(const bench_opts *o, const char *model) {
         return 2;
     }
     memset(&l, 0, sizeof l);
+    memset(&info, 0, sizeof info);
     l.verbose = getenv("BENCH_FIRST_LOG") != NULL;
     cfg.devices = o->devices ? o->devices : "0";
     cfg.log = first_log_fn;
@@ -76,6 +78,7 @@ int bench_first_step(const bench_opts *o, const char *model) {
     t0 = bench_now();
     if (st == NNCL_OK) st = train_step(o, t, &m, &td, &info);
     t_step1 = bench_now() - t0;
+    loss1 = info.loss;
     t0 = bench_now();
     if (st == NNCL_OK) st = train_step(o, t, &m, &td, &info);
     t_step2 = bench_now() - t0;
@@ -83,9 +86,9 @@ int bench_first_step(const bench_opts *o, const char *model) {
     else
         printf("first-step %s: init %.3f s, trainer %.3f s, step 1 %.3f s, step 2 %.3f s; first step (trainer + step "
                "1) %.3f s\n  program builds %d (%.3f s), cache loads %d, GEMM choices %d (%.3f s), conv choices %d "
-               "(%.3f s)\n",
+               "(%.3f s)\n  losses of steps 1 and 2 %.9g %.9g\n",
                model, t_init, t_create, t_step1, t_step2, t_create + t_step1, l.builds, l.build_s, l.loads, l.gemms,
-               l.gemm_s, l.convs, l.conv_s);
+               l.gemm_s, l.convs, l.conv_s, loss1, info.loss);
     nncl_trainer_free(t);
     nncl_graph_free(m.g);
     train_data_free(&td);

@@ -4,7 +4,7 @@ from measured first steps.
 
 On a device of the class, with an empty cache and nothing shipped:
     d=$(mktemp -d)
-    for m in mlp cnn vgg resnet gpt; do
+    for m in mlp cnn vgg resnet mobilenet lstm gpt; do
         NNCL_KNOWN_CHOICES=0 NNCL_CACHE_DIR=$d POCL_CACHE_DIR=$d BENCH_FIRST_LOG=1 \\
             build/bench/bench --first-step $m 2>$d/$m.log
     done

@@ -31,7 +31,17 @@
  * Half storage (NNCL_STORE, cl/common.cl): the packing kernels read A and B
  * in the storage type into fp32 panels, and the packed and local kernels
  * store C (and read the bias) in it; the product itself is fp32. A product
- * whose C is fp32 (a weight gradient) takes the fp32 build's kernel. */
+ * whose C is fp32 (a weight gradient) takes the fp32 build's kernel.
+ * Instances (src/runtime/program.c, nncl__program_instances): one program
+ * may hold several variants, each this text after its options as #defines
+ * and NNCL_SFX, a suffix NNCL_GK appends to every function's name; the
+ * text #undefs its macros at its end, for the next instance. */
+
+#ifdef NNCL_SFX
+#define NNCL_GK(name) NNCL_CAT(name, NNCL_SFX)
+#else
+#define NNCL_GK(name) name
+#endif
 
 #ifndef NNCL_MR
 #define NNCL_MR 6
@@ -107,47 +117,47 @@
             }                                                                                                          \
         }                                                                                                              \
     }
-NNCL_PACK_FN(nncl_gemm_pack_mr, NNCL_MR)
-NNCL_PACK_FN(nncl_gemm_pack_nr, NNCL_NR)
+NNCL_PACK_FN(NNCL_GK(nncl_gemm_pack_mr), NNCL_MR)
+NNCL_PACK_FN(NNCL_GK(nncl_gemm_pack_nr), NNCL_NR)
 
 /* A [rows = m, k]: kmajor when A is stored transposed ([k, m]). */
-__kernel void nncl_gemm_pack_a_f32(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
+__kernel void NNCL_GK(nncl_gemm_pack_a_f32)(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
                                    int rows, int k, __global float *dst, int dst_off, int dst_stride) {
     int z = get_global_id(2);
-    nncl_gemm_pack_mr(src + src_off + z * src_stride, ld, kmajor, rows, k, dst + dst_off + z * dst_stride,
+    NNCL_GK(nncl_gemm_pack_mr)(src + src_off + z * src_stride, ld, kmajor, rows, k, dst + dst_off + z * dst_stride,
                       get_global_id(0));
 }
 
 /* B [k, n] packed as its transpose (rows = n): kmajor when B is NOT
  * transposed (stored [k, n]). */
-__kernel void nncl_gemm_pack_b_f32(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
+__kernel void NNCL_GK(nncl_gemm_pack_b_f32)(__global const act_t *src, int src_off, int src_stride, int ld, int kmajor,
                                    int rows, int k, __global float *dst, int dst_off, int dst_stride) {
     int z = get_global_id(2);
-    nncl_gemm_pack_nr(src + src_off + z * src_stride, ld, kmajor, rows, k, dst + dst_off + z * dst_stride,
+    NNCL_GK(nncl_gemm_pack_nr)(src + src_off + z * src_stride, ld, kmajor, rows, k, dst + dst_off + z * dst_stride,
                       get_global_id(0));
 }
 
 /* Both operands of one product in one launch (a launch costs as much as a
  * small product's packing): panels 0 .. ceil(m/MR)-1 of dimension 0 are
  * A's, the rest B's. */
-__kernel void nncl_gemm_pack_ab_f32(__global const act_t *a, int a_off, int lda, int a_kmajor, int m,
+__kernel void NNCL_GK(nncl_gemm_pack_ab_f32)(__global const act_t *a, int a_off, int lda, int a_kmajor, int m,
                                     __global const act_t *b, int b_off, int ldb, int b_kmajor, int n, int k,
                                     __global float *dst, int ap_off, int bp_off) {
     int p = get_global_id(0), pa = (m + NNCL_MR - 1) / NNCL_MR;
-    if (p < pa) nncl_gemm_pack_mr(a + a_off, lda, a_kmajor, m, k, dst + ap_off, p);
-    else nncl_gemm_pack_nr(b + b_off, ldb, b_kmajor, n, k, dst + bp_off, p - pa);
+    if (p < pa) NNCL_GK(nncl_gemm_pack_mr)(a + a_off, lda, a_kmajor, m, k, dst + ap_off, p);
+    else NNCL_GK(nncl_gemm_pack_nr)(b + b_off, ldb, b_kmajor, n, k, dst + bp_off, p - pa);
 }
 
 /* ------------------------------------------------------------- epilogue */
 
-vfloat nncl_gemm_act(vfloat v, int act) {
+vfloat NNCL_GK(nncl_gemm_act)(vfloat v, int act) {
     if (act == 1) return select(v, (vfloat)0.0f, v < (vfloat)0.0f); /* NaN stays NaN */
     if (act == 2) return (vfloat)1.0f / ((vfloat)1.0f + exp(-v));
     if (act == 3) return tanh(v);
     return v;
 }
 
-float nncl_gemm_act1(float v, int act) {
+float NNCL_GK(nncl_gemm_act1)(float v, int act) {
     if (act == 1) return v < 0.0f ? 0.0f : v;
     if (act == 2) return 1.0f / (1.0f + exp(-v));
     if (act == 3) return tanh(v);
@@ -157,38 +167,38 @@ float nncl_gemm_act1(float v, int act) {
 /* C and the bias in the storage type (cl/common.cl): VW consecutive
  * elements at a time, through fp32. */
 #if defined(NNCL_STORE) && NNCL_STORE
-vfloat nncl_gemm_cload(__global const act_t *p) {
+vfloat NNCL_GK(nncl_gemm_cload)(__global const act_t *p) {
     float t[NNCL_VW];
     int e;
     for (e = 0; e < NNCL_VW; e++) t[e] = NNCL_LD(p, e);
     return NNCL_VLOAD(0, t);
 }
-void nncl_gemm_cstore(vfloat v, __global act_t *p) {
+void NNCL_GK(nncl_gemm_cstore)(vfloat v, __global act_t *p) {
     float t[NNCL_VW];
     int e;
     NNCL_VSTORE(v, 0, t);
     for (e = 0; e < NNCL_VW; e++) NNCL_ST(t[e], p, e);
 }
-#define NNCL_CLOAD(p) nncl_gemm_cload(p)
-#define NNCL_CSTORE(v, p) nncl_gemm_cstore(v, p)
+#define NNCL_CLOAD(p) NNCL_GK(nncl_gemm_cload)(p)
+#define NNCL_CSTORE(v, p) NNCL_GK(nncl_gemm_cstore)(v, p)
 #else
 #define NNCL_CLOAD(p) NNCL_VLOAD(0, p)
 #define NNCL_CSTORE(v, p) NNCL_VSTORE(v, 0, p)
 #endif
 
 /* Stores element (i, j) of C from its sum acc, with the epilogue. */
-void nncl_gemm_store1(__global act_t *c, int ldc, int i, int j, float acc, float alpha, float beta,
+void NNCL_GK(nncl_gemm_store1)(__global act_t *c, int ldc, int i, int j, float acc, float alpha, float beta,
                       __global const act_t *bias, int epi) {
     int mode = epi & 3;
     float v = alpha * acc;
     if (beta != 0.0f) v += beta * NNCL_LD(c, i * ldc + j);
     if (mode == 1) v += NNCL_LD(bias, j);
     else if (mode == 2) v += NNCL_LD(bias, i);
-    NNCL_ST(nncl_gemm_act1(v, epi >> 2), c, i * ldc + j);
+    NNCL_ST(NNCL_GK(nncl_gemm_act1)(v, epi >> 2), c, i * ldc + j);
 }
 
 /* Stores row i of a tile, columns j .. j+VW-1 (those below n). */
-void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc, float alpha, float beta,
+void NNCL_GK(nncl_gemm_store)(__global act_t *c, int ldc, int i, int j, int n, vfloat acc, float alpha, float beta,
                      __global const act_t *bias, int epi) {
     __global act_t *row = c + i * ldc;
     int mode = epi & 3, e;
@@ -197,11 +207,12 @@ void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc
         if (beta != 0.0f) v += beta * NNCL_CLOAD(row + j);
         if (mode == 1) v += NNCL_CLOAD(bias + j);
         else if (mode == 2) v += NNCL_LD(bias, i);
-        NNCL_CSTORE(nncl_gemm_act(v, epi >> 2), row + j);
+        NNCL_CSTORE(NNCL_GK(nncl_gemm_act)(v, epi >> 2), row + j);
     } else {
         float t[NNCL_VW];
         NNCL_VSTORE(acc, 0, t);
-        for (e = 0; e < NNCL_VW && j + e < n; e++) nncl_gemm_store1(c, ldc, i, j + e, t[e], alpha, beta, bias, epi);
+        for (e = 0; e < NNCL_VW && j + e < n; e++)
+            NNCL_GK(nncl_gemm_store1)(c, ldc, i, j + e, t[e], alpha, beta, bias, epi);
     }
 }
 
@@ -211,14 +222,16 @@ void nncl_gemm_store(__global act_t *c, int ldc, int i, int j, int n, vfloat acc
  * vectors to the stack, a large cost when k is small); partial tiles and
  * the activations with exp or tanh
  * (inlined 28 times they only grow the program) take the loop. */
-__attribute__((always_inline)) void nncl_gemm_store_tile(__global act_t *c, int ldc, int i0, int j0, int m, int n,
+__attribute__((always_inline)) void NNCL_GK(nncl_gemm_store_tile)(__global act_t *c, int ldc, int i0, int j0, int m,
+                                                                  int n,
                                                          const vfloat *acc, float alpha, float beta,
                                                          __global const act_t *bias, int epi) {
     int mode = epi & 3, relu = (epi >> 2) == 1, r, v;
     if (i0 + NNCL_MR > m || j0 + NNCL_NR > n || (epi >> 2) > 1) {
         for (r = 0; r < NNCL_MR && i0 + r < m; r++)
             for (v = 0; v < NNCL_NV; v++)
-                nncl_gemm_store(c, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v], alpha, beta, bias, epi);
+                NNCL_GK(nncl_gemm_store)(c, ldc, i0 + r, j0 + v * NNCL_VW, n, acc[r * NNCL_NV + v], alpha, beta, bias,
+                                         epi);
         return;
     }
 #pragma unroll
@@ -238,14 +251,15 @@ __attribute__((always_inline)) void nncl_gemm_store_tile(__global act_t *c, int 
 
 /* Epilogue alone, after a product that had none (CLBlast): C[i, j] =
  * act(C[i, j] + bias). One work-item per element of the [m, n] block. */
-__kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int m, int n, __global const float *bias,
+__kernel void NNCL_GK(nncl_gemm_epilogue_f32)(__global float *c, int c_off, int ldc, int m, int n,
+                                              __global const float *bias,
                                      int bias_off, int epi) {
     int j = get_global_id(0), i = get_global_id(1), mode = epi & 3;
     if (i < m && j < n) {
         float v = c[c_off + i * ldc + j];
         if (mode == 1) v += bias[bias_off + j];
         else if (mode == 2) v += bias[bias_off + i];
-        c[c_off + i * ldc + j] = nncl_gemm_act1(v, epi >> 2);
+        c[c_off + i * ldc + j] = NNCL_GK(nncl_gemm_act1)(v, epi >> 2);
     }
 }
 
@@ -270,7 +284,7 @@ __kernel void nncl_gemm_epilogue_f32(__global float *c, int c_off, int ldc, int 
 #define NNCL_TM (NNCL_MR / NNCL_WG)
 #define NNCL_TN (NNCL_NR / NNCL_WG)
 #define NNCL_LROW(x, u) (((u) / NNCL_LV) * NNCL_WG * NNCL_LV + (x) * NNCL_LV + (u) % NNCL_LV)
-__kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_gemm_f32_local(
+__kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void NNCL_GK(nncl_gemm_f32_local)(
     __global const float *ap, int ap_off, int ap_stride, __global const float *bp, int bp_off, int bp_stride,
     __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k, int kp, float alpha, float beta,
     __global const act_t *bias, int bias_off, int epi) {
@@ -309,7 +323,7 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
         if (i >= m) continue;
         for (w = 0; w < NNCL_TN; w++) {
             int j = q * NNCL_NR + NNCL_LROW(y, w);
-            if (j < n) nncl_gemm_store1(cz, ldc, i, j, acc[u][w], alpha, beta, bias + bias_off, epi);
+            if (j < n) NNCL_GK(nncl_gemm_store1)(cz, ldc, i, j, acc[u][w], alpha, beta, bias + bias_off, epi);
         }
     }
 }
@@ -330,7 +344,7 @@ __kernel __attribute__((reqd_work_group_size(NNCL_WG, NNCL_WG, 1))) void nncl_ge
         }                                                                                                              \
     }
 
-__kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_stride, int lda, int ta,
+__kernel void NNCL_GK(nncl_gemm_f32_direct)(__global const float *a, int a_off, int a_stride, int lda, int ta,
                                    __global const float *b, int b_off, int b_stride, int ldb, int tb,
                                    __global float *c, int c_off, int c_stride, int ldc, int m, int n, int k,
                                    float alpha, float beta, __global const float *bias, int bias_off, int epi) {
@@ -367,7 +381,7 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
         else NNCL_DIRECT_LOOP(az[ri[r] * lda + kk], NNCL_GATHER(kk * ldb + cj[e]))
 #undef NNCL_GATHER
     }
-    nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, i0, j0, m, n, acc, alpha, beta, bias + bias_off, epi);
+    NNCL_GK(nncl_gemm_store_tile)(c + c_off + z * c_stride, ldc, i0, j0, m, n, acc, alpha, beta, bias + bias_off, epi);
 }
 
 #elif defined(NNCL_DOT)
@@ -390,7 +404,7 @@ __kernel void nncl_gemm_f32_direct(__global const float *a, int a_off, int a_str
  * values are added one by one after the lanes. fp32 only: in half storage
  * its loads would convert 16-bit values in the inner loop, again for every
  * tile that reads them (the packed kernels convert once, as they pack). */
-__kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride, int lda, int ta,
+__kernel void NNCL_GK(nncl_gemm_f32_dot)(__global const float *a, int a_off, int a_stride, int lda, int ta,
                                 __global const float *b, int b_off, int b_stride, int ldb, int tb,
                                 __global act_t *c, int c_off, int c_stride, int ldc, int m, int n, int k,
                                 float alpha, float beta, __global const act_t *bias, int bias_off, int epi) {
@@ -439,7 +453,8 @@ __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride
                 for (s = 0; s < NNCL_NR; s++) sum[r * NNCL_NR + s] = NNCL_MADD(ar[r][kk], br[s][kk], sum[r * NNCL_NR + s]);
         for (r = 0; r < NNCL_MR && i0 + r < m; r++)
             for (s = 0; s < NNCL_NR && j0 + s < n; s++)
-                nncl_gemm_store1(cz, ldc, i0 + r, j0 + s, sum[r * NNCL_NR + s], alpha, beta, bias + bias_off, epi);
+                NNCL_GK(nncl_gemm_store1)(cz, ldc, i0 + r, j0 + s, sum[r * NNCL_NR + s], alpha, beta, bias + bias_off,
+                                          epi);
     }
 }
 
@@ -447,7 +462,8 @@ __kernel void nncl_gemm_f32_dot(__global const float *a, int a_off, int a_stride
 
 /* CPU style: the MR x NR tile in MR*NV vector accumulators; per k, NV vector
  * loads of the B panel and MR broadcasts of the A panel. */
-__kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_stride, __global const float *bp,
+__kernel void NNCL_GK(nncl_gemm_f32_packed)(__global const float *ap, int ap_off, int ap_stride,
+                                            __global const float *bp,
                                    int bp_off, int bp_stride, __global act_t *c, int c_off, int c_stride, int ldc,
                                    int m, int n, int k, int kp, float alpha, float beta, __global const act_t *bias,
                                    int bias_off, int epi) {
@@ -471,8 +487,35 @@ __kernel void nncl_gemm_f32_packed(__global const float *ap, int ap_off, int ap_
         a += NNCL_MR;
         b += NNCL_NR;
     }
-    nncl_gemm_store_tile(c + c_off + z * c_stride, ldc, p * NNCL_MR, q * NNCL_NR, m, n, acc, alpha, beta,
+    NNCL_GK(nncl_gemm_store_tile)(c + c_off + z * c_stride, ldc, p * NNCL_MR, q * NNCL_NR, m, n, acc, alpha, beta,
                          bias + bias_off, epi);
 }
 
 #endif
+
+/* the next instance defines its own (NNCL_STORE is the program's) */
+#undef NNCL_GK
+#undef NNCL_MR
+#undef NNCL_NR
+#undef NNCL_VW
+#undef NNCL_NV
+#undef NNCL_FMA
+#undef NNCL_MADD
+#undef vfloat
+#undef NNCL_VLOAD
+#undef NNCL_VSTORE
+#undef NNCL_PACK_KB
+#undef NNCL_PACK_T
+#undef NNCL_PACK_FN
+#undef NNCL_CLOAD
+#undef NNCL_CSTORE
+#undef NNCL_WG
+#undef NNCL_KB
+#undef NNCL_LV
+#undef NNCL_TM
+#undef NNCL_TN
+#undef NNCL_LROW
+#undef NNCL_DIRECT
+#undef NNCL_DIRECT_LOOP
+#undef NNCL_DOT
+#undef NNCL_DG

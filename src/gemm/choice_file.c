@@ -49,6 +49,7 @@ static const known_class known_classes[] = {
     /* choices hold for the CPUs they were measured on: PoCL names the LLVM
      * target, then the CPU */
     {"Portable Computing Language", "pthread-skylake-avx512-AMD EPYC", NNCL_DEVICE_CPU, 1, known_pocl_avx512_epyc},
+    {"Portable Computing Language", "pthread-haswell-AMD EPYC", NNCL_DEVICE_CPU, 1, known_pocl_avx2_epyc},
     {"Portable Computing Language", "", NNCL_DEVICE_CPU, 1, NULL},
 };
 

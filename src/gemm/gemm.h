@@ -180,6 +180,13 @@ size_t nncl__gemm_own_temp(const nncl__gemm_variant *v, const nncl__gemm_args *g
  * launches, so that running it later looks nothing up (plan preparation). */
 nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v,
                                    const nncl__gemm_args *g);
+/* on 1: from now on nncl__gemm_own_resolve records the fp32 variants it
+ * is asked for; on 0 (as often as 1 was given): resolves those recorded,
+ * the ones not built yet as one program of their instances (one build and
+ * one load when cached instead of one each, which cost a CPU driver as
+ * much again as their source; $NNCL_GEMM_ONE_PROGRAM=0 builds each alone).
+ * A plan brackets its kernel resolution with the two. */
+nncl_status nncl__gemm_defer(nncl_context *ctx, nncl_device *dev, int on);
 /* The epilogue alone, over C of g (after CLBlast). */
 nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
 
@@ -220,6 +227,12 @@ typedef struct nncl__gemm_state {
      * will run), then launched by index. */
     nncl__kslot kernels[NNCL__GEMM_MAX_VARIANTS][4], epilogue;
     nncl__kslot kernels_store[2][NNCL__GEMM_MAX_VARIANTS][4]; /* the same built for fp16 and bf16 storage */
+    /* While a plan is made (nncl__gemm_defer > 0), the fp32 variants its
+     * products resolve (bit i: all[i]), built at its end as one program;
+     * inst[i] the program holding variant i's instance, if any. */
+    int defer;
+    unsigned pending;
+    nncl_program *inst[NNCL__GEMM_MAX_VARIANTS];
 } nncl__gemm_state;
 enum { NNCL__GEMM_K_PACK_A, NNCL__GEMM_K_PACK_B, NNCL__GEMM_K_PRODUCT, NNCL__GEMM_K_PACK_AB }; /* columns of kernels */
 

@@ -39,7 +39,8 @@ const nncl__gemm_choice *nncl__gemm_choice_find(nncl__gemm_state *s, const nncl_
  * resolved by a plan's prepare (nncl__sgemm_prepare) or a first run. */
 static int pick_resolved(const nncl__gemm_state *s, const nncl__gemm_choice *c) {
     int idx = nncl__gemm_mode() == 2 ? c->best_own : c->best;
-    return idx < 0 || s->kernels[idx][NNCL__GEMM_K_PRODUCT].kernel != NULL;
+    /* (or to be, at the end of a plan's: nncl__gemm_defer) */
+    return idx < 0 || s->kernels[idx][NNCL__GEMM_K_PRODUCT].kernel != NULL || (s->pending >> idx & 1);
 }
 
 /* The smallest product of g's kind (transposes, epilogue) with resolved

@@ -317,6 +317,15 @@ nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *f
  * into each), and so does every load of a cached one. Builds nothing when
  * fewer than two are missing (the first use builds one alone). */
 nncl_status nncl__program_bundle(nncl_context *ctx, nncl_device *dev, const char *families, const char *options);
+/* One program of cl/<family>.cl n times over, built with options (one
+ * build, one load when cached, where n programs would each cost their own
+ * in a CPU driver): instance i is the family's text after the -D options
+ * of defines[i] as #defines and NNCL_SFX as _suffixes[i], which the family
+ * (cl/gemm.cl) appends to its kernels' names. Found by no name: kernels
+ * come from it through nncl__kslot_resolve_in. */
+nncl_status nncl__program_instances(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                    int n, const char *const *defines, const char *const *suffixes,
+                                    nncl_program **out);
 /* FNV-1a of family's program text, cl/common.cl included, as the device
  * would build it (NNCL_KERNEL_DIR honoured); 0 when it cannot be read. */
 uint64_t nncl__program_hash(nncl_context *ctx, const char *family);
@@ -339,6 +348,9 @@ nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char 
 /* The same in the family's program built with extra options (variants). */
 nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                                      const char *name, nncl__kslot *out);
+/* The same for kernel `name` of program p (nncl__program_instances). */
+nncl_status nncl__kslot_resolve_in(nncl_context *ctx, nncl_device *dev, nncl_program *p, const char *name,
+                                   nncl__kslot *out);
 /* Kernel look-ups by name and program builds on dev so far: a training
  * step must add none (tests read it). */
 unsigned long nncl__kernel_lookups(const nncl_device *dev);

@@ -20,10 +20,13 @@ struct nncl_program {
     nncl_program *next;
     char family[256];   /* its families, comma-separated (several: a bundle) */
     char options[160];  /* build options beyond the defaults (variants of a family) */
+    int instances;      /* > 0: the family that many times over (nncl__program_instances), found by no name */
     cl_program program;
     prog_kernel *kernels;
     double build_ms;
 };
+
+static nncl_status prog_kernel_get(nncl_context *ctx, nncl_program *p, const char *name, cl_kernel *out);
 
 void nncl__programs_release(nncl_device *dev) {
     nncl_program *p = dev->programs;
@@ -131,18 +134,16 @@ uint64_t nncl__program_hash(nncl_context *ctx, const char *family) {
     return h;
 }
 
-static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
-                              nncl_program **out) {
-    const char *src;
-    size_t len = 0;
-    char *owned;
+/* Builds the program text owned (freed here) of family (its name in
+ * logs) with options extra on dev: from the binary cache where it is used. */
+static nncl_status prog_build_text(nncl_context *ctx, nncl_device *dev, const char *family, const char *label,
+                                   const char *extra, char *owned, size_t len, int instances, nncl_program **out) {
+    const char *src = owned;
     cl_int err;
     nncl_program *p;
     char options[480], twin[32];
     int cached;
     double t0;
-    NNCL_TRY(prog_source(ctx, family, &owned, &len));
-    src = owned;
     p = (nncl_program *)nncl__calloc(1, sizeof *p);
     if (!p) {
         NNCL_FREE(owned);
@@ -150,6 +151,7 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     }
     snprintf(p->family, sizeof p->family, "%s", family);
     snprintf(p->options, sizeof p->options, "%s", extra);
+    p->instances = instances;
     twin[0] = 0;
     if (dev->pocl_twin) snprintf(twin, sizeof twin, " -DNNCL_POCL_TWIN=%d", dev->pocl_twin); /* see nncl_device */
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DNNCL_RED_WG=%d%s%s%s%s", NNCL_RED_WG,
@@ -172,9 +174,9 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     err = clBuildProgram(p->program, 1, &dev->id, options, NULL, NULL);
     p->build_ms = (nncl__seconds() - t0) * 1e3;
     if (err == CL_SUCCESS)
-        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: cl/%s%s%s.cl%s%s built in %.0f ms", dev->info.index,
-                  strchr(family, ',') ? "{" : "", family, strchr(family, ',') ? "}" : "", *extra ? " " : "", extra,
-                  p->build_ms);
+        nncl__log(ctx, NNCL_LOG_DEBUG, "device %d: cl/%s%s%s.cl%s%s%s built in %.0f ms", dev->info.index,
+                  strchr(family, ',') ? "{" : "", family, strchr(family, ',') ? "}" : "", label, *extra ? " " : "",
+                  extra, p->build_ms);
     if (err == CL_SUCCESS && cached) nncl__bcache_store(ctx, dev, src, len, options, p->program);
     NNCL_FREE(owned);
     if (err != CL_SUCCESS) {
@@ -195,13 +197,21 @@ static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *f
     return NNCL_OK;
 }
 
+static nncl_status prog_build(nncl_context *ctx, nncl_device *dev, const char *family, const char *extra,
+                              nncl_program **out) {
+    char *owned;
+    size_t len = 0;
+    NNCL_TRY(prog_source(ctx, family, &owned, &len));
+    return prog_build_text(ctx, dev, family, "", extra, owned, len, 0, out);
+}
+
 /* The program of dev built with options that holds family (its first
  * len characters), alone or in a bundle; NULL when none is built. */
 static nncl_program *prog_find(nncl_device *dev, const char *family, size_t len, const char *options) {
     nncl_program *p;
     for (p = dev->programs; p; p = p->next) {
         const char *f = p->family;
-        if (strcmp(p->options, options) != 0) continue;
+        if (p->instances || strcmp(p->options, options) != 0) continue;
         while (*f) {
             size_t k = strcspn(f, ",");
             if (k == len && !strncmp(f, family, len)) return p;
@@ -241,6 +251,75 @@ nncl_status nncl__program_bundle(nncl_context *ctx, nncl_device *dev, const char
     return prog_build(ctx, dev, want, options, &p);
 }
 
+/* Appends the -D options of defines ("-DX=Y -DZ") to t as #define lines
+ * (-DZ defines Z as 1, as the compiler's option does). */
+static size_t prog_defines(char *t, const char *defines) {
+    size_t at = 0;
+    const char *d = defines;
+    while (*d) {
+        size_t k;
+        while (*d == ' ') d++;
+        k = strcspn(d, " ");
+        if (k > 2 && !strncmp(d, "-D", 2)) {
+            size_t eq = strcspn(d, "= ");
+            if (eq < k) at += (size_t)sprintf(t + at, "#define %.*s %.*s\n", (int)(eq - 2), d + 2, (int)(k - eq - 1), d + eq + 1);
+            else at += (size_t)sprintf(t + at, "#define %.*s 1\n", (int)(k - 2), d + 2);
+        }
+        d += k;
+    }
+    return at;
+}
+
+nncl_status nncl__program_instances(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
+                                    int n, const char *const *defines, const char *const *suffixes,
+                                    nncl_program **out) {
+    char *one = NULL, *text;
+    const char *body;
+    size_t len = 0, cap, at = 0, head, names = 0;
+    char label[sizeof ((nncl_program *)0)->family];
+    int i;
+    *out = NULL;
+    NNCL_TRY(prog_source(ctx, family, &one, &len)); /* common.cl, #line, the family */
+    body = strstr(one, PROG_LINE1);
+    head = body ? (size_t)(body - one) : 0;
+    body = body ? body + strlen(PROG_LINE1) : one;
+    for (cap = head + 1, i = 0; i < n; i++) cap += len - head + 2 * strlen(defines[i]) + strlen(suffixes[i]) + 128;
+    if (!(text = (char *)NNCL_MALLOC(cap))) {
+        NNCL_FREE(one);
+        return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    memcpy(text, one, head);
+    at = head;
+    label[0] = 0;
+    for (i = 0; i < n; i++) {
+        at += (size_t)sprintf(text + at, "\n#define NNCL_SFX _%s\n", suffixes[i]);
+        at += prog_defines(text + at, defines[i]);
+        at += (size_t)sprintf(text + at, "#line 1 \"%s.cl\"\n", family);
+        memcpy(text + at, body, strlen(body));
+        at += strlen(body);
+        at += (size_t)sprintf(text + at, "\n#undef NNCL_SFX\n");
+        if (names + strlen(suffixes[i]) + 4 < sizeof label)
+            names += (size_t)sprintf(label + names, "%s%s", i ? " " : " x{", suffixes[i]);
+    }
+    if (names) snprintf(label + names, sizeof label - names, "}");
+    text[at] = 0;
+    NNCL_FREE(one);
+    return prog_build_text(ctx, dev, family, label, options, text, at, n, out);
+}
+
+nncl_status nncl__kslot_resolve_in(nncl_context *ctx, nncl_device *dev, nncl_program *p, const char *name,
+                                   nncl__kslot *out) {
+    size_t wg = 0;
+    dev->lookups++;
+    NNCL_TRY(prog_kernel_get(ctx, p, name, &out->kernel));
+    if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
+            CL_SUCCESS ||
+        wg == 0)
+        wg = dev->max_work_group;
+    out->wg = wg;
+    return NNCL_OK;
+}
+
 nncl_status nncl__program(nncl_context *ctx, nncl_device *dev, const char *family, nncl_program **out) {
     return nncl__program_opts(ctx, dev, family, "", out);
 }
@@ -252,10 +331,15 @@ nncl_status nncl__kernel(nncl_context *ctx, nncl_device *dev, const char *family
 nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                               const char *name, cl_kernel *out) {
     nncl_program *p;
-    prog_kernel *k;
-    cl_int err;
     dev->lookups++;
     NNCL_TRY(nncl__program_opts(ctx, dev, family, options, &p));
+    return prog_kernel_get(ctx, p, name, out);
+}
+
+/* Kernel name of p, created once and kept with p. */
+static nncl_status prog_kernel_get(nncl_context *ctx, nncl_program *p, const char *name, cl_kernel *out) {
+    prog_kernel *k;
+    cl_int err;
     for (k = p->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
             *out = k->kernel;
@@ -267,7 +351,7 @@ nncl_status nncl__kernel_opts(nncl_context *ctx, nncl_device *dev, const char *f
     k->kernel = clCreateKernel(p->program, name, &err);
     if (err != CL_SUCCESS) {
         NNCL_FREE(k);
-        return nncl__fail(ctx, NNCL_ERR_DEVICE, "kernel %s not found in cl/%s.cl: %s (%d)", name, family,
+        return nncl__fail(ctx, NNCL_ERR_DEVICE, "kernel %s not found in cl/%s.cl: %s (%d)", name, p->family,
                           nncl__cl_error_name(err), (int)err);
     }
     k->next = p->kernels;

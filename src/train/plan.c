@@ -292,7 +292,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     static const char *const opts[3] = {"", "-DNNCL_STORE=1", "-DNNCL_STORE=2"};
     nncl__plan *p;
     nncl__plan_block *blocks = NULL;
-    int nb = 0, i, max_batch = o->max_batch, store = o->store;
+    int nb = 0, i, max_batch = o->max_batch, store = o->store, deferred = 0;
     size_t n = 0;
     uint64_t need = 0, held;
     nncl_status st;
@@ -363,6 +363,8 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
      * that a step neither compiles, nor looks up, nor allocates; their
      * families first built as one program. */
     if (st == NNCL_OK) st = plan_bundle(p, loss != NULL, opts[store]);
+    /* the GEMM variants the products take, as one program at the loop's end */
+    if (st == NNCL_OK && (st = nncl__gemm_defer(ctx, dev, 1)) == NNCL_OK) deferred = 1;
     for (i = 0; st == NNCL_OK && i < p->n_fwd + g->n_nodes; i++) { /* and the nodes fused away, for a prediction */
         nncl_node *nd = i < p->n_fwd ? nncl__plan_node(p, p->fwd[i]) : g->nodes[i - p->n_fwd];
         const nncl__opdef *d = nncl__opdef_get(nd->op);
@@ -376,6 +378,10 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
         p->x.gemm_cap = p->gemm_temp_bytes;
         if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, nd, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
+    }
+    if (deferred) { /* after a failure too: the device's next plan defers afresh */
+        nncl_status built = nncl__gemm_defer(ctx, dev, 0);
+        if (st == NNCL_OK) st = built;
     }
     if (st == NNCL_OK && store) st = nncl__kslot_resolve_opts(ctx, dev, "half", opts[store], "nncl_store_f32", &p->store_k);
     if (store && p->gemm_temp_bytes < p->stage_floats * 4) p->gemm_temp_bytes = p->stage_floats * 4; /* the feeds' stage */
