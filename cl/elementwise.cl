@@ -79,6 +79,28 @@ NNCL_BINARY(nncl_add_f32, x + y)
 NNCL_BINARY(nncl_sub_f32, x - y)
 NNCL_BINARY(nncl_mul_f32, x * y)
 
+/* The same on 8 elements a work-item (the graph ops'; eager ops take the
+ * form above): work-item (j, r) takes elements r bn + [8j, 8j + 8), the
+ * last j of a row the bn % 8 left alone. One element a work-item is bound
+ * by the work-item loop, not by memory, on CPU drivers. */
+#define NNCL_BINARY8(NAME, EXPR)                                                                                       \
+__kernel void NAME(__global const act_t *a, int a_off, __global const act_t *b, int b_off, int bn,                    \
+                   __global act_t *out, int out_off, int n) {                                                          \
+    int j = (int)get_global_id(0) * 8, r = (int)get_global_id(1), i = r * bn + j, k;                                   \
+    if (j >= bn || i >= n) return;                                                                                     \
+    if (j + 8 <= bn) {                                                                                                 \
+        float8 x = NNCL_LD8(a + a_off + i), y = NNCL_LD8(b + b_off + j);                                               \
+        NNCL_ST8(EXPR, out + out_off + i);                                                                             \
+    } else                                                                                                             \
+        for (k = 0; k < bn - j; k++) {                                                                                 \
+            float x = NNCL_LD(a, a_off + i + k), y = NNCL_LD(b, b_off + j + k);                                        \
+            NNCL_ST(EXPR, out, out_off + i + k);                                                                       \
+        }                                                                                                              \
+}
+NNCL_BINARY8(nncl_add_f32_v8, x + y)
+NNCL_BINARY8(nncl_sub_f32_v8, x - y)
+NNCL_BINARY8(nncl_mul_f32_v8, x * y)
+
 /* y[i] = f(x[i]): (x, x_off, y, y_off, n). x and y may be the same. */
 #define NNCL_UNARY(NAME, EXPR)                                               \
 __kernel void NAME(__global const act_t *x, int x_off,                       \
@@ -181,6 +203,21 @@ __kernel void nncl_axpy_f32(__global const act_t *x, int x_off, __global act_t *
         float d = alpha * NNCL_LD(x, x_off + i);
         NNCL_ST(acc ? NNCL_LD(y, y_off + i) + d : d, y, y_off + i);
     }
+}
+
+/* nncl_axpy_f32 on 8 elements a work-item, ceil(n / 8) of them, the last
+ * taking the n % 8 left alone (the graph ops'). */
+__kernel void nncl_axpy_f32_v8(__global const act_t *x, int x_off, __global act_t *y, int y_off, int n, float alpha,
+                               int acc) {
+    int i = (int)get_global_id(0) * 8, k;
+    if (i + 8 <= n) {
+        float8 d = alpha * NNCL_LD8(x + x_off + i);
+        NNCL_ST8(acc ? NNCL_LD8(y + y_off + i) + d : d, y + y_off + i);
+    } else
+        for (k = i; k < n; k++) {
+            float d = alpha * NNCL_LD(x, x_off + k);
+            NNCL_ST(acc ? NNCL_LD(y, y_off + k) + d : d, y, y_off + k);
+        }
 }
 
 /* dx = acc * dx + dy * f'(.) where f' is computed from v, the forward output

@@ -708,6 +708,24 @@ int main(int argc, char **argv) {
         if (env) setenv("NNCL_BN_FUSE", keep, 1);
         else unsetenv("NNCL_BN_FUSE");
     }
+    /* binary ops and axpy's gradients by a work-item an element
+     * (NNCL_EW_VEC=0; their 8-element kernels run above,
+     * src/ops/op_elementwise.c) */
+    {
+        const char *env = getenv("NNCL_EW_VEC");
+        char keep[32] = "";
+        int off = env && !strcmp(env, "0");
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        setenv("NNCL_EW_VEC", off ? "1" : "0", 1);
+        ot_path = off ? ", 8 elements a work-item" : ", an element a work-item";
+        for (oc_store = 0; oc_store <= 2; oc_store++)
+            for (k = 0; k < OT_NROWS; k++)
+                if ((ot_rows[k].build == ot_binary || ot_rows[k].build == ot_add_sample) && ot_chosen[k])
+                    ot_run(ctx, &ot_rows[k], (int)k);
+        ot_path = "";
+        if (env) setenv("NNCL_EW_VEC", keep, 1);
+        else unsetenv("NNCL_EW_VEC");
+    }
     /* the row reductions' work-group kernels, which GPUs get, on every
      * device (CPU devices take the per-row ones) */
     setenv("NNCL_REDUCE", "groups", 1);

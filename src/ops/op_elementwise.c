@@ -57,13 +57,27 @@ static int ew_cols(const nncl_node *n) { return n->shape[n->ndim - 1]; }
 
 /* Kernel slots of the rows below: the op's forward and backward kernels,
  * then the shared gradient kernels an op lists when it needs them. */
-enum { EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM, EW_K_COLSUM_PARAM_COLS };
+enum {
+    EW_K_FORWARD, EW_K_BACKWARD, EW_K_AXPY, EW_K_COLSUM, EW_K_MUL_BCAST, EW_K_COLSUM_PARAM, EW_K_COLSUM_PARAM_COLS,
+    EW_K_FORWARD8, EW_K_AXPY8
+};
 #define EW_KERNEL(NAME) {"elementwise", NAME}
 #define EW_AXPY_COLSUM EW_KERNEL("nncl_axpy_f32"), {"reduce", "nncl_sum_f32_axis0"}
+
+/* Whether binary ops and the gradients passed on by axpy take
+ * 8 elements a work-item (their _v8 kernels) rather than one;
+ * NNCL_EW_VEC=0 or 1 decides (tests run both). */
+static int ew_vec(void) {
+    const char *env = getenv("NNCL_EW_VEC");
+    return !(env && !strcmp(env, "0"));
+}
 
 /* ------------------------------------------------------------- binary */
 
 static nncl_status ew_binary_forward(nncl__exec *ex, nncl_node *n) {
+    if (ew_vec())
+        return nncl__k_binary8(nncl__kl_of(ex, n, EW_K_FORWARD8), nncl__val(ex, n->in[0]), nncl__val(ex, n->in[1]),
+                               nncl__numel(n->in[1], ex->batch), nncl__val(ex, n), nncl__numel(n, ex->batch));
     return nncl__k_binary(nncl__kl_of(ex, n, EW_K_FORWARD), nncl__val(ex, n->in[0]), nncl__val(ex, n->in[1]),
                           nncl__numel(n->in[1], ex->batch), nncl__val(ex, n), nncl__numel(n, ex->batch));
 }
@@ -71,6 +85,7 @@ static nncl_status ew_binary_forward(nncl__exec *ex, nncl_node *n) {
 /* dst (+)= alpha * dy, the gradient of a sum's operand of the same shape. */
 static nncl_status ew_axpy(nncl__exec *ex, const nncl_node *n, nncl__view dy, nncl__view dst, size_t count, float alpha,
                            int acc) {
+    if (ew_vec()) return nncl__k_axpy8(nncl__kl_of(ex, n, EW_K_AXPY8), dy, dst, count, alpha, acc);
     return nncl__k_axpy(nncl__kl_of(ex, n, EW_K_AXPY), dy, dst, count, alpha, acc);
 }
 
@@ -387,12 +402,13 @@ static void ew_softmax_ref_backward(const nncl_node *n, const nncl__refctx *r, c
  * position or bias trains in half storage too) */
 #define EW_SUM_KERNELS(NAME)                                                                                \
     NNCL_KERNELS(EW_KERNEL("nncl_" #NAME "_f32"), {NULL, NULL}, EW_AXPY_COLSUM, {NULL, NULL},                  \
-                 {"reduce", "nncl_sum_f32_axis0_param"}, {"reduce", "nncl_sum_f32_axis0_param_cols"})
+                 {"reduce", "nncl_sum_f32_axis0_param"}, {"reduce", "nncl_sum_f32_axis0_param_cols"},           \
+                 EW_KERNEL("nncl_" #NAME "_f32_v8"), EW_KERNEL("nncl_axpy_f32_v8"))
 EW_BINARY(add, EW_SUM_KERNELS(add), 2)
 EW_BINARY(sub, EW_SUM_KERNELS(sub), 2)
 #define EW_MUL_KERNELS                                                                                      \
     NNCL_KERNELS(EW_KERNEL("nncl_mul_f32"), EW_KERNEL("nncl_mul_backward_f32"), {NULL, NULL}, {NULL, NULL},    \
-                 EW_KERNEL("nncl_mul_backward_f32_bcast"))
+                 EW_KERNEL("nncl_mul_backward_f32_bcast"), {NULL, NULL}, {NULL, NULL}, EW_KERNEL("nncl_mul_f32_v8"))
 EW_BINARY(mul, EW_MUL_KERNELS, 1)
 
 /* One unary op: its row in the op table and its ew_unary_def, kernels
@@ -409,7 +425,9 @@ EW_BINARY(mul, EW_MUL_KERNELS, 1)
 /* scale has no backward kernel: axpy with alpha */
 static const ew_unary_def ew_def_scale = {1, ew_scale, ew_scale_d, 0};
 const nncl__opdef nncl__opdef_scale = {
-    .name = "scale", NNCL_KERNELS(EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32")),
+    .name = "scale",
+    NNCL_KERNELS(EW_KERNEL("nncl_scale_f32"), {NULL, NULL}, EW_KERNEL("nncl_axpy_f32"), {NULL, NULL}, {NULL, NULL},
+                 {NULL, NULL}, {NULL, NULL}, {NULL, NULL}, EW_KERNEL("nncl_axpy_f32_v8")),
     .shape = ew_unary_shape, .check = ew_unary_check, .forward = ew_unary_forward, .backward = ew_unary_backward,
     .ref_forward = ew_unary_ref_forward, .ref_backward = ew_unary_ref_backward, .impl = &ew_def_scale, .half = 1};
 /* The same on 8 elements a work-item, kernels nncl_<op>_f32_v8 and

@@ -34,6 +34,22 @@ nncl_status nncl__k_binary(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nn
     return nncl__launch(&g, k.dev, 2, global, local);
 }
 
+/* Rows of ceil(bn / 8) work-items of 8 elements, as nncl__k_binary's. */
+nncl_status nncl__k_binary8(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n) {
+    nncl__args g;
+    size_t global[2], local[2] = {1, 1}, b8 = (bn + 7) / 8;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, a);
+    nncl__arg_view(&g, b);
+    nncl__arg_count(&g, bn);
+    nncl__arg_view(&g, out);
+    nncl__arg_count(&g, n);
+    while (local[0] < b8 && local[0] < 64 && local[0] * 2 <= k.dev->max_work_group) local[0] *= 2;
+    global[0] = b8;
+    global[1] = bn ? n / bn : 0;
+    return nncl__launch(&g, k.dev, 2, global, local);
+}
+
 nncl_status nncl__k_unary(nncl__kl k, nncl__view x, nncl__view y, size_t n, const float *p) {
     nncl__args g;
     NNCL_TRY(launch_begin(&k, &g));
@@ -75,6 +91,17 @@ nncl_status nncl__k_axpy(nncl__kl k, nncl__view x, nncl__view y, size_t n, float
     nncl__arg_float(&g, alpha);
     nncl__arg_int(&g, acc);
     return nncl__launch_1d(&g, k.dev, n);
+}
+
+nncl_status nncl__k_axpy8(nncl__kl k, nncl__view x, nncl__view y, size_t n, float alpha, int acc) {
+    nncl__args g;
+    NNCL_TRY(launch_begin(&k, &g));
+    nncl__arg_view(&g, x);
+    nncl__arg_view(&g, y);
+    nncl__arg_count(&g, n);
+    nncl__arg_float(&g, alpha);
+    nncl__arg_int(&g, acc);
+    return nncl__launch_1d(&g, k.dev, (n + 7) / 8); /* 8 per work-item */
 }
 
 nncl_status nncl__k_mul_backward(nncl__kl k, nncl__view dy, nncl__view other, size_t on, nncl__view dx, size_t n,

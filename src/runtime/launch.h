@@ -26,6 +26,8 @@ nncl_status nncl__kl_find(nncl_context *ctx, nncl_device *dev, const char *famil
 /* cl/elementwise.cl */
 /* out[i] = a[i] op b[i % bn] over n elements (nncl_add/sub/mul_f32). */
 nncl_status nncl__k_binary(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n);
+/* The same, 8 elements a work-item (nncl_add/sub/mul_f32_v8). */
+nncl_status nncl__k_binary8(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n);
 /* y = f(x) over n elements (nncl_<op>_f32); p: the kernel's float
  * parameter, NULL for the kernels that take none. y may be x. */
 nncl_status nncl__k_unary(nncl__kl k, nncl__view x, nncl__view y, size_t n, const float *p);
@@ -37,6 +39,8 @@ nncl_status nncl__k_unary_backward(nncl__kl k, nncl__view dy, nncl__view v, nncl
 nncl_status nncl__k_fill(nncl__kl k, nncl__view y, size_t n, float value);
 /* y (+)= alpha x over n elements (nncl_axpy_f32). */
 nncl_status nncl__k_axpy(nncl__kl k, nncl__view x, nncl__view y, size_t n, float alpha, int acc);
+/* The same, 8 elements a work-item (nncl_axpy_f32_v8). */
+nncl_status nncl__k_axpy8(nncl__kl k, nncl__view x, nncl__view y, size_t n, float alpha, int acc);
 /* dx[i] (+)= dy[i] other[i % on] (nncl_mul_backward_f32). */
 nncl_status nncl__k_mul_backward(nncl__kl k, nncl__view dy, nncl__view other, size_t on, nncl__view dx, size_t n,
                                  int acc);
