@@ -187,6 +187,8 @@ nncl_status nncl__gemm_own_resolve(nncl_context *ctx, nncl_device *dev, const nn
  * much again as their source; $NNCL_GEMM_ONE_PROGRAM=0 builds each alone).
  * A plan brackets its kernel resolution with the two. */
 nncl_status nncl__gemm_defer(nncl_context *ctx, nncl_device *dev, int on);
+/* Resolves the kernels variant v launches (gemm_own.c), now. */
+nncl_status nncl__gemm_own_resolve_kernels(nncl_context *ctx, nncl_device *dev, const nncl__gemm_variant *v);
 /* The epilogue alone, over C of g (after CLBlast). */
 nncl_status nncl__gemm_epilogue(nncl_context *ctx, nncl_device *dev, const nncl__gemm_args *g);
 

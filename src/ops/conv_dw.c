@@ -82,20 +82,11 @@ static nncl_status dw_flat_launch(nncl__args *a, const nncl__exec *ex, int plane
 nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_dims *d, nncl__view xv, nncl__view y,
                              const nncl_node *bias) {
     nncl__args a;
-    int rb = dw_rows(ex, d->OH), k = dw_k(d), per = k ? 16 / d->sw : 8;
-    if (dw_flat(d)) {
-        rb = dw_flat_chunks(ex, d->H * d->W);
-        NNCL_TRY(nncl__kbegin(ex, n, k == 3 ? NNCL_CX_K_DW_FORWARD3_FLAT : NNCL_CX_K_DW_FORWARD5_FLAT, &a));
-        nncl__cx_args_map(&a, ex, n, xv, y, d);
-        nncl__arg_view(&a, bias ? nncl__val(ex, bias) : y);
-        nncl__arg_int(&a, bias != NULL);
-        nncl__arg_int(&a, d->act);
-        nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
-        nncl__arg_int(&a, rb);
-        return dw_flat_launch(&a, ex, d->H * d->W, rb, (size_t)d->B * d->O);
-    }
+    int rb = dw_rows(ex, d->OH), k = dw_k(d), per = k ? 16 / d->sw : 8, flat = dw_flat(d);
+    if (flat) rb = dw_flat_chunks(ex, d->H * d->W);
     NNCL_TRY(nncl__kbegin(ex, n,
-                          k == 3   ? NNCL_CX_K_DW_FORWARD3
+                          flat     ? (k == 3 ? NNCL_CX_K_DW_FORWARD3_FLAT : NNCL_CX_K_DW_FORWARD5_FLAT)
+                          : k == 3 ? NNCL_CX_K_DW_FORWARD3
                           : k == 5 ? NNCL_CX_K_DW_FORWARD5
                                    : NNCL_CX_K_DW_FORWARD,
                           &a));
@@ -105,6 +96,7 @@ nncl_status nncl__dw_forward(nncl__exec *ex, const nncl_node *n, const nncl__cx_
     nncl__arg_int(&a, d->act);
     nncl__arg_int(&a, (int)((size_t)d->B * d->C * d->H * d->W));
     nncl__arg_int(&a, rb);
+    if (flat) return dw_flat_launch(&a, ex, d->H * d->W, rb, (size_t)d->B * d->O);
     return dw_launch_planes(&a, ex, (size_t)((d->OW + per - 1) / per), d->OH, rb, (size_t)d->B * d->O);
 }
 

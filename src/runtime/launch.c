@@ -17,37 +17,30 @@ static nncl_status launch_begin(const nncl__kl *k, nncl__args *a) {
     return NNCL_OK;
 }
 
-/* Rows of bn work-items (groups a power of two up to 64 wide), n / bn of
- * them. */
-nncl_status nncl__k_binary(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n) {
+/* Rows of ceil(bn / per) work-items of per elements each (groups a power
+ * of two up to 64 wide), n / bn of them. */
+static nncl_status k_binary_rows(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n,
+                                 size_t per) {
     nncl__args g;
-    size_t global[2], local[2] = {1, 1};
+    size_t global[2], local[2] = {1, 1}, items = (bn + per - 1) / per;
     NNCL_TRY(launch_begin(&k, &g));
     nncl__arg_view(&g, a);
     nncl__arg_view(&g, b);
     nncl__arg_count(&g, bn);
     nncl__arg_view(&g, out);
     nncl__arg_count(&g, n);
-    while (local[0] < bn && local[0] < 64 && local[0] * 2 <= k.dev->max_work_group) local[0] *= 2;
-    global[0] = bn;
+    while (local[0] < items && local[0] < 64 && local[0] * 2 <= k.dev->max_work_group) local[0] *= 2;
+    global[0] = items;
     global[1] = bn ? n / bn : 0;
     return nncl__launch(&g, k.dev, 2, global, local);
 }
 
-/* Rows of ceil(bn / 8) work-items of 8 elements, as nncl__k_binary's. */
+nncl_status nncl__k_binary(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n) {
+    return k_binary_rows(k, a, b, bn, out, n, 1);
+}
+
 nncl_status nncl__k_binary8(nncl__kl k, nncl__view a, nncl__view b, size_t bn, nncl__view out, size_t n) {
-    nncl__args g;
-    size_t global[2], local[2] = {1, 1}, b8 = (bn + 7) / 8;
-    NNCL_TRY(launch_begin(&k, &g));
-    nncl__arg_view(&g, a);
-    nncl__arg_view(&g, b);
-    nncl__arg_count(&g, bn);
-    nncl__arg_view(&g, out);
-    nncl__arg_count(&g, n);
-    while (local[0] < b8 && local[0] < 64 && local[0] * 2 <= k.dev->max_work_group) local[0] *= 2;
-    global[0] = b8;
-    global[1] = bn ? n / bn : 0;
-    return nncl__launch(&g, k.dev, 2, global, local);
+    return k_binary_rows(k, a, b, bn, out, n, 8);
 }
 
 nncl_status nncl__k_unary(nncl__kl k, nncl__view x, nncl__view y, size_t n, const float *p) {

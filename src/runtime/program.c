@@ -369,14 +369,9 @@ nncl_status nncl__kslot_resolve(nncl_context *ctx, nncl_device *dev, const char 
 
 nncl_status nncl__kslot_resolve_opts(nncl_context *ctx, nncl_device *dev, const char *family, const char *options,
                                      const char *name, nncl__kslot *out) {
-    size_t wg = 0;
-    NNCL_TRY(nncl__kernel_opts(ctx, dev, family, options, name, &out->kernel));
-    if (clGetKernelWorkGroupInfo(out->kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
-            CL_SUCCESS ||
-        wg == 0)
-        wg = dev->max_work_group;
-    out->wg = wg;
-    return NNCL_OK;
+    nncl_program *p;
+    NNCL_TRY(nncl__program_opts(ctx, dev, family, options, &p));
+    return nncl__kslot_resolve_in(ctx, dev, p, name, out);
 }
 
 void nncl__args_begin(nncl__args *a, nncl_context *ctx, cl_kernel k) {
