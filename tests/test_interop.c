@@ -57,6 +57,25 @@ static int device_checks(nncl_context *ctx, int d, const float *a, const float *
     TH_CHECK("interop_kernel_program", program != NULL);
     TH_CHECK("interop_kernel_program", nncl_kernel_program(ctx, d, "no_such_family", &program) != NNCL_OK);
     th_pass("interop_kernel_program %s", lbl);
+    { /* each family alone, as an eager op or a plan too large to bundle builds it */
+        const char *file;
+        int i, built = 0;
+        for (i = 0; (file = nncl_kernel_family(i)) != NULL; i++) {
+            char family[64];
+            size_t len = strlen(file);
+            if (len < 4 || len - 3 >= sizeof family || !strcmp(file, "common.cl")) continue;
+            memcpy(family, file, len - 3);
+            family[len - 3] = 0;
+            program = NULL;
+            if (nncl_kernel_program(ctx, d, family, &program) != NNCL_OK || !program) {
+                th_fail("interop_kernel_program_each", "%s: cl/%s does not build alone: %s", lbl, file,
+                        nncl_last_error(ctx));
+                return 1;
+            }
+            built++;
+        }
+        th_pass("interop_kernel_program_each %s: each of %d kernel families builds alone", lbl, built);
+    }
 
     TH_OK("interop_tensors", ctx, nncl_tensor_create(ctx, d, 2, sa, &ta));
     TH_OK("interop_tensors", ctx, nncl_tensor_create(ctx, d, 2, sb, &tb));

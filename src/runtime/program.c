@@ -79,10 +79,15 @@ static nncl_status prog_file(nncl_context *ctx, const char *file, int optional, 
     return prog_file_embedded(ctx, file, src, len);
 }
 
+/* Families whose text uses another's definitions: the other comes first
+ * in any program that holds them, alone or in a bundle. */
+static const char *const prog_needs[][2] = {{"conv_dw_flat", "conv_dw"}};
+
 /* The program text of families (comma-separated): cl/common.cl, then each
- * cl/<family>.cl, in one buffer the caller frees (one text, so the binary
- * cache keys on all); #line makes a build log count each family's lines
- * from its own first (in a bundle, under its file's name). */
+ * cl/<family>.cl once, a family's prog_needs ahead of it, in one buffer the
+ * caller frees (one text, so the binary cache keys on all); #line makes a
+ * build log count each family's lines from its own first (in a bundle,
+ * under its file's name). */
 #define PROG_LINE1 "\n#line 1\n"
 #define PROG_LINE1_NAMED "\n#line 1 \"%s\"\n" /* in a bundle */
 #define PROG_PARTS 32 /* families in one program at most */
@@ -97,14 +102,29 @@ static nncl_status prog_source(nncl_context *ctx, const char *families, char **t
     if (st != NNCL_OK) return st;
     n = 1;
     while (st == NNCL_OK && *f && strcmp(families, "common") != 0) {
-        size_t k = strcspn(f, ",");
-        if (n > PROG_PARTS) {
-            st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "more than %d kernel families in one program", PROG_PARTS);
-            break;
+        size_t k = strcspn(f, ","), r;
+        const char *part[2] = {NULL, NULL}; /* a family it needs, the family */
+        char name[48];
+        int j, q;
+        snprintf(name, sizeof name, "%.*s", (int)(k < 40 ? k : 40), f);
+        part[1] = name;
+        for (r = 0; r < sizeof prog_needs / sizeof prog_needs[0]; r++)
+            if (!strcmp(name, prog_needs[r][0])) part[0] = prog_needs[r][1];
+        for (q = 0; q < 2 && st == NNCL_OK; q++) {
+            char file[48];
+            if (!part[q]) continue;
+            snprintf(file, sizeof file, "%s.cl", part[q]);
+            for (j = 1; j < n && strcmp(files[j], file) != 0; j++) {
+            }
+            if (j < n) continue; /* already in */
+            if (n > PROG_PARTS) {
+                st = nncl__fail(ctx, NNCL_ERR_INVALID_ARGUMENT, "more than %d kernel families in one program", PROG_PARTS);
+                break;
+            }
+            strcpy(files[n], file);
+            st = prog_file(ctx, files[n], 0, &src[n], &lens[n], &owned[n]);
+            if (st == NNCL_OK) n++;
         }
-        snprintf(files[n], sizeof files[n], "%.*s.cl", (int)(k < 40 ? k : 40), f);
-        st = prog_file(ctx, files[n], 0, &src[n], &lens[n], &owned[n]);
-        if (st == NNCL_OK) n++;
         f += k + (f[k] == ',');
     }
     for (i = 0; i < n; i++) total += lens[i] + (i ? sizeof PROG_LINE1_NAMED + strlen(files[i]) : 0);
