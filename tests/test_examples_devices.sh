@@ -10,7 +10,8 @@
 # models run on two PoCL devices and the LSTM on PoCL beside rusticl: a
 # kernel compiled again at every launch makes each timing of the
 # convolutions' and products' choices a compile, minutes for a cold
-# ResNet on rusticl, whose convolution kernels test_op_table checks.
+# ResNet on rusticl, whose convolution kernels test_op_table checks. The
+# sanitized pass trains only the LSTM.
 # Builds $B/examples when missing. Run by tests/run.sh (B, NNCL_SANITIZE,
 # MAKE).
 . "$(dirname "$0")/build_target.sh"
@@ -37,7 +38,15 @@ fi
 for p in fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_lstm; do
     name="examples: $p trained 2 steps on two devices equals one device"
     on=
-    [ -n "$twins" ] && [ $p != fashion_mnist_lstm ] && on=1
+    if [ $p != fashion_mnist_lstm ]; then
+        # the multi-device host code these reach beyond the LSTM's runs
+        # sanitized in test_trainer and test_bn_fuse
+        if [ $san = 1 ]; then
+            echo "SKIP examples: $p split across devices: not in the sanitizer pass (the plain pass runs it)"
+            continue
+        fi
+        [ -n "$twins" ] && on=1
+    fi
     train() { # OUT DEVICES
         env ${on:+"POCL_DEVICES=$twins" RUSTICL_ENABLE=} "$ex/$p" --devices "$2" --data "$data" --limit 100 --batch 50 --epochs 1 --val 0 --quiet \
             --out "$dir/$1.safetensors" >"$dir/$1.out" 2>"$dir/err"
