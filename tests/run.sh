@@ -39,13 +39,10 @@ if command -v timeout >/dev/null 2>&1; then tmo="timeout $limit"; else tmo=; fi
 pass=0 fail=0 skip=0
 
 md_skip='^SKIP .*(two devices|second device)'
+. "$top/tests/devices.sh"
 md_pocl=0 md_rusticl=0
-if command -v clinfo >/dev/null 2>&1; then
-    env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= clinfo -l 2>/dev/null |
-        awk '/^Platform/ { p = /Portable Computing Language/ } p && /Device/ { n++ } END { exit n < 2 }' && md_pocl=1
-    [ $md_pocl = 1 ] && env POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null |
-        awk '/^Platform/ { p = /rusticl/ } p && /Device/ { n++ } END { exit n < 1 }' && md_rusticl=1
-fi
+pocl_twins && md_pocl=1
+[ $md_pocl = 1 ] && rusticl_here POCL_DEVICES=pthread RUSTICL_ENABLE=llvmpipe && md_rusticl=1
 
 # count NAME LOGFILE STATUS START [NOTE]: adds the log's results to the
 # folder's counts; the summary line ends with the seconds since START (date

@@ -41,20 +41,21 @@ devs=${NNCL_TEST_DEVICES:-all}
 # (src/runtime/context.c), which doubled that pass's longest test, and the
 # trainer's and pipeline's multi-device host code runs sanitized in
 # test_trainer, test_pipeline and test_pipeline3.
+. "$top/tests/devices.sh"
 small= pocl= mixed=
 [ "${NNCL_SANITIZE:-0}" = 1 ] && small="--sizes 64 --seconds 0.01 --models mlp,cnn,gpt"
-if [ -z "$NNCL_TEST_DEVICES" ] && command -v clinfo >/dev/null 2>&1 &&
-    env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= clinfo -l 2>/dev/null |
-    awk '/^Platform/ { p = /Portable Computing Language/ } p && /Device/ { n++ } END { exit n < 2 }'; then
+if [ -z "$NNCL_TEST_DEVICES" ] && pocl_twins; then
     pocl="pthread pthread"
     devs=portable
     if [ -n "$small" ]; then
         pocl=pthread
-    elif clinfo -l 2>/dev/null | awk '/^Platform/ { p = /rusticl/ } p && /Device/ { n++ } END { exit n < 1 }'; then
+    elif rusticl_here; then
         mixed=1
     fi
 fi
 
+# a misspelt section is refused, naming it and the sections there are,
+# before any device is opened
 "$bench" --only bogus >"$dir/only.out" 2>"$dir/only.err"
 status=$?
 if [ $status -eq 2 ] && [ ! -s "$dir/only.out" ] && grep -q '"bogus"' "$dir/only.err" &&

@@ -25,15 +25,11 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/nncl-examples-devices.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 tol=${NNCL_EXAMPLES_TOL:-2e-4} # largest difference of a probability
 
-# twins: POCL_DEVICES for the conv models where rusticl is there and PoCL
-# gives two devices, else empty
-twins=
-if [ -n "$RUSTICL_ENABLE" ] && command -v clinfo >/dev/null 2>&1 &&
-    clinfo -l 2>/dev/null | awk '/^Platform/ { p = /rusticl/ } p && /Device/ { n++ } END { exit n < 1 }' &&
-    env POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= clinfo -l 2>/dev/null |
-    awk '/^Platform/ { p = /Portable Computing Language/ } p && /Device/ { n++ } END { exit n < 2 }'; then
-    twins="pthread pthread"
-fi
+# twins: the conv models go to two PoCL devices (rusticl is there and PoCL
+# gives two devices)
+. "$top/tests/devices.sh"
+twins=0
+rusticl_here && pocl_twins && twins=1
 
 for p in fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_lstm; do
     name="examples: $p trained 2 steps on two devices equals one device"
@@ -45,10 +41,10 @@ for p in fashion_mnist_mobilenet fashion_mnist_resnet fashion_mnist_lstm; do
             echo "SKIP examples: $p split across devices: not in the sanitizer pass (the plain pass runs it)"
             continue
         fi
-        [ -n "$twins" ] && on=1
+        [ $twins = 1 ] && on=1
     fi
     train() { # OUT DEVICES
-        env ${on:+"POCL_DEVICES=$twins" RUSTICL_ENABLE=} "$ex/$p" --devices "$2" --data "$data" --limit 100 --batch 50 --epochs 1 --val 0 --quiet \
+        env ${on:+POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=} "$ex/$p" --devices "$2" --data "$data" --limit 100 --batch 50 --epochs 1 --val 0 --quiet \
             --out "$dir/$1.safetensors" >"$dir/$1.out" 2>"$dir/err"
     }
     if ! train two 0,1; then
