@@ -1035,6 +1035,22 @@ NNCL_API size_t nncl_loader_batches(const nncl_loader *ld);
 NNCL_API int nncl_loader_epoch(const nncl_loader *ld);
 /* Stops the thread (at any point of an epoch) and releases everything. */
 NNCL_API void nncl_loader_free(nncl_loader *ld);
+/* Random changes to each image as the loader gathers it, the usual
+ * augmentation of small image sets. A sample is read as [channels, height,
+ * width]; it moves by dy and dx drawn uniformly from [-shift, shift], the
+ * pixels moved in 0 (PyTorch's RandomCrop(size, padding=shift)), then, when
+ * flip_horizontal, is mirrored left-right with probability 1/2
+ * (RandomHorizontalFlip). The draws come from the loader's seed, the epoch
+ * and the sample's place in it: a run repeats, and resumes alike. The
+ * labels are untouched. All zero: none. */
+typedef struct nncl_augment {
+    int channels, height, width; /* channels * height * width == the dataset's features */
+    int shift;                   /* 0 .. min(height, width) - 1 */
+    int flip_horizontal;         /* 0 or 1 */
+} nncl_augment;
+/* Augments every batch nncl_loader_next hands out after this call (aug
+ * NULL or all zero: none); the batches prepared ahead are gathered again. */
+NNCL_API nncl_status nncl_loader_set_augment(nncl_loader *ld, const nncl_augment *aug);
 
 /* ---------------------------------------------------------------- files */
 /* Safetensors files (the format of Hugging Face and PyTorch checkpoints):
@@ -1334,6 +1350,9 @@ typedef struct nncl_fit_config {
     int (*on_step)(void *user, int epoch, int step, float loss);
     void *user;
     nncl_fit_result *result;   /* filled in when not NULL */
+    /* The training batches' augmentation (nncl_loader_set_augment; never the
+     * validation's). channels, height and width left 0 are x's [C, H, W]. */
+    nncl_augment augment;
 } nncl_fit_config;
 
 NNCL_API nncl_fit_config nncl_fit_default(void);

@@ -957,6 +957,148 @@ static int test_loader_free(void) {
     return 0;
 }
 
+/* ------------------------------------------------- loader augmentation */
+
+enum { AUG_N = 300, AUG_C = 2, AUG_H = 5, AUG_W = 6, AUG_D = AUG_C * AUG_H * AUG_W };
+
+/* sample id's pixel p is id * 100 + p + 1: every value names its sample and
+ * place, and none is the 0 that shifting moves in */
+static int make_images(nncl_dataset **ds) {
+    static float x[AUG_N * AUG_D], y[AUG_N];
+    int shape[3] = {AUG_C, AUG_H, AUG_W};
+    size_t i, p;
+    for (i = 0; i < AUG_N; i++) {
+        for (p = 0; p < AUG_D; p++) x[i * AUG_D + p] = (float)(i * 100 + p + 1);
+        y[i] = (float)(i % 3);
+    }
+    return nncl_dataset_create(AUG_N, 3, shape, x, y, 3, ds) != NNCL_OK;
+}
+
+/* The draws (dy, dx, flip) that turn sample id into got: the image moved by
+ * (dy, dx), zeros moved in, then mirrored; -1 when none with |d| <= shift. */
+static int aug_match(const float *got, size_t id, int shift, int *dy_out, int *dx_out) {
+    int dy, dx, flip, c, h, w;
+    for (flip = 0; flip < 2; flip++)
+        for (dy = -shift; dy <= shift; dy++)
+            for (dx = -shift; dx <= shift; dx++) {
+                int same = 1;
+                for (c = 0; c < AUG_C && same; c++)
+                    for (h = 0; h < AUG_H && same; h++)
+                        for (w = 0; w < AUG_W && same; w++) {
+                            int mw = flip ? AUG_W - 1 - w : w, sh = h - dy, sw = mw - dx;
+                            float want = sh < 0 || sh >= AUG_H || sw < 0 || sw >= AUG_W
+                                             ? 0.0f
+                                             : (float)(id * 100 + (size_t)((c * AUG_H + sh) * AUG_W + sw) + 1);
+                            same = got[(c * AUG_H + h) * AUG_W + w] == want;
+                        }
+                if (same) {
+                    *dy_out = dy;
+                    *dx_out = dx;
+                    return flip;
+                }
+            }
+    return -1;
+}
+
+/* One epoch's samples into out[AUG_N * AUG_D] and their ids. */
+static int aug_epoch(const char *T, nncl_loader *ld, float *out, size_t *ids) {
+    const float *x, *y;
+    int bn, i;
+    size_t got = 0;
+    for (;;) {
+        OKC(T, nncl_loader_next(ld, &x, &y, &bn));
+        if (!bn) break;
+        for (i = 0; i < bn; i++, got++) {
+            const float *s = x + (size_t)i * AUG_D;
+            float any = 0;
+            int p;
+            for (p = 0; p < AUG_D; p++)
+                if (s[p] > any) any = s[p];
+            ids[got] = (size_t)(any - 1) / 100;
+            CHECK(T, y[i] == (float)(ids[got] % 3)); /* labels untouched */
+        }
+        memcpy(out + (got - (size_t)bn) * AUG_D, x, sizeof(float) * (size_t)bn * AUG_D);
+    }
+    CHECK(T, got == AUG_N);
+    return 0;
+}
+
+static int test_loader_augment(void) {
+    const char *T = "data loader augmentation: shift and flip";
+    static float e0[AUG_N * AUG_D], e0b[AUG_N * AUG_D], e1[AUG_N * AUG_D];
+    size_t ids[AUG_N], ids_b[AUG_N], i, same_draws = 0;
+    int flips = 0, dys[5] = {0}, dxs[5] = {0}, k, d0y = 0, d0x = 0;
+    const float *x, *y;
+    int bn;
+    nncl_dataset *ds;
+    nncl_loader *a, *b;
+    nncl_augment aug = {AUG_C, AUG_H, AUG_W, 2, 1};
+    if (make_images(&ds)) return 1;
+    OKC(T, nncl_loader_create(ds, 32, 5, NNCL_LOADER_SHUFFLE, &a));
+    OKC(T, nncl_loader_set_augment(a, &aug));
+    if (aug_epoch(T, a, e0, ids)) return 1;
+    for (i = 0; i < AUG_N; i++) {
+        int dy, dx, f = aug_match(e0 + i * AUG_D, ids[i], 2, &dy, &dx);
+        CHECK(T, f >= 0);
+        if (f < 0) break;
+        flips += f;
+        dys[dy + 2]++;
+        dxs[dx + 2]++;
+    }
+    CHECK(T, flips > AUG_N / 3 && flips < 2 * AUG_N / 3);
+    for (k = 0; k < 5; k++) CHECK(T, dys[k] > AUG_N / 10 && dxs[k] > AUG_N / 10);
+    /* the next epoch draws again */
+    if (aug_epoch(T, a, e1, ids_b)) return 1;
+    for (i = 0; i < AUG_N; i++) {
+        size_t j;
+        int dy, dx, f;
+        for (j = 0; j < AUG_N && ids_b[j] != ids[i]; j++) {}
+        if (j == AUG_N) break;
+        f = aug_match(e1 + j * AUG_D, ids[i], 2, &dy, &dx);
+        same_draws += f == aug_match(e0 + i * AUG_D, ids[i], 2, &d0y, &d0x) && dy == d0y && dx == d0x;
+    }
+    CHECK(T, same_draws < AUG_N / 5);
+    /* the same seed repeats it, whatever the batch size or a reset */
+    OKC(T, nncl_loader_create(ds, 7, 5, NNCL_LOADER_SHUFFLE, &b));
+    OKC(T, nncl_loader_next(b, &x, &y, &bn));
+    OKC(T, nncl_loader_set_augment(b, &aug));
+    OKC(T, nncl_loader_reset(b, 0));
+    if (aug_epoch(T, b, e0b, ids_b)) return 1;
+    CHECK(T, memcmp(e0, e0b, sizeof e0) == 0);
+    /* set mid-epoch: the batches after it change, the order goes on */
+    OKC(T, nncl_loader_reset(b, 0));
+    OKC(T, nncl_loader_next(b, &x, &y, &bn));
+    CHECK(T, memcmp(x, e0, sizeof(float) * 7 * AUG_D) == 0);
+    OKC(T, nncl_loader_set_augment(b, NULL));
+    OKC(T, nncl_loader_next(b, &x, &y, &bn));
+    for (k = 0; k < 7; k++) {
+        int dy = 9, dx = 9;
+        CHECK(T, aug_match(x + (size_t)k * AUG_D, ids[7 + k], 0, &dy, &dx) == 0 && dy == 0 && dx == 0);
+    }
+    /* refused, and the loader goes on as it was */
+    aug.shift = 5;
+    CHECK_ERR(T, nncl_loader_set_augment(b, &aug), NNCL_ERR_INVALID_ARGUMENT, "shift 5 is not in 0..4");
+    aug.shift = -1;
+    CHECK_ERR(T, nncl_loader_set_augment(b, &aug), NNCL_ERR_INVALID_ARGUMENT, "shift -1");
+    aug.shift = 1;
+    aug.flip_horizontal = 2;
+    CHECK_ERR(T, nncl_loader_set_augment(b, &aug), NNCL_ERR_INVALID_ARGUMENT, "flip_horizontal 2");
+    aug.flip_horizontal = 1;
+    aug.width = 5;
+    CHECK_ERR(T, nncl_loader_set_augment(b, &aug), NNCL_ERR_INVALID_ARGUMENT, "not the dataset's 60 features");
+    aug.width = 0;
+    CHECK_ERR(T, nncl_loader_set_augment(b, &aug), NNCL_ERR_INVALID_ARGUMENT, "width 0");
+    aug = (nncl_augment){INT_MAX, INT_MAX, INT_MAX, 1, 0};
+    CHECK_ERR(T, nncl_loader_set_augment(b, &aug), NNCL_ERR_INVALID_ARGUMENT, "features per sample");
+    CHECK_ERR(T, nncl_loader_set_augment(NULL, &aug), NNCL_ERR_INVALID_ARGUMENT, "ld is NULL");
+    OKC(T, nncl_loader_next(b, &x, &y, &bn));
+    CHECK(T, bn == 7 && memcmp(x, e0 + 14 * AUG_D, sizeof(float) * 7 * AUG_D) != 0);
+    nncl_loader_free(a);
+    nncl_loader_free(b);
+    nncl_dataset_free(ds);
+    return 0;
+}
+
 /* --------------------------------------------------------- Fashion-MNIST */
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/"
@@ -1094,6 +1236,7 @@ int main(int argc, char **argv) {
     RUN(test_loader_drop_last, "data loader drop_last");
     RUN(test_loader_reset, "data loader reset and reproducibility");
     RUN(test_loader_free, "data loader freed mid-epoch");
+    RUN(test_loader_augment, "data loader augmentation: shift and flip");
     RUN(test_fashion_mnist, "data Fashion-MNIST train and t10k");
     printf("done\n");
     return th_exit_code();

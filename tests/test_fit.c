@@ -503,6 +503,54 @@ static int test_validation(nncl_context *ctx, int d, nncl_dataset *ds) {
     return 0;
 }
 
+/* The samples as [1, 2, 2] images: fit's augmentation takes that shape from
+ * x, repeats from the seed, changes what is learnt, and is refused, before
+ * anything trains, for a flat x that gives no image shape. */
+static int test_augment(nncl_context *ctx, int d, nncl_dataset *ds) {
+    char name[200];
+    int in[3] = {1, 2, 2}, run;
+    float w[3][64];
+    nncl_train_config c = nncl_train_default();
+    nncl_fit_config f;
+    tf_model m, flat;
+    snprintf(name, sizeof name, "fit augments the training images from x's shape, reproducibly, on %s",
+             th_device_label(ctx, d));
+    c.max_batch = 16;
+    c.devices = &d;
+    c.n_devices = 1;
+    c.optim = nncl_optim_default(NNCL_OPT_ADAM);
+    c.optim.lr = 0.01f;
+    for (run = 0; run < 3; run++) {
+        memset(&m, 0, sizeof m);
+        m.g = nncl_graph_create(ctx, 5);
+        m.x = nncl_input(m.g, "x", 3, in);
+        m.y = nncl_input(m.g, "y", 0, NULL);
+        m.logits = nncl_linear(m.g, nncl_flatten(m.g, m.x), TF_C, 1, NNCL_ACT_NONE, "fc1");
+        m.loss = nncl_softmax_cross_entropy(m.g, m.logits, m.y);
+        TH_CHECK(name, m.loss && nncl_trainer_create(ctx, m.g, m.loss, &c, &m.t) == NNCL_OK);
+        if (!m.t) return 1;
+        f = tf_fit(&m, 2);
+        f.augment.shift = run < 2;
+        f.augment.flip_horizontal = 1;
+        TH_OK(name, ctx, nncl_trainer_fit(m.t, ds, &f));
+        TH_OK(name, ctx, nncl_trainer_param_get(m.t, "fc1.weight", w[run], 4 * TF_C));
+        tf_free(&m);
+    }
+    TH_CHECK(name, memcmp(w[0], w[1], sizeof(float) * 4 * TF_C) == 0);
+    TH_CHECK(name, memcmp(w[0], w[2], sizeof(float) * 4 * TF_C) != 0);
+    TH_CHECK(name, tf_build_ex(ctx, d, &flat, NNCL_OPT_ADAM, 0.01f, 1) == 0);
+    TH_OK(name, ctx, nncl_trainer_param_get(flat.t, "fc1.weight", w[0], 64));
+    f = tf_fit(&flat, 1);
+    f.augment.shift = 1;
+    TH_CHECK(name, nncl_trainer_fit(flat.t, ds, &f) == NNCL_ERR_INVALID_ARGUMENT &&
+                       strstr(nncl_last_error(ctx), "augment of x x") != NULL);
+    TH_OK(name, ctx, nncl_trainer_param_get(flat.t, "fc1.weight", w[1], 64));
+    TH_CHECK(name, memcmp(w[0], w[1], sizeof(float) * 64) == 0);
+    tf_free(&flat);
+    th_pass("%s", name);
+    return 0;
+}
+
 static int test_early_stopping(nncl_context *ctx, int d, nncl_dataset *ds) {
     char name[200];
     tf_model m;
@@ -798,6 +846,7 @@ int main(void) {
         test_model_metadata(ctx, d, ds);
         test_summary(ctx, d);
         test_validation(ctx, d, ds);
+        test_augment(ctx, d, ds);
         test_early_stopping(ctx, d, ds);
         test_resume(ctx, d, ds, 1, 7, 5);
         test_resume(ctx, d, ds, 0, 11, 5);

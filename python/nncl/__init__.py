@@ -24,7 +24,7 @@ from ._tensor import (Tensor, Event, add, sub, mul, scale, relu, sigmoid, tanh, 
 from .graph import Graph, Node
 from .trainer import (Trainer, StepInfo, FitResult, BatchFit, StageInfo, optim_config, learning_rate,
                       max_batch_fit)
-from .data import Dataset, Loader, CsvTable, load_idx, parse_idx, load_csv, parse_csv, permutation
+from .data import Dataset, Loader, augment, CsvTable, load_idx, parse_idx, load_csv, parse_csv, permutation
 from .safetensors import SafeTensors, load_safetensors, save_safetensors
 from .model import Model
 from .progress import Progress, Curve, CurveRow, svg_bar_chart, svg_bar_panels

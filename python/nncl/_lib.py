@@ -178,12 +178,16 @@ class FitResultC(Structure):
                 ("val_samples", c_size_t)]
 
 
+class Augment(Structure):
+    _fields_ = [(n, c_int) for n in ("channels", "height", "width", "shift", "flip_horizontal")]
+
+
 class FitConfig(Structure):
     _fields_ = [("epochs", c_int), ("batch", c_int), ("seed", c_uint64), ("x", c_void_p), ("labels", c_void_p),
                 ("logits", c_void_p), ("val", c_void_p), ("progress", c_void_p), ("curve", c_void_p),
                 ("val_fraction", c_double), ("patience", c_int), ("keep_best", c_int), ("checkpoint", c_char_p),
                 ("checkpoint_every", c_int), ("resume", c_char_p), ("on_step", ON_STEP_FN), ("user", c_void_p),
-                ("result", POINTER(FitResultC))]
+                ("result", POINTER(FitResultC)), ("augment", Augment)]
 
 
 # C name -> the ctypes mirror (the layout test compiles offsetof() of each field)
@@ -192,6 +196,7 @@ STRUCTS = {"nncl_device_info": DeviceInfoC, "nncl_config": Config, "nncl_profile
            "nncl_feed": Feed, "nncl_step_info": StepInfoC, "nncl_idx": Idx, "nncl_csv_options": CsvOptions,
            "nncl_csv": Csv, "nncl_safetensors_entry": StEntry, "nncl_model_meta": ModelMeta,
            "nncl_curve_row": CurveRow, "nncl_fit_result": FitResultC, "nncl_fit_config": FitConfig,
+           "nncl_augment": Augment,
            "nncl_opencl": OpenCLC, "nncl_conv2d_options": Conv2dOptions, "nncl_conv1d_options": Conv1dOptions,
            "nncl_conv_transpose2d_options": ConvTranspose2dOptions, "nncl_batch_fit": BatchFitC,
            "nncl_stage_info": StageInfoC}
@@ -305,6 +310,7 @@ PROTOS = {
     "nncl_loader_create": (S, [P, Z, c_uint64, I, PP]),
     "nncl_loader_next": (S, [P, PP, PP, IP]),
     "nncl_loader_reset": (S, [P, I]),
+    "nncl_loader_set_augment": (S, [P, POINTER(Augment)]),
     "nncl_loader_batches": (Z, [P]),
     "nncl_loader_epoch": (I, [P]),
     "nncl_loader_free": (None, [P]),

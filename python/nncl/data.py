@@ -310,12 +310,21 @@ class Dataset(Owned):
             if self._h else "<nncl.Dataset closed>"
 
 
+def augment(shift=0, flip_horizontal=False, shape=None):
+    """nncl_augment: each image moved by up to shift pixels per axis (zeros moved in) and, with
+    flip_horizontal, mirrored left-right half of the time. shape: the sample's (C, H, W); None
+    in Trainer.fit: x's."""
+    c, h, w = shape if shape is not None else (0, 0, 0)
+    return _lib.Augment(int(c), int(h), int(w), int(shift), int(bool(flip_horizontal)))
+
+
 class Loader(Owned):
     """Batches of a Dataset gathered ahead by a background thread (nncl_loader). Iterating gives
     one epoch of (x, y) batches; each pair is a read-only view valid until the next batch (copy
-    it to keep it). The dataset stays alive and must stay unchanged while the loader exists."""
+    it to keep it). The dataset stays alive and must stay unchanged while the loader exists.
+    augment: shift and flip each image (augment(); None: none)."""
 
-    def __init__(self, dataset, batch_size, seed=0, shuffle=True, drop_last=False):
+    def __init__(self, dataset, batch_size, seed=0, shuffle=True, drop_last=False, augment=None):
         flags = (1 if shuffle else 0) | (2 if drop_last else 0)
         h = ctypes.c_void_p()
         check(lib.nncl_loader_create(dataset._handle(), int(batch_size), int(seed) & (2**64 - 1), flags,
@@ -323,6 +332,8 @@ class Loader(Owned):
         self.dataset = dataset
         self._shape = dataset.shape
         self._own(h.value, lib.nncl_loader_free, dataset)
+        if augment is not None:
+            check(lib.nncl_loader_set_augment(self._handle(), ctypes.byref(augment)), None, "nncl_loader_set_augment")
 
     def next(self):
         """The next batch of the current epoch, or None at its end (the call after starts the next)."""

@@ -337,7 +337,8 @@ class Trainer(Owned):
         return loss.value, acc.value
 
     def fit(self, data, labels=None, epochs=10, batch=None, seed=1, val=None, val_fraction=0.0, patience=0,
-            keep_best=False, checkpoint=None, checkpoint_every=0, resume=None, progress=True, on_step=None):
+            keep_best=False, checkpoint=None, checkpoint_every=0, resume=None, progress=True, on_step=None,
+            augment=None):
         """nncl_trainer_fit: trains for epochs over a Dataset (or arrays data, labels), shuffled
         each epoch, batches gathered ahead by a background thread. val: a Dataset validating each
         epoch, or val_fraction of the training set set apart for it; patience, keep_best,
@@ -345,7 +346,8 @@ class Trainer(Owned):
         a terminal (else lines) on sys.stderr, a Progress, a stream, or False. on_step(epoch,
         step, loss) is called after every step; a true return stops training. Ctrl-C stops it at
         the end of the step and raises KeyboardInterrupt. batch defaults to max_batch; epochs and
-        seed default to nncl_fit_default's. Returns a FitResult."""
+        seed default to nncl_fit_default's. augment: nncl.augment(...) for the training batches.
+        Returns a FitResult."""
         if not isinstance(data, Dataset):
             data = Dataset.from_numpy(data, labels)
         cfg = self._fit_config(batch)
@@ -357,6 +359,8 @@ class Trainer(Owned):
         cfg.checkpoint = b(os.fspath(checkpoint)) if checkpoint is not None else None
         cfg.checkpoint_every = int(checkpoint_every)
         cfg.resume = b(os.fspath(resume)) if resume is not None else None
+        if augment is not None:
+            cfg.augment = augment
         own_progress = None
         if progress is True or (progress and not isinstance(progress, Progress)):
             n_train = len(data) - (round(val_fraction * len(data)) if val is None else 0)

@@ -80,6 +80,32 @@ def test_loader():
     assert [len(x) for x, _ in nncl.Loader(ds, 4, drop_last=True)] == [4, 4]
 
 
+def test_loader_augment():
+    # 1x3x4 images, pixel p of sample i = 100 i + p + 1: each output is its image moved
+    # (zeros moved in) and perhaps mirrored, never anything else
+    imgs = (100 * np.arange(20)[:, None] + np.arange(12)[None, :] + 1).astype(np.float32).reshape(20, 1, 3, 4)
+    ds = nncl.Dataset.from_numpy(imgs, np.zeros(20))
+    ld = nncl.Loader(ds, 5, seed=3, augment=nncl.augment(shift=1, flip_horizontal=True, shape=(1, 3, 4)))
+    flips = 0
+    for x, _ in ld:
+        for s in x:
+            i = int(s.max() - 1) // 100
+            cands = []
+            for f in (0, 1):
+                for dy in (-1, 0, 1):
+                    for dx in (-1, 0, 1):
+                        m = np.zeros((1, 5, 6), np.float32)
+                        m[:, 1 + dy:4 + dy, 1 + dx:5 + dx] = imgs[i]
+                        m = m[:, 1:4, 1:5]
+                        cands.append((f, m[:, :, ::-1] if f else m))
+            hit = [f for f, m in cands if np.array_equal(m, s)]
+            assert hit, s
+            flips += hit[0]
+    assert 0 < flips < 20
+    with pytest.raises(nncl.InvalidArgumentError, match="features per sample"):
+        nncl.Loader(ds, 5, augment=nncl.augment(shift=1, shape=(1, 4, 4)))
+
+
 def test_safetensors_roundtrip(tmp_path):
     a = rng.standard_normal((3, 4)).astype(np.float32)
     nncl.save_safetensors(tmp_path / "t.safetensors", {"a": a, "s": np.float32(2.5), "h": a[0]},

@@ -14,6 +14,7 @@ typedef struct ld_slot {
     float *x, *y;
     int n;     /* samples in the batch; 0 marks the end of an epoch */
     int epoch;
+    size_t batch; /* its index in the epoch */
     int state; /* LD_* */
 } ld_slot;
 
@@ -35,7 +36,10 @@ struct nncl_loader {
     /* the producer's own order, for perm_epoch (-1: none yet) */
     size_t *perm;
     int perm_epoch;
-    int cons_epoch; /* the caller's side: epoch of the next batch */
+    int cons_epoch;    /* the caller's side: epoch of the next batch */
+    size_t cons_batch; /* and its index in that epoch */
+    nncl_augment aug;  /* read by the producer under the lock only */
+    float *aug_tmp;    /* one sample, the producer's */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv_prod, cv_cons;
@@ -60,6 +64,39 @@ static void ld_order(nncl_loader *L, int epoch) {
     L->perm_epoch = epoch;
 }
 
+static uint64_t ld_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* Shifts (zeros moved in) and mirrors samples first .. first+count-1 of
+ * the epoch in place; each sample's draws are one hash of (seed, epoch,
+ * place), so they do not depend on batching or on the thread's timing. */
+static void ld_augment(nncl_loader *L, const nncl_augment *a, int epoch, size_t first, size_t count, float *x) {
+    size_t i, plane = (size_t)a->height * (size_t)a->width;
+    int span = 2 * a->shift + 1;
+    for (i = 0; i < count; i++) {
+        uint64_t r = ld_mix(ld_mix(L->seed ^ UINT64_C(0x6A09E667F3BCC909)) + ((uint64_t)(unsigned)epoch << 40) +
+                            first + i);
+        int dy = (int)(r % (uint64_t)span) - a->shift, dx = (int)((r >> 16) % (uint64_t)span) - a->shift;
+        int flip = a->flip_horizontal && ((r >> 32) & 1), c, h, w;
+        float *s = x + i * L->d, *t = L->aug_tmp;
+        memcpy(t, s, sizeof(float) * L->d);
+        for (c = 0; c < a->channels; c++)
+            for (h = 0; h < a->height; h++) {
+                int sh = h - dy;
+                float *o = s + (size_t)c * plane + (size_t)h * (size_t)a->width;
+                const float *in = t + (size_t)c * plane + (size_t)(sh < 0 ? 0 : sh) * (size_t)a->width;
+                for (w = 0; w < a->width; w++) {
+                    /* the shifted image's column w, of the mirrored one when flipped */
+                    int sw = (flip ? a->width - 1 - w : w) - dx;
+                    o[w] = sh >= 0 && sh < a->height && sw >= 0 && sw < a->width ? in[sw] : 0.0f;
+                }
+            }
+    }
+}
+
 static void *ld_main(void *arg) {
     nncl_loader *L = (nncl_loader *)arg;
     pthread_mutex_lock(&L->mu);
@@ -68,6 +105,7 @@ static void *ld_main(void *arg) {
         unsigned gen;
         size_t b;
         ld_slot *slot;
+        nncl_augment aug;
         while (!L->stop) {
             for (k = 0; k < LD_RING; k++)
                 if (L->slots[k].state == LD_FREE) break;
@@ -83,6 +121,7 @@ static void *ld_main(void *arg) {
         epoch = L->prod_epoch;
         b = L->prod_batch;
         gen = L->gen;
+        aug = L->aug;
         if (b < L->n_batches) {
             L->prod_batch++;
         } else {
@@ -93,11 +132,13 @@ static void *ld_main(void *arg) {
 
         /* the gathering runs unlocked, while the caller trains */
         slot->epoch = epoch;
+        slot->batch = b;
         if (b < L->n_batches) {
             size_t start = b * L->batch, count = L->n - start;
             if (count > L->batch) count = L->batch;
             if (L->perm_epoch != epoch) ld_order(L, epoch);
             nncl_dataset_gather(L->ds, L->perm + start, count, slot->x, slot->y);
+            if (aug.shift || aug.flip_horizontal) ld_augment(L, &aug, epoch, start, count, slot->x);
             slot->n = (int)count;
         } else {
             slot->n = 0;
@@ -136,6 +177,7 @@ void nncl_loader_free(nncl_loader *ld) {
         NNCL_FREE(ld->slots[k].x);
         NNCL_FREE(ld->slots[k].y);
     }
+    NNCL_FREE(ld->aug_tmp);
     NNCL_FREE(ld->perm);
     NNCL_FREE(ld);
 }
@@ -169,12 +211,13 @@ nncl_status nncl_loader_create(const nncl_dataset *ds, size_t batch_size, uint64
     *L = (nncl_loader){.ds = ds, .n = n, .d = d, .batch = batch, .n_batches = n_batches, .seed = seed, .flags = flags,
                        .held = -1, .perm_epoch = -1};
     L->perm = (size_t *)nncl__calloc(L->n, sizeof(size_t));
+    L->aug_tmp = (float *)nncl__calloc(d, sizeof(float));
     for (k = 0; k < LD_RING; k++) {
         L->slots[k].x = (float *)nncl__calloc(xsz, sizeof(float));
         L->slots[k].y = (float *)nncl__calloc(L->batch, sizeof(float));
         if (!L->slots[k].x || !L->slots[k].y) break;
     }
-    if (!L->perm || k < LD_RING) {
+    if (!L->perm || !L->aug_tmp || k < LD_RING) {
         nncl_loader_free(L);
         return nncl__fail(NULL, NNCL_ERR_OUT_OF_MEMORY, "nncl_loader_create: cannot allocate %d batches of %zu x %zu",
                           LD_RING, batch, d);
@@ -233,7 +276,22 @@ nncl_status nncl_loader_next(nncl_loader *ld, const float **x, const float **y, 
     *x = slot->n ? slot->x : NULL;
     *y = slot->n ? slot->y : NULL;
     ld->cons_epoch = slot->n ? slot->epoch : slot->epoch + 1;
+    ld->cons_batch = slot->n ? slot->batch + 1 : 0;
     return NNCL_OK;
+}
+
+/* Drops the batches prepared ahead and has the producer go on from batch
+ * b of epoch e. Called locked. */
+static void ld_restart(nncl_loader *L, int epoch, size_t b) {
+    while (L->fifo_count > 0) {
+        L->slots[L->fifo[L->fifo_head]].state = LD_FREE;
+        L->fifo_head = (L->fifo_head + 1) % LD_RING;
+        L->fifo_count--;
+    }
+    L->gen++;
+    L->prod_epoch = epoch;
+    L->prod_batch = b;
+    pthread_cond_signal(&L->cv_prod);
 }
 
 nncl_status nncl_loader_reset(nncl_loader *ld, int epoch) {
@@ -244,17 +302,37 @@ nncl_status nncl_loader_reset(nncl_loader *ld, int epoch) {
                           INT_MAX - LD_RING);
     pthread_mutex_lock(&ld->mu);
     ld_release_held(ld);
-    while (ld->fifo_count > 0) {
-        ld->slots[ld->fifo[ld->fifo_head]].state = LD_FREE;
-        ld->fifo_head = (ld->fifo_head + 1) % LD_RING;
-        ld->fifo_count--;
-    }
-    ld->gen++;
-    ld->prod_epoch = epoch;
-    ld->prod_batch = 0;
-    pthread_cond_signal(&ld->cv_prod);
+    ld_restart(ld, epoch, 0);
     pthread_mutex_unlock(&ld->mu);
     ld->cons_epoch = epoch;
+    ld->cons_batch = 0;
+    return NNCL_OK;
+}
+
+nncl_status nncl_loader_set_augment(nncl_loader *ld, const nncl_augment *aug) {
+    nncl_augment a = {0, 0, 0, 0, 0};
+    if (!ld) return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT, "nncl_loader_set_augment: ld is NULL");
+    if (aug) a = *aug;
+    if (a.shift || a.flip_horizontal) {
+        size_t numel;
+        int most = a.height < a.width ? a.height : a.width;
+        if (a.channels < 1 || a.height < 1 || a.width < 1 ||
+            nncl__mul_overflow((size_t)a.channels * (size_t)a.height, (size_t)a.width, &numel) || numel != ld->d)
+            return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT,
+                              "nncl_loader_set_augment: [channels %d, height %d, width %d] is not the dataset's %zu "
+                              "features per sample",
+                              a.channels, a.height, a.width, ld->d);
+        if (a.shift < 0 || a.shift >= most || (a.flip_horizontal != 0 && a.flip_horizontal != 1))
+            return nncl__fail(NULL, NNCL_ERR_INVALID_ARGUMENT,
+                              "nncl_loader_set_augment: shift %d is not in 0..%d or flip_horizontal %d is not 0 or 1",
+                              a.shift, most - 1, a.flip_horizontal);
+    } else {
+        a = (nncl_augment){0, 0, 0, 0, 0};
+    }
+    pthread_mutex_lock(&ld->mu);
+    ld->aug = a;
+    ld_restart(ld, ld->cons_epoch, ld->cons_batch);
+    pthread_mutex_unlock(&ld->mu);
     return NNCL_OK;
 }
 

@@ -292,8 +292,18 @@ static nncl_status fit_run(nncl_trainer *t, const nncl_dataset *train, const nnc
     nncl_status st;
     size_t n_train = nncl_dataset_size(train);
     int C = cfg->logits->shape[1], stop = 0;
+    nncl_augment aug = cfg->augment;
     st = nncl_loader_create(train, (size_t)cfg->batch, cfg->seed, NNCL_LOADER_SHUFFLE, &ld);
     if (st != NNCL_OK) return nncl__fail(t->ctx, st, "%s", nncl_last_error(NULL));
+    if ((aug.shift || aug.flip_horizontal) && !aug.channels && !aug.height && !aug.width && cfg->x->ndim == 4) {
+        aug.channels = cfg->x->shape[1];
+        aug.height = cfg->x->shape[2];
+        aug.width = cfg->x->shape[3];
+    }
+    if ((st = nncl_loader_set_augment(ld, &aug)) != NNCL_OK) {
+        nncl_loader_free(ld);
+        return nncl__fail(t->ctx, st, "fit: augment of x %s: %s", cfg->x->name, nncl_last_error(NULL));
+    }
     if (cfg->resume) {
         if ((st = fit_resume(t, cfg, fs, n_train, nncl_loader_batches(ld))) != NNCL_OK) {
             nncl_loader_free(ld);
