@@ -489,7 +489,7 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
             nncl__arg_int(&a, act);
             global[0] = dy8 ? (p.k + 7) / 8 : p.k;
             global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
-            NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, NULL));
+            NNCL_TRY(nncl__launch_exact(&a, ex->dev, 2, global));
         }
         if (need_w) NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa

@@ -154,7 +154,7 @@ static nncl_status pool_run(nncl__exec *ex, nncl_node *n, int backward) {
     global[0] = (size_t)(backward ? d.W : d.OW);
     global[1] = (size_t)(backward ? d.H : d.OH);
     global[2] = (size_t)d.planes;
-    return nncl__launch(&a, ex->dev, 3, global, NULL);
+    return nncl__launch_exact(&a, ex->dev, 3, global);
 }
 
 static nncl_status pool_forward(nncl__exec *ex, nncl_node *n) { return pool_run(ex, n, 0); }

@@ -152,7 +152,7 @@ static nncl_status rs_forward(nncl__exec *ex, nncl_node *n) {
         nncl__arg_count(&a, d.H);
         global[0] = d.G * d.H;
         global[1] = d.H;
-        NNCL_TRY(nncl__launch(&a, ex->dev, 2, global, NULL));
+        NNCL_TRY(nncl__launch_exact(&a, ex->dev, 2, global));
     }
     for (t = 0; t < d.T; t++) {
         nncl__gemm_args g;

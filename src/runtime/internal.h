@@ -382,6 +382,11 @@ void nncl__arg_view(nncl__args *a, nncl__view v);
 nncl_status nncl__launch(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global, const size_t *local);
 /* n work items in groups of 64 (or the device's maximum when smaller). */
 nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n);
+/* For kernels without bounds checks: groups of powers of two that divide
+ * the global sizes, at most 64 work-items (or the device's maximum). Not
+ * the driver's choice: PoCL builds a kernel again for each group size,
+ * and its choice for a NULL local size follows each shape's divisors. */
+nncl_status nncl__launch_exact(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global);
 /* Reduction kernels (cl/common.cl's group sums) work in local arrays of this
  * many floats; their work-groups never exceed it. Passed to every program
  * as -DNNCL_RED_WG (src/runtime/program.c). */

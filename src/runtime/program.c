@@ -483,6 +483,15 @@ static size_t prog_group_cap(nncl__args *a, nncl_device *dev) {
     return k < NNCL_RED_WG ? k : NNCL_RED_WG;
 }
 
+nncl_status nncl__launch_exact(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global) {
+    size_t local[3] = {1, 1, 1}, cap = prog_group_cap(a, dev), used = 1;
+    cl_uint i;
+    if (cap > 64) cap = 64;
+    for (i = 0; i < dims && i < 3; i++)
+        while (global[i] % (local[i] * 2) == 0 && used * 2 <= cap) local[i] *= 2, used *= 2;
+    return nncl__launch(a, dev, dims, global, local);
+}
+
 nncl_status nncl__launch_rows(nncl__args *a, nncl_device *dev, size_t rows, size_t cols) {
     size_t cap = prog_group_cap(a, dev), local = 1, global;
     while (local < cols && local * 2 <= cap) local *= 2;
