@@ -271,22 +271,33 @@ __attribute__((always_inline)) void nncl_dw_st16(float16 v, int S, float b, int 
  * taps wk over input plane xp of x (H x W, n elements in the tensor) at
  * stride S, padding ph, pw, then + b, act, (+)= y. Whether the lanes need
  * masks, and whether the vectors could leave the tensor (only in its
- * first and last planes), is the same for every row. */
-static __attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const act_t *x, int xp, int n,
-                                                          const float *wk, int H, int W, int S, int ph, int pw,
-                                                          float b, int act, __global act_t *y, int OW, int ow0,
-                                                          int oh0, int oh1, int acc) {
-    int s = ow0 * S - pw, edge = s < 0 || s + 16 + K - 1 > W, oh, ki;
-    if (edge && (xp + s < 0 || xp + (H - 1) * W + s + 15 + K > n)) edge = 2;
+ * first and last planes), is the same for every row: each case has a
+ * loop of its own (EDGE a constant), whose masks the compiler takes out
+ * of the loop. */
+static __attribute__((always_inline)) void nncl_dw_rows_e(const int K, const int EDGE, __global const act_t *x,
+                                                          int xp, const float *wk, int H, int W, int S, int ph,
+                                                          int s, float b, int act, __global act_t *y, int OW,
+                                                          int ow0, int oh0, int oh1, int acc) {
+    int oh, ki;
     for (oh = oh0; oh < oh1; oh++) {
         float16 v = (float16)0.0f;
         _Pragma("unroll") for (ki = 0; ki < K; ki++) {
             int ih = oh * S - ph + ki;
             if (ih < 0 || ih >= H) continue;
-            NNCL_DW_TAPS16(K, v, wk + ki * K, x + xp + ih * W, s, W, edge)
+            NNCL_DW_TAPS16(K, v, wk + ki * K, x + xp + ih * W, s, W, EDGE)
         }
         nncl_dw_st16(v, S, b, act, y + oh * OW + ow0, OW - ow0, acc);
     }
+}
+static __attribute__((always_inline)) void nncl_dw_rows_k(const int K, __global const act_t *x, int xp, int n,
+                                                          const float *wk, int H, int W, int S, int ph, int pw,
+                                                          float b, int act, __global act_t *y, int OW, int ow0,
+                                                          int oh0, int oh1, int acc) {
+    int s = ow0 * S - pw, edge = s < 0 || s + 16 + K - 1 > W;
+    if (edge && (xp + s < 0 || xp + (H - 1) * W + s + 15 + K > n)) edge = 2;
+    if (edge == 0) nncl_dw_rows_e(K, 0, x, xp, wk, H, W, S, ph, s, b, act, y, OW, ow0, oh0, oh1, acc);
+    else if (edge == 1) nncl_dw_rows_e(K, 1, x, xp, wk, H, W, S, ph, s, b, act, y, OW, ow0, oh0, oh1, acc);
+    else nncl_dw_rows_e(K, 2, x, xp, wk, H, W, S, ph, s, b, act, y, OW, ow0, oh0, oh1, acc);
 }
 
 /* y = act(conv(x) + b): one work-item per 16 / sw outputs (global id 0)

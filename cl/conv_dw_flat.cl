@@ -42,21 +42,35 @@ float16 nncl_dwf_gather16(__global const act_t *base, int i, int n) {
 #define NNCL_DWF_CMASK(a, kj) select((float16)0.0f, a, col + ((kj) - P) >= 0 && col + ((kj) - P) < W)
 
 /* Chunks q0, q0 + 16 .. < q1 of the plane at sp of tensor base (n
- * elements; H rows of W) under the taps wk, + b, act, (+)= dst. */
+ * elements; H rows of W) under the taps wk, + b, act, (+)= dst: those
+ * whose taps all fall inside the plane's rows and the tensor (from qa to
+ * qb) in a loop of their own, where the mode is a constant and the loads
+ * go unchecked; the chunks before and after it with their masks. */
+#define NNCL_DWF_NEXT                                                                                                 \
+    {                                                                                                                 \
+        int16 wrap;                                                                                                   \
+        col += dc, row += dr;                                                                                         \
+        wrap = col >= W;                                                                                              \
+        col -= wrap & (int16)W, row -= wrap;                                                                          \
+    }
 #define NNCL_DWF_PLANE(K, COLS)                                                                                       \
     {                                                                                                                 \
         const int P = K / 2;                                                                                          \
-        int lo = P * W, hi = (H - P) * W, total = H * W, q, dc = 16 % W, dr = 16 / W;                                 \
+        int lo = P * W, hi = (H - P) * W, total = H * W, q = q0, dc = 16 % W, dr = 16 / W;                            \
+        int qa = max(lo, P * W + P - sp), qb = min(min(hi, n - sp - P * W - P), q1);                                  \
         int16 col = ((int16)q0 + NNCL_DW_IOTA16) % W, row = ((int16)q0 + NNCL_DW_IOTA16) / W;                         \
         __global const act_t *src = base + sp;                                                                        \
-        for (q = q0; q < q1; q += 16) {                                                                               \
-            int mode = q >= lo && q + 16 <= hi ? 0 : 1;                                                               \
-            int16 wrap;                                                                                               \
-            if (sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n) mode = 2;                                     \
-            COLS                                                                                                      \
-            col += dc, row += dr;                                                                                     \
-            wrap = col >= W;                                                                                          \
-            col -= wrap & (int16)W, row -= wrap;                                                                      \
+        for (; q < q1 && (q < qa || q + 16 > qb); q += 16) {                                                          \
+            int mode = sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n ? 2 : 1;                                \
+            COLS NNCL_DWF_NEXT                                                                                        \
+        }                                                                                                             \
+        for (; q + 16 <= qb; q += 16) {                                                                               \
+            const int mode = 0;                                                                                       \
+            COLS NNCL_DWF_NEXT                                                                                        \
+        }                                                                                                             \
+        for (; q < q1; q += 16) {                                                                                     \
+            int mode = sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n ? 2 : 1;                                \
+            COLS NNCL_DWF_NEXT                                                                                        \
         }                                                                                                             \
     }
 
@@ -148,6 +162,13 @@ NNCL_DWF_INPUT_K(5)
         a += d##kj * v_;                                                                                              \
     }
 #define NNCL_DWF_DCOL(kj) float8 d##kj = select((float8)0.0f, d, col + ((kj) - P) >= 0 && col + ((kj) - P) < W)
+#define NNCL_DWF_WNEXT                                                                                                \
+    {                                                                                                                 \
+        int8 wrap;                                                                                                    \
+        col += dc, row += dr;                                                                                         \
+        wrap = col >= W;                                                                                              \
+        col -= wrap & (int8)W, row -= wrap;                                                                           \
+    }
 /* The loops of the first pass around BODY over chunk q of plane b's dy
  * (d, its lanes past the chunk's rows zero) and x (xs). */
 #define NNCL_DWF_WLOOPS(K, BODY)                                                                                      \
@@ -158,16 +179,23 @@ NNCL_DWF_INPUT_K(5)
     for (b = j0 / H; b * H < j1; b++) {                                                                               \
         int q0 = max(j0 - b * H, 0) * W, q1 = min(j1 - b * H, H) * W, q, yp = (b * O + o) * HW, xp = (b * C + c) * HW; \
         int8 col = ((int8)q0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7)) % W;                                                   \
-        int8 row = ((int8)q0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7)) / W, wrap;                                             \
+        int8 row = ((int8)q0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7)) / W;                                                   \
         __global const act_t *xs = x + x_off + xp;                                                                    \
-        for (q = q0; q < q1; q += 8) {                                                                                \
-            int mode = q >= lo && q + 8 <= hi ? 0 : 1;                                                                \
+        int qa = max(lo, P * W + P - xp), qb = min(min(hi, xn - xp - P * W - P), q1);                                 \
+        for (q = q0; q < q1 && (q < qa || q + 8 > qb); q += 8) {                                                      \
+            int mode = xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn ? 2 : 1;                                \
             float8 d = nncl_dw_ld8e(dy + dy_off, yp, q, q1, dyn, q + 8 <= q1 ? 0 : 2);                                \
-            if (xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn) mode = 2;                                     \
-            BODY                                                                                                      \
-            col += dc, row += dr;                                                                                     \
-            wrap = col >= W;                                                                                          \
-            col -= wrap & (int8)W, row -= wrap;                                                                       \
+            BODY NNCL_DWF_WNEXT                                                                                       \
+        }                                                                                                             \
+        for (; q + 8 <= qb; q += 8) {                                                                                 \
+            const int mode = 0;                                                                                       \
+            float8 d = NNCL_LD8(dy + dy_off + yp + q);                                                                \
+            BODY NNCL_DWF_WNEXT                                                                                       \
+        }                                                                                                             \
+        for (; q < q1; q += 8) {                                                                                      \
+            int mode = xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn ? 2 : 1;                                \
+            float8 d = nncl_dw_ld8e(dy + dy_off, yp, q, q1, dyn, q + 8 <= q1 ? 0 : 2);                                \
+            BODY NNCL_DWF_WNEXT                                                                                       \
         }                                                                                                             \
     }
 #define NNCL_DWF_WPART(t, a) part[(o * K * K + (t)) * P_ + p] = nncl_sum8(a)
