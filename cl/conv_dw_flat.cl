@@ -138,8 +138,8 @@ NNCL_DWF_INPUT_K(5)
  * in cl/conv_dw.cl: chunk p of P over the B H rows of y, global id 0;
  * output o, id 1) over flat chunks of 8: each tap's products in a float8
  * of its own, dy masked per tap column, x per tap row where a chunk's taps
- * leave the plane's rows. 3x3 takes the 9 taps in one pass; 5x5 a tap row
- * a pass (25 sums would not stay in registers). The part's sums are
+ * leave the plane's rows. 3x3 takes the 9 taps in one pass; 5x5 three tap
+ * rows, then two (25 sums would not stay in registers). The part's sums are
  * named variables: PoCL keeps a private array written in a loop in memory. */
 #define NNCL_DWF_W(ki, kj, a)                                                                                         \
     {                                                                                                                 \
@@ -214,15 +214,26 @@ __kernel void nncl_conv_dw_backward_f32_weight_flat_k3(NNCL_DW_PART_ARGS) {
     }
 }
 
+#define NNCL_DWF_W5(ki, r)                                                                                            \
+    NNCL_DWF_W(ki, 0, r##0) NNCL_DWF_W(ki, 1, r##1) NNCL_DWF_W(ki, 2, r##2) NNCL_DWF_W(ki, 3, r##3)                   \
+        NNCL_DWF_W(ki, 4, r##4)
+#define NNCL_DWF_WPART5(ki, r)                                                                                        \
+    NNCL_DWF_WPART((ki) * 5 + 0, r##0), NNCL_DWF_WPART((ki) * 5 + 1, r##1), NNCL_DWF_WPART((ki) * 5 + 2, r##2),       \
+        NNCL_DWF_WPART((ki) * 5 + 3, r##3), NNCL_DWF_WPART((ki) * 5 + 4, r##4)
+#define NNCL_DWF_DCOL5 NNCL_DWF_DCOL(0); NNCL_DWF_DCOL(1); NNCL_DWF_DCOL(2); NNCL_DWF_DCOL(3); NNCL_DWF_DCOL(4);
+
 __kernel void nncl_conv_dw_backward_f32_weight_flat_k5(NNCL_DW_PART_ARGS) {
     const int K = 5, P_ = P;
-    int ki;
-    for (ki = 0; ki < K; ki++) {
-        float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f;
-        NNCL_DWF_WLOOPS(5, NNCL_DWF_DCOL(0); NNCL_DWF_DCOL(1); NNCL_DWF_DCOL(2); NNCL_DWF_DCOL(3); NNCL_DWF_DCOL(4);
-                        NNCL_DWF_W(ki, 0, a0) NNCL_DWF_W(ki, 1, a1) NNCL_DWF_W(ki, 2, a2) NNCL_DWF_W(ki, 3, a3)
-                            NNCL_DWF_W(ki, 4, a4))
-        NNCL_DWF_WPART(ki * K + 0, a0), NNCL_DWF_WPART(ki * K + 1, a1), NNCL_DWF_WPART(ki * K + 2, a2);
-        NNCL_DWF_WPART(ki * K + 3, a3), NNCL_DWF_WPART(ki * K + 4, a4);
+    {
+        float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+        float8 b4 = 0.0f, c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f;
+        NNCL_DWF_WLOOPS(5, NNCL_DWF_DCOL5 NNCL_DWF_W5(0, a) NNCL_DWF_W5(1, b) NNCL_DWF_W5(2, c))
+        NNCL_DWF_WPART5(0, a), NNCL_DWF_WPART5(1, b), NNCL_DWF_WPART5(2, c);
+    }
+    {
+        float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+        float8 b4 = 0.0f;
+        NNCL_DWF_WLOOPS(5, NNCL_DWF_DCOL5 NNCL_DWF_W5(3, a) NNCL_DWF_W5(4, b))
+        NNCL_DWF_WPART5(3, a), NNCL_DWF_WPART5(4, b);
     }
 }
