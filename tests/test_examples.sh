@@ -53,6 +53,16 @@ for p in fashion_mnist_mlp fashion_mnist_cnn fashion_mnist_mobilenet fashion_mni
     then pass "$p --batch lots is refused, status 2"
     else fail "$p --batch lots: status $s"; fi
 done
+# the ResNet's width and shift are checked before anything loads
+for a in "--width 0" "--shift 28"; do
+    # shellcheck disable=SC2086 # a: an option and its value as words
+    "$ex/fashion_mnist_resnet" $a --devices "$dev" >"$dir/out" 2>"$dir/err"
+    s=$?
+    if [ $s -eq 2 ] && grep -q "^error: --width must be in \[1, 1024\] and --shift in \[0, 27\]" "$dir/err" &&
+        ! grep -q "^epoch" "$dir/err"
+    then pass "fashion_mnist_resnet $a is refused, status 2"
+    else fail "fashion_mnist_resnet $a: status $s"; fi
+done
 # --batch auto under a memory cap: the largest batch whose plan fits, said with why, and it trains
 if (cd "$dir" && NNCL_MEMORY_CAP=2M "$ex/csv_classifier" "$top/examples/data/iris.csv" --devices "$dev" --epochs 2 \
     --quiet --batch auto --out "$dir/auto.safetensors" >"$dir/out" 2>"$dir/err") &&
