@@ -41,18 +41,21 @@ float16 nncl_dwf_gather16(__global const act_t *base, int i, int n) {
 /* a with the lanes whose column + kj - P falls outside the row zeroed */
 #define NNCL_DWF_CMASK(a, kj) select((float16)0.0f, a, col + ((kj) - P) >= 0 && col + ((kj) - P) < W)
 
+/* The next chunk's lanes: col and row (vectors of type T) advanced by
+ * dc columns and dr rows, wrapping at the row's end. */
+#define NNCL_DWF_NEXT(T)                                                                                              \
+    {                                                                                                                 \
+        T wrap;                                                                                                       \
+        col += dc, row += dr;                                                                                         \
+        wrap = col >= W;                                                                                              \
+        col -= wrap & (T)W, row -= wrap;                                                                              \
+    }
+
 /* Chunks q0, q0 + 16 .. < q1 of the plane at sp of tensor base (n
  * elements; H rows of W) under the taps wk, + b, act, (+)= dst: those
  * whose taps all fall inside the plane's rows and the tensor (from qa to
  * qb) in a loop of their own, where the mode is a constant and the loads
  * go unchecked; the chunks before and after it with their masks. */
-#define NNCL_DWF_NEXT                                                                                                 \
-    {                                                                                                                 \
-        int16 wrap;                                                                                                   \
-        col += dc, row += dr;                                                                                         \
-        wrap = col >= W;                                                                                              \
-        col -= wrap & (int16)W, row -= wrap;                                                                          \
-    }
 #define NNCL_DWF_PLANE(K, COLS)                                                                                       \
     {                                                                                                                 \
         const int P = K / 2;                                                                                          \
@@ -62,15 +65,15 @@ float16 nncl_dwf_gather16(__global const act_t *base, int i, int n) {
         __global const act_t *src = base + sp;                                                                        \
         for (; q < q1 && (q < qa || q + 16 > qb); q += 16) {                                                          \
             int mode = sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n ? 2 : 1;                                \
-            COLS NNCL_DWF_NEXT                                                                                        \
+            COLS NNCL_DWF_NEXT(int16)                                                                                 \
         }                                                                                                             \
         for (; q + 16 <= qb; q += 16) {                                                                               \
             const int mode = 0;                                                                                       \
-            COLS NNCL_DWF_NEXT                                                                                        \
+            COLS NNCL_DWF_NEXT(int16)                                                                                 \
         }                                                                                                             \
         for (; q < q1; q += 16) {                                                                                     \
             int mode = sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n ? 2 : 1;                                \
-            COLS NNCL_DWF_NEXT                                                                                        \
+            COLS NNCL_DWF_NEXT(int16)                                                                                 \
         }                                                                                                             \
     }
 
@@ -162,13 +165,6 @@ NNCL_DWF_INPUT_K(5)
         a += d##kj * v_;                                                                                              \
     }
 #define NNCL_DWF_DCOL(kj) float8 d##kj = select((float8)0.0f, d, col + ((kj) - P) >= 0 && col + ((kj) - P) < W)
-#define NNCL_DWF_WNEXT                                                                                                \
-    {                                                                                                                 \
-        int8 wrap;                                                                                                    \
-        col += dc, row += dr;                                                                                         \
-        wrap = col >= W;                                                                                              \
-        col -= wrap & (int8)W, row -= wrap;                                                                           \
-    }
 /* The loops of the first pass around BODY over chunk q of plane b's dy
  * (d, its lanes past the chunk's rows zero) and x (xs). */
 #define NNCL_DWF_WLOOPS(K, BODY)                                                                                      \
@@ -185,17 +181,17 @@ NNCL_DWF_INPUT_K(5)
         for (q = q0; q < q1 && (q < qa || q + 8 > qb); q += 8) {                                                      \
             int mode = xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn ? 2 : 1;                                \
             float8 d = nncl_dw_ld8e(dy + dy_off, yp, q, q1, dyn, q + 8 <= q1 ? 0 : 2);                                \
-            BODY NNCL_DWF_WNEXT                                                                                       \
+            BODY NNCL_DWF_NEXT(int8)                                                                                  \
         }                                                                                                             \
         for (; q + 8 <= qb; q += 8) {                                                                                 \
             const int mode = 0;                                                                                       \
             float8 d = NNCL_LD8(dy + dy_off + yp + q);                                                                \
-            BODY NNCL_DWF_WNEXT                                                                                       \
+            BODY NNCL_DWF_NEXT(int8)                                                                                  \
         }                                                                                                             \
         for (; q < q1; q += 8) {                                                                                      \
             int mode = xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn ? 2 : 1;                                \
             float8 d = nncl_dw_ld8e(dy + dy_off, yp, q, q1, dyn, q + 8 <= q1 ? 0 : 2);                                \
-            BODY NNCL_DWF_WNEXT                                                                                       \
+            BODY NNCL_DWF_NEXT(int8)                                                                                  \
         }                                                                                                             \
     }
 #define NNCL_DWF_WPART(t, a) part[(o * K * K + (t)) * P_ + p] = nncl_sum8(a)
