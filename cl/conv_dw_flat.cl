@@ -41,6 +41,10 @@ float16 nncl_dwf_gather16(__global const act_t *base, int i, int n) {
 /* a with the lanes whose column + kj - P falls outside the row zeroed */
 #define NNCL_DWF_CMASK(a, kj) select((float16)0.0f, a, col + ((kj) - P) >= 0 && col + ((kj) - P) < W)
 
+/* The mode of chunk q of L lanes in the plane at off of a tensor of n
+ * elements: 2 (gathered) where its taps could leave the tensor, else 1. */
+#define NNCL_DWF_MODE(off, L, n) ((off) + q - P * W - P < 0 || (off) + q + (L) - 1 + P * W + P >= (n) ? 2 : 1)
+
 /* The next chunk's lanes: col and row (vectors of type T) advanced by
  * dc columns and dr rows, wrapping at the row's end. */
 #define NNCL_DWF_NEXT(T)                                                                                              \
@@ -64,7 +68,7 @@ float16 nncl_dwf_gather16(__global const act_t *base, int i, int n) {
         int16 col = ((int16)q0 + NNCL_DW_IOTA16) % W, row = ((int16)q0 + NNCL_DW_IOTA16) / W;                         \
         __global const act_t *src = base + sp;                                                                        \
         for (; q < q1 && (q < qa || q + 16 > qb); q += 16) {                                                          \
-            int mode = sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n ? 2 : 1;                                \
+            int mode = NNCL_DWF_MODE(sp, 16, n);                                                                      \
             COLS NNCL_DWF_NEXT(int16)                                                                                 \
         }                                                                                                             \
         for (; q + 16 <= qb; q += 16) {                                                                               \
@@ -72,7 +76,7 @@ float16 nncl_dwf_gather16(__global const act_t *base, int i, int n) {
             COLS NNCL_DWF_NEXT(int16)                                                                                 \
         }                                                                                                             \
         for (; q < q1; q += 16) {                                                                                     \
-            int mode = sp + q - P * W - P < 0 || sp + q + 15 + P * W + P >= n ? 2 : 1;                                \
+            int mode = NNCL_DWF_MODE(sp, 16, n);                                                                      \
             COLS NNCL_DWF_NEXT(int16)                                                                                 \
         }                                                                                                             \
     }
@@ -179,7 +183,7 @@ NNCL_DWF_INPUT_K(5)
         __global const act_t *xs = x + x_off + xp;                                                                    \
         int qa = max(lo, P * W + P - xp), qb = min(min(hi, xn - xp - P * W - P), q1);                                 \
         for (q = q0; q < q1 && (q < qa || q + 8 > qb); q += 8) {                                                      \
-            int mode = xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn ? 2 : 1;                                \
+            int mode = NNCL_DWF_MODE(xp, 8, xn);                                                                      \
             float8 d = nncl_dw_ld8e(dy + dy_off, yp, q, q1, dyn, q + 8 <= q1 ? 0 : 2);                                \
             BODY NNCL_DWF_NEXT(int8)                                                                                  \
         }                                                                                                             \
@@ -189,7 +193,7 @@ NNCL_DWF_INPUT_K(5)
             BODY NNCL_DWF_NEXT(int8)                                                                                  \
         }                                                                                                             \
         for (; q < q1; q += 8) {                                                                                      \
-            int mode = xp + q - P * W - P < 0 || xp + q + 7 + P * W + P >= xn ? 2 : 1;                                \
+            int mode = NNCL_DWF_MODE(xp, 8, xn);                                                                      \
             float8 d = nncl_dw_ld8e(dy + dy_off, yp, q, q1, dyn, q + 8 <= q1 ? 0 : 2);                                \
             BODY NNCL_DWF_NEXT(int8)                                                                                  \
         }                                                                                                             \
