@@ -346,9 +346,10 @@ nncl_status nncl__cown_pack_fwd_b(nncl__exec *ex, const nncl_node *n, const nncl
     nncl__arg_int(&a, (int)bp_off);
     nncl__conv_arg_geometry(&a, d);
     nncl__arg_int(&a, v->nr);
-    if (flat) { /* up to 64 rows of a panel per group (one row per group is slower on PoCL) */
-        local[0] = d->ckk < 64 ? d->ckk : 64;
-        global[0] = (d->ckk + local[0] - 1) / local[0] * local[0];
+    if (flat) { /* 64 rows of a panel per group whatever C*k*k (the kernel checks its rows), so that
+                 * PoCL builds it once, not once per group size; one row per group is slower there */
+        local[0] = cown_group_cap(ex) < 64 ? cown_group_cap(ex) : 64;
+        global[0] = d->ckk;
         global[1] = (d->ohw + (size_t)v->nr - 1) / (size_t)v->nr;
         global[2] = (size_t)ns;
     } else {
@@ -469,8 +470,9 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
                 global[0] = flat ? (d->ohw + 7) / 8 : (size_t)d->OH * (size_t)((d->OW + 7) / 8);
                 global[1] = (size_t)ns;
                 global[2] = panels * (size_t)(v.nr / 8);
-                local[0] = local[2] = 1;
-                local[1] = ns < 4 ? (size_t)ns : 4;
+                local[0] = local[2] = 1; /* 4 even for a last chunk of fewer samples, which the
+                                          * kernel skips: one group size, one build on PoCL */
+                local[1] = cown_group_cap(ex) < 4 ? cown_group_cap(ex) : 4;
             } else {
                 cown_local(ex, v.nr, local);
                 global[0] = (size_t)v.nr;
@@ -489,7 +491,7 @@ static nncl_status cown_backward(nncl__exec *ex, const nncl_node *n, const nncl_
             nncl__arg_int(&a, act);
             global[0] = dy8 ? (p.k + 7) / 8 : p.k;
             global[1] = ((size_t)d->O + (size_t)v.mr - 1) / (size_t)v.mr;
-            NNCL_TRY(nncl__launch_exact(&a, ex->dev, 2, global));
+            NNCL_TRY(nncl__launch_checked(&a, ex->dev, 2, global));
         }
         if (need_w) NNCL_TRY(nncl__gemm_packed(ex->ctx, ex->dev, &v, &p));
         /* the 2 x 2 gather in fp32 storage only: in half storage, Mesa

@@ -387,6 +387,10 @@ nncl_status nncl__launch_1d(nncl__args *a, nncl_device *dev, size_t n);
  * the driver's choice: PoCL builds a kernel again for each group size,
  * and its choice for a NULL local size follows each shape's divisors. */
 nncl_status nncl__launch_exact(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global);
+/* For kernels that check their bounds along dimension 0: groups of 64
+ * work-items along it (or the kernel's maximum), the global size rounded
+ * up, so one group size serves every shape and PoCL builds the kernel once. */
+nncl_status nncl__launch_checked(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global);
 /* Reduction kernels (cl/common.cl's group sums) work in local arrays of this
  * many floats; their work-groups never exceed it. Passed to every program
  * as -DNNCL_RED_WG (src/runtime/program.c). */

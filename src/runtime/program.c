@@ -492,6 +492,12 @@ nncl_status nncl__launch_exact(nncl__args *a, nncl_device *dev, cl_uint dims, co
     return nncl__launch(a, dev, dims, global, local);
 }
 
+nncl_status nncl__launch_checked(nncl__args *a, nncl_device *dev, cl_uint dims, const size_t *global) {
+    size_t cap = prog_group_cap(a, dev), local[3] = {1, 1, 1};
+    local[0] = cap < 64 ? cap : 64;
+    return nncl__launch(a, dev, dims, global, local);
+}
+
 nncl_status nncl__launch_rows(nncl__args *a, nncl_device *dev, size_t rows, size_t cols) {
     size_t cap = prog_group_cap(a, dev), local = 1, global;
     while (local < cols && local * 2 <= cap) local *= 2;
