@@ -40,7 +40,15 @@ static nncl_status dw_launch_planes(nncl__args *a, const nncl__exec *ex, size_t 
     global[0] = segs;
     global[1] = (size_t)((rows + rb - 1) / rb);
     global[2] = planes;
-    dw_local(ex, global, local);
+    if (ex->dev->info.type == NNCL_DEVICE_CPU) { /* groups of planes only, not of a row's segments:
+                                                   * layers of other widths then share a group size,
+                                                   * and PoCL builds a kernel once per group size */
+        size_t one[3];
+        one[0] = 1, one[1] = global[1], one[2] = planes;
+        dw_local(ex, one, local);
+    } else {
+        dw_local(ex, global, local);
+    }
     return nncl__launch(a, ex->dev, 3, global, local);
 }
 
