@@ -38,7 +38,8 @@ if command -v timeout >/dev/null 2>&1; then tmo="timeout $limit"; else tmo=; fi
 # the op table builds the most kernels, and with an empty PoCL cache on a
 # 2-core AVX2 machine, beside the sanitizer folder, it outran 900 s while
 # still passing: a hang is told by twice the limit there
-tmo_table=${tmo:+timeout $((limit * 2))}
+table_limit=$((limit * 2))
+tmo_table=${tmo:+timeout $table_limit}
 
 pass=0 fail=0 skip=0
 
@@ -60,7 +61,7 @@ count() {
     if [ "$3" -ne 0 ] && [ "$f" -eq 0 ]; then
         if [ "$3" -eq 124 ] && [ -n "$tmo" ]; then
             lim=$limit
-            [ "$1" = test_op_table ] && lim=$((limit * 2))
+            [ "$1" = test_op_table ] && lim=$table_limit
             echo "FAIL $1: no result after $lim s"
         else
             echo "FAIL $1: exited with status $3"

@@ -36,19 +36,17 @@ static int dw_rows(const nncl__exec *ex, int rows) { return ex->dev->info.type =
 /* The launch of the forward and input gradient: segs work-items along
  * each row, a plane's rows in runs of rb, planes planes. */
 static nncl_status dw_launch_planes(nncl__args *a, const nncl__exec *ex, size_t segs, int rows, int rb, size_t planes) {
-    size_t global[3], local[3];
+    size_t global[3], local[3], shape[3];
     global[0] = segs;
     global[1] = (size_t)((rows + rb - 1) / rb);
     global[2] = planes;
-    if (ex->dev->info.type == NNCL_DEVICE_CPU) { /* groups of planes only, not of a row's segments:
-                                                   * layers of other widths then share a group size,
-                                                   * and PoCL builds a kernel once per group size */
-        size_t one[3];
-        one[0] = 1, one[1] = global[1], one[2] = planes;
-        dw_local(ex, one, local);
-    } else {
-        dw_local(ex, global, local);
-    }
+    /* on a CPU, groups of planes only, not of a row's segments: layers of
+     * other widths then share a group size, and PoCL builds a kernel once
+     * per group size */
+    shape[0] = ex->dev->info.type == NNCL_DEVICE_CPU ? 1 : segs;
+    shape[1] = global[1];
+    shape[2] = planes;
+    dw_local(ex, shape, local);
     return nncl__launch(a, ex->dev, 3, global, local);
 }
 

@@ -346,18 +346,16 @@ nncl_status nncl__cown_pack_fwd_b(nncl__exec *ex, const nncl_node *n, const nncl
     nncl__arg_int(&a, (int)bp_off);
     nncl__conv_arg_geometry(&a, d);
     nncl__arg_int(&a, v->nr);
-    if (flat) { /* 64 rows of a panel per group whatever C*k*k (the kernel checks its rows), so that
-                 * PoCL builds it once, not once per group size; one row per group is slower there */
-        local[0] = cown_group_cap(ex) < 64 ? cown_group_cap(ex) : 64;
+    if (flat) { /* the same group whatever C*k*k (the kernel checks its rows): one build on PoCL */
         global[0] = d->ckk;
         global[1] = (d->ohw + (size_t)v->nr - 1) / (size_t)v->nr;
         global[2] = (size_t)ns;
-    } else {
-        cown_local(ex, v->nr, local);
-        global[0] = (size_t)v->nr;
-        global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
-        global[2] = (size_t)ns * ((d->ohw + (size_t)v->nr - 1) / (size_t)v->nr);
+        return nncl__launch_checked(&a, ex->dev, 3, global);
     }
+    cown_local(ex, v->nr, local);
+    global[0] = (size_t)v->nr;
+    global[1] = (d->ckk + local[1] - 1) / local[1] * local[1];
+    global[2] = (size_t)ns * ((d->ohw + (size_t)v->nr - 1) / (size_t)v->nr);
     return nncl__launch(&a, ex->dev, 3, global, local);
 }
 
