@@ -125,7 +125,7 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
     for (i = 0; i < g->n_nodes; i++)
         if (nncl__numel(g->nodes[i], batch) > most) most = nncl__numel(g->nodes[i], batch);
     TH_OK(name, ctx, nncl__plan_create_store(ctx, g, loss, d, batch, oc_store, &p));
-    dev = p->x.dev;
+    dev = p->ex.dev;
     host = (float *)malloc((most + p->arena_floats + g->n_params + g->n_state + 2) * sizeof(float));
     pbuf = host + most;
     sbuf = pbuf + g->n_params + 1;
@@ -138,28 +138,28 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
     th_poison(host, most);
     for (k = 0; k < p->arena32_floats && oc_store && !bad; k += most < p->arena32_floats - k ? most : p->arena32_floats - k)
         bad |= oc_write(name, dev, p->arena32, k * 4, (most < p->arena32_floats - k ? most : p->arena32_floats - k) * 4, host);
-    if (g->n_trainable && !bad) bad |= oc_write(name, dev, p->x.grads, 0, g->n_trainable * 4, host);
+    if (g->n_trainable && !bad) bad |= oc_write(name, dev, p->ex.grads, 0, g->n_trainable * 4, host);
     nncl__graph_init_values(g, pbuf, sbuf);
-    if (g->n_params && !bad) bad |= oc_write(name, dev, p->x.params, 0, g->n_params * 4, pbuf);
+    if (g->n_params && !bad) bad |= oc_write(name, dev, p->ex.params, 0, g->n_params * 4, pbuf);
     if (!bad) TH_OK(name, ctx, nncl__plan_sync_params(p));
-    if (g->n_state && !bad) bad |= oc_write(name, dev, p->x.state, 0, g->n_state * 4, sbuf);
+    if (g->n_state && !bad) bad |= oc_write(name, dev, p->ex.state, 0, g->n_state * 4, sbuf);
     for (i = 0; i < nf && !bad; i++) TH_OK(name, ctx, nncl__plan_feed(p, feeds[i].node, feeds[i].data, batch));
-    p->x.batch = batch;
-    p->x.training = 1;
-    p->x.step_seed = r->r.step_seed;
+    p->ex.batch = batch;
+    p->ex.training = 1;
+    p->ex.step_seed = r->r.step_seed;
     for (i = 0; i < p->n_fwd && !bad; i++) {
         nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         const nncl__opdef *def = nncl__opdef_get(n->op);
         size_t count = nncl__numel(n, batch);
-        if (def->forward) TH_OK(name, ctx, def->forward(&p->x, n));
+        if (def->forward) TH_OK(name, ctx, def->forward(&p->ex, n));
         th_poison(host, count);
-        bad |= oc_read(p, nncl__val(&p->x, n), host, count);
+        bad |= oc_read(p, nncl__val(&p->ex, n), host, count);
         bad |= oc_compare(name, "value", n, host, r->val[n->id], count, tol);
     }
     if (!bad && loss) {
         const float one = oc_store == 1 ? OC_SCALE : 1.0f;
-        nncl__view seed = nncl__grd(&p->x, loss);
-        memset(p->x.grad_acc, 0, (size_t)g->n_nodes);
+        nncl__view seed = nncl__grd(&p->ex, loss);
+        memset(p->ex.grad_acc, 0, (size_t)g->n_nodes);
         if (seed.mem) bad |= oc_write(name, dev, seed.mem, seed.off * 4, 4, &one);
         for (i = 0; i < p->n_bwd && !bad; i++) {
             nncl_node *n = nncl__plan_node(p, p->bwd[i]);
@@ -167,18 +167,18 @@ static int oc_device(const char *name, nncl_context *ctx, int d, nncl_graph *g, 
             size_t count = nncl__numel(n, batch);
             if (!def->alias) {
                 th_poison(host, count);
-                bad |= oc_read(p, nncl__grd(&p->x, n), host, count);
+                bad |= oc_read(p, nncl__grd(&p->ex, n), host, count);
                 oc_unscale(host, count);
                 bad |= oc_compare(name, "gradient", n, host, r->grad[n->id], count, tol);
             }
-            if (!bad && def->backward) TH_OK(name, ctx, def->backward(&p->x, n));
+            if (!bad && def->backward) TH_OK(name, ctx, def->backward(&p->ex, n));
         }
         for (i = 0; i < g->n_nodes && !bad; i++) { /* parameters and inputs */
             nncl_node *n = g->nodes[i];
             size_t count = nncl__numel(n, batch);
             if (!n->needs_grad || (n->op != NNCL_OP_PARAM && n->op != NNCL_OP_INPUT)) continue;
             th_poison(host, count);
-            bad |= oc_read(p, nncl__grd(&p->x, n), host, count);
+            bad |= oc_read(p, nncl__grd(&p->ex, n), host, count);
             oc_unscale(host, count);
             bad |= oc_compare(name, "gradient", n, host, r->grad[i], count, tol);
         }

@@ -24,7 +24,7 @@ static int ta_forward(nncl__plan *p, nncl_node *const *in, float *const *data, i
     int i;
     for (i = 0; i < 3; i++)
         if (nncl__plan_feed(p, in[i], data[i] + (size_t)offset * TA_T * TA_C, batch) != NNCL_OK) return 1;
-    p->x.batch_offset = offset;
+    p->ex.batch_offset = offset;
     return nncl__plan_forward(p, batch, training) != NNCL_OK;
 }
 
@@ -47,7 +47,7 @@ static int ta_dropout(nncl_context *ctx, int d) {
     a0 = nncl_causal_attention(g, in[0], in[1], in[2], 2, 0.0f);
     TH_CHECK(name, a && a0 && train1 && train2 && eval && z);
     TH_OK(name, ctx, nncl__plan_create(ctx, g, NULL, d, TA_B, &p));
-    p->x.step_seed = 1001;
+    p->ex.step_seed = 1001;
     bad |= ta_forward(p, in, data, TA_B, 0, 1) || ta_read(p, a, train1) || ta_read(p, a0, z);
     bad |= ta_forward(p, in, data, TA_B, 0, 0) || ta_read(p, a, eval);
     TH_CHECK(name, !bad);
@@ -64,7 +64,7 @@ static int ta_dropout(nncl_context *ctx, int d) {
     bad |= ta_forward(p, in, data, TA_B - 1, 1, 1) || nncl__plan_read(p, a, train2, TA_B - 1, NULL) != NNCL_OK;
     TH_CHECK(name, !bad && memcmp(train1 + per, train2, (n - per) * 4) == 0);
     /* another step: other weights */
-    p->x.step_seed = 1002;
+    p->ex.step_seed = 1002;
     bad |= ta_forward(p, in, data, TA_B, 0, 1) || ta_read(p, a, train2);
     for (differ = 0, k = 0; k < n; k++) differ += train1[k] != train2[k];
     TH_CHECK(name, !bad && differ > n / 2);

@@ -410,21 +410,21 @@ static int check_pool_special_at(nncl_context *ctx, int H, int W) {
             for (i = 0; i < P * OH * OW; i++) /* NaN for NaN; otherwise the same value, zeros with their sign */
                 bad |= want_y[i] != want_y[i] ? y[i] == y[i] : memcmp(&y[i], &want_y[i], 4) != 0;
             /* the pool's gradient written as it is stored, then its backward alone */
-            gv = nncl__grd(&pl->x, pool);
+            gv = nncl__grd(&pl->ex, pool);
             for (i = 0; i < P * OH * OW; i++) {
                 unsigned u;
                 memcpy(&u, &dy[i], 4);
                 bits[i] = store == 1 ? tc_f16(dy[i]) : (unsigned short)(u >> 16);
             }
             if (store)
-                clEnqueueWriteBuffer(pl->x.dev->queue, gv.mem, CL_TRUE, gv.off * 2, (size_t)P * OH * OW * 2, bits, 0,
+                clEnqueueWriteBuffer(pl->ex.dev->queue, gv.mem, CL_TRUE, gv.off * 2, (size_t)P * OH * OW * 2, bits, 0,
                                      NULL, NULL);
             else
-                clEnqueueWriteBuffer(pl->x.dev->queue, gv.mem, CL_TRUE, gv.off * 4, (size_t)P * OH * OW * 4, dy, 0,
+                clEnqueueWriteBuffer(pl->ex.dev->queue, gv.mem, CL_TRUE, gv.off * 4, (size_t)P * OH * OW * 4, dy, 0,
                                      NULL, NULL);
-            memset(pl->x.grad_acc, 0, (size_t)g->n_nodes);
-            TH_OK(name, ctx, nncl__opdef_get(pool->op)->backward(&pl->x, pool));
-            TH_OK(name, ctx, nncl__plan_read_view(pl, nncl__grd(&pl->x, xn), dx, (size_t)P * H * W));
+            memset(pl->ex.grad_acc, 0, (size_t)g->n_nodes);
+            TH_OK(name, ctx, nncl__opdef_get(pool->op)->backward(&pl->ex, pool));
+            TH_OK(name, ctx, nncl__plan_read_view(pl, nncl__grd(&pl->ex, xn), dx, (size_t)P * H * W));
             for (i = 0; i < P * H * W; i++) bad |= dx[i] != want_dx[i];
             nncl__plan_free(pl);
             nncl_graph_free(g);

@@ -128,10 +128,10 @@ static int check_int_limits(nncl_context *ctx) {
     TH_CHECK(name, strstr(nncl_last_error(ctx), "the activations need") && strstr(nncl_last_error(ctx), "2^31-1"));
     /* an offset past INT_MAX: the launch refuses it as the caller's error */
     TH_OK(name, ctx, nncl__plan_create(ctx, g, loss, 0, 4, &p));
-    TH_OK(name, ctx, nncl__kl_find(ctx, p->x.dev, "elementwise", "nncl_relu_f32", &k));
-    v = nncl__val(&p->x, h);
+    TH_OK(name, ctx, nncl__kl_find(ctx, p->ex.dev, "elementwise", "nncl_relu_f32", &k));
+    v = nncl__val(&p->ex, h);
     v.off = (size_t)INT_MAX + 1;
-    TH_CHECK(name, nncl__k_unary(k, v, nncl__val(&p->x, h), 8, NULL) == NNCL_ERR_INVALID_ARGUMENT);
+    TH_CHECK(name, nncl__k_unary(k, v, nncl__val(&p->ex, h), 8, NULL) == NNCL_ERR_INVALID_ARGUMENT);
     TH_CHECK(name, strstr(nncl_last_error(ctx), "2147483648 elements pass 2^31-1") != NULL);
     nncl__plan_free(p);
     nncl_graph_free(g);

@@ -701,7 +701,7 @@ static int test_half_copy(nncl_context *ctx) {
             half = (unsigned short *)malloc(n * sizeof(unsigned short));
             TH_CHECK(name, master && half && m.g->n_trainable < n);
             TH_OK(name, ctx, nncl__plan_get(t->plan[0], NNCL__PB_PARAMS, 0, n, master, 1));
-            TH_CHECK(name, clEnqueueReadBuffer(nncl__plan_device(t->plan[0])->queue, t->plan[0]->x.params_h, CL_TRUE, 0,
+            TH_CHECK(name, clEnqueueReadBuffer(nncl__plan_device(t->plan[0])->queue, t->plan[0]->ex.params_h, CL_TRUE, 0,
                                                n * sizeof(unsigned short), half, 0, NULL, NULL) == CL_SUCCESS);
             for (i = 0; i < n; i++)
                 bad += half[i] != (prec == 1 ? nncl__f32_to_f16(master[i]) : nncl__f32_to_bf16(master[i]));

@@ -35,8 +35,8 @@ static int nt_plan(const char *name, nncl_context *ctx, int d, nncl_graph *g, nn
     sbuf = (float *)malloc((g->n_state + 1) * sizeof(float));
     nncl__graph_init_values(g, pbuf, sbuf);
     if (g->n_params)
-        clEnqueueWriteBuffer(p->x.dev->queue, p->x.params, CL_TRUE, 0, g->n_params * 4, pbuf, 0, NULL, NULL);
-    if (g->n_state) clEnqueueWriteBuffer(p->x.dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, sbuf, 0, NULL, NULL);
+        clEnqueueWriteBuffer(p->ex.dev->queue, p->ex.params, CL_TRUE, 0, g->n_params * 4, pbuf, 0, NULL, NULL);
+    if (g->n_state) clEnqueueWriteBuffer(p->ex.dev->queue, p->ex.state, CL_TRUE, 0, g->n_state * 4, sbuf, 0, NULL, NULL);
     free(pbuf);
     free(sbuf);
     for (i = 0; i < nf; i++)
@@ -45,13 +45,13 @@ static int nt_plan(const char *name, nncl_context *ctx, int d, nncl_graph *g, nn
             nncl__plan_free(p);
             return 1;
         }
-    p->x.step_seed = 12345;
+    p->ex.step_seed = 12345;
     *out = p;
     return 0;
 }
 
 static int nt_read(nncl__plan *p, nncl__view v, float *dst, size_t count) {
-    return clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL) != CL_SUCCESS;
+    return clEnqueueReadBuffer(p->ex.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL) != CL_SUCCESS;
 }
 
 /* Running statistics after two training steps equal the reference's and a
@@ -98,7 +98,7 @@ static int check_bn_running(nncl_context *ctx, int d, int ndim, const int *shape
         nncl__ref_forward(r, 1);
         bad |= nncl__plan_forward(p, batch, 1) != NNCL_OK;
     }
-    bad |= clEnqueueReadBuffer(p->x.dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, got, 0, NULL, NULL) !=
+    bad |= clEnqueueReadBuffer(p->ex.dev->queue, p->ex.state, CL_TRUE, 0, g->n_state * 4, got, 0, NULL, NULL) !=
            CL_SUCCESS;
     if (bad) { th_fail(name, "running two training steps: %s", nncl_last_error(ctx)); goto done; }
     if (!th_close(name, got, r->state, g->n_state, 1e-11)) { bad = 1; goto done; }
@@ -126,7 +126,7 @@ static int check_bn_running(nncl_context *ctx, int d, int ndim, const int *shape
     nncl__ref_forward(r, 0);
     nncl__ref_backward(r, loss);
     bad |= nncl__plan_forward(p, batch, 0) != NNCL_OK;
-    bad |= nt_read(p, nncl__val(&p->x, h), got, nx); /* before backward reuses its memory */
+    bad |= nt_read(p, nncl__val(&p->ex, h), got, nx); /* before backward reuses its memory */
     if (bad) { th_fail(name, "evaluation step: %s", nncl_last_error(ctx)); goto done; }
     if (!th_close(name, got, r->val[h->id], nx, 1e-11)) { bad = 1; goto done; }
     /* by hand: element 0 (channel 0) from the running statistics of the reference */
@@ -141,12 +141,12 @@ static int check_bn_running(nncl_context *ctx, int d, int ndim, const int *shape
         bad = 1;
         goto done;
     }
-    bad |= nt_read(p, nncl__grd(&p->x, x), got, nx);
+    bad |= nt_read(p, nncl__grd(&p->ex, x), got, nx);
     if (bad || !th_close(name, got, r->grad[x->id], nx, 1e-10)) { bad = 1; goto done; }
-    bad |= nt_read(p, nncl__grd(&p->x, w), got, (size_t)C);
+    bad |= nt_read(p, nncl__grd(&p->ex, w), got, (size_t)C);
     if (bad || !th_close(name, got, r->grad[w->id], (size_t)C, 1e-10)) { bad = 1; goto done; }
     /* the state is unchanged by evaluation */
-    clEnqueueReadBuffer(p->x.dev->queue, p->x.state, CL_TRUE, 0, g->n_state * 4, got, 0, NULL, NULL);
+    clEnqueueReadBuffer(p->ex.dev->queue, p->ex.state, CL_TRUE, 0, g->n_state * 4, got, 0, NULL, NULL);
     if (!th_close(name, got, r->state, g->n_state, 1e-11)) { bad = 1; goto done; }
     th_pass("%s", name);
 done:
@@ -220,13 +220,13 @@ static int check_dropout_masks(nncl_context *ctx, int d) {
     TH_CHECK(name, !bad);
     /* a shard of samples 3..7: the same masks as in the whole batch */
     TH_OK(name, ctx, nncl__plan_feed(p0, x, ones + 3 * N, B - 3));
-    p0->x.batch_offset = 3;
+    p0->ex.batch_offset = 3;
     TH_OK(name, ctx, nncl__plan_forward(p0, B - 3, 1));
     TH_OK(name, ctx, nncl__plan_read(p0, h, out2, B - 3, NULL));
     TH_CHECK(name, memcmp(out2, out + 3 * N, (size_t)(B - 3) * N * sizeof(float)) == 0);
-    p0->x.batch_offset = 0;
+    p0->ex.batch_offset = 0;
     /* another step: another mask */
-    p0->x.step_seed = 12346;
+    p0->ex.step_seed = 12346;
     TH_OK(name, ctx, nncl__plan_feed(p0, x, ones, B));
     TH_OK(name, ctx, nncl__plan_forward(p0, B, 1));
     TH_OK(name, ctx, nncl__plan_read(p0, h, out2, B, NULL));

@@ -191,7 +191,7 @@ static int test_freeze(nncl_context *ctx) {
     unsigned seed = 3;
     TH_CHECK(name, tio_build(ctx, 0, 8, &m, 1) == 0);
     TH_CHECK(name, m.g->n_trainable == 27 && m.g->n_params == 83); /* fc2 only: 8*3 + 3 */
-    TH_CHECK(name, m.t->plan[0]->x.grad[nncl_graph_find(m.g, "fc1.weight")->id].mem == NULL);
+    TH_CHECK(name, m.t->plan[0]->ex.grad[nncl_graph_find(m.g, "fc1.weight")->id].mem == NULL);
     th_fill_uniform(x, 48, -1, 1, &seed);
     for (i = 0; i < 8; i++) y[i] = (float)(i % 3);
     f[0].node = m.x; f[0].data = x;

@@ -10,18 +10,18 @@ static const nncl_node *exec_root(const nncl_node *n) {
     return n;
 }
 
-nncl__view nncl__val(nncl__exec *x, const nncl_node *n) { return x->value[n->id]; }
-nncl__view nncl__grd(nncl__exec *x, const nncl_node *n) { return x->grad[n->id]; }
-nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n) { return x->aux[n->id]; }
+nncl__view nncl__val(nncl__exec *ex, const nncl_node *n) { return ex->value[n->id]; }
+nncl__view nncl__grd(nncl__exec *ex, const nncl_node *n) { return ex->grad[n->id]; }
+nncl__view nncl__auxv(nncl__exec *ex, const nncl_node *n) { return ex->aux[n->id]; }
 
-int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i) {
-    return n->in[i]->needs_grad && x->grad[n->in[i]->id].mem != NULL;
+int nncl__need_grad(nncl__exec *ex, const nncl_node *n, int i) {
+    return n->in[i]->needs_grad && ex->grad[n->in[i]->id].mem != NULL;
 }
 
-int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i) {
+int nncl__grad_accumulate(nncl__exec *ex, const nncl_node *n, int i) {
     int r = exec_root(n->in[i])->id;
-    int acc = x->grad_acc[r];
-    x->grad_acc[r] = 1;
+    int acc = ex->grad_acc[r];
+    ex->grad_acc[r] = 1;
     return acc;
 }
 
@@ -29,31 +29,31 @@ int nncl__op_kernel_count(const nncl__opdef *d) {
     return d->n_kernels;
 }
 
-const nncl__kslot *nncl__kslot_of(const nncl__exec *x, const nncl_node *n, int slot) {
+const nncl__kslot *nncl__kslot_of(const nncl__exec *ex, const nncl_node *n, int slot) {
     size_t at;
-    if (!x->kbase || slot < 0) return NULL;
-    at = x->kbase[n->id] + (size_t)slot;
-    return at < x->kbase[n->id + 1] ? &x->kernels[at] : NULL;
+    if (!ex->kbase || slot < 0) return NULL;
+    at = ex->kbase[n->id] + (size_t)slot;
+    return at < ex->kbase[n->id + 1] ? &ex->kernels[at] : NULL;
 }
 
-nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a) {
-    const nncl__kslot *k = nncl__kslot_of(x, n, slot);
+nncl_status nncl__kbegin(nncl__exec *ex, const nncl_node *n, int slot, nncl__args *a) {
+    const nncl__kslot *k = nncl__kslot_of(ex, n, slot);
     if (!k || !k->kernel)
-        return nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
+        return nncl__fail(ex->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
                           nncl__opdef_get(n->op)->name, n->name, slot);
-    nncl__args_begin_slot(a, x->ctx, k);
+    nncl__args_begin_slot(a, ex->ctx, k);
     return NNCL_OK;
 }
 
-nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot) {
+nncl__kl nncl__kl_of(nncl__exec *ex, const nncl_node *n, int slot) {
     nncl__kl k;
-    k.ctx = x->ctx;
-    k.dev = x->dev;
+    k.ctx = ex->ctx;
+    k.dev = ex->dev;
     k.slot.kernel = NULL;
     k.slot.wg = 0;
-    if (nncl__kslot_of(x, n, slot)) k.slot = *nncl__kslot_of(x, n, slot);
+    if (nncl__kslot_of(ex, n, slot)) k.slot = *nncl__kslot_of(ex, n, slot);
     if (!k.slot.kernel)
-        nncl__fail(x->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
+        nncl__fail(ex->ctx, NNCL_ERR_STATE, "%s \"%s\": kernel slot %d is not among the op's kernels",
                    nncl__opdef_get(n->op)->name, n->name, slot);
     return k;
 }

@@ -118,7 +118,7 @@ typedef struct nncl__opdef {
     /* At plan creation (x->batch is the largest batch, the kernels are
      * resolved): report the CLBlast workspace the op's GEMMs need. NULL:
      * nothing to prepare. */
-    nncl_status (*prepare)(nncl__exec *x, nncl_node *n, size_t *gemm_temp_bytes);
+    nncl_status (*prepare)(nncl__exec *ex, nncl_node *n, size_t *gemm_temp_bytes);
     /* The most bytes prepare can report for n at batch samples, whatever
      * the device and the kernels timed, given an activation arena of
      * arena_bytes and storage store: what a plan counts for the workspace
@@ -126,12 +126,12 @@ typedef struct nncl__opdef {
      * choose) must stay within it. NULL: the plan counts twice the panels
      * of n's operands. */
     uint64_t (*workspace)(const nncl_node *n, int batch, uint64_t arena_bytes, int store);
-    nncl_status (*forward)(nncl__exec *x, nncl_node *n);
+    nncl_status (*forward)(nncl__exec *ex, nncl_node *n);
     /* Adds this node's contribution to the gradients of its inputs that
      * need one (nncl__need_grad); nncl__grad_accumulate() says whether to
      * add to (1) or overwrite (0) input i's gradient. Reads the node's own
      * gradient at nncl__grd(x, n). */
-    nncl_status (*backward)(nncl__exec *x, nncl_node *n);
+    nncl_status (*backward)(nncl__exec *ex, nncl_node *n);
     int bw_reads;              /* NNCL_BW_* flags */
     /* The same for node n where it depends on the node's attributes (a
      * product without a fused activation reads no output), in half storage
@@ -262,7 +262,7 @@ struct nncl__exec {
      * training once its shard statistics are in its aux (phase 0, forward)
      * and once its gradient sums are (phase 1, backward); it replaces them
      * with the statistics of the global batch. NULL on a single device. */
-    nncl_status (*sync)(nncl__exec *x, const nncl_node *n, int phase, void *user);
+    nncl_status (*sync)(nncl__exec *ex, const nncl_node *n, int phase, void *user);
     void *sync_user;
     nncl__view *value, *grad, *aux; /* indexed by node id; mem NULL where absent */
     nncl__kslot *kernels;      /* kbase[node id] + slot: the op's kernels on dev */
@@ -276,25 +276,25 @@ struct nncl__exec {
     size_t gemm_cap;           /* at a plan's prepare: the GEMM temp bytes the nodes before need (0: none) */
 };
 
-nncl__view nncl__val(nncl__exec *x, const nncl_node *n);
-nncl__view nncl__grd(nncl__exec *x, const nncl_node *n);
-nncl__view nncl__auxv(nncl__exec *x, const nncl_node *n);
+nncl__view nncl__val(nncl__exec *ex, const nncl_node *n);
+nncl__view nncl__grd(nncl__exec *ex, const nncl_node *n);
+nncl__view nncl__auxv(nncl__exec *ex, const nncl_node *n);
 /* Whether input i of n needs a gradient. */
-int nncl__need_grad(nncl__exec *x, const nncl_node *n, int i);
+int nncl__need_grad(nncl__exec *ex, const nncl_node *n, int i);
 /* 1 when input i's gradient already holds a contribution this step (add to
  * it), 0 when this is the first (overwrite it). Marks it written: call once
  * per input per backward, just before the launch that writes it. */
-int nncl__grad_accumulate(nncl__exec *x, const nncl_node *n, int i);
+int nncl__grad_accumulate(nncl__exec *ex, const nncl_node *n, int i);
 /* Slots op d declares: the length of its kernel list. */
 int nncl__op_kernel_count(const nncl__opdef *d);
 /* Kernel `slot` of n's op on the exec's device as resolved at plan
  * creation; NULL when the op declares no such slot. */
-const nncl__kslot *nncl__kslot_of(const nncl__exec *x, const nncl_node *n, int slot);
+const nncl__kslot *nncl__kslot_of(const nncl__exec *ex, const nncl_node *n, int slot);
 /* Kernel `slot` of n's op (its opdef's kernels[slot]) on the exec's device,
  * resolved at plan creation, with arguments begun. */
-nncl_status nncl__kbegin(nncl__exec *x, const nncl_node *n, int slot, nncl__args *a);
+nncl_status nncl__kbegin(nncl__exec *ex, const nncl_node *n, int slot, nncl__args *a);
 /* The same kernel for the typed wrappers of launch.h; a missing
  * slot is recorded and makes the wrapper fail. */
-nncl__kl nncl__kl_of(nncl__exec *x, const nncl_node *n, int slot);
+nncl__kl nncl__kl_of(nncl__exec *ex, const nncl_node *n, int slot);
 
 #endif /* NNCL_GRAPH_H */

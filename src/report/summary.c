@@ -92,10 +92,10 @@ static nncl_status summary_write(const nncl_graph *g, const nncl_trainer *t, FIL
         nncl_device_info_get(t->ctx, t->device[i], &info);
         size_t opt = t->pipe ? t->pipe->st[i].opt_floats : t->opt_floats;
         summary_bytes(all, sizeof all, (double)p->bytes + (double)opt * 4);
-        summary_bytes(act, sizeof act, (double)p->arena_floats * (p->x.store ? 2 : 4) + (double)p->arena32_floats * 4);
+        summary_bytes(act, sizeof act, (double)p->arena_floats * (p->ex.store ? 2 : 4) + (double)p->arena32_floats * 4);
         fprintf(out, "device %d (%.60s): plan %s for batch %d (activations %s%s), optimizer state %zu floats\n", t->device[i],
-                info.name, all, p->max_batch, act, p->x.store == 1   ? " in fp16, arithmetic fp32"
-                : p->x.store == 2 ? " in bf16, arithmetic fp32"
+                info.name, all, p->max_batch, act, p->ex.store == 1   ? " in fp16, arithmetic fp32"
+                : p->ex.store == 2 ? " in bf16, arithmetic fp32"
                                   : "",
                 opt);
         if (t->pipe) {

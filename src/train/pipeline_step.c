@@ -171,7 +171,7 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int accumulate) 
     if (st->in) NNCL_CL(t->ctx, clFlush(nncl__plan_device(p)->queue)); /* as in pipe_forward */
     t0 = nncl__seconds();
     if (st->in && st->in->needs_grad) {
-        nncl__view v = p->x.grad[st->in->id];
+        nncl__view v = p->ex.grad[st->in->id];
         if (v.mem) { /* fp32: a pipeline's storage */
             NNCL_CL(t->ctx, clEnqueueReadBuffer(nncl__plan_device(p)->queue, v.mem, CL_FALSE, v.off * 4,
                                                 nncl__numel(st->in, pp->len[m]) * 4, pipe_slot(pp, pp->grad, s - 1, m),
@@ -180,7 +180,7 @@ static nncl_status pipe_backward(nncl_trainer *t, int s, int m, int accumulate) 
         } else memset(pipe_slot(pp, pp->grad, s - 1, m), 0, nncl__numel(st->in, pp->len[m]) * 4);
     }
     /* The slot's writes to the device are done before the previous stage may refill it. */
-    if (st->in && !(st->in->needs_grad && p->x.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
+    if (st->in && !(st->in->needs_grad && p->ex.grad[st->in->id].mem)) NNCL_TRY(nncl__plan_finish(p));
     if (st->in) pipe_post(pp, &pp->grad_ready[(s - 1) * pp->m + m], 0);
     st->xfer += nncl__seconds() - t0;
     return NNCL_OK;

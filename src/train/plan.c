@@ -9,7 +9,7 @@
 void nncl__plan_free(nncl__plan *p) {
     nncl_device *dev;
     if (!p) return;
-    dev = p->x.dev;
+    dev = p->ex.dev;
     if (p->xfer) { /* its reads target the plan's gradients */
         clFinish(p->xfer);
         clReleaseCommandQueue(p->xfer);
@@ -18,20 +18,20 @@ void nncl__plan_free(nncl__plan *p) {
         clFinish(dev->queue);
         int a;
         for (a = 0; a < p->n_arenas; a++) nncl__buffer_release(dev, p->arenas[a], p->arena_floats * 4);
-        if (!p->n_arenas) nncl__buffer_release(dev, p->arena, p->arena_floats * (p->x.store ? 2 : 4));
+        if (!p->n_arenas) nncl__buffer_release(dev, p->arena, p->arena_floats * (p->ex.store ? 2 : 4));
         nncl__buffer_release(dev, p->arena32, p->arena32_floats * 4);
-        nncl__buffer_release(dev, p->x.params_h, p->graph->n_params * 2);
-        nncl__buffer_release(dev, p->x.params, p->graph->n_params * 4);
-        nncl__buffer_release(dev, p->x.grads, p->graph->n_trainable * 4);
-        nncl__buffer_release(dev, p->x.state, p->graph->n_state * 4);
-        nncl__buffer_release(dev, p->x.gemm_temp, p->gemm_temp_bytes);
+        nncl__buffer_release(dev, p->ex.params_h, p->graph->n_params * 2);
+        nncl__buffer_release(dev, p->ex.params, p->graph->n_params * 4);
+        nncl__buffer_release(dev, p->ex.grads, p->graph->n_trainable * 4);
+        nncl__buffer_release(dev, p->ex.state, p->graph->n_state * 4);
+        nncl__buffer_release(dev, p->ex.gemm_temp, p->gemm_temp_bytes);
         nncl__buffer_release(dev, p->opt, p->opt_floats * 4);
         nncl__buffer_release(dev, p->scratch, p->scratch_floats * 4);
         if (p->shadow) nncl__buffer_release(dev, p->shadow, p->graph->n_state * 4);
     }
-    NNCL_FREE(p->x.value); NNCL_FREE(p->x.grad); NNCL_FREE(p->x.aux); NNCL_FREE(p->x.grad_acc);
-    NNCL_FREE(p->x.kernels);
-    NNCL_FREE(p->x.kbase);
+    NNCL_FREE(p->ex.value); NNCL_FREE(p->ex.grad); NNCL_FREE(p->ex.aux); NNCL_FREE(p->ex.grad_acc);
+    NNCL_FREE(p->ex.kernels);
+    NNCL_FREE(p->ex.kbase);
     NNCL_FREE(p->rvalue); NNCL_FREE(p->raux); NNCL_FREE(p->fvalue); NNCL_FREE(p->faux); NNCL_FREE(p->rec_place);
     NNCL_FREE(p->arenas);
     nncl__plan_schedule_free(p);
@@ -94,7 +94,7 @@ nncl_status nncl__plan_check_store(nncl_context *ctx, const nncl_graph *g, const
 }
 
 int nncl__plan_view_half(const nncl__plan *p, nncl__view v) {
-    return p->x.store && v.mem && (v.mem == p->arena || v.mem == p->x.params_h);
+    return p->ex.store && v.mem && (v.mem == p->arena || v.mem == p->ex.params_h);
 }
 
 static nncl__view plan_whole(cl_mem m) {
@@ -108,24 +108,24 @@ static nncl__view plan_whole(cl_mem m) {
 static nncl__kl plan_store_kernel(const nncl__plan *p) {
     nncl__kl k;
     k.ctx = p->ctx;
-    k.dev = p->x.dev;
+    k.dev = p->ex.dev;
     k.slot = p->store_k;
     return k;
 }
 
 nncl_status nncl__plan_sync_params(nncl__plan *p) {
     size_t n = p->graph->n_params;
-    if (!p->x.store || !n) return NNCL_OK;
-    return nncl__k_store(plan_store_kernel(p), plan_whole(p->x.params_h), plan_whole(p->x.params), n);
+    if (!p->ex.store || !n) return NNCL_OK;
+    return nncl__k_store(plan_store_kernel(p), plan_whole(p->ex.params_h), plan_whole(p->ex.params), n);
 }
 
 nncl_status nncl__plan_read_view(nncl__plan *p, nncl__view v, float *dst, size_t count) {
     size_t i;
     if (!nncl__plan_view_half(p, v)) {
-        NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL));
+        NNCL_CL(p->ctx, clEnqueueReadBuffer(p->ex.dev->queue, v.mem, CL_TRUE, v.off * 4, count * 4, dst, 0, NULL, NULL));
         return NNCL_OK;
     }
-    NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, CL_TRUE, v.off * 2, count * 2, dst, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueReadBuffer(p->ex.dev->queue, v.mem, CL_TRUE, v.off * 2, count * 2, dst, 0, NULL, NULL));
     /* in place from the end: element i's 2 bytes sit at or past 2i, its float goes to 4i */
     for (i = count; i-- > 0;) {
         const unsigned char *h = (const unsigned char *)dst + 2 * i;
@@ -133,7 +133,7 @@ nncl_status nncl__plan_read_view(nncl__plan *p, nncl__view v, float *dst, size_t
         uint16_t u;
         memcpy(&u, h, 2);
         bits = u;
-        dst[i] = p->x.store == 1 ? nncl__f16_to_f32(bits) : nncl__bf16_to_f32(bits);
+        dst[i] = p->ex.store == 1 ? nncl__f16_to_f32(bits) : nncl__bf16_to_f32(bits);
     }
     return NNCL_OK;
 }
@@ -163,7 +163,7 @@ static nncl_status plan_check_node_sizes(nncl__plan *p) {
 static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb) {
     nncl_graph *g = p->graph;
     nncl_context *ctx = p->ctx;
-    nncl_device *dev = p->x.dev;
+    nncl_device *dev = p->ex.dev;
     size_t total = 0;
     int i;
     /* bytes in size_t: checked, a 32-bit size_t holds less than 2^31 floats' worth */
@@ -171,15 +171,15 @@ static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb
         nncl__add_overflow(total, g->n_state, &total) || nncl__mul_overflow(total, 4, &total))
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "plan: %zu + %zu + %zu floats overflow the size of memory",
                           p->arena_floats, g->n_params, g->n_state);
-    NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena_floats * (p->x.store ? 2 : 4), &p->arena));
-    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 4, &p->x.params));
-    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_trainable * 4, &p->x.grads));
-    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_state * 4, &p->x.state));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena_floats * (p->ex.store ? 2 : 4), &p->arena));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 4, &p->ex.params));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_trainable * 4, &p->ex.grads));
+    NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_state * 4, &p->ex.state));
     p->bytes = total;
-    if (p->x.store) { /* the arena counted at 4 bytes above holds 2-byte elements */
+    if (p->ex.store) { /* the arena counted at 4 bytes above holds 2-byte elements */
         p->bytes -= (uint64_t)p->arena_floats * 2;
         NNCL_TRY(nncl__buffer_create(ctx, dev, p->arena32_floats * 4, &p->arena32));
-        NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 2, &p->x.params_h));
+        NNCL_TRY(nncl__buffer_create(ctx, dev, g->n_params * 2, &p->ex.params_h));
         p->bytes += (uint64_t)p->arena32_floats * 4 + (uint64_t)g->n_params * 2;
     }
     for (i = 0; i < nb; i++) {
@@ -191,36 +191,36 @@ static nncl_status plan_buffers(nncl__plan *p, const nncl__plan_block *b, int nb
             for (r = 0; r < p->n_rec; r++)
                 if (p->rec[r] == b[i].node && p->rec_again[r]) p->rec_place[r] = v;
         } else if (b[i].kind == 0) {
-            (b[i].rec ? p->rvalue : p->x.value)[b[i].node] = v;
+            (b[i].rec ? p->rvalue : p->ex.value)[b[i].node] = v;
         } else if (b[i].kind == 1) {
-            p->x.grad[b[i].node] = v;
+            p->ex.grad[b[i].node] = v;
         } else {
-            (b[i].rec ? p->raux : p->x.aux)[b[i].node] = v;
+            (b[i].rec ? p->raux : p->ex.aux)[b[i].node] = v;
         }
     }
     for (i = 0; i < g->n_nodes; i++) {
         nncl_node *n = g->nodes[i];
         if (n->op == NNCL_OP_PARAM) {
-            p->x.value[i].mem = p->x.store ? p->x.params_h : p->x.params;
-            p->x.value[i].off = n->param_off;
+            p->ex.value[i].mem = p->ex.store ? p->ex.params_h : p->ex.params;
+            p->ex.value[i].off = n->param_off;
             if (n->trainable) {
-                p->x.grad[i].mem = p->x.grads;
-                p->x.grad[i].off = n->param_off;
+                p->ex.grad[i].mem = p->ex.grads;
+                p->ex.grad[i].off = n->param_off;
             }
         } else if (nncl__opdef_get(n->op)->alias) {
             const nncl_node *r = nncl__plan_root(n);
-            p->x.value[i] = p->x.value[r->id];
-            p->x.grad[i] = p->x.grad[r->id];
+            p->ex.value[i] = p->ex.value[r->id];
+            p->ex.grad[i] = p->ex.grad[r->id];
             p->rvalue[i] = p->rvalue[r->id];
         }
     }
     for (i = 0; i < g->n_nodes; i++)
         if (nncl__plan_away(p, i)) { /* computed only by a prediction of it, into the fused node's places */
-            p->x.value[i] = p->x.value[p->into[i]];
-            p->x.aux[i] = p->x.aux[p->into[i]];
+            p->ex.value[i] = p->ex.value[p->into[i]];
+            p->ex.aux[i] = p->ex.aux[p->into[i]];
         }
-    memcpy(p->fvalue, p->x.value, (size_t)g->n_nodes * sizeof *p->fvalue);
-    memcpy(p->faux, p->x.aux, (size_t)g->n_nodes * sizeof *p->faux);
+    memcpy(p->fvalue, p->ex.value, (size_t)g->n_nodes * sizeof *p->fvalue);
+    memcpy(p->faux, p->ex.aux, (size_t)g->n_nodes * sizeof *p->faux);
     return NNCL_OK;
 }
 
@@ -241,7 +241,7 @@ nncl_status nncl__plan_create_store(nncl_context *ctx, nncl_graph *g, nncl_node 
 /* Refuses a plan that needs more than the device has (its memory or the
  * cap, less what nncl holds there already), before it allocates. */
 static nncl_status plan_check_fits(nncl__plan *p, uint64_t held, uint64_t need, uint64_t workspace) {
-    nncl_device *dev = p->x.dev;
+    nncl_device *dev = p->ex.dev;
     uint64_t limit = nncl__device_memory_limit(p->ctx, dev);
     uint64_t have = limit > held ? limit - held : 0;
     char s[5][32];
@@ -258,7 +258,7 @@ static nncl_status plan_check_fits(nncl__plan *p, uint64_t held, uint64_t need, 
                       workspace ? nncl__bytes_str(workspace, s[2], sizeof s[2]) : "",
                       p->n_segments > 1 ? ", checkpointed" : "", nncl__bytes_str(limit, s[3], sizeof s[3]),
                       limit < dev->info.global_mem ? " (the memory cap)" : "", nncl__bytes_str(held, s[4], sizeof s[4]),
-                      p->n_segments > 1 ? ": on already" : "", p->x.store ? ": on already" : "");
+                      p->n_segments > 1 ? ": on already" : "", p->ex.store ? ": on already" : "");
 }
 
 /* The kernel families of p's ops, the storage conversion's with half
@@ -275,7 +275,7 @@ static nncl_status plan_bundle(nncl__plan *p, int train, const char *options) {
         int nk = d ? nncl__op_kernel_count(d) : 1;
         for (k = 0; k < nk; k++) {
             const char *f = d ? (d->kernels[k].name ? d->kernels[k].family : NULL)
-                              : i == -2 ? (p->x.store ? "half" : NULL) : train ? "optimizer" : NULL;
+                              : i == -2 ? (p->ex.store ? "half" : NULL) : train ? "optimizer" : NULL;
             for (j = 0; f && j < n; j++)
                 if (!strcmp(fam[j], f)) f = NULL;
             if (!f) continue;
@@ -284,7 +284,7 @@ static nncl_status plan_bundle(nncl__plan *p, int train, const char *options) {
             at += (size_t)sprintf(list + at, "%s%s", at ? "," : "", f);
         }
     }
-    return n ? nncl__program_bundle(p->ctx, p->x.dev, list, options) : NNCL_OK;
+    return n ? nncl__program_bundle(p->ctx, p->ex.dev, list, options) : NNCL_OK;
 }
 
 nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *loss, int device,
@@ -320,32 +320,32 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     p->device = device;
     p->max_batch = max_batch;
     p->dloss = 1.0f; /* the plan outlives the non-blocking write of it */
-    p->x.ctx = ctx;
-    p->x.dev = dev;
-    p->x.graph = g;
-    p->x.batch = max_batch;
-    p->x.global_batch = max_batch;
-    p->x.store = store;
+    p->ex.ctx = ctx;
+    p->ex.dev = dev;
+    p->ex.graph = g;
+    p->ex.batch = max_batch;
+    p->ex.global_batch = max_batch;
+    p->ex.store = store;
     n = (size_t)g->n_nodes;
     if (nncl__plan_fuse(p) != NNCL_OK) {
         nncl__plan_free(p);
         return NNCL_ERR_OUT_OF_MEMORY;
     }
-    p->x.value = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
-    p->x.grad = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
-    p->x.aux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->ex.value = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->ex.grad = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
+    p->ex.aux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->rvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->raux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->fvalue = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->faux = (nncl__view *)nncl__calloc(n, sizeof(nncl__view));
     p->rec_place = (nncl__view *)nncl__calloc(2 * n, sizeof(nncl__view));
-    p->x.grad_acc = (unsigned char *)nncl__calloc(n, 1);
-    p->x.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
-    for (i = 0; p->x.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
-        p->x.kbase[i + 1] = p->x.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(nncl__plan_node(p, i)->op));
-    p->x.kernels = p->x.kbase ? (nncl__kslot *)nncl__calloc(p->x.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
-    if (!p->x.value || !p->x.grad || !p->x.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux || !p->rec_place ||
-        !p->x.grad_acc || !p->x.kernels) {
+    p->ex.grad_acc = (unsigned char *)nncl__calloc(n, 1);
+    p->ex.kbase = (size_t *)nncl__calloc(n + 1, sizeof(size_t));
+    for (i = 0; p->ex.kbase && i < (int)n; i++) /* each node the slots its op declares, no more */
+        p->ex.kbase[i + 1] = p->ex.kbase[i] + (size_t)nncl__op_kernel_count(nncl__opdef_get(nncl__plan_node(p, i)->op));
+    p->ex.kernels = p->ex.kbase ? (nncl__kslot *)nncl__calloc(p->ex.kbase[n] + 1, sizeof(nncl__kslot)) : NULL;
+    if (!p->ex.value || !p->ex.grad || !p->ex.aux || !p->rvalue || !p->raux || !p->fvalue || !p->faux || !p->rec_place ||
+        !p->ex.grad_acc || !p->ex.kernels) {
         nncl__plan_free(p);
         return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     }
@@ -356,7 +356,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
                         "plan: the activations need %zu floats at max_batch %d, more than the 2^31-1 a kernel can "
                         "address; lower max_batch", p->arena_floats, max_batch);
     if (st == NNCL_OK)
-        st = plan_check_fits(p, held, need = nncl__plan_need(p, o->train_floats), p->x.store ? p->stage_floats * 4 : 0);
+        st = plan_check_fits(p, held, need = nncl__plan_need(p, o->train_floats), p->ex.store ? p->stage_floats * 4 : 0);
     if (st == NNCL_OK) st = plan_buffers(p, blocks, nb);
     NNCL_FREE(blocks);
     /* Every op's kernels are resolved and its GEMM workspace sized now, so
@@ -374,9 +374,9 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
         for (k = 0; st == NNCL_OK && k < nncl__op_kernel_count(d); k++)
             if (d->kernels[k].name)
                 st = nncl__kslot_resolve_opts(ctx, dev, d->kernels[k].family, opts[store], d->kernels[k].name,
-                                              &p->x.kernels[p->x.kbase[nd->id] + (size_t)k]);
-        p->x.gemm_cap = p->gemm_temp_bytes;
-        if (st == NNCL_OK && d->prepare) st = d->prepare(&p->x, nd, &bytes);
+                                              &p->ex.kernels[p->ex.kbase[nd->id] + (size_t)k]);
+        p->ex.gemm_cap = p->gemm_temp_bytes;
+        if (st == NNCL_OK && d->prepare) st = d->prepare(&p->ex, nd, &bytes);
         if (bytes > p->gemm_temp_bytes) p->gemm_temp_bytes = bytes;
     }
     if (deferred) { /* after a failure too: the device's next plan defers afresh */
@@ -387,7 +387,7 @@ nncl_status nncl__plan_create_opts(nncl_context *ctx, nncl_graph *g, nncl_node *
     if (store && p->gemm_temp_bytes < p->stage_floats * 4) p->gemm_temp_bytes = p->stage_floats * 4; /* the feeds' stage */
     if (st == NNCL_OK && p->gemm_temp_bytes) { /* known once the kernels are timed */
         st = plan_check_fits(p, held, need, p->gemm_temp_bytes);
-        if (st == NNCL_OK) st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->x.gemm_temp);
+        if (st == NNCL_OK) st = nncl__buffer_create(ctx, dev, p->gemm_temp_bytes, &p->ex.gemm_temp);
         if (st == NNCL_OK) p->bytes += p->gemm_temp_bytes;
     }
     if (st != NNCL_OK) {
@@ -409,14 +409,14 @@ nncl_status nncl__plan_feed(nncl__plan *p, const nncl_node *input, const float *
     if (batch <= 0 || batch > p->max_batch)
         return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "feed \"%s\": batch %d is not in 1..%d", input->name, batch,
                           p->max_batch);
-    v = p->x.value[input->id];
+    v = p->ex.value[input->id];
     if (!v.mem) return NNCL_OK; /* an input nothing reads */
     n = nncl__numel(input, batch);
     if (nncl__plan_view_half(p, v)) { /* fp32 to the stage, converted into the arena */
-        NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, p->x.gemm_temp, CL_FALSE, 0, n * 4, data, 0, NULL, NULL));
-        return nncl__k_store(plan_store_kernel(p), v, plan_whole(p->x.gemm_temp), n);
+        NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->ex.dev->queue, p->ex.gemm_temp, CL_FALSE, 0, n * 4, data, 0, NULL, NULL));
+        return nncl__k_store(plan_store_kernel(p), v, plan_whole(p->ex.gemm_temp), n);
     }
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, v.mem, CL_FALSE, v.off * 4, n * 4, data, 0, NULL, NULL));
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->ex.dev->queue, v.mem, CL_FALSE, v.off * 4, n * 4, data, 0, NULL, NULL));
     return NNCL_OK;
 }
 
@@ -431,10 +431,10 @@ static nncl_status plan_forward_away(nncl__plan *p, const nncl_node *last) {
     int i, f = p->into[last->id];
     for (i = 0; i < p->n_fwd && p->fwd[i] < f; i++) {
         nncl_node *n = nncl__plan_node(p, p->fwd[i]);
-        if (nncl__opdef_get(n->op)->forward) NNCL_TRY(nncl__opdef_get(n->op)->forward(&p->x, n));
+        if (nncl__opdef_get(n->op)->forward) NNCL_TRY(nncl__opdef_get(n->op)->forward(&p->ex, n));
     }
     for (i = 0; i <= last->id; i++)
-        if (p->into[i] == f) NNCL_TRY(nncl__opdef_get(p->graph->nodes[i]->op)->forward(&p->x, p->graph->nodes[i]));
+        if (p->into[i] == f) NNCL_TRY(nncl__opdef_get(p->graph->nodes[i]->op)->forward(&p->ex, p->graph->nodes[i]));
     p->away_read = last->id;
     return NNCL_OK;
 }
@@ -443,18 +443,18 @@ nncl_status nncl__plan_forward_to(nncl__plan *p, int batch, int training, const 
     int i;
     if (batch <= 0 || batch > p->max_batch)
         return nncl__fail(p->ctx, NNCL_ERR_INVALID_ARGUMENT, "batch %d is not in 1..%d", batch, p->max_batch);
-    p->x.batch = batch;
-    p->x.training = training;
+    p->ex.batch = batch;
+    p->ex.training = training;
     if (p->n_rec) { /* the forward's places, where backward left the recomputed ones */
-        memcpy(p->x.value, p->fvalue, (size_t)p->graph->n_nodes * sizeof *p->fvalue);
-        memcpy(p->x.aux, p->faux, (size_t)p->graph->n_nodes * sizeof *p->faux);
+        memcpy(p->ex.value, p->fvalue, (size_t)p->graph->n_nodes * sizeof *p->fvalue);
+        memcpy(p->ex.aux, p->faux, (size_t)p->graph->n_nodes * sizeof *p->faux);
     }
     p->away_read = -1;
     if (last && nncl__plan_away(p, last->id)) return plan_forward_away(p, last);
     for (i = 0; i < p->n_fwd && (!last || p->fwd[i] <= last->id); i++) {
         nncl_node *n = nncl__plan_node(p, p->fwd[i]);
         const nncl__opdef *d = nncl__opdef_get(n->op);
-        if (d->forward) NNCL_TRY(d->forward(&p->x, n));
+        if (d->forward) NNCL_TRY(d->forward(&p->ex, n));
     }
     return NNCL_OK;
 }
@@ -465,18 +465,18 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
     nncl__view dloss;
     int i;
     if (!p->loss) return nncl__fail(p->ctx, NNCL_ERR_STATE, "backward: the plan has no loss");
-    memset(p->x.grad_acc, 0, (size_t)p->graph->n_nodes);
+    memset(p->ex.grad_acc, 0, (size_t)p->graph->n_nodes);
     for (i = 0; p->accumulate && i < p->graph->n_nodes; i++) /* as if already written this step: added to */
-        if (p->graph->nodes[i]->op == NNCL_OP_PARAM && p->graph->nodes[i]->trainable) p->x.grad_acc[i] = 1;
-    dloss = p->x.grad[p->loss->id];
+        if (p->graph->nodes[i]->op == NNCL_OP_PARAM && p->graph->nodes[i]->trainable) p->ex.grad_acc[i] = 1;
+    dloss = p->ex.grad[p->loss->id];
     if (!dloss.mem) return NNCL_OK; /* nothing trainable reaches the loss */
-    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->x.dev->queue, dloss.mem, CL_FALSE, dloss.off * 4, count * 4, src, 0, NULL,
+    NNCL_CL(p->ctx, clEnqueueWriteBuffer(p->ex.dev->queue, dloss.mem, CL_FALSE, dloss.off * 4, count * 4, src, 0, NULL,
                                          NULL));
     /* The forward's dropped values are dead now: their readers from here
      * on find the recomputed ones (aliases included). */
     for (i = 0; p->n_rec && i < p->graph->n_nodes; i++) {
-        if (p->rvalue[i].mem) p->x.value[i] = p->rvalue[i];
-        if (p->raux[i].mem) p->x.aux[i] = p->raux[i];
+        if (p->rvalue[i].mem) p->ex.value[i] = p->rvalue[i];
+        if (p->raux[i].mem) p->ex.aux[i] = p->raux[i];
     }
     for (i = 0; i < p->n_bwd; i++) {
         nncl_node *n = nncl__plan_node(p, p->bwd[i]);
@@ -485,13 +485,13 @@ static nncl_status plan_backward_with(nncl__plan *p, const float *src, size_t co
         for (r = p->rec_before[i]; r < p->rec_before[i + 1]; r++) { /* the segment's forward again */
             nncl_node *c = nncl__plan_node(p, p->rec[r]);
             nncl_status st;
-            if (p->rec_again[r]) p->x.value[c->id] = p->rec_place[r];
-            p->x.recompute = 1;
-            st = nncl__opdef_get(c->op)->forward(&p->x, c);
-            p->x.recompute = 0;
+            if (p->rec_again[r]) p->ex.value[c->id] = p->rec_place[r];
+            p->ex.recompute = 1;
+            st = nncl__opdef_get(c->op)->forward(&p->ex, c);
+            p->ex.recompute = 0;
             NNCL_TRY(st);
         }
-        if (d->backward) NNCL_TRY(d->backward(&p->x, n));
+        if (d->backward) NNCL_TRY(d->backward(&p->ex, n));
         if (p->after_backward) NNCL_TRY(p->after_backward(p->after_user, i));
     }
     return NNCL_OK;
@@ -507,10 +507,10 @@ nncl_status nncl__plan_backward_from(nncl__plan *p, const float *grad, int batch
 }
 
 int nncl__plan_arenas(nncl__plan *p, int n) {
-    nncl_device *dev = p->x.dev;
+    nncl_device *dev = p->ex.dev;
     size_t bytes = p->arena_floats * 4;
     if (p->arenas) return p->n_arenas; /* made once: the list is sized for that call's n */
-    if (p->x.store || !p->arena || n <= 1) return 1;
+    if (p->ex.store || !p->arena || n <= 1) return 1;
     if (!(p->arenas = (cl_mem *)nncl__calloc((size_t)n, sizeof(cl_mem)))) return 1;
     p->arenas[0] = p->arena;
     p->n_arenas = 1;
@@ -537,9 +537,9 @@ void nncl__plan_use_arena(nncl__plan *p, int i) {
     if (i < 0 || i >= p->n_arenas || i == p->cur_arena) return;
     from = p->arenas[p->cur_arena];
     to = p->arenas[i];
-    plan_move_views(p->x.value, n, from, to);
-    plan_move_views(p->x.grad, n, from, to);
-    plan_move_views(p->x.aux, n, from, to);
+    plan_move_views(p->ex.value, n, from, to);
+    plan_move_views(p->ex.grad, n, from, to);
+    plan_move_views(p->ex.aux, n, from, to);
     plan_move_views(p->rvalue, n, from, to);
     plan_move_views(p->raux, n, from, to);
     plan_move_views(p->fvalue, n, from, to);
@@ -550,7 +550,7 @@ void nncl__plan_use_arena(nncl__plan *p, int i) {
 }
 
 nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int batch, cl_event *done) {
-    nncl__view v = p->x.value[n->id];
+    nncl__view v = p->ex.value[n->id];
     size_t count = nncl__numel(n, batch);
     if (!v.mem) return nncl__fail(p->ctx, NNCL_ERR_STATE, "node \"%s\" has no value in this plan", n->name);
     if (nncl__plan_away(p, n->id) && p->away_read != n->id)
@@ -561,7 +561,7 @@ nncl_status nncl__plan_read(nncl__plan *p, const nncl_node *n, float *dst, int b
         if (done) *done = NULL;
         return nncl__plan_read_view(p, v, dst, count);
     }
-    NNCL_CL(p->ctx, clEnqueueReadBuffer(p->x.dev->queue, v.mem, done ? CL_FALSE : CL_TRUE, v.off * 4, count * 4, dst, 0,
+    NNCL_CL(p->ctx, clEnqueueReadBuffer(p->ex.dev->queue, v.mem, done ? CL_FALSE : CL_TRUE, v.off * 4, count * 4, dst, 0,
                                         NULL, done));
     return NNCL_OK;
 }

@@ -17,7 +17,7 @@ typedef struct nncl__plan {
     nncl_node *loss;             /* may be NULL: an inference-only plan */
     int device;
     int max_batch;
-    nncl__exec x;
+    nncl__exec ex;
     /* Batch norm fused with what follows it (plan_fuse.c): node[i] is the
      * node run at id i, the graph's or a fused one the plan owns (fused,
      * n_fused of them); into[i] >= 0 for a node computed inside the
@@ -31,7 +31,7 @@ typedef struct nncl__plan {
      * again in backward, in order; rec[rec_before[i] .. rec_before[i+1])
      * run just before bwd[i]. The recomputed values and aux live at
      * rvalue/raux (mem NULL: the node is not recomputed); fvalue/faux keep
-     * the forward's places, which x.value/x.aux get back for a forward. */
+     * the forward's places, which ex.value/ex.aux get back for a forward. */
     int *rec, n_rec, *rec_before;
     /* rec_again[r] 1: rec[r] is a value's second recompute, for its last
      * reader, into rec_place[r] (its first went to rvalue). */
@@ -47,10 +47,10 @@ typedef struct nncl__plan {
     cl_mem arena;
     uint64_t bytes;              /* device memory of the graph's buffers (the training buffers apart) */
     float dloss;                 /* the loss's gradient backward starts from: 1, or the loss scale */
-    /* Half storage (x.store): the arena holds fp16/bf16 elements
+    /* Half storage (ex.store): the arena holds fp16/bf16 elements
      * (arena_floats of them); fp32 blocks (losses, labels) go to arena32;
      * samples fed to a half input are uploaded to the start of the GEMM
-     * temp (x.gemm_temp, at least stage_floats) and converted: a feed comes
+     * temp (ex.gemm_temp, at least stage_floats) and converted: a feed comes
      * before the products on the one in-order queue. */
     cl_mem arena32;
     size_t arena32_floats, stage_floats;
@@ -113,7 +113,7 @@ typedef struct nncl__plan_opts {
 
 /* Storage owner of a node's value: reshapes share their input's memory. */
 const nncl_node *nncl__plan_root(const nncl_node *n);
-/* Schedules p (graph, loss, max_batch, x.store set) with checkpointing
+/* Schedules p (graph, loss, max_batch, ex.store set) with checkpointing
  * checkpoint (nncl_checkpoint) and packs its blocks: p->fwd, bwd, rec,
  * arena_floats, arena32_floats, stage_floats, n_segments; the blocks to *b
  * (NNCL_FREE). A boundary marked where none can be is an argument error. */
@@ -225,7 +225,7 @@ nncl_device *nncl__plan_device(const nncl__plan *p);
  * step's random seed (dropout), the same on every device. */
 void nncl__plan_set_step(nncl__plan *p, int batch_offset, int global_batch, uint64_t step_seed);
 /* The batch norms' synchronisation hook (nncl__exec.sync); NULL: none. */
-void nncl__plan_set_sync(nncl__plan *p, nncl_status (*sync)(nncl__exec *x, const nncl_node *n, int phase, void *user),
+void nncl__plan_set_sync(nncl__plan *p, nncl_status (*sync)(nncl__exec *ex, const nncl_node *n, int phase, void *user),
                          void *user);
 /* Reads while backward runs: open creates the plan's second queue; read
  * queues there a read of floats of buffer b that waits for everything

@@ -91,8 +91,8 @@ static size_t plan_pack(nncl__plan_block *b, int n) {
 /* What n's backward reads (NNCL_BW_*) in the plan's storage. */
 static int plan_bw_reads(const nncl__plan *p, const nncl_node *n) {
     const nncl__opdef *d = nncl__opdef_get(n->op);
-    if (d->bw_reads_of) return d->bw_reads_of(n, p->x.store);
-    return p->x.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads;
+    if (d->bw_reads_of) return d->bw_reads_of(n, p->ex.store);
+    return p->ex.store && d->half_bw_reads ? d->half_bw_reads : d->bw_reads;
 }
 
 /* Which nodes run backward: those needing a gradient on a path to the loss. */
@@ -404,7 +404,7 @@ static nncl_status plan_schedule(nncl__plan *p, const unsigned char *mark, nncl_
     for (i = 0; i < N; i++) {
         nncl_node *n = nncl__plan_node(p, i);
         const nncl__opdef *d = nncl__opdef_get(n->op);
-        size_t a = d->aux_size && !(p->x.store && d->half_bw_reads) ? d->aux_size(n, p->max_batch) : 0;
+        size_t a = d->aux_size && !(p->ex.store && d->half_bw_reads) ? d->aux_size(n, p->max_batch) : 0;
         int end;
         if (!a || nncl__plan_away(p, i)) continue;
         end = t.bstep[i] >= 0 ? t.bstep[i] : t.fstep[i];
@@ -459,7 +459,7 @@ static nncl_status plan_activations(nncl__plan *p, const nncl__plan_block *b, in
     delta = (int64_t *)nncl__calloc((size_t)steps + 1, sizeof *delta);
     if (!delta) return nncl__fail(p->ctx, NNCL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (i = 0; i < nb; i++) {
-        int64_t bytes = (int64_t)b[i].size * (b[i].f32 || !p->x.store ? 4 : 2);
+        int64_t bytes = (int64_t)b[i].size * (b[i].f32 || !p->ex.store ? 4 : 2);
         if (b[i].kind == 1) continue;
         delta[b[i].first] += bytes;
         delta[b[i].last + 1] -= bytes;
@@ -477,7 +477,7 @@ nncl_status nncl__plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__
     int n32 = 0;
     p->arena32_floats = p->stage_floats = 0;
     NNCL_TRY(plan_schedule(p, mark, b, nb));
-    if ((p->x.store && plan_split_f32(p, *b, *nb, &n32) != NNCL_OK) || plan_activations(p, *b, *nb) != NNCL_OK) {
+    if ((p->ex.store && plan_split_f32(p, *b, *nb, &n32) != NNCL_OK) || plan_activations(p, *b, *nb) != NNCL_OK) {
         NNCL_FREE(*b);
         return NNCL_ERR_OUT_OF_MEMORY;
     }
@@ -499,14 +499,14 @@ nncl_status nncl__plan_pack_all(nncl__plan *p, const unsigned char *mark, nncl__
 }
 
 uint64_t nncl__plan_arena_bytes(const nncl__plan *p) {
-    return (uint64_t)p->arena_floats * (p->x.store ? 2 : 4) + (p->x.store ? (uint64_t)p->arena32_floats * 4 : 0);
+    return (uint64_t)p->arena_floats * (p->ex.store ? 2 : 4) + (p->ex.store ? (uint64_t)p->arena32_floats * 4 : 0);
 }
 
 uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats) {
     const nncl_graph *g = p->graph;
     uint64_t need = nncl__plan_arena_bytes(p) + ((uint64_t)g->n_params + g->n_trainable + g->n_state) * 4 +
                     (uint64_t)train_floats * 4;
-    if (p->x.store) need += (uint64_t)g->n_params * 2;
+    if (p->ex.store) need += (uint64_t)g->n_params * 2;
     return need;
 }
 
@@ -517,7 +517,7 @@ uint64_t nncl__plan_need(const nncl__plan *p, size_t train_floats) {
  * for tile rounding, twice (its timing may pack into a scratch of its
  * own beside the plan's workspace). */
 static uint64_t plan_workspace_bound(const nncl__plan *p) {
-    uint64_t most = 0, arena = (uint64_t)p->arena_floats * (p->x.store ? 2 : 4);
+    uint64_t most = 0, arena = (uint64_t)p->arena_floats * (p->ex.store ? 2 : 4);
     int i, k;
     for (i = 0; i < p->n_fwd; i++) {
         const nncl_node *n = nncl__plan_node(p, p->fwd[i]);
@@ -525,7 +525,7 @@ static uint64_t plan_workspace_bound(const nncl__plan *p) {
         uint64_t f = 0;
         if (!d->prepare) continue;
         if (d->workspace) {
-            f = d->workspace(n, p->max_batch, arena, p->x.store);
+            f = d->workspace(n, p->max_batch, arena, p->ex.store);
         } else {
             for (k = 0; k < n->n_in; k++) f += nncl__numel(n->in[k], p->max_batch);
             f = f * 4 * 5 / 4 * 2;
@@ -547,7 +547,7 @@ nncl_status nncl__plan_measure(nncl_context *ctx, nncl_graph *g, nncl_node *loss
     p.graph = g;
     p.loss = loss;
     p.max_batch = o->max_batch;
-    p.x.store = o->store;
+    p.ex.store = o->store;
     st = nncl__plan_fuse(&p);
     if (st == NNCL_OK) st = nncl__plan_layout(&p, o->checkpoint, &b, &nb);
     NNCL_FREE(b);

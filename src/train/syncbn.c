@@ -65,21 +65,21 @@ void nncl__syncbn_begin(nncl_trainer *t) {
 
 static int syncbn_takes_part(const nncl_trainer *t, int i) { return t->alive[i] && t->shard[i] > 0; }
 
-static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, void *user) {
+static nncl_status syncbn_hook(nncl__exec *ex, const nncl_node *n, int phase, void *user) {
     const syncbn_seat *seat = (const syncbn_seat *)user;
     nncl_trainer *t = seat->t;
     struct nncl__syncbn *s = t->syncbn;
     int C = n->in[0]->shape[1], i, me = seat->device, c, first = -1, aborted;
     double t0;
     size_t inner = n->in[0]->sample_numel / (size_t)C, block = 8 * (size_t)C;
-    double N = (double)x->global_batch * (double)inner, eps = n->fattr[0];
+    double N = (double)ex->global_batch * (double)inner, eps = n->fattr[0];
     float *base = s->host + s->off[n->id] * (size_t)t->nd * 4 + (size_t)phase * 4 * C, *mine, *out;
     for (i = 0; i < t->nd && first < 0; i++)
         if (syncbn_takes_part(t, i)) first = i;
     mine = base + (size_t)me * block;
     out = mine + 2 * (size_t)C;
     /* phase 0: [mean, invstd] of the shard; phase 1: [sum dy, sum dy*xhat] */
-    NNCL_TRY(nncl__batchnorm_stats_io(x, n, phase, mine, 0));
+    NNCL_TRY(nncl__batchnorm_stats_io(ex, n, phase, mine, 0));
     t0 = nncl__seconds();
     aborted = syncbn_barrier(s);
     t->waited[me] += nncl__seconds() - t0;
@@ -94,8 +94,8 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
             if (!syncbn_takes_part(t, i)) continue;
             if (phase == 0) a += (double)t->shard[i] * inner * d[c];
             else {
-                a += (double)t->shard[i] / x->global_batch * d[c];
-                b += (double)t->shard[i] / x->global_batch * d[C + c];
+                a += (double)t->shard[i] / ex->global_batch * d[c];
+                b += (double)t->shard[i] / ex->global_batch * d[C + c];
             }
         }
         if (phase == 0) { /* variance = mean of shard variances + variance of shard means */
@@ -114,12 +114,12 @@ static nncl_status syncbn_hook(nncl__exec *x, const nncl_node *n, int phase, voi
                 s->global[s->off[n->id] + C + c] = b;
             }
         } else { /* this device's loss is the mean over its shard: scale by B / b_me */
-            double scale = (double)x->global_batch / t->shard[me];
+            double scale = (double)ex->global_batch / t->shard[me];
             out[c] = (float)(a * scale);
             out[C + c] = (float)(b * scale);
         }
     }
-    return nncl__batchnorm_stats_io(x, n, phase, out, 1);
+    return nncl__batchnorm_stats_io(ex, n, phase, out, 1);
 }
 
 /* After the step's exchange: the running statistics (the same old values on

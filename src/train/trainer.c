@@ -178,7 +178,7 @@ static nncl_status trainer_devices(nncl_trainer *t) {
         st = nncl__plan_create_opts(t->ctx, g, t->loss, t->device[i], &o, &t->plan[i]);
         if (st == NNCL_OK) st = nncl__plan_train(t->plan[i], t->opt_floats, nncl__optim_scratch_floats());
         if (st == NNCL_OK)
-            st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim, t->plan[i]->x.store);
+            st = nncl__optim_prepare_store(t->ctx, nncl__plan_device(t->plan[i]), &t->cfg.optim, t->plan[i]->ex.store);
     }
     if (st != NNCL_OK) return st;
     init = (float *)nncl__calloc(g->n_params + 1, sizeof(float));

@@ -237,12 +237,12 @@ static nncl_status trainer_update(nncl_trainer *t, int i, int solo) {
         NNCL_TRY(nncl__plan_put(p, NNCL__PB_SCRATCH, NNCL_OPTIM_TOTAL, 1, &t->sumsq[i], 0));
     /* in half storage the update also writes the weights' working copy
      * (the frozen parameters after the trainable ones keep theirs) */
-    h.mem = p->x.params_h;
+    h.mem = p->ex.params_h;
     h.off = 0;
     return nncl__optim_update_store(t->ctx, nncl__plan_device(p), &t->cfg.optim, t->step + 1,
                                     nncl__plan_view(p, NNCL__PB_PARAMS), nncl__plan_view(p, NNCL__PB_GRADS),
                                     nncl__plan_view(p, NNCL__PB_OPT), nncl__plan_view(p, NNCL__PB_SCRATCH).mem,
-                                    g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, h, p->x.store,
+                                    g->n_trainable, t->scaling ? (float)(1.0 / t->scale) : 1.0f, h, p->ex.store,
                                     g->n_decay);
 }
 
