@@ -218,20 +218,11 @@ chosen() {
 [ -n "$NNCL_TESTS" ] && echo "note: NNCL_TESTS=\"$NNCL_TESTS\": only those run"
 
 # folder_one ENTRY NAME: runs one entry of folder's list (p:NAME a program
-# of the folder, s:NAME a script), with folder's settings. The sanitized
-# build's op table runs on PoCL alone: its host code is the same for every
-# device, rusticl building each kernel again at every launch made it most
-# of that program's time (54 s with rusticl, 19 s without, warm caches),
-# and the plain build runs it on both vendors.
+# of the folder, s:NAME a script), with folder's settings (table_env: the
+# op table's)
 folder_one() {
     case $1 in
-    p:test_op_table)
-        if [ $san = 1 ]; then
-            one $san "$2" env RUSTICL_ENABLE= $tmo_table "$f_b/tests/$2"
-        else
-            one $san "$2" $tmo_table "$f_b/tests/$2"
-        fi
-        ;;
+    p:test_op_table) one $san "$2" $table_env $tmo_table "$f_b/tests/$2" ;;
     p:*) one $san "$2" $tmo "$f_b/tests/$2" ;;
     *) one $san "$2" env B="$f_b" NNCL_SANITIZE=$san $tmo sh "$top/tests/$2" ;;
     esac
@@ -246,9 +237,14 @@ folder() {
     f_b=$1 fout=$2 f_later=$3
     bp=0 bf=0 bs=0 ran='' f_list='' f_order=''
     mkdir -p "$fout"
-    san=0
+    san=0 table_env=
     if [ -f "$f_b/.sanitize" ]; then
         san=1
+        # the op table's host code is the same for every device, and rusticl
+        # builds each kernel again at every launch, most of that program's
+        # time: the sanitized build runs it on PoCL alone, the plain build on
+        # both vendors
+        table_env="env RUSTICL_ENABLE="
         mkdir -p "$out/no-pipe-drivers"
         echo "== $f_b: AddressSanitizer + UndefinedBehaviorSanitizer"
     else
