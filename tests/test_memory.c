@@ -163,6 +163,9 @@ static nncl_train_config tm_config(int checkpoint, int batch, nncl_precision pre
     c.max_batch = batch;
     c.checkpoint = (nncl_checkpoint)checkpoint;
     c.precision = prec;
+    /* what fits is the question here, not which arrangement is fastest:
+     * data parallel over the devices given, without timing the others */
+    c.arrangement = NNCL_ARRANGE_DATA;
     return c;
 }
 
