@@ -6,9 +6,10 @@
 # checked nothing: a check left out says SKIP with the reason), and ends with
 # the summary line "N passed, N failed, N skipped".
 # B names the build folder, or several separated by spaces (the plain and
-# the sanitized build of `make test`): they run side by side (one after
-# another with NNCL_TEST_PARALLEL=0), each printing a block of its own, and
-# the last line is the total of all. A folder holding .sanitize was built
+# the sanitized build of `make test`): they run side by side, a folder's
+# runner that is done taking the others' entries from their ends (one after
+# another with NNCL_TEST_PARALLEL=0), each folder printing a block of its
+# own, and the last line is the total of all. A folder holding .sanitize was built
 # with ASan+UBSan and runs with the options below. NNCL_TESTS, a list of
 # names (test_norm test_install.sh), runs only those programs and scripts.
 #
@@ -77,7 +78,7 @@ count() {
     fi
     grep -E '^(FAIL|SKIP) ' "$2"
     echo "$1: $p passed, $f failed, $s skipped ($(( $(date +%s) - $4 )) s)$5"
-    bp=$((bp + p)) bf=$((bf + f)) bs=$((bs + s))
+    echo "$p $f $s" >>"$e_counts"
 }
 
 # run SAN COMMAND...: runs the command, with the sanitizer settings when SAN
@@ -217,122 +218,174 @@ chosen() {
 }
 [ -n "$NNCL_TESTS" ] && echo "note: NNCL_TESTS=\"$NNCL_TESTS\": only those run"
 
-# folder_one ENTRY NAME: runs one entry of folder's list (p:NAME a program
-# of the folder, s:NAME a script), with folder's settings (table_env: the
-# op table's)
-folder_one() {
-    case $1 in
-    p:test_op_table) one $san "$2" $table_env $tmo_table "$f_b/tests/$2" ;;
-    p:*) one $san "$2" $tmo "$f_b/tests/$2" ;;
-    *) one $san "$2" env B="$f_b" NNCL_SANITIZE=$san $tmo sh "$top/tests/$2" ;;
-    esac
+# Each folder of B is a list of entries (p:NAME a program of the folder,
+# s:NAME a script), and its settings are shell variables suffixed with the
+# folder's number k: f_b_k the folder, san_k, table_env_k (the op table's
+# extra settings), cache_k (NNCL_CACHE_DIR, "" to inherit), list_k.
+# folder_set K: makes folder K's settings current (f_b, fout, san, table_env).
+folder_set() {
+    eval "f_b=\$f_b_$1 san=\$san_$1 table_env=\$table_env_$1 f_cache=\$cache_$1"
+    fout=$out/$1
 }
 
-# folder B DIR LATER: runs folder B's programs, then the scripts, with their
-# logs under DIR, and prints the folder's block: each one's lines and
-# counts, then the folder's total, which also goes to DIR/counts. LATER 1
-# (a folder run beside the first, see below) runs the scripts first and
-# prints the block once all ran, in the usual order.
-folder() {
-    f_b=$1 fout=$2 f_later=$3
-    bp=0 bf=0 bs=0 ran='' f_list='' f_order=''
-    mkdir -p "$fout"
-    san=0 table_env=
-    if [ -f "$f_b/.sanitize" ]; then
-        san=1
-        # the op table's host code is the same for every device, and rusticl
-        # builds each kernel again at every launch, most of that program's
-        # time: the sanitized build runs it on PoCL alone, the plain build on
-        # both vendors
-        table_env="env RUSTICL_ENABLE="
-        mkdir -p "$out/no-pipe-drivers"
-        echo "== $f_b: AddressSanitizer + UndefinedBehaviorSanitizer"
-    else
-        echo "== $f_b"
-    fi
-    for t in "$f_b"/tests/test_*; do
-        [ -x "$t" ] && [ -f "$t" ] || continue
-        case "$t" in *.d|*.o) continue ;; esac
-        chosen "$t" || continue
-        f_list="$f_list p:$(basename "$t")"
-    done
-    for s in "$top"/tests/test_*.sh; do
-        [ -f "$s" ] || continue
-        chosen "$s" || continue
-        f_list="$f_list s:$(basename "$s")"
-    done
-    f_order=$f_list
-    if [ "$f_later" = 1 ]; then
-        f_order=
-        for i in $f_list; do case $i in s:*) f_order="$f_order $i" ;; esac; done
-        for i in $f_list; do case $i in p:*) f_order="$f_order $i" ;; esac; done
-    fi
-    # no descriptor of our own (exec 3>...): make's jobserver, which the
-    # scripts' own makes inherit from `make test`, lives on such numbers
-    for i in $f_order; do
-        n=${i#?:}
-        if [ "$f_later" = 1 ]; then folder_one "$i" "$n" >"$fout/$n.out"; else folder_one "$i" "$n"; fi
-    done
-    if [ "$f_later" = 1 ]; then
-        for i in $f_list; do cat "$fout/${i#?:}.out"; done
-    fi
-    for c in $NNCL_TESTS; do
-        case " $ran " in *" $c "*) ;; *) echo "FAIL $c: named in NNCL_TESTS, not built in $f_b"; bf=$((bf + 1)) ;; esac
-    done
-    echo "$f_b: $bp passed, $bf failed, $bs skipped"
-    echo "$bp $bf $bs" >"$fout/counts"
+# entry K ENTRY: runs ENTRY of folder K unless it was claimed already (a
+# folder made for its name under $out/claim: mkdir is atomic, so of two
+# runners only one gets it) and returns 1 then; its lines go to
+# $fout/NAME.out and its counts, a line per count, to $fout/NAME.counts.
+entry() {
+    folder_set "$1"
+    n=${2#?:}
+    mkdir "$out/claim/$1.$n" 2>/dev/null || return 1
+    e_counts=$fout/$n.counts
+    : >"$e_counts"
+    (
+        if [ -n "$f_cache" ]; then
+            # built programs are the same in every folder (their entries are
+            # checksummed: one read while being written is built again)
+            for bin in "${f_cache%/*}"/*.bin; do
+                [ -f "$bin" ] && [ ! -e "$f_cache/${bin##*/}" ] && ln "$bin" "$f_cache/" 2>/dev/null
+            done
+            NNCL_CACHE_DIR=$f_cache && export NNCL_CACHE_DIR
+        fi
+        case $2 in
+        p:test_op_table) one $san "$n" $table_env $tmo_table "$f_b/tests/$n" ;;
+        p:*) one $san "$n" $tmo "$f_b/tests/$n" ;;
+        *) one $san "$n" env B="$f_b" NNCL_SANITIZE=$san $tmo sh "$top/tests/$n" ;;
+        esac
+    ) >"$fout/$n.out"
 }
 
-# Several folders (make test's plain and sanitized builds) run side by
-# side unless NNCL_TEST_PARALLEL=0: on 2 cores a test program mostly
-# compiles kernels, which PoCL and rusticl do on one thread, so one folder
-# at a time leaves a core idle. The first folder prints as it runs; each
-# other runs its scripts first, so that its programs come after the first
-# folder's have filled PoCL's kernel cache and the two seldom compile the
-# same kernels at once, and its block prints after the first's. Each other
-# folder keeps nncl's stored choices (NNCL_CACHE_DIR) in a subfolder of its
-# own: choices are timed, so two processes timing one shape at once may
-# store different ones, and a test comparing the bits of two runs would see
-# the kernels change under it.
-# An interrupted runner (INT, TERM) ends the other folders' runners too,
-# which, started in the background, do not get the terminal's interrupt:
-# no further program starts.
-k=0 later=
-trap '[ -n "$later" ] && kill $later 2>/dev/null; exit 130' INT TERM
-if [ "$(echo $B | wc -w)" -gt 1 ] && [ "${NNCL_TEST_PARALLEL:-1}" != 0 ]; then
-    for b in $B; do
-        k=$((k + 1))
-        [ $k = 1 ] && continue
-        (
-            NNCL_CACHE_DIR=${NNCL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nncl}/$(basename "$b")
-            mkdir -p "$NNCL_CACHE_DIR"
-            export NNCL_CACHE_DIR
-            folder "$b" "$out/$k" 1
-        ) >"$out/$k.block" 2>&1 &
-        later="$later $!"
+# header K: the first line of folder K's block
+header() {
+    folder_set "$1"
+    if [ "$san" = 1 ]; then echo "== $f_b: AddressSanitizer + UndefinedBehaviorSanitizer"; else echo "== $f_b"; fi
+}
+
+# total K: the rest of folder K's block after its entries: the names of
+# NNCL_TESTS it lacks, and its counts, which also go to $out/K.counts
+total() {
+    folder_set "$1"
+    eval "t_missing=\$missing_$1"
+    t_p=0 t_f=0 t_s=0
+    for c in $t_missing; do echo "FAIL $c: named in NNCL_TESTS, not built in $f_b"; t_f=$((t_f + 1)); done
+    eval "t_list=\$list_$1"
+    for i in $t_list; do
+        if [ ! -f "$fout/${i#?:}.counts" ]; then
+            echo "FAIL ${i#?:}: it did not run"
+            t_f=$((t_f + 1))
+            continue
+        fi
+        while read -r cp cf cs; do t_p=$((t_p + cp)) t_f=$((t_f + cf)) t_s=$((t_s + cs)); done <"$fout/${i#?:}.counts"
     done
-    folder "$(echo $B | cut -d' ' -f1)" "$out/1" 0
-    wait
-    k=1
-    for b in $B; do
-        k=$((k + 1))
-        [ -f "$out/$k.block" ] && cat "$out/$k.block"
-    done
-else
-    for b in $B; do
-        k=$((k + 1))
-        folder "$b" "$out/$k" 0
-    done
-fi
+    echo "$f_b: $t_p passed, $t_f failed, $t_s skipped"
+    echo "$t_p $t_f $t_s" >"$out/$1.counts"
+}
+
+# The folders' lists. A sanitized folder's op table runs on PoCL alone: its
+# host code is the same for every device, and rusticl builds each kernel
+# again at every launch, most of that program's time; the plain build runs
+# it on both vendors. Each folder after the first keeps nncl's stored
+# choices (NNCL_CACHE_DIR) in a subfolder of its own: choices are timed, so
+# two processes timing one shape at once may store different ones, and a
+# test comparing the bits of two runs would see the kernels change under it.
+# The programs the first folder's cache holds are linked into it before
+# each entry.
+nf=$(echo $B | wc -w)
+parallel=0
+[ "$nf" -gt 1 ] && [ "${NNCL_TEST_PARALLEL:-1}" != 0 ] && parallel=1
+mkdir -p "$out/claim"
 k=0
 for b in $B; do
     k=$((k + 1))
-    if [ -f "$out/$k/counts" ]; then
-        read -r bp bf bs <"$out/$k/counts"
-    else
-        echo "FAIL $b: its run ended without its counts"
-        bp=0 bf=1 bs=0
+    mkdir -p "$out/$k"
+    s_san=0 s_env= s_cache= ran='' progs='' scripts='' missing=''
+    if [ -f "$b/.sanitize" ]; then
+        s_san=1 s_env="env RUSTICL_ENABLE="
+        mkdir -p "$out/no-pipe-drivers"
     fi
+    if [ $k -gt 1 ] && [ $parallel = 1 ]; then
+        s_cache=${NNCL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nncl}/$(basename "$b")
+        mkdir -p "$s_cache"
+    fi
+    for t in "$b"/tests/test_*; do
+        [ -x "$t" ] && [ -f "$t" ] || continue
+        case "$t" in *.d|*.o) continue ;; esac
+        chosen "$t" && progs="$progs p:$(basename "$t")"
+    done
+    for s in "$top"/tests/test_*.sh; do
+        [ -f "$s" ] && chosen "$s" && scripts="$scripts s:$(basename "$s")"
+    done
+    for c in $NNCL_TESTS; do
+        case " $ran " in *" $c "*) ;; *) missing="$missing $c" ;; esac
+    done
+    # side by side, each folder after the first runs its scripts first, so
+    # that its programs come after the first folder's have filled PoCL's
+    # kernel cache and the two seldom compile the same kernels at once
+    if [ $k -gt 1 ] && [ $parallel = 1 ]; then l="$scripts$progs"; else l="$progs$scripts"; fi
+    eval "f_b_$k=\$b san_$k=\$s_san table_env_$k=\$s_env cache_$k=\$s_cache list_$k=\$l missing_$k=\$missing"
+done
+
+# runner K: one runner per folder, side by side (on 2 cores a test program
+# mostly compiles kernels, which PoCL and rusticl do on one thread, so one
+# folder at a time leaves a core idle). Runner K runs folder K's entries
+# in order, then takes the other folders' entries not yet started from
+# their ends, so that no core idles while a folder has work left; each
+# entry runs with its own folder's settings. It prints a line per entry
+# it ran (the entry's counts); the blocks print once all ran.
+runner() {
+    eval "r_list=\$list_$1"
+    for i in $r_list; do
+        entry "$1" "$i" && echo "[$f_b] $(tail -n 1 "$fout/${i#?:}.out")"
+    done
+    j=$nf
+    while [ $j -ge 1 ]; do
+        if [ $j != "$1" ]; then
+            eval "r_list=\$list_$j"
+            for i in $(echo $r_list | tr ' ' '\n' | sed '1!G;h;$!d'); do
+                entry "$j" "$i" && echo "[$f_b] $(tail -n 1 "$fout/${i#?:}.out")"
+            done
+        fi
+        j=$((j - 1))
+    done
+}
+
+# An interrupted runner (INT, TERM) ends the other runners too, which,
+# started in the background, do not get the terminal's interrupt: no
+# further program starts.
+later=
+trap '[ -n "$later" ] && kill $later 2>/dev/null; exit 130' INT TERM
+if [ $parallel = 1 ]; then
+    k=1
+    while [ $k -lt "$nf" ]; do
+        k=$((k + 1))
+        runner $k &
+        later="$later $!"
+    done
+    runner 1
+    wait
+    k=0
+    while [ $k -lt "$nf" ]; do
+        k=$((k + 1))
+        header $k
+        eval "l=\$list_$k"
+        for i in $l; do cat "$out/$k/${i#?:}.out"; done
+        total $k
+    done
+else
+    # one folder after another, each entry's lines as it ends
+    k=0
+    while [ $k -lt "$nf" ]; do
+        k=$((k + 1))
+        header $k
+        eval "l=\$list_$k"
+        for i in $l; do entry $k "$i" && cat "$fout/${i#?:}.out"; done
+        total $k
+    done
+fi
+k=0
+while [ $k -lt "$nf" ]; do
+    k=$((k + 1))
+    read -r bp bf bs <"$out/$k.counts"
     pass=$((pass + bp)) fail=$((fail + bf)) skip=$((skip + bs))
 done
 echo "$pass passed, $fail failed, $skip skipped"
