@@ -221,7 +221,8 @@ chosen() {
 # Each folder of B is a list of entries (p:NAME a program of the folder,
 # s:NAME a script), and its settings are shell variables suffixed with the
 # folder's number k: f_b_k the folder, san_k, table_env_k (the op table's
-# extra settings), cache_k (NNCL_CACHE_DIR, "" to inherit), list_k.
+# extra settings), cache_k (NNCL_CACHE_DIR, "" to inherit), list_k and
+# rev_k (the list from its end).
 # folder_set K: makes folder K's settings current (f_b, fout, san, table_env).
 folder_set() {
     eval "f_b=\$f_b_$1 san=\$san_$1 table_env=\$table_env_$1 f_cache=\$cache_$1"
@@ -322,7 +323,9 @@ for b in $B; do
     # that its programs come after the first folder's have filled PoCL's
     # kernel cache and the two seldom compile the same kernels at once
     if [ $k -gt 1 ] && [ $parallel = 1 ]; then l="$scripts$progs"; else l="$progs$scripts"; fi
-    eval "f_b_$k=\$b san_$k=\$s_san table_env_$k=\$s_env cache_$k=\$s_cache list_$k=\$l missing_$k=\$missing"
+    rev=
+    for i in $l; do rev="$i $rev"; done
+    eval "f_b_$k=\$b san_$k=\$s_san table_env_$k=\$s_env cache_$k=\$s_cache list_$k=\$l rev_$k=\$rev missing_$k=\$missing"
 done
 
 # runner K: one runner per folder, side by side (on 2 cores a test program
@@ -333,19 +336,11 @@ done
 # entry runs with its own folder's settings. It prints a line per entry
 # it ran (the entry's counts); the blocks print once all ran.
 runner() {
-    eval "r_list=\$list_$1"
-    for i in $r_list; do
-        entry "$1" "$i" && echo "[$f_b] $(tail -n 1 "$fout/${i#?:}.out")"
-    done
-    j=$nf
-    while [ $j -ge 1 ]; do
-        if [ $j != "$1" ]; then
-            eval "r_list=\$list_$j"
-            for i in $(echo $r_list | tr ' ' '\n' | sed '1!G;h;$!d'); do
-                entry "$j" "$i" && echo "[$f_b] $(tail -n 1 "$fout/${i#?:}.out")"
-            done
-        fi
-        j=$((j - 1))
+    for j in $1 $(seq "$nf" | grep -vx "$1"); do
+        if [ $j = "$1" ]; then eval "r_list=\$list_$j"; else eval "r_list=\$rev_$j"; fi
+        for i in $r_list; do
+            entry "$j" "$i" && echo "[$f_b] $(tail -n 1 "$fout/${i#?:}.out")"
+        done
     done
 }
 
