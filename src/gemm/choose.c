@@ -1,6 +1,8 @@
 /* choose.c - the one harness that times the candidates of a choice (GEMM
  * kernels in src/gemm/gemm_pick.c, a conv2d layer's paths in
- * src/ops/conv_pick.c) and the one test that their results agree. The
+ * src/ops/conv_pick.c, CLBlast's parameter sets in src/gemm/tune_search.c,
+ * which runs one set at a time against a double product) and the one test
+ * that their results agree. The
  * caller lists its candidates, runs each once untimed and checks it
  * against the first (nncl__choose_agree), then hands the ones that passed
  * to nncl__choose_time with a function that queues one run of candidate i.

@@ -12,7 +12,6 @@
 #define TUNE_ND 10            /* parameters of "XgemmDirect" */
 #define TUNE_ALL_DIRECT 4096  /* XGEMM_MIN_INDIRECT_SIZE sending every measured shape to XgemmDirect */
 #define TUNE_FILE_MAX 4096    /* a larger file is not one of ours */
-#define TUNE_MAX_NSE 1e-9     /* float32 against a double reference, K up to 2352 */
 #define TUNE_PRUNE 1.5        /* a candidate this much slower than the best so far is dropped early */
 #define TUNE_DEFAULT_SECONDS 60.0
 #define TUNE_GUARD 256        /* floats around C that a GEMM must leave alone */

@@ -1,7 +1,8 @@
 /* tune_search.c - the search of nncl_tune_gemm: times a curated list of
  * CLBlast kernel parameter sets (tune_data.h) on the GEMM shapes nncl
- * issues, keeps the fastest whose results are right against a double
- * reference, confirms it and stores it (tune.c). */
+ * issues, with the harness and the agreement test of every other choice
+ * (src/gemm/choose.c; the reference a double product), keeps the fastest
+ * set whose results agree, confirms it and stores it (tune.c). */
 #include "runtime/internal.h"
 #include "gemm/tune_data.h"
 #include <clblast_c.h>
@@ -11,37 +12,41 @@
 /* ------------------------------------------------------------- timing */
 
 typedef struct tune_bench {
+    nncl_context *ctx;
     nncl_device *dev;
     int n_shapes;
+    const tune_shape *shape; /* the one nncl__choose_time runs */
     cl_mem a, b, c;
     float *ha, *hb, *hc0, *hout; /* hout: C with its guards */
-    double *ref[TUNE_NS];
-    double ref_time[TUNE_NS]; /* the weight of each shape in a score */
-    double first;             /* seconds of the last first call (builds included) */
+    float *ref[TUNE_NS];         /* the double product, rounded */
+    double ref_time[TUNE_NS];    /* the weight of each shape in a score */
+    double first;                /* seconds of the last first call (builds included) */
 } tune_bench;
 
 static size_t tune_a_size(const tune_shape *s) { return s->a_off + s->m * s->k; }
 static size_t tune_b_size(const tune_shape *s) { return s->b_off + s->k * s->n; }
 
-/* c = op(a) op(b) + beta c0 in double, row-major, loops in cache order. */
-static int tune_reference(const tune_bench *b, const tune_shape *s, double *out) {
-    double *oa = (double *)nncl__calloc(s->m * s->k + s->k * s->n, sizeof(double)), *ob;
+/* c = op(a) op(b) + beta c0 in double, row-major, loops in cache order,
+ * rounded into out. */
+static int tune_reference(const tune_bench *b, const tune_shape *s, float *out) {
+    double *oa = (double *)nncl__calloc(s->m * s->k + s->k * s->n + s->n, sizeof(double)), *ob, *row;
     const float *a = b->ha + s->a_off, *bb = b->hb + s->b_off;
     size_t i, j, p;
     if (!oa) return 0;
     ob = oa + s->m * s->k;
+    row = ob + s->k * s->n;
     for (i = 0; i < s->m; i++)
         for (p = 0; p < s->k; p++) oa[i * s->k + p] = s->ta ? a[p * s->m + i] : a[i * s->k + p];
     for (p = 0; p < s->k; p++)
         for (j = 0; j < s->n; j++) ob[p * s->n + j] = s->tb ? bb[j * s->k + p] : bb[p * s->n + j];
     for (i = 0; i < s->m; i++) {
-        double *row = out + i * s->n;
         for (j = 0; j < s->n; j++) row[j] = (double)s->beta * b->hc0[i * s->n + j];
         for (p = 0; p < s->k; p++) {
             double x = oa[i * s->k + p];
             const double *brow = ob + p * s->n;
             for (j = 0; j < s->n; j++) row[j] += x * brow[j];
         }
+        for (j = 0; j < s->n; j++) out[i * s->n + j] = (float)row[j];
     }
     NNCL_FREE(oa);
     return 1;
@@ -66,6 +71,7 @@ static nncl_status tune_bench_init(nncl_context *ctx, nncl_device *dev, int n_sh
     cl_int err;
     int s;
     memset(b, 0, sizeof *b);
+    b->ctx = ctx;
     b->dev = dev;
     b->n_shapes = n_shapes;
     for (s = 0; s < n_shapes; s++) {
@@ -86,7 +92,7 @@ static nncl_status tune_bench_init(nncl_context *ctx, nncl_device *dev, int n_sh
     }
     for (s = 0; s < n_shapes; s++) {
         const tune_shape *t = &tune_shapes[s];
-        b->ref[s] = (double *)nncl__calloc(t->m * t->n, sizeof(double));
+        b->ref[s] = (float *)nncl__calloc(t->m * t->n, sizeof(float));
         if (!b->ref[s] || !tune_reference(b, t, b->ref[s])) goto oom;
     }
     b->a = clCreateBuffer(dev->cl_ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, na * sizeof(float), b->ha, &err);
@@ -104,66 +110,52 @@ oom:
     return nncl__fail(ctx, NNCL_ERR_OUT_OF_MEMORY, "nncl_tune_gemm: out of host memory");
 }
 
-/* One GEMM of shape s, waited for; 0 or the CLBlast/OpenCL code. */
-static int tune_call(tune_bench *b, const tune_shape *s) {
-    CLBlastStatusCode st = CLBlastSgemm(
-        CLBlastLayoutRowMajor, s->ta ? CLBlastTransposeYes : CLBlastTransposeNo,
-        s->tb ? CLBlastTransposeYes : CLBlastTransposeNo, s->m, s->n, s->k, 1.0f, b->a, s->a_off, s->ta ? s->m : s->k,
-        b->b, s->b_off, s->tb ? s->k : s->n, s->beta, b->c, TUNE_GUARD, s->n, &b->dev->queue, NULL);
-    if (st != CLBlastSuccess) return (int)st;
-    return (int)clFinish(b->dev->queue);
+/* One GEMM of b->shape queued; 0 or the CLBlast code. */
+static int tune_call(tune_bench *b) {
+    const tune_shape *s = b->shape;
+    return (int)CLBlastSgemm(CLBlastLayoutRowMajor, s->ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+                             s->tb ? CLBlastTransposeYes : CLBlastTransposeNo, s->m, s->n, s->k, 1.0f, b->a, s->a_off,
+                             s->ta ? s->m : s->k, b->b, s->b_off, s->tb ? s->k : s->n, s->beta, b->c, TUNE_GUARD,
+                             s->n, &b->dev->queue, NULL);
 }
 
-/* Normalised squared error of got against want; NaN and Inf fail. */
-static double tune_nse(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        if (got[i] != got[i] || got[i] - got[i] != 0) return 1e30;
-        num += d * d;
-        den += want[i] * want[i];
-    }
-    return den > 0 ? num / den : num;
+/* One run for nncl__choose_time. */
+static nncl_status tune_run_one(void *user, int i) {
+    tune_bench *b = (tune_bench *)user;
+    int rc = tune_call(b);
+    (void)i;
+    return rc ? nncl__fail(b->ctx, NNCL_ERR_BLAS, "CLBlastSgemm fails (%d)", rc) : NNCL_OK;
 }
 
-/* Runs shape s with the parameters in force: checks the result and that
- * nothing was written around C, then times the fastest of a few runs into
- * *t. 0 ok, else a CLBlast/OpenCL code, or 1 for a wrong result (the error
- * in *bad_nse). A CPU driver runs kernels in the process's memory: a stray
- * write beyond a buffer is caught here before it can do worse. */
-static int tune_time_shape(tune_bench *b, int si, double *t, double *bad_nse) {
+/* Runs shape si with the parameters in force: checks that the result
+ * agrees with the reference (nncl__choose_agree) and that nothing was
+ * written around C, then times it with nncl__choose_time into *t. 0 ok,
+ * else a CLBlast/OpenCL code, or 1 for a wrong result (the largest
+ * difference in *worst). A CPU driver runs kernels in the process's
+ * memory: a stray write beyond a buffer is caught here before it can do
+ * worse. */
+static int tune_time_shape(tune_bench *b, int si, double *t, double *worst) {
     const tune_shape *s = &tune_shapes[si];
     size_t nc = s->m * s->n, i, all = nc + 2 * TUNE_GUARD;
-    double best = 1e30, total = 0, nse;
-    int rc, r;
+    int rc, ok;
+    b->shape = s;
     for (i = 0; i < TUNE_GUARD; i++) b->hout[i] = b->hout[TUNE_GUARD + nc + i] = TUNE_SENTINEL;
     memcpy(b->hout + TUNE_GUARD, b->hc0, nc * sizeof(float));
     if (clEnqueueWriteBuffer(b->dev->queue, b->c, CL_TRUE, 0, all * sizeof(float), b->hout, 0, NULL, NULL) !=
         CL_SUCCESS)
         return -5;
     b->first = nncl__seconds();
-    if ((rc = tune_call(b, s)) != 0) return rc;
+    if ((rc = tune_call(b)) != 0 || (rc = (int)clFinish(b->dev->queue)) != 0) return rc;
     b->first = nncl__seconds() - b->first;
     if (clEnqueueReadBuffer(b->dev->queue, b->c, CL_TRUE, 0, all * sizeof(float), b->hout, 0, NULL, NULL) !=
         CL_SUCCESS)
         return -5;
-    nse = tune_nse(b->hout + TUNE_GUARD, b->ref[si], nc);
+    ok = nncl__choose_agree(b->ref[si], b->hout + TUNE_GUARD, nc, worst);
     for (i = 0; i < TUNE_GUARD; i++)
-        if (b->hout[i] != TUNE_SENTINEL || b->hout[TUNE_GUARD + nc + i] != TUNE_SENTINEL) nse = 1e30;
-    if (!(nse < TUNE_MAX_NSE)) {
-        *bad_nse = nse;
-        return 1;
-    }
-    /* at least 3 runs and 30 ms, at most 20 runs: the minimum resists other load */
-    for (r = 0; r < 20 && (r < 3 || total < 0.03); r++) {
-        double t0 = nncl__seconds(), dt;
-        if ((rc = tune_call(b, s)) != 0) return rc;
-        dt = nncl__seconds() - t0;
-        total += dt;
-        if (dt < best) best = dt;
-    }
-    *t = best;
+        if (b->hout[i] != TUNE_SENTINEL || b->hout[TUNE_GUARD + nc + i] != TUNE_SENTINEL) ok = 0, *worst = HUGE_VAL;
+    if (!ok) return 1;
+    *t = 0;
+    if (nncl__choose_time(b->ctx, b->dev, 1, tune_run_one, b, t) != NNCL_OK || *t == HUGE_VAL) return -5;
     return 0;
 }
 
@@ -176,7 +168,8 @@ static int tune_measure(nncl_context *ctx, tune_bench *b, const char *what, doub
     for (s = 0; s < b->n_shapes; s++) {
         rc = tune_time_shape(b, s, &times[s], &bad);
         if (rc == 1) {
-            nncl__log(ctx, NNCL_LOG_INFO, "GEMM tuning: %s gives wrong results (error %.3g on %lux%lux%lu): skipped",
+            nncl__log(ctx, NNCL_LOG_INFO,
+                      "GEMM tuning: %s gives wrong results (difference %.3g on %lux%lux%lu): skipped",
                       what, bad, (unsigned long)tune_shapes[s].m, (unsigned long)tune_shapes[s].n,
                       (unsigned long)tune_shapes[s].k);
             return 0;
@@ -500,7 +493,6 @@ nncl_status nncl_tune_gemm(nncl_context *ctx, int device, double seconds_budget)
 #undef TUNE_ND
 #undef TUNE_ALL_DIRECT
 #undef TUNE_FILE_MAX
-#undef TUNE_MAX_NSE
 #undef TUNE_PRUNE
 #undef TUNE_DEFAULT_SECONDS
 #undef TUNE_GUARD
