@@ -1,7 +1,10 @@
-/* test_op_table.c - every graph op of src/graph/ops.def through the OP_REF
- * rows of tests/op_cases.def {name, builder, attributes, inputs, batch,
- * tolerance}, in the manner of a
- * backend-ops test: each row builds a small graph, ends it in mse against a
+/* test_op_table.c - every graph op of src/graph/ops.def through the rows
+ * of tests/op_cases.def, in the manner of a backend-ops test: its OP_REF
+ * rows {name, builder, attributes, inputs, batch, tolerance}, and its
+ * OP_TORCH rows (tests/op_torch_rows.h) on inputs of the shapes and batch
+ * of their recorded PyTorch cases (tests/data/torch_ops.safetensors), so
+ * that an op's one OP_TORCH row has it checked both here and against
+ * PyTorch. Each row builds a small graph, ends it in mse against a
  * random target (unless the row builds its own loss, so that every output
  * element gets a gradient of its own), and goes through tests/opcheck.h:
  * the double host reference, its gradients against central finite
@@ -10,13 +13,15 @@
  * NaN propagation, shape errors, workspace bounds, GEMM paths) stay in the
  * op families' own test files. */
 #include "opcheck.h"
+#include "op_torch_rows.h"
 #include <ctype.h>
 
 /* An input of a row: kind (OT_GRAD: values whose gradient is checked;
  * OT_DATA: values without one, a network's input; OT_LABEL: class labels
- * or indices), the uniform range of its values (a label's
+ * or indices; OT_FIXED: the values fixed, a PyTorch case's indices or
+ * targets), the uniform range of its values (a label's
  * classes in hi), and its per-sample shape. */
-enum { OT_NONE, OT_GRAD, OT_DATA, OT_LABEL };
+enum { OT_NONE, OT_GRAD, OT_DATA, OT_LABEL, OT_FIXED };
 typedef struct ot_input {
     int kind;
     float lo, hi;
@@ -415,6 +420,94 @@ static const ot_row ot_rows[] = {
 };
 #define OT_NROWS (sizeof ot_rows / sizeof ot_rows[0])
 
+/* ------------------------------------------------------------- PyTorch rows */
+
+/* The builder of an OP_TORCH row: case a[0] of tto_cases on h = in[0],
+ * h2 = in[1] where a[1], and the target t = in[a[2]] where a[2]. */
+static nncl_node *ot_torch(nncl_graph *g, nncl_node *const *in, const ot_row *r) {
+    return tto_cases[r->a[0]].build(g, in[0], r->a[1] ? in[1] : NULL, r->a[2] ? in[r->a[2]] : NULL);
+}
+
+/* Every row: OP_REF's, then OP_TORCH's; OT_FIXED inputs' values (batch
+ * included) by row and input. */
+#define OT_NALL (OT_NROWS + (size_t)TTO_NCASES)
+static ot_row ot_all[OT_NALL];
+static const float *ot_fixed[OT_NALL][3];
+static char ot_torch_names[TTO_NCASES][96];
+
+/* Input spec of CASE.what (x or x2, with the parameter pname PyTorch adds
+ * to it): values whose gradient is checked, uniform over the range of x +
+ * p there, where the case has p; else (indices) the recorded values into
+ * *fixed. *batch: the case's. 0 when the file lacks it or its shape does
+ * not fit. */
+static int ot_torch_input(const nncl_safetensors *st, const char *c, const char *what, const char *pname,
+                          ot_input *in, const float **fixed, int *batch) {
+    nncl_safetensors_entry e, pe;
+    char key[64];
+    size_t k;
+    int ndim, shape[8], i;
+    if (!tto_get(st, c, what, &e, &ndim, shape) || ndim > 3) return 0;
+    memset(in, 0, sizeof *in);
+    in->ndim = ndim;
+    for (i = 0; i < ndim; i++) in->dims[i] = shape[i];
+    *batch = (int)e.shape[0];
+    snprintf(key, sizeof key, "param.%s", pname);
+    if (!tto_get(st, c, key, &pe, NULL, NULL)) {
+        in->kind = OT_FIXED;
+        *fixed = e.data;
+        return 1;
+    }
+    in->kind = OT_GRAD;
+    in->lo = in->hi = e.data[0] + pe.data[0];
+    for (k = 0; k < e.numel; k++) {
+        float v = e.data[k] + pe.data[k % pe.numel];
+        if (v < in->lo) in->lo = v;
+        if (v > in->hi) in->hi = v;
+    }
+    return 1;
+}
+
+/* The row of PyTorch case i: x, x2 where the case has one, and its
+ * recorded target where its builder takes one (a loss of its own: labels
+ * or targets); named "CASE (PyTorch case)" into name. */
+static int ot_torch_row(const nncl_safetensors *st, int i, ot_row *r, const float **fixed, char *name, size_t len) {
+    const tto_case *c = &tto_cases[i];
+    nncl_safetensors_entry e;
+    int ndim, shape[8], b2 = 0, k;
+    memset(r, 0, sizeof *r);
+    snprintf(name, len, "%s (PyTorch case)", c->name);
+    r->name = name;
+    r->build = ot_torch;
+    r->a[0] = i;
+    r->tol = OT_TOL;
+    if (!ot_torch_input(st, c->name, "x", "p", &r->in[0], &fixed[0], &r->batch)) return 0;
+    r->a[1] = ot_torch_input(st, c->name, "x2", "p2", &r->in[1], &fixed[1], &b2);
+    if (r->a[1] && b2 != r->batch) return 0;
+    if (c->loss == 2 || (c->loss == 1 && !r->a[1])) {
+        if (!tto_get(st, c->name, "t", &e, &ndim, shape) || ndim > 3 || (int)e.shape[0] != r->batch) return 0;
+        r->a[2] = r->a[1] ? 2 : 1;
+        r->in[r->a[2]].kind = OT_FIXED;
+        r->in[r->a[2]].ndim = c->loss == 2 ? 0 : ndim;
+        for (k = 0; k < ndim && c->loss != 2; k++) r->in[r->a[2]].dims[k] = shape[k];
+        fixed[r->a[2]] = e.data;
+    }
+    return 1;
+}
+
+static int ot_rows_load(nncl_safetensors **st) {
+    const char *name = "op table rows of the PyTorch cases";
+    size_t k;
+    TH_OK(name, NULL, nncl_safetensors_load(TTO_FILE, st));
+    for (k = 0; k < OT_NROWS; k++) ot_all[k] = ot_rows[k];
+    for (k = 0; k < (size_t)TTO_NCASES; k++)
+        if (!ot_torch_row(*st, (int)k, &ot_all[OT_NROWS + k], ot_fixed[OT_NROWS + k], ot_torch_names[k],
+                          sizeof ot_torch_names[k])) {
+            th_fail(name, "case %s: missing or of an unexpected shape in %s", tto_cases[k].name, TTO_FILE);
+            return 1;
+        }
+    return 0;
+}
+
 /* ------------------------------------------------------------- running */
 
 /* "[B,3,5]" of an input spec into buf. */
@@ -512,6 +605,8 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     if (loss) {
         for (i = 0; i < 3 && in[i]; i++) {
             data[nf] = ot_data(&r->in[i], nncl__numel(in[i], r->batch), 17u + 12u * (unsigned)i + 97u * (unsigned)index);
+            if (data[nf] && r->in[i].kind == OT_FIXED)
+                memcpy(data[nf], ot_fixed[index][i], nncl__numel(in[i], r->batch) * sizeof(float));
             f[nf].node = in[i];
             f[nf].data = data[nf];
             nf++;
@@ -540,26 +635,30 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     nncl_graph_free(g);
 }
 
-/* Every op of ops.def appears in some row's graph. */
+/* Every op of ops.def appears in some row's graph, and in some OP_TORCH
+ * row's but dropout (its masks are random: PyTorch's draw others). */
 static int ot_coverage(nncl_context *ctx) {
-    const char *name = "the table covers every op of ops.def";
-    int seen[NNCL_OP_COUNT], i, k;
+    const char *name = "the table covers every op of ops.def", *tname = "every op but dropout has an OP_TORCH row";
+    unsigned char seen[NNCL_OP_COUNT];
+    int i, k, bad = 0;
     memset(seen, 0, sizeof seen);
-    for (k = 0; k < (int)OT_NROWS; k++) {
-        const ot_row *r = &ot_rows[k];
+    for (k = 0; k < (int)OT_NALL; k++) {
+        const ot_row *r = &ot_all[k];
         nncl_graph *g = nncl_graph_create(ctx, 1);
         nncl_node *in[3] = {NULL, NULL, NULL};
         for (i = 0; i < 3 && r->in[i].kind; i++) in[i] = nncl_input(g, i ? (i == 1 ? "b" : "c") : "a", r->in[i].ndim, r->in[i].dims);
         TH_CHECK(name, r->build(g, in, r) != NULL);
-        for (i = 0; i < g->n_nodes; i++) seen[g->nodes[i]->op] = 1;
+        for (i = 0; i < g->n_nodes; i++) seen[g->nodes[i]->op] |= (unsigned char)(r->build == ot_torch ? 3 : 1);
         nncl_graph_free(g);
     }
-    for (i = 0; i < NNCL_OP_COUNT; i++)
-        if (!seen[i]) {
-            th_fail(name, "no row builds op %s", nncl__opdef_get((nncl__op)i)->name);
-            return 1;
-        }
-    th_pass("%s (%d rows)", name, (int)OT_NROWS);
+    for (i = 0; i < NNCL_OP_COUNT; i++) {
+        const char *op = nncl__opdef_get((nncl__op)i)->name;
+        if (!seen[i]) th_fail(name, "no row builds op %s", op), bad = 1;
+        else if (!(seen[i] & 2) && i != NNCL_OP_DROPOUT) th_fail(tname, "no OP_TORCH row builds op %s", op), bad = 1;
+    }
+    if (bad) return 1;
+    th_pass("%s (%d rows)", name, (int)OT_NALL);
+    th_pass("%s", tname);
     return 0;
 }
 
@@ -582,12 +681,12 @@ static int ot_half_coverage(void) {
  * chooses), which a pass that
  * forces one side of the choice reruns (tests/test_gemm_own.sh); every
  * other row runs the same kernels whatever NNCL_GEMM says. */
-static unsigned char ot_chosen[OT_NROWS];
+static unsigned char ot_chosen[OT_NALL];
 static size_t ot_choose(nncl_context *ctx, const char *filter) {
     size_t k, n = 0;
     int i;
-    for (k = 0; k < OT_NROWS; k++) {
-        const ot_row *r = &ot_rows[k];
+    for (k = 0; k < OT_NALL; k++) {
+        const ot_row *r = &ot_all[k];
         if (!filter) ot_chosen[k] = 1;
         else if (strcmp(filter, "--gemm")) ot_chosen[k] = strstr(r->name, filter) != NULL;
         else {
@@ -609,22 +708,28 @@ static size_t ot_choose(nncl_context *ctx, const char *filter) {
 int main(int argc, char **argv) {
     nncl_context *ctx = th_context();
     const char *filter = argc >= 2 ? argv[1] : NULL;
+    nncl_safetensors *st = NULL;
     size_t k, chosen;
     if (!ctx) return th_exit_code();
+    if (ot_rows_load(&st)) {
+        nncl_safetensors_free(st);
+        nncl_free(ctx);
+        return th_exit_code();
+    }
     ot_coverage(ctx);
     chosen = ot_choose(ctx, filter);
     if (filter) { /* what the filter leaves out says SKIP */
         char why[160];
-        snprintf(why, sizeof why, "%zu of %zu rows left out by the filter \"%.60s\"", OT_NROWS - chosen, OT_NROWS,
+        snprintf(why, sizeof why, "%zu of %zu rows left out by the filter \"%.60s\"", OT_NALL - chosen, OT_NALL,
                  filter);
         if (!chosen) th_fail("op table rows", "no row matches \"%s\"", filter);
         else th_skip("op table rows not matching the filter", why);
     }
-    for (k = 0; k < OT_NROWS; k++)
-        if (ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+    for (k = 0; k < OT_NALL; k++)
+        if (ot_chosen[k]) ot_run(ctx, &ot_all[k], (int)k);
     for (oc_store = 1; oc_store <= 2; oc_store++)
-        for (k = 0; k < OT_NROWS; k++)
-            if (ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+        for (k = 0; k < OT_NALL; k++)
+            if (ot_chosen[k]) ot_run(ctx, &ot_all[k], (int)k);
     /* conv2d's im2col path in half storage (which the own path's taking
      * every layer it fits leaves to NNCL_GEMM=clblast and to sizes beyond
      * the own kernels): the column matrix in the format, its products on
@@ -634,8 +739,8 @@ int main(int argc, char **argv) {
         setenv("NNCL_GEMM", "clblast", 1);
         ot_path = ", im2col";
         for (oc_store = 1; oc_store <= 2; oc_store++)
-            for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_conv && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+            for (k = 0; k < OT_NALL; k++)
+                if (ot_all[k].build == ot_conv && ot_chosen[k]) ot_run(ctx, &ot_all[k], (int)k);
         ot_path = "";
         unsetenv("NNCL_GEMM");
     } else
@@ -653,8 +758,8 @@ int main(int argc, char **argv) {
             setenv("NNCL_CONV_DX", modes[m][0], 1);
             ot_path = modes[m][1];
             oc_store = 0;
-            for (k = 0; k < OT_NROWS; k++)
-                if (!strncmp(ot_rows[k].name, "conv", 4) && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+            for (k = 0; k < OT_NALL; k++)
+                if (!strncmp(ot_all[k].name, "conv", 4) && ot_chosen[k]) ot_run(ctx, &ot_all[k], (int)k);
         }
         ot_path = "";
         if (env) setenv("NNCL_CONV_DX", keep, 1);
@@ -669,8 +774,8 @@ int main(int argc, char **argv) {
         setenv("NNCL_CONV_DEPTHWISE", "0", 1);
         ot_path = ", general direct kernels";
         for (oc_store = 0; oc_store <= 2; oc_store++)
-            for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_conv_ex && ot_chosen[k]) ot_run(ctx, &ot_rows[k], (int)k);
+            for (k = 0; k < OT_NALL; k++)
+                if (ot_all[k].build == ot_conv_ex && ot_chosen[k]) ot_run(ctx, &ot_all[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_CONV_DEPTHWISE", keep, 1);
         else unsetenv("NNCL_CONV_DEPTHWISE");
@@ -684,9 +789,9 @@ int main(int argc, char **argv) {
         setenv("NNCL_BN", env && !strcmp(env, "groups") ? "stream" : "groups", 1);
         ot_path = env && !strcmp(env, "groups") ? ", streaming" : ", per-channel groups";
         for (oc_store = 0; oc_store <= 2; oc_store++)
-            for (k = 0; k < OT_NROWS; k++)
-                if ((ot_rows[k].build == ot_batchnorm || ot_rows[k].build == ot_batchnorm_act) && ot_chosen[k])
-                    ot_run(ctx, &ot_rows[k], (int)k);
+            for (k = 0; k < OT_NALL; k++)
+                if ((ot_all[k].build == ot_batchnorm || ot_all[k].build == ot_batchnorm_act) && ot_chosen[k])
+                    ot_run(ctx, &ot_all[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_BN", keep, 1);
         else unsetenv("NNCL_BN");
@@ -701,9 +806,9 @@ int main(int argc, char **argv) {
         setenv("NNCL_BN_FUSE", off ? "1" : "0", 1);
         ot_path = off ? ", fused" : ", separate passes";
         for (oc_store = 0; oc_store <= 2; oc_store++)
-            for (k = 0; k < OT_NROWS; k++)
-                if (ot_rows[k].build == ot_batchnorm_act && ot_chosen[k])
-                    ot_run(ctx, &ot_rows[k], (int)k);
+            for (k = 0; k < OT_NALL; k++)
+                if (ot_all[k].build == ot_batchnorm_act && ot_chosen[k])
+                    ot_run(ctx, &ot_all[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_BN_FUSE", keep, 1);
         else unsetenv("NNCL_BN_FUSE");
@@ -719,9 +824,9 @@ int main(int argc, char **argv) {
         setenv("NNCL_EW_VEC", off ? "1" : "0", 1);
         ot_path = off ? ", 8 elements a work-item" : ", an element a work-item";
         for (oc_store = 0; oc_store <= 2; oc_store++)
-            for (k = 0; k < OT_NROWS; k++)
-                if ((ot_rows[k].build == ot_binary || ot_rows[k].build == ot_add_sample) && ot_chosen[k])
-                    ot_run(ctx, &ot_rows[k], (int)k);
+            for (k = 0; k < OT_NALL; k++)
+                if ((ot_all[k].build == ot_binary || ot_all[k].build == ot_add_sample) && ot_chosen[k])
+                    ot_run(ctx, &ot_all[k], (int)k);
         ot_path = "";
         if (env) setenv("NNCL_EW_VEC", keep, 1);
         else unsetenv("NNCL_EW_VEC");
@@ -731,17 +836,18 @@ int main(int argc, char **argv) {
     setenv("NNCL_REDUCE", "groups", 1);
     ot_path = ", work-group kernels";
     for (oc_store = 0; oc_store <= 2; oc_store++)
-        for (k = 0; k < OT_NROWS; k++)
-            if ((!strncmp(ot_rows[k].name, "layernorm", 9) || !strncmp(ot_rows[k].name, "rmsnorm", 7) ||
-                 !strncmp(ot_rows[k].name, "sequence_ce", 11) || !strcmp(ot_rows[k].name, "SOFTMAX") ||
-                 !strcmp(ot_rows[k].name, "LOG_SOFTMAX") || ot_rows[k].build == ot_add_sample) &&
+        for (k = 0; k < OT_NALL; k++)
+            if ((!strncmp(ot_all[k].name, "layernorm", 9) || !strncmp(ot_all[k].name, "rmsnorm", 7) ||
+                 !strncmp(ot_all[k].name, "sequence_ce", 11) || !strcmp(ot_all[k].name, "SOFTMAX") ||
+                 !strcmp(ot_all[k].name, "LOG_SOFTMAX") || ot_all[k].build == ot_add_sample) &&
                 ot_chosen[k])
-                ot_run(ctx, &ot_rows[k], (int)k);
+                ot_run(ctx, &ot_all[k], (int)k);
     ot_path = "";
     unsetenv("NNCL_REDUCE");
     oc_store = 0;
     if (!filter) ot_half_coverage();
     else th_skip("every op with half-storage kernels is checked in fp16", "a row filter is set");
+    nncl_safetensors_free(st);
     nncl_free(ctx);
     return th_exit_code();
 }
