@@ -248,6 +248,12 @@ entry() {
             done
             NNCL_CACHE_DIR=$f_cache && export NNCL_CACHE_DIR
         fi
+        # the test programs build each kernel family on its own program
+        # (NNCL_BUNDLE=0, src/train/plan.c): a plan's bundle is a program
+        # of its own text, so PoCL compiled a kernel again in every program
+        # whose plans bundled it with other families; the scripts' examples
+        # and bench keep the bundles
+        case $2 in p:*) NNCL_BUNDLE=${NNCL_BUNDLE:-0} && export NNCL_BUNDLE ;; esac
         case $2 in
         p:test_op_table) one $san "$n" $table_env $tmo_table "$f_b/tests/$n" ;;
         p:*) one $san "$n" $tmo "$f_b/tests/$n" ;;

@@ -264,12 +264,16 @@ static nncl_status plan_check_fits(nncl__plan *p, uint64_t held, uint64_t need, 
 /* The kernel families of p's ops, the storage conversion's with half
  * storage and (train) the optimizer's, built as one program with options
  * (nncl__program_bundle): one build, and one load when cached, instead of
- * one for each family. */
+ * one for each family. $NNCL_BUNDLE=0 builds each family on first use
+ * instead: a kernel is then compiled once per process and options, not
+ * once per bundle it is in, which costs a cold cache less and a warm
+ * start more (a load per family). */
 static nncl_status plan_bundle(nncl__plan *p, int train, const char *options) {
-    const char *fam[32];
+    const char *fam[32], *env = getenv("NNCL_BUNDLE");
     char list[256];
     size_t at = 0;
     int i, k, j, n = 0;
+    if (env && !strcmp(env, "0")) return NNCL_OK;
     for (i = -2; i < p->n_fwd; i++) {
         const nncl__opdef *d = i >= 0 ? nncl__opdef_get(nncl__plan_node(p, p->fwd[i])->op) : NULL;
         int nk = d ? nncl__op_kernel_count(d) : 1;
