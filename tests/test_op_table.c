@@ -517,11 +517,12 @@ static void ot_shape_str(const ot_input *in, char *buf, size_t len) {
     if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "]");
 }
 
-/* Values for input i of the row: uniform in its range, or whole numbers
- * below hi (labels, indices; with repeats). */
-static float *ot_data(const ot_input *in, size_t count, unsigned seed) {
+/* Values for input i of the row: uniform in its range, whole numbers
+ * below hi (labels, indices; with repeats), or fixed's (OT_FIXED). */
+static float *ot_data(const ot_input *in, size_t count, unsigned seed, const float *fixed) {
     float *d = th_random(count, in->lo, in->hi, seed);
     size_t k;
+    if (d && in->kind == OT_FIXED) memcpy(d, fixed, count * sizeof(float));
     if (in->kind == OT_LABEL)
         for (k = 0; k < count; k++) d[k] = (float)(int)d[k]; /* th_uniform is below 1 */
     return d;
@@ -604,9 +605,8 @@ static void ot_run(nncl_context *ctx, const ot_row *r, int index) {
     }
     if (loss) {
         for (i = 0; i < 3 && in[i]; i++) {
-            data[nf] = ot_data(&r->in[i], nncl__numel(in[i], r->batch), 17u + 12u * (unsigned)i + 97u * (unsigned)index);
-            if (data[nf] && r->in[i].kind == OT_FIXED)
-                memcpy(data[nf], ot_fixed[index][i], nncl__numel(in[i], r->batch) * sizeof(float));
+            data[nf] = ot_data(&r->in[i], nncl__numel(in[i], r->batch), 17u + 12u * (unsigned)i + 97u * (unsigned)index,
+                               ot_fixed[index][i]);
             f[nf].node = in[i];
             f[nf].data = data[nf];
             nf++;
